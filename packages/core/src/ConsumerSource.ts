@@ -1,0 +1,76 @@
+/**
+ * The consuming port: batches of records from a consumer group, and an explicit offset commit
+ * that the consumer calls only after its database transaction committed (R4.5).
+ *
+ * @since 0.1.0
+ */
+import * as Context from "effect/Context"
+import type * as Effect from "effect/Effect"
+import type * as Scope from "effect/Scope"
+import type * as Stream from "effect/Stream"
+import type { ConsumerSourceError } from "./Errors.ts"
+import type { Headers } from "./OutboxMessage.ts"
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface ConsumerRecord {
+  readonly topic: string
+  readonly partition: number
+  /** int64 offset as a decimal string. */
+  readonly offset: string
+  readonly key: string | null
+  readonly headers: Headers
+  readonly value: Uint8Array
+  /** Epoch millis. */
+  readonly timestamp: number
+}
+
+/**
+ * Records of one partition, in offset order.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ConsumerBatch {
+  readonly topic: string
+  readonly partition: number
+  readonly records: ReadonlyArray<ConsumerRecord>
+}
+
+/**
+ * The offset to commit is the next offset to read (last processed + 1), as Kafka expects.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface OffsetCommit {
+  readonly topic: string
+  readonly partition: number
+  readonly offset: string
+}
+
+/**
+ * A live group membership. Interrupting the stream's consumer or closing the scope leaves the
+ * group cleanly; uncommitted records are redelivered to the next member.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Subscription {
+  readonly batches: Stream.Stream<ConsumerBatch, ConsumerSourceError>
+  readonly commit: (offsets: ReadonlyArray<OffsetCommit>) => Effect.Effect<void, ConsumerSourceError>
+}
+
+/**
+ * @since 0.1.0
+ * @category services
+ */
+export class ConsumerSource extends Context.Service<ConsumerSource, {
+  readonly subscribe: (options: {
+    readonly groupId: string
+    readonly topics: ReadonlyArray<string>
+    readonly fromBeginning?: boolean
+  }) => Effect.Effect<Subscription, ConsumerSourceError, Scope.Scope>
+}>()("@effect-outbox/core/ConsumerSource") {}

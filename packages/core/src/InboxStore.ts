@@ -1,0 +1,36 @@
+/**
+ * The storage port of the processed-message records behind `Inbox.processOnce` (R4).
+ *
+ * @since 0.1.0
+ */
+import * as Context from "effect/Context"
+import type * as Effect from "effect/Effect"
+import type { OutboxStoreError } from "./Errors.ts"
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface ProcessedKey {
+  /** The consumer (group) that did the work. */
+  readonly consumer: string
+  /** `event:<event-id>` or `offset:<topic>/<partition>/<offset>` (see `Inbox`). */
+  readonly identity: string
+}
+
+/**
+ * @since 0.1.0
+ * @category services
+ */
+export class InboxStore extends Context.Service<InboxStore, {
+  /**
+   * Inserts the processed-message record in the ambient transaction. `"duplicate"` when a record
+   * with this key exists (a committed one, or one of a concurrent transaction that then commits);
+   * any other failure is an error. Never reports `"duplicate"` for anything but a key conflict.
+   */
+  readonly record: (key: ProcessedKey, now: number) => Effect.Effect<"recorded" | "duplicate", OutboxStoreError>
+  /** Whether a committed record with this key exists. */
+  readonly exists: (key: ProcessedKey) => Effect.Effect<boolean, OutboxStoreError>
+  /** Deletes at most `limit` records older than `olderThan`; returns how many. */
+  readonly purge: (olderThan: number, limit: number) => Effect.Effect<number, OutboxStoreError>
+}>()("@effect-outbox/core/InboxStore") {}

@@ -1,0 +1,198 @@
+/**
+ * The stored event and the draft domain code hands in (SPEC R1.2).
+ *
+ * @since 0.1.0
+ */
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import * as Random from "effect/Random"
+import * as Schema from "effect/Schema"
+import { OutboxStatus } from "./Lifecycle.ts"
+
+/**
+ * A time-ordered UUIDv7: the event's identity everywhere, the `event-id` header on the Kafka
+ * record and the dedup key downstream.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const EventId = Schema.String.check(Schema.isUUID()).pipe(Schema.brand("@effect-outbox/EventId"))
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type EventId = typeof EventId.Type
+
+/**
+ * The header that carries the event id on every published record.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const EVENT_ID_HEADER = "event-id"
+
+/**
+ * Generates a UUIDv7 from the `Clock` and the `Random` service, so a seeded simulation replays
+ * the same ids.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const makeEventId: Effect.Effect<EventId> = Effect.gen(function*() {
+  const now = yield* Clock.currentTimeMillis
+  const bytes = new Uint8Array(16)
+  for (let i = 6; i < 16; i++) bytes[i] = yield* Random.nextIntBetween(0, 255)
+  let ts = Math.max(0, Math.trunc(now))
+  for (let i = 5; i >= 0; i--) {
+    bytes[i] = ts % 256
+    ts = Math.floor(ts / 256)
+  }
+  bytes[6] = (bytes[6]! & 0x0f) | 0x70
+  bytes[8] = (bytes[8]! & 0x3f) | 0x80
+  const hex = Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("")
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}` as EventId
+})
+
+/**
+ * String headers stored with the event and sent with the record.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const Headers = Schema.Record(Schema.String, Schema.String)
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type Headers = typeof Headers.Type
+
+/**
+ * Where the broker put a record.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const PublishReceipt = Schema.Struct({
+  topic: Schema.String,
+  partition: Schema.Int,
+  /** Kafka offsets are int64: kept as a decimal string. */
+  offset: Schema.String
+})
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type PublishReceipt = typeof PublishReceipt.Type
+
+/**
+ * What domain code hands to `Outbox.enqueue`. Validated before anything is written.
+ *
+ * - `key`: the ordering key (aggregate / user id). Events of one key are published in creation
+ *   order (R1.4). No key: no ordering promise.
+ * - `partition`: an explicit target partition (R6.3), else the broker's partitioner decides.
+ * - `availableAt`: epoch millis before which the relay will not publish it.
+ * - `prequeued`: store as `PREQUEUED`, held until `Outbox.release` (R2.2).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const OutboxDraft = Schema.Struct({
+  id: Schema.optionalKey(EventId),
+  topic: Schema.String,
+  key: Schema.optionalKey(Schema.NullOr(Schema.String)),
+  partition: Schema.optionalKey(Schema.NullOr(Schema.Int)),
+  headers: Schema.optionalKey(Headers),
+  payload: Schema.Uint8Array,
+  availableAt: Schema.optionalKey(Schema.Number),
+  prequeued: Schema.optionalKey(Schema.Boolean)
+})
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type OutboxDraft = typeof OutboxDraft.Type
+
+/**
+ * A validated draft with its id and times resolved: what a store inserts.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface NewOutboxMessage {
+  readonly id: EventId
+  readonly topic: string
+  readonly key: string | null
+  readonly partition: number | null
+  readonly headers: Headers
+  readonly payload: Uint8Array
+  readonly status: "PENDING" | "PREQUEUED"
+  readonly availableAt: number
+  readonly createdAt: number
+}
+
+/**
+ * A stored event. Times are epoch milliseconds.
+ *
+ * - `seq`: insertion order, assigned by the store; with `key` it defines per-key order.
+ * - `leaseOwner` / `leaseExpiresAt`: set while `DISPATCHING`.
+ * - `receipt`: where the broker put it, once known.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface OutboxMessage {
+  readonly id: EventId
+  readonly seq: number
+  readonly topic: string
+  readonly key: string | null
+  readonly partition: number | null
+  readonly headers: Headers
+  readonly payload: Uint8Array
+  readonly status: OutboxStatus
+  readonly attempts: number
+  readonly availableAt: number
+  readonly leaseOwner: string | null
+  readonly leaseExpiresAt: number | null
+  readonly receipt: PublishReceipt | null
+  readonly lastError: string | null
+  readonly createdAt: number
+  readonly updatedAt: number
+  readonly publishedAt: number | null
+  readonly processedAt: number | null
+}
+
+/**
+ * @since 0.1.0
+ * @category schemas
+ */
+export const Status = OutboxStatus
+
+/**
+ * Encodes a JSON value as a payload (UTF-8).
+ *
+ * @since 0.1.0
+ * @category payload
+ */
+export const jsonPayload = (value: unknown): Uint8Array => new TextEncoder().encode(JSON.stringify(value))
+
+/**
+ * Encodes a value through a Schema into a JSON payload.
+ *
+ * @since 0.1.0
+ * @category payload
+ */
+export const encodePayload = <S extends Schema.Top>(schema: S) => (value: S["Type"]) =>
+  Schema.encodeEffect(Schema.fromJsonString(schema))(value).pipe(Effect.map((json) => new TextEncoder().encode(json)))
+
+/**
+ * Decodes a JSON payload through a Schema.
+ *
+ * @since 0.1.0
+ * @category payload
+ */
+export const decodePayload = <S extends Schema.Top>(schema: S) => (payload: Uint8Array) =>
+  Schema.decodeUnknownEffect(Schema.fromJsonString(schema))(new TextDecoder().decode(payload))

@@ -1,0 +1,138 @@
+/**
+ * The storage port of the outbox table. Adapters implement it over raw rows; the logic (what a
+ * transition may do, when to retry) lives once in core. Only `Transition.ts` calls the methods
+ * that change a status, so every change is checked, traced, logged and counted (R2.7).
+ *
+ * @since 0.1.0
+ */
+import * as Context from "effect/Context"
+import type * as Effect from "effect/Effect"
+import type * as Option from "effect/Option"
+import type { OutboxStoreError } from "./Errors.ts"
+import type { OutboxStatus } from "./Lifecycle.ts"
+import type { EventId, NewOutboxMessage, OutboxMessage, PublishReceipt } from "./OutboxMessage.ts"
+
+/**
+ * A claim request. The store moves up to `limit` rows from `PENDING` to `DISPATCHING`, leased
+ * to `owner` until `now + leaseMillis`, and returns them ordered by `seq`.
+ *
+ * The per-key rule (R1.4): a row is claimable only when `availableAt <= now` and every earlier
+ * (`seq`) row of the same key that is not finished with publication is claimed in the same
+ * batch — i.e. the store claims, per key, a contiguous prefix of its `PENDING` rows, and only
+ * when no row of that key is already `DISPATCHING` (in flight elsewhere) and no earlier row of
+ * that key waits in `PENDING` with `availableAt > now` (backing off). Rows with a `null` key are
+ * unordered. At most `maxPerKey` rows of one key are claimed per batch. Concurrent claims by
+ * several relays never hand out rows of the same key to two owners.
+ *
+ * "Not finished with publication" means `PENDING` or `DISPATCHING`; `PREQUEUED` rows and
+ * `FAILURE` rows do not block their key.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ClaimRequest {
+  readonly owner: string
+  readonly limit: number
+  readonly maxPerKey: number
+  readonly leaseMillis: number
+  readonly now: number
+}
+
+/**
+ * What a transition writes besides the status. Absent fields are left as they are.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface TransitionPatch {
+  readonly attempts?: number
+  readonly availableAt?: number
+  readonly lastError?: string | null
+  readonly receipt?: PublishReceipt
+  /** Sets a new lease (when re-leasing) or clears it (`null`). Leaving `DISPATCHING` always clears it. */
+  readonly lease?: { readonly owner: string; readonly expiresAt: number } | null
+  readonly publishedAt?: number
+  readonly processedAt?: number
+}
+
+/**
+ * One compare-and-set: move `id` to `to` when its status is one of `from` (and, when given, it is
+ * still leased by `leaseOwner`). When its status is one of `acceptIfIn`, the row has already
+ * advanced past `to` (R2.6): the patch's `receipt` / `publishedAt` are recorded, the status is
+ * left alone, and the outcome is `"already_advanced"`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface TransitionRequest {
+  readonly id: EventId
+  readonly from: ReadonlyArray<OutboxStatus>
+  readonly to: OutboxStatus
+  readonly acceptIfIn?: ReadonlyArray<OutboxStatus>
+  readonly leaseOwner?: string
+  readonly patch: TransitionPatch
+  readonly now: number
+}
+
+/**
+ * `current` is the row's status after the call (absent when the row does not exist).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface TransitionOutcome {
+  readonly id: EventId
+  readonly outcome: "applied" | "already_advanced" | "rejected"
+  readonly current: OutboxStatus | undefined
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface OutboxStats {
+  readonly byStatus: { readonly [S in OutboxStatus]?: number }
+  readonly oldestPendingCreatedAt: number | null
+  readonly staleLeases: number
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface ListFilter {
+  readonly statuses?: ReadonlyArray<OutboxStatus>
+  readonly topic?: string
+  readonly ids?: ReadonlyArray<EventId>
+  readonly createdBefore?: number
+  readonly limit: number
+}
+
+/**
+ * @since 0.1.0
+ * @category services
+ */
+export class OutboxStore extends Context.Service<OutboxStore, {
+  /** Inserts new rows in the ambient transaction when there is one (R1.1). Ids are unique. */
+  readonly insert: (messages: ReadonlyArray<NewOutboxMessage>) => Effect.Effect<void, OutboxStoreError>
+  /** `PENDING → DISPATCHING` for a batch, honouring the per-key rule of {@link ClaimRequest}. */
+  readonly claim: (request: ClaimRequest) => Effect.Effect<ReadonlyArray<OutboxMessage>, OutboxStoreError>
+  /** Batched compare-and-set, one round trip for the whole batch. Outcomes in request order. */
+  readonly transition: (
+    requests: ReadonlyArray<TransitionRequest>
+  ) => Effect.Effect<ReadonlyArray<TransitionOutcome>, OutboxStoreError>
+  /** Rows in `DISPATCHING` whose lease expired before `now`, oldest lease first. */
+  readonly findStale: (now: number, limit: number) => Effect.Effect<ReadonlyArray<OutboxMessage>, OutboxStoreError>
+  readonly get: (id: EventId) => Effect.Effect<Option.Option<OutboxMessage>, OutboxStoreError>
+  readonly list: (filter: ListFilter) => Effect.Effect<ReadonlyArray<OutboxMessage>, OutboxStoreError>
+  readonly stats: (now: number) => Effect.Effect<OutboxStats, OutboxStoreError>
+  /**
+   * Deletes at most `limit` rows in one of `statuses` last updated before `olderThan`; returns
+   * how many. Never blocks or waits on rows being claimed.
+   */
+  readonly purge: (request: {
+    readonly statuses: ReadonlyArray<OutboxStatus>
+    readonly olderThan: number
+    readonly limit: number
+  }) => Effect.Effect<number, OutboxStoreError>
+}>()("@effect-outbox/core/OutboxStore") {}

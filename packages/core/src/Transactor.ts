@@ -1,0 +1,22 @@
+/**
+ * The database transaction port. `Outbox.enqueue` and `Inbox.processOnce` join the transaction
+ * opened here, so the event or the processed-message record commits with the caller's state
+ * change or not at all (R1.1, R4.1).
+ *
+ * @since 0.1.0
+ */
+import * as Context from "effect/Context"
+import type * as Effect from "effect/Effect"
+import type { OutboxStoreError } from "./Errors.ts"
+
+/**
+ * @since 0.1.0
+ * @category services
+ */
+export class Transactor extends Context.Service<Transactor, {
+  /**
+   * Runs `effect` in one transaction: commits when it succeeds, rolls back when it fails, dies
+   * or is interrupted. Nested calls join the outer transaction.
+   */
+  readonly withTransaction: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E | OutboxStoreError, R>
+}>()("@effect-outbox/core/Transactor") {}
