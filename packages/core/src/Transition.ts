@@ -1,0 +1,370 @@
+/**
+ * THE transition helper (R2.7). Every status change in the library goes through this module:
+ * it checks the move against the lifecycle table, writes it as one batched compare-and-set
+ * (`OutboxStore.transition`) or one claim (`OutboxStore.claim`), and records a span, a log line
+ * and a metric per transition. Nothing else calls the store's `claim` or `transition`.
+ *
+ * The convenience operations below are the only moves the library makes; {@link apply} is the
+ * checked escape hatch for anything else.
+ *
+ * @since 0.1.0
+ */
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import * as Metric from "effect/Metric"
+import { IllegalTransitionError, type OutboxStoreError } from "./Errors.ts"
+import * as Lifecycle from "./Lifecycle.ts"
+import type { EventId, OutboxMessage, PublishReceipt } from "./OutboxMessage.ts"
+import { OutboxStore, type TransitionOutcome, type TransitionPatch } from "./OutboxStore.ts"
+import * as Telemetry from "./Telemetry.ts"
+
+/**
+ * A requested move: a {@link OutboxStore.TransitionRequest} without `now` (taken from `Clock`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Move {
+  readonly id: EventId
+  readonly from: ReadonlyArray<Lifecycle.OutboxStatus>
+  readonly to: Lifecycle.OutboxStatus
+  readonly acceptIfIn?: ReadonlyArray<Lifecycle.OutboxStatus>
+  readonly leaseOwner?: string
+  readonly patch?: TransitionPatch
+}
+
+/**
+ * Checks a move against the lifecycle table: every `from` must be allowed to reach `to`, and
+ * `acceptIfIn` may only name statuses that lie beyond `to` (R2.6). Requeue out of `FAILURE` is
+ * not an ordinary move: use {@link requeue}.
+ *
+ * @since 0.1.0
+ * @category validation
+ */
+export const validate = (move: Move): IllegalTransitionError | undefined => {
+  const legal = move.from.length > 0 &&
+    move.from.every((from) => Lifecycle.canTransition(from, move.to)) &&
+    (move.acceptIfIn ?? []).every((status) => Lifecycle.advancedBeyond[move.to].includes(status))
+  return legal ? undefined : new IllegalTransitionError({ from: move.from, to: move.to })
+}
+
+/**
+ * Applies a batch of checked moves in one store call. Fails with `IllegalTransitionError`
+ * before writing anything when any move is illegal. Outcomes come back in request order.
+ *
+ * @since 0.1.0
+ * @category transitions
+ */
+export const apply = (
+  moves: ReadonlyArray<Move>
+): Effect.Effect<ReadonlyArray<TransitionOutcome>, OutboxStoreError | IllegalTransitionError, OutboxStore> =>
+  Effect.gen(function*() {
+    for (const move of moves) {
+      const illegal = validate(move)
+      if (illegal !== undefined) return yield* illegal
+    }
+    return yield* write(moves)
+  })
+
+// The unchecked write, used by `apply` after validation and by `requeue` after its own check.
+const write = (
+  moves: ReadonlyArray<Move>
+): Effect.Effect<ReadonlyArray<TransitionOutcome>, OutboxStoreError, OutboxStore> =>
+  moves.length === 0 ? Effect.succeed([]) : Effect.gen(function*() {
+    const store = yield* OutboxStore
+    const now = yield* Clock.currentTimeMillis
+    const outcomes = yield* store.transition(moves.map((move) => ({
+      id: move.id,
+      from: move.from,
+      to: move.to,
+      ...(move.acceptIfIn === undefined ? {} : { acceptIfIn: move.acceptIfIn }),
+      ...(move.leaseOwner === undefined ? {} : { leaseOwner: move.leaseOwner }),
+      patch: move.patch ?? {},
+      now
+    })))
+    yield* Effect.forEach(outcomes, (outcome, i) => record(moves[i]!, outcome), { discard: true })
+    return outcomes
+  }).pipe(
+    Effect.withSpan(Telemetry.spans.transition, {
+      attributes: { "outbox.batch_size": moves.length, "outbox.to": [...new Set(moves.map((m) => m.to))].join(",") }
+    })
+  )
+
+const record = (move: Move, outcome: TransitionOutcome) => {
+  const from = move.from.join("|")
+  const line = `outbox ${outcome.id}: ${from} -> ${move.to} ${outcome.outcome}` +
+    (outcome.outcome === "applied" ? "" : ` (now ${outcome.current ?? "missing"})`)
+  const log = outcome.outcome === "rejected" ? Effect.logDebug(line) : Effect.logInfo(line)
+  return Effect.andThen(
+    Metric.update(Metric.withAttributes(Telemetry.transitions, { from, to: move.to, outcome: outcome.outcome }), 1),
+    log.pipe(Effect.annotateLogs({ eventId: outcome.id, from, to: move.to, outcome: outcome.outcome }))
+  )
+}
+
+// The convenience moves are legal by construction; a violation is a bug in this file.
+const applyKnown = (moves: ReadonlyArray<Move>) =>
+  apply(moves).pipe(Effect.catchTag("IllegalTransitionError", (error) => Effect.die(error)))
+
+/**
+ * `PENDING → DISPATCHING` for a batch under a lease, honouring the store's per-key rule
+ * (see `OutboxStore.ClaimRequest`). Rows come back ordered by `seq`.
+ *
+ * @since 0.1.0
+ * @category transitions
+ */
+export const claim = (options: {
+  readonly owner: string
+  readonly limit: number
+  readonly maxPerKey: number
+  readonly leaseMillis: number
+}): Effect.Effect<ReadonlyArray<OutboxMessage>, OutboxStoreError, OutboxStore> =>
+  Effect.gen(function*() {
+    const store = yield* OutboxStore
+    const now = yield* Clock.currentTimeMillis
+    const rows = yield* store.claim({ ...options, now })
+    if (rows.length > 0) {
+      yield* Metric.update(
+        Metric.withAttributes(Telemetry.transitions, { from: "PENDING", to: "DISPATCHING", outcome: "applied" }),
+        rows.length
+      )
+      yield* Metric.update(Telemetry.claimed, rows.length)
+      yield* Effect.logDebug(`outbox claimed ${rows.length} rows for ${options.owner}`).pipe(
+        Effect.annotateLogs({ owner: options.owner, ids: rows.map((row) => row.id).join(",") })
+      )
+    }
+    return rows
+  }).pipe(Effect.withSpan(Telemetry.spans.claim, { attributes: { "outbox.owner": options.owner } }))
+
+/**
+ * A broker receipt for a dispatched row.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Published {
+  readonly id: EventId
+  readonly receipt: PublishReceipt
+}
+
+/**
+ * `DISPATCHING → PUBLISHED` with the receipt, as one compare-and-set for the batch (R2.6).
+ * Rows that processing already advanced (`UNDER_PROCESSING`, `SUCCESS`, `PUSHED_FAILURE`) get
+ * the receipt recorded and keep their status (`already_advanced`).
+ *
+ * No lease-owner condition: the receipt proves the record is on the broker, whichever relay
+ * holds the lease now; a relay still sending it will find the row `PUBLISHED` and stop.
+ *
+ * @since 0.1.0
+ * @category transitions
+ */
+export const markPublished = (
+  items: ReadonlyArray<Published>
+): Effect.Effect<ReadonlyArray<TransitionOutcome>, OutboxStoreError, OutboxStore> =>
+  Effect.flatMap(Clock.currentTimeMillis, (now) =>
+    applyKnown(items.map((item) => ({
+      id: item.id,
+      from: ["DISPATCHING"],
+      to: "PUBLISHED",
+      acceptIfIn: Lifecycle.advancedBeyond.PUBLISHED,
+      patch: { receipt: item.receipt, publishedAt: now, lease: null, lastError: null }
+    }))))
+
+/**
+ * A failed publication. `retryAt` set: back to `PENDING` (available again then); `null`:
+ * `FAILURE` with `reason` (R2.3).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface PublishFailure {
+  readonly id: EventId
+  /** The lease owner that dispatched it: a relay that lost its lease changes nothing. */
+  readonly owner: string
+  readonly reason: string
+  /** The attempts count to store (the caller's `attempts + 1`). */
+  readonly attempts: number
+  readonly retryAt: number | null
+}
+
+/**
+ * `DISPATCHING → PENDING` (retry) or `DISPATCHING → FAILURE`, conditional on the row still being
+ * `DISPATCHING` under `owner` (R2.6).
+ *
+ * @since 0.1.0
+ * @category transitions
+ */
+export const markPublishFailed = (
+  items: ReadonlyArray<PublishFailure>
+): Effect.Effect<ReadonlyArray<TransitionOutcome>, OutboxStoreError, OutboxStore> =>
+  applyKnown(items.map((item): Move =>
+    item.retryAt === null
+      ? {
+        id: item.id,
+        from: ["DISPATCHING"],
+        to: "FAILURE",
+        leaseOwner: item.owner,
+        patch: { attempts: item.attempts, lastError: item.reason, lease: null }
+      }
+      : {
+        id: item.id,
+        from: ["DISPATCHING"],
+        to: "PENDING",
+        leaseOwner: item.owner,
+        patch: { attempts: item.attempts, availableAt: item.retryAt, lastError: item.reason, lease: null }
+      }
+  ))
+
+/**
+ * Gives claimed rows back to `PENDING` unchanged (no attempt counted): graceful shutdown, or a
+ * row held back because an earlier row of its key failed in the same batch.
+ *
+ * @since 0.1.0
+ * @category transitions
+ */
+export const releaseClaimed = (
+  items: ReadonlyArray<{ readonly id: EventId; readonly owner: string; readonly reason?: string }>
+): Effect.Effect<ReadonlyArray<TransitionOutcome>, OutboxStoreError, OutboxStore> =>
+  applyKnown(items.map((item) => ({
+    id: item.id,
+    from: ["DISPATCHING"],
+    to: "PENDING",
+    leaseOwner: item.owner,
+    patch: { lease: null, ...(item.reason === undefined ? {} : { lastError: item.reason }) }
+  })))
+
+/**
+ * `PREQUEUED → PENDING`: deferred work released (R2.2).
+ *
+ * @since 0.1.0
+ * @category transitions
+ */
+export const release = (
+  ids: ReadonlyArray<EventId>,
+  options?: { readonly availableAt?: number }
+): Effect.Effect<ReadonlyArray<TransitionOutcome>, OutboxStoreError, OutboxStore> =>
+  applyKnown(ids.map((id) => ({
+    id,
+    from: ["PREQUEUED"],
+    to: "PENDING",
+    patch: options?.availableAt === undefined ? {} : { availableAt: options.availableAt }
+  })))
+
+/**
+ * Stale recovery found no broker record: `DISPATCHING → PENDING`, conditional on the expired
+ * lease still being `staleOwner`'s (a row re-claimed meanwhile is left alone) (R3.2).
+ *
+ * @since 0.1.0
+ * @category transitions
+ */
+export const requeueStale = (
+  items: ReadonlyArray<{ readonly id: EventId; readonly staleOwner: string }>
+): Effect.Effect<ReadonlyArray<TransitionOutcome>, OutboxStoreError, OutboxStore> =>
+  applyKnown(items.map((item) => ({
+    id: item.id,
+    from: ["DISPATCHING"],
+    to: "PENDING",
+    leaseOwner: item.staleOwner,
+    patch: { lease: null, lastError: `lease of ${item.staleOwner} expired; no broker record found` }
+  })))
+
+/**
+ * Stale recovery (or the relay) gives up on a row: `DISPATCHING → FAILURE` with `reason`,
+ * conditional on `owner` still holding it.
+ *
+ * @since 0.1.0
+ * @category transitions
+ */
+export const failDispatching = (
+  items: ReadonlyArray<{ readonly id: EventId; readonly owner: string; readonly reason: string }>
+): Effect.Effect<ReadonlyArray<TransitionOutcome>, OutboxStoreError, OutboxStore> =>
+  applyKnown(items.map((item) => ({
+    id: item.id,
+    from: ["DISPATCHING"],
+    to: "FAILURE",
+    leaseOwner: item.owner,
+    patch: { lastError: item.reason, lease: null }
+  })))
+
+/**
+ * Consumption starts: `DISPATCHING | PUBLISHED → UNDER_PROCESSING` (R2.5). A row already
+ * `SUCCESS` / `PUSHED_FAILURE` answers `already_advanced` (skip the work); any other status
+ * answers `rejected` with `current`.
+ *
+ * @since 0.1.0
+ * @category transitions
+ */
+export const startProcessing = (id: EventId): Effect.Effect<TransitionOutcome, OutboxStoreError, OutboxStore> =>
+  Effect.map(
+    applyKnown([{
+      id,
+      from: ["DISPATCHING", "PUBLISHED"],
+      to: "UNDER_PROCESSING",
+      acceptIfIn: Lifecycle.advancedBeyond.UNDER_PROCESSING,
+      patch: { lease: null }
+    }]),
+    (outcomes) => outcomes[0]!
+  )
+
+/**
+ * Consumption ends: `UNDER_PROCESSING → SUCCESS | PUSHED_FAILURE`. A row that already ended
+ * answers `rejected` with its `current` status, never moved.
+ *
+ * @since 0.1.0
+ * @category transitions
+ */
+export const finishProcessing = (
+  id: EventId,
+  result: "SUCCESS" | "PUSHED_FAILURE",
+  options?: { readonly reason?: string }
+): Effect.Effect<TransitionOutcome, OutboxStoreError, OutboxStore> =>
+  Effect.flatMap(Clock.currentTimeMillis, (now) =>
+    Effect.map(
+      applyKnown([{
+        id,
+        from: ["UNDER_PROCESSING"],
+        to: result,
+        patch: { processedAt: now, ...(options?.reason === undefined ? {} : { lastError: options.reason }) }
+      }]),
+      (outcomes) => outcomes[0]!
+    ))
+
+/**
+ * An operator's requeue out of `FAILURE` (R2.4): `FAILURE → PENDING` with attempts reset,
+ * checked by `Lifecycle.canRequeue` and recorded as an audit log line naming the operator and
+ * the reason. Never part of the ordinary table.
+ *
+ * @since 0.1.0
+ * @category operator
+ */
+export const requeue = (request: {
+  readonly ids: ReadonlyArray<EventId>
+  readonly operator: string
+  readonly reason: string
+  readonly availableAt?: number
+}): Effect.Effect<ReadonlyArray<TransitionOutcome>, OutboxStoreError | IllegalTransitionError, OutboxStore> =>
+  Effect.gen(function*() {
+    if (request.operator.trim() === "" || request.reason.trim() === "") {
+      return yield* Effect.die(new Error("requeue needs a non-empty operator and reason for the audit log"))
+    }
+    const from: Lifecycle.OutboxStatus = "FAILURE"
+    if (!Lifecycle.canRequeue(from)) return yield* new IllegalTransitionError({ from: [from], to: "PENDING" })
+    const now = yield* Clock.currentTimeMillis
+    const outcomes = yield* write(request.ids.map((id) => ({
+      id,
+      from: [from],
+      to: "PENDING",
+      patch: { attempts: 0, availableAt: request.availableAt ?? now, lastError: null, lease: null }
+    })))
+    const applied = outcomes.filter((outcome) => outcome.outcome === "applied")
+    yield* Metric.update(Telemetry.requeued, applied.length)
+    yield* Effect.logWarning(
+      `AUDIT outbox requeue by ${request.operator}: ${applied.length}/${request.ids.length} FAILURE rows -> PENDING (${request.reason})`
+    ).pipe(Effect.annotateLogs({
+      audit: "outbox.requeue",
+      operator: request.operator,
+      reason: request.reason,
+      requeued: applied.map((outcome) => outcome.id).join(","),
+      skipped: outcomes.filter((outcome) => outcome.outcome !== "applied").map((o) => `${o.id}:${o.current ?? "missing"}`).join(",")
+    }))
+    return outcomes
+  }).pipe(Effect.withSpan(Telemetry.spans.requeue, { attributes: { "outbox.operator": request.operator } }))
