@@ -2,3 +2,4 @@
  * @since 0.1.0
  */
 export * as InMemoryDatabase from "./InMemoryDatabase.ts"
+export * as RealServices from "./RealServices.ts"
