@@ -1,0 +1,232 @@
+/**
+ * The domain-facing outbox (R1.1, R1.2, R2.2): domain code enqueues events in the same
+ * transaction as its state change, and releases deferred (`PREQUEUED`) ones.
+ *
+ * ```ts
+ * const placeOrder = transactor.withTransaction(Effect.gen(function*() {
+ *   yield* saveOrder(order)
+ *   yield* Outbox.enqueue({ topic: "orders", key: order.id, payload: OutboxMessage.jsonPayload(order) })
+ * }))
+ * ```
+ *
+ * @since 0.1.0
+ */
+import * as Clock from "effect/Clock"
+import * as Config from "effect/Config"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Metric from "effect/Metric"
+import * as Option from "effect/Option"
+import { EventNotFoundError, OutboxStoreError, OutboxValidationError } from "./Errors.ts"
+import * as OutboxMessage from "./OutboxMessage.ts"
+import { OutboxStore } from "./OutboxStore.ts"
+import * as Telemetry from "./Telemetry.ts"
+import { Transactor } from "./Transactor.ts"
+import * as Transition from "./Transition.ts"
+import { WakeUp } from "./WakeUp.ts"
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Settings {
+  /** Largest accepted payload. Kafka's default `message.max.bytes` is about 1 MiB. */
+  readonly maxPayloadBytes: number
+}
+
+/**
+ * `OUTBOX_MAX_PAYLOAD_BYTES`, default 1,000,000.
+ *
+ * @since 0.1.0
+ * @category config
+ */
+export const config: Config.Config<Settings> = Config.all({
+  maxPayloadBytes: Config.Int("OUTBOX_MAX_PAYLOAD_BYTES").pipe(Config.withDefault(1_000_000))
+})
+
+/**
+ * @since 0.1.0
+ * @category services
+ */
+export class Outbox extends Context.Service<Outbox, {
+  /**
+   * Validates and stores drafts in the ambient transaction (or its own when there is none),
+   * returning their ids in order. Bad input fails with `OutboxValidationError` and writes
+   * nothing; a rolled-back transaction leaves no event behind (R1.1).
+   */
+  readonly enqueue: (
+    drafts: ReadonlyArray<OutboxMessage.OutboxDraft>
+  ) => Effect.Effect<ReadonlyArray<OutboxMessage.EventId>, OutboxValidationError | OutboxStoreError>
+  /** `PREQUEUED → PENDING` (R2.2). Unknown ids fail; ids no longer `PREQUEUED` are left alone. */
+  readonly release: (
+    ids: ReadonlyArray<OutboxMessage.EventId>
+  ) => Effect.Effect<void, EventNotFoundError | OutboxStoreError>
+}>()("@effect-outbox/core/Outbox") {}
+
+// Kafka's own rule (kafka.common.internals.Topic): at most 249 of [a-zA-Z0-9._-], not "." or "..".
+const TOPIC = /^[a-zA-Z0-9._-]{1,249}$/
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
+
+/**
+ * Checks one draft; the first problem found, or `undefined`. `index` names the draft in a batch.
+ *
+ * @since 0.1.0
+ * @category validation
+ */
+export const validateDraft = (
+  draft: OutboxMessage.OutboxDraft,
+  settings: Settings,
+  index = 0
+): OutboxValidationError | undefined => {
+  const invalid = (field: string, reason: string) => new OutboxValidationError({ field: `drafts[${index}].${field}`, reason })
+  if (typeof draft.topic !== "string" || draft.topic.length === 0) return invalid("topic", "must be a non-empty string")
+  if (!TOPIC.test(draft.topic) || draft.topic === "." || draft.topic === "..") {
+    return invalid("topic", `"${draft.topic}" is not a legal Kafka topic name (1-249 of a-z A-Z 0-9 . _ -, not "." or "..")`)
+  }
+  if (!(draft.payload instanceof Uint8Array)) return invalid("payload", "must be a Uint8Array")
+  if (draft.payload.byteLength > settings.maxPayloadBytes) {
+    return invalid("payload", `${draft.payload.byteLength} bytes exceeds the limit of ${settings.maxPayloadBytes} (OUTBOX_MAX_PAYLOAD_BYTES)`)
+  }
+  if (draft.partition !== undefined && draft.partition !== null && !(Number.isInteger(draft.partition) && draft.partition >= 0)) {
+    return invalid("partition", `${draft.partition} is not an integer >= 0`)
+  }
+  if (draft.id !== undefined && !(typeof draft.id === "string" && UUID.test(draft.id))) {
+    return invalid("id", `${String(draft.id)} is not a UUID`)
+  }
+  if (draft.key !== undefined && draft.key !== null && typeof draft.key !== "string") return invalid("key", "must be a string or null")
+  if (draft.availableAt !== undefined && !Number.isFinite(draft.availableAt)) return invalid("availableAt", "must be finite epoch millis")
+  for (const [name, value] of Object.entries(draft.headers ?? {})) {
+    if (typeof value !== "string") return invalid(`headers.${name}`, "header values must be strings")
+  }
+  const eventIdHeader = draft.headers?.[OutboxMessage.EVENT_ID_HEADER]
+  if (eventIdHeader !== undefined && eventIdHeader !== draft.id) {
+    return invalid(`headers.${OutboxMessage.EVENT_ID_HEADER}`, "is set by the outbox from the event id; leave it out or pass the same value as `id`")
+  }
+  return undefined
+}
+
+/**
+ * Builds the service from its ports and settings.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (settings: Settings) =>
+  Effect.gen(function*() {
+    const store = yield* OutboxStore
+    const transactor = yield* Transactor
+    const wakeUp = yield* WakeUp
+
+    const enqueue = (drafts: ReadonlyArray<OutboxMessage.OutboxDraft>) =>
+      Effect.gen(function*() {
+        const seen = new Set<string>()
+        for (let i = 0; i < drafts.length; i++) {
+          const invalid = validateDraft(drafts[i]!, settings, i)
+          if (invalid !== undefined) return yield* invalid
+          const id = drafts[i]!.id
+          if (id !== undefined) {
+            if (seen.has(id.toLowerCase())) {
+              return yield* new OutboxValidationError({ field: `drafts[${i}].id`, reason: `${id} appears twice in one batch` })
+            }
+            seen.add(id.toLowerCase())
+          }
+        }
+        if (drafts.length === 0) return []
+        const now = yield* Clock.currentTimeMillis
+        const messages: Array<OutboxMessage.NewOutboxMessage> = []
+        for (const draft of drafts) {
+          const id = draft.id ?? (yield* OutboxMessage.makeEventId)
+          const headers = yield* Telemetry.injectTraceparent({ ...draft.headers, [OutboxMessage.EVENT_ID_HEADER]: id })
+          messages.push({
+            id,
+            topic: draft.topic,
+            key: draft.key ?? null,
+            partition: draft.partition ?? null,
+            headers,
+            payload: draft.payload,
+            status: draft.prequeued === true ? "PREQUEUED" : "PENDING",
+            availableAt: draft.availableAt ?? now,
+            createdAt: now
+          })
+        }
+        yield* transactor.withTransaction(Effect.andThen(store.insert(messages), wakeUp.notify))
+        yield* Metric.update(Telemetry.enqueued, messages.length)
+        return messages.map((message) => message.id)
+      }).pipe(Effect.withSpan(Telemetry.spans.enqueue, { attributes: { "outbox.count": drafts.length } }))
+
+    const release = (ids: ReadonlyArray<OutboxMessage.EventId>) =>
+      transactor.withTransaction<void, EventNotFoundError | OutboxStoreError, never>(Effect.gen(function*() {
+        const outcomes = yield* Transition.release(ids)
+        const missing = outcomes.find((outcome) => outcome.current === undefined)
+        if (missing !== undefined) return yield* new EventNotFoundError({ id: missing.id })
+        if (outcomes.some((outcome) => outcome.outcome === "applied")) yield* wakeUp.notify
+      }).pipe(Effect.provideService(OutboxStore, store))).pipe(Effect.withSpan(Telemetry.spans.release, { attributes: { "outbox.count": ids.length } }))
+
+    return Outbox.of({ enqueue, release })
+  })
+
+/**
+ * The service from `config` and the `OutboxStore`, `Transactor` and `WakeUp` ports.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer: Layer.Layer<Outbox, Config.ConfigError, OutboxStore | Transactor | WakeUp> = Layer.effect(Outbox)(
+  Effect.gen(function*() {
+    return yield* make(yield* config)
+  })
+)
+
+/**
+ * The service with explicit settings.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerWith = (settings: Settings): Layer.Layer<Outbox, never, OutboxStore | Transactor | WakeUp> =>
+  Layer.effect(Outbox)(make(settings))
+
+/**
+ * Enqueues one draft (returns its id) or several (returns their ids, in order), joining the
+ * ambient transaction (R1.1).
+ *
+ * @since 0.1.0
+ * @category accessors
+ */
+export const enqueue: {
+  (draft: OutboxMessage.OutboxDraft): Effect.Effect<OutboxMessage.EventId, OutboxValidationError | OutboxStoreError, Outbox>
+  (
+    drafts: ReadonlyArray<OutboxMessage.OutboxDraft>
+  ): Effect.Effect<ReadonlyArray<OutboxMessage.EventId>, OutboxValidationError | OutboxStoreError, Outbox>
+} = (input: OutboxMessage.OutboxDraft | ReadonlyArray<OutboxMessage.OutboxDraft>): Effect.Effect<any, any, any> =>
+  Effect.flatMap(Effect.service(Outbox), (outbox): Effect.Effect<any, any> =>
+    isDraftArray(input)
+      ? outbox.enqueue(input)
+      : Effect.map(outbox.enqueue([input]), (ids) => ids[0]!))
+
+const isDraftArray = (
+  input: OutboxMessage.OutboxDraft | ReadonlyArray<OutboxMessage.OutboxDraft>
+): input is ReadonlyArray<OutboxMessage.OutboxDraft> => Array.isArray(input)
+
+/**
+ * Releases deferred (`PREQUEUED`) events to `PENDING` (R2.2).
+ *
+ * @since 0.1.0
+ * @category accessors
+ */
+export const release = (
+  ids: OutboxMessage.EventId | ReadonlyArray<OutboxMessage.EventId>
+): Effect.Effect<void, EventNotFoundError | OutboxStoreError, Outbox> =>
+  Effect.flatMap(Effect.service(Outbox), (outbox) => outbox.release(typeof ids === "string" ? [ids] : ids))
+
+/**
+ * Reads one event's current state: the one status accessor (R2.7).
+ *
+ * @since 0.1.0
+ * @category accessors
+ */
+export const get = (
+  id: OutboxMessage.EventId
+): Effect.Effect<Option.Option<OutboxMessage.OutboxMessage>, OutboxStoreError, OutboxStore> =>
+  Effect.flatMap(Effect.service(OutboxStore), (store) => store.get(id))
