@@ -3,3 +3,4 @@
  */
 export * as InMemoryDatabase from "./InMemoryDatabase.ts"
 export * as RealServices from "./RealServices.ts"
+export * as InMemoryBroker from "./InMemoryBroker.ts"

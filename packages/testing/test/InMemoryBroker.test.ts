@@ -1,0 +1,102 @@
+import { assert, describe, it } from "@effect/vitest"
+import { BrokerProbe } from "@effect-outbox/core/BrokerProbe"
+import { ConsumerSource } from "@effect-outbox/core/ConsumerSource"
+import type { EventId } from "@effect-outbox/core/OutboxMessage"
+import { Publisher, type PublishRequest } from "@effect-outbox/core/Publisher"
+import { Effect, Option, Result, Stream } from "effect"
+import { createRequire } from "node:module"
+import * as InMemoryBroker from "../src/InMemoryBroker.ts"
+import { partitionForKey } from "../src/internal/murmur2.ts"
+
+const request = (n: number, partition: number | null, key: string | null = null): PublishRequest => ({
+  id: `00000000-0000-7000-8000-${n.toString(16).padStart(12, "0")}` as EventId,
+  topic: "t",
+  key,
+  partition,
+  headers: { "event-id": `00000000-0000-7000-8000-${n.toString(16).padStart(12, "0")}` },
+  payload: new Uint8Array([n])
+})
+
+const layer = InMemoryBroker.layer({ topics: { t: 3 } })
+
+describe("InMemoryBroker", () => {
+  it("routes keys like Kafka's default partitioner (murmur2)", () => {
+    const require = createRequire(import.meta.url)
+    const kafkaMurmur2: (key: string) => number = require("kafkajs/src/producer/partitioners/default/murmur2.js")
+    for (const key of ["", "a", "ab", "abc", "user-42", "ünïcödé-key", "0123456789abcdef"]) {
+      for (const partitions of [1, 3, 7, 12]) {
+        assert.strictEqual(partitionForKey(key, partitions), (kafkaMurmur2(key) & 0x7fffffff) % partitions, key)
+      }
+    }
+  })
+
+  it.effect("a retriable fault fails the whole partition batch and appends nothing of it", () =>
+    Effect.gen(function*() {
+      const broker = yield* InMemoryBroker.InMemoryBroker
+      const publisher = yield* Publisher
+      yield* broker.failPublish({ fault: "retriable", partition: 1 })
+      const outcomes = yield* publisher.publish([request(1, 0), request(2, 1), request(3, 1), request(4, 0)])
+      assert.deepStrictEqual(outcomes.map(Result.isSuccess), [true, false, false, true])
+      assert.strictEqual((yield* broker.log("t", 1)).length, 0)
+      assert.strictEqual((yield* broker.log("t", 0)).length, 2)
+    }).pipe(Effect.provide(layer)))
+
+  it.effect("a lost acknowledgement appends the records yet reports a retriable error", () =>
+    Effect.gen(function*() {
+      const broker = yield* InMemoryBroker.InMemoryBroker
+      const publisher = yield* Publisher
+      const probe = yield* BrokerProbe
+      yield* broker.failPublish({ fault: "lost_ack", skip: 1 })
+      const first = yield* publisher.publish([request(1, 2)])
+      const second = yield* publisher.publish([request(2, 2)])
+      assert.isTrue(Result.isSuccess(first[0]!))
+      const failure = second[0]!
+      assert.isTrue(Result.isFailure(failure) && failure.failure._tag === "RetriablePublishError")
+      assert.strictEqual((yield* broker.log("t", 2)).length, 2)
+      const found = yield* probe.find({ topic: "t", partition: 2, eventId: request(2, 2).id, since: 0 })
+      assert.deepStrictEqual(found, Option.some({ topic: "t", partition: 2, offset: "1" }))
+    }).pipe(Effect.provide(layer)))
+
+  it.effect("records without key or partition are spread round-robin", () =>
+    Effect.gen(function*() {
+      const broker = yield* InMemoryBroker.InMemoryBroker
+      const publisher = yield* Publisher
+      yield* publisher.publish([request(1, null), request(2, null), request(3, null)])
+      for (const p of [0, 1, 2]) assert.strictEqual((yield* broker.log("t", p)).length, 1)
+    }).pipe(Effect.provide(layer)))
+
+  it.effect("two members of one group split the partitions; a leaving member's partitions move", () =>
+    Effect.gen(function*() {
+      const source = yield* ConsumerSource
+      const publisher = yield* Publisher
+      yield* publisher.publish([request(1, 0), request(2, 1), request(3, 2)])
+      const a = yield* source.subscribe({ groupId: "g", topics: ["t"], fromBeginning: true })
+      yield* Effect.scoped(Effect.gen(function*() {
+        const b = yield* source.subscribe({ groupId: "g", topics: ["t"], fromBeginning: true })
+        const fromA = yield* a.batches.pipe(Stream.take(2), Stream.runCollect)
+        const fromB = yield* b.batches.pipe(Stream.take(1), Stream.runCollect)
+        assert.deepStrictEqual(fromA.map((batch) => batch.partition).sort(), [0, 2])
+        assert.deepStrictEqual(fromB.map((batch) => batch.partition), [1])
+      }))
+      // b left without committing: partition 1 moves to a, from the group's (absent) commit.
+      const moved = yield* a.batches.pipe(Stream.take(1), Stream.runCollect)
+      assert.deepStrictEqual(moved.map((batch) => [batch.partition, batch.records[0]!.offset]), [[1, "0"]])
+    }).pipe(Effect.provide(layer)))
+
+  it.effect("injected probe, admin and commit faults surface as typed errors", () =>
+    Effect.gen(function*() {
+      const broker = yield* InMemoryBroker.InMemoryBroker
+      const probe = yield* BrokerProbe
+      const source = yield* ConsumerSource
+      yield* broker.failNext({ operation: "probe", count: 1 })
+      yield* broker.failNext({ operation: "commit", count: 1 })
+      const probeError = yield* Effect.flip(probe.find({ topic: "t", partition: 0, eventId: request(1, 0).id, since: 0 }))
+      assert.strictEqual(probeError._tag, "ProbeError")
+      const subscription = yield* source.subscribe({ groupId: "g", topics: ["t"] })
+      const commitError = yield* Effect.flip(subscription.commit([{ topic: "t", partition: 0, offset: "1" }]))
+      assert.isTrue(commitError.retriable)
+      yield* subscription.commit([{ topic: "t", partition: 0, offset: "1" }])
+      assert.deepStrictEqual(yield* broker.committed("g"), [{ topic: "t", partition: 0, offset: "1" }])
+      assert.strictEqual(yield* broker.faultsFired, 2)
+    }).pipe(Effect.provide(layer)))
+})
