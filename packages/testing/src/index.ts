@@ -4,3 +4,4 @@
 export * as InMemoryDatabase from "./InMemoryDatabase.ts"
 export * as RealServices from "./RealServices.ts"
 export * as InMemoryBroker from "./InMemoryBroker.ts"
+export * as OutboxStoreSuite from "./OutboxStoreSuite.ts"

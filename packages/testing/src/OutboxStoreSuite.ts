@@ -1,0 +1,521 @@
+/**
+ * The conformance suite of the `OutboxStore` port: every adapter (in-memory, PostgreSQL, a third
+ * party's) runs these same named behaviours. Each test builds a fresh layer.
+ *
+ * ```ts
+ * import { OutboxStoreSuite } from "@effect-outbox/testing"
+ * OutboxStoreSuite.suite("PgOutboxStore", { layer: () => PgOutboxStore.layer.pipe(...) })
+ * ```
+ *
+ * @since 0.1.0
+ */
+import { assert, describe, it } from "@effect/vitest"
+import type { OutboxStatus } from "@effect-outbox/core/Lifecycle"
+import type { NewOutboxMessage, OutboxMessage } from "@effect-outbox/core/OutboxMessage"
+import { type ClaimRequest, OutboxStore } from "@effect-outbox/core/OutboxStore"
+import { Transactor } from "@effect-outbox/core/Transactor"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
+import type * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import { newMessage, newMessages, T0 } from "./internal/conformance.ts"
+
+/**
+ * The services a tested adapter provides.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Services = OutboxStore | Transactor
+
+/**
+ * Switches for behaviours an adapter may not offer. All default to `true`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Features {
+  /** Uncommitted writes are invisible to other callers (READ COMMITTED or stronger). */
+  readonly isolation?: boolean
+  /** Several claims may run at once (a store that serialises all calls still passes). */
+  readonly concurrentClaims?: boolean
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options {
+  /** A fresh, empty store for every test. */
+  readonly layer: () => Layer.Layer<Services, unknown>
+  readonly features?: Features
+  /** Per-test timeout in milliseconds (default 60 000). */
+  readonly timeout?: number
+}
+
+const claimRequest = (overrides: Partial<ClaimRequest> = {}): ClaimRequest => ({
+  owner: "relay-a",
+  limit: 100,
+  maxPerKey: 100,
+  leaseMillis: 30_000,
+  now: T0,
+  ...overrides
+})
+
+const ids = (rows: ReadonlyArray<{ readonly id: string }>) => rows.map((row) => row.id)
+
+const statusOf = (id: NewOutboxMessage["id"]) =>
+  Effect.gen(function*() {
+    const store = yield* OutboxStore
+    const row = yield* store.get(id)
+    return Option.isSome(row) ? row.value.status : undefined
+  })
+
+/**
+ * Registers the suite under `describe(name)`.
+ *
+ * @since 0.1.0
+ * @category suites
+ */
+export const suite = (name: string, options: Options): void => {
+  const features = { isolation: true, concurrentClaims: true, ...options.features }
+  const timeout = options.timeout ?? 60_000
+  const test = <A, E>(title: string, body: Effect.Effect<A, E, Services>) =>
+    it.live(title, () => Effect.provide(body, options.layer()), timeout)
+
+  describe(`${name} (OutboxStore conformance)`, () => {
+    test(
+      "insert stores every field; rows read back in insertion (seq) order",
+      Effect.gen(function*() {
+        const store = yield* OutboxStore
+        const payload = new Uint8Array([0, 1, 2, 127, 128, 254, 255])
+        const first = yield* newMessage({
+          topic: "orders",
+          key: "user-1",
+          partition: 3,
+          headers: { traceparent: "00-abc-def-01" },
+          payload,
+          availableAt: T0 + 5,
+          createdAt: T0 - 10
+        })
+        const rest = yield* newMessages([{ key: null }, { status: "PREQUEUED" }])
+        yield* store.insert([first])
+        yield* store.insert(rest)
+        const row = Option.getOrThrow(yield* store.get(first.id))
+        assert.strictEqual(row.topic, "orders")
+        assert.strictEqual(row.key, "user-1")
+        assert.strictEqual(row.partition, 3)
+        assert.deepStrictEqual(row.headers, first.headers)
+        assert.deepStrictEqual([...row.payload], [...payload])
+        assert.strictEqual(row.status, "PENDING")
+        assert.strictEqual(row.attempts, 0)
+        assert.strictEqual(row.availableAt, T0 + 5)
+        assert.strictEqual(row.createdAt, T0 - 10)
+        assert.strictEqual(row.leaseOwner, null)
+        assert.strictEqual(row.leaseExpiresAt, null)
+        assert.strictEqual(row.receipt, null)
+        assert.strictEqual(row.lastError, null)
+        assert.strictEqual(row.publishedAt, null)
+        assert.strictEqual(row.processedAt, null)
+        const listed = yield* store.list({ limit: 10 })
+        assert.deepStrictEqual(ids(listed), [first.id, rest[0]!.id, rest[1]!.id])
+        assert.isTrue(listed[0]!.seq < listed[1]!.seq && listed[1]!.seq < listed[2]!.seq)
+        assert.strictEqual(listed[1]!.key, null)
+        assert.strictEqual(listed[2]!.status, "PREQUEUED")
+        assert.isTrue(Option.isNone(yield* store.get((yield* newMessage()).id)))
+      })
+    )
+
+    test(
+      "an insert inside a rolled-back transaction leaves nothing behind",
+      Effect.gen(function*() {
+        const store = yield* OutboxStore
+        const transactor = yield* Transactor
+        const messages = yield* newMessages([{ key: "a" }, { key: "b" }])
+        const error = yield* Effect.flip(
+          transactor.withTransaction(Effect.andThen(store.insert(messages), Effect.fail("rolled back" as const)))
+        )
+        assert.strictEqual(error, "rolled back")
+        assert.deepStrictEqual(yield* store.list({ limit: 10 }), [])
+        assert.deepStrictEqual(yield* store.claim(claimRequest()), [])
+        assert.isTrue(Option.isNone(yield* store.get(messages[0]!.id)))
+      })
+    )
+
+    if (features.isolation) {
+      test(
+        "an uncommitted insert is invisible to a claim until its transaction commits",
+        Effect.gen(function*() {
+          const store = yield* OutboxStore
+          const transactor = yield* Transactor
+          const message = yield* newMessage()
+          const inserted = yield* Deferred.make<void>()
+          const commit = yield* Deferred.make<void>()
+          const writer = yield* Effect.forkChild(transactor.withTransaction(Effect.gen(function*() {
+            yield* store.insert([message])
+            yield* Deferred.succeed(inserted, undefined)
+            yield* Deferred.await(commit)
+          })))
+          yield* Deferred.await(inserted)
+          assert.deepStrictEqual(yield* store.claim(claimRequest()), [])
+          yield* Deferred.succeed(commit, undefined)
+          yield* Fiber.join(writer)
+          assert.deepStrictEqual(ids(yield* store.claim(claimRequest())), [message.id])
+        })
+      )
+    }
+
+    test(
+      "claim leases a per-key prefix in seq order and leaves attempts to the caller",
+      Effect.gen(function*() {
+        const store = yield* OutboxStore
+        const messages = yield* newMessages([{ key: "a" }, { key: "b" }, { key: "a" }, { key: "a" }, { key: "b" }])
+        yield* store.insert(messages)
+        const claimed = yield* store.claim(claimRequest({ owner: "relay-1", leaseMillis: 1_000, maxPerKey: 2 }))
+        // a: first two (maxPerKey 2), b: both.
+        assert.deepStrictEqual(ids(claimed), [messages[0]!.id, messages[1]!.id, messages[2]!.id, messages[4]!.id])
+        for (const row of claimed) {
+          assert.strictEqual(row.status, "DISPATCHING")
+          assert.strictEqual(row.leaseOwner, "relay-1")
+          assert.strictEqual(row.leaseExpiresAt, T0 + 1_000)
+          assert.strictEqual(row.attempts, 0)
+        }
+        assert.strictEqual(yield* statusOf(messages[3]!.id), "PENDING")
+        const stored = Option.getOrThrow(yield* store.get(messages[0]!.id))
+        assert.strictEqual(stored.status, "DISPATCHING")
+        assert.strictEqual(stored.leaseOwner, "relay-1")
+      })
+    )
+
+    test(
+      "claim honours the limit without breaking a key's prefix",
+      Effect.gen(function*() {
+        const store = yield* OutboxStore
+        const messages = yield* newMessages([{ key: "a" }, { key: "a" }, { key: "b" }, { key: "a" }])
+        yield* store.insert(messages)
+        const first = yield* store.claim(claimRequest({ limit: 2 }))
+        assert.deepStrictEqual(ids(first), [messages[0]!.id, messages[1]!.id])
+        // a is in flight: nothing more of a, but b is free.
+        const second = yield* store.claim(claimRequest({ owner: "relay-b" }))
+        assert.deepStrictEqual(ids(second), [messages[2]!.id])
+      })
+    )
+
+    test(
+      "a key with a DISPATCHING row is blocked for every other claim",
+      Effect.gen(function*() {
+        const store = yield* OutboxStore
+        const [a1] = yield* newMessages([{ key: "a" }])
+        yield* store.insert([a1!])
+        assert.deepStrictEqual(ids(yield* store.claim(claimRequest({ owner: "relay-1" }))), [a1!.id])
+        const later = yield* newMessages([{ key: "a" }, { key: "c" }, { key: "a" }])
+        yield* store.insert(later)
+        assert.deepStrictEqual(ids(yield* store.claim(claimRequest({ owner: "relay-2" }))), [later[1]!.id])
+        // Once a1 is published, the rest of a is claimable, in order.
+        const [outcome] = yield* store.transition([{
+          id: a1!.id,
+          from: ["DISPATCHING"],
+          to: "PUBLISHED",
+          leaseOwner: "relay-1",
+          patch: { publishedAt: T0 + 1 },
+          now: T0 + 1
+        }])
+        assert.strictEqual(outcome!.outcome, "applied")
+        assert.deepStrictEqual(ids(yield* store.claim(claimRequest({ owner: "relay-2" }))), [
+          later[0]!.id,
+          later[2]!.id
+        ])
+      })
+    )
+
+    test(
+      "an earlier row backing off (availableAt > now) blocks the later rows of its key",
+      Effect.gen(function*() {
+        const store = yield* OutboxStore
+        const messages = yield* newMessages([
+          { key: "a", availableAt: T0 + 5_000 },
+          { key: "a" },
+          { key: "b" },
+          { key: null, availableAt: T0 + 5_000 },
+          { key: null }
+        ])
+        yield* store.insert(messages)
+        assert.deepStrictEqual(ids(yield* store.claim(claimRequest())), [messages[2]!.id, messages[4]!.id])
+        const later = yield* store.claim(claimRequest({ now: T0 + 5_000 }))
+        assert.deepStrictEqual(ids(later), [messages[0]!.id, messages[1]!.id, messages[3]!.id])
+      })
+    )
+
+    test(
+      "null keys are unordered; PREQUEUED and FAILURE rows neither get claimed nor block their key",
+      Effect.gen(function*() {
+        const store = yield* OutboxStore
+        const messages = yield* newMessages([
+          { key: null },
+          { key: "a", status: "PREQUEUED" },
+          { key: "a" },
+          { key: "f" },
+          { key: null }
+        ])
+        yield* store.insert(messages)
+        assert.deepStrictEqual(ids(yield* store.claim(claimRequest({ limit: 1 }))), [messages[0]!.id])
+        // The first null-key row is in flight; the second is claimable anyway.
+        const second = yield* store.claim(claimRequest({ owner: "relay-b" }))
+        assert.deepStrictEqual(ids(second), [messages[2]!.id, messages[3]!.id, messages[4]!.id])
+        yield* store.transition([{ id: messages[3]!.id, from: ["DISPATCHING"], to: "FAILURE", patch: {}, now: T0 }])
+        const f2 = yield* newMessage({ key: "f" })
+        yield* store.insert([f2])
+        assert.deepStrictEqual(ids(yield* store.claim(claimRequest())), [f2.id])
+        assert.strictEqual(yield* statusOf(messages[1]!.id), "PREQUEUED")
+      })
+    )
+
+    if (features.concurrentClaims) {
+      test(
+        "concurrent claims never hand rows of one key to two owners",
+        Effect.gen(function*() {
+          const store = yield* OutboxStore
+          const fields = Array.from({ length: 60 }, (_, i) => ({ key: `key-${i % 6}` }))
+          const messages = yield* newMessages(fields)
+          yield* store.insert(messages)
+          const owners = Array.from({ length: 8 }, (_, i) => `relay-${i}`)
+          const batches = yield* Effect.forEach(
+            owners,
+            (owner) => store.claim(claimRequest({ owner, limit: 7, maxPerKey: 3 })),
+            { concurrency: "unbounded" }
+          )
+          const ownerOfKey = new Map<string, string>()
+          const seen = new Set<string>()
+          for (const [i, batch] of batches.entries()) {
+            for (const row of batch) {
+              assert.isFalse(seen.has(row.id), `row ${row.id} claimed twice`)
+              seen.add(row.id)
+              const previous = ownerOfKey.get(row.key!)
+              assert.isTrue(previous === undefined || previous === owners[i], `key ${row.key} given to two owners`)
+              ownerOfKey.set(row.key!, owners[i]!)
+              assert.strictEqual(row.leaseOwner, owners[i])
+            }
+          }
+          // Each key's claimed rows are exactly the first rows of that key.
+          for (const [key] of ownerOfKey) {
+            const ofKey = messages.filter((m) => m.key === key).map((m) => m.id)
+            const claimedOfKey = ofKey.filter((id) => seen.has(id))
+            assert.deepStrictEqual(claimedOfKey, ofKey.slice(0, claimedOfKey.length))
+            assert.isTrue(claimedOfKey.length <= 3)
+          }
+          assert.isTrue(seen.size > 0)
+        })
+      )
+    }
+
+    test(
+      "an expired lease becomes visible through findStale, oldest lease first",
+      Effect.gen(function*() {
+        const store = yield* OutboxStore
+        const messages = yield* newMessages([{ key: "a" }, { key: "b" }, { key: "c" }])
+        yield* store.insert(messages)
+        yield* store.claim(claimRequest({ owner: "r1", limit: 1, leaseMillis: 2_000 }))
+        yield* store.claim(claimRequest({ owner: "r2", limit: 1, leaseMillis: 1_000 }))
+        yield* store.claim(claimRequest({ owner: "r3", limit: 1, leaseMillis: 60_000 }))
+        assert.deepStrictEqual(yield* store.findStale(T0 + 500, 10), [])
+        assert.deepStrictEqual(ids(yield* store.findStale(T0 + 1_500, 10)), [messages[1]!.id])
+        assert.deepStrictEqual(ids(yield* store.findStale(T0 + 2_500, 10)), [messages[1]!.id, messages[0]!.id])
+        assert.deepStrictEqual(ids(yield* store.findStale(T0 + 2_500, 1)), [messages[1]!.id])
+        const stats = yield* store.stats(T0 + 2_500)
+        assert.strictEqual(stats.staleLeases, 2)
+        assert.strictEqual(stats.byStatus.DISPATCHING, 3)
+      })
+    )
+
+    test(
+      "transition is a compare-and-set: applied, already_advanced or rejected, in request order",
+      Effect.gen(function*() {
+        const store = yield* OutboxStore
+        const messages = yield* newMessages([{ key: "a" }, { key: "b" }, { key: "c" }])
+        const [m1, m2, m3] = messages
+        yield* store.insert(messages)
+        yield* store.claim(claimRequest({ owner: "relay-1" }))
+        // m2 ran ahead: the consumer already processed it.
+        yield* store.transition([
+          { id: m2!.id, from: ["DISPATCHING", "PUBLISHED"], to: "UNDER_PROCESSING", patch: {}, now: T0 + 1 },
+          { id: m2!.id, from: ["UNDER_PROCESSING"], to: "SUCCESS", patch: { processedAt: T0 + 2 }, now: T0 + 2 }
+        ])
+        const receipt = (partition: number, offset: string) => ({ topic: "conformance", partition, offset })
+        const missing = (yield* newMessage()).id
+        const outcomes = yield* store.transition([
+          {
+            id: m1!.id,
+            from: ["DISPATCHING"],
+            to: "PUBLISHED",
+            acceptIfIn: ["UNDER_PROCESSING", "SUCCESS", "PUSHED_FAILURE"],
+            patch: { receipt: receipt(0, "10"), publishedAt: T0 + 3, attempts: 1, lastError: null },
+            now: T0 + 3
+          },
+          {
+            id: m2!.id,
+            from: ["DISPATCHING"],
+            to: "PUBLISHED",
+            acceptIfIn: ["UNDER_PROCESSING", "SUCCESS", "PUSHED_FAILURE"],
+            patch: { receipt: receipt(1, "11"), publishedAt: T0 + 3 },
+            now: T0 + 3
+          },
+          { id: m3!.id, from: ["PENDING"], to: "DISPATCHING", patch: {}, now: T0 + 3 },
+          { id: missing, from: ["DISPATCHING"], to: "PUBLISHED", patch: {}, now: T0 + 3 }
+        ])
+        assert.deepStrictEqual(outcomes, [
+          { id: m1!.id, outcome: "applied", current: "PUBLISHED" },
+          { id: m2!.id, outcome: "already_advanced", current: "SUCCESS" },
+          { id: m3!.id, outcome: "rejected", current: "DISPATCHING" },
+          { id: missing, outcome: "rejected", current: undefined }
+        ])
+        const row1 = Option.getOrThrow(yield* store.get(m1!.id))
+        assert.deepStrictEqual(row1.receipt, receipt(0, "10"))
+        assert.strictEqual(row1.publishedAt, T0 + 3)
+        assert.strictEqual(row1.attempts, 1)
+        const row2 = Option.getOrThrow(yield* store.get(m2!.id))
+        assert.strictEqual(row2.status, "SUCCESS")
+        assert.deepStrictEqual(row2.receipt, receipt(1, "11"))
+        assert.strictEqual(row2.publishedAt, T0 + 3)
+        assert.strictEqual(row2.processedAt, T0 + 2)
+      })
+    )
+
+    test(
+      "a transition checks the lease owner, and leaving DISPATCHING clears the lease",
+      Effect.gen(function*() {
+        const store = yield* OutboxStore
+        const messages = yield* newMessages([{ key: "a" }, { key: "b" }])
+        const [m1, m2] = messages
+        yield* store.insert(messages)
+        yield* store.claim(claimRequest({ owner: "relay-1", leaseMillis: 1_000 }))
+        const [stolen] = yield* store.transition([{
+          id: m1!.id,
+          from: ["DISPATCHING"],
+          to: "PENDING",
+          leaseOwner: "relay-2",
+          patch: {},
+          now: T0 + 1
+        }])
+        assert.deepStrictEqual(stolen, { id: m1!.id, outcome: "rejected", current: "DISPATCHING" })
+        // Re-leasing keeps DISPATCHING with a new owner and expiry.
+        const [released, released2] = yield* store.transition([
+          {
+            id: m1!.id,
+            from: ["DISPATCHING"],
+            to: "PENDING",
+            leaseOwner: "relay-1",
+            patch: { attempts: 1, availableAt: T0 + 100, lastError: "broker timeout" },
+            now: T0 + 2
+          },
+          {
+            id: m2!.id,
+            from: ["DISPATCHING"],
+            to: "DISPATCHING",
+            leaseOwner: "relay-1",
+            patch: { lease: { owner: "relay-3", expiresAt: T0 + 9_000 } },
+            now: T0 + 2
+          }
+        ])
+        assert.strictEqual(released!.outcome, "applied")
+        assert.strictEqual(released2!.outcome, "applied")
+        const row1 = Option.getOrThrow(yield* store.get(m1!.id))
+        assert.strictEqual(row1.status, "PENDING")
+        assert.strictEqual(row1.leaseOwner, null)
+        assert.strictEqual(row1.leaseExpiresAt, null)
+        assert.strictEqual(row1.attempts, 1)
+        assert.strictEqual(row1.availableAt, T0 + 100)
+        assert.strictEqual(row1.lastError, "broker timeout")
+        const row2 = Option.getOrThrow(yield* store.get(m2!.id))
+        assert.strictEqual(row2.leaseOwner, "relay-3")
+        assert.strictEqual(row2.leaseExpiresAt, T0 + 9_000)
+        assert.deepStrictEqual(ids(yield* store.findStale(T0 + 5_000, 10)), [])
+        assert.deepStrictEqual(ids(yield* store.findStale(T0 + 10_000, 10)), [m2!.id])
+      })
+    )
+
+    test(
+      "a transition inside a rolled-back transaction is undone",
+      Effect.gen(function*() {
+        const store = yield* OutboxStore
+        const transactor = yield* Transactor
+        const message = yield* newMessage({ status: "PREQUEUED" })
+        yield* store.insert([message])
+        yield* Effect.flip(transactor.withTransaction(Effect.gen(function*() {
+          const [outcome] = yield* store.transition([
+            { id: message.id, from: ["PREQUEUED"], to: "PENDING", patch: {}, now: T0 }
+          ])
+          assert.strictEqual(outcome!.outcome, "applied")
+          assert.strictEqual(yield* statusOf(message.id), "PENDING")
+          return yield* Effect.fail("abort")
+        })))
+        assert.strictEqual(yield* statusOf(message.id), "PREQUEUED")
+      })
+    )
+
+    test(
+      "list filters by status, topic, ids and creation time, in seq order, up to the limit",
+      Effect.gen(function*() {
+        const store = yield* OutboxStore
+        const messages = yield* newMessages([
+          { topic: "x", createdAt: T0 - 300 },
+          { topic: "y", createdAt: T0 - 200 },
+          { topic: "x", createdAt: T0 - 100, status: "PREQUEUED" },
+          { topic: "x", createdAt: T0 }
+        ])
+        yield* store.insert(messages)
+        const all = messages.map((m) => m.id)
+        assert.deepStrictEqual(ids(yield* store.list({ limit: 10, topic: "x" })), [all[0], all[2], all[3]])
+        assert.deepStrictEqual(ids(yield* store.list({ limit: 10, statuses: ["PREQUEUED"] })), [all[2]])
+        assert.deepStrictEqual(ids(yield* store.list({ limit: 10, createdBefore: T0 - 150 })), [all[0], all[1]])
+        assert.deepStrictEqual(ids(yield* store.list({ limit: 10, ids: [all[3]!, all[1]!] })), [all[1], all[3]])
+        assert.deepStrictEqual(ids(yield* store.list({ limit: 2 })), [all[0], all[1]])
+      })
+    )
+
+    test(
+      "stats count rows by status and report the oldest pending creation time",
+      Effect.gen(function*() {
+        const store = yield* OutboxStore
+        const empty = yield* store.stats(T0)
+        assert.strictEqual(empty.oldestPendingCreatedAt, null)
+        assert.strictEqual(empty.staleLeases, 0)
+        const messages = yield* newMessages([
+          { key: "a", createdAt: T0 - 50 },
+          { key: "b", createdAt: T0 - 70 },
+          { key: "c", createdAt: T0 - 10, status: "PREQUEUED" }
+        ])
+        yield* store.insert(messages)
+        yield* store.claim(claimRequest({ limit: 1 }))
+        const stats = yield* store.stats(T0)
+        assert.strictEqual(stats.byStatus.PENDING, 1)
+        assert.strictEqual(stats.byStatus.DISPATCHING, 1)
+        assert.strictEqual(stats.byStatus.PREQUEUED, 1)
+        assert.strictEqual(stats.byStatus.SUCCESS ?? 0, 0)
+        assert.strictEqual(stats.oldestPendingCreatedAt, T0 - 70)
+      })
+    )
+
+    test(
+      "purge deletes at most `limit` finished rows last updated before the cut-off",
+      Effect.gen(function*() {
+        const store = yield* OutboxStore
+        const messages = yield* newMessages(Array.from({ length: 5 }, (_, i) => ({ key: `k${i}` })))
+        yield* store.insert(messages)
+        yield* store.claim(claimRequest())
+        const finish = (m: NewOutboxMessage, to: OutboxStatus, now: number) =>
+          store.transition([{ id: m.id, from: ["DISPATCHING"], to, patch: {}, now }])
+        yield* finish(messages[0]!, "PUBLISHED", T0 + 10)
+        yield* finish(messages[1]!, "PUBLISHED", T0 + 20)
+        yield* finish(messages[2]!, "FAILURE", T0 + 30)
+        yield* finish(messages[3]!, "PUBLISHED", T0 + 500)
+        // messages[4] stays DISPATCHING.
+        assert.strictEqual(yield* store.purge({ statuses: ["PUBLISHED", "FAILURE"], olderThan: T0 + 100, limit: 2 }), 2)
+        assert.strictEqual(yield* store.purge({ statuses: ["PUBLISHED", "FAILURE"], olderThan: T0 + 100, limit: 2 }), 1)
+        assert.strictEqual(yield* store.purge({ statuses: ["PUBLISHED", "FAILURE"], olderThan: T0 + 100, limit: 2 }), 0)
+        const left: ReadonlyArray<OutboxMessage> = yield* store.list({ limit: 10 })
+        assert.deepStrictEqual(ids(left), [messages[3]!.id, messages[4]!.id])
+      })
+    )
+  })
+}
