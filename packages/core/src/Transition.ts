@@ -160,14 +160,15 @@ export interface Published {
 export const markPublished = (
   items: ReadonlyArray<Published>
 ): Effect.Effect<ReadonlyArray<TransitionOutcome>, OutboxStoreError, OutboxStore> =>
-  Effect.flatMap(Clock.currentTimeMillis, (now) =>
-    applyKnown(items.map((item) => ({
-      id: item.id,
-      from: ["DISPATCHING"],
-      to: "PUBLISHED",
-      acceptIfIn: Lifecycle.advancedBeyond.PUBLISHED,
-      patch: { receipt: item.receipt, publishedAt: now, lease: null, lastError: null }
-    }))))
+  Effect.flatMap(Clock.currentTimeMillis, (now) => applyKnown(items.map((item) => publishedMove(item, now))))
+
+const publishedMove = (item: Published, now: number): Move => ({
+  id: item.id,
+  from: ["DISPATCHING"],
+  to: "PUBLISHED",
+  acceptIfIn: Lifecycle.advancedBeyond.PUBLISHED,
+  patch: { receipt: item.receipt, publishedAt: now, lease: null, lastError: null }
+})
 
 /**
  * A failed publication. `retryAt` set: back to `PENDING` (available again then); `null`:
@@ -196,7 +197,9 @@ export interface PublishFailure {
 export const markPublishFailed = (
   items: ReadonlyArray<PublishFailure>
 ): Effect.Effect<ReadonlyArray<TransitionOutcome>, OutboxStoreError, OutboxStore> =>
-  applyKnown(items.map((item): Move =>
+  applyKnown(items.map(publishFailedMove))
+
+const publishFailedMove = (item: PublishFailure): Move =>
     item.retryAt === null
       ? {
         id: item.id,
@@ -212,7 +215,6 @@ export const markPublishFailed = (
         leaseOwner: item.owner,
         patch: { attempts: item.attempts, availableAt: item.retryAt, lastError: item.reason, lease: null }
       }
-  ))
 
 /**
  * Gives claimed rows back to `PENDING` unchanged (no attempt counted): graceful shutdown, or a
@@ -222,15 +224,47 @@ export const markPublishFailed = (
  * @category transitions
  */
 export const releaseClaimed = (
-  items: ReadonlyArray<{ readonly id: EventId; readonly owner: string; readonly reason?: string }>
-): Effect.Effect<ReadonlyArray<TransitionOutcome>, OutboxStoreError, OutboxStore> =>
-  applyKnown(items.map((item) => ({
-    id: item.id,
-    from: ["DISPATCHING"],
-    to: "PENDING",
-    leaseOwner: item.owner,
-    patch: { lease: null, ...(item.reason === undefined ? {} : { lastError: item.reason }) }
-  })))
+  items: ReadonlyArray<Released>
+): Effect.Effect<ReadonlyArray<TransitionOutcome>, OutboxStoreError, OutboxStore> => applyKnown(items.map(releasedMove))
+
+/**
+ * A claimed row handed back unchanged.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Released {
+  readonly id: EventId
+  readonly owner: string
+  readonly reason?: string
+}
+
+const releasedMove = (item: Released): Move => ({
+  id: item.id,
+  from: ["DISPATCHING"],
+  to: "PENDING",
+  leaseOwner: item.owner,
+  patch: { lease: null, ...(item.reason === undefined ? {} : { lastError: item.reason }) }
+})
+
+/**
+ * Settles a dispatched batch in ONE store call: receipts ({@link markPublished}), failures
+ * ({@link markPublishFailed}) and rows handed back ({@link releaseClaimed}), in that order.
+ *
+ * @since 0.1.0
+ * @category transitions
+ */
+export const settle = (batch: {
+  readonly published: ReadonlyArray<Published>
+  readonly failed: ReadonlyArray<PublishFailure>
+  readonly released: ReadonlyArray<Released>
+}): Effect.Effect<ReadonlyArray<TransitionOutcome>, OutboxStoreError, OutboxStore> =>
+  Effect.flatMap(Clock.currentTimeMillis, (now) =>
+    applyKnown([
+      ...batch.published.map((item) => publishedMove(item, now)),
+      ...batch.failed.map(publishFailedMove),
+      ...batch.released.map(releasedMove)
+    ]))
 
 /**
  * `PREQUEUED → PENDING`: deferred work released (R2.2).

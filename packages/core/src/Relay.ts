@@ -1,0 +1,504 @@
+/**
+ * The dispatcher (R1.3–R1.6): wake-up signal or poll interval → claim a batch under a lease →
+ * publish the whole batch in one `Publisher.publish` call → record the receipts in one batched
+ * compare-and-set → retry with backoff, or `FAILURE` with a reason.
+ *
+ * Per-key order (R1.4) rests on three rules, explained in `docs/ordering.md`:
+ *
+ * 1. The store claims, per key, only a contiguous prefix of its `PENDING` rows, and nothing of a
+ *    key while any of its rows is `DISPATCHING` (the "key lock"). Two relays never hold rows of
+ *    one key at the same time.
+ * 2. Within a batch, the rows of one key are sent only while they go to the same destination
+ *    (topic, partition) as the key's first row; the rest are handed back unsent. One destination
+ *    means one partition batch, which the broker appends all-or-nothing and in order.
+ * 3. Once a row of a key fails, the later rows of that key in the batch are handed back to
+ *    `PENDING` (no attempt counted) instead of being marked published or failed on their own:
+ *    a key's published rows always form a prefix of its creation order, and the held-back rows
+ *    follow the failed one when it is retried or given up.
+ *
+ * A relay interrupted mid-batch (a crash) leaves its rows `DISPATCHING` under an expiring lease;
+ * `StaleRecovery` finds them. A relay shut down gracefully ({@link start}'s scope closing) stops
+ * claiming and finishes its batch, or hands the rows back if that takes too long.
+ *
+ * @since 0.1.0
+ */
+import * as Clock from "effect/Clock"
+import * as Config from "effect/Config"
+import * as Context from "effect/Context"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import * as Layer from "effect/Layer"
+import * as Metric from "effect/Metric"
+import * as Option from "effect/Option"
+import * as Queue from "effect/Queue"
+import * as Random from "effect/Random"
+import * as Ref from "effect/Ref"
+import * as Result from "effect/Result"
+import * as Schedule from "effect/Schedule"
+import type * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
+import { BrokerAdmin } from "./BrokerAdmin.ts"
+import { type OutboxStoreError, type PublishError, RetriablePublishError } from "./Errors.ts"
+import type { EventId, OutboxMessage } from "./OutboxMessage.ts"
+import type { OutboxStore } from "./OutboxStore.ts"
+import { type PublishOutcome, Publisher, type PublishRequest } from "./Publisher.ts"
+import * as Telemetry from "./Telemetry.ts"
+import * as Transition from "./Transition.ts"
+import { WakeUp } from "./WakeUp.ts"
+
+/**
+ * What to do when a record targets a partition the broker does not have (R3.3).
+ *
+ * - `"fail"`: `FAILURE` with a reason naming the topic, partition and partition count.
+ * - `"sync"`: ask `BrokerAdmin` for the partition count, grow the topic to include the
+ *   partition when it is missing (the database assignment says it should exist, R6.2), then
+ *   requeue with an attempt counted.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type UnknownPartitionPolicy = "fail" | "sync"
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Settings {
+  /** Lease owner id; unique per relay instance. Default: `relay-` + random hex. */
+  readonly owner?: string
+  /** Rows claimed per batch. */
+  readonly batchSize: number
+  /** Rows of one key per batch (its contiguous prefix is cut here). */
+  readonly maxPerKey: number
+  /** How long a claim is leased. Must exceed `publishTimeout` comfortably. */
+  readonly lease: Duration.Duration
+  /** A publish call taking longer is abandoned as a retriable failure. */
+  readonly publishTimeout: Duration.Duration
+  /** Idle relays look for work this often even without a wake-up signal. */
+  readonly pollInterval: Duration.Duration
+  /** Attempts (publish calls) before a retriable failure becomes `FAILURE`. */
+  readonly maxAttempts: number
+  /** Delay before the n-th retry: the schedule's n-th delay. A finished schedule means give up. */
+  readonly backoff: Schedule.Schedule<unknown>
+  readonly unknownPartition: UnknownPartitionPolicy
+  /** Graceful shutdown waits this long for the batch in flight before handing it back. */
+  readonly shutdownTimeout: Duration.Duration
+}
+
+/**
+ * Exponential backoff from `base` with jitter, each delay capped at `max`.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const backoff = (base: Duration.Input, max: Duration.Input, factor = 2): Schedule.Schedule<unknown> => {
+  const cap = Duration.toMillis(max)
+  return Schedule.exponential(base, factor).pipe(
+    Schedule.jittered,
+    Schedule.modifyDelay(({ duration }) => Effect.succeed(Duration.millis(Math.min(Duration.toMillis(duration), cap))))
+  )
+}
+
+/**
+ * @since 0.1.0
+ * @category constants
+ */
+export const defaults: Settings = {
+  batchSize: 100,
+  maxPerKey: 100,
+  lease: Duration.seconds(30),
+  publishTimeout: Duration.seconds(10),
+  pollInterval: Duration.seconds(1),
+  maxAttempts: 10,
+  backoff: backoff("500 millis", "1 minute"),
+  unknownPartition: "fail",
+  shutdownTimeout: Duration.seconds(10)
+}
+
+/**
+ * Settings from the environment (`OUTBOX_RELAY_*`), defaulting to {@link defaults}.
+ *
+ * @since 0.1.0
+ * @category config
+ */
+export const config: Config.Config<Settings> = Config.all({
+  owner: Config.option(Config.String("OUTBOX_RELAY_OWNER")),
+  batchSize: Config.Int("OUTBOX_RELAY_BATCH_SIZE").pipe(Config.withDefault(defaults.batchSize)),
+  maxPerKey: Config.option(Config.Int("OUTBOX_RELAY_MAX_PER_KEY")),
+  lease: Config.Duration("OUTBOX_RELAY_LEASE").pipe(Config.withDefault(defaults.lease)),
+  publishTimeout: Config.Duration("OUTBOX_RELAY_PUBLISH_TIMEOUT").pipe(Config.withDefault(defaults.publishTimeout)),
+  pollInterval: Config.Duration("OUTBOX_RELAY_POLL_INTERVAL").pipe(Config.withDefault(defaults.pollInterval)),
+  maxAttempts: Config.Int("OUTBOX_RELAY_MAX_ATTEMPTS").pipe(Config.withDefault(defaults.maxAttempts)),
+  backoffBase: Config.Duration("OUTBOX_RELAY_BACKOFF_BASE").pipe(Config.withDefault(Duration.millis(500))),
+  backoffMax: Config.Duration("OUTBOX_RELAY_BACKOFF_MAX").pipe(Config.withDefault(Duration.minutes(1))),
+  unknownPartition: Config.Literals(["fail", "sync"], "OUTBOX_RELAY_UNKNOWN_PARTITION").pipe(
+    Config.withDefault<UnknownPartitionPolicy>("fail")
+  ),
+  shutdownTimeout: Config.Duration("OUTBOX_RELAY_SHUTDOWN_TIMEOUT").pipe(Config.withDefault(defaults.shutdownTimeout))
+}).pipe(Config.map(({ backoffBase, backoffMax, maxPerKey, owner, ...rest }): Settings => ({
+  ...rest,
+  ...(Option.isSome(owner) ? { owner: owner.value } : {}),
+  maxPerKey: Option.getOrElse(maxPerKey, () => rest.batchSize),
+  backoff: backoff(backoffBase, backoffMax)
+})))
+
+/**
+ * Named points of a batch, for crash-testing: a simulation installs hooks that interrupt the
+ * relay fiber there. Production code leaves the defaults (do nothing).
+ *
+ * @since 0.1.0
+ * @category testing
+ */
+export type CrashPoint = "afterClaim" | "afterPublish" | "afterMark"
+
+/**
+ * @since 0.1.0
+ * @category testing
+ */
+export interface HooksShape {
+  readonly at: (point: CrashPoint, owner: string, rows: ReadonlyArray<OutboxMessage>) => Effect.Effect<void>
+}
+
+/**
+ * @since 0.1.0
+ * @category testing
+ */
+export const Hooks = Context.Reference<HooksShape>("@effect-outbox/core/Relay/Hooks", {
+  defaultValue: () => ({ at: () => Effect.void })
+})
+
+/**
+ * What one batch did.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface BatchResult {
+  readonly claimed: number
+  readonly published: number
+  readonly retried: number
+  readonly failed: number
+  /** Handed back unsent or behind a failed row of their key. */
+  readonly heldBack: number
+}
+
+const emptyResult: BatchResult = { claimed: 0, published: 0, retried: 0, failed: 0, heldBack: 0 }
+
+/**
+ * The delay in millis before retry number `attempt` (1-based), or `None` when the schedule has
+ * no more recurrences.
+ *
+ * @since 0.1.0
+ * @category backoff
+ */
+export const retryDelay = (schedule: Schedule.Schedule<unknown>, attempt: number): Effect.Effect<Option.Option<number>> =>
+  Effect.gen(function*() {
+    const step = yield* Schedule.toStep(schedule)
+    let delay = 0
+    for (let i = 0; i < attempt; i++) {
+      const [, duration] = yield* step(0, undefined)
+      delay = Duration.toMillis(duration)
+    }
+    return delay
+  }).pipe(Effect.exit, Effect.map((exit) => Exit.isSuccess(exit) ? Option.some(exit.value) : Option.none()))
+
+type Requirements = OutboxStore | Publisher
+
+const destination = (row: OutboxMessage) => `${row.topic}\u0000${row.partition ?? "*"}`
+
+const describe = (error: PublishError): string => {
+  switch (error._tag) {
+    case "RetriablePublishError":
+    case "PermanentPublishError":
+      return `${error._tag}: ${error.reason}`
+    case "UnknownPartitionError":
+      return `UnknownPartitionError: ${error.message}`
+  }
+}
+
+const makeOwner = Effect.map(Random.nextIntBetween(0, 0xffffff), (n) => `relay-${n.toString(16).padStart(6, "0")}`)
+
+/**
+ * A relay instance: one owner id, its batch step and its loop.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Relay {
+  readonly owner: string
+  /** Claims and handles one batch. */
+  readonly runOnce: Effect.Effect<BatchResult, OutboxStoreError, Requirements>
+  /**
+   * Loops until stopped (see {@link start}): batch, then (when the batch was not full) wait for
+   * a wake-up or the poll interval. Store errors are logged and retried at the next poll. Interrupting it is a crash:
+   * in-flight rows keep their lease until `StaleRecovery` takes them back.
+   */
+  readonly run: Effect.Effect<void, never, Requirements>
+  /** Rows this relay holds right now (claimed, not yet settled). */
+  readonly inFlight: Effect.Effect<ReadonlyArray<OutboxMessage>>
+  /** Hands back rows it still holds to `PENDING` (used after an abandoned graceful shutdown). */
+  readonly releaseInFlight: Effect.Effect<void, OutboxStoreError, OutboxStore>
+}
+
+/**
+ * Builds a relay. The default owner id comes from `Random`, so a seeded run replays it.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (settings: Partial<Settings> = {}): Effect.Effect<Relay> =>
+  Effect.gen(function*() {
+    const s: Settings = { ...defaults, ...settings }
+    const owner = s.owner ?? (yield* makeOwner)
+    const inFlight = yield* Ref.make<ReadonlyArray<OutboxMessage>>([])
+    const stopped = yield* Deferred.make<void>()
+
+    const runOnce: Effect.Effect<BatchResult, OutboxStoreError, Requirements> = Effect.gen(function*() {
+      const hooks = yield* Hooks
+      // Claiming and remembering the rows happen together, so an abandoned shutdown knows
+      // exactly what to hand back.
+      const rows = yield* Effect.uninterruptible(
+        Transition.claim({
+          owner,
+          limit: s.batchSize,
+          maxPerKey: s.maxPerKey,
+          leaseMillis: Duration.toMillis(s.lease)
+        }).pipe(Effect.tap((rows) => Ref.set(inFlight, rows)))
+      )
+      if (rows.length === 0) return emptyResult
+      yield* hooks.at("afterClaim", owner, rows)
+      const result = yield* dispatch(rows, hooks)
+      yield* Ref.set(inFlight, [])
+      return result
+    }).pipe(Effect.withSpan(Telemetry.spans.relayBatch, { attributes: { "outbox.owner": owner } }))
+
+    const dispatch = (rows: ReadonlyArray<OutboxMessage>, hooks: HooksShape) =>
+      Effect.gen(function*() {
+        // Rule 2: per key, send only while the destination stays that of the key's first row.
+        const firstDestination = new Map<string, string>()
+        const send: Array<OutboxMessage> = []
+        const notSent: Array<OutboxMessage> = []
+        const cut = new Set<string>()
+        for (const row of rows) {
+          if (row.key !== null) {
+            const first = firstDestination.get(row.key)
+            if (first === undefined) firstDestination.set(row.key, destination(row))
+            else if (cut.has(row.key) || first !== destination(row)) {
+              cut.add(row.key)
+              notSent.push(row)
+              continue
+            }
+          }
+          send.push(row)
+        }
+
+        const outcomes = yield* publish(send)
+        yield* hooks.at("afterPublish", owner, rows)
+
+        // Rule 3: walk in seq order; after a key's first failure, hold its later rows back.
+        const now = yield* Clock.currentTimeMillis
+        const failedKey = new Map<string, EventId>()
+        const published: Array<Transition.Published> = []
+        const failures: Array<Transition.PublishFailure> = []
+        const heldBack: Array<Transition.Released> = notSent.map((row) => ({
+          id: row.id,
+          owner,
+          reason: "held back: an earlier row of its key goes to another destination"
+        }))
+        let retried = 0
+        let failed = 0
+        for (let i = 0; i < send.length; i++) {
+          const row = send[i]!
+          const outcome = outcomes[i]!
+          const blocker = row.key === null ? undefined : failedKey.get(row.key)
+          if (blocker !== undefined) {
+            heldBack.push({ id: row.id, owner, reason: `held back behind failed row ${blocker} of key ${row.key}` })
+            continue
+          }
+          if (Result.isSuccess(outcome)) {
+            published.push({ id: row.id, receipt: outcome.success })
+            continue
+          }
+          if (row.key !== null) failedKey.set(row.key, row.id)
+          const failure = yield* classify(row, outcome.failure, now)
+          failures.push(failure)
+          if (failure.retryAt === null) failed++
+          else retried++
+        }
+
+        // One batched store call for the whole batch's outcome.
+        yield* Transition.settle({ published, failed: failures, released: heldBack })
+        yield* hooks.at("afterMark", owner, rows)
+
+        yield* Metric.update(Telemetry.published, published.length)
+        if (retried > 0) yield* Metric.update(Metric.withAttributes(Telemetry.publishFailed, { kind: "retriable" }), retried)
+        if (failed > 0) yield* Metric.update(Metric.withAttributes(Telemetry.publishFailed, { kind: "permanent" }), failed)
+        if (heldBack.length > 0) {
+          yield* Metric.update(Metric.withAttributes(Telemetry.publishFailed, { kind: "ordering" }), heldBack.length)
+        }
+        return { claimed: rows.length, published: published.length, retried, failed, heldBack: heldBack.length }
+      })
+
+    const publish = (rows: ReadonlyArray<OutboxMessage>) =>
+      Effect.gen(function*() {
+        if (rows.length === 0) return []
+        const publisher = yield* Publisher
+        const requests = rows.map((row): PublishRequest => ({
+          id: row.id,
+          topic: row.topic,
+          key: row.key,
+          partition: row.partition,
+          headers: row.headers,
+          payload: row.payload
+        }))
+        const start = yield* Clock.currentTimeMillis
+        const answer = yield* publisher.publish(requests).pipe(Effect.timeoutOption(s.publishTimeout))
+        const end = yield* Clock.currentTimeMillis
+        yield* Metric.update(Telemetry.publishLatency, end - start)
+        return rows.map((row, i): PublishOutcome => {
+          if (Option.isNone(answer)) {
+            return Result.fail(
+              new RetriablePublishError({ topic: row.topic, reason: `publish timed out after ${Duration.format(s.publishTimeout)}` })
+            )
+          }
+          return answer.value[i] ??
+            Result.fail(new RetriablePublishError({ topic: row.topic, reason: "the publisher returned no outcome for this record" }))
+        })
+      }).pipe(Effect.withSpan(Telemetry.spans.publish, { attributes: { "outbox.batch_size": rows.length } }))
+
+    // Decides a failed row's fate: retry at a backoff time, or FAILURE with a reason.
+    const classify = (row: OutboxMessage, error: PublishError, now: number) =>
+      Effect.gen(function*() {
+        const attempts = row.attempts + 1
+        const reason = describe(error)
+        const give = (why: string): Transition.PublishFailure => ({ id: row.id, owner, attempts, reason: why, retryAt: null })
+        if (error._tag === "PermanentPublishError") return give(reason)
+        if (error._tag === "UnknownPartitionError") {
+          yield* Metric.update(Metric.withAttributes(Telemetry.publishFailed, { kind: "unknown_partition" }), 1)
+          if (s.unknownPartition === "fail") {
+            return give(`${reason}; unknown-partition recovery is off (OUTBOX_RELAY_UNKNOWN_PARTITION=fail): fix the record's partition or grow the topic, then requeue`)
+          }
+          const synced = yield* syncPartitions(error.topic, error.partition)
+          if (synced !== undefined) return give(`${reason}; partition sync failed: ${synced}`)
+        }
+        if (attempts >= s.maxAttempts) {
+          yield* Metric.update(Metric.withAttributes(Telemetry.publishFailed, { kind: "exhausted" }), 1)
+          return give(`gave up after ${attempts} attempts: ${reason}`)
+        }
+        const delay = yield* retryDelay(s.backoff, attempts)
+        if (Option.isNone(delay)) return give(`gave up after ${attempts} attempts (backoff schedule finished): ${reason}`)
+        return { id: row.id, owner, attempts, reason, retryAt: now + Math.max(0, Math.round(delay.value)) }
+      })
+
+    // R3.3 "sync": make the broker's partition count cover the partition. Returns an error text,
+    // or undefined when the record may be retried.
+    const syncPartitions = (topic: string, partition: number) =>
+      Effect.gen(function*() {
+        const admin = yield* Effect.serviceOption(BrokerAdmin)
+        if (Option.isNone(admin)) return "no BrokerAdmin service is provided"
+        const count = yield* admin.value.partitionCount(topic)
+        if (Option.isNone(count)) return `topic ${topic} does not exist`
+        if (count.value > partition) return undefined
+        yield* admin.value.growPartitions(topic, partition + 1)
+        yield* Effect.logWarning(`outbox relay grew ${topic} from ${count.value} to ${partition + 1} partitions (R3.3)`)
+        return undefined
+      }).pipe(Effect.catch((error) => Effect.succeed(error.message)))
+
+    const run: Effect.Effect<void, never, Requirements> = Effect.gen(function*() {
+      const signal = yield* Queue.sliding<void>(1)
+      const wakeUp = yield* Effect.serviceOption(WakeUp)
+      if (Option.isSome(wakeUp)) {
+        yield* Effect.forkChild(Stream.runForEach(wakeUp.value.signals, () => Queue.offer(signal, undefined)))
+      }
+      const idle = Effect.raceFirst(Queue.take(signal), Effect.sleep(s.pollInterval)).pipe(
+        Effect.andThen(Queue.clear(signal)),
+        Effect.raceFirst(Deferred.await(stopped))
+      )
+      while (!(yield* Deferred.isDone(stopped))) {
+        const result = yield* runOnce.pipe(
+          Effect.catch((error) =>
+            Effect.as(Effect.logWarning(`outbox relay ${owner}: batch failed, retrying at next poll: ${error.message}`), undefined)
+          )
+        )
+        // A full batch suggests more work: go again at once; otherwise wait for news.
+        if (result === undefined || result.claimed < s.batchSize) yield* idle
+        else yield* Effect.yieldNow
+      }
+    }).pipe(Effect.annotateLogs({ relay: owner }))
+
+    return {
+      owner,
+      runOnce,
+      run,
+      inFlight: Ref.get(inFlight),
+      releaseInFlight: Effect.gen(function*() {
+        const rows = yield* Ref.getAndSet(inFlight, [])
+        if (rows.length > 0) {
+          yield* Transition.releaseClaimed(rows.map((row) => ({ id: row.id, owner, reason: "relay shut down" })))
+        }
+      }),
+      // internal: the graceful stop signal
+      [stopKey]: stopped
+    } as Relay
+  })
+
+const stopKey = Symbol.for("@effect-outbox/core/Relay/stop")
+
+/**
+ * Starts a relay in the current scope. Closing the scope shuts it down gracefully: it stops
+ * claiming, lets the batch in flight finish (up to `shutdownTimeout`), and otherwise interrupts
+ * it and hands its rows back to `PENDING`.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const start = (
+  settings: Partial<Settings> = {}
+): Effect.Effect<Relay, never, Requirements | Scope.Scope> =>
+  Effect.gen(function*() {
+    const s: Settings = { ...defaults, ...settings }
+    const relay = yield* make(s)
+    const stopped = (relay as unknown as Record<symbol, Deferred.Deferred<void>>)[stopKey]!
+    const fiber = yield* Effect.forkDetach(relay.run)
+    yield* Effect.addFinalizer(() =>
+      Effect.gen(function*() {
+        yield* Deferred.succeed(stopped, undefined)
+        const finished = yield* Fiber.await(fiber).pipe(Effect.timeoutOption(s.shutdownTimeout))
+        if (Option.isNone(finished)) {
+          yield* Fiber.interrupt(fiber)
+          yield* relay.releaseInFlight.pipe(
+            Effect.catch((error) =>
+              Effect.logWarning(`outbox relay ${relay.owner}: handing back rows failed; stale recovery will: ${error.message}`)
+            )
+          )
+        }
+        yield* Effect.logInfo(`outbox relay ${relay.owner} stopped`)
+      })
+    )
+    return relay
+  })
+
+/**
+ * A relay running for the life of the layer, configured from {@link config}.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer: Layer.Layer<never, Config.ConfigError, Requirements> = Layer.effectDiscard(
+  Effect.gen(function*() {
+    const settings = yield* config
+    yield* start(settings)
+  })
+)
+
+/**
+ * A relay running for the life of the layer, with explicit settings.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerWith = (settings: Partial<Settings>): Layer.Layer<never, never, Requirements> =>
+  Layer.effectDiscard(start(settings))

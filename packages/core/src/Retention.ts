@@ -1,0 +1,168 @@
+/**
+ * Retention (R1.7): finished outbox rows older than a configured age are deleted in bounded
+ * batches on a schedule, so the table does not grow without bound and a purge never holds long
+ * locks.
+ *
+ * Which rows count as finished is configurable. The default is `SUCCESS`, `PUSHED_FAILURE`
+ * (consumption ended) and `PUBLISHED` (on the broker; a deployment whose consumers report back
+ * through the outbox should drop `PUBLISHED` so rows are kept until processed). `FAILURE` is not
+ * purged by default: those rows wait for an operator (requeue or purge on purpose).
+ *
+ * @since 0.1.0
+ */
+import * as Clock from "effect/Clock"
+import * as Config from "effect/Config"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Metric from "effect/Metric"
+import type * as Scope from "effect/Scope"
+import { OutboxValidationError, type OutboxStoreError } from "./Errors.ts"
+import * as Lifecycle from "./Lifecycle.ts"
+import { OutboxStore } from "./OutboxStore.ts"
+import * as Telemetry from "./Telemetry.ts"
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Settings {
+  /** Statuses eligible for deletion: terminal ones or `PUBLISHED`. */
+  readonly statuses: ReadonlyArray<Lifecycle.OutboxStatus>
+  /** Rows last updated longer ago than this are deleted. */
+  readonly olderThan: Duration.Duration
+  /** Rows deleted per store call. */
+  readonly batchSize: number
+  /** Upper bound on store calls per round, so one round never runs unbounded. */
+  readonly maxBatchesPerRound: number
+  /** Time between rounds. */
+  readonly interval: Duration.Duration
+}
+
+/**
+ * @since 0.1.0
+ * @category constants
+ */
+export const defaults: Settings = {
+  statuses: ["SUCCESS", "PUSHED_FAILURE", "PUBLISHED"],
+  olderThan: Duration.days(7),
+  batchSize: 1000,
+  maxBatchesPerRound: 100,
+  interval: Duration.minutes(5)
+}
+
+/**
+ * `OUTBOX_RETENTION_STATUSES` (comma-separated), `OUTBOX_RETENTION_OLDER_THAN`,
+ * `OUTBOX_RETENTION_BATCH_SIZE`, `OUTBOX_RETENTION_MAX_BATCHES`, `OUTBOX_RETENTION_INTERVAL`.
+ *
+ * @since 0.1.0
+ * @category config
+ */
+export const config: Config.Config<Settings> = Config.all({
+  statuses: Config.String("OUTBOX_RETENTION_STATUSES").pipe(
+    Config.map((text) => text.split(",").map((part) => part.trim()).filter((part) => part.length > 0)),
+    Config.withDefault<ReadonlyArray<string>>(defaults.statuses)
+  ),
+  olderThan: Config.Duration("OUTBOX_RETENTION_OLDER_THAN").pipe(Config.withDefault(defaults.olderThan)),
+  batchSize: Config.Int("OUTBOX_RETENTION_BATCH_SIZE").pipe(Config.withDefault(defaults.batchSize)),
+  maxBatchesPerRound: Config.Int("OUTBOX_RETENTION_MAX_BATCHES").pipe(Config.withDefault(defaults.maxBatchesPerRound)),
+  interval: Config.Duration("OUTBOX_RETENTION_INTERVAL").pipe(Config.withDefault(defaults.interval))
+}).pipe(Config.map((raw) => ({ ...raw, statuses: raw.statuses as ReadonlyArray<Lifecycle.OutboxStatus> })))
+
+/**
+ * Checks that only finished statuses are eligible: deleting `PENDING`, `PREQUEUED`,
+ * `DISPATCHING` or `UNDER_PROCESSING` rows would lose events.
+ *
+ * @since 0.1.0
+ * @category validation
+ */
+export const validate = (settings: Settings): OutboxValidationError | undefined => {
+  for (const status of settings.statuses) {
+    if (!(Lifecycle.statuses as ReadonlyArray<string>).includes(status)) {
+      return new OutboxValidationError({ field: "retention.statuses", reason: `${status} is not an outbox status` })
+    }
+    if (!(Lifecycle.isTerminal(status) || status === "PUBLISHED")) {
+      return new OutboxValidationError({
+        field: "retention.statuses",
+        reason: `${status} is not finished; only terminal statuses and PUBLISHED may be purged`
+      })
+    }
+  }
+  if (!(settings.batchSize > 0 && settings.maxBatchesPerRound > 0)) {
+    return new OutboxValidationError({ field: "retention.batchSize", reason: "batch size and max batches must be > 0" })
+  }
+  return undefined
+}
+
+/**
+ * One round: deletes eligible rows in batches of `batchSize` until a batch comes back short or
+ * `maxBatchesPerRound` is reached. Returns how many rows were deleted.
+ *
+ * @since 0.1.0
+ * @category retention
+ */
+export const runOnce = (
+  settings: Partial<Settings> = {}
+): Effect.Effect<number, OutboxStoreError | OutboxValidationError, OutboxStore> =>
+  Effect.gen(function*() {
+    const s: Settings = { ...defaults, ...settings }
+    const invalid = validate(s)
+    if (invalid !== undefined) return yield* invalid
+    const store = yield* OutboxStore
+    const now = yield* Clock.currentTimeMillis
+    const olderThan = now - Duration.toMillis(s.olderThan)
+    let total = 0
+    for (let batch = 0; batch < s.maxBatchesPerRound; batch++) {
+      const deleted = yield* store.purge({ statuses: s.statuses, olderThan, limit: s.batchSize })
+      total += deleted
+      if (deleted < s.batchSize) break
+    }
+    if (total > 0) {
+      yield* Metric.update(Telemetry.purged, total)
+      yield* Effect.logInfo(`outbox retention purged ${total} rows (${s.statuses.join(", ")}) older than ${Duration.format(s.olderThan)}`)
+    }
+    return total
+  }).pipe(Effect.withSpan(Telemetry.spans.retention))
+
+/**
+ * A round every `interval`, forever. Invalid settings fail at once; store errors are logged and
+ * retried next round.
+ *
+ * @since 0.1.0
+ * @category retention
+ */
+export const run = (settings: Partial<Settings> = {}): Effect.Effect<never, OutboxValidationError, OutboxStore> => {
+  const s: Settings = { ...defaults, ...settings }
+  const invalid = validate(s)
+  if (invalid !== undefined) return Effect.fail(invalid)
+  return runOnce(s).pipe(
+    Effect.catchTag("OutboxStoreError", (error) => Effect.logWarning(`outbox retention round failed: ${error.message}`)),
+    Effect.andThen(Effect.sleep(s.interval)),
+    Effect.forever
+  )
+}
+
+/**
+ * Starts {@link run} in the current scope (fails at once on invalid settings).
+ *
+ * @since 0.1.0
+ * @category retention
+ */
+export const start = (settings: Partial<Settings> = {}): Effect.Effect<void, OutboxValidationError, OutboxStore | Scope.Scope> =>
+  Effect.gen(function*() {
+    const invalid = validate({ ...defaults, ...settings })
+    if (invalid !== undefined) return yield* invalid
+    yield* Effect.forkScoped(run(settings))
+  })
+
+/**
+ * Retention running for the life of the layer, configured from {@link config}.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer: Layer.Layer<never, Config.ConfigError | OutboxValidationError, OutboxStore> = Layer.effectDiscard(
+  Effect.gen(function*() {
+    yield* start(yield* config)
+  })
+)
