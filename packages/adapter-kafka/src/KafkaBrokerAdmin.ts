@@ -1,0 +1,176 @@
+/**
+ * `BrokerAdmin` on kafkajs: topic creation, partition counts and partition growth (R3.3, R6.2).
+ *
+ * @since 0.1.0
+ */
+import { BrokerAdmin } from "@effect-outbox/core/BrokerAdmin"
+import { BrokerAdminError } from "@effect-outbox/core/Errors"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import type Kafkajs from "kafkajs"
+import { KafkaClient } from "./KafkaClient.ts"
+import { describe, rootCause, toAdminError } from "./KafkaErrors.ts"
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface KafkaBrokerAdminOptions {
+  /** Replication factor of topics created by `ensureTopic` (default 1: a single-node broker). */
+  readonly replicationFactor?: number | undefined
+  /** How long `ensureTopic` / `growPartitions` wait for the new layout to show in metadata. */
+  readonly settleTimeoutMillis?: number | undefined
+}
+
+const isUnknownTopic = (error: unknown) => rootCause(error).type === "UNKNOWN_TOPIC_OR_PARTITION"
+
+/**
+ * The topic's partition count from fresh metadata, `None` when the topic does not exist.
+ *
+ * @since 0.1.0
+ * @category operations
+ */
+export const partitionCount = (admin: Kafkajs.Admin, topic: string): Effect.Effect<Option.Option<number>, BrokerAdminError> =>
+  Effect.tryPromise({
+    try: () => admin.fetchTopicMetadata({ topics: [topic] }),
+    catch: (error) => error
+  }).pipe(
+    Effect.map((metadata) => {
+      const found = metadata.topics.find((t) => t.name === topic)
+      return found === undefined ? Option.none() : Option.some(found.partitions.length)
+    }),
+    Effect.catch((error) =>
+      isUnknownTopic(error) ? Effect.succeed(Option.none<number>()) : Effect.fail(toAdminError("partitionCount", topic, error))
+    ),
+    Effect.withSpan("kafka.admin.partitionCount", { attributes: { topic } })
+  )
+
+/**
+ * Metadata can trail a layout change by a moment; wait until it shows what we just asked for.
+ * Waits on the wall clock (not Effect's `Clock`): the broker lives in real time, also in tests
+ * that run under a `TestClock`.
+ */
+const awaitPartitions = (admin: Kafkajs.Admin, topic: string, atLeast: number, timeoutMillis: number) =>
+  Effect.gen(function*() {
+    const deadline = Date.now() + timeoutMillis
+    while (true) {
+      const count = yield* partitionCount(admin, topic)
+      if (Option.isSome(count) && count.value >= atLeast) return count.value
+      if (Date.now() >= deadline) {
+        return yield* new BrokerAdminError({
+          operation: "awaitPartitions",
+          topic,
+          reason: `metadata shows ${Option.isSome(count) ? count.value : "no topic"} partitions, expected ${atLeast}, after ${timeoutMillis} ms`
+        })
+      }
+      yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 50)))
+    }
+  })
+
+/**
+ * Creates the topic when missing and waits for its leaders. An existing topic is left alone
+ * (its partition count is not changed: use `growPartitions`). Concurrent creators all succeed.
+ *
+ * @since 0.1.0
+ * @category operations
+ */
+export const ensureTopic = (
+  admin: Kafkajs.Admin,
+  request: { readonly topic: string; readonly partitions: number; readonly configs?: Readonly<Record<string, string>> },
+  options: KafkaBrokerAdminOptions = {}
+): Effect.Effect<void, BrokerAdminError> =>
+  Effect.gen(function*() {
+    const { topic, partitions } = request
+    if (!Number.isInteger(partitions) || partitions < 1) {
+      return yield* new BrokerAdminError({ operation: "ensureTopic", topic, reason: `partitions must be a positive integer, got ${partitions}` })
+    }
+    const existing = yield* partitionCount(admin, topic)
+    if (Option.isSome(existing)) return
+    yield* Effect.tryPromise({
+      try: () =>
+        admin.createTopics({
+          waitForLeaders: true,
+          topics: [{
+            topic,
+            numPartitions: partitions,
+            replicationFactor: options.replicationFactor ?? 1,
+            configEntries: Object.entries(request.configs ?? {}).map(([name, value]) => ({ name, value }))
+          }]
+        }),
+      catch: (error) => error
+    }).pipe(
+      Effect.catch((error) => {
+        // A concurrent creator won the race: the topic exists, which is all we promised.
+        const text = describe(error)
+        return text.includes("TOPIC_ALREADY_EXISTS") || text.includes("already exists")
+          ? Effect.void
+          : Effect.fail(toAdminError("ensureTopic", topic, error))
+      })
+    )
+    yield* awaitPartitions(admin, topic, 1, options.settleTimeoutMillis ?? 10_000)
+  }).pipe(Effect.withSpan("kafka.admin.ensureTopic", { attributes: { topic: request.topic, partitions: request.partitions } }))
+
+/**
+ * Grows the topic to at least `partitions` and returns the count the broker then reports.
+ * Never shrinks. "Already has N partitions" from a concurrent grow is success.
+ *
+ * @since 0.1.0
+ * @category operations
+ */
+export const growPartitions = (
+  admin: Kafkajs.Admin,
+  topic: string,
+  partitions: number,
+  options: KafkaBrokerAdminOptions = {}
+): Effect.Effect<number, BrokerAdminError> =>
+  Effect.gen(function*() {
+    const current = yield* partitionCount(admin, topic)
+    if (Option.isNone(current)) {
+      return yield* new BrokerAdminError({ operation: "growPartitions", topic, reason: "the topic does not exist; create it with ensureTopic first" })
+    }
+    if (current.value >= partitions) return current.value
+    yield* Effect.tryPromise({
+      try: () => admin.createPartitions({ topicPartitions: [{ topic, count: partitions }] }),
+      catch: (error) => error
+    }).pipe(
+      Effect.catch((error) =>
+        // INVALID_PARTITIONS is what a lost race looks like ("already has N partitions"): the
+        // re-read below decides whether the topic is now big enough.
+        rootCause(error).type === "INVALID_PARTITIONS" ? Effect.void : Effect.fail(toAdminError("growPartitions", topic, error))
+      )
+    )
+    return yield* awaitPartitions(admin, topic, partitions, options.settleTimeoutMillis ?? 10_000)
+  }).pipe(Effect.withSpan("kafka.admin.growPartitions", { attributes: { topic, partitions } }))
+
+/**
+ * Deletes topics (tests and tooling; not part of the port). Missing topics are ignored.
+ *
+ * @since 0.1.0
+ * @category operations
+ */
+export const deleteTopics = (admin: Kafkajs.Admin, topics: ReadonlyArray<string>): Effect.Effect<void> =>
+  topics.length === 0
+    ? Effect.void
+    : Effect.promise(() => admin.deleteTopics({ topics: [...topics], timeout: 10_000 }).catch(() => undefined))
+
+/**
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (options: KafkaBrokerAdminOptions = {}): Effect.Effect<BrokerAdmin["Service"], never, KafkaClient> =>
+  Effect.gen(function*() {
+    const { admin } = yield* KafkaClient
+    return BrokerAdmin.of({
+      partitionCount: (topic) => partitionCount(admin, topic),
+      ensureTopic: (request) => ensureTopic(admin, request, options),
+      growPartitions: (topic, partitions) => growPartitions(admin, topic, partitions, options)
+    })
+  })
+
+/**
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer = (options: KafkaBrokerAdminOptions = {}): Layer.Layer<BrokerAdmin, never, KafkaClient> =>
+  Layer.effect(BrokerAdmin)(make(options))

@@ -1,0 +1,216 @@
+/**
+ * `BrokerProbe` on kafkajs (R3.2): did a timed-out send land after all? Reads the partition
+ * from the offset of `since` up to the high watermark captured at the start, looking for the
+ * record whose `event-id` header matches.
+ *
+ * @since 0.1.0
+ */
+import { BrokerProbe, type ProbeRequest } from "@effect-outbox/core/BrokerProbe"
+import { ProbeError } from "@effect-outbox/core/Errors"
+import { EVENT_ID_HEADER, type PublishReceipt } from "@effect-outbox/core/OutboxMessage"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import type Kafkajs from "kafkajs"
+import { randomUUID } from "node:crypto"
+import { KafkaClient } from "./KafkaClient.ts"
+import { describe, rootCause, toProbeError } from "./KafkaErrors.ts"
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface KafkaBrokerProbeOptions {
+  /** Give up (with `ProbeError`, not `None`) after this long (default 30000 ms). */
+  readonly timeoutMillis?: number | undefined
+  /** Give up (with `ProbeError`) after reading this many records (default 1,000,000). */
+  readonly maxRecords?: number | undefined
+  /**
+   * Start reading this much before `since`: record timestamps come from the producer's clock,
+   * which may trail the clock that recorded `since` (default 60000 ms).
+   */
+  readonly clockSkewMillis?: number | undefined
+  /** Prefix of the throwaway consumer groups (default `effect-outbox-probe`). */
+  readonly groupPrefix?: string | undefined
+}
+
+interface Range {
+  readonly partition: number
+  readonly start: bigint
+  /** The high watermark at the start: the probe never reads past it. */
+  readonly end: bigint
+}
+
+const headerText = (value: Kafkajs.IHeaders[string]): string | undefined => {
+  if (value === undefined) return undefined
+  const first = Array.isArray(value) ? value[0] : value
+  return first === undefined ? undefined : first.toString()
+}
+
+/**
+ * Which offsets to read: from the first offset at or after `since` (minus skew) to the high
+ * watermark now. Partitions with nothing in that range are left out.
+ */
+const ranges = (admin: Kafkajs.Admin, request: ProbeRequest, skew: number) =>
+  Effect.gen(function*() {
+    const { topic } = request
+    const ends = yield* Effect.tryPromise({ try: () => admin.fetchTopicOffsets(topic), catch: (e) => e })
+    const starts = yield* Effect.tryPromise({
+      try: () => admin.fetchTopicOffsetsByTimestamp(topic, Math.max(0, request.since - skew)),
+      catch: (e) => e
+    })
+    const result: Array<Range> = []
+    for (const { partition, high, low } of ends) {
+      if (request.partition !== null && partition !== request.partition) continue
+      const startText = starts.find((s) => s.partition === partition)?.offset
+      // -1 means no record at or after the timestamp: nothing to read.
+      const start = startText === undefined || startText === "-1" ? BigInt(high) : BigInt(startText)
+      const from = start < BigInt(low) ? BigInt(low) : start
+      if (from < BigInt(high)) result.push({ partition, start: from, end: BigInt(high) })
+    }
+    return result
+  }).pipe(
+    Effect.map(Option.some),
+    Effect.catch((error) =>
+      rootCause(error).type === "UNKNOWN_TOPIC_OR_PARTITION"
+        ? Effect.succeed(Option.none<ReadonlyArray<Range>>())
+        : Effect.fail(toProbeError(request.topic, error))
+    )
+  )
+
+/**
+ * Reads the ranges with a throwaway consumer (its own group id, nothing committed, read
+ * uncommitted so records of open transactions count as "reached the broker").
+ */
+const scan = (
+  kafka: Kafkajs.Kafka,
+  admin: Kafkajs.Admin,
+  request: ProbeRequest,
+  todo: ReadonlyArray<Range>,
+  options: KafkaBrokerProbeOptions
+): Effect.Effect<Option.Option<PublishReceipt>, ProbeError> => {
+  const groupId = `${options.groupPrefix ?? "effect-outbox-probe"}-${randomUUID()}`
+  const maxRecords = options.maxRecords ?? 1_000_000
+  const timeoutMillis = options.timeoutMillis ?? 30_000
+  return Effect.acquireUseRelease(
+    Effect.sync(() =>
+      kafka.consumer({
+        groupId,
+        readUncommitted: true,
+        allowAutoTopicCreation: false,
+        sessionTimeout: 10_000,
+        rebalanceTimeout: 10_000,
+        heartbeatInterval: 1_000,
+        maxWaitTimeInMs: 100,
+        retry: { retries: 3 }
+      })
+    ),
+    (consumer) =>
+      Effect.callback<Option.Option<PublishReceipt>, ProbeError>((resume) => {
+        const pending = new Map(todo.map((r) => [r.partition, r]))
+        let read = 0
+        let settled = false
+        const finish = (outcome: Effect.Effect<Option.Option<PublishReceipt>, ProbeError>) => {
+          if (settled) return
+          settled = true
+          clearTimeout(timer)
+          resume(outcome)
+        }
+        const timer = setTimeout(
+          () => finish(Effect.fail(new ProbeError({ topic: request.topic, reason: `no answer within ${timeoutMillis} ms (read ${read} records)` }))),
+          timeoutMillis
+        )
+        const progress = (partition: number, lastOffset: bigint) => {
+          const range = pending.get(partition)
+          if (range !== undefined && lastOffset >= range.end - 1n) pending.delete(partition)
+          if (pending.size === 0) finish(Effect.succeed(Option.none()))
+        }
+        // Batches made only of transaction markers never reach eachBatch: track them here.
+        consumer.on(consumer.events.START_BATCH_PROCESS, ({ payload }) => {
+          if (payload.topic === request.topic && payload.batchSize === 0) progress(payload.partition, BigInt(payload.lastOffset))
+        })
+        consumer.on(consumer.events.CRASH, ({ payload }) => {
+          if (!payload.restart) finish(Effect.fail(toProbeError(request.topic, payload.error)))
+        })
+        const run = async () => {
+          await consumer.connect()
+          await consumer.subscribe({ topics: [request.topic], fromBeginning: true })
+          await consumer.run({
+            autoCommit: false,
+            eachBatchAutoResolve: true,
+            eachBatch: async ({ batch }) => {
+              if (settled || batch.topic !== request.topic) return
+              const range = pending.get(batch.partition)
+              if (range === undefined) return
+              for (const message of batch.messages) {
+                const offset = BigInt(message.offset)
+                if (offset < range.start || offset >= range.end) continue
+                read++
+                if (headerText(message.headers?.[EVENT_ID_HEADER]) === request.eventId) {
+                  finish(Effect.succeed(Option.some({ topic: batch.topic, partition: batch.partition, offset: message.offset })))
+                  return
+                }
+              }
+              if (read >= maxRecords) {
+                finish(Effect.fail(new ProbeError({ topic: request.topic, reason: `gave up after reading ${read} records` })))
+                return
+              }
+              progress(batch.partition, BigInt(batch.lastOffset()))
+            }
+          })
+          for (const range of todo) consumer.seek({ topic: request.topic, partition: range.partition, offset: range.start.toString() })
+        }
+        run().catch((error) => finish(Effect.fail(toProbeError(request.topic, error))))
+        return Effect.sync(() => {
+          settled = true
+          clearTimeout(timer)
+        })
+      }),
+    (consumer) =>
+      Effect.promise(async () => {
+        await consumer.disconnect().catch(() => undefined)
+        // The group never committed anything; remove it so probes leave no trace.
+        await admin.deleteGroups([groupId]).catch(() => undefined)
+      })
+  )
+}
+
+/**
+ * @since 0.1.0
+ * @category operations
+ */
+export const find = (
+  kafka: Kafkajs.Kafka,
+  admin: Kafkajs.Admin,
+  request: ProbeRequest,
+  options: KafkaBrokerProbeOptions = {}
+): Effect.Effect<Option.Option<PublishReceipt>, ProbeError> =>
+  ranges(admin, request, options.clockSkewMillis ?? 60_000).pipe(
+    Effect.flatMap((todo) =>
+      Option.isNone(todo) || todo.value.length === 0
+        ? Effect.succeed(Option.none<PublishReceipt>())
+        : scan(kafka, admin, request, todo.value, options)
+    ),
+    Effect.tap((found) =>
+      Effect.logDebug(`kafka probe ${request.topic}/${request.partition ?? "*"} for ${request.eventId}: ${Option.isSome(found) ? `found at ${found.value.partition}@${found.value.offset}` : "absent"}`)
+    ),
+    Effect.tapError((error) => Effect.logDebug(`kafka probe failed: ${describe(error)}`)),
+    Effect.withSpan("kafka.probe", { attributes: { topic: request.topic, partition: request.partition ?? -1 } })
+  )
+
+/**
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (options: KafkaBrokerProbeOptions = {}): Effect.Effect<BrokerProbe["Service"], never, KafkaClient> =>
+  Effect.gen(function*() {
+    const { admin, kafka } = yield* KafkaClient
+    return BrokerProbe.of({ find: (request) => find(kafka, admin, request, options) })
+  })
+
+/**
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer = (options: KafkaBrokerProbeOptions = {}): Layer.Layer<BrokerProbe, never, KafkaClient> =>
+  Layer.effect(BrokerProbe)(make(options))

@@ -1,0 +1,144 @@
+/**
+ * The kafkajs client every Kafka layer shares: one `Kafka` instance, one connected admin, and
+ * kafkajs's own logging routed into Effect's logger.
+ *
+ * @since 0.1.0
+ */
+import * as Config from "effect/Config"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import type * as LogLevel from "effect/LogLevel"
+import Kafkajs from "kafkajs"
+import { describe } from "./KafkaErrors.ts"
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface KafkaClientOptions {
+  /** `host:port` of at least one broker. */
+  readonly brokers: ReadonlyArray<string>
+  readonly clientId?: string | undefined
+  /** Milliseconds to establish a connection (kafkajs default 1000). */
+  readonly connectionTimeout?: number | undefined
+  /** Milliseconds a broker request may take (kafkajs default 30000). */
+  readonly requestTimeout?: number | undefined
+  /** Anything else kafkajs accepts (ssl, sasl, retry…); `logCreator` is always ours. */
+  readonly kafkaConfig?: Partial<Omit<Kafkajs.KafkaConfig, "brokers" | "clientId" | "logCreator">> | undefined
+}
+
+/**
+ * @since 0.1.0
+ * @category services
+ */
+export class KafkaClient extends Context.Service<KafkaClient, {
+  readonly kafka: Kafkajs.Kafka
+  /** A connected admin client, shared by the admin, the publisher's metadata cache and the probe. */
+  readonly admin: Kafkajs.Admin
+  readonly clientId: string
+  readonly brokers: ReadonlyArray<string>
+}>()("@effect-outbox/adapter-kafka/KafkaClient") {}
+
+/**
+ * kafkajs logs every broker error response at ERROR, including the ones it retries and the ones
+ * our callers turn into typed errors; those are debug noise. Warnings we chose to accept (our
+ * idempotent producer limits retries on purpose, see docs/kafka.md) are debug too.
+ */
+const effectLevel = (level: Kafkajs.logLevel, namespace: string, message: string): LogLevel.Severity => {
+  if (level === Kafkajs.logLevel.ERROR) return namespace === "Connection" || namespace === "Producer" ? "Debug" : "Warn"
+  if (level === Kafkajs.logLevel.WARN) {
+    return message.includes("Limiting retries") || message.includes("switched default partitioner") ? "Debug" : "Warn"
+  }
+  if (level === Kafkajs.logLevel.INFO) return "Debug"
+  return "Trace"
+}
+
+/**
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (options: KafkaClientOptions): Effect.Effect<KafkaClient["Service"], never, import("effect/Scope").Scope> =>
+  Effect.gen(function*() {
+    const context = yield* Effect.context<never>()
+    const run = Effect.runForkWith(context)
+    const clientId = options.clientId ?? "effect-outbox"
+    const logCreator: Kafkajs.logCreator = () => ({ namespace, level, log }) => {
+      const { message, timestamp: _timestamp, logger: _logger, ...rest } = log
+      const text = String(message)
+      run(Effect.logWithLevel(effectLevel(level, namespace, text))(`kafkajs ${namespace}: ${text}`).pipe(
+        Effect.annotateLogs({ kafkajs: namespace, ...rest })
+      ))
+    }
+    const kafka = new Kafkajs.Kafka({
+      ...options.kafkaConfig,
+      clientId,
+      brokers: [...options.brokers],
+      logLevel: Kafkajs.logLevel.INFO,
+      logCreator,
+      ...(options.connectionTimeout === undefined ? {} : { connectionTimeout: options.connectionTimeout }),
+      ...(options.requestTimeout === undefined ? {} : { requestTimeout: options.requestTimeout })
+    })
+    const admin = yield* Effect.acquireRelease(
+      Effect.promise(async () => {
+        const admin = kafka.admin()
+        // Connecting is lazy in effect: a broker that is down at startup is retried by kafkajs
+        // on first use instead of failing the whole layer.
+        await admin.connect().catch(() => undefined)
+        return admin
+      }),
+      (admin) => Effect.promise(() => admin.disconnect().catch(() => undefined))
+    )
+    yield* Effect.logDebug(`kafka client ${clientId} for ${options.brokers.join(",")}`)
+    return KafkaClient.of({ kafka, admin, clientId, brokers: options.brokers })
+  })
+
+/**
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer = (options: KafkaClientOptions): Layer.Layer<KafkaClient> => Layer.effect(KafkaClient)(make(options))
+
+/**
+ * Reads `KAFKA_BROKERS` (comma separated, default `127.0.0.1:9092`) and `KAFKA_CLIENT_ID`
+ * (default `effect-outbox`).
+ *
+ * @since 0.1.0
+ * @category config
+ */
+export const config: Config.Config<KafkaClientOptions> = Config.all({
+  brokers: Config.String("KAFKA_BROKERS").pipe(
+    Config.withDefault("127.0.0.1:9092"),
+    Config.map((s) => s.split(",").map((b) => b.trim()).filter((b) => b.length > 0))
+  ),
+  clientId: Config.String("KAFKA_CLIENT_ID").pipe(Config.withDefault("effect-outbox"))
+})
+
+/**
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerConfig = (
+  overrides?: Partial<KafkaClientOptions>
+): Layer.Layer<KafkaClient, Config.ConfigError> =>
+  Layer.effect(KafkaClient)(
+    Effect.gen(function*() {
+      const fromEnv = yield* config
+      return yield* make({ ...fromEnv, ...overrides })
+    })
+  )
+
+/**
+ * Runs a kafkajs call, mapping a rejection with `onError`.
+ *
+ * @since 0.1.0
+ * @category utils
+ */
+export const attempt = <A, E>(thunk: () => Promise<A>, onError: (error: unknown) => E): Effect.Effect<A, E> =>
+  Effect.tryPromise({ try: thunk, catch: onError })
+
+/**
+ * @since 0.1.0
+ * @category utils
+ */
+export const describeError = describe
