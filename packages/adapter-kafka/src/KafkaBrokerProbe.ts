@@ -54,6 +54,8 @@ const headerText = (value: Kafkajs.IHeaders[string]): string | undefined => {
 const ranges = (admin: Kafkajs.Admin, request: ProbeRequest, skew: number) =>
   Effect.gen(function*() {
     const { topic } = request
+    // Metadata answers "no such topic" at once; the offset calls would retry for seconds first.
+    yield* Effect.tryPromise({ try: () => admin.fetchTopicMetadata({ topics: [topic] }), catch: (e) => e })
     const ends = yield* Effect.tryPromise({ try: () => admin.fetchTopicOffsets(topic), catch: (e) => e })
     const starts = yield* Effect.tryPromise({
       try: () => admin.fetchTopicOffsetsByTimestamp(topic, Math.max(0, request.since - skew)),

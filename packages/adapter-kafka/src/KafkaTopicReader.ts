@@ -51,7 +51,8 @@ export const read = (
   Stream.callback<ConsumerRecord, ConsumerSourceError>((queue) =>
     Effect.gen(function*() {
       const offsets = yield* Effect.tryPromise({
-        try: () => admin.fetchTopicOffsets(topic),
+        // Metadata first: it answers "no such topic" at once, the offsets call retries first.
+        try: () => admin.fetchTopicMetadata({ topics: [topic] }).then(() => admin.fetchTopicOffsets(topic)),
         catch: (error) =>
           rootCause(error).type === "UNKNOWN_TOPIC_OR_PARTITION"
             ? new ConsumerSourceError({ operation: "read", reason: `topic ${topic} does not exist`, retriable: false })
