@@ -4,6 +4,7 @@
  * @internal
  */
 import { type EventId, makeEventId, type NewOutboxMessage } from "@effect-outbox/core/OutboxMessage"
+import type { PublishRequest } from "@effect-outbox/core/Publisher"
 import * as Effect from "effect/Effect"
 
 /** A fixed "now" far from the epoch, so adapters storing real timestamps see plausible values. */
@@ -39,3 +40,21 @@ export const newMessage = (fields: MessageFields = {}): Effect.Effect<NewOutboxM
 
 export const newMessages = (fields: ReadonlyArray<MessageFields>): Effect.Effect<Array<NewOutboxMessage>> =>
   Effect.forEach(fields, newMessage)
+
+export interface RequestFields {
+  readonly key?: string | null
+  readonly partition?: number | null
+  readonly headers?: Readonly<Record<string, string>>
+  readonly payload?: Uint8Array
+}
+
+/** A publish request with a fresh event id in its `event-id` header. */
+export const publishRequest = (topic: string, fields: RequestFields = {}): Effect.Effect<PublishRequest> =>
+  Effect.map(makeEventId, (id) => ({
+    id,
+    topic,
+    key: fields.key ?? null,
+    partition: fields.partition ?? null,
+    headers: { "event-id": id, ...fields.headers },
+    payload: fields.payload ?? new TextEncoder().encode(`payload of ${id}`)
+  }))

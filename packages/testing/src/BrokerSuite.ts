@@ -1,0 +1,253 @@
+/**
+ * The conformance suite of the broker-facing ports `Publisher`, `BrokerProbe` and `BrokerAdmin`.
+ * Each test builds a fresh layer and creates its own uniquely named topics through
+ * `BrokerAdmin.ensureTopic`, so the suite runs against a shared real broker too.
+ *
+ * @since 0.1.0
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { BrokerAdmin } from "@effect-outbox/core/BrokerAdmin"
+import { BrokerProbe } from "@effect-outbox/core/BrokerProbe"
+import type { PublishError } from "@effect-outbox/core/Errors"
+import type { PublishReceipt } from "@effect-outbox/core/OutboxMessage"
+import { type PublishOutcome, Publisher } from "@effect-outbox/core/Publisher"
+import * as Effect from "effect/Effect"
+import type * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Result from "effect/Result"
+import { publishRequest, uniqueName } from "./internal/conformance.ts"
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type Services = Publisher | BrokerProbe | BrokerAdmin
+
+/**
+ * Switches for behaviours an adapter may not offer. All default to `true`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Features {
+  /** Publishing to a topic that does not exist fails with `PermanentPublishError`. */
+  readonly missingTopicIsPermanent?: boolean
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options {
+  readonly layer: () => Layer.Layer<Services, unknown>
+  readonly features?: Features
+  /** Per-test timeout in milliseconds (default 120 000). */
+  readonly timeout?: number
+}
+
+const receiptOf = (outcome: PublishOutcome | undefined): PublishReceipt => {
+  assert.isDefined(outcome)
+  if (Result.isFailure(outcome)) throw new Error(`expected a receipt, got ${outcome.failure.message}`)
+  return outcome.success
+}
+
+const errorOf = (outcome: PublishOutcome | undefined): PublishError => {
+  assert.isDefined(outcome)
+  if (Result.isSuccess(outcome)) throw new Error(`expected an error, got offset ${outcome.success.offset}`)
+  return outcome.failure
+}
+
+const makeTopic = (partitions: number) =>
+  Effect.gen(function*() {
+    const admin = yield* BrokerAdmin
+    const topic = uniqueName("conformance")
+    yield* admin.ensureTopic({ topic, partitions })
+    return topic
+  })
+
+const assertIncreasing = (offsets: ReadonlyArray<string>) => {
+  for (let i = 1; i < offsets.length; i++) {
+    assert.isTrue(BigInt(offsets[i - 1]!) < BigInt(offsets[i]!), `offsets ${offsets.join(",")} are not increasing`)
+  }
+}
+
+/**
+ * Registers the suite under `describe(name)`.
+ *
+ * @since 0.1.0
+ * @category suites
+ */
+export const suite = (name: string, options: Options): void => {
+  const features = { missingTopicIsPermanent: true, ...options.features }
+  const timeout = options.timeout ?? 120_000
+  const test = <A, E>(title: string, body: Effect.Effect<A, E, Services>) =>
+    it.live(title, () => Effect.provide(body, options.layer()), timeout)
+
+  describe(`${name} (Publisher, BrokerProbe, BrokerAdmin conformance)`, () => {
+    test(
+      "ensureTopic creates a topic once; partitionCount reports it, and None for a missing topic",
+      Effect.gen(function*() {
+        const admin = yield* BrokerAdmin
+        const topic = uniqueName("conformance")
+        assert.isTrue(Option.isNone(yield* admin.partitionCount(topic)))
+        yield* admin.ensureTopic({ topic, partitions: 3 })
+        assert.deepStrictEqual(yield* admin.partitionCount(topic), Option.some(3))
+        // An existing topic is left as it is.
+        yield* admin.ensureTopic({ topic, partitions: 5 })
+        assert.deepStrictEqual(yield* admin.partitionCount(topic), Option.some(3))
+      })
+    )
+
+    test(
+      "concurrent ensureTopic calls for one topic all succeed",
+      Effect.gen(function*() {
+        const admin = yield* BrokerAdmin
+        const topic = uniqueName("conformance")
+        yield* Effect.forEach([1, 2, 3, 4], () => admin.ensureTopic({ topic, partitions: 2 }), {
+          concurrency: "unbounded"
+        })
+        assert.deepStrictEqual(yield* admin.partitionCount(topic), Option.some(2))
+      })
+    )
+
+    test(
+      "growPartitions grows the topic, never shrinks it, and repeats harmlessly",
+      Effect.gen(function*() {
+        const admin = yield* BrokerAdmin
+        const topic = yield* makeTopic(1)
+        assert.strictEqual(yield* admin.growPartitions(topic, 3), 3)
+        assert.strictEqual(yield* admin.growPartitions(topic, 3), 3)
+        assert.strictEqual(yield* admin.growPartitions(topic, 2), 3)
+        assert.deepStrictEqual(yield* admin.partitionCount(topic), Option.some(3))
+        const grown = yield* Effect.forEach([4, 4], (n) => admin.growPartitions(topic, n), { concurrency: "unbounded" })
+        assert.deepStrictEqual(grown, [4, 4])
+      })
+    )
+
+    test(
+      "receipts come back in request order, on the explicit partitions",
+      Effect.gen(function*() {
+        const publisher = yield* Publisher
+        const topic = yield* makeTopic(3)
+        const requests = yield* Effect.forEach([2, 0, 1, 2, 0], (partition) => publishRequest(topic, { partition }))
+        const outcomes = yield* publisher.publish(requests)
+        assert.strictEqual(outcomes.length, requests.length)
+        const receipts = outcomes.map(receiptOf)
+        assert.deepStrictEqual(receipts.map((r) => [r.topic, r.partition]), [
+          [topic, 2],
+          [topic, 0],
+          [topic, 1],
+          [topic, 2],
+          [topic, 0]
+        ])
+        assertIncreasing([receipts[0]!.offset, receipts[3]!.offset])
+        assertIncreasing([receipts[1]!.offset, receipts[4]!.offset])
+      })
+    )
+
+    test(
+      "records of one partition keep request order within a batch and across batches",
+      Effect.gen(function*() {
+        const publisher = yield* Publisher
+        const topic = yield* makeTopic(2)
+        const first = yield* Effect.forEach(Array.from({ length: 20 }), () => publishRequest(topic, { partition: 1 }))
+        const second = yield* Effect.forEach(Array.from({ length: 5 }), () => publishRequest(topic, { partition: 1 }))
+        const offsets = [
+          ...(yield* publisher.publish(first)).map((o) => receiptOf(o).offset),
+          ...(yield* publisher.publish(second)).map((o) => receiptOf(o).offset)
+        ]
+        assert.strictEqual(offsets.length, 25)
+        assertIncreasing(offsets)
+      })
+    )
+
+    test(
+      "records with one key and no explicit partition land on one partition, in order",
+      Effect.gen(function*() {
+        const publisher = yield* Publisher
+        const topic = yield* makeTopic(4)
+        const receipts: Array<PublishReceipt> = []
+        for (let i = 0; i < 4; i++) {
+          const requests = yield* Effect.forEach([1, 2], () => publishRequest(topic, { key: "user-42" }))
+          receipts.push(...(yield* publisher.publish(requests)).map(receiptOf))
+        }
+        assert.strictEqual(new Set(receipts.map((r) => r.partition)).size, 1)
+        assertIncreasing(receipts.map((r) => r.offset))
+      })
+    )
+
+    test(
+      "an explicit partition the topic does not have fails with UnknownPartitionError",
+      Effect.gen(function*() {
+        const publisher = yield* Publisher
+        const topic = yield* makeTopic(2)
+        const [outcome] = yield* publisher.publish([yield* publishRequest(topic, { partition: 5 })])
+        const error = errorOf(outcome)
+        assert.strictEqual(error._tag, "UnknownPartitionError")
+        if (error._tag === "UnknownPartitionError") {
+          assert.strictEqual(error.topic, topic)
+          assert.strictEqual(error.partition, 5)
+        }
+      })
+    )
+
+    if (features.missingTopicIsPermanent) {
+      test(
+        "publishing to a topic that does not exist fails with PermanentPublishError",
+        Effect.gen(function*() {
+          const publisher = yield* Publisher
+          const topic = uniqueName("conformance-missing")
+          const [outcome] = yield* publisher.publish([yield* publishRequest(topic, { key: "k" })])
+          const error = errorOf(outcome)
+          assert.strictEqual(error._tag, "PermanentPublishError")
+          assert.strictEqual(error.topic, topic)
+        })
+      )
+    }
+
+    test(
+      "an empty batch publishes nothing",
+      Effect.gen(function*() {
+        const publisher = yield* Publisher
+        assert.deepStrictEqual(yield* publisher.publish([]), [])
+      })
+    )
+
+    test(
+      "the probe finds a published record by event id, on its partition or across all",
+      Effect.gen(function*() {
+        const publisher = yield* Publisher
+        const probe = yield* BrokerProbe
+        const topic = yield* makeTopic(3)
+        const since = Date.now() - 60_000
+        const requests = yield* Effect.forEach([0, 1, 2, 1], (partition) => publishRequest(topic, { partition }))
+        const receipts = (yield* publisher.publish(requests)).map(receiptOf)
+        const target = requests[3]!
+        const onPartition = yield* probe.find({ topic, partition: 1, eventId: target.id, since })
+        assert.deepStrictEqual(onPartition, Option.some(receipts[3]!))
+        const anywhere = yield* probe.find({ topic, partition: null, eventId: target.id, since })
+        assert.deepStrictEqual(anywhere, Option.some(receipts[3]!))
+      })
+    )
+
+    test(
+      "the probe returns None for an event id that never reached the partition",
+      Effect.gen(function*() {
+        const publisher = yield* Publisher
+        const probe = yield* BrokerProbe
+        const topic = yield* makeTopic(2)
+        const since = Date.now() - 60_000
+        const published = yield* publishRequest(topic, { partition: 0 })
+        receiptOf((yield* publisher.publish([published]))[0])
+        const never = yield* publishRequest(topic, { partition: 0 })
+        assert.isTrue(Option.isNone(yield* probe.find({ topic, partition: 0, eventId: never.id, since })))
+        assert.isTrue(Option.isNone(yield* probe.find({ topic, partition: null, eventId: never.id, since })))
+        // Present on partition 0 does not mean present on partition 1.
+        assert.isTrue(Option.isNone(yield* probe.find({ topic, partition: 1, eventId: published.id, since })))
+        // An empty partition holds nothing.
+        const empty = yield* makeTopic(1)
+        assert.isTrue(Option.isNone(yield* probe.find({ topic: empty, partition: 0, eventId: never.id, since })))
+      })
+    )
+  })
+}
