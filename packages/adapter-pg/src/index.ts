@@ -1,4 +1,11 @@
 /**
  * @since 0.1.0
  */
-export {}
+export * as PgInboxStore from "./PgInboxStore.ts"
+export * as PgMigrations from "./PgMigrations.ts"
+export * as PgOutbox from "./PgOutbox.ts"
+export * as PgOutboxStore from "./PgOutboxStore.ts"
+export * as PgPartitionAssignmentStore from "./PgPartitionAssignmentStore.ts"
+export * as PgTables from "./PgTables.ts"
+export * as PgTransactor from "./PgTransactor.ts"
+export * as PgWakeUp from "./PgWakeUp.ts"

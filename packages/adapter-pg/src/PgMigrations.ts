@@ -1,0 +1,137 @@
+/**
+ * The outbox schema, applied with `effect/sql/Migrator`: idempotent, safe to run from several
+ * processes at once, in the schema and with the table prefix of {@link PgTables}.
+ *
+ * @since 0.1.0
+ */
+import { OutboxStoreError } from "@effect-outbox/core/Errors"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Migrator from "effect/sql/Migrator"
+import * as SqlClient from "effect/sql/SqlClient"
+import { fromSqlError } from "./internal/errors.ts"
+import { claimFunction, statusList } from "./internal/sql.ts"
+import { PgTables, type Tables } from "./PgTables.ts"
+
+const statements = (sql: SqlClient.SqlClient, list: ReadonlyArray<string>) =>
+  Effect.forEach(list, (statement) => sql.unsafe(statement).unprepared, { discard: true })
+
+/**
+ * The migrations, numbered. Never edit a published one: add the next number.
+ *
+ * @since 0.1.0
+ * @category migrations
+ */
+export const migrations = (t: Tables): Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>> => {
+  const p = t.tablePrefix
+  const statuses = statusList.map((s) => `'${s}'`).join(", ")
+  return {
+    "1_tables": Effect.flatMap(SqlClient.SqlClient, (sql) =>
+      statements(sql, [
+        `CREATE TABLE IF NOT EXISTS ${t.message} (
+           id uuid PRIMARY KEY,
+           seq bigint GENERATED ALWAYS AS IDENTITY,
+           topic text NOT NULL CHECK (topic <> ''),
+           key text,
+           partition integer CHECK (partition >= 0),
+           headers jsonb NOT NULL DEFAULT '{}'::jsonb,
+           payload bytea NOT NULL,
+           status text NOT NULL CHECK (status IN (${statuses})),
+           attempts integer NOT NULL DEFAULT 0 CHECK (attempts >= 0),
+           available_at timestamptz NOT NULL,
+           lease_owner text,
+           lease_expires_at timestamptz,
+           published_partition integer,
+           published_offset bigint,
+           last_error text,
+           created_at timestamptz NOT NULL,
+           updated_at timestamptz NOT NULL,
+           published_at timestamptz,
+           processed_at timestamptz
+         )`,
+        // The claim's candidate scan, in availability order; rows backing off are never read.
+        `CREATE INDEX IF NOT EXISTS ${p}message_pending_idx ON ${t.message} (available_at, seq)
+           WHERE status = 'PENDING'`,
+        // A key's claimable prefix, read in seq order and cut at maxPerKey.
+        `CREATE INDEX IF NOT EXISTS ${p}message_pending_key_idx ON ${t.message} (key, seq)
+           WHERE status = 'PENDING' AND key IS NOT NULL`,
+        // "Is this key in flight?": tiny, only rows being dispatched.
+        `CREATE INDEX IF NOT EXISTS ${p}message_dispatching_key_idx ON ${t.message} (key)
+           WHERE status = 'DISPATCHING' AND key IS NOT NULL`,
+        // Stale-lease recovery, oldest lease first.
+        `CREATE INDEX IF NOT EXISTS ${p}message_lease_idx ON ${t.message} (lease_expires_at)
+           WHERE status = 'DISPATCHING'`,
+        // Retention (status + age), stats and operator listings by status.
+        `CREATE INDEX IF NOT EXISTS ${p}message_status_updated_idx ON ${t.message} (status, updated_at)`,
+        `CREATE TABLE IF NOT EXISTS ${t.processed} (
+           consumer text NOT NULL,
+           identity text NOT NULL,
+           processed_at timestamptz NOT NULL,
+           CONSTRAINT ${p}processed_pkey PRIMARY KEY (consumer, identity)
+         )`,
+        `CREATE INDEX IF NOT EXISTS ${p}processed_at_idx ON ${t.processed} (processed_at)`,
+        `CREATE TABLE IF NOT EXISTS ${t.partitionAssignment} (
+           topic text NOT NULL,
+           owner_id text NOT NULL,
+           partition integer NOT NULL CHECK (partition >= 0),
+           created_at timestamptz NOT NULL DEFAULT now(),
+           CONSTRAINT ${p}partition_assignment_pkey PRIMARY KEY (topic, owner_id)
+         )`,
+        `CREATE INDEX IF NOT EXISTS ${p}partition_assignment_partition_idx
+           ON ${t.partitionAssignment} (topic, partition)`,
+        `CREATE TABLE IF NOT EXISTS ${t.transition} (
+           id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+           event_id uuid NOT NULL,
+           from_status text NOT NULL,
+           to_status text NOT NULL,
+           lease_owner text,
+           at timestamptz NOT NULL
+         )`,
+        `CREATE INDEX IF NOT EXISTS ${p}transition_event_idx ON ${t.transition} (event_id, id)`
+      ])),
+    "2_claim_function": Effect.flatMap(SqlClient.SqlClient, (sql) => statements(sql, [claimFunction(t)]))
+  }
+}
+
+/**
+ * Creates the schema when missing and applies every pending migration, in one transaction
+ * serialised by an advisory lock, so concurrent starts neither race nor half-apply. Returns the
+ * migrations it applied (empty when the schema was up to date).
+ *
+ * @since 0.1.0
+ * @category running
+ */
+export const run: Effect.Effect<
+  ReadonlyArray<readonly [id: number, name: string]>,
+  OutboxStoreError,
+  SqlClient.SqlClient | PgTables
+> = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  const t = yield* PgTables
+  return yield* sql.withTransaction(Effect.gen(function*() {
+    yield* sql`SELECT pg_advisory_xact_lock(${t.locks.migrations}, 0)`.withoutTransform
+    yield* sql.unsafe(`CREATE SCHEMA IF NOT EXISTS "${t.schema}"`).unprepared
+    return yield* Migrator.make({})({ loader: Migrator.fromRecord(migrations(t)), table: t.migrations })
+  }))
+}).pipe(
+  Effect.catchTag("SqlError", (error) => Effect.fail(fromSqlError("migrate")(error))),
+  Effect.catchTag("MigrationError", (error) =>
+    Effect.fail(
+      new OutboxStoreError({
+        operation: "migrate",
+        reason: `${error.kind}: ${error.message}`,
+        retriable: error.kind === "Locked",
+        cause: error
+      })
+    )),
+  Effect.withSpan("PgOutbox.migrate")
+)
+
+/**
+ * Runs {@link run} when the layer is built: add it to an application's layer graph and the
+ * tables exist before anything uses them.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer: Layer.Layer<never, OutboxStoreError, SqlClient.SqlClient | PgTables> = Layer.effectDiscard(run)

@@ -1,0 +1,112 @@
+/**
+ * Every PostgreSQL service of effect-outbox in one layer: tables (migrated at start-up unless
+ * switched off), `OutboxStore`, `InboxStore`, `Transactor`, `PartitionAssignmentStore` and
+ * `WakeUp`, all on one `PgClient`.
+ *
+ * ```ts
+ * const Database = PgClient.layerConfig({ url: Config.Redacted("DATABASE_URL") })
+ * const Storage = PgOutbox.layer({ schema: "outbox" }).pipe(Layer.provide(Database))
+ * ```
+ *
+ * @since 0.1.0
+ */
+import type { OutboxStoreError, OutboxValidationError } from "@effect-outbox/core/Errors"
+import type { InboxStore } from "@effect-outbox/core/InboxStore"
+import type { OutboxStore } from "@effect-outbox/core/OutboxStore"
+import type { PartitionAssignmentStore } from "@effect-outbox/core/PartitionAssignmentStore"
+import type { Transactor } from "@effect-outbox/core/Transactor"
+import type { WakeUp } from "@effect-outbox/core/WakeUp"
+import * as PgClient from "@effect/sql-pg/PgClient"
+import * as Config from "effect/Config"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import type * as SqlClient from "effect/sql/SqlClient"
+import type { SqlError } from "effect/sql/SqlError"
+import * as PgInboxStore from "./PgInboxStore.ts"
+import * as PgMigrations from "./PgMigrations.ts"
+import * as PgOutboxStore from "./PgOutboxStore.ts"
+import * as PgPartitionAssignmentStore from "./PgPartitionAssignmentStore.ts"
+import * as PgTables from "./PgTables.ts"
+import * as PgTransactor from "./PgTransactor.ts"
+import * as PgWakeUp from "./PgWakeUp.ts"
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options extends PgTables.Options {
+  /** Run the migrations while the layer is built. Default `true`. */
+  readonly migrate?: boolean | undefined
+  readonly store?: PgOutboxStore.Options | undefined
+  readonly wakeUp?: PgWakeUp.Options | undefined
+}
+
+/**
+ * The services this package provides.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Services = OutboxStore | InboxStore | Transactor | PartitionAssignmentStore | WakeUp | PgTables.PgTables
+
+/**
+ * All services from an existing `PgClient` (which also provides the `SqlClient` they join).
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer = (
+  options: Options = {}
+): Layer.Layer<Services, OutboxStoreError | OutboxValidationError, PgClient.PgClient | SqlClient.SqlClient> => {
+  const tables = PgTables.layer(options)
+  const migrated = options.migrate === false
+    ? tables
+    : Layer.merge(tables, PgMigrations.layer.pipe(Layer.provide(tables)))
+  return Layer.mergeAll(
+    PgOutboxStore.layer(options.store),
+    PgInboxStore.layer,
+    PgTransactor.layer,
+    PgPartitionAssignmentStore.layer,
+    PgWakeUp.layer(options.wakeUp)
+  ).pipe(Layer.provideMerge(migrated))
+}
+
+/**
+ * Reads the configuration:
+ *
+ * | variable | default | |
+ * |---|---|---|
+ * | `DATABASE_URL` | required | the connection string |
+ * | `DATABASE_MAX_CONNECTIONS` | 10 | pool size |
+ * | `OUTBOX_SCHEMA` | `outbox` | schema of the tables |
+ * | `OUTBOX_TABLE_PREFIX` | `outbox_` | table name prefix |
+ * | `OUTBOX_MIGRATE` | `true` | run migrations at start-up |
+ * | `OUTBOX_NOTIFY` | `true` | send `NOTIFY` on enqueue |
+ * | `OUTBOX_LISTEN` | `true` | relays `LISTEN` (else poll only) |
+ * | `OUTBOX_RECORD_TRANSITIONS` | `false` | append transitions to `<prefix>transition` |
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerConfig: Layer.Layer<
+  Services | PgClient.PgClient | SqlClient.SqlClient,
+  OutboxStoreError | OutboxValidationError | Config.ConfigError | SqlError
+> = Layer.unwrap(Effect.gen(function*() {
+  const url = yield* Config.Redacted("DATABASE_URL")
+  const maxConnections = yield* Config.Int("DATABASE_MAX_CONNECTIONS").pipe(Config.withDefault(10))
+  const schema = yield* Config.String("OUTBOX_SCHEMA").pipe(Config.withDefault("outbox"))
+  const tablePrefix = yield* Config.String("OUTBOX_TABLE_PREFIX").pipe(Config.withDefault("outbox_"))
+  const migrate = yield* Config.Boolean("OUTBOX_MIGRATE").pipe(Config.withDefault(true))
+  const notify = yield* Config.Boolean("OUTBOX_NOTIFY").pipe(Config.withDefault(true))
+  const listen = yield* Config.Boolean("OUTBOX_LISTEN").pipe(Config.withDefault(true))
+  const recordTransitions = yield* Config.Boolean("OUTBOX_RECORD_TRANSITIONS").pipe(Config.withDefault(false))
+  const client = PgClient.layer({ url, maxConnections })
+  return layer({
+    schema,
+    tablePrefix,
+    migrate,
+    store: { recordTransitions },
+    wakeUp: { notify, listen, fallbackPollInterval: Duration.seconds(1) }
+  }).pipe(Layer.provideMerge(client))
+}))

@@ -1,0 +1,96 @@
+/**
+ * The core `WakeUp` port on PostgreSQL (R1.6): `NOTIFY` in the enqueueing transaction, `LISTEN`
+ * in the relays, polling when the listening connection is down.
+ *
+ * - `notify` runs `pg_notify(channel, '')` on the ambient transaction: PostgreSQL delivers it only
+ *   on commit, drops it on rollback, and folds identical notifications of one transaction into
+ *   one, so a transaction that enqueues many times still wakes relays once.
+ * - `signals` holds one pooled connection in `LISTEN` per subscriber. It emits once on every
+ *   (re)connect (notifications sent while it was down are lost, the signal makes the relay look),
+ *   once per notification, and, while the connection is down, once per `fallbackPollInterval`
+ *   until `LISTEN` succeeds again. It never fails.
+ *
+ * The cost: every notifying transaction takes a database-wide lock at commit to append to the
+ * notification queue, which serialises the commits of concurrent writers. `notify: false` removes
+ * it (relays then find work at their poll interval); see `docs/postgres.md` for measured numbers.
+ *
+ * @since 0.1.0
+ */
+import { WakeUp } from "@effect-outbox/core/WakeUp"
+import { PgClient } from "@effect/sql-pg/PgClient"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Ref from "effect/Ref"
+import * as Schedule from "effect/Schedule"
+import * as SqlClient from "effect/sql/SqlClient"
+import * as Stream from "effect/Stream"
+import { run } from "./internal/errors.ts"
+import { PgTables } from "./PgTables.ts"
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options {
+  /** Send `NOTIFY` from `notify`. Default `true`; `false` makes `notify` free and wake-ups polling-only. */
+  readonly notify?: boolean | undefined
+  /** `LISTEN` for signals. Default `true`; `false` makes `signals` empty (relays poll). */
+  readonly listen?: boolean | undefined
+  /** While `LISTEN` is down, signal this often. Default 1 second. */
+  readonly fallbackPollInterval?: Duration.Input | undefined
+  /** When to try `LISTEN` again after the connection dropped. Default every second. */
+  readonly reconnect?: Schedule.Schedule<unknown, unknown> | undefined
+}
+
+/**
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (options: Options = {}) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const pg = yield* PgClient
+    const t = yield* PgTables
+    const fallback = Duration.fromInputUnsafe(options.fallbackPollInterval ?? Duration.seconds(1))
+    const reconnect = options.reconnect ?? Schedule.spaced(Duration.seconds(1))
+
+    const notify = options.notify === false
+      ? Effect.void
+      : sql`SELECT pg_notify(${t.channel}::text, '')`.withoutTransform.pipe(Effect.asVoid, run("wakeup.notify"))
+
+    const signals: Stream.Stream<void> = options.listen === false ? Stream.never : Stream.unwrap(
+      Effect.gen(function*() {
+        const connected = yield* Ref.make(false)
+        const listening = Stream.unwrap(Effect.gen(function*() {
+          const queue = yield* pg.listen(t.channel)
+          yield* Ref.set(connected, true)
+          return Stream.fromQueue(queue).pipe(Stream.as(undefined), Stream.prepend([undefined]))
+        })).pipe(
+          Stream.tapError((error) =>
+            Ref.set(connected, false).pipe(
+              Effect.andThen(Effect.logWarning(
+                `outbox wake-up: LISTEN ${t.channel} failed (${error.message}); polling every ${
+                  Duration.format(fallback)
+                } until it is back`
+              ))
+            )
+          ),
+          Stream.retry(reconnect)
+        )
+        const polling = Stream.tick(fallback).pipe(
+          Stream.filterEffect(() => Effect.map(Ref.get(connected), (up) => !up))
+        )
+        return Stream.merge(listening, polling)
+      })
+    ).pipe(Stream.catchCause(() => Stream.never))
+
+    return WakeUp.of({ notify, signals })
+  })
+
+/**
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer = (options: Options = {}): Layer.Layer<WakeUp, never, SqlClient.SqlClient | PgClient | PgTables> =>
+  Layer.effect(WakeUp)(make(options))
