@@ -10,3 +10,5 @@ export * as PartitionAssignmentStoreSuite from "./PartitionAssignmentStoreSuite.
 export * as TransactorSuite from "./TransactorSuite.ts"
 export * as BrokerSuite from "./BrokerSuite.ts"
 export * as ConsumerSourceSuite from "./ConsumerSourceSuite.ts"
+export * as InMemoryTopicReader from "./InMemoryTopicReader.ts"
+export * as InMemoryTransactionalProducer from "./InMemoryTransactionalProducer.ts"
