@@ -53,7 +53,7 @@ const options = (transformed: Ref.Ref<number>) => ({
 const outputs = Effect.flatMap(InMemoryBroker.InMemoryBroker, (broker) => broker.records("out"))
 const sources = Effect.map(outputs, (records) => records.map((r) => r.headers.source!).sort())
 
-const settle = (check: Effect.Effect<boolean>) =>
+const settle = <R>(check: Effect.Effect<boolean, never, R>) =>
   Effect.gen(function*() {
     for (let i = 0; i < 1000; i++) {
       if (yield* check) return
