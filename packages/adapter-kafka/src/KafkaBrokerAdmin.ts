@@ -8,6 +8,7 @@ import { BrokerAdminError } from "@effect-outbox/core/Errors"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as Result from "effect/Result"
 import type Kafkajs from "kafkajs"
 import { KafkaClient } from "./KafkaClient.ts"
 import { describe, rootCause, toAdminError } from "./KafkaErrors.ts"
@@ -87,7 +88,7 @@ export const ensureTopic = (
     }
     const existing = yield* partitionCount(admin, topic)
     if (Option.isSome(existing)) return
-    yield* Effect.tryPromise({
+    const created = yield* Effect.tryPromise({
       try: () =>
         admin.createTopics({
           waitForLeaders: true,
@@ -99,15 +100,16 @@ export const ensureTopic = (
           }]
         }),
       catch: (error) => error
-    }).pipe(
-      Effect.catch((error) => {
-        // A concurrent creator won the race: the topic exists, which is all we promised.
-        const text = describe(error)
-        return text.includes("TOPIC_ALREADY_EXISTS") || text.includes("already exists")
-          ? Effect.void
-          : Effect.fail(toAdminError("ensureTopic", topic, error))
-      })
-    )
+    }).pipe(Effect.result)
+    if (Result.isFailure(created)) {
+      // A concurrent creator won the race (TOPIC_ALREADY_EXISTS), or the topic exists but its
+      // metadata has not reached every broker yet (UNKNOWN_TOPIC_OR_PARTITION, no leader):
+      // the wait below settles it. Anything else (bad config, authorisation) fails now.
+      const type = rootCause(created.failure).type
+      const settles = type === "TOPIC_ALREADY_EXISTS" || type === "UNKNOWN_TOPIC_OR_PARTITION" ||
+        type === "LEADER_NOT_AVAILABLE" || describe(created.failure).includes("already exists")
+      if (!settles) return yield* toAdminError("ensureTopic", topic, created.failure)
+    }
     yield* awaitPartitions(admin, topic, 1, options.settleTimeoutMillis ?? 10_000)
   }).pipe(Effect.withSpan("kafka.admin.ensureTopic", { attributes: { topic: request.topic, partitions: request.partitions } }))
 

@@ -15,6 +15,7 @@ import type Kafkajs from "kafkajs"
 import { randomUUID } from "node:crypto"
 import { KafkaClient } from "./KafkaClient.ts"
 import { describe, rootCause, toProbeError } from "./KafkaErrors.ts"
+import { withEphemeralAdmin } from "./internal/ephemeralAdmin.ts"
 
 /**
  * @since 0.1.0
@@ -187,7 +188,11 @@ export const find = (
   request: ProbeRequest,
   options: KafkaBrokerProbeOptions = {}
 ): Effect.Effect<Option.Option<PublishReceipt>, ProbeError> =>
-  ranges(admin, request, options.clockSkewMillis ?? 60_000).pipe(
+  withEphemeralAdmin(
+    kafka,
+    (offsetsAdmin) => ranges(offsetsAdmin, request, options.clockSkewMillis ?? 60_000),
+    (error) => toProbeError(request.topic, error)
+  ).pipe(
     Effect.flatMap((todo) =>
       Option.isNone(todo) || todo.value.length === 0
         ? Effect.succeed(Option.none<PublishReceipt>())

@@ -21,6 +21,7 @@ import { randomUUID } from "node:crypto"
 import { KafkaClient } from "./KafkaClient.ts"
 import { toConsumerRecord } from "./KafkaConsumerSource.ts"
 import { rootCause, toConsumerError } from "./KafkaErrors.ts"
+import { withEphemeralAdmin } from "./internal/ephemeralAdmin.ts"
 
 /**
  * @since 0.1.0
@@ -50,14 +51,16 @@ export const read = (
 ): Stream.Stream<ConsumerRecord, ConsumerSourceError> =>
   Stream.callback<ConsumerRecord, ConsumerSourceError>((queue) =>
     Effect.gen(function*() {
-      const offsets = yield* Effect.tryPromise({
-        // Metadata first: it answers "no such topic" at once, the offsets call retries first.
-        try: () => admin.fetchTopicMetadata({ topics: [topic] }).then(() => admin.fetchTopicOffsets(topic)),
-        catch: (error) =>
-          rootCause(error).type === "UNKNOWN_TOPIC_OR_PARTITION"
-            ? new ConsumerSourceError({ operation: "read", reason: `topic ${topic} does not exist`, retriable: false })
-            : toConsumerError("read", error)
-      })
+      const onError = (error: unknown) =>
+        rootCause(error).type === "UNKNOWN_TOPIC_OR_PARTITION"
+          ? new ConsumerSourceError({ operation: "read", reason: `topic ${topic} does not exist`, retriable: false })
+          : toConsumerError("read", error)
+      const offsets = yield* withEphemeralAdmin(kafka, (offsetsAdmin) =>
+        Effect.tryPromise({
+          // Metadata first: it answers "no such topic" at once, the offsets call retries first.
+          try: () => offsetsAdmin.fetchTopicMetadata({ topics: [topic] }).then(() => offsetsAdmin.fetchTopicOffsets(topic)),
+          catch: onError
+        }), onError)
       const pending = new Map<number, Range>()
       for (const { partition, low, high } of offsets) {
         if (BigInt(low) < BigInt(high)) pending.set(partition, { start: BigInt(low), end: BigInt(high) })

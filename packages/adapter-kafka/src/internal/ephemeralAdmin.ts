@@ -1,0 +1,26 @@
+import * as Effect from "effect/Effect"
+import type Kafkajs from "kafkajs"
+
+/**
+ * A kafkajs admin for one operation. Offset lookups make kafkajs remember the topic in the
+ * client's metadata "target topics"; once such a topic is deleted, every later metadata refresh
+ * of that client fails with UNKNOWN_TOPIC_OR_PARTITION. Doing those lookups on a short-lived
+ * admin keeps the shared one clean.
+ */
+export const withEphemeralAdmin = <A, E>(
+  kafka: Kafkajs.Kafka,
+  use: (admin: Kafkajs.Admin) => Effect.Effect<A, E>,
+  onConnectError: (error: unknown) => E
+): Effect.Effect<A, E> =>
+  Effect.acquireUseRelease(
+    Effect.tryPromise({
+      try: async () => {
+        const admin = kafka.admin()
+        await admin.connect()
+        return admin
+      },
+      catch: onConnectError
+    }),
+    use,
+    (admin) => Effect.promise(() => admin.disconnect().catch(() => undefined))
+  )
