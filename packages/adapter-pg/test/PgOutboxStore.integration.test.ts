@@ -8,6 +8,7 @@ import * as Option from "effect/Option"
 import * as SqlClient from "effect/sql/SqlClient"
 import { randomUUID } from "node:crypto"
 import * as PgOutboxStore from "../src/PgOutboxStore.ts"
+import { PgTables } from "../src/PgTables.ts"
 import { freshTables, pgClient } from "./support.ts"
 
 const T0 = 1_764_000_000_000
@@ -215,7 +216,6 @@ describe("PgOutboxStore", () => {
       yield* store.insert([a])
       yield* store.claim(claimReq())
       yield* store.transition([{ id: a.id, from: ["DISPATCHING"], to: "FAILURE", now: T0 + 5, patch: { lastError: "bad" } }])
-      const { PgTables } = yield* Effect.promise(() => import("../src/PgTables.ts"))
       const t = yield* PgTables
       const rows = yield* sql<{ from_status: string; to_status: string }>`SELECT from_status, to_status FROM ${
         sql.literal(t.transition)

@@ -14,9 +14,14 @@ export const sqlState = (error: SqlError): string | undefined => {
  */
 export const fromSqlError = (operation: string) => (error: SqlError): OutboxStoreError => {
   const state = sqlState(error)
+  // The driver's own message is generic ("Query failed"); PostgreSQL's is in the cause.
+  const cause = error.reason.cause as { readonly message?: unknown } | undefined
+  const detail = typeof cause?.message === "string" && cause.message !== error.message
+    ? `${error.message}: ${cause.message}`
+    : error.message
   return new OutboxStoreError({
     operation,
-    reason: `${error.reason._tag}${state === undefined ? "" : ` (SQLSTATE ${state})`}: ${error.message}`,
+    reason: `${error.reason._tag}${state === undefined ? "" : ` (SQLSTATE ${state})`}: ${detail}`,
     retriable: error.isRetryable,
     cause: error
   })

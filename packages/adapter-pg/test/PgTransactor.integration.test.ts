@@ -1,0 +1,69 @@
+// The transaction port on the real database.
+import { assert, describe, it } from "@effect/vitest"
+import { Transactor } from "@effect-outbox/core/Transactor"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as SqlClient from "effect/sql/SqlClient"
+import * as PgTransactor from "../src/PgTransactor.ts"
+import { freshSchema, pgClient } from "./support.ts"
+
+const Live = PgTransactor.layer.pipe(Layer.provideMerge(pgClient()))
+
+const withTable = <A, E, R>(f: (table: string) => Effect.Effect<A, E, R>) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const table = `public.${freshSchema()}`
+    yield* sql.unsafe(`CREATE TABLE ${table} (id int PRIMARY KEY,
+      ref int UNIQUE DEFERRABLE INITIALLY DEFERRED)`).unprepared
+    return yield* f(table).pipe(Effect.ensuring(sql.unsafe(`DROP TABLE ${table}`).unprepared.pipe(Effect.ignore)))
+  })
+
+const count = (table: string) =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe<{ n: number }>(`SELECT count(*)::int AS n FROM ${table}`))
+    .pipe(Effect.map((rows) => rows[0]!.n))
+
+describe("PgTransactor", () => {
+  it.effect("commits on success, rolls back on failure, and passes the caller's error through", () =>
+    withTable((table) =>
+      Effect.gen(function*() {
+        const tx = yield* Transactor
+        const sql = yield* SqlClient.SqlClient
+        yield* tx.withTransaction(sql.unsafe(`INSERT INTO ${table} (id) VALUES (1)`))
+        const error = yield* Effect.flip(
+          tx.withTransaction(sql.unsafe(`INSERT INTO ${table} (id) VALUES (2)`).pipe(Effect.andThen(Effect.fail("nope" as const))))
+        )
+        assert.strictEqual(error, "nope")
+        assert.strictEqual(yield* count(table), 1)
+      })
+    ).pipe(Effect.provide(Live)))
+
+  it.effect("nested calls join the outer transaction", () =>
+    withTable((table) =>
+      Effect.gen(function*() {
+        const tx = yield* Transactor
+        const sql = yield* SqlClient.SqlClient
+        yield* Effect.flip(tx.withTransaction(Effect.gen(function*() {
+          yield* tx.withTransaction(sql.unsafe(`INSERT INTO ${table} (id) VALUES (1)`))
+          return yield* Effect.fail("outer fails")
+        })))
+        assert.strictEqual(yield* count(table), 0)
+      })
+    ).pipe(Effect.provide(Live)))
+
+  it.effect("a failed COMMIT surfaces as OutboxStoreError naming the transaction", () =>
+    withTable((table) =>
+      Effect.gen(function*() {
+        const tx = yield* Transactor
+        const sql = yield* SqlClient.SqlClient
+        // the deferred unique check fires only at COMMIT
+        const error = yield* Effect.flip(tx.withTransaction(sql.unsafe(`INSERT INTO ${table} VALUES (1, 7), (2, 7)`)))
+        assert.strictEqual(error._tag, "OutboxStoreError")
+        if (error._tag === "OutboxStoreError") {
+          assert.strictEqual(error.operation, "transaction")
+          assert.isFalse(error.retriable)
+          assert.match(error.reason, /UniqueViolation|23505/)
+        }
+        assert.strictEqual(yield* count(table), 0)
+      })
+    ).pipe(Effect.provide(Live)))
+})
