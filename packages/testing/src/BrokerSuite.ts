@@ -38,8 +38,16 @@ export interface Features {
  * @since 0.1.0
  * @category models
  */
-export interface Options {
-  readonly layer: () => Layer.Layer<Services, unknown>
+export interface Options<R = never> {
+  /** Fresh services for every test; may provide extra services `R` that `deleteTopics` uses. */
+  readonly layer: () => Layer.Layer<Services | R, unknown>
+  /**
+   * Called when a test ends with the topics it created, so a shared broker does not keep them.
+   * Failures are ignored. Default: topics are left behind (their names start with `topicPrefix`).
+   */
+  readonly deleteTopics?: (topics: ReadonlyArray<string>) => Effect.Effect<void, unknown, Services | R>
+  /** Prefix of every topic the suite creates (default `"conformance"`). */
+  readonly topicPrefix?: string
   readonly features?: Features
   /** Per-test timeout in milliseconds (default 120 000). */
   readonly timeout?: number
@@ -57,13 +65,6 @@ const errorOf = (outcome: PublishOutcome | undefined): PublishError => {
   return outcome.failure
 }
 
-const makeTopic = (partitions: number) =>
-  Effect.gen(function*() {
-    const admin = yield* BrokerAdmin
-    const topic = uniqueName("conformance")
-    yield* admin.ensureTopic({ topic, partitions })
-    return topic
-  })
 
 const assertIncreasing = (offsets: ReadonlyArray<string>) => {
   for (let i = 1; i < offsets.length; i++) {
@@ -77,18 +78,40 @@ const assertIncreasing = (offsets: ReadonlyArray<string>) => {
  * @since 0.1.0
  * @category suites
  */
-export const suite = (name: string, options: Options): void => {
+export const suite = <R = never>(name: string, options: Options<R>): void => {
   const features = { missingTopicIsPermanent: true, ...options.features }
   const timeout = options.timeout ?? 120_000
+  const prefix = options.topicPrefix ?? "conformance"
+  const deleteTopics = options.deleteTopics
+  /** Topics created by the running test, deleted (when the adapter can) as the test ends. */
+  let created: Array<string> = []
+  const topicName = () => {
+    const topic = uniqueName(prefix)
+    created.push(topic)
+    return topic
+  }
+  const makeTopic = (partitions: number) =>
+    Effect.gen(function*() {
+      const admin = yield* BrokerAdmin
+      const topic = topicName()
+      yield* admin.ensureTopic({ topic, partitions })
+      return topic
+    })
   const test = <A, E>(title: string, body: Effect.Effect<A, E, Services>) =>
-    it.live(title, () => Effect.provide(body, options.layer()), timeout)
+    it.live(title, () => {
+      created = []
+      const cleanup = Effect.suspend(() =>
+        deleteTopics === undefined || created.length === 0 ? Effect.void : Effect.ignore(deleteTopics(created))
+      )
+      return Effect.provide(Effect.ensuring(body, cleanup), options.layer())
+    }, timeout)
 
   describe(`${name} (Publisher, BrokerProbe, BrokerAdmin conformance)`, () => {
     test(
       "ensureTopic creates a topic once; partitionCount reports it, and None for a missing topic",
       Effect.gen(function*() {
         const admin = yield* BrokerAdmin
-        const topic = uniqueName("conformance")
+        const topic = topicName()
         assert.isTrue(Option.isNone(yield* admin.partitionCount(topic)))
         yield* admin.ensureTopic({ topic, partitions: 3 })
         assert.deepStrictEqual(yield* admin.partitionCount(topic), Option.some(3))
@@ -102,7 +125,7 @@ export const suite = (name: string, options: Options): void => {
       "concurrent ensureTopic calls for one topic all succeed",
       Effect.gen(function*() {
         const admin = yield* BrokerAdmin
-        const topic = uniqueName("conformance")
+        const topic = topicName()
         yield* Effect.forEach([1, 2, 3, 4], () => admin.ensureTopic({ topic, partitions: 2 }), {
           concurrency: "unbounded"
         })
@@ -196,7 +219,7 @@ export const suite = (name: string, options: Options): void => {
         "publishing to a topic that does not exist fails with PermanentPublishError",
         Effect.gen(function*() {
           const publisher = yield* Publisher
-          const topic = uniqueName("conformance-missing")
+          const topic = topicName()
           const [outcome] = yield* publisher.publish([yield* publishRequest(topic, { key: "k" })])
           const error = errorOf(outcome)
           assert.strictEqual(error._tag, "PermanentPublishError")

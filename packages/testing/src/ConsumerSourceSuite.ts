@@ -40,8 +40,16 @@ export interface Features {
  * @since 0.1.0
  * @category models
  */
-export interface Options {
-  readonly layer: () => Layer.Layer<Services, unknown>
+export interface Options<R = never> {
+  /** Fresh services for every test; may provide extra services `R` that `deleteTopics` uses. */
+  readonly layer: () => Layer.Layer<Services | R, unknown>
+  /**
+   * Called when a test ends with the topics it created, so a shared broker does not keep them.
+   * Failures are ignored. Default: topics are left behind (their names start with `topicPrefix`).
+   */
+  readonly deleteTopics?: (topics: ReadonlyArray<string>) => Effect.Effect<void, unknown, Services | R>
+  /** Prefix of every topic the suite creates (default `"conformance"`). */
+  readonly topicPrefix?: string
   readonly features?: Features
   /** Per-test timeout in milliseconds (default 120 000). */
   readonly timeout?: number
@@ -49,13 +57,6 @@ export interface Options {
   readonly receiveTimeout?: Duration.Input
 }
 
-const makeTopic = (partitions: number) =>
-  Effect.gen(function*() {
-    const admin = yield* BrokerAdmin
-    const topic = uniqueName("conformance")
-    yield* admin.ensureTopic({ topic, partitions })
-    return topic
-  })
 
 const publishAll = (requests: ReadonlyArray<PublishRequest>) =>
   Effect.gen(function*() {
@@ -79,12 +80,34 @@ const eventIdOf = (record: ConsumerRecord) => record.headers["event-id"]
  * @since 0.1.0
  * @category suites
  */
-export const suite = (name: string, options: Options): void => {
+export const suite = <R = never>(name: string, options: Options<R>): void => {
   const features = { groupMembers: true, ...options.features }
   const timeout = options.timeout ?? 120_000
   const receiveTimeout = options.receiveTimeout ?? Duration.seconds(60)
+  const prefix = options.topicPrefix ?? "conformance"
+  const deleteTopics = options.deleteTopics
+  /** Topics created by the running test, deleted (when the adapter can) as the test ends. */
+  let created: Array<string> = []
+  const topicName = () => {
+    const topic = uniqueName(prefix)
+    created.push(topic)
+    return topic
+  }
+  const makeTopic = (partitions: number) =>
+    Effect.gen(function*() {
+      const admin = yield* BrokerAdmin
+      const topic = topicName()
+      yield* admin.ensureTopic({ topic, partitions })
+      return topic
+    })
   const test = <A, E>(title: string, body: Effect.Effect<A, E, Services>) =>
-    it.live(title, () => Effect.provide(body, options.layer()), timeout)
+    it.live(title, () => {
+      created = []
+      const cleanup = Effect.suspend(() =>
+        deleteTopics === undefined || created.length === 0 ? Effect.void : Effect.ignore(deleteTopics(created))
+      )
+      return Effect.provide(Effect.ensuring(body, cleanup), options.layer())
+    }, timeout)
 
   /** Batches until at least `n` records arrived (fails after the receive timeout). */
   const batchesOf = (subscription: Subscription, n: number) => {

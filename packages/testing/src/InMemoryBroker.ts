@@ -34,6 +34,7 @@ import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
@@ -101,6 +102,11 @@ export interface Options {
   readonly maxBatchSize?: number
   /** Topics that exist from the start, with their partition counts. */
   readonly topics?: Readonly<Record<string, number>>
+  /**
+   * A delay (on the `Clock`, so `TestClock` drives it) before each `publish` call appends, to
+   * let simulations interleave relays with the broker round trip. Default: none.
+   */
+  readonly publishLatency?: Duration.Input
 }
 
 /**
@@ -120,6 +126,8 @@ export interface Control {
   readonly committed: (groupId: string) => Effect.Effect<ReadonlyArray<OffsetCommit>>
   /** How many live subscriptions a group has. */
   readonly members: (groupId: string) => Effect.Effect<number>
+  /** Deletes a topic and its records (committed offsets of its partitions are dropped too). */
+  readonly deleteTopic: (topic: string) => Effect.Effect<void>
   /** Creates a topic, or grows it, without going through `BrokerAdmin` faults. */
   readonly createTopic: (topic: string, partitions: number) => Effect.Effect<void>
   /** Appends a publish fault plan; plans are consulted in order. */
@@ -206,6 +214,7 @@ export const make = (options: Options = {}): Effect.Effect<Broker> => Effect.syn
  */
 export const makeUnsafe = (options: Options = {}): Broker => {
   const maxBatchSize = Math.max(1, options.maxBatchSize ?? 100)
+  const latency = options.publishLatency === undefined ? undefined : Duration.fromInputUnsafe(options.publishLatency)
   const topics = new Map<string, Array<Array<StoredRecord>>>()
   const groups = new Map<string, Group>()
   const roundRobin = new Map<string, number>()
@@ -350,7 +359,10 @@ export const makeUnsafe = (options: Options = {}): Broker => {
 
   const publisher: Publisher["Service"] = {
     publish: (requests) =>
-      Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.sync(() => publish(requests, now)))
+      Effect.andThen(
+        latency === undefined ? Effect.void : Effect.sleep(latency),
+        Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.sync(() => publish(requests, now)))
+      )
   }
 
   // ------------------------------------------------------------------------------------------
@@ -604,6 +616,14 @@ export const makeUnsafe = (options: Options = {}): Broker => {
         })
       ),
     members: (groupId) => Effect.sync(() => groups.get(groupId)?.members.length ?? 0),
+    deleteTopic: (topic) =>
+      Effect.sync(() => {
+        topics.delete(topic)
+        for (const group of groups.values()) {
+          for (const key of group.committed.keys()) if (key.slice(0, key.lastIndexOf("/")) === topic) group.committed.delete(key)
+        }
+        notify()
+      }),
     createTopic: (topic, partitions) => Effect.sync(() => createOrGrow(topic, partitions)),
     failPublish: (plan) =>
       Effect.sync(() => {

@@ -236,7 +236,20 @@ export const makeUnsafe = (): Database => {
       while (true) {
         const holder = Store.blocker(store, tx, resources(tx))
         if (holder === undefined) break
-        yield* Deferred.await(holder.done)
+        if (Store.wouldDeadlock(tx, holder)) {
+          return yield* new OutboxStoreError({
+            operation,
+            reason: "deadlock detected: two transactions wait for each other's rows; retry the transaction",
+            retriable: true
+          })
+        }
+        if (tx !== undefined) tx.waitingFor = holder
+        yield* Effect.ensuring(
+          Deferred.await(holder.done),
+          Effect.sync(() => {
+            if (tx !== undefined) tx.waitingFor = undefined
+          })
+        )
       }
       const outcome = body(tx)
       if ("error" in outcome) return yield* outcome.error

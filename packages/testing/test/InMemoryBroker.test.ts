@@ -3,7 +3,8 @@ import { BrokerProbe } from "@effect-outbox/core/BrokerProbe"
 import { ConsumerSource } from "@effect-outbox/core/ConsumerSource"
 import type { EventId } from "@effect-outbox/core/OutboxMessage"
 import { Publisher, type PublishRequest } from "@effect-outbox/core/Publisher"
-import { Effect, Option, Result, Stream } from "effect"
+import { Effect, Fiber, Option, Result, Stream } from "effect"
+import * as TestClock from "effect/testing/TestClock"
 import { createRequire } from "node:module"
 import * as InMemoryBroker from "../src/InMemoryBroker.ts"
 import { partitionForKey } from "../src/internal/murmur2.ts"
@@ -99,4 +100,20 @@ describe("InMemoryBroker", () => {
       assert.deepStrictEqual(yield* broker.committed("g"), [{ topic: "t", partition: 0, offset: "1" }])
       assert.strictEqual(yield* broker.faultsFired, 2)
     }).pipe(Effect.provide(layer)))
+})
+
+describe("InMemoryBroker publish latency", () => {
+  it.effect("a publish waits for the configured latency on the TestClock before appending", () =>
+    Effect.gen(function*() {
+      const broker = yield* InMemoryBroker.InMemoryBroker
+      const publisher = yield* Publisher
+      const fiber = yield* Effect.forkChild(publisher.publish([request(1, 0)]))
+      yield* TestClock.adjust("99 millis")
+      assert.strictEqual((yield* broker.log("t", 0)).length, 0)
+      yield* TestClock.adjust("1 millis")
+      const [outcome] = yield* Fiber.join(fiber)
+      assert.isTrue(Result.isSuccess(outcome!))
+      const [record] = yield* broker.log("t", 0)
+      assert.strictEqual(record!.timestamp, 100)
+    }).pipe(Effect.provide(InMemoryBroker.layer({ topics: { t: 1 }, publishLatency: "100 millis" }))))
 })

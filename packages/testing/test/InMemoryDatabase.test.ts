@@ -108,3 +108,34 @@ describe("InMemoryDatabase", () => {
       ])
     }).pipe(Effect.provide(InMemoryDatabase.layer)))
 })
+
+describe("InMemoryDatabase deadlocks", () => {
+  it.effect("two transactions waiting for each other's rows: one fails retriably, the other commits", () =>
+    Effect.gen(function*() {
+      const tx = yield* Transactor
+      const store = yield* OutboxStore
+      yield* store.insert([draft(1, "a"), draft(2, "b")])
+      const move = (n: number, now: number) =>
+        store.transition([{ id: id(n), from: ["PENDING"], to: "DISPATCHING", patch: {}, now }])
+      const aHolds = yield* Deferred.make<void>()
+      const bHolds = yield* Deferred.make<void>()
+      const a = yield* Effect.forkChild(Effect.result(tx.withTransaction(Effect.gen(function*() {
+        yield* move(1, 1)
+        yield* Deferred.succeed(aHolds, undefined)
+        yield* Deferred.await(bHolds)
+        return yield* move(2, 1)
+      }))))
+      const b = yield* Effect.forkChild(Effect.result(tx.withTransaction(Effect.gen(function*() {
+        yield* move(2, 2)
+        yield* Deferred.succeed(bHolds, undefined)
+        yield* Deferred.await(aHolds)
+        return yield* move(1, 2)
+      }))))
+      const results = [yield* Fiber.join(a), yield* Fiber.join(b)]
+      const failed = results.filter((r) => r._tag === "Failure")
+      assert.strictEqual(failed.length, 1)
+      assert.isTrue(failed[0]!._tag === "Failure" && failed[0]!.failure.retriable)
+      const db = yield* InMemoryDatabase.InMemoryDatabase
+      assert.deepStrictEqual(yield* db.transactions, { commits: 1, rollbacks: 1 })
+    }).pipe(Effect.provide(InMemoryDatabase.layer)))
+})

@@ -45,6 +45,8 @@ export interface Transaction {
   readonly history: Array<StatusChange>
   /** Completed when the transaction ends, so writers waiting on its locks can retry. */
   readonly done: Deferred.Deferred<void>
+  /** The transaction whose locks this one waits for, if any (for deadlock detection). */
+  waitingFor: Transaction | undefined
 }
 
 export interface Store {
@@ -78,7 +80,8 @@ export const begin = (store: Store): Transaction => ({
   inbox: new Map(),
   assignments: new Map(),
   history: [],
-  done: Deferred.makeUnsafe<void>()
+  done: Deferred.makeUnsafe<void>(),
+  waitingFor: undefined
 })
 
 const release = (tx: Transaction) => {
@@ -122,6 +125,18 @@ export const blocker = (
     if (owner !== undefined && owner !== tx) return owner
   }
   return undefined
+}
+
+/**
+ * Whether `tx` waiting for `holder` closes a cycle of waiting transactions. PostgreSQL detects
+ * the same and fails one of them (SQLSTATE 40P01); so does the in-memory database.
+ */
+export const wouldDeadlock = (tx: Transaction | undefined, holder: Transaction): boolean => {
+  if (tx === undefined) return false
+  for (let t: Transaction | undefined = holder; t !== undefined; t = t.waitingFor) {
+    if (t === tx) return true
+  }
+  return false
 }
 
 export const lock = (tx: Transaction | undefined, resources: Iterable<string>): void => {
