@@ -1,0 +1,43 @@
+// A small in-memory world for the outbox algorithms: one database, one broker, the Outbox
+// service and the memory wake-up, all sharing state so several relays can run over it.
+import * as Outbox from "@effect-outbox/core/Outbox"
+import type { EventId, OutboxDraft, OutboxMessage } from "@effect-outbox/core/OutboxMessage"
+import * as WakeUp from "@effect-outbox/core/WakeUp"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as InMemoryBroker from "../../src/InMemoryBroker.ts"
+import * as InMemoryDatabase from "../../src/InMemoryDatabase.ts"
+
+export const draft = (key: string | null, n: number, extra: Partial<OutboxDraft> = {}): OutboxDraft => ({
+  topic: "orders",
+  key,
+  payload: new TextEncoder().encode(`${key ?? "-"}:${n}`),
+  ...extra
+})
+
+export const makeWorld = (topics: Record<string, number> = { orders: 3 }) =>
+  Effect.gen(function*() {
+    const database = yield* InMemoryDatabase.make
+    const broker = yield* InMemoryBroker.make({ topics })
+    const base = Layer.mergeAll(
+      InMemoryDatabase.layerFrom(database),
+      InMemoryBroker.layerFrom(broker),
+      WakeUp.layerMemory
+    )
+    const layer = Layer.provideMerge(Outbox.layerWith({ maxPayloadBytes: 1_000 }), base)
+    return { database, broker, layer }
+  })
+
+export const rows = (database: InMemoryDatabase.Database): Effect.Effect<ReadonlyArray<OutboxMessage>> =>
+  database.control.rows
+
+export const row = (database: InMemoryDatabase.Database, id: EventId) =>
+  Effect.map(database.control.rows, (all) => {
+    const found = all.find((r) => r.id === id)
+    if (found === undefined) throw new Error(`no row ${id}`)
+    return found
+  })
+
+/** Payload texts of a topic's records, partition by partition, in offset order. */
+export const logTexts = (broker: InMemoryBroker.Broker, topic = "orders") =>
+  Effect.map(broker.control.records(topic), (records) => records.map((r) => new TextDecoder().decode(r.value)))

@@ -1,0 +1,292 @@
+// The deterministic simulation of the outbox pipeline: seeded enqueuers (some transactions roll
+// back), several relays that crash or stall at named points, stale recovery that crashes too,
+// random broker and database faults, all on the in-memory layers and the TestClock. After a
+// quiet phase (faults off) the invariant checker judges what is left.
+//
+// Determinism: every random choice comes from the seeded `Random` service or from a PRNG seeded
+// from the same seed; time and fiber scheduling come from a fresh `TestClock` layer per run.
+import * as Lifecycle from "@effect-outbox/core/Lifecycle"
+import * as Outbox from "@effect-outbox/core/Outbox"
+import { type EventId, makeEventId, type OutboxDraft } from "@effect-outbox/core/OutboxMessage"
+import type { OutboxStore } from "@effect-outbox/core/OutboxStore"
+import { OutboxStoreError } from "@effect-outbox/core/Errors"
+import type { Publisher } from "@effect-outbox/core/Publisher"
+import * as Relay from "@effect-outbox/core/Relay"
+import * as StaleRecovery from "@effect-outbox/core/StaleRecovery"
+import { Transactor } from "@effect-outbox/core/Transactor"
+import type { BrokerProbe } from "@effect-outbox/core/BrokerProbe"
+import type { BrokerAdmin } from "@effect-outbox/core/BrokerAdmin"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
+import * as Random from "effect/Random"
+import * as Ref from "effect/Ref"
+import * as References from "effect/References"
+import * as TestClock from "effect/testing/TestClock"
+import type * as InMemoryBroker from "../../src/InMemoryBroker.ts"
+import type * as InMemoryDatabase from "../../src/InMemoryDatabase.ts"
+import * as OutboxInvariants from "../../src/OutboxInvariants.ts"
+import { makeWorld } from "./outboxEnv.ts"
+
+/** A relay loop under test: runs until interrupted, as lease owner `owner`. */
+export type RelayLoop = (
+  owner: string,
+  settings: Partial<Relay.Settings>
+) => Effect.Effect<void, never, OutboxStore | Publisher | BrokerAdmin>
+
+export const goodRelay: RelayLoop = (owner, settings) =>
+  Effect.flatMap(Relay.make({ ...settings, owner }), (relay) => relay.run)
+
+export interface Outcome {
+  readonly seed: number
+  readonly violations: ReadonlyArray<OutboxInvariants.Violation>
+  readonly summary: string
+  /** Everything observable, for replay comparisons. */
+  readonly fingerprint: string
+  readonly stats: {
+    readonly crashPoint: Relay.CrashPoint
+    readonly crashes: number
+    readonly stalls: number
+    readonly recoveryCrashes: number
+    readonly rolledBack: number
+    readonly failures: number
+    /** Records on the broker more than once (at-least-once at work). */
+    readonly duplicates: number
+  }
+}
+
+const CRASH_POINTS: ReadonlyArray<Relay.CrashPoint> = ["afterClaim", "afterPublish", "afterMark"]
+
+// mulberry32: a tiny seeded PRNG for the synchronous fault hooks.
+const prng = (seed: number) => {
+  let a = seed >>> 0
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0
+    let t = a
+    t = Math.imul(t ^ (t >>> 15), t | 1)
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
+  }
+}
+
+const int = (min: number, max: number) => Random.nextIntBetween(min, max)
+const chance = (p: number) => Effect.map(Random.next, (r) => r < p)
+
+/** Runs one seeded scenario and checks it. */
+export const runScenario = (seed: number, relayLoop: RelayLoop = goodRelay): Effect.Effect<Outcome> =>
+  scenario(seed, relayLoop).pipe(
+    Effect.scoped,
+    Random.withSeed(seed),
+    // Logging every transition of a thousand runs costs more than the runs; failures print the seed.
+    Effect.provideService(References.MinimumLogLevel, "Error"),
+    Effect.provide(TestClock.layer())
+  )
+
+const scenario = (seed: number, relayLoop: RelayLoop) =>
+  Effect.gen(function*() {
+    const rand = prng(seed ^ 0x9e3779b9)
+    // ---- the scenario's shape ----------------------------------------------------------------
+    const partitions = yield* int(1, 3)
+    const world = yield* makeWorld({ orders: partitions })
+    const keyCount = yield* int(1, 4)
+    const keys = Array.from({ length: keyCount }, (_, i) => `k${i}`)
+    const explicitPartitions = yield* chance(0.25)
+    const missingPartitionKey = explicitPartitions && (yield* chance(0.3))
+    const unknownPartition: Relay.UnknownPartitionPolicy = (yield* chance(0.5)) ? "sync" : "fail"
+    const enqueuers = yield* int(1, 3)
+    const txPerEnqueuer = yield* int(2, 8)
+    const relays = yield* int(1, 3)
+    const lease = 1_000
+    const settings: Partial<Relay.Settings> = {
+      batchSize: yield* int(1, 6),
+      maxPerKey: yield* int(1, 4),
+      lease: Duration.millis(lease),
+      publishTimeout: Duration.millis(400),
+      pollInterval: Duration.millis(100),
+      maxAttempts: yield* int(3, 6),
+      backoff: Relay.backoff("20 millis", "200 millis"),
+      unknownPartition
+    }
+    const pRollback = (yield* int(0, 3)) / 10
+    const pPublishFault = (yield* int(0, 3)) / 10
+    const pDbFault = (yield* int(0, 2)) / 20
+    const crashPoint = CRASH_POINTS[yield* int(0, CRASH_POINTS.length - 1)]!
+    const pCrash = (yield* int(0, 3)) / 10
+    const pStall = (yield* int(0, 2)) / 10
+    const pRecoveryCrash = (yield* int(0, 3)) / 10
+
+    const db = world.database.control
+    const broker = world.broker.control
+    const chaos = yield* Ref.make(true)
+
+    // ---- faults ------------------------------------------------------------------------------
+    const publishFaults: ReadonlyArray<InMemoryBroker.PublishFault> = ["retriable", "lost_ack", "lost_ack", "retriable", "permanent", "unknown_partition"]
+    yield* broker.setPublishHook((batch) => {
+      if (rand() >= pPublishFault) return undefined
+      const fault = publishFaults[Math.floor(rand() * publishFaults.length)]!
+      // An injected unknown partition on a partition that exists models stale producer metadata.
+      return fault
+    })
+    const relayOperations: ReadonlyArray<InMemoryDatabase.Operation> = ["outbox.claim", "outbox.transition", "outbox.findStale"]
+    yield* db.setFaultHook((operation) =>
+      relayOperations.includes(operation) && rand() < pDbFault
+        ? new OutboxStoreError({ operation, reason: "injected database fault", retriable: true })
+        : undefined
+    )
+
+    // ---- enqueuers ---------------------------------------------------------------------------
+    let logical = 0
+    const transactions: Array<OutboxInvariants.EnqueueTransaction> = []
+    const transactor = yield* Effect.provide(Effect.service(Transactor), world.layer)
+    const enqueueOne = Effect.gen(function*() {
+      yield* Effect.sleep(Duration.millis(yield* int(0, 150)))
+      const count = yield* int(1, 3)
+      const drafts: Array<OutboxDraft> = []
+      const draftKeys: Array<string | null> = []
+      for (let i = 0; i < count; i++) {
+        const key = (yield* chance(0.1)) ? null : keys[yield* int(0, keys.length - 1)]!
+        const index = key === null ? -1 : keys.indexOf(key)
+        const partition = !explicitPartitions || key === null
+          ? null
+          : missingPartitionKey && index === 0
+          ? partitions // does not exist (yet)
+          : index % partitions
+        const id = yield* makeEventId
+        drafts.push({
+          id,
+          topic: "orders",
+          key,
+          partition,
+          payload: new TextEncoder().encode(`${key}:${id}`)
+        })
+        draftKeys.push(key)
+      }
+      const rollback = yield* chance(pRollback)
+      const holdOpen = (yield* chance(0.3)) ? yield* int(1, 80) : 0
+      const begin = ++logical
+      const exit = yield* Effect.exit(transactor.withTransaction(Effect.gen(function*() {
+        yield* Outbox.enqueue(drafts)
+        if (holdOpen > 0) yield* Effect.sleep(Duration.millis(holdOpen))
+        if (rollback) return yield* Effect.fail("rollback" as const)
+      })))
+      const end = ++logical
+      if (process.env.SIM_DEBUG !== undefined && exit._tag === "Failure") console.log("enqueue failed", String(exit.cause))
+      transactions.push({ ids: drafts.map((d) => d.id!), keys: draftKeys, begin, end })
+    })
+    let enqueuersDone = 0
+    yield* Effect.forEach(
+      Array.from({ length: enqueuers }),
+      () =>
+        Effect.forkScoped(Effect.provide(
+          Effect.repeat(enqueueOne, { times: txPerEnqueuer - 1 }).pipe(Effect.ensuring(Effect.sync(() => enqueuersDone++))),
+          world.layer
+        ))
+    )
+
+    // ---- relays with crashes and stalls --------------------------------------------------------
+    let crashes = 0
+    let stalls = 0
+    const relaySlot = (slot: number) =>
+      Effect.gen(function*() {
+        for (let generation = 0;; generation++) {
+          const crashed = yield* Deferred.make<void>()
+          const hooks: Relay.HooksShape = {
+            at: (point) =>
+              Effect.gen(function*() {
+                if (!(yield* Ref.get(chaos)) || point !== crashPoint) return
+                if (yield* chance(pCrash)) {
+                  crashes++
+                  yield* Deferred.succeed(crashed, undefined)
+                  return yield* Effect.never // frozen until killed: nothing after this point runs
+                }
+                if (yield* chance(pStall)) {
+                  stalls++
+                  yield* Effect.sleep(Duration.millis(lease * 2)) // a hung relay whose lease expires
+                }
+              })
+          }
+          const owner = `relay-${slot}-${generation}`
+          const fiber = yield* Effect.forkChild(relayLoop(owner, settings).pipe(Effect.provideService(Relay.Hooks, hooks)))
+          yield* Deferred.await(crashed)
+          yield* Fiber.interrupt(fiber) // the crash: no finalizer hands anything back
+          yield* Effect.sleep(Duration.millis(yield* int(10, 300))) // restart delay
+        }
+      })
+    yield* Effect.forEach(
+      Array.from({ length: relays }, (_, i) => i),
+      (slot) => Effect.forkScoped(Effect.provide(relaySlot(slot), world.layer))
+    )
+
+    // ---- stale recovery, which may crash after probing -----------------------------------------
+    let recoveryCrashes = 0
+    const recoverySlot = Effect.gen(function*() {
+      for (;;) {
+        const crashed = yield* Deferred.make<void>()
+        const hooks: StaleRecovery.HooksShape = {
+          afterProbe: () =>
+            Effect.gen(function*() {
+              // A budget instead of the chaos flag: recovery mostly runs after the busy phase.
+              if (recoveryCrashes < 2 && (yield* chance(pRecoveryCrash))) {
+                recoveryCrashes++
+                yield* Deferred.succeed(crashed, undefined)
+                return yield* Effect.never
+              }
+            })
+        }
+        const fiber = yield* Effect.forkChild(
+          StaleRecovery.run({ interval: Duration.millis(250), batchSize: 10, unknownPartition }).pipe(
+            Effect.provideService(StaleRecovery.Hooks, hooks)
+          )
+        )
+        yield* Deferred.await(crashed)
+        yield* Fiber.interrupt(fiber)
+        yield* Effect.sleep(Duration.millis(100))
+      }
+    })
+    yield* Effect.forkScoped(Effect.provide(recoverySlot, world.layer))
+
+    // ---- drive time ----------------------------------------------------------------------------
+    while (enqueuersDone < enqueuers) {
+      yield* TestClock.adjust(Duration.millis(50))
+    }
+    // Quiet phase: faults and crashes off; everything committed must settle.
+    yield* Ref.set(chaos, false)
+    yield* db.clearFaults
+    yield* broker.clearFaults
+    yield* broker.setPublishHook(undefined)
+    const settled = Effect.map(db.rows, (rows) => rows.every((row) => row.status !== "PENDING" && row.status !== "DISPATCHING"))
+    for (let waited = 0; waited < 120_000 && !(yield* settled); waited += 100) {
+      yield* TestClock.adjust(Duration.millis(100))
+    }
+
+    // ---- judge ---------------------------------------------------------------------------------
+    const rows = yield* db.rows
+    const history = yield* db.history
+    const log = yield* broker.records("orders")
+    const violations = OutboxInvariants.check({ transactions, rows, history, log })
+    const statuses = Lifecycle.statuses.map((s) => `${s}=${rows.filter((r) => r.status === s).length}`).filter((s) => !s.endsWith("=0"))
+    const summary = `seed ${seed}: ${transactions.length} tx, ${rows.length} rows (${statuses.join(" ")}), ` +
+      `${log.length} records, ${relays} relays, crash ${crashPoint}: ${crashes} crashes, ${stalls} stalls, ` +
+      `${recoveryCrashes} recovery crashes, partitions ${partitions}${explicitPartitions ? " explicit" : ""}` +
+      `${missingPartitionKey ? ` missing(${unknownPartition})` : ""}`
+    const fingerprint = JSON.stringify({
+      transactions,
+      // The tracer's span ids come from its own generator, not the seeded Random: leave them out.
+      rows: rows.map(({ headers: { traceparent: _t, ...headers }, payload: _, ...row }) => ({ ...row, headers })),
+      history,
+      log: log.map((r) => [r.partition, r.offset, r.headers["event-id"], r.timestamp])
+    })
+    const inserted = new Set(history.filter((c) => c.from === null).map((c) => c.id))
+    const ids = log.map((r) => r.headers["event-id"])
+    const stats = {
+      crashPoint,
+      crashes,
+      stalls,
+      recoveryCrashes,
+      rolledBack: transactions.filter((tx) => !tx.ids.some((id) => inserted.has(id))).length,
+      failures: rows.filter((r) => r.status === "FAILURE").length,
+      duplicates: ids.length - new Set(ids).size
+    }
+    return { seed, violations, summary, fingerprint, stats }
+  })
