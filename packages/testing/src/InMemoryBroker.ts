@@ -91,7 +91,7 @@ export interface PartitionBatch {
  * @since 0.1.0
  * @category models
  */
-export type Operation = "probe" | "admin" | "commit"
+export type Operation = "probe" | "admin" | "commit" | "poll"
 
 /**
  * @since 0.1.0
@@ -134,7 +134,12 @@ export interface Control {
   readonly failPublish: (plan: PublishFaultPlan) => Effect.Effect<void>
   /** Consulted for every partition batch before the plans; `undefined` removes it. */
   readonly setPublishHook: (hook: ((batch: PartitionBatch) => PublishFault | undefined) | undefined) => Effect.Effect<void>
-  /** The next `count` calls of `operation` fail (`ProbeError`, `BrokerAdminError`, `ConsumerSourceError`). */
+  /**
+   * The next `count` calls of `operation` fail: `"probe"` with `ProbeError`, `"admin"` with
+   * `BrokerAdminError`, `"commit"` with a retriable `ConsumerSourceError`, `"poll"` fails the
+   * subscription's stream with a retriable `ConsumerSourceError` (what a lost broker connection
+   * looks like to a consumer).
+   */
   readonly failNext: (request: { readonly operation: Operation; readonly count: number }) => Effect.Effect<void>
   readonly clearFaults: Effect.Effect<void>
   /** How many injected faults have fired so far. */
@@ -549,9 +554,12 @@ export const makeUnsafe = (options: Options = {}): Broker => {
               notify()
             })
         )
-        const pull: Effect.Effect<readonly [ConsumerBatch], Cause.Done> = Effect.gen(function*() {
+        const pull: Effect.Effect<readonly [ConsumerBatch], Cause.Done | ConsumerSourceError> = Effect.gen(function*() {
           while (true) {
             if (member.closed) return yield* Cause.done()
+            if (operationFault("poll")) {
+              return yield* new ConsumerSourceError({ operation: "poll", reason: "injected poll fault", retriable: true })
+            }
             const waitFor = signal
             const batch = nextBatch(member)
             if (batch !== undefined) return [batch] as const

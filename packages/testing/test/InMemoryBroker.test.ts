@@ -102,6 +102,28 @@ describe("InMemoryBroker", () => {
     }).pipe(Effect.provide(layer)))
 })
 
+describe("InMemoryBroker poll faults", () => {
+  it.effect("a poll fault fails the stream; a new subscription of the group redelivers", () =>
+    Effect.gen(function*() {
+      const broker = yield* InMemoryBroker.InMemoryBroker
+      const publisher = yield* Publisher
+      const source = yield* ConsumerSource
+      yield* publisher.publish([request(1, 0)])
+      yield* broker.failNext({ operation: "poll", count: 1 })
+      const failed = yield* Effect.scoped(Effect.gen(function*() {
+        const subscription = yield* source.subscribe({ groupId: "g", topics: ["t"], fromBeginning: true })
+        return yield* Effect.flip(Stream.runCollect(subscription.batches))
+      }))
+      assert.strictEqual(failed.operation, "poll")
+      assert.isTrue(failed.retriable)
+      const batches = yield* Effect.scoped(Effect.gen(function*() {
+        const subscription = yield* source.subscribe({ groupId: "g", topics: ["t"], fromBeginning: true })
+        return yield* subscription.batches.pipe(Stream.take(1), Stream.runCollect)
+      }))
+      assert.deepStrictEqual(batches.map((b) => b.records.map((r) => r.offset)), [["0"]])
+    }).pipe(Effect.provide(layer)))
+})
+
 describe("InMemoryBroker publish latency", () => {
   it.effect("a publish waits for the configured latency on the TestClock before appending", () =>
     Effect.gen(function*() {
