@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as OutboxInvariants from "../src/OutboxInvariants.ts"
-import { type RelayLoop, runScenario } from "./support/simulation.ts"
+import { goodRelay, type RelayLoop, runScenario } from "./support/simulation.ts"
 import { independentSendsRelay, noKeyLockRelay, reversedRelay } from "./support/wrongRelays.ts"
 
 // SIM_SEEDS=n runs more scenarios; SIM_SEED=s replays exactly one (and prints its summary);
@@ -15,7 +15,7 @@ describe("deterministic simulation", () => {
   it.effect(`${seeds.length} seeded scenarios keep every invariant`, () =>
     Effect.gen(function*() {
       const failed: Array<string> = []
-      const totals = { runs: 0, crashes: 0, stalls: 0, recoveryCrashes: 0, rolledBack: 0, failures: 0, duplicates: 0 }
+      const totals = { runs: 0, crashes: 0, stalls: 0, recoveryCrashes: 0, rolledBack: 0, failures: 0, duplicates: 0, lostAcks: 0 }
       const crashPoints = new Set<string>()
       for (const seed of seeds) {
         const started = Date.now()
@@ -31,6 +31,7 @@ describe("deterministic simulation", () => {
         totals.rolledBack += outcome.stats.rolledBack
         totals.failures += outcome.stats.failures
         totals.duplicates += outcome.stats.duplicates
+        totals.lostAcks += outcome.stats.lostAcks
         if (outcome.stats.crashes > 0) crashPoints.add(outcome.stats.crashPoint)
       }
       console.log(`simulation: ${JSON.stringify(totals)}, crash points hit: ${[...crashPoints].sort().join(", ")}`)
@@ -75,6 +76,16 @@ describe("deterministic simulation", () => {
       Effect.gen(function*() {
         assert.isDefined(yield* expectViolation(independentSendsRelay, "order"), "no order violation found")
         assert.isDefined(yield* expectViolation(independentSendsRelay, "prefix"), "no prefix violation found")
+      }), { timeout: 60_000 })
+
+    it.effect("without stale recovery, a relay crash loses events (rows stuck DISPATCHING)", () =>
+      Effect.gen(function*() {
+        let caught: number | undefined
+        for (let seed = 1; seed <= 60 && caught === undefined; seed++) {
+          const outcome = yield* runScenario(seed, goodRelay, { staleRecovery: false })
+          if (outcome.stats.crashes > 0 && outcome.violations.some((v) => v.invariant === "loss")) caught = seed
+        }
+        assert.isDefined(caught, "no seed lost an event without stale recovery")
       }), { timeout: 60_000 })
 
     it.effect("claiming without the per-key rule breaks per-key order", () =>

@@ -53,6 +53,7 @@ export interface Outcome {
     readonly failures: number
     /** Records on the broker more than once (at-least-once at work). */
     readonly duplicates: number
+    readonly lostAcks: number
   }
 }
 
@@ -74,8 +75,12 @@ const int = (min: number, max: number) => Random.nextIntBetween(min, max)
 const chance = (p: number) => Effect.map(Random.next, (r) => r < p)
 
 /** Runs one seeded scenario and checks it. */
-export const runScenario = (seed: number, relayLoop: RelayLoop = goodRelay): Effect.Effect<Outcome> =>
-  scenario(seed, relayLoop).pipe(
+export const runScenario = (
+  seed: number,
+  relayLoop: RelayLoop = goodRelay,
+  options: { readonly staleRecovery?: boolean } = {}
+): Effect.Effect<Outcome> =>
+  scenario(seed, relayLoop, options.staleRecovery ?? true).pipe(
     Effect.scoped,
     Random.withSeed(seed),
     // Logging every transition of a thousand runs costs more than the runs; failures print the seed.
@@ -83,7 +88,7 @@ export const runScenario = (seed: number, relayLoop: RelayLoop = goodRelay): Eff
     Effect.provide(TestClock.layer())
   )
 
-const scenario = (seed: number, relayLoop: RelayLoop) =>
+const scenario = (seed: number, relayLoop: RelayLoop, staleRecovery: boolean) =>
   Effect.gen(function*() {
     const rand = prng(seed ^ 0x9e3779b9)
     // ---- the scenario's shape ----------------------------------------------------------------
@@ -134,6 +139,21 @@ const scenario = (seed: number, relayLoop: RelayLoop) =>
         ? new OutboxStoreError({ operation, reason: "injected database fault", retriable: true })
         : undefined
     )
+
+    // Lost database acknowledgements: the write happened, the caller is told it failed (a claim
+    // the relay never hears of, a settle it thinks failed, a commit the enqueuer thinks failed).
+    let lostAcks = 0
+    const lostAckOperations: ReadonlyArray<InMemoryDatabase.Operation> = ["outbox.claim", "outbox.transition", "commit"]
+    yield* Effect.forkScoped(Effect.gen(function*() {
+      while (yield* Ref.get(chaos)) {
+        yield* Effect.sleep(Duration.millis(yield* int(50, 400)))
+        if ((yield* Ref.get(chaos)) && (yield* chance(pDbFault * 4))) {
+          lostAcks++
+          const operation = lostAckOperations[yield* int(0, lostAckOperations.length - 1)]!
+          yield* db.failNext({ count: 1, operations: [operation], timing: "after", reason: "injected lost acknowledgement" })
+        }
+      }
+    }))
 
     // ---- enqueuers ---------------------------------------------------------------------------
     let logical = 0
@@ -244,7 +264,7 @@ const scenario = (seed: number, relayLoop: RelayLoop) =>
         yield* Effect.sleep(Duration.millis(100))
       }
     })
-    yield* Effect.forkScoped(Effect.provide(recoverySlot, world.layer))
+    if (staleRecovery) yield* Effect.forkScoped(Effect.provide(recoverySlot, world.layer))
 
     // ---- drive time ----------------------------------------------------------------------------
     while (enqueuersDone < enqueuers) {
@@ -256,7 +276,7 @@ const scenario = (seed: number, relayLoop: RelayLoop) =>
     yield* broker.clearFaults
     yield* broker.setPublishHook(undefined)
     const settled = Effect.map(db.rows, (rows) => rows.every((row) => row.status !== "PENDING" && row.status !== "DISPATCHING"))
-    for (let waited = 0; waited < 120_000 && !(yield* settled); waited += 100) {
+    for (let waited = 0; waited < (staleRecovery ? 120_000 : 10_000) && !(yield* settled); waited += 100) {
       yield* TestClock.adjust(Duration.millis(100))
     }
 
@@ -268,7 +288,7 @@ const scenario = (seed: number, relayLoop: RelayLoop) =>
     const statuses = Lifecycle.statuses.map((s) => `${s}=${rows.filter((r) => r.status === s).length}`).filter((s) => !s.endsWith("=0"))
     const summary = `seed ${seed}: ${transactions.length} tx, ${rows.length} rows (${statuses.join(" ")}), ` +
       `${log.length} records, ${relays} relays, crash ${crashPoint}: ${crashes} crashes, ${stalls} stalls, ` +
-      `${recoveryCrashes} recovery crashes, partitions ${partitions}${explicitPartitions ? " explicit" : ""}` +
+      `${recoveryCrashes} recovery crashes, ${lostAcks} lost db acks, partitions ${partitions}${explicitPartitions ? " explicit" : ""}` +
       `${missingPartitionKey ? ` missing(${unknownPartition})` : ""}`
     const fingerprint = JSON.stringify({
       transactions,
@@ -286,7 +306,8 @@ const scenario = (seed: number, relayLoop: RelayLoop) =>
       recoveryCrashes,
       rolledBack: transactions.filter((tx) => !tx.ids.some((id) => inserted.has(id))).length,
       failures: rows.filter((r) => r.status === "FAILURE").length,
-      duplicates: ids.length - new Set(ids).size
+      duplicates: ids.length - new Set(ids).size,
+      lostAcks
     }
     return { seed, violations, summary, fingerprint, stats }
   })
