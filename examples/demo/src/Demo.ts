@@ -1,0 +1,443 @@
+/**
+ * The demo program: a bounded run of the reference flow, end to end, then a summary that checks
+ * the guarantees instead of asserting them.
+ *
+ * 1. The shop places `orders` orders, one transaction each: the order row and its `OrderPlaced`
+ *    event. Every `rollbackEvery`-th transaction is declined after both writes and rolls back.
+ * 2. A broken producer writes `poison` records around the typed topic.
+ * 3. Relays publish the outbox (several instances share the table); stale recovery runs beside.
+ * 4. Billing consumes with `processOnce`: one invoice per order. The first attempt for every
+ *    `flakyEvery`-th order fails transiently and is retried; poison records are dead-lettered.
+ * 5. When every committed event is finished (or `timeout` passes) the run stops and checks:
+ *    no loss (every committed event published and finished, on the broker), no phantom (no event,
+ *    record or invoice from a rolled-back transaction), exactly-once effects (one invoice per
+ *    order), per-customer order, and every poison record on the dead-letter topic.
+ *
+ * @since 0.1.0
+ */
+import { BrokerAdmin } from "@effect-outbox/core/BrokerAdmin"
+import * as Consumer from "@effect-outbox/core/Consumer"
+import * as DeadLetter from "@effect-outbox/core/DeadLetter"
+import type * as Inbox from "@effect-outbox/core/Inbox"
+import type * as Outbox from "@effect-outbox/core/Outbox"
+import { EVENT_ID_HEADER, type EventId } from "@effect-outbox/core/OutboxMessage"
+import { OutboxStore, type OutboxStats } from "@effect-outbox/core/OutboxStore"
+import * as Relay from "@effect-outbox/core/Relay"
+import * as StaleRecovery from "@effect-outbox/core/StaleRecovery"
+import { TopicReader } from "@effect-outbox/core/TopicReader"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Logger from "effect/Logger"
+import * as Option from "effect/Option"
+import * as Ref from "effect/Ref"
+import * as SqlClient from "effect/sql/SqlClient"
+import * as Stream from "effect/Stream"
+import * as Orders from "./Orders.ts"
+import * as Progress from "./Progress.ts"
+import type { Broker } from "./Services.ts"
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options {
+  /** Orders the shop tries to place (default 200). */
+  readonly orders: number
+  /** Every n-th order's transaction rolls back (default 7; 0 never). */
+  readonly rollbackEvery: number
+  /** Every n-th order's first billing attempt fails transiently (default 10; 0 never). */
+  readonly flakyEvery: number
+  /** Poison records written around the typed topic (default 1). */
+  readonly poison: number
+  /** Distinct customers, i.e. ordering keys (default 8). */
+  readonly customers: number
+  /** Partitions of the orders topic (default 4). */
+  readonly partitions: number
+  /** Relay instances sharing the outbox table (default 2). */
+  readonly relays: number
+  /** Relay poll interval when no wake-up signal arrives. */
+  readonly pollInterval: Duration.Duration
+  /** Give up waiting after this long; the summary then reports what is unfinished. */
+  readonly timeout: Duration.Duration
+  /** The demo's table schema (its own tables: orders, invoices). */
+  readonly schema: string
+  /** Topic name of the orders (the dead letters go to `<topic>.DLT`). */
+  readonly topic: string
+  /** Consumer group of billing. */
+  readonly groupId: string
+  readonly progress?: Pick<Progress.Options, "write" | "tty" | "interval"> | undefined
+}
+
+/**
+ * @since 0.1.0
+ * @category constants
+ */
+export const defaults: Omit<Options, "schema" | "topic" | "groupId"> = {
+  orders: 200,
+  rollbackEvery: 7,
+  flakyEvery: 10,
+  poison: 1,
+  customers: 8,
+  partitions: 4,
+  relays: 2,
+  pollInterval: Duration.millis(100),
+  timeout: Duration.minutes(2)
+}
+
+/**
+ * What the run did and what it proved. `problems` is empty when every guarantee held.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Summary {
+  readonly ordersAttempted: number
+  readonly ordersCommitted: number
+  readonly rolledBack: number
+  /** Committed events: one per committed order plus the poison records. */
+  readonly eventsCommitted: number
+  /** Rows past the broker (`PUBLISHED` or later). */
+  readonly published: number
+  /** Rows `SUCCESS`: the consumer's effect committed. */
+  readonly processed: number
+  /** Rows `PUSHED_FAILURE`: dead-lettered by the consumer. */
+  readonly deadLettered: number
+  /** Rows `FAILURE`: the relay gave up publishing. */
+  readonly publishFailed: number
+  /** Committed events not finished when the run stopped. */
+  readonly unfinished: number
+  readonly invoices: number
+  /** Invoices beyond the first of an order (exactly-once broken). */
+  readonly duplicateInvoices: number
+  /** Committed orders without an invoice. */
+  readonly missingInvoices: number
+  /** Invoices for orders that were rolled back or never existed. */
+  readonly phantomInvoices: number
+  /** Rolled-back events found in the outbox table or on the broker. */
+  readonly phantomEvents: number
+  /** Committed events never seen on the orders topic. */
+  readonly missingOnBroker: number
+  /** Records on the orders topic (re-sends after a lost acknowledgement count twice). */
+  readonly recordsOnTopic: number
+  /** Records on the dead-letter topic, and how many of them are the poison records. */
+  readonly deadLettersOnTopic: number
+  readonly poisonDeadLettered: number
+  /** Customers whose invoices were not created in the order their orders were placed. */
+  readonly orderViolations: number
+  /** Transient billing failures that were retried. */
+  readonly retries: number
+  readonly elapsedMillis: number
+  readonly problems: ReadonlyArray<string>
+}
+
+/**
+ * What the demo program needs: the outbox and inbox services, the outbox store (read-only here:
+ * stats and lookups), SQL for the demo's own tables, and the broker ports.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Requirements =
+  | Outbox.Outbox
+  | Inbox.Inbox
+  | OutboxStore
+  | SqlClient.SqlClient
+  | Broker
+
+const unfinishedStatuses = ["PREQUEUED", "PENDING", "DISPATCHING", "PUBLISHED", "UNDER_PROCESSING"] as const
+const pastBroker = ["PUBLISHED", "UNDER_PROCESSING", "SUCCESS", "PUSHED_FAILURE"] as const
+
+const sum = (stats: OutboxStats, statuses: ReadonlyArray<keyof OutboxStats["byStatus"]>) =>
+  statuses.reduce((total, status) => total + (stats.byStatus[status] ?? 0), 0)
+
+/**
+ * Runs the reference flow and returns its summary. Never fails on a broken guarantee: that is
+ * what `problems` reports.
+ *
+ * @since 0.1.0
+ * @category running
+ */
+export const run = (options: Options) =>
+  Effect.scoped(Effect.gen(function*() {
+    const started = Date.now()
+    const sql = yield* SqlClient.SqlClient
+    const store = yield* OutboxStore
+    const admin = yield* BrokerAdmin
+    const topic = Orders.ordersTopic(options.topic)
+
+    yield* Orders.createTables(options.schema)
+    yield* admin.ensureTopic({ topic: topic.name, partitions: options.partitions })
+    yield* admin.ensureTopic({ topic: topic.deadLetterTopic, partitions: 1 })
+
+    const committedIds: Array<EventId> = []
+    const rolledBackIds: Array<EventId> = []
+    const poisonIds: Array<EventId> = []
+    const committedOrders = new Set<string>()
+    const rolledBackOrders = new Set<string>()
+    let retries = 0
+    const producing = yield* Ref.make(true)
+
+    const statsNow = Effect.suspend(() => store.stats(Date.now()))
+    let lastSnapshot: Progress.Snapshot = {
+      enqueued: 0,
+      rolledBack: 0,
+      published: 0,
+      processed: 0,
+      deadLettered: 0,
+      lag: 0,
+      elapsedMillis: 0
+    }
+    const sample: Effect.Effect<Progress.Snapshot> = statsNow.pipe(
+      Effect.map((stats): Progress.Snapshot => {
+        const committed = committedIds.length
+        const processed = stats.byStatus.SUCCESS ?? 0
+        const deadLettered = stats.byStatus.PUSHED_FAILURE ?? 0
+        return {
+          enqueued: committed,
+          rolledBack: rolledBackIds.length,
+          published: sum(stats, pastBroker),
+          processed,
+          deadLettered,
+          lag: Math.max(0, committed - processed - deadLettered - (stats.byStatus.FAILURE ?? 0)),
+          elapsedMillis: Date.now() - started
+        }
+      }),
+      Effect.tap((snapshot) => Effect.sync(() => (lastSnapshot = snapshot))),
+      // A failed sample (database busy, restarting) shows the last one again.
+      Effect.catch(() => Effect.sync(() => ({ ...lastSnapshot, elapsedMillis: Date.now() - started })))
+    )
+
+    const display = yield* Progress.start({ sample, target: options.orders + options.poison, ...options.progress })
+    const displayLogger = Logger.make(({ logLevel, message }) =>
+      display.print(`${logLevel.toUpperCase()} ${Array.isArray(message) ? message.map(String).join(" ") : String(message)}`)
+    )
+    const finished = yield* Effect.scoped(Effect.gen(function*() {
+
+      for (let i = 0; i < options.relays; i++) {
+        yield* Relay.start({
+          owner: `demo-relay-${i + 1}`,
+          batchSize: 50,
+          pollInterval: options.pollInterval,
+          backoff: Relay.backoff("50 millis", "1 second"),
+          shutdownTimeout: Duration.seconds(5)
+        })
+      }
+      yield* StaleRecovery.start({ interval: Duration.seconds(2) })
+      const consumer = yield* Consumer.make(Orders.billing({
+        schema: options.schema,
+        topic,
+        groupId: options.groupId,
+        flaky: (orderId) => options.flakyEvery > 0 && orderNumber(orderId) % options.flakyEvery === 0,
+        onRetry: () => void retries++
+      }))
+
+      const poisonAt = new Set(
+        Array.from({ length: options.poison }, (_, i) => Math.floor(((i + 1) * options.orders) / (options.poison + 1)))
+      )
+      const produce = Effect.gen(function*() {
+        for (let n = 1; n <= options.orders; n++) {
+          const order: Orders.OrderPlaced = {
+            orderId: `order-${n}`,
+            customerId: `customer-${(n % options.customers) + 1}`,
+            amountCents: 100 + ((n * 37) % 5000)
+          }
+          const declined = options.rollbackEvery > 0 && n % options.rollbackEvery === 0
+          const placed = yield* Orders.placeOrder(options.schema, topic, order, declined)
+          if (placed.committed) {
+            committedIds.push(placed.eventId)
+            committedOrders.add(order.orderId)
+          } else {
+            rolledBackIds.push(placed.eventId)
+            rolledBackOrders.add(order.orderId)
+          }
+          if (poisonAt.has(n)) {
+            const id = yield* Orders.enqueuePoison(topic.name, `poison-${n}`, order.customerId)
+            poisonIds.push(id)
+            committedIds.push(id)
+          }
+        }
+        yield* Ref.set(producing, false)
+      })
+
+      const allFinished = Effect.gen(function*() {
+        while (true) {
+          yield* Effect.sleep(Duration.millis(100))
+          if (yield* Ref.get(producing)) continue
+          const stats = yield* statsNow
+          if (sum(stats, unfinishedStatuses) === 0) return true
+        }
+      })
+
+      const outcome = yield* Effect.andThen(produce, allFinished).pipe(
+        Effect.timeoutOption(options.timeout),
+        Effect.map(Option.isSome),
+        // The consumer stopping on an error ends the run too (the summary shows what is left).
+        Effect.raceFirst(consumer.await)
+      )
+      yield* display.finish
+      return outcome
+    }).pipe(
+      // Log lines (warnings by default) print above the progress line instead of through it.
+      Effect.provideService(Logger.CurrentLoggers, new Set([displayLogger]))
+    ))
+
+    return yield* summarize({
+      options,
+      topic,
+      started,
+      finished,
+      committedIds,
+      rolledBackIds,
+      poisonIds,
+      committedOrders,
+      rolledBackOrders,
+      retries,
+      sql,
+      store
+    })
+  }))
+
+const orderNumber = (orderId: string) => Number(orderId.slice(orderId.lastIndexOf("-") + 1))
+
+const summarize = (input: {
+  readonly options: Options
+  readonly topic: Orders.OrdersTopic
+  readonly started: number
+  readonly finished: boolean
+  readonly committedIds: ReadonlyArray<EventId>
+  readonly rolledBackIds: ReadonlyArray<EventId>
+  readonly poisonIds: ReadonlyArray<EventId>
+  readonly committedOrders: ReadonlySet<string>
+  readonly rolledBackOrders: ReadonlySet<string>
+  readonly retries: number
+  readonly sql: SqlClient.SqlClient
+  readonly store: OutboxStore["Service"]
+}) =>
+  Effect.gen(function*() {
+    const { options, sql, store } = input
+    const problems: Array<string> = []
+    const stats = yield* store.stats(Date.now())
+    const reader = yield* TopicReader
+
+    // The broker's view: which event ids reached the orders topic and the dead-letter topic.
+    const onTopic = yield* reader.read(input.topic.name).pipe(Stream.runCollect)
+    const idsOnTopic = new Set(onTopic.flatMap((record) => record.headers[EVENT_ID_HEADER] ?? []))
+    const deadLetters = yield* reader.read(input.topic.deadLetterTopic).pipe(
+      Stream.runCollect,
+      Effect.map((records) => records.flatMap((record) => Option.toArray(DeadLetter.parse(record))))
+    )
+    const deadLetteredIds = new Set(deadLetters.flatMap((letter) => letter.eventId ?? []))
+
+    // The database's view.
+    let phantomEvents = 0
+    for (const id of input.rolledBackIds) {
+      if (Option.isSome(yield* store.get(id)) || idsOnTopic.has(id)) phantomEvents++
+    }
+    let unfinished = 0
+    for (const id of input.committedIds) {
+      const row = yield* store.get(id)
+      if (Option.isNone(row) || (unfinishedStatuses as ReadonlyArray<string>).includes(row.value.status)) unfinished++
+    }
+    const missingOnBroker = input.committedIds.filter((id) => !idsOnTopic.has(id)).length
+
+    const invoices = yield* sql.unsafe<{ order_id: string; customer_id: string }>(
+      `SELECT order_id, customer_id FROM "${options.schema}".invoices ORDER BY seq`
+    )
+    const perOrder = new Map<string, number>()
+    for (const invoice of invoices) perOrder.set(invoice.order_id, (perOrder.get(invoice.order_id) ?? 0) + 1)
+    const duplicateInvoices = [...perOrder.values()].reduce((n, count) => n + Math.max(0, count - 1), 0)
+    const missingInvoices = [...input.committedOrders].filter((id) => !perOrder.has(id)).length
+    const phantomInvoices = [...perOrder.keys()].filter((id) => !input.committedOrders.has(id)).length
+
+    // Per customer, invoices must follow the order in which the orders were placed.
+    const placed = yield* sql.unsafe<{ id: string; customer_id: string }>(
+      `SELECT id, customer_id FROM "${options.schema}".orders ORDER BY seq`
+    )
+    const sequence = (rows: ReadonlyArray<{ customer_id: string; id: string }>) => {
+      const byCustomer = new Map<string, Array<string>>()
+      const seen = new Set<string>()
+      for (const row of rows) {
+        if (seen.has(row.id)) continue
+        seen.add(row.id)
+        const list = byCustomer.get(row.customer_id) ?? []
+        list.push(row.id)
+        byCustomer.set(row.customer_id, list)
+      }
+      return byCustomer
+    }
+    const expected = sequence(placed)
+    const actual = sequence(invoices.map((invoice) => ({ customer_id: invoice.customer_id, id: invoice.order_id })))
+    let orderViolations = 0
+    for (const [customer, ids] of expected) {
+      if ((actual.get(customer) ?? []).join(",") !== ids.join(",")) orderViolations++
+    }
+
+    const poisonDeadLettered = input.poisonIds.filter((id) => deadLetteredIds.has(id)).length
+    const summary: Omit<Summary, "problems"> = {
+      ordersAttempted: options.orders,
+      ordersCommitted: input.committedOrders.size,
+      rolledBack: input.rolledBackOrders.size,
+      eventsCommitted: input.committedIds.length,
+      published: sum(stats, pastBroker),
+      processed: stats.byStatus.SUCCESS ?? 0,
+      deadLettered: stats.byStatus.PUSHED_FAILURE ?? 0,
+      publishFailed: stats.byStatus.FAILURE ?? 0,
+      unfinished,
+      invoices: invoices.length,
+      duplicateInvoices,
+      missingInvoices,
+      phantomInvoices,
+      phantomEvents,
+      missingOnBroker,
+      recordsOnTopic: onTopic.length,
+      deadLettersOnTopic: deadLetters.length,
+      poisonDeadLettered,
+      orderViolations,
+      retries: input.retries,
+      elapsedMillis: Date.now() - input.started
+    }
+    if (!input.finished) problems.push(`the run did not finish within ${Duration.format(options.timeout)}`)
+    if (unfinished > 0) problems.push(`${unfinished} committed events were not finished (lost or stuck)`)
+    if (missingOnBroker > 0) problems.push(`${missingOnBroker} committed events never reached the broker`)
+    if (summary.publishFailed > 0) problems.push(`${summary.publishFailed} events failed to publish`)
+    if (phantomEvents > 0) problems.push(`${phantomEvents} events of rolled-back transactions survived (phantoms)`)
+    if (duplicateInvoices > 0) problems.push(`${duplicateInvoices} duplicate invoices (effect applied twice)`)
+    if (missingInvoices > 0) problems.push(`${missingInvoices} committed orders have no invoice`)
+    if (phantomInvoices > 0) problems.push(`${phantomInvoices} invoices for orders that do not exist`)
+    if (orderViolations > 0) problems.push(`${orderViolations} customers were billed out of order`)
+    if (poisonDeadLettered !== input.poisonIds.length) {
+      problems.push(`${input.poisonIds.length - poisonDeadLettered} poison records are missing from ${input.topic.deadLetterTopic}`)
+    }
+    if (summary.deadLettered !== input.poisonIds.length) {
+      problems.push(`${summary.deadLettered} events were dead-lettered; expected exactly the ${input.poisonIds.length} poison records`)
+    }
+    return { ...summary, problems } satisfies Summary
+  })
+
+/**
+ * The summary as text.
+ *
+ * @since 0.1.0
+ * @category rendering
+ */
+export const renderSummary = (summary: Summary): string => {
+  const lines = [
+    "",
+    "summary",
+    `  orders placed          ${summary.ordersCommitted} committed, ${summary.rolledBack} rolled back (of ${summary.ordersAttempted})`,
+    `  events committed       ${summary.eventsCommitted} (${summary.eventsCommitted - summary.ordersCommitted} poison)`,
+    `  published              ${summary.published} (${summary.recordsOnTopic} records on the topic)`,
+    `  processed              ${summary.processed} (${summary.retries} transient failures retried)`,
+    `  dead-lettered          ${summary.deadLettered} (${summary.deadLettersOnTopic} on the DLT, ${summary.poisonDeadLettered} of them poison)`,
+    `  invoices               ${summary.invoices} (${summary.duplicateInvoices} duplicate, ${summary.missingInvoices} missing, ${summary.phantomInvoices} phantom)`,
+    `  phantom events         ${summary.phantomEvents}`,
+    `  per-customer order     ${summary.orderViolations === 0 ? "kept" : `${summary.orderViolations} customers out of order`}`,
+    `  unfinished / failed    ${summary.unfinished} / ${summary.publishFailed}`,
+    `  elapsed                ${(summary.elapsedMillis / 1000).toFixed(1)} s`,
+    "",
+    summary.problems.length === 0
+      ? "OK: no loss, no phantom, exactly one invoice per order, order kept, poison dead-lettered."
+      : `FAILED:\n${summary.problems.map((problem) => `  - ${problem}`).join("\n")}`
+  ]
+  return lines.join("\n")
+}

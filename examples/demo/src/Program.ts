@@ -1,0 +1,77 @@
+/**
+ * The demo as one program: read the configuration, say what it runs against, run the flow on
+ * those services, print the summary, and answer the process exit code.
+ *
+ * @since 0.1.0
+ */
+import * as Inbox from "@effect-outbox/core/Inbox"
+import * as Outbox from "@effect-outbox/core/Outbox"
+import * as Config from "effect/Config"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as References from "effect/References"
+import * as Demo from "./Demo.ts"
+import * as Services from "./Services.ts"
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface RunOptions extends Partial<Omit<Demo.Options, "schema" | "topic" | "groupId">> {
+  readonly selection: Services.Selection
+  /** Isolates this run's tables, topics and consumer group (default: random). */
+  readonly runId?: string | undefined
+  /** Where the header and summary go (default: standard output). */
+  readonly write?: ((text: string) => void) | undefined
+}
+
+/**
+ * Builds the services for `selection` and runs the demo on them: the summary of one run.
+ *
+ * @since 0.1.0
+ * @category running
+ */
+export const runDemo = (options: RunOptions) =>
+  Effect.gen(function*() {
+    const write = options.write ?? ((text: string) => void process.stdout.write(text))
+    const runId = options.runId ?? Math.random().toString(36).slice(2, 10)
+    // A server may hold other runs' data: each run gets its own schema and topics there.
+    const schema = `effect_outbox_demo_${runId}`
+    for (const line of Services.describe(options.selection)) write(`${line}\n`)
+    const layer = Layer.mergeAll(Outbox.layer, Inbox.Inbox.layer).pipe(
+      Layer.provideMerge(Services.database(options.selection, schema)),
+      Layer.provideMerge(Services.broker(options.selection))
+    )
+    const { selection: _selection, runId: _runId, write: _write, ...rest } = options
+    const summary = yield* Demo.run({
+      ...Demo.defaults,
+      pollInterval: Services.pollInterval(options.selection),
+      ...rest,
+      progress: { ...(options.write === undefined ? {} : { write: options.write }), ...rest.progress },
+      schema,
+      topic: `effect-outbox-demo.${runId}.orders`,
+      groupId: `effect-outbox-demo-${runId}-billing`
+    }).pipe(Effect.provide(layer))
+    write(`${Demo.renderSummary(summary)}\n`)
+    return summary
+  })
+
+/**
+ * `DEMO_ORDERS` (default 200), `DEMO_TIMEOUT` (default 2 minutes), `DEMO_LOG_LEVEL` (default
+ * `Warn`), plus `DATABASE_URL` / `KAFKA_BROKERS`.
+ *
+ * @since 0.1.0
+ * @category running
+ */
+export const program: Effect.Effect<number, unknown> = Effect.gen(function*() {
+  const selection = yield* Services.selection
+  const orders = yield* Config.Int("DEMO_ORDERS").pipe(Config.withDefault(Demo.defaults.orders))
+  const timeout = yield* Config.Duration("DEMO_TIMEOUT").pipe(Config.withDefault(Demo.defaults.timeout))
+  const logLevel = yield* Config.LogLevel("DEMO_LOG_LEVEL").pipe(Config.withDefault("Warn" as const))
+  process.stdout.write(`effect-outbox demo: ${orders} orders through a transactional outbox, a relay and an idempotent consumer\n`)
+  const summary = yield* runDemo({ selection, orders, timeout: Duration.fromInputUnsafe(timeout) }).pipe(
+    Effect.provideService(References.MinimumLogLevel, logLevel)
+  )
+  return summary.problems.length === 0 ? 0 : 1
+})

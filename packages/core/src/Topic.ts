@@ -1,0 +1,164 @@
+/**
+ * Typed topics: a topic is declared once — name, payload `Schema`, key function, optional
+ * partitioner — and that one declaration types both the producer's `Topic.enqueue` and the
+ * consumer's decoded handler input, so the two sides cannot disagree on a payload. A record that
+ * does not decode reaches the handler never: the consumer fails it with a typed
+ * `Consumer.PayloadDecodeError`, classified permanent, and dead-letters it at once (R5.2).
+ *
+ * ```ts
+ * const OrderPlaced = Schema.Struct({ orderId: Schema.String, amountCents: Schema.Int })
+ * const Orders = Topic.make({ name: "orders", schema: OrderPlaced, key: (order) => order.orderId })
+ *
+ * // producer: in the same transaction as the order row (R1.1)
+ * yield* Topic.enqueue(Orders, { orderId: "o-1", amountCents: 1200 })
+ *
+ * // consumer: `message.payload` is an `OrderPlaced`
+ * Consumer.run(Topic.consumer(Orders, { groupId: "billing", handler: (message) => bill(message.payload) }))
+ * ```
+ *
+ * @since 0.1.0
+ */
+import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
+import type * as Consumer from "./Consumer.ts"
+import * as DeadLetter from "./DeadLetter.ts"
+import { type OutboxStoreError, OutboxValidationError } from "./Errors.ts"
+import * as Outbox from "./Outbox.ts"
+import type { EventId, Headers, OutboxDraft } from "./OutboxMessage.ts"
+
+/**
+ * A declared topic. `S` is the payload schema: `S["Type"]` is what producers hand in and what
+ * handlers receive; the wire format is JSON of `S["Encoded"]`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Topic<S extends Schema.Top> {
+  readonly name: string
+  readonly schema: S
+  /** The ordering key of a payload (aggregate / user id): events of one key keep their order (R1.4). */
+  readonly key: (payload: S["Type"]) => string | null
+  /** An explicit partition for a payload (R6.3); `null` leaves it to the broker's partitioner. */
+  readonly partition: (payload: S["Type"]) => number | null
+  /** Where the consumer dead-letters this topic's poison records (default `<name>.DLT`). */
+  readonly deadLetterTopic: string
+}
+
+/**
+ * Declares a topic. Without `key`, events have no ordering key; without `partition`, the broker's
+ * partitioner decides.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = <S extends Schema.Top>(options: {
+  readonly name: string
+  readonly schema: S
+  readonly key?: ((payload: S["Type"]) => string | null) | undefined
+  readonly partition?: ((payload: S["Type"]) => number | null) | undefined
+  readonly deadLetterTopic?: string | undefined
+}): Topic<S> => ({
+  name: options.name,
+  schema: options.schema,
+  key: options.key ?? (() => null),
+  partition: options.partition ?? (() => null),
+  deadLetterTopic: options.deadLetterTopic ?? DeadLetter.defaultTopic(options.name)
+})
+
+/**
+ * The payload type of a topic.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Payload<T> = T extends Topic<infer S> ? S["Type"] : never
+
+/**
+ * Per-event options of {@link enqueue}. `partition` overrides the topic's partitioner (e.g. a
+ * partition reserved by `PartitionAssignment`, R6.3).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface EnqueueOptions {
+  readonly id?: EventId | undefined
+  readonly headers?: Headers | undefined
+  readonly partition?: number | null | undefined
+  readonly availableAt?: number | undefined
+  readonly prequeued?: boolean | undefined
+}
+
+/**
+ * Encodes a payload through the topic's schema into an outbox draft. A payload the schema
+ * refuses fails with `OutboxValidationError` (field `payload`) and nothing is written.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const draft = <S extends Schema.Top>(
+  topic: Topic<S>,
+  payload: S["Type"],
+  options: EnqueueOptions = {}
+): Effect.Effect<OutboxDraft, OutboxValidationError, S["EncodingServices"]> =>
+  Schema.encodeEffect(Schema.fromJsonString(topic.schema))(payload).pipe(
+    Effect.mapError((error) =>
+      new OutboxValidationError({ field: "payload", reason: `does not encode as ${topic.name}: ${error.message}` })
+    ),
+    Effect.map((json): OutboxDraft => {
+      const partition = options.partition !== undefined ? options.partition : topic.partition(payload)
+      return {
+        topic: topic.name,
+        key: topic.key(payload),
+        payload: new TextEncoder().encode(json),
+        ...(partition === null ? {} : { partition }),
+        ...(options.id === undefined ? {} : { id: options.id }),
+        ...(options.headers === undefined ? {} : { headers: options.headers }),
+        ...(options.availableAt === undefined ? {} : { availableAt: options.availableAt }),
+        ...(options.prequeued === undefined ? {} : { prequeued: options.prequeued })
+      }
+    })
+  )
+
+/**
+ * Enqueues one payload (returns its event id) on the topic, joining the ambient transaction
+ * (R1.1). The only way a typed payload reaches the broker is through the outbox.
+ *
+ * @since 0.1.0
+ * @category producing
+ */
+export const enqueue = <S extends Schema.Top>(
+  topic: Topic<S>,
+  payload: S["Type"],
+  options?: EnqueueOptions
+): Effect.Effect<EventId, OutboxValidationError | OutboxStoreError, Outbox.Outbox | S["EncodingServices"]> =>
+  Effect.flatMap(draft(topic, payload, options), (d) => Outbox.enqueue(d))
+
+/**
+ * Enqueues several payloads in order (one insert), returning their event ids.
+ *
+ * @since 0.1.0
+ * @category producing
+ */
+export const enqueueAll = <S extends Schema.Top>(
+  topic: Topic<S>,
+  payloads: ReadonlyArray<S["Type"]>,
+  options?: Omit<EnqueueOptions, "id">
+): Effect.Effect<ReadonlyArray<EventId>, OutboxValidationError | OutboxStoreError, Outbox.Outbox | S["EncodingServices"]> =>
+  Effect.flatMap(Effect.forEach(payloads, (payload) => draft(topic, payload, options)), (drafts) => Outbox.enqueue(drafts))
+
+/**
+ * Consumer options for this topic: its name, its schema (so the handler receives
+ * `Consumer.Message<S["Type"]>`) and its dead-letter topic.
+ *
+ * @since 0.1.0
+ * @category consuming
+ */
+export const consumer = <S extends Schema.Top, E, R>(
+  topic: Topic<S>,
+  options: Omit<Consumer.Options<S, E, R>, "topics" | "schema">
+): Consumer.Options<S, E, R> => ({
+  deadLetterTopic: () => topic.deadLetterTopic,
+  ...options,
+  topics: [topic.name],
+  schema: topic.schema
+})
