@@ -61,14 +61,15 @@ export const make = (options: Options = {}) =>
 
     const signals: Stream.Stream<void> = options.listen === false ? Stream.never : Stream.unwrap(
       Effect.gen(function*() {
-        const connected = yield* Ref.make(false)
+        // Only a failed LISTEN switches polling on; the first connect is not "down".
+        const down = yield* Ref.make(false)
         const listening = Stream.unwrap(Effect.gen(function*() {
           const queue = yield* pg.listen(t.channel)
-          yield* Ref.set(connected, true)
+          yield* Ref.set(down, false)
           return Stream.fromQueue(queue).pipe(Stream.as(undefined), Stream.prepend([undefined]))
         })).pipe(
           Stream.tapError((error) =>
-            Ref.set(connected, false).pipe(
+            Ref.set(down, true).pipe(
               Effect.andThen(Effect.logWarning(
                 `outbox wake-up: LISTEN ${t.channel} failed (${error.message}); polling every ${
                   Duration.format(fallback)
@@ -79,7 +80,7 @@ export const make = (options: Options = {}) =>
           Stream.retry(reconnect)
         )
         const polling = Stream.tick(fallback).pipe(
-          Stream.filterEffect(() => Effect.map(Ref.get(connected), (up) => !up))
+          Stream.filterEffect(() => Ref.get(down))
         )
         return Stream.merge(listening, polling)
       })

@@ -1,0 +1,97 @@
+// The migrations: idempotent, safe when several processes start at once, in any schema/prefix.
+import { assert, describe, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import * as SqlClient from "effect/sql/SqlClient"
+import * as PgMigrations from "../src/PgMigrations.ts"
+import * as PgTables from "../src/PgTables.ts"
+import { freshSchema, pgClient } from "./support.ts"
+
+const dropAfter = (schema: string) =>
+  Effect.addFinalizer(() =>
+    Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).unprepared)
+      .pipe(Effect.ignore)
+  )
+
+const tablesIn = (schema: string) =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    sql<{ name: string }>`SELECT tablename AS name FROM pg_tables WHERE schemaname = ${schema} ORDER BY 1`)
+    .pipe(Effect.map((rows) => rows.map((r) => r.name)))
+
+describe("PgMigrations", () => {
+  it.effect("creates the schema and tables once; a second run applies nothing", () =>
+    Effect.gen(function*() {
+      const schema = freshSchema()
+      yield* dropAfter(schema)
+      const tables = yield* PgTables.make({ schema })
+      const first = yield* PgMigrations.run.pipe(Effect.provideService(PgTables.PgTables, tables))
+      assert.deepStrictEqual(first, [[1, "tables"], [2, "claim_function"]])
+      const second = yield* PgMigrations.run.pipe(Effect.provideService(PgTables.PgTables, tables))
+      assert.deepStrictEqual(second, [])
+      assert.deepStrictEqual(yield* tablesIn(schema), [
+        "outbox_message",
+        "outbox_migrations",
+        "outbox_partition_assignment",
+        "outbox_processed",
+        "outbox_transition"
+      ])
+    }).pipe(Effect.scoped, Effect.provide(pgClient())))
+
+  it.effect("six processes migrating at once: each migration applied exactly once, none fails", () =>
+    Effect.gen(function*() {
+      const schema = freshSchema()
+      yield* dropAfter(schema)
+      const tables = yield* PgTables.make({ schema })
+      const results = yield* Effect.forEach(
+        Array.from({ length: 6 }),
+        () => PgMigrations.run.pipe(Effect.provideService(PgTables.PgTables, tables)),
+        { concurrency: "unbounded" }
+      )
+      assert.deepStrictEqual(results.flat().map(([id]) => id).sort(), [1, 2])
+    }).pipe(Effect.scoped, Effect.provide(pgClient(8))))
+
+  it.effect("two outboxes live side by side in one schema under different prefixes", () =>
+    Effect.gen(function*() {
+      const schema = freshSchema()
+      yield* dropAfter(schema)
+      for (const tablePrefix of ["orders_", "billing_"]) {
+        const tables = yield* PgTables.make({ schema, tablePrefix })
+        yield* PgMigrations.run.pipe(Effect.provideService(PgTables.PgTables, tables))
+      }
+      const names = yield* tablesIn(schema)
+      assert.includeMembers(names, ["orders_message", "billing_message", "orders_migrations", "billing_migrations"])
+      const a = yield* PgTables.make({ schema, tablePrefix: "orders_" })
+      const b = yield* PgTables.make({ schema, tablePrefix: "billing_" })
+      assert.notStrictEqual(a.channel, b.channel)
+      assert.notStrictEqual(a.locks.claimKey, b.locks.claimKey)
+    }).pipe(Effect.scoped, Effect.provide(pgClient())))
+
+  it.effect("the database refuses an unknown status, an empty topic and a negative partition", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const schema = freshSchema()
+      yield* dropAfter(schema)
+      const t = yield* PgTables.make({ schema })
+      yield* PgMigrations.run.pipe(Effect.provideService(PgTables.PgTables, t))
+      const insert = (status: string, topic: string, partition: number | null) =>
+        sql.unsafe(
+          `INSERT INTO ${t.message} (id, topic, partition, payload, status, available_at, created_at, updated_at)
+           VALUES (gen_random_uuid(), $1, $2, '\\x00', $3, now(), now(), now())`,
+          [topic, partition, status]
+        )
+      yield* insert("PENDING", "ok", 0)
+      for (const bad of [["BOGUS", "ok", 0], ["PENDING", "", 0], ["PENDING", "ok", -1]] as const) {
+        const error = yield* Effect.flip(insert(...bad))
+        assert.strictEqual(error.reason._tag, "ConstraintError")
+      }
+    }).pipe(Effect.scoped, Effect.provide(pgClient())))
+
+  it.effect("names that would need quoting are refused before touching the database", () =>
+    Effect.gen(function*() {
+      for (const options of [{ schema: "Outbox" }, { schema: "a;drop" }, { tablePrefix: "x-" }, { schema: "" }]) {
+        const error = yield* Effect.flip(PgTables.make(options))
+        assert.strictEqual(error._tag, "OutboxValidationError")
+      }
+      const long = yield* Effect.flip(PgTables.make({ schema: "s".repeat(50), tablePrefix: "p".repeat(20) }))
+      assert.strictEqual(long.field, "channel")
+    }))
+})

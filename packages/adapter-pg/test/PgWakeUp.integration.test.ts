@@ -1,0 +1,106 @@
+// Wake-ups through LISTEN/NOTIFY on the real database, and the polling fallback when the
+// listening connection is killed.
+import { assert, describe, it } from "@effect/vitest"
+import { WakeUp } from "@effect-outbox/core/WakeUp"
+import { PgClient } from "@effect/sql-pg/PgClient"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Queue from "effect/Queue"
+import * as Ref from "effect/Ref"
+import * as Schedule from "effect/Schedule"
+import * as SqlClient from "effect/sql/SqlClient"
+import * as Stream from "effect/Stream"
+import * as PgWakeUp from "../src/PgWakeUp.ts"
+import { PgTables } from "../src/PgTables.ts"
+import { freshTables, pgClient } from "./support.ts"
+
+const Live = (options: PgWakeUp.Options = {}) =>
+  PgWakeUp.layer(options).pipe(Layer.provideMerge(freshTables()), Layer.provideMerge(pgClient()))
+
+/** Notifications on the channel, counted from a raw LISTEN (no coalescing, no connect signal). */
+const rawCount = Effect.gen(function*() {
+  const pg = yield* PgClient
+  const t = yield* PgTables
+  const queue = yield* pg.listen(t.channel)
+  const count = yield* Ref.make(0)
+  yield* Effect.forkScoped(Effect.forever(Effect.andThen(Queue.take(queue), Ref.update(count, (n) => n + 1))))
+  return count
+})
+
+const counting = (signals: Stream.Stream<void>) =>
+  Effect.gen(function*() {
+    const count = yield* Ref.make(0)
+    yield* Effect.forkScoped(Stream.runForEach(signals, () => Ref.update(count, (n) => n + 1)))
+    return count
+  })
+
+describe("PgWakeUp", () => {
+  it.live("NOTIFY is delivered on commit, once per transaction, and never on rollback", () =>
+    Effect.gen(function*() {
+      const wakeUp = yield* WakeUp
+      const sql = yield* SqlClient.SqlClient
+      const delivered = yield* rawCount
+      yield* sql.withTransaction(Effect.gen(function*() {
+        yield* wakeUp.notify
+        yield* wakeUp.notify
+        yield* wakeUp.notify
+        yield* Effect.sleep("150 millis")
+        assert.strictEqual(yield* Ref.get(delivered), 0, "nothing before COMMIT")
+      }))
+      yield* Effect.flip(sql.withTransaction(wakeUp.notify.pipe(Effect.andThen(Effect.fail("rollback")))))
+      yield* Effect.sleep("300 millis")
+      assert.strictEqual(yield* Ref.get(delivered), 1)
+    }).pipe(Effect.scoped, Effect.provide(Live())))
+
+  it.live("signals: one on connect, then one per committed wake-up", () =>
+    Effect.gen(function*() {
+      const wakeUp = yield* WakeUp
+      const signals = yield* counting(wakeUp.signals)
+      yield* Effect.sleep("300 millis")
+      assert.strictEqual(yield* Ref.get(signals), 1)
+      yield* wakeUp.notify
+      yield* Effect.sleep("200 millis")
+      yield* wakeUp.notify
+      yield* Effect.sleep("300 millis")
+      assert.strictEqual(yield* Ref.get(signals), 3)
+    }).pipe(Effect.scoped, Effect.provide(Live({ fallbackPollInterval: Duration.millis(50) }))))
+
+  it.live("a killed LISTEN connection falls back to polling, then listens again", () =>
+    Effect.gen(function*() {
+      const wakeUp = yield* WakeUp
+      const sql = yield* SqlClient.SqlClient
+      const t = yield* PgTables
+      const signals = yield* counting(wakeUp.signals)
+      yield* Effect.sleep("300 millis")
+      assert.strictEqual(yield* Ref.get(signals), 1, "connected, and no polling while listening")
+      const killed = yield* sql<{ pid: number }>`SELECT pg_terminate_backend(pid) AS ok, pid FROM pg_stat_activity
+        WHERE query = ${`LISTEN "${t.channel}"`} AND pid <> pg_backend_pid()`
+      assert.strictEqual(killed.length, 1)
+      // reconnect waits 1.5 s: meanwhile the fallback signals every 100 ms
+      yield* Effect.sleep("1 second")
+      const whileDown = (yield* Ref.get(signals)) - 1
+      assert.isAtLeast(whileDown, 5)
+      yield* Effect.sleep("1500 millis")
+      const back = yield* Ref.get(signals)
+      yield* Effect.sleep("500 millis")
+      assert.strictEqual(yield* Ref.get(signals), back, "polling stopped once LISTEN is back")
+      yield* wakeUp.notify
+      yield* Effect.sleep("300 millis")
+      assert.strictEqual(yield* Ref.get(signals), back + 1, "notifications arrive again")
+    }).pipe(
+      Effect.scoped,
+      Effect.provide(Live({ fallbackPollInterval: Duration.millis(100), reconnect: Schedule.spaced(Duration.millis(1500)) }))
+    ), 30_000)
+
+  it.live("switched off: notify is free and sends nothing, signals stay silent", () =>
+    Effect.gen(function*() {
+      const wakeUp = yield* WakeUp
+      const delivered = yield* rawCount
+      const signals = yield* counting(wakeUp.signals)
+      yield* wakeUp.notify
+      yield* Effect.sleep("300 millis")
+      assert.strictEqual(yield* Ref.get(delivered), 0)
+      assert.strictEqual(yield* Ref.get(signals), 0)
+    }).pipe(Effect.scoped, Effect.provide(Live({ notify: false, listen: false }))))
+})
