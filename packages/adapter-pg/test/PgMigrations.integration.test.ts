@@ -80,7 +80,7 @@ describe("PgMigrations", () => {
         )
       yield* insert("PENDING", "ok", 0)
       for (const bad of [["BOGUS", "ok", 0], ["PENDING", "", 0], ["PENDING", "ok", -1]] as const) {
-        const error = yield* Effect.flip(insert(...bad))
+        const error = yield* Effect.flip(insert(bad[0], bad[1], bad[2]))
         assert.strictEqual(error.reason._tag, "ConstraintError")
       }
     }).pipe(Effect.scoped, Effect.provide(pgClient())))
