@@ -152,9 +152,12 @@ export const growPartitions = (
  * @category operations
  */
 export const deleteTopics = (admin: Kafkajs.Admin, topics: ReadonlyArray<string>): Effect.Effect<void> =>
-  topics.length === 0
-    ? Effect.void
-    : Effect.promise(() => admin.deleteTopics({ topics: [...topics], timeout: 10_000 }).catch(() => undefined))
+  topics.length === 0 ? Effect.void : Effect.promise(async () => {
+    // kafkajs retries the deletion of a missing topic for seconds: ask for existing ones only.
+    const existing = new Set(await admin.listTopics().catch(() => [...topics]))
+    const doomed = topics.filter((t) => existing.has(t))
+    if (doomed.length > 0) await admin.deleteTopics({ topics: doomed, timeout: 10_000 }).catch(() => undefined)
+  })
 
 /**
  * @since 0.1.0
