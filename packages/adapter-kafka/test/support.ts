@@ -24,9 +24,11 @@ export const KafkaTest = KafkaOutbox.layer(
 )
 
 /** A new topic with `partitions` partitions, deleted when the scope closes. */
-export const freshTopic = (partitions: number, name = "t") =>
+export const freshTopic = (partitions: number, name = "t") => namedTopic(`adapter-kafka-${name}-${randomUUID()}`, partitions)
+
+/** The topic `topic` (created if missing), deleted when the scope closes. */
+export const namedTopic = (topic: string, partitions: number) =>
   Effect.gen(function*() {
-    const topic = `adapter-kafka-${name}-${randomUUID()}`
     const admin = yield* BrokerAdmin
     const client = yield* KafkaClient
     yield* Effect.addFinalizer(() => KafkaBrokerAdmin.deleteTopics(client.admin, [topic]))
