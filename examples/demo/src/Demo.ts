@@ -21,7 +21,7 @@ import * as DeadLetter from "@effect-outbox/core/DeadLetter"
 import type * as Inbox from "@effect-outbox/core/Inbox"
 import type * as Outbox from "@effect-outbox/core/Outbox"
 import { EVENT_ID_HEADER, type EventId } from "@effect-outbox/core/OutboxMessage"
-import { OutboxStore, type OutboxStats } from "@effect-outbox/core/OutboxStore"
+import { type OutboxStats, OutboxStore } from "@effect-outbox/core/OutboxStore"
 import * as Relay from "@effect-outbox/core/Relay"
 import * as StaleRecovery from "@effect-outbox/core/StaleRecovery"
 import { TopicReader } from "@effect-outbox/core/TopicReader"
@@ -30,8 +30,8 @@ import * as Effect from "effect/Effect"
 import * as Logger from "effect/Logger"
 import * as Option from "effect/Option"
 import * as Ref from "effect/Ref"
-import * as SqlClient from "effect/sql/SqlClient"
 import * as Stream from "effect/Stream"
+import * as SqlClient from "effect/sql/SqlClient"
 import * as Orders from "./Orders.ts"
 import * as Progress from "./Progress.ts"
 import type { Broker } from "./Services.ts"
@@ -137,12 +137,7 @@ export interface Summary {
  * @since 0.1.0
  * @category models
  */
-export type Requirements =
-  | Outbox.Outbox
-  | Inbox.Inbox
-  | OutboxStore
-  | SqlClient.SqlClient
-  | Broker
+export type Requirements = Outbox.Outbox | Inbox.Inbox | OutboxStore | SqlClient.SqlClient | Broker
 
 const unfinishedStatuses = ["PREQUEUED", "PENDING", "DISPATCHING", "PUBLISHED", "UNDER_PROCESSING"] as const
 const pastBroker = ["PUBLISHED", "UNDER_PROCESSING", "SUCCESS", "PUSHED_FAILURE"] as const
@@ -158,144 +153,153 @@ const sum = (stats: OutboxStats, statuses: ReadonlyArray<keyof OutboxStats["bySt
  * @category running
  */
 export const run = (options: Options) =>
-  Effect.scoped(Effect.gen(function*() {
-    const started = Date.now()
-    const sql = yield* SqlClient.SqlClient
-    const store = yield* OutboxStore
-    const admin = yield* BrokerAdmin
-    const topic = Orders.ordersTopic(options.topic)
+  Effect.scoped(
+    Effect.gen(function* () {
+      const started = Date.now()
+      const sql = yield* SqlClient.SqlClient
+      const store = yield* OutboxStore
+      const admin = yield* BrokerAdmin
+      const topic = Orders.ordersTopic(options.topic)
 
-    yield* Orders.createTables(options.schema)
-    yield* admin.ensureTopic({ topic: topic.name, partitions: options.partitions })
-    yield* admin.ensureTopic({ topic: topic.deadLetterTopic, partitions: 1 })
+      yield* Orders.createTables(options.schema)
+      yield* admin.ensureTopic({ topic: topic.name, partitions: options.partitions })
+      yield* admin.ensureTopic({ topic: topic.deadLetterTopic, partitions: 1 })
 
-    const committedIds: Array<EventId> = []
-    const rolledBackIds: Array<EventId> = []
-    const poisonIds: Array<EventId> = []
-    const committedOrders = new Set<string>()
-    const rolledBackOrders = new Set<string>()
-    let retries = 0
-    const producing = yield* Ref.make(true)
+      const committedIds: Array<EventId> = []
+      const rolledBackIds: Array<EventId> = []
+      const poisonIds: Array<EventId> = []
+      const committedOrders = new Set<string>()
+      const rolledBackOrders = new Set<string>()
+      let retries = 0
+      const producing = yield* Ref.make(true)
 
-    const statsNow = Effect.suspend(() => store.stats(Date.now()))
-    let lastSnapshot: Progress.Snapshot = {
-      enqueued: 0,
-      rolledBack: 0,
-      published: 0,
-      processed: 0,
-      deadLettered: 0,
-      lag: 0,
-      elapsedMillis: 0
-    }
-    const sample: Effect.Effect<Progress.Snapshot> = statsNow.pipe(
-      Effect.map((stats): Progress.Snapshot => {
-        const committed = committedIds.length
-        const processed = stats.byStatus.SUCCESS ?? 0
-        const deadLettered = stats.byStatus.PUSHED_FAILURE ?? 0
-        return {
-          enqueued: committed,
-          rolledBack: rolledBackIds.length,
-          published: sum(stats, pastBroker),
-          processed,
-          deadLettered,
-          lag: Math.max(0, committed - processed - deadLettered - (stats.byStatus.FAILURE ?? 0)),
-          elapsedMillis: Date.now() - started
-        }
-      }),
-      Effect.tap((snapshot) => Effect.sync(() => (lastSnapshot = snapshot))),
-      // A failed sample (database busy, restarting) shows the last one again.
-      Effect.catch(() => Effect.sync(() => ({ ...lastSnapshot, elapsedMillis: Date.now() - started })))
-    )
-
-    const display = yield* Progress.start({ sample, target: options.orders + options.poison, ...options.progress })
-    const displayLogger = Logger.make(({ logLevel, message }) =>
-      display.print(`${logLevel.toUpperCase()} ${Array.isArray(message) ? message.map(String).join(" ") : String(message)}`)
-    )
-    const finished = yield* Effect.scoped(Effect.gen(function*() {
-
-      for (let i = 0; i < options.relays; i++) {
-        yield* Relay.start({
-          owner: `demo-relay-${i + 1}`,
-          batchSize: 50,
-          pollInterval: options.pollInterval,
-          backoff: Relay.backoff("50 millis", "1 second"),
-          shutdownTimeout: Duration.seconds(5)
-        })
+      const statsNow = Effect.suspend(() => store.stats(Date.now()))
+      let lastSnapshot: Progress.Snapshot = {
+        enqueued: 0,
+        rolledBack: 0,
+        published: 0,
+        processed: 0,
+        deadLettered: 0,
+        lag: 0,
+        elapsedMillis: 0
       }
-      yield* StaleRecovery.start({ interval: Duration.seconds(2) })
-      const consumer = yield* Consumer.make(Orders.billing({
-        schema: options.schema,
+      const sample: Effect.Effect<Progress.Snapshot> = statsNow.pipe(
+        Effect.map((stats): Progress.Snapshot => {
+          const committed = committedIds.length
+          const processed = stats.byStatus.SUCCESS ?? 0
+          const deadLettered = stats.byStatus.PUSHED_FAILURE ?? 0
+          return {
+            enqueued: committed,
+            rolledBack: rolledBackIds.length,
+            published: sum(stats, pastBroker),
+            processed,
+            deadLettered,
+            lag: Math.max(0, committed - processed - deadLettered - (stats.byStatus.FAILURE ?? 0)),
+            elapsedMillis: Date.now() - started
+          }
+        }),
+        Effect.tap((snapshot) => Effect.sync(() => (lastSnapshot = snapshot))),
+        // A failed sample (database busy, restarting) shows the last one again.
+        Effect.catch(() => Effect.sync(() => ({ ...lastSnapshot, elapsedMillis: Date.now() - started })))
+      )
+
+      const display = yield* Progress.start({ sample, target: options.orders + options.poison, ...options.progress })
+      const displayLogger = Logger.make(({ logLevel, message }) =>
+        display.print(
+          `${logLevel.toUpperCase()} ${Array.isArray(message) ? message.map(String).join(" ") : String(message)}`
+        )
+      )
+      const finished = yield* Effect.scoped(
+        Effect.gen(function* () {
+          for (let i = 0; i < options.relays; i++) {
+            yield* Relay.start({
+              owner: `demo-relay-${i + 1}`,
+              batchSize: 50,
+              pollInterval: options.pollInterval,
+              backoff: Relay.backoff("50 millis", "1 second"),
+              shutdownTimeout: Duration.seconds(5)
+            })
+          }
+          yield* StaleRecovery.start({ interval: Duration.seconds(2) })
+          const consumer = yield* Consumer.make(
+            Orders.billing({
+              schema: options.schema,
+              topic,
+              groupId: options.groupId,
+              flaky: (orderId) => options.flakyEvery > 0 && orderNumber(orderId) % options.flakyEvery === 0,
+              onRetry: () => void retries++
+            })
+          )
+
+          const poisonAt = new Set(
+            Array.from({ length: options.poison }, (_, i) =>
+              Math.floor(((i + 1) * options.orders) / (options.poison + 1))
+            )
+          )
+          const produce = Effect.gen(function* () {
+            for (let n = 1; n <= options.orders; n++) {
+              const order: Orders.OrderPlaced = {
+                orderId: `order-${n}`,
+                customerId: `customer-${(n % options.customers) + 1}`,
+                amountCents: 100 + ((n * 37) % 5000)
+              }
+              const declined = options.rollbackEvery > 0 && n % options.rollbackEvery === 0
+              const placed = yield* Orders.placeOrder(options.schema, topic, order, declined)
+              if (placed.committed) {
+                committedIds.push(placed.eventId)
+                committedOrders.add(order.orderId)
+              } else {
+                rolledBackIds.push(placed.eventId)
+                rolledBackOrders.add(order.orderId)
+              }
+              if (poisonAt.has(n)) {
+                const id = yield* Orders.enqueuePoison(topic.name, `poison-${n}`, order.customerId)
+                poisonIds.push(id)
+                committedIds.push(id)
+              }
+            }
+            yield* Ref.set(producing, false)
+          })
+
+          const allFinished = Effect.gen(function* () {
+            while (true) {
+              yield* Effect.sleep(Duration.millis(100))
+              if (yield* Ref.get(producing)) continue
+              const stats = yield* statsNow
+              if (sum(stats, unfinishedStatuses) === 0) return true
+            }
+          })
+
+          const outcome = yield* Effect.andThen(produce, allFinished).pipe(
+            Effect.timeoutOption(options.timeout),
+            Effect.map(Option.isSome),
+            // The consumer stopping on an error ends the run too (the summary shows what is left).
+            Effect.raceFirst(consumer.await)
+          )
+          yield* display.finish
+          return outcome
+        }).pipe(
+          // Log lines (warnings by default) print above the progress line instead of through it.
+          Effect.provideService(Logger.CurrentLoggers, new Set([displayLogger]))
+        )
+      )
+
+      return yield* summarize({
+        options,
         topic,
-        groupId: options.groupId,
-        flaky: (orderId) => options.flakyEvery > 0 && orderNumber(orderId) % options.flakyEvery === 0,
-        onRetry: () => void retries++
-      }))
-
-      const poisonAt = new Set(
-        Array.from({ length: options.poison }, (_, i) => Math.floor(((i + 1) * options.orders) / (options.poison + 1)))
-      )
-      const produce = Effect.gen(function*() {
-        for (let n = 1; n <= options.orders; n++) {
-          const order: Orders.OrderPlaced = {
-            orderId: `order-${n}`,
-            customerId: `customer-${(n % options.customers) + 1}`,
-            amountCents: 100 + ((n * 37) % 5000)
-          }
-          const declined = options.rollbackEvery > 0 && n % options.rollbackEvery === 0
-          const placed = yield* Orders.placeOrder(options.schema, topic, order, declined)
-          if (placed.committed) {
-            committedIds.push(placed.eventId)
-            committedOrders.add(order.orderId)
-          } else {
-            rolledBackIds.push(placed.eventId)
-            rolledBackOrders.add(order.orderId)
-          }
-          if (poisonAt.has(n)) {
-            const id = yield* Orders.enqueuePoison(topic.name, `poison-${n}`, order.customerId)
-            poisonIds.push(id)
-            committedIds.push(id)
-          }
-        }
-        yield* Ref.set(producing, false)
+        started,
+        finished,
+        committedIds,
+        rolledBackIds,
+        poisonIds,
+        committedOrders,
+        rolledBackOrders,
+        retries,
+        sql,
+        store
       })
-
-      const allFinished = Effect.gen(function*() {
-        while (true) {
-          yield* Effect.sleep(Duration.millis(100))
-          if (yield* Ref.get(producing)) continue
-          const stats = yield* statsNow
-          if (sum(stats, unfinishedStatuses) === 0) return true
-        }
-      })
-
-      const outcome = yield* Effect.andThen(produce, allFinished).pipe(
-        Effect.timeoutOption(options.timeout),
-        Effect.map(Option.isSome),
-        // The consumer stopping on an error ends the run too (the summary shows what is left).
-        Effect.raceFirst(consumer.await)
-      )
-      yield* display.finish
-      return outcome
-    }).pipe(
-      // Log lines (warnings by default) print above the progress line instead of through it.
-      Effect.provideService(Logger.CurrentLoggers, new Set([displayLogger]))
-    ))
-
-    return yield* summarize({
-      options,
-      topic,
-      started,
-      finished,
-      committedIds,
-      rolledBackIds,
-      poisonIds,
-      committedOrders,
-      rolledBackOrders,
-      retries,
-      sql,
-      store
     })
-  }))
+  )
 
 const orderNumber = (orderId: string) => Number(orderId.slice(orderId.lastIndexOf("-") + 1))
 
@@ -313,7 +317,7 @@ const summarize = (input: {
   readonly sql: SqlClient.SqlClient
   readonly store: OutboxStore["Service"]
 }) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const { options, sql, store } = input
     const problems: Array<string> = []
     const stats = yield* store.stats(Date.now())
@@ -406,10 +410,14 @@ const summarize = (input: {
     if (phantomInvoices > 0) problems.push(`${phantomInvoices} invoices for orders that do not exist`)
     if (orderViolations > 0) problems.push(`${orderViolations} customers were billed out of order`)
     if (poisonDeadLettered !== input.poisonIds.length) {
-      problems.push(`${input.poisonIds.length - poisonDeadLettered} poison records are missing from ${input.topic.deadLetterTopic}`)
+      problems.push(
+        `${input.poisonIds.length - poisonDeadLettered} poison records are missing from ${input.topic.deadLetterTopic}`
+      )
     }
     if (summary.deadLettered !== input.poisonIds.length) {
-      problems.push(`${summary.deadLettered} events were dead-lettered; expected exactly the ${input.poisonIds.length} poison records`)
+      problems.push(
+        `${summary.deadLettered} events were dead-lettered; expected exactly the ${input.poisonIds.length} poison records`
+      )
     }
     return { ...summary, problems } satisfies Summary
   })

@@ -12,9 +12,13 @@
  *
  * @since 0.1.0
  */
+
+import { mkdir, readFile, rename, writeFile } from "node:fs/promises"
+import { homedir } from "node:os"
+import { join } from "node:path"
+import { PgClient } from "@effect/sql-pg"
 import { PGlite } from "@electric-sql/pglite"
 import { PGLiteSocketServer } from "@electric-sql/pglite-socket"
-import { PgClient } from "@effect/sql-pg"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -22,9 +26,6 @@ import * as Redacted from "effect/Redacted"
 import type * as Scope from "effect/Scope"
 import type * as SqlClient from "effect/sql/SqlClient"
 import type { SqlError } from "effect/sql/SqlError"
-import { mkdir, readFile, rename, writeFile } from "node:fs/promises"
-import { homedir } from "node:os"
-import { join } from "node:path"
 
 /**
  * What the embedded engine reports about itself.
@@ -52,7 +53,11 @@ export class EmbeddedPostgres extends Context.Service<EmbeddedPostgres, Info>()(
 const PGLITE_VERSION = "0.5.14"
 
 const templatePath = () =>
-  join(process.env["XDG_CACHE_HOME"] ?? join(homedir(), ".cache"), "effect-outbox", `pglite-${PGLITE_VERSION}-template.tar.gz`)
+  join(
+    process.env["XDG_CACHE_HOME"] ?? join(homedir(), ".cache"),
+    "effect-outbox",
+    `pglite-${PGLITE_VERSION}-template.tar.gz`
+  )
 
 // A cache that cannot be read or written only costs start-up time, never correctness.
 const loadTemplate = async (): Promise<Blob | undefined> => {
@@ -98,11 +103,10 @@ const openDatabase = async (): Promise<{ readonly db: PGlite; readonly fromTempl
  * @since 0.1.0
  * @category constructors
  */
-export const start: Effect.Effect<Info, never, Scope.Scope> = Effect.gen(function*() {
+export const start: Effect.Effect<Info, never, Scope.Scope> = Effect.gen(function* () {
   const started = Date.now()
-  const { db, fromTemplate } = yield* Effect.acquireRelease(
-    Effect.promise(openDatabase),
-    ({ db }) => Effect.promise(() => db.close()).pipe(Effect.ignore)
+  const { db, fromTemplate } = yield* Effect.acquireRelease(Effect.promise(openDatabase), ({ db }) =>
+    Effect.promise(() => db.close()).pipe(Effect.ignore)
   )
   const server = yield* Effect.acquireRelease(
     Effect.promise(async () => {
@@ -135,5 +139,6 @@ export const layer: Layer.Layer<EmbeddedPostgres | PgClient.PgClient | SqlClient
         maxConnections: 1,
         minConnections: 1
       })
-    ))
+    )
+  )
 )

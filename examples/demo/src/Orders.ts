@@ -8,7 +8,7 @@
  *
  * @since 0.1.0
  */
-import * as Consumer from "@effect-outbox/core/Consumer"
+import type * as Consumer from "@effect-outbox/core/Consumer"
 import type { OutboxStoreError, OutboxValidationError } from "@effect-outbox/core/Errors"
 import * as Outbox from "@effect-outbox/core/Outbox"
 import type { EventId } from "@effect-outbox/core/OutboxMessage"
@@ -42,8 +42,7 @@ export type OrderPlaced = typeof OrderPlaced.Type
  * @since 0.1.0
  * @category topics
  */
-export const ordersTopic = (name: string) =>
-  Topic.make({ name, schema: OrderPlaced, key: (order) => order.customerId })
+export const ordersTopic = (name: string) => Topic.make({ name, schema: OrderPlaced, key: (order) => order.customerId })
 
 /**
  * @since 0.1.0
@@ -58,7 +57,7 @@ export type OrdersTopic = ReturnType<typeof ordersTopic>
  * @category schema
  */
 export const createTables = (schema: string) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     yield* sql.unsafe(`CREATE SCHEMA IF NOT EXISTS "${schema}"`).unprepared
     yield* sql.unsafe(`CREATE TABLE IF NOT EXISTS "${schema}".orders (
@@ -94,18 +93,22 @@ export const placeOrder = (
   OutboxValidationError | OutboxStoreError | SqlError,
   SqlClient.SqlClient | Outbox.Outbox
 > =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     let eventId: EventId | undefined
-    const result = yield* sql.withTransaction(Effect.gen(function*() {
-      yield* sql.unsafe(`INSERT INTO "${schema}".orders (id, customer_id, amount_cents) VALUES ($1, $2, $3)`, [
-        order.orderId,
-        order.customerId,
-        order.amountCents
-      ])
-      eventId = yield* Topic.enqueue(topic, order)
-      if (failAfterEnqueue) return yield* Effect.fail(new PaymentDeclined({ orderId: order.orderId }))
-    })).pipe(Effect.result)
+    const result = yield* sql
+      .withTransaction(
+        Effect.gen(function* () {
+          yield* sql.unsafe(`INSERT INTO "${schema}".orders (id, customer_id, amount_cents) VALUES ($1, $2, $3)`, [
+            order.orderId,
+            order.customerId,
+            order.amountCents
+          ])
+          eventId = yield* Topic.enqueue(topic, order)
+          if (failAfterEnqueue) return yield* Effect.fail(new PaymentDeclined({ orderId: order.orderId }))
+        })
+      )
+      .pipe(Effect.result)
     if (result._tag === "Success") return { eventId: eventId!, committed: true }
     if (result.failure._tag === "PaymentDeclined") return { eventId: eventId!, committed: false }
     return yield* Effect.fail(result.failure)
@@ -170,7 +173,7 @@ export const billing = (options: {
     // Short delays: the demo wants to show a retry, not wait for one.
     retrySchedule: Schedule.exponential("25 millis"),
     handler: (message: Consumer.Message<OrderPlaced>) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const order = message.payload
         if (message.attempt === 1 && options.flaky(order.orderId)) {
           options.onRetry?.()

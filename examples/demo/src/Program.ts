@@ -4,13 +4,17 @@
  *
  * @since 0.1.0
  */
+import * as KafkaBrokerAdmin from "@effect-outbox/adapter-kafka/KafkaBrokerAdmin"
+import * as KafkaClient from "@effect-outbox/adapter-kafka/KafkaClient"
 import * as Inbox from "@effect-outbox/core/Inbox"
 import * as Outbox from "@effect-outbox/core/Outbox"
 import * as Config from "effect/Config"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import * as References from "effect/References"
+import * as SqlClient from "effect/sql/SqlClient"
 import * as Demo from "./Demo.ts"
 import * as Services from "./Services.ts"
 
@@ -24,6 +28,11 @@ export interface RunOptions extends Partial<Omit<Demo.Options, "schema" | "topic
   readonly runId?: string | undefined
   /** Where the header and summary go (default: standard output). */
   readonly write?: ((text: string) => void) | undefined
+  /**
+   * Keep the run's schema and topics on real services afterwards (default `false`: a demo
+   * leaves a shared database and cluster as it found them).
+   */
+  readonly keep?: boolean | undefined
 }
 
 /**
@@ -33,7 +42,7 @@ export interface RunOptions extends Partial<Omit<Demo.Options, "schema" | "topic
  * @category running
  */
 export const runDemo = (options: RunOptions) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const write = options.write ?? ((text: string) => void process.stdout.write(text))
     const runId = options.runId ?? Math.random().toString(36).slice(2, 10)
     // A server may hold other runs' data: each run gets its own schema and topics there.
@@ -43,34 +52,48 @@ export const runDemo = (options: RunOptions) =>
       Layer.provideMerge(Services.database(options.selection, schema)),
       Layer.provideMerge(Services.broker(options.selection))
     )
-    const { selection: _selection, runId: _runId, write: _write, ...rest } = options
+    const { keep = false, selection: _selection, runId: _runId, write: _write, ...rest } = options
+    const topic = `effect-outbox-demo.${runId}.orders`
+    const cleanup = Effect.gen(function* () {
+      if (keep) return
+      if (options.selection.databaseUrl !== undefined) {
+        const sql = yield* SqlClient.SqlClient
+        yield* sql.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).unprepared.pipe(Effect.ignore)
+      }
+      const kafka = yield* Effect.serviceOption(KafkaClient.KafkaClient)
+      if (Option.isSome(kafka)) yield* KafkaBrokerAdmin.deleteTopics(kafka.value.admin, [topic, `${topic}.DLT`])
+    })
     const summary = yield* Demo.run({
       ...Demo.defaults,
       pollInterval: Services.pollInterval(options.selection),
       ...rest,
       progress: { ...(options.write === undefined ? {} : { write: options.write }), ...rest.progress },
       schema,
-      topic: `effect-outbox-demo.${runId}.orders`,
+      topic,
       groupId: `effect-outbox-demo-${runId}-billing`
-    }).pipe(Effect.provide(layer))
+    }).pipe(Effect.ensuring(cleanup), Effect.provide(layer))
     write(`${Demo.renderSummary(summary)}\n`)
     return summary
   })
 
 /**
  * `DEMO_ORDERS` (default 200), `DEMO_TIMEOUT` (default 2 minutes), `DEMO_LOG_LEVEL` (default
- * `Warn`), plus `DATABASE_URL` / `KAFKA_BROKERS`.
+ * `Warn`), `DEMO_KEEP` (keep the run's schema and topics on real services), plus `DATABASE_URL`
+ * / `KAFKA_BROKERS`.
  *
  * @since 0.1.0
  * @category running
  */
-export const program: Effect.Effect<number, unknown> = Effect.gen(function*() {
+export const program: Effect.Effect<number, unknown> = Effect.gen(function* () {
   const selection = yield* Services.selection
   const orders = yield* Config.Int("DEMO_ORDERS").pipe(Config.withDefault(Demo.defaults.orders))
   const timeout = yield* Config.Duration("DEMO_TIMEOUT").pipe(Config.withDefault(Demo.defaults.timeout))
   const logLevel = yield* Config.LogLevel("DEMO_LOG_LEVEL").pipe(Config.withDefault("Warn" as const))
-  process.stdout.write(`effect-outbox demo: ${orders} orders through a transactional outbox, a relay and an idempotent consumer\n`)
-  const summary = yield* runDemo({ selection, orders, timeout: Duration.fromInputUnsafe(timeout) }).pipe(
+  const keep = yield* Config.Boolean("DEMO_KEEP").pipe(Config.withDefault(false))
+  process.stdout.write(
+    `effect-outbox demo: ${orders} orders through a transactional outbox, a relay and an idempotent consumer\n`
+  )
+  const summary = yield* runDemo({ selection, orders, keep, timeout: Duration.fromInputUnsafe(timeout) }).pipe(
     Effect.provideService(References.MinimumLogLevel, logLevel)
   )
   return summary.problems.length === 0 ? 0 : 1

@@ -38,11 +38,13 @@ export interface Snapshot {
 export const render = (snapshot: Snapshot, target?: number): string => {
   const seconds = (snapshot.elapsedMillis / 1000).toFixed(1).padStart(5)
   const of = target === undefined ? "" : ` of ${target}`
-  return `[${seconds}s] enqueued ${snapshot.enqueued} (+${snapshot.rolledBack} rolled back)${of}` +
+  return (
+    `[${seconds}s] enqueued ${snapshot.enqueued} (+${snapshot.rolledBack} rolled back)${of}` +
     ` | published ${snapshot.published}` +
     ` | processed ${snapshot.processed}` +
     ` | dead-lettered ${snapshot.deadLettered}` +
     ` | lag ${snapshot.lag}`
+  )
 }
 
 /**
@@ -80,7 +82,7 @@ export interface Display {
  * @category constructors
  */
 export const start = (options: Options): Effect.Effect<Display, never, Scope.Scope> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const write = options.write ?? ((text: string) => void process.stdout.write(text))
     const tty = options.tty ?? process.stdout.isTTY === true
     const interval = options.interval ?? (tty ? Duration.millis(200) : Duration.seconds(1))
@@ -103,7 +105,7 @@ export const start = (options: Options): Effect.Effect<Display, never, Scope.Sco
         if (tty) write(`\r\x1b[2K${line}\n${last}`)
         else write(`${line}\n`)
       },
-      finish: Effect.gen(function*() {
+      finish: Effect.gen(function* () {
         yield* Fiber.interrupt(fiber)
         const snapshot = yield* options.sample
         const line = render(snapshot, options.target)

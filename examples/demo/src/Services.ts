@@ -8,6 +8,8 @@
  *
  * @since 0.1.0
  */
+
+import { PgClient } from "@effect/sql-pg"
 import * as KafkaOutbox from "@effect-outbox/adapter-kafka/KafkaOutbox"
 import * as PgOutbox from "@effect-outbox/adapter-pg/PgOutbox"
 import type { BrokerAdmin } from "@effect-outbox/core/BrokerAdmin"
@@ -17,7 +19,6 @@ import type { Publisher } from "@effect-outbox/core/Publisher"
 import type { TopicReader } from "@effect-outbox/core/TopicReader"
 import * as InMemoryBroker from "@effect-outbox/testing/InMemoryBroker"
 import * as InMemoryTopicReader from "@effect-outbox/testing/InMemoryTopicReader"
-import { PgClient } from "@effect/sql-pg"
 import * as Config from "effect/Config"
 import * as Duration from "effect/Duration"
 import * as Layer from "effect/Layer"
@@ -46,14 +47,21 @@ export interface Selection {
 export const selection: Config.Config<Selection> = Config.all({
   databaseUrl: Config.option(Config.Redacted("DATABASE_URL")),
   kafkaBrokers: Config.option(Config.String("KAFKA_BROKERS"))
-}).pipe(Config.map(({ databaseUrl, kafkaBrokers }): Selection => {
-  const url = Option.filter(databaseUrl, (value) => Redacted.value(value).trim() !== "")
-  const brokers = Option.map(kafkaBrokers, (value) => value.split(",").map((b) => b.trim()).filter((b) => b !== ""))
-  return {
-    databaseUrl: Option.getOrUndefined(url),
-    kafkaBrokers: Option.isSome(brokers) && brokers.value.length > 0 ? brokers.value : undefined
-  }
-}))
+}).pipe(
+  Config.map(({ databaseUrl, kafkaBrokers }): Selection => {
+    const url = Option.filter(databaseUrl, (value) => Redacted.value(value).trim() !== "")
+    const brokers = Option.map(kafkaBrokers, (value) =>
+      value
+        .split(",")
+        .map((b) => b.trim())
+        .filter((b) => b !== "")
+    )
+    return {
+      databaseUrl: Option.getOrUndefined(url),
+      kafkaBrokers: Option.isSome(brokers) && brokers.value.length > 0 ? brokers.value : undefined
+    }
+  })
+)
 
 /**
  * One sentence per service saying what the demo runs against.
@@ -99,9 +107,10 @@ export type Broker = Publisher | BrokerProbe | BrokerAdmin | ConsumerSource | To
  * @category layers
  */
 export const database = (selection: Selection, schema: string) => {
-  const client: Layer.Layer<PgClient.PgClient | SqlClient.SqlClient, unknown> = selection.databaseUrl === undefined
-    ? EmbeddedPostgres.layer
-    : PgClient.layer({ url: selection.databaseUrl, maxConnections: 4, applicationName: "effect-outbox-demo" })
+  const client: Layer.Layer<PgClient.PgClient | SqlClient.SqlClient, unknown> =
+    selection.databaseUrl === undefined
+      ? EmbeddedPostgres.layer
+      : PgClient.layer({ url: selection.databaseUrl, maxConnections: 4, applicationName: "effect-outbox-demo" })
   const embedded = selection.databaseUrl === undefined
   return PgOutbox.layer({
     schema,
@@ -131,4 +140,3 @@ export const broker = (selection: Selection): Layer.Layer<Broker> =>
  */
 export const pollInterval = (selection: Selection): Duration.Duration =>
   selection.databaseUrl === undefined ? Duration.millis(50) : Duration.millis(500)
-

@@ -8,8 +8,8 @@
  * @since 0.1.0
  */
 import { NodeRuntime } from "@effect/platform-node"
-import * as Exit from "effect/Exit"
 import * as Cause from "effect/Cause"
+import * as Exit from "effect/Exit"
 import * as Program from "./Program.ts"
 
 NodeRuntime.runMain(Program.program, {
@@ -26,5 +26,3 @@ NodeRuntime.runMain(Program.program, {
     process.exit(Cause.hasInterruptsOnly(exit.cause) ? 130 : 2)
   }
 })
-
-export {}

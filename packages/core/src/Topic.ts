@@ -101,8 +101,9 @@ export const draft = <S extends Schema.Top>(
   options: EnqueueOptions = {}
 ): Effect.Effect<OutboxDraft, OutboxValidationError, S["EncodingServices"]> =>
   Schema.encodeEffect(Schema.fromJsonString(topic.schema))(payload).pipe(
-    Effect.mapError((error) =>
-      new OutboxValidationError({ field: "payload", reason: `does not encode as ${topic.name}: ${error.message}` })
+    Effect.mapError(
+      (error) =>
+        new OutboxValidationError({ field: "payload", reason: `does not encode as ${topic.name}: ${error.message}` })
     ),
     Effect.map((json): OutboxDraft => {
       const partition = options.partition !== undefined ? options.partition : topic.partition(payload)
@@ -143,8 +144,15 @@ export const enqueueAll = <S extends Schema.Top>(
   topic: Topic<S>,
   payloads: ReadonlyArray<S["Type"]>,
   options?: Omit<EnqueueOptions, "id">
-): Effect.Effect<ReadonlyArray<EventId>, OutboxValidationError | OutboxStoreError, Outbox.Outbox | S["EncodingServices"]> =>
-  Effect.flatMap(Effect.forEach(payloads, (payload) => draft(topic, payload, options)), (drafts) => Outbox.enqueue(drafts))
+): Effect.Effect<
+  ReadonlyArray<EventId>,
+  OutboxValidationError | OutboxStoreError,
+  Outbox.Outbox | S["EncodingServices"]
+> =>
+  Effect.flatMap(
+    Effect.forEach(payloads, (payload) => draft(topic, payload, options)),
+    (drafts) => Outbox.enqueue(drafts)
+  )
 
 /**
  * Consumer options for this topic: its name, its schema (so the handler receives
