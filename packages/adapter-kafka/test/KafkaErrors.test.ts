@@ -25,7 +25,7 @@ describe("KafkaErrors", () => {
       protocol("REQUEST_TIMED_OUT", true),
       new Kafkajs.KafkaJSConnectionError("Connection error: ECONNREFUSED"),
       new Kafkajs.KafkaJSRequestTimeoutError("Request Produce(key: 0, version: 7) timed out"),
-      new Kafkajs.KafkaJSConnectionClosedError("Closed connection")
+      Object.assign(new Error("Closed connection"), { name: "KafkaJSConnectionClosedError" })
     ]
     for (const error of cases) assert.strictEqual(KafkaErrors.toPublishError("orders", error)._tag, "RetriablePublishError", error.name)
   })
