@@ -219,7 +219,11 @@ const describe = (error: PublishError): string => {
   }
 }
 
-const makeOwner = Effect.map(Random.nextIntBetween(0, 0xffffff), (n) => `relay-${n.toString(16).padStart(6, "0")}`)
+// 48 random bits: two relays sharing an owner id would share leases.
+const makeOwner = Effect.map(
+  Effect.all([Random.nextIntBetween(0, 0xffffff), Random.nextIntBetween(0, 0xffffff)]),
+  ([a, b]) => `relay-${a.toString(16).padStart(6, "0")}${b.toString(16).padStart(6, "0")}`
+)
 
 /**
  * A relay instance: one owner id, its batch step and its loop.
