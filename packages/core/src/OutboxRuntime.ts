@@ -1,0 +1,301 @@
+/**
+ * The all-in-one layer: everything a service runs beside its domain code, composed once.
+ *
+ * - the domain-facing services: `Outbox` (enqueue in the caller's transaction) and `Inbox`
+ *   (`processOnce`);
+ * - `relay.instances` relays publishing the outbox (R1.3–R1.6), woken by `WakeUp`;
+ * - stale-dispatch recovery (R3) and retention of finished rows and old inbox records (R1.7);
+ * - the consumers the service declares ({@link consumer}), each supervised: a consumer that stops
+ *   on an error (a dead-letter topic refusing records, a lost broker) is started again after a
+ *   backoff instead of silently leaving its partitions unread.
+ *
+ * Every setting not given explicitly is read from `Config` (environment variables by default),
+ * so the same service is tuned per deployment without a code change. Closing the layer shuts
+ * down gracefully: consumers stop fetching, finish the records in flight and commit; relays stop
+ * claiming and finish (or hand back) their batch; recovery and retention stop last.
+ *
+ * Domain code receives `Outbox` and `Inbox` only. The broker ports (`Publisher`, …) are inputs of
+ * this layer, not outputs: provide them with `Layer.provide` and publishing around the outbox
+ * does not type-check.
+ *
+ * ```ts
+ * const Runtime = OutboxRuntime.layer({
+ *   consumers: [OutboxRuntime.consumer(Topic.consumer(Orders, { groupId: "billing", handler: bill }))]
+ * }).pipe(Layer.provide(PgOutbox.layerConfig), Layer.provide(KafkaOutbox.layerConfig()))
+ * ```
+ *
+ * @since 0.1.0
+ */
+import type { BrokerProbe } from "./BrokerProbe.ts"
+import type { ConsumerSource } from "./ConsumerSource.ts"
+import * as Config from "effect/Config"
+import * as ConfigProvider from "effect/ConfigProvider"
+import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Schedule from "effect/Schedule"
+import type * as Schema from "effect/Schema"
+import * as Consumer from "./Consumer.ts"
+import type { OutboxValidationError } from "./Errors.ts"
+import * as Inbox from "./Inbox.ts"
+import { InboxStore } from "./InboxStore.ts"
+import * as Outbox from "./Outbox.ts"
+import type { OutboxStore } from "./OutboxStore.ts"
+import type { Publisher } from "./Publisher.ts"
+import * as Relay from "./Relay.ts"
+import * as Retention from "./Retention.ts"
+import * as StaleRecovery from "./StaleRecovery.ts"
+import type { Transactor } from "./Transactor.ts"
+import type { WakeUp } from "./WakeUp.ts"
+
+/**
+ * A consumer the service runs for the life of the runtime.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ConsumerDeclaration<R> {
+  readonly groupId: string
+  readonly topics: ReadonlyArray<string>
+  /** Runs until interrupted; fails when the consumer stops on an error. */
+  readonly run: Effect.Effect<never, Consumer.ConsumerError, Consumer.Requirements | R>
+}
+
+/**
+ * Declares a consumer (see `Topic.consumer` for typed options).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const consumer = <S extends Schema.Top, E, R>(
+  options: Consumer.Options<S, E, R>
+): ConsumerDeclaration<R | S["DecodingServices"]> => ({
+  groupId: options.groupId,
+  topics: options.topics,
+  run: Consumer.run(options)
+})
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Settings {
+  readonly outbox: Outbox.Settings
+  /** `false` runs no relay in this process (another deployment publishes). */
+  readonly relay: false | (Partial<Relay.Settings> & { readonly instances: number })
+  readonly staleRecovery: false | Partial<StaleRecovery.Settings>
+  readonly retention: false | Partial<Retention.Settings>
+  /** Processed-message records older than this are purged with the retention rounds; `false` keeps them. */
+  readonly inboxRetention: false | Duration.Duration
+  /** `false` declares consumers but does not start them (a publish-only instance). */
+  readonly runConsumers: boolean
+  /** Delay before a stopped consumer is started again (exponential from this, capped at 1 minute). */
+  readonly consumerRestart: Duration.Duration
+}
+
+/**
+ * The settings from the environment, each module's own variables included:
+ *
+ * | variable | default | |
+ * |---|---|---|
+ * | `OUTBOX_RELAY_ENABLED` | `true` | run relays here |
+ * | `OUTBOX_RELAY_INSTANCES` | `1` | relays in this process |
+ * | `OUTBOX_RELAY_*` | see `Relay.config` | batch size, lease, poll interval, backoff, … |
+ * | `OUTBOX_STALE_RECOVERY_ENABLED` | `true` | `OUTBOX_STALE_*` see `StaleRecovery.config` |
+ * | `OUTBOX_RETENTION_ENABLED` | `true` | `OUTBOX_RETENTION_*` see `Retention.config` |
+ * | `OUTBOX_INBOX_RETENTION` | `30 days` | age of purged inbox records; `off` keeps them |
+ * | `OUTBOX_CONSUMERS_ENABLED` | `true` | start the declared consumers |
+ * | `OUTBOX_CONSUMER_RESTART` | `1 second` | first delay before restarting a stopped consumer |
+ * | `OUTBOX_MAX_PAYLOAD_BYTES` | `1000000` | see `Outbox.config` |
+ *
+ * @since 0.1.0
+ * @category config
+ */
+export const config: Config.Config<Settings> = Config.all({
+  outbox: Outbox.config,
+  relayEnabled: Config.Boolean("OUTBOX_RELAY_ENABLED").pipe(Config.withDefault(true)),
+  instances: Config.Int("OUTBOX_RELAY_INSTANCES").pipe(Config.withDefault(1)),
+  relay: Relay.config,
+  staleEnabled: Config.Boolean("OUTBOX_STALE_RECOVERY_ENABLED").pipe(Config.withDefault(true)),
+  staleRecovery: StaleRecovery.config,
+  retentionEnabled: Config.Boolean("OUTBOX_RETENTION_ENABLED").pipe(Config.withDefault(true)),
+  retention: Retention.config,
+  inboxRetention: Config.String("OUTBOX_INBOX_RETENTION").pipe(Config.withDefault("30 days")),
+  consumers: Config.Boolean("OUTBOX_CONSUMERS_ENABLED").pipe(Config.withDefault(true)),
+  consumerRestart: Config.Duration("OUTBOX_CONSUMER_RESTART").pipe(Config.withDefault(Duration.seconds(1)))
+}).pipe(
+  Config.flatMap((raw): Config.Config<Settings> => {
+    const off = raw.inboxRetention.trim().toLowerCase() === "off"
+    const inboxRetention: Option.Option<false | Duration.Duration> = off
+      ? Option.some(false)
+      : Duration.fromInput(raw.inboxRetention as Duration.Input)
+    if (Option.isNone(inboxRetention)) {
+      return Config.fail(
+        new ConfigProvider.SourceError({
+          message: `OUTBOX_INBOX_RETENTION: "${raw.inboxRetention}" is neither a duration (e.g. "30 days") nor "off"`
+        })
+      )
+    }
+    if (!Number.isInteger(raw.instances) || raw.instances < 1) {
+      return Config.fail(
+        new ConfigProvider.SourceError({
+          message: `OUTBOX_RELAY_INSTANCES must be an integer >= 1, got ${raw.instances}`
+        })
+      )
+    }
+    return Config.succeed({
+      outbox: raw.outbox,
+      relay: raw.relayEnabled ? { ...raw.relay, instances: raw.instances } : false,
+      staleRecovery: raw.staleEnabled ? raw.staleRecovery : false,
+      retention: raw.retentionEnabled ? raw.retention : false,
+      inboxRetention: inboxRetention.value,
+      runConsumers: raw.consumers,
+      consumerRestart: raw.consumerRestart
+    })
+  })
+)
+
+/**
+ * What the runtime started, for health checks and tests.
+ *
+ * @since 0.1.0
+ * @category services
+ */
+export class OutboxRuntime extends Context.Service<
+  OutboxRuntime,
+  {
+    readonly settings: Settings
+    /** Lease owner ids of the relays running here. */
+    readonly relays: ReadonlyArray<string>
+    /** Consumer groups running here. */
+    readonly consumers: ReadonlyArray<string>
+  }
+>()("@effect-outbox/core/OutboxRuntime") {}
+
+/**
+ * Explicit options; anything absent comes from {@link config}.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options<C extends ReadonlyArray<ConsumerDeclaration<any>>> extends Partial<Settings> {
+  readonly consumers?: C | undefined
+}
+
+// Distributes over the declarations; no declarations (never) needs nothing.
+type ServicesOf<D> = D extends ConsumerDeclaration<infer R> ? R : never
+type ConsumerServices<C extends ReadonlyArray<ConsumerDeclaration<any>>> = ServicesOf<C[number]>
+
+/**
+ * The ports the runtime needs: storage (`OutboxStore`, `InboxStore`, `Transactor`, `WakeUp`)
+ * and broker (`Publisher`, `BrokerProbe`, `ConsumerSource`). `BrokerAdmin` is used when present
+ * (unknown-partition "sync").
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Ports = OutboxStore | InboxStore | Transactor | WakeUp | Publisher | BrokerProbe | ConsumerSource
+
+const restartSchedule = (first: Duration.Duration) =>
+  Schedule.exponential(first).pipe(
+    Schedule.modifyDelay(({ duration }) => Effect.succeed(Duration.min(duration, Duration.minutes(1))))
+  )
+
+const start = <C extends ReadonlyArray<ConsumerDeclaration<any>>>(settings: Settings, declared: C) =>
+  Effect.gen(function* () {
+    // Finalizers run in reverse: consumers stop first, then relays, then recovery and retention.
+    if (settings.retention !== false) yield* Retention.start(settings.retention)
+    if (settings.inboxRetention !== false) {
+      const olderThan = settings.inboxRetention
+      const interval =
+        settings.retention === false
+          ? Retention.defaults.interval
+          : (settings.retention.interval ?? Retention.defaults.interval)
+      const store = yield* InboxStore
+      yield* Effect.forkScoped(
+        Effect.suspend(() => store.purge(Date.now() - Duration.toMillis(olderThan), 1000)).pipe(
+          Effect.tap((n) =>
+            n > 0 ? Effect.logInfo(`inbox retention purged ${n} processed-message records`) : Effect.void
+          ),
+          Effect.catch((error) => Effect.logWarning(`inbox retention round failed: ${error.message}`)),
+          Effect.andThen(Effect.sleep(interval)),
+          Effect.forever
+        )
+      )
+    }
+    if (settings.staleRecovery !== false) yield* StaleRecovery.start(settings.staleRecovery)
+    const relays: Array<string> = []
+    if (settings.relay !== false) {
+      const { instances, ...relaySettings } = settings.relay
+      for (let i = 0; i < instances; i++) {
+        const owner =
+          relaySettings.owner === undefined
+            ? undefined
+            : instances === 1
+              ? relaySettings.owner
+              : `${relaySettings.owner}-${i + 1}`
+        const relay = yield* Relay.start({ ...relaySettings, ...(owner === undefined ? {} : { owner }) })
+        relays.push(relay.owner)
+      }
+    }
+    const consumers: Array<string> = []
+    if (settings.runConsumers) {
+      for (const declaration of declared) {
+        yield* Effect.forkScoped(
+          declaration.run.pipe(
+            Effect.tapError((error) =>
+              Effect.logError(`consumer ${declaration.groupId} stopped, restarting: ${error.message}`).pipe(
+                Effect.annotateLogs({ consumerGroup: declaration.groupId, topics: declaration.topics.join(",") })
+              )
+            ),
+            Effect.retry(restartSchedule(settings.consumerRestart))
+          )
+        )
+        consumers.push(declaration.groupId)
+      }
+    }
+    yield* Effect.addFinalizer(() => Effect.logInfo("outbox runtime stopped"))
+    yield* Effect.logInfo(
+      `outbox runtime started: ${relays.length} relay(s), ${consumers.length} consumer(s)` +
+        `, stale recovery ${settings.staleRecovery === false ? "off" : "on"}, retention ${settings.retention === false ? "off" : "on"}`
+    )
+    return { settings, relays, consumers }
+  })
+
+/**
+ * The runtime: `Outbox`, `Inbox` and `OutboxRuntime`, with relays, recovery, retention and the
+ * declared consumers running for the life of the layer.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer = <const C extends ReadonlyArray<ConsumerDeclaration<any>> = readonly []>(
+  options: Options<C> = {}
+): Layer.Layer<
+  Outbox.Outbox | Inbox.Inbox | OutboxRuntime,
+  Config.ConfigError | OutboxValidationError,
+  Ports | Exclude<ConsumerServices<C>, Outbox.Outbox | Inbox.Inbox | OutboxRuntime>
+> => {
+  const settings = Effect.map(
+    config,
+    (fromConfig): Settings => ({
+      outbox: options.outbox ?? fromConfig.outbox,
+      relay: options.relay ?? fromConfig.relay,
+      staleRecovery: options.staleRecovery ?? fromConfig.staleRecovery,
+      retention: options.retention ?? fromConfig.retention,
+      inboxRetention: options.inboxRetention ?? fromConfig.inboxRetention,
+      runConsumers: options.runConsumers ?? fromConfig.runConsumers,
+      consumerRestart: options.consumerRestart ?? fromConfig.consumerRestart
+    })
+  )
+  const services = Layer.unwrap(
+    Effect.map(settings, (s) => Layer.mergeAll(Outbox.layerWith(s.outbox), Inbox.Inbox.layer))
+  )
+  const running = Layer.effect(OutboxRuntime)(
+    Effect.flatMap(settings, (s) => start(s, options.consumers ?? ([] as unknown as C)))
+  )
+  // Consumers use `Inbox`: the running part is built on top of the services.
+  return Layer.provideMerge(running, services) as any
+}

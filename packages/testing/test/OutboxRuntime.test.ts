@@ -1,0 +1,187 @@
+// The all-in-one layer: relays, recovery, retention and the declared consumers run for the life
+// of one layer, tuned by Config, and shut down gracefully with it.
+import type { Inbox } from "@effect-outbox/core/Inbox"
+import type { Outbox } from "@effect-outbox/core/Outbox"
+import { OutboxStore } from "@effect-outbox/core/OutboxStore"
+import * as OutboxRuntime from "@effect-outbox/core/OutboxRuntime"
+import type { Publisher } from "@effect-outbox/core/Publisher"
+import * as Topic from "@effect-outbox/core/Topic"
+import { Transactor } from "@effect-outbox/core/Transactor"
+import * as WakeUp from "@effect-outbox/core/WakeUp"
+import { assert, describe, it } from "@effect/vitest"
+import * as ConfigProvider from "effect/ConfigProvider"
+import * as Context from "effect/Context"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Layer from "effect/Layer"
+import * as Schema from "effect/Schema"
+import * as Scope from "effect/Scope"
+import * as InMemoryBroker from "../src/InMemoryBroker.ts"
+import * as InMemoryDatabase from "../src/InMemoryDatabase.ts"
+
+const Greeting = Schema.Struct({ to: Schema.String, n: Schema.Int })
+const Greetings = Topic.make({ name: "greetings", schema: Greeting, key: (greeting) => greeting.to })
+
+/** A fresh in-memory database and broker; the ports the runtime needs. */
+const ports = () =>
+  Layer.mergeAll(
+    InMemoryDatabase.layer,
+    WakeUp.layerMemory,
+    InMemoryBroker.layer({ topics: { greetings: 2, "greetings.DLT": 1 } })
+  )
+
+const env = (values: Record<string, string>) => ConfigProvider.layer(ConfigProvider.fromEnv({ env: values }))
+
+const fast = { pollInterval: Duration.millis(20), instances: 1 }
+
+describe("OutboxRuntime", () => {
+  it.live("enqueued events are published and consumed exactly once by a declared consumer", () =>
+    Effect.gen(function* () {
+      const seen: Array<string> = []
+      const allSeen = yield* Deferred.make<void>()
+      const greeter = OutboxRuntime.consumer(
+        Topic.consumer(Greetings, {
+          groupId: "greeter",
+          fromBeginning: true,
+          handler: (message) =>
+            Effect.sync(() => {
+              seen.push(`${message.payload.to}#${message.payload.n}`)
+              if (seen.length === 3) Deferred.doneUnsafe(allSeen, Effect.void)
+            })
+        })
+      )
+      const portsLayer = ports()
+      const runtime = OutboxRuntime.layer({ relay: fast, consumers: [greeter] }).pipe(Layer.provideMerge(portsLayer))
+
+      const rows = yield* Effect.scoped(
+        Effect.gen(function* () {
+          const transactor = yield* Transactor
+          yield* transactor.withTransaction(
+            Topic.enqueueAll(Greetings, [
+              { to: "ada", n: 1 },
+              { to: "ada", n: 2 }
+            ])
+          )
+          yield* Topic.enqueue(Greetings, { to: "bob", n: 1 })
+          yield* Deferred.await(allSeen).pipe(Effect.timeout("20 seconds"))
+          const info = yield* OutboxRuntime.OutboxRuntime
+          assert.strictEqual(info.relays.length, 1)
+          assert.deepStrictEqual(info.consumers, ["greeter"])
+          // Give the consumer time to finish the lifecycle transitions.
+          const store = yield* OutboxStore
+          for (let i = 0; i < 100; i++) {
+            const stats = yield* store.stats(Date.now())
+            if (stats.byStatus.SUCCESS === 3) break
+            yield* Effect.sleep("20 millis")
+          }
+          return yield* store.stats(Date.now())
+        })
+      ).pipe(Effect.provide(runtime))
+
+      assert.deepStrictEqual(
+        seen.filter((s) => s.startsWith("ada")),
+        ["ada#1", "ada#2"]
+      )
+      assert.strictEqual(seen.length, 3)
+      assert.deepStrictEqual(rows.byStatus, { SUCCESS: 3 })
+    }).pipe(Effect.provide(env({})))
+  )
+
+  it.live("settings come from Config: relay instances, and parts switched off", () =>
+    Effect.gen(function* () {
+      const info = (values: Record<string, string>) =>
+        Effect.scoped(
+          Effect.gen(function* () {
+            return yield* OutboxRuntime.OutboxRuntime
+          }).pipe(Effect.provide(OutboxRuntime.layer().pipe(Layer.provide(ports()), Layer.provide(env(values)))))
+        )
+
+      const three = yield* info({
+        OUTBOX_RELAY_INSTANCES: "3",
+        OUTBOX_RELAY_OWNER: "node-a",
+        OUTBOX_RETENTION_ENABLED: "false"
+      })
+      assert.deepStrictEqual(three.relays, ["node-a-1", "node-a-2", "node-a-3"])
+      assert.strictEqual(three.settings.retention, false)
+      assert.notStrictEqual(three.settings.staleRecovery, false)
+
+      const none = yield* info({
+        OUTBOX_RELAY_ENABLED: "false",
+        OUTBOX_STALE_RECOVERY_ENABLED: "false",
+        OUTBOX_INBOX_RETENTION: "off"
+      })
+      assert.deepStrictEqual(none.relays, [])
+      assert.strictEqual(none.settings.staleRecovery, false)
+      assert.strictEqual(none.settings.inboxRetention, false)
+
+      const bad = yield* Effect.exit(info({ OUTBOX_RELAY_INSTANCES: "0" }))
+      assert.isTrue(Exit.isFailure(bad))
+      assert.include(String(Exit.isFailure(bad) ? bad.cause : ""), "OUTBOX_RELAY_INSTANCES")
+    })
+  )
+
+  it.live("explicit options win over Config", () =>
+    Effect.gen(function* () {
+      const settings = yield* Effect.scoped(
+        Effect.map(Effect.service(OutboxRuntime.OutboxRuntime), (info) => info.settings)
+      ).pipe(
+        Effect.provide(
+          OutboxRuntime.layer({ relay: false, runConsumers: false }).pipe(
+            Layer.provide(ports()),
+            Layer.provide(env({ OUTBOX_RELAY_INSTANCES: "4", OUTBOX_CONSUMERS_ENABLED: "true" }))
+          )
+        )
+      )
+      assert.strictEqual(settings.relay, false)
+      assert.strictEqual(settings.runConsumers, false)
+    })
+  )
+
+  it.live("closing the layer stops relays and consumers: nothing is published or consumed afterwards", () =>
+    Effect.gen(function* () {
+      let handled = 0
+      const consumer = OutboxRuntime.consumer(
+        Topic.consumer(Greetings, {
+          groupId: "greeter",
+          fromBeginning: true,
+          handler: () => Effect.sync(() => void handled++)
+        })
+      )
+      const scope = yield* Scope.make()
+      const context = yield* Layer.buildWithScope(
+        OutboxRuntime.layer({ relay: fast, consumers: [consumer] }).pipe(Layer.provideMerge(ports())),
+        scope
+      )
+      yield* Topic.enqueue(Greetings, { to: "ada", n: 1 }).pipe(Effect.provideContext(context))
+      const store = Context.get(context, OutboxStore)
+      for (let i = 0; i < 200 && handled === 0; i++) yield* Effect.sleep("10 millis")
+      assert.strictEqual(handled, 1)
+      for (let i = 0; i < 200; i++) {
+        if ((yield* store.stats(Date.now())).byStatus.SUCCESS === 1) break
+        yield* Effect.sleep("10 millis")
+      }
+      yield* Scope.close(scope, Exit.void)
+      // The in-memory storage outlives the runtime: an event enqueued now is left PENDING.
+      const broker = Context.get(context, InMemoryBroker.InMemoryBroker)
+      const before = (yield* broker.records("greetings")).length
+      yield* Topic.enqueue(Greetings, { to: "bob", n: 1 }).pipe(Effect.provideContext(context))
+      yield* Effect.sleep("300 millis")
+      assert.strictEqual((yield* broker.records("greetings")).length, before)
+      assert.strictEqual(handled, 1)
+      const stats = yield* store.stats(Date.now())
+      assert.deepStrictEqual(stats.byStatus, { SUCCESS: 1, PENDING: 1 })
+    }).pipe(Effect.provide(env({})))
+  )
+
+  it.effect("domain code gets Outbox and Inbox, never the raw Publisher", () =>
+    Effect.sync(() => {
+      const runtime = OutboxRuntime.layer().pipe(Layer.provide(ports()))
+      type Provided = Layer.Success<typeof runtime>
+      const publisherIsHidden: [Extract<Provided, Publisher>] extends [never] ? true : false = true
+      const outboxIsThere: [Extract<Provided, Outbox | Inbox>] extends [never] ? false : true = true
+      assert.isTrue(publisherIsHidden && outboxIsThere)
+    })
+  )
+})
