@@ -11,6 +11,8 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Result from "effect/Result"
 import * as Stream from "effect/Stream"
+import * as PgPartitionAssignmentStore from "../../adapter-pg/src/PgPartitionAssignmentStore.ts"
+import { freshTables, pgClient } from "../../adapter-pg/test/support.ts"
 import * as InMemoryDatabase from "../../testing/src/InMemoryDatabase.ts"
 import { freshTopic, KafkaTest, request, text } from "./support.ts"
 
@@ -76,5 +78,32 @@ layer(Assignment, { timeout: "120 seconds", excludeTestServices: true })("Partit
       })
       assert.deepStrictEqual([a.partition, b.partition, a.created, b.created], [1, 1, false, false])
       assert.deepStrictEqual(yield* admin.partitionCount(topic), Option.some(2))
+    }))
+})
+
+// The same with the PostgreSQL store: concurrent reservations serialised by the database.
+const PgAssignment = PartitionAssignment.layer({ maxPerPartition: 4 }).pipe(
+  Layer.provideMerge(Layer.merge(
+    PgPartitionAssignmentStore.layer.pipe(Layer.provide(freshTables()), Layer.provide(pgClient(4))),
+    KafkaTest
+  ))
+)
+
+layer(PgAssignment, { timeout: "120 seconds", excludeTestServices: true })("PartitionAssignment on PostgreSQL + Kafka", (it) => {
+  it.effect("16 users created concurrently fill partitions 0..3; the broker grows to 4 and records follow the users", () =>
+    Effect.gen(function*() {
+      const topic = yield* freshTopic(1, "mailbox-pg")
+      const assignments = yield* Effect.forEach(Array.from({ length: 16 }, (_, i) => `user-${i}`), (u) =>
+        PartitionAssignment.assign(topic, u), { concurrency: 8 })
+      const perPartition = new Map<number, number>()
+      for (const a of assignments) perPartition.set(a.partition, (perPartition.get(a.partition) ?? 0) + 1)
+      assert.deepStrictEqual([...perPartition.entries()].sort(), [[0, 4], [1, 4], [2, 4], [3, 4]])
+      assert.deepStrictEqual(yield* (yield* BrokerAdmin).partitionCount(topic), Option.some(4))
+      const requests = yield* Effect.forEach(assignments, (a) => request(topic, { key: a.key, partition: a.partition }))
+      assert.isTrue((yield* (yield* Publisher).publish(requests)).every(Result.isSuccess))
+      const records = yield* (yield* TopicReader).read(topic).pipe(Stream.runCollect)
+      const byOwner = new Map(assignments.map((a) => [a.ownerId, a.partition]))
+      assert.strictEqual(records.length, 16)
+      for (const record of records) assert.strictEqual(record.partition, byOwner.get(record.key!))
     }))
 })
