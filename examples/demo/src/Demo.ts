@@ -16,14 +16,11 @@
  * @since 0.1.0
  */
 import { BrokerAdmin } from "@effect-outbox/core/BrokerAdmin"
-import * as Consumer from "@effect-outbox/core/Consumer"
 import * as DeadLetter from "@effect-outbox/core/DeadLetter"
-import type * as Inbox from "@effect-outbox/core/Inbox"
-import type * as Outbox from "@effect-outbox/core/Outbox"
+import * as OutboxRuntime from "@effect-outbox/core/OutboxRuntime"
 import { EVENT_ID_HEADER, type EventId } from "@effect-outbox/core/OutboxMessage"
 import { type OutboxStats, OutboxStore } from "@effect-outbox/core/OutboxStore"
 import * as Relay from "@effect-outbox/core/Relay"
-import * as StaleRecovery from "@effect-outbox/core/StaleRecovery"
 import { TopicReader } from "@effect-outbox/core/TopicReader"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -131,13 +128,13 @@ export interface Summary {
 }
 
 /**
- * What the demo program needs: the outbox and inbox services, the outbox store (read-only here:
- * stats and lookups), SQL for the demo's own tables, and the broker ports.
+ * What the demo program needs: the storage and broker ports `OutboxRuntime` runs on (the demo
+ * reads the outbox store for stats and lookups), and SQL for its own tables.
  *
  * @since 0.1.0
  * @category models
  */
-export type Requirements = Outbox.Outbox | Inbox.Inbox | OutboxStore | SqlClient.SqlClient | Broker
+export type Requirements = OutboxRuntime.Ports | SqlClient.SqlClient | Broker
 
 const unfinishedStatuses = ["PREQUEUED", "PENDING", "DISPATCHING", "PUBLISHED", "UNDER_PROCESSING"] as const
 const pastBroker = ["PUBLISHED", "UNDER_PROCESSING", "SUCCESS", "PUSHED_FAILURE"] as const
@@ -211,26 +208,6 @@ export const run = (options: Options) =>
       )
       const finished = yield* Effect.scoped(
         Effect.gen(function* () {
-          for (let i = 0; i < options.relays; i++) {
-            yield* Relay.start({
-              owner: `demo-relay-${i + 1}`,
-              batchSize: 50,
-              pollInterval: options.pollInterval,
-              backoff: Relay.backoff("50 millis", "1 second"),
-              shutdownTimeout: Duration.seconds(5)
-            })
-          }
-          yield* StaleRecovery.start({ interval: Duration.seconds(2) })
-          const consumer = yield* Consumer.make(
-            Orders.billing({
-              schema: options.schema,
-              topic,
-              groupId: options.groupId,
-              flaky: (orderId) => options.flakyEvery > 0 && orderNumber(orderId) % options.flakyEvery === 0,
-              onRetry: () => void retries++
-            })
-          )
-
           const poisonAt = new Set(
             Array.from({ length: options.poison }, (_, i) =>
               Math.floor(((i + 1) * options.orders) / (options.poison + 1))
@@ -272,13 +249,41 @@ export const run = (options: Options) =>
 
           const outcome = yield* Effect.andThen(produce, allFinished).pipe(
             Effect.timeoutOption(options.timeout),
-            Effect.map(Option.isSome),
-            // The consumer stopping on an error ends the run too (the summary shows what is left).
-            Effect.raceFirst(consumer.await)
+            Effect.map(Option.isSome)
           )
           yield* display.finish
           return outcome
         }).pipe(
+          // The service's runtime: relays, stale recovery and the billing consumer run while the
+          // shop produces, and shut down gracefully (consumer, then relays) when the run ends.
+          Effect.provide(
+            OutboxRuntime.layer({
+              relay: {
+                instances: options.relays,
+                owner: "demo-relay",
+                batchSize: 50,
+                pollInterval: options.pollInterval,
+                backoff: Relay.backoff("50 millis", "1 second"),
+                shutdownTimeout: Duration.seconds(5)
+              },
+              staleRecovery: { interval: Duration.seconds(2) },
+              // The summary reads every row: nothing is purged during the run.
+              retention: false,
+              inboxRetention: false,
+              runConsumers: true,
+              consumers: [
+                OutboxRuntime.consumer(
+                  Orders.billing({
+                    schema: options.schema,
+                    topic,
+                    groupId: options.groupId,
+                    flaky: (orderId) => options.flakyEvery > 0 && orderNumber(orderId) % options.flakyEvery === 0,
+                    onRetry: () => void retries++
+                  })
+                )
+              ]
+            })
+          ),
           // Log lines (warnings by default) print above the progress line instead of through it.
           Effect.provideService(Logger.CurrentLoggers, new Set([displayLogger]))
         )

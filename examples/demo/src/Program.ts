@@ -6,8 +6,6 @@
  */
 import * as KafkaBrokerAdmin from "@effect-outbox/adapter-kafka/KafkaBrokerAdmin"
 import * as KafkaClient from "@effect-outbox/adapter-kafka/KafkaClient"
-import * as Inbox from "@effect-outbox/core/Inbox"
-import * as Outbox from "@effect-outbox/core/Outbox"
 import * as Config from "effect/Config"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -48,10 +46,7 @@ export const runDemo = (options: RunOptions) =>
     // A server may hold other runs' data: each run gets its own schema and topics there.
     const schema = `effect_outbox_demo_${runId}`
     for (const line of Services.describe(options.selection)) write(`${line}\n`)
-    const layer = Layer.mergeAll(Outbox.layer, Inbox.Inbox.layer).pipe(
-      Layer.provideMerge(Services.database(options.selection, schema)),
-      Layer.provideMerge(Services.broker(options.selection))
-    )
+    const layer = Layer.merge(Services.database(options.selection, schema), Services.broker(options.selection))
     const { keep = false, selection: _selection, runId: _runId, write: _write, ...rest } = options
     const topic = `effect-outbox-demo.${runId}.orders`
     const cleanup = Effect.gen(function* () {
