@@ -9,6 +9,7 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type * as LogLevel from "effect/LogLevel"
+import type * as Scope from "effect/Scope"
 import Kafkajs from "kafkajs"
 import { describe } from "./KafkaErrors.ts"
 
@@ -58,7 +59,7 @@ const effectLevel = (level: Kafkajs.logLevel, namespace: string, message: string
  * @since 0.1.0
  * @category constructors
  */
-export const make = (options: KafkaClientOptions): Effect.Effect<KafkaClient["Service"], never, import("effect/Scope").Scope> =>
+export const make = (options: KafkaClientOptions): Effect.Effect<KafkaClient["Service"], never, Scope.Scope> =>
   Effect.gen(function*() {
     const context = yield* Effect.context<never>()
     const run = Effect.runForkWith(context)

@@ -141,43 +141,49 @@ export const subscribe = (
     yield* Effect.acquireRelease(
       Effect.tryPromise({
         try: async () => {
-          await consumer.connect()
-          await consumer.subscribe({ topics: [...request.topics], fromBeginning: request.fromBeginning ?? false })
-          await consumer.run({
-            autoCommit: false,
-            eachBatchAutoResolve: false,
-            partitionsConsumedConcurrently: 1,
-            eachBatch: async ({ batch, resolveOffset, heartbeat, isRunning, isStale }) => {
-              if (closed || !isRunning() || isStale() || batch.messages.length === 0) return
-              let settle!: (outcome: Outcome) => void
-              const done = new Promise<Outcome>((resolve) => {
-                settle = resolve
-              })
-              const handoff: Handoff = {
-                batch: {
-                  topic: batch.topic,
-                  partition: batch.partition,
-                  records: batch.messages.map((m) => toConsumerRecord(batch.topic, batch.partition, m))
-                },
-                lastOffset: BigInt(batch.lastOffset()),
-                settle
+          try {
+            await consumer.connect()
+            await consumer.subscribe({ topics: [...request.topics], fromBeginning: request.fromBeginning ?? false })
+            await consumer.run({
+              autoCommit: false,
+              eachBatchAutoResolve: false,
+              partitionsConsumedConcurrently: 1,
+              eachBatch: async ({ batch, resolveOffset, heartbeat, isRunning, isStale }) => {
+                if (closed || !isRunning() || isStale() || batch.messages.length === 0) return
+                let settle!: (outcome: Outcome) => void
+                const done = new Promise<Outcome>((resolve) => {
+                  settle = resolve
+                })
+                const handoff: Handoff = {
+                  batch: {
+                    topic: batch.topic,
+                    partition: batch.partition,
+                    records: batch.messages.map((m) => toConsumerRecord(batch.topic, batch.partition, m))
+                  },
+                  lastOffset: BigInt(batch.lastOffset()),
+                  settle
+                }
+                outstanding.add(handoff)
+                Queue.offerUnsafe(queue, handoff)
+                // Keep the membership alive while the stream works on the batch. A heartbeat that
+                // reports a rebalance is not fatal here: the member rejoins once this batch returns.
+                const timer = setInterval(() => {
+                  heartbeat().catch(() => undefined)
+                }, heartbeatInterval)
+                try {
+                  const outcome = await done
+                  if (outcome === "finished" && !closed) resolveOffset(batch.lastOffset())
+                } finally {
+                  clearInterval(timer)
+                  outstanding.delete(handoff)
+                }
               }
-              outstanding.add(handoff)
-              Queue.offerUnsafe(queue, handoff)
-              // Keep the membership alive while the stream works on the batch. A heartbeat that
-              // reports a rebalance is not fatal here: the member rejoins once this batch returns.
-              const timer = setInterval(() => {
-                heartbeat().catch(() => undefined)
-              }, heartbeatInterval)
-              try {
-                const outcome = await done
-                if (outcome === "finished" && !closed) resolveOffset(batch.lastOffset())
-              } finally {
-                clearInterval(timer)
-                outstanding.delete(handoff)
-              }
-            }
-          })
+            })
+          } catch (error) {
+            // The release below only runs after a successful acquire: clean up a half-started one.
+            await consumer.disconnect().catch(() => undefined)
+            throw error
+          }
         },
         catch: (error) => toConsumerError("subscribe", error)
       }),
