@@ -1,0 +1,66 @@
+/**
+ * Where the services are and the shared plumbing every scenario uses: a kafkajs client, topics
+ * with 3 partitions, 1 KB payloads, unique names, and a PostgreSQL client layer.
+ */
+import { PgClient } from "@effect/sql-pg"
+import type * as Layer from "effect/Layer"
+import * as Redacted from "effect/Redacted"
+import type * as SqlClient from "effect/sql/SqlClient"
+import type { SqlError } from "effect/sql/SqlError"
+import Kafkajs from "kafkajs"
+import { randomBytes, randomUUID } from "node:crypto"
+
+export const brokers = (process.env.KAFKA_BROKERS ?? "127.0.0.1:9092").split(",").map((b) => b.trim())
+export const databaseUrl = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres"
+
+export const PARTITIONS = 3
+export const PAYLOAD_BYTES = 1024
+/** Keys spread over many aggregates, so per-key ordering rarely limits a batch. */
+export const KEYS = 1000
+
+export const runId = `${Date.now().toString(36)}${randomBytes(2).toString("hex")}`
+export const uniqueName = (prefix: string): string => `${prefix}_${runId}_${randomBytes(3).toString("hex")}`
+
+/** A 1 KB payload: JSON with a filler, so it decodes like a real event. */
+export const payload = (i: number): Uint8Array => {
+  const head = `{"i":${i},"pad":"`
+  const tail = `"}`
+  return new TextEncoder().encode(head + "x".repeat(PAYLOAD_BYTES - head.length - tail.length) + tail)
+}
+export const payloadBuffer = (i: number): Buffer => Buffer.from(payload(i))
+export const keyOf = (i: number): string => `user-${i % KEYS}`
+
+export const kafka = (clientId = "effect-outbox-bench"): Kafkajs.Kafka =>
+  new Kafkajs.Kafka({ clientId, brokers, logLevel: Kafkajs.logLevel.NOTHING })
+
+export const createTopic = async (
+  admin: Kafkajs.Admin,
+  topic: string,
+  configEntries: Array<{ name: string; value: string }> = []
+): Promise<void> => {
+  await admin.createTopics({
+    topics: [{ topic, numPartitions: PARTITIONS, replicationFactor: 1, configEntries }],
+    waitForLeaders: true
+  })
+}
+
+export const deleteTopics = async (admin: Kafkajs.Admin, topics: ReadonlyArray<string>): Promise<void> => {
+  if (topics.length > 0) await admin.deleteTopics({ topics: [...topics], timeout: 30_000 }).catch(() => undefined)
+}
+
+/** Sum of the high watermarks: records on the topic (fresh topics start at offset 0). */
+export const topicRecords = async (admin: Kafkajs.Admin, topic: string): Promise<number> => {
+  const offsets = await admin.fetchTopicOffsets(topic)
+  return offsets.reduce((sum, o) => sum + Number(o.high), 0)
+}
+
+/** The idempotent producer both sides use: acks=-1 is passed per send. */
+export const rawProducer = (k: Kafkajs.Kafka): Kafkajs.Producer =>
+  k.producer({ idempotent: true, maxInFlightRequests: 5, allowAutoTopicCreation: false })
+
+export const pgLayer = (maxConnections = 10): Layer.Layer<PgClient.PgClient | SqlClient.SqlClient, SqlError> =>
+  PgClient.layer({ url: Redacted.make(databaseUrl), maxConnections, applicationName: "effect-outbox-bench" })
+
+export const newEventId = (): string => randomUUID()
+
+export const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))

@@ -1,0 +1,149 @@
+/**
+ * The baselines: what plain kafkajs (and plain SQL) do with the same records, batch sizes and
+ * acknowledgements, without the outbox. Each returns its own timing; the scenarios interleave
+ * them with the library runs.
+ */
+import type Kafkajs from "kafkajs"
+import * as Env from "./Env.ts"
+
+/** The record shape the relay sends: key, 1 KB value, an `event-id` header. */
+export const record = (i: number): Kafkajs.Message => ({
+  key: Env.keyOf(i),
+  value: Env.payloadBuffer(i),
+  headers: { "event-id": Env.newEventId() }
+})
+
+/**
+ * Sends `n` records in sequential `sendBatch` calls of `batchSize` (acks=-1, idempotent),
+ * returning the elapsed milliseconds. Records are built before the clock starts, the way the
+ * relay's rows exist before it starts.
+ */
+export const sendBatchLoop = async (
+  producer: Kafkajs.Producer,
+  topic: string,
+  n: number,
+  batchSize: number
+): Promise<number> => {
+  const records = Array.from({ length: n }, (_, i) => record(i))
+  const started = performance.now()
+  for (let i = 0; i < n; i += batchSize) {
+    await producer.sendBatch({ acks: -1, topicMessages: [{ topic, messages: records.slice(i, i + batchSize) }] })
+  }
+  return performance.now() - started
+}
+
+/**
+ * Produces at `rate` records/s for `seconds`: every tick (10 ms) the records that "arrived" are
+ * appended to a queue, and one sender sends everything queued in one `sendBatch` as soon as the
+ * previous send returned (natural batching, no linger). Returns each record's arrival time by
+ * event id, to be joined with the broker's LogAppendTime.
+ */
+export const produceAtRate = async (
+  producer: Kafkajs.Producer,
+  topic: string,
+  rate: number,
+  seconds: number
+): Promise<Map<string, number>> => {
+  const arrivals = new Map<string, number>()
+  let queue: Array<Kafkajs.Message> = []
+  let produced = 0
+  const total = Math.round(rate * seconds)
+  const started = Date.now()
+  let done = false
+  let wake: (() => void) | undefined
+  const sender = (async () => {
+    while (!done || queue.length > 0) {
+      if (queue.length === 0) {
+        await new Promise<void>((resolve) => {
+          wake = resolve
+        })
+        wake = undefined
+        continue
+      }
+      const batch = queue
+      queue = []
+      await producer.sendBatch({ acks: -1, topicMessages: [{ topic, messages: batch }] })
+    }
+  })()
+  while (produced < total) {
+    const due = Math.min(total, Math.floor(((Date.now() - started) / 1000) * rate))
+    for (; produced < due; produced++) {
+      const m = record(produced)
+      arrivals.set(String(m.headers!["event-id"]), Date.now())
+      queue.push(m)
+    }
+    wake?.()
+    await Env.sleep(10)
+  }
+  done = true
+  wake?.()
+  await sender
+  return arrivals
+}
+
+/**
+ * Reads every record of `topic` from the beginning until `expected` distinct event ids were
+ * seen, returning event id → broker timestamp (LogAppendTime on latency topics).
+ */
+export const readTimestamps = async (
+  k: Kafkajs.Kafka,
+  topic: string,
+  expected: number,
+  timeoutMs = 120_000
+): Promise<Map<string, number>> => {
+  const seen = new Map<string, number>()
+  const consumer = k.consumer({ groupId: Env.uniqueName("bench-reader"), maxWaitTimeInMs: 100 })
+  await consumer.connect()
+  try {
+    await consumer.subscribe({ topic, fromBeginning: true })
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`read ${seen.size}/${expected} records of ${topic} within ${timeoutMs} ms`)), timeoutMs)
+      void consumer.run({
+        autoCommit: false,
+        eachBatch: async ({ batch }) => {
+          for (const m of batch.messages) {
+            const id = m.headers?.["event-id"]?.toString()
+            if (id !== undefined && !seen.has(id)) seen.set(id, Number(m.timestamp))
+          }
+          if (seen.size >= expected) {
+            clearTimeout(timer)
+            resolve()
+          }
+        }
+      })
+    })
+  } finally {
+    await consumer.disconnect()
+  }
+  return seen
+}
+
+/** Consumes `expected` records with a no-op handler; milliseconds from subscribe to the last. */
+export const noopConsume = async (k: Kafkajs.Kafka, topic: string, expected: number, timeoutMs = 300_000): Promise<number> => {
+  const consumer = k.consumer({ groupId: Env.uniqueName("bench-noop"), maxWaitTimeInMs: 100 })
+  await consumer.connect()
+  try {
+    await consumer.subscribe({ topic, fromBeginning: true })
+    let count = 0
+    const started = performance.now()
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`consumed ${count}/${expected} within ${timeoutMs} ms`)), timeoutMs)
+      void consumer.run({
+        eachBatch: async ({ batch, resolveOffset, heartbeat }) => {
+          for (const m of batch.messages) {
+            count++
+            resolveOffset(m.offset)
+          }
+          await heartbeat()
+          if (count >= expected) {
+            clearTimeout(timer)
+            resolve()
+          }
+        }
+      })
+    })
+    return performance.now() - started
+  } finally {
+    await consumer.disconnect()
+  }
+}

@@ -1,0 +1,109 @@
+/**
+ * Scenario 5: churn. Events are committed at half of scenario 1's maximum for a while, with a
+ * relay and retention (PUBLISHED rows older than 5 s deleted every second) running; the table and
+ * index sizes are sampled. In the second half an idle transaction holds back the xmin horizon
+ * (as a long report query would), so VACUUM cannot reclaim what retention deletes; the relay's
+ * achieved throughput in that half is compared with the first half.
+ *
+ * The issue asks for 10 minutes; the default here is 2 minutes (`--churn-seconds 600` for the
+ * full length).
+ */
+import * as Cpu from "../Cpu.ts"
+import * as Env from "../Env.ts"
+import * as Library from "../Library.ts"
+import * as Report from "../Report.ts"
+
+export interface Options {
+  readonly seconds: number
+  readonly rate: number
+}
+
+const mb = (bytes: number) => bytes / (1024 * 1024)
+
+export const run = async (options: Options): Promise<void> => {
+  const rate = Math.max(10, Math.round(options.rate))
+  console.log(`\n## 5. churn (${options.seconds} s at ${rate}/s, retention on; second half with vacuum held back)`)
+  const k = Env.kafka()
+  const admin = k.admin()
+  await admin.connect()
+  const topic = Env.uniqueName("bench-s5")
+  await Env.createTopic(admin, topic)
+  const schema = Env.uniqueName("bench_s5")
+  const writer = await Library.makeStack({ schema, pgConnections: 3 })
+  const relay = await Library.makeStack({ schema, pgConnections: 3 })
+  const stopRelay = await Library.startRelay(relay, { batchSize: 100, pollMillis: 1000 })
+  const stopRetention = await Library.startRetention(relay, 5_000, 1_000)
+
+  const samples: Array<{ t: number; table: number; indexes: number; toast: number; rows: number; unpublished: number }> = []
+  const sample = async (t: number) => {
+    const s = await Library.tableSizes(writer)
+    samples.push({ t, ...s, unpublished: await Library.unpublished(writer) })
+  }
+  await sample(0)
+  const start = await Library.tableSizes(writer)
+
+  const half = options.seconds / 2
+  const phase = async (label: string, seconds: number, offset: number) => {
+    const before = Cpu.snapshot()
+    const t0 = Date.now()
+    const total = Math.round(rate * seconds)
+    let produced = 0
+    let nextSample = 5_000
+    let maxBacklog = 0
+    while (produced < total) {
+      const due = Math.min(total, Math.floor(((Date.now() - t0) / 1000) * rate))
+      if (due > produced) {
+        await Library.enqueueCommitted(writer, topic, offset + produced, due - produced)
+        produced = due
+      }
+      if (Date.now() - t0 >= nextSample) {
+        await sample(offset / rate + (Date.now() - t0) / 1000)
+        maxBacklog = Math.max(maxBacklog, samples.at(-1)!.unpublished)
+        nextSample += 5_000
+      }
+      await Env.sleep(10)
+    }
+    while ((await Library.unpublished(writer)) > 0) await Env.sleep(50)
+    const elapsed = (Date.now() - t0) / 1000
+    const cpu = Cpu.between(before, Cpu.snapshot())
+    console.log(`    ${label}: ${produced} events in ${elapsed.toFixed(1)} s, max backlog ${maxBacklog}`)
+    return { throughput: produced / elapsed, maxBacklog, cpu }
+  }
+
+  const normal = await phase("normal", half, 0)
+  const releaseHold = await Library.holdBackVacuum(writer)
+  const held = await phase("vacuum held back", half, Math.round(rate * half))
+  await releaseHold()
+  await sample(options.seconds)
+  const end = await Library.tableSizes(writer)
+  await stopRetention()
+  await stopRelay()
+
+  const peak = samples.reduce((m, s) => Math.max(m, s.table + s.indexes + s.toast), 0)
+  Report.extra("churnSamples", samples)
+  Report.add({
+    scenario: "5 churn",
+    variant: `table+index size, ${options.seconds} s at ${rate}/s`,
+    unit: "MB",
+    library: { median: mb(end.table + end.indexes + end.toast), min: mb(start.table + start.indexes + start.toast), max: mb(peak), n: samples.length },
+    target: "bounded",
+    met: end.rows < rate * 30,
+    note: `start ${mb(start.table).toFixed(1)}+${mb(start.indexes).toFixed(1)} MB → end ${mb(end.table).toFixed(1)} table + ${mb(end.indexes).toFixed(1)} index + ${mb(end.toast).toFixed(1)} toast MB, ${end.rows} rows left; figures: end (start–peak)`
+  })
+  const row = Report.pair({
+    scenario: "5 churn",
+    variant: "throughput with vacuum held back",
+    unit: "msg/s",
+    baselineName: "same run, vacuum free",
+    target: "≥ 0.8×",
+    note: `offered ${rate}/s; max backlog ${held.maxBacklog} vs ${normal.maxBacklog}`,
+    cpu: { library: held.cpu, baseline: normal.cpu }
+  }, [held.throughput], [normal.throughput])
+  Report.add({ ...row, met: row.ratio!.median >= 0.8 })
+
+  await Env.deleteTopics(admin, [topic])
+  await admin.disconnect()
+  await relay.dispose()
+  await Library.dropSchema(writer)
+  await writer.dispose()
+}

@@ -1,0 +1,294 @@
+/**
+ * Shared plumbing of the fault tests: the real services, a per-test schema and topics, a
+ * library stack (PostgreSQL outbox + Kafka ports) as a ManagedRuntime, child processes, and the
+ * checker that reads the topic and the tables at the end.
+ */
+import * as PgOutbox from "@effect-outbox/adapter-pg/PgOutbox"
+import * as PgTables from "@effect-outbox/adapter-pg/PgTables"
+import * as KafkaOutbox from "@effect-outbox/adapter-kafka/KafkaOutbox"
+import * as Inbox from "@effect-outbox/core/Inbox"
+import * as Outbox from "@effect-outbox/core/Outbox"
+import type { OutboxDraft } from "@effect-outbox/core/OutboxMessage"
+import { Transactor } from "@effect-outbox/core/Transactor"
+import { PgClient } from "@effect/sql-pg"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import type * as LogLevel from "effect/LogLevel"
+import * as ManagedRuntime from "effect/ManagedRuntime"
+import * as Redacted from "effect/Redacted"
+import * as References from "effect/References"
+import * as SqlClient from "effect/sql/SqlClient"
+import Kafkajs from "kafkajs"
+import { type ChildProcess, execFile, spawn } from "node:child_process"
+import { randomBytes } from "node:crypto"
+import { dirname, join } from "node:path"
+import { fileURLToPath } from "node:url"
+
+export const here = dirname(fileURLToPath(import.meta.url))
+export const repoRoot = join(here, "..", "..", "..", "..")
+export const databaseUrl = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres"
+export const sharedBrokers = (process.env.KAFKA_BROKERS ?? "127.0.0.1:9092").split(",").map((b) => b.trim())
+
+export const uniqueName = (prefix: string): string => `${prefix}_${Date.now().toString(36)}${randomBytes(3).toString("hex")}`
+export const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))
+
+export const kafka = (brokers: ReadonlyArray<string> = sharedBrokers): Kafkajs.Kafka =>
+  new Kafkajs.Kafka({ clientId: "faults", brokers: [...brokers], logLevel: Kafkajs.logLevel.NOTHING, retry: { retries: 8 } })
+
+export const createTopics = async (brokers: ReadonlyArray<string>, topics: ReadonlyArray<string>, partitions = 3): Promise<void> => {
+  const admin = kafka(brokers).admin()
+  await admin.connect()
+  try {
+    await admin.createTopics({
+      topics: topics.map((topic) => ({ topic, numPartitions: partitions, replicationFactor: 1 })),
+      waitForLeaders: true
+    })
+  } finally {
+    await admin.disconnect()
+  }
+}
+
+export const deleteTopics = async (brokers: ReadonlyArray<string>, topics: ReadonlyArray<string>): Promise<void> => {
+  const admin = kafka(brokers).admin()
+  await admin.connect().catch(() => undefined)
+  await admin.deleteTopics({ topics: [...topics], timeout: 15_000 }).catch(() => undefined)
+  await admin.disconnect().catch(() => undefined)
+}
+
+/** PostgreSQL outbox (migrated into `schema`) + every Kafka port, at WARN. */
+export const stackLayer = (options: {
+  readonly schema: string
+  readonly brokers?: ReadonlyArray<string>
+  readonly applicationName?: string
+  readonly maxConnections?: number
+}) => {
+  const client = PgClient.layer({
+    url: Redacted.make(databaseUrl),
+    maxConnections: options.maxConnections ?? 4,
+    applicationName: options.applicationName ?? "effect-outbox-faults"
+  })
+  const pg = PgOutbox.layer({ schema: options.schema }).pipe(Layer.provideMerge(client))
+  const broker = KafkaOutbox.layer(
+    { brokers: options.brokers ?? sharedBrokers, clientId: "faults", connectionTimeout: 3_000, requestTimeout: 10_000 },
+    { publisher: { publishTimeoutMillis: 8_000 }, consumer: { sessionTimeoutMillis: 10_000, maxWaitTimeMillis: 200 } }
+  )
+  const logLevel = Layer.succeed(References.MinimumLogLevel)((process.env.FAULTS_LOG_LEVEL ?? "Error") as LogLevel.LogLevel)
+  return Layer.mergeAll(Outbox.layerWith({ maxPayloadBytes: 1_000_000 }), Inbox.Inbox.layer).pipe(
+    Layer.provideMerge(Layer.merge(pg, broker)),
+    Layer.provideMerge(logLevel)
+  )
+}
+
+export type Stack = ManagedRuntime.ManagedRuntime<Layer.Success<ReturnType<typeof stackLayer>>, unknown>
+
+export const makeStack = async (options: Parameters<typeof stackLayer>[0]): Promise<Stack> => {
+  const runtime = ManagedRuntime.make(stackLayer(options))
+  await runtime.runPromise(Effect.void)
+  return runtime as Stack
+}
+
+export const payloadOf = (value: unknown): Uint8Array => new TextEncoder().encode(JSON.stringify(value))
+
+/** Enqueues `n` events (`seq` i, key `k<i % keys>`) in transactions of `chunk`; returns ids in order. */
+export const enqueueMany = (
+  stack: Stack,
+  topic: string,
+  n: number,
+  options: { readonly keys?: number; readonly chunk?: number; readonly from?: number } = {}
+): Promise<ReadonlyArray<string>> =>
+  stack.runPromise(Effect.gen(function*() {
+    const transactor = yield* Transactor
+    const ids: Array<string> = []
+    const chunk = options.chunk ?? 500
+    const from = options.from ?? 0
+    for (let i = 0; i < n; i += chunk) {
+      const drafts: Array<OutboxDraft> = Array.from({ length: Math.min(chunk, n - i) }, (_, j) => {
+        const index = from + i + j
+        return { topic, key: `k${index % (options.keys ?? 100)}`, payload: payloadOf({ index, pad: "x".repeat(200) }) }
+      })
+      ids.push(...(yield* transactor.withTransaction(Outbox.enqueue(drafts))))
+    }
+    return ids
+  }))
+
+export const query = <A extends object>(stack: Stack, text: string): Promise<ReadonlyArray<A>> =>
+  stack.runPromise(Effect.flatMap(Effect.service(SqlClient.SqlClient), (sql) => sql.unsafe<A>(text)))
+
+export const tables = (stack: Stack) => stack.runPromise(Effect.service(PgTables.PgTables))
+
+export const dropSchema = (stack: Stack, schema: string) => query(stack, `DROP SCHEMA IF EXISTS "${schema}" CASCADE`)
+
+// ------------------------------------------------------------------------------------------------
+// child processes
+// ------------------------------------------------------------------------------------------------
+
+export interface Child {
+  readonly process: ChildProcess
+  readonly lines: Array<string>
+  readonly exited: Promise<number | null>
+}
+
+/** Runs `node <script>` with `env`; stdout lines are collected, stderr passed through when loud. */
+export const spawnNode = (script: string, env: Record<string, string>): Child => {
+  const child = spawn(process.execPath, [script], {
+    cwd: repoRoot,
+    env: { ...process.env, ...env },
+    stdio: ["ignore", "pipe", "pipe"]
+  })
+  const lines: Array<string> = []
+  let buffer = ""
+  child.stdout!.on("data", (chunk: Buffer) => {
+    buffer += chunk.toString()
+    let nl = buffer.indexOf("\n")
+    while (nl >= 0) {
+      lines.push(buffer.slice(0, nl))
+      buffer = buffer.slice(nl + 1)
+      nl = buffer.indexOf("\n")
+    }
+  })
+  child.stderr!.on("data", (chunk: Buffer) => {
+    if (process.env.FAULTS_VERBOSE === "1") process.stderr.write(chunk)
+  })
+  const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)))
+  return { process: child, lines, exited }
+}
+
+export const run = (command: string, args: ReadonlyArray<string>, env: Record<string, string> = {}): Promise<string> =>
+  new Promise((resolve, reject) => {
+    execFile(command, [...args], { cwd: repoRoot, env: { ...process.env, ...env }, timeout: 300_000 }, (error, stdout, stderr) => {
+      if (error) reject(new Error(`${command} ${args.join(" ")}: ${stderr || error.message}`))
+      else resolve(stdout)
+    })
+  })
+
+// ------------------------------------------------------------------------------------------------
+// the checker
+// ------------------------------------------------------------------------------------------------
+
+export interface TopicRecord {
+  readonly eventId: string | undefined
+  readonly key: string | null
+  readonly partition: number
+  readonly offset: number
+  readonly value: Buffer | null
+  readonly headers: Record<string, string>
+}
+
+/** Every record of `topic`, read from the beginning up to the high watermarks at call time. */
+export const readTopic = async (brokers: ReadonlyArray<string>, topic: string): Promise<Array<TopicRecord>> => {
+  const k = kafka(brokers)
+  const admin = k.admin()
+  await admin.connect()
+  const offsets = await admin.fetchTopicOffsets(topic)
+  await admin.disconnect()
+  const high = new Map(offsets.map((o) => [o.partition, Number(o.high)]))
+  const total = offsets.reduce((s, o) => s + Number(o.high) - Number(o.low), 0)
+  const out: Array<TopicRecord> = []
+  if (total === 0) return out
+  const consumer = k.consumer({ groupId: uniqueName("faults-checker"), maxWaitTimeInMs: 200 })
+  await consumer.connect()
+  try {
+    await consumer.subscribe({ topic, fromBeginning: true })
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`checker read ${out.length}/${total} records of ${topic}`)), 120_000)
+      void consumer.run({
+        autoCommit: false,
+        eachBatch: async ({ batch }) => {
+          for (const m of batch.messages) {
+            if (Number(m.offset) >= high.get(batch.partition)!) continue
+            const headers: Record<string, string> = {}
+            for (const [name, value] of Object.entries(m.headers ?? {})) if (value !== undefined) headers[name] = value.toString()
+            out.push({
+              eventId: headers["event-id"],
+              key: m.key?.toString() ?? null,
+              partition: batch.partition,
+              offset: Number(m.offset),
+              value: m.value,
+              headers
+            })
+          }
+          if (out.length >= total) {
+            clearTimeout(timer)
+            resolve()
+          }
+        }
+      }).catch(reject)
+    })
+  } finally {
+    await consumer.disconnect()
+  }
+  return out.sort((a, b) => a.partition - b.partition || a.offset - b.offset)
+}
+
+export interface Verdict {
+  readonly events: number
+  readonly lost: number
+  readonly duplicatesDelivered: number
+  readonly duplicateEffects: number
+  readonly orderViolations: number
+  readonly lostIds: ReadonlyArray<string>
+}
+
+/**
+ * Compares what was committed (ids in creation order, with keys) with what the topic holds:
+ * lost = committed ids never seen; duplicates = copies beyond the first; order violations = keys
+ * whose order of first appearance (per partition, by offset) differs from creation order.
+ */
+export const verdict = (
+  committed: ReadonlyArray<{ readonly id: string; readonly key: string | null }>,
+  records: ReadonlyArray<TopicRecord>,
+  duplicateEffects = 0
+): Verdict => {
+  const seen = new Map<string, number>()
+  const firstOrder = new Map<string, Array<string>>()
+  for (const r of records) {
+    if (r.eventId === undefined) continue
+    const n = seen.get(r.eventId) ?? 0
+    seen.set(r.eventId, n + 1)
+    if (n === 0 && r.key !== null) firstOrder.set(r.key, [...(firstOrder.get(r.key) ?? []), r.eventId])
+  }
+  const lostIds = committed.filter((c) => !seen.has(c.id)).map((c) => c.id)
+  let duplicates = 0
+  for (const n of seen.values()) duplicates += n - 1
+  const expected = new Map<string, Array<string>>()
+  for (const c of committed) if (c.key !== null) expected.set(c.key, [...(expected.get(c.key) ?? []), c.id])
+  let orderViolations = 0
+  for (const [key, ids] of expected) {
+    const got = (firstOrder.get(key) ?? []).filter((id) => ids.includes(id))
+    const want = ids.filter((id) => seen.has(id))
+    if (got.join() !== want.join()) orderViolations++
+  }
+  return {
+    events: committed.length,
+    lost: lostIds.length,
+    duplicatesDelivered: duplicates,
+    duplicateEffects,
+    orderViolations,
+    lostIds: lostIds.slice(0, 5)
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// the table
+// ------------------------------------------------------------------------------------------------
+
+export interface TableRow extends Omit<Verdict, "lostIds"> {
+  readonly scenario: string
+  readonly note?: string
+}
+
+const rows: Array<TableRow> = []
+
+export const record = (row: TableRow): void => {
+  rows.push(row)
+}
+
+export const table = (): string => {
+  const header = ["scenario", "events", "lost", "duplicates delivered", "duplicate effects", "order violations", "note"]
+  const body = rows.map((r) =>
+    [r.scenario, r.events, r.lost, r.duplicatesDelivered, r.duplicateEffects, r.orderViolations, r.note ?? ""].map(String)
+  )
+  const widths = header.map((h, i) => Math.max(h.length, ...body.map((b) => b[i]!.length)))
+  const line = (cells: ReadonlyArray<string>) => `| ${cells.map((c, i) => c.padEnd(widths[i]!)).join(" | ")} |`
+  return [line(header), `|${widths.map((w) => "-".repeat(w + 2)).join("|")}|`, ...body.map(line)].join("\n")
+}
