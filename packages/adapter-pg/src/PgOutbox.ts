@@ -64,7 +64,8 @@ export const layer = (
     ? tables
     : Layer.merge(tables, PgMigrations.layer.pipe(Layer.provide(tables)))
   return Layer.mergeAll(
-    PgOutboxStore.layer(options.store),
+    // the insert queues the NOTIFY in its own statement; the wake-up then skips its round trip
+    PgOutboxStore.layer({ notify: options.wakeUp?.notify ?? true, ...options.store }),
     PgInboxStore.layer,
     PgTransactor.layer,
     PgPartitionAssignmentStore.layer,

@@ -2,8 +2,9 @@
  * The outbox table on PostgreSQL: the core `OutboxStore` port over `<prefix>message`.
  *
  * - `insert` runs on the ambient `SqlClient` transaction (R1.1): one statement for the batch
- *   (`unnest` of typed arrays), `seq` assigned in the batch's order. Waking relays is the
- *   `WakeUp` port's job (`PgWakeUp`), which `Outbox.enqueue` calls in the same transaction.
+ *   (`unnest` of typed arrays), `seq` assigned in the batch's order. With `notify` on, the same
+ *   statement queues the wake-up `pg_notify` (delivered on commit, dropped on rollback), and the
+ *   `PgWakeUp.notify` that `Outbox.enqueue` calls next in that transaction skips its own round trip.
  * - `claim` is one round trip to the `<prefix>claim` PL/pgSQL function: per-key advisory locks
  *   then a fresh snapshot, so two relays never split a key (see `docs/postgres.md`).
  * - `transition` is one statement per batch: lock the rows, decide each compare-and-set, update,
@@ -29,6 +30,7 @@ import * as Option from "effect/Option"
 import * as Result from "effect/Result"
 import * as SqlClient from "effect/sql/SqlClient"
 import { fromSqlError, invalid, isUuid, run } from "./internal/errors.ts"
+import { currentLevel, markNotified } from "./internal/notified.ts"
 import { bySeq, type MessageRow, millis, toMessage } from "./internal/rows.ts"
 import { fromMillis, statusList } from "./internal/sql.ts"
 import { PgTables, type Tables } from "./PgTables.ts"
@@ -38,6 +40,11 @@ import { PgTables, type Tables } from "./PgTables.ts"
  * @category models
  */
 export interface Options {
+  /**
+   * Queue the wake-up `NOTIFY` inside the insert statement when it stores `PENDING` rows.
+   * Default `false` here; `PgOutbox.layer` turns it on together with `PgWakeUp`.
+   */
+  readonly notify?: boolean | undefined
   /** Payloads above this many bytes are refused before anything is written. Default 1 MiB. */
   readonly maxPayloadBytes?: number | undefined
   /** Append every applied transition to `<prefix>transition` in the same statement. Default `false`. */
@@ -181,6 +188,7 @@ export const make = (options: Options = {}) =>
     const sql = yield* SqlClient.SqlClient
     const t = yield* PgTables
     const maxPayloadBytes = options.maxPayloadBytes ?? 1024 * 1024
+    const notify = options.notify ?? false
     const message = sql.literal(t.message)
     const transitionSql = transitionStatement(t, options.recordTransitions ?? false)
 
@@ -205,7 +213,16 @@ export const make = (options: Options = {}) =>
                            ORDER BY u.ord`
       const target = sql`INSERT INTO ${message}
         (id, topic, key, partition, headers, payload, status, available_at, created_at, updated_at)`
-      return sql`${target} ${columns}`.withoutTransform.pipe(
+      const withNotify = notify && messages.some((m) => m.status === "PENDING")
+      const statement = withNotify
+        ? sql`WITH inserted AS (${target} ${columns} RETURNING 1)
+              SELECT pg_notify(${t.channel}::text, '') FROM (SELECT 1 FROM inserted LIMIT 1) AS one`
+        : sql`${target} ${columns}`
+      return Effect.gen(function*() {
+        const level = yield* currentLevel(sql)
+        yield* statement.withoutTransform
+        if (withNotify) markNotified(level)
+      }).pipe(
         Effect.asVoid,
         Effect.mapError((error) =>
           error.reason._tag === "UniqueViolation"

@@ -4,7 +4,8 @@
  *
  * - `notify` runs `pg_notify(channel, '')` on the ambient transaction: PostgreSQL delivers it only
  *   on commit, drops it on rollback, and folds identical notifications of one transaction into
- *   one, so a transaction that enqueues many times still wakes relays once.
+ *   one, so a transaction that enqueues many times still wakes relays once. A transaction (level)
+ *   that already queued it, here or in a `PgOutboxStore` insert with `notify` on, skips the call.
  * - `signals` holds one pooled connection in `LISTEN` per subscriber. It emits once on every
  *   (re)connect (notifications sent while it was down are lost, the signal makes the relay look),
  *   once per notification, and, while the connection is down, once per `fallbackPollInterval`
@@ -26,6 +27,7 @@ import * as Schedule from "effect/Schedule"
 import * as SqlClient from "effect/sql/SqlClient"
 import * as Stream from "effect/Stream"
 import { run } from "./internal/errors.ts"
+import { alreadyNotified, currentLevel, markNotified } from "./internal/notified.ts"
 import { PgTables } from "./PgTables.ts"
 
 /**
@@ -55,9 +57,13 @@ export const make = (options: Options = {}) =>
     const fallback = Duration.fromInputUnsafe(options.fallbackPollInterval ?? Duration.seconds(1))
     const reconnect = options.reconnect ?? Schedule.spaced(Duration.seconds(1))
 
-    const notify = options.notify === false
-      ? Effect.void
-      : sql`SELECT pg_notify(${t.channel}::text, '')`.withoutTransform.pipe(Effect.asVoid, run("wakeup.notify"))
+    const notify = options.notify === false ? Effect.void : Effect.gen(function*() {
+      const level = yield* currentLevel(sql)
+      // the insert of this transaction already queued it (PgOutboxStore `notify`)
+      if (alreadyNotified(level)) return
+      yield* sql`SELECT pg_notify(${t.channel}::text, '')`.withoutTransform
+      markNotified(level)
+    }).pipe(run("wakeup.notify"))
 
     const signals: Stream.Stream<void> = options.listen === false ? Stream.never : Stream.unwrap(
       Effect.gen(function*() {

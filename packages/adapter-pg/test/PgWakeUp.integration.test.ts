@@ -11,6 +11,9 @@ import * as Ref from "effect/Ref"
 import * as Schedule from "effect/Schedule"
 import * as SqlClient from "effect/sql/SqlClient"
 import * as Stream from "effect/Stream"
+import type { EventId } from "@effect-outbox/core/OutboxMessage"
+import { randomUUID } from "node:crypto"
+import * as PgOutboxStore from "../src/PgOutboxStore.ts"
 import * as PgWakeUp from "../src/PgWakeUp.ts"
 import { PgTables } from "../src/PgTables.ts"
 import { freshTables, pgClient } from "./support.ts"
@@ -92,6 +95,31 @@ describe("PgWakeUp", () => {
       Effect.scoped,
       Effect.provide(Live({ fallbackPollInterval: Duration.millis(100), reconnect: Schedule.spaced(Duration.millis(1500)) }))
     ), 30_000)
+
+  it.live("an insert with notify on queues the NOTIFY itself; the wake-up in the same transaction adds none", () =>
+    Effect.gen(function*() {
+      const wakeUp = yield* WakeUp
+      const sql = yield* SqlClient.SqlClient
+      const store = yield* PgOutboxStore.make({ notify: true })
+      const delivered = yield* rawCount
+      const message = (status: "PENDING" | "PREQUEUED") => ({
+        id: randomUUID() as EventId, topic: "t", key: null, partition: null, headers: {},
+        payload: new Uint8Array(1), status, availableAt: 0, createdAt: 0
+      })
+      // only held-back rows: the insert does not notify, the wake-up does
+      yield* sql.withTransaction(Effect.andThen(store.insert([message("PREQUEUED")]), wakeUp.notify))
+      yield* Effect.sleep("300 millis")
+      assert.strictEqual(yield* Ref.get(delivered), 1)
+      yield* sql.withTransaction(Effect.gen(function*() {
+        yield* store.insert([message("PENDING")])
+        yield* store.insert([message("PENDING"), message("PREQUEUED")])
+        yield* wakeUp.notify
+      }))
+      // a rolled-back insert notifies nobody
+      yield* Effect.flip(sql.withTransaction(store.insert([message("PENDING")]).pipe(Effect.andThen(Effect.fail("no")))))
+      yield* Effect.sleep("300 millis")
+      assert.strictEqual(yield* Ref.get(delivered), 2)
+    }).pipe(Effect.scoped, Effect.provide(Live())))
 
   it.live("switched off: notify is free and sends nothing, signals stay silent", () =>
     Effect.gen(function*() {

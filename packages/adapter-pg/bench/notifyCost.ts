@@ -1,0 +1,87 @@
+// What NOTIFY costs writers: enqueue transactions per second with and without the wake-up's
+// NOTIFY, at several writer concurrencies, against the real PostgreSQL, with one relay LISTENing.
+//
+//   DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres node packages/adapter-pg/bench/notifyCost.ts
+//
+// Each transaction inserts one outbox row (as `Outbox.enqueue` does) and, with NOTIFY on, queues
+// one notification. Prints a table and a JSON line.
+import { OutboxStore } from "@effect-outbox/core/OutboxStore"
+import type { EventId } from "@effect-outbox/core/OutboxMessage"
+import { WakeUp } from "@effect-outbox/core/WakeUp"
+import { PgClient } from "@effect/sql-pg"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Queue from "effect/Queue"
+import * as Redacted from "effect/Redacted"
+import * as SqlClient from "effect/sql/SqlClient"
+import { randomUUID } from "node:crypto"
+import * as PgMigrations from "../src/PgMigrations.ts"
+import * as PgOutboxStore from "../src/PgOutboxStore.ts"
+import * as PgTables from "../src/PgTables.ts"
+import * as PgWakeUp from "../src/PgWakeUp.ts"
+
+const url = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres"
+const transactions = Number(process.env.NOTIFY_BENCH_TRANSACTIONS ?? 3000)
+const concurrencies = (process.env.NOTIFY_BENCH_WRITERS ?? "1,4,16").split(",").map(Number)
+
+type Mode = "off" | "separate" | "folded"
+
+const measure = (writers: number, mode: Mode) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const pg = yield* PgClient.PgClient
+    const tables = yield* PgTables.make({ schema: `bench_${randomUUID().replaceAll("-", "").slice(0, 16)}` })
+    yield* Effect.addFinalizer(() => sql.unsafe(`DROP SCHEMA IF EXISTS "${tables.schema}" CASCADE`).unprepared.pipe(Effect.ignore))
+    yield* PgMigrations.run.pipe(Effect.provideService(PgTables.PgTables, tables))
+    const services = Effect.provideService(PgTables.PgTables, tables)
+    // off: no NOTIFY; separate: its own statement (what a WakeUp without the store's help costs);
+    // folded: queued by the insert statement itself, the WakeUp call then skips (PgOutbox.layer)
+    const store = yield* services(PgOutboxStore.make({ notify: mode === "folded" }))
+    const wakeUp = yield* services(PgWakeUp.make({ notify: mode !== "off", listen: false }))
+    // a relay listening, so notifications are really delivered
+    const listener = yield* pg.listen(tables.channel)
+    let received = 0
+    yield* Effect.forkScoped(Effect.forever(Effect.andThen(Queue.take(listener), Effect.sync(() => received++))))
+    const one = sql.withTransaction(Effect.gen(function*() {
+      yield* OutboxStore.use((s) => s.insert([{
+        id: randomUUID() as EventId, topic: "bench", key: `k${Math.floor(Math.random() * 1000)}`, partition: null,
+        headers: {}, payload: new Uint8Array(200), status: "PENDING", availableAt: Date.now(), createdAt: Date.now()
+      }]))
+      yield* WakeUp.use((w) => w.notify)
+    })).pipe(Effect.provideService(OutboxStore, store), Effect.provideService(WakeUp, wakeUp))
+    // warm up the pool and the statement cache
+    yield* Effect.forEach(Array.from({ length: writers * 5 }), () => one, { concurrency: writers, discard: true })
+    const started = performance.now()
+    yield* Effect.forEach(Array.from({ length: transactions }), () => one, { concurrency: writers, discard: true })
+    const seconds = (performance.now() - started) / 1000
+    yield* Effect.sleep("200 millis")
+    return { writers, mode, tps: Math.round(transactions / seconds), delivered: received }
+  }).pipe(
+    Effect.scoped,
+    Effect.provide(PgClient.layer({ url: Redacted.make(url), maxConnections: writers + 2 }))
+  )
+
+const program = Effect.gen(function*() {
+  const rows: Array<Record<Mode, number> & { writers: number; separateCost: number; foldedCost: number }> = []
+  const cost = (base: number, x: number) => Math.round((1 - x / base) * 1000) / 10
+  for (const writers of concurrencies) {
+    const best: Record<Mode, number> = { off: 0, separate: 0, folded: 0 }
+    // two rounds, modes interleaved to spread drift; keep the better of each
+    for (let round = 0; round < 2; round++) {
+      for (const mode of ["off", "separate", "folded"] as const) {
+        best[mode] = Math.max(best[mode], (yield* measure(writers, mode)).tps)
+      }
+    }
+    rows.push({ writers, ...best, separateCost: cost(best.off, best.separate), foldedCost: cost(best.off, best.folded) })
+  }
+  console.log("writers | tx/s no NOTIFY | tx/s NOTIFY own statement (cost) | tx/s NOTIFY folded in insert (cost)")
+  for (const r of rows) {
+    console.log(`${String(r.writers).padStart(7)} | ${String(r.off).padStart(13)} | ${String(r.separate).padStart(8)} (${r.separateCost}%) | ${String(r.folded).padStart(8)} (${r.foldedCost}%)`)
+  }
+  console.log(JSON.stringify({ bench: "notify-cost", transactions, rows }))
+})
+
+Effect.runPromise(program).catch((error) => {
+  console.error(error)
+  process.exit(1)
+})
