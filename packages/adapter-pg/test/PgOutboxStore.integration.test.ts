@@ -134,6 +134,23 @@ describe("PgOutboxStore", () => {
       assert.deepStrictEqual(second.map((m) => m.id), [k1[2]!.id])
     }).pipe(Effect.provide(StoreLive())))
 
+  it.effect("claim refuses REPEATABLE READ, where its second snapshot would not be fresh", () =>
+    Effect.gen(function*() {
+      const store = yield* OutboxStore
+      const sql = yield* SqlClient.SqlClient
+      yield* store.insert([draft({ key: "k" })])
+      const error = yield* Effect.flip(sql.withTransaction(Effect.gen(function*() {
+        yield* sql`SET TRANSACTION ISOLATION LEVEL REPEATABLE READ`
+        return yield* store.claim(claimReq())
+      })))
+      assert.strictEqual(error._tag, "OutboxStoreError")
+      if (error._tag === "OutboxStoreError") {
+        assert.strictEqual(error.operation, "outbox.claim")
+        assert.match(error.reason, /READ COMMITTED/)
+      }
+      assert.strictEqual((yield* store.claim(claimReq())).length, 1)
+    }).pipe(Effect.provide(StoreLive())))
+
   it.effect("claim with limit cuts in seq order and keeps each key's rows a prefix", () =>
     Effect.gen(function*() {
       const store = yield* OutboxStore

@@ -54,5 +54,12 @@ describe("PgPartitionAssignmentStore", () => {
       assert.strictEqual((yield* store.reserve({ topic: "t", ownerId: "f", maxPerPartition: 2 })).partition, 2)
       const bad = yield* Effect.flip(store.reserve({ topic: "t", ownerId: "g", maxPerPartition: 0 }))
       assert.strictEqual(bad.operation, "partitions.reserve")
+      // REPEATABLE READ would read a snapshot older than the lock: refused, nothing written
+      const repeatable = yield* Effect.flip(sql.withTransaction(Effect.gen(function*() {
+        yield* sql`SET TRANSACTION ISOLATION LEVEL REPEATABLE READ`
+        return yield* store.reserve({ topic: "t", ownerId: "h", maxPerPartition: 2 })
+      })))
+      assert.match(String(repeatable.message), /READ COMMITTED/)
+      assert.isTrue(Option.isNone(yield* store.lookup("t", "h")))
     }).pipe(Effect.provide(Live)))
 })
