@@ -1,0 +1,438 @@
+/**
+ * The operator's actions as Effects over the library's ports (R8.1). Each mutating action is a
+ * dry run unless `execute` is set, selects rows through explicit filters, and changes them only
+ * through core: `Transition.requeue` (audited), `Transition.release`, `StaleRecovery.runOnce`,
+ * `DeadLetter.replay`, `Retention.runOnce`. Nothing here writes SQL (R2.4).
+ *
+ * @since 0.1.0
+ */
+import * as DeadLetter from "@effect-outbox/core/DeadLetter"
+import type { ConsumerSourceError, IllegalTransitionError, OutboxStoreError } from "@effect-outbox/core/Errors"
+import type { OutboxStatus } from "@effect-outbox/core/Lifecycle"
+import * as Lifecycle from "@effect-outbox/core/Lifecycle"
+import { EventId, type OutboxMessage } from "@effect-outbox/core/OutboxMessage"
+import { OutboxStore, type OutboxStats, type TransitionOutcome } from "@effect-outbox/core/OutboxStore"
+import * as Retention from "@effect-outbox/core/Retention"
+import * as StaleRecovery from "@effect-outbox/core/StaleRecovery"
+import { TopicReader } from "@effect-outbox/core/TopicReader"
+import * as Transition from "@effect-outbox/core/Transition"
+import { WakeUp } from "@effect-outbox/core/WakeUp"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
+import * as Stream from "effect/Stream"
+import { ReadModel, type HistoryEntry, type ProcessedBy, type TopicCounts } from "./ReadModel.ts"
+
+/**
+ * A request an operator must correct (missing filter, unknown id, bad value).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class OperatorError extends Schema.TaggedError<OperatorError>()("OperatorError", {
+  reason: Schema.String
+}) {
+  override get message() {
+    return this.reason
+  }
+}
+
+// -- status ----------------------------------------------------------------------------------
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Status {
+  readonly now: number
+  readonly total: number
+  readonly byStatus: OutboxStats["byStatus"]
+  readonly oldestPendingAgeMillis: number | null
+  readonly staleLeases: number
+  /** The most recent `FAILURE` rows, newest first by sequence. */
+  readonly failures: ReadonlyArray<{
+    readonly id: string
+    readonly topic: string
+    readonly key: string | null
+    readonly attempts: number
+    readonly lastError: string | null
+  }>
+  readonly topics: ReadonlyArray<TopicCounts & { readonly oldestPendingAgeMillis: number | null }>
+}
+
+/**
+ * Counts by status (overall and per topic), the oldest pending age, stale leases and the latest
+ * failures.
+ *
+ * @since 0.1.0
+ * @category status
+ */
+export const status = (options: { readonly topic?: string | undefined; readonly failures?: number | undefined } = {}) =>
+  Effect.gen(function* () {
+    const store = yield* OutboxStore
+    const readModel = yield* ReadModel
+    const now = Date.now()
+    const all = yield* readModel.perTopic(now)
+    const topics = all.filter((t) => options.topic === undefined || t.topic === options.topic)
+    const byStatus: Partial<Record<OutboxStatus, number>> = {}
+    let oldest: number | null = null
+    let stale = 0
+    for (const topic of topics) {
+      for (const [s, n] of Object.entries(topic.byStatus) as Array<[OutboxStatus, number]>) {
+        byStatus[s] = (byStatus[s] ?? 0) + n
+      }
+      if (topic.oldestPendingCreatedAt !== null) oldest = Math.min(oldest ?? Infinity, topic.oldestPendingCreatedAt)
+      stale += topic.staleLeases
+    }
+    const failures = yield* store.list({
+      statuses: ["FAILURE"],
+      ...(options.topic === undefined ? {} : { topic: options.topic }),
+      limit: 10_000
+    })
+    const recent = failures.slice(-(options.failures ?? 10)).reverse()
+    return {
+      now,
+      total: Object.values(byStatus).reduce((a, b) => a + (b ?? 0), 0),
+      byStatus,
+      oldestPendingAgeMillis: oldest === null ? null : Math.max(0, now - oldest),
+      staleLeases: stale,
+      failures: recent.map((row) => ({
+        id: row.id,
+        topic: row.topic,
+        key: row.key,
+        attempts: row.attempts,
+        lastError: row.lastError
+      })),
+      topics: topics.map((t) => ({
+        ...t,
+        oldestPendingAgeMillis: t.oldestPendingCreatedAt === null ? null : Math.max(0, now - t.oldestPendingCreatedAt)
+      }))
+    } satisfies Status
+  })
+
+// -- inspect ---------------------------------------------------------------------------------
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Inspection {
+  readonly message: OutboxMessage
+  /** The payload as text when it is valid UTF-8, else base64. */
+  readonly payload: { readonly encoding: "utf8" | "base64"; readonly value: string }
+  readonly history: ReadonlyArray<HistoryEntry>
+  readonly processedBy: ReadonlyArray<ProcessedBy>
+}
+
+const parseId = (id: string) =>
+  Schema.decodeUnknownEffect(EventId)(id.trim().toLowerCase()).pipe(
+    Effect.mapError(() => new OperatorError({ reason: `"${id}" is not an event id (a UUID)` }))
+  )
+
+/**
+ * One event: its row (status, attempts, lease, receipt, last error), its recorded transitions
+ * and the consumers that processed it.
+ *
+ * @since 0.1.0
+ * @category inspect
+ */
+export const inspect = (id: string) =>
+  Effect.gen(function* () {
+    const eventId = yield* parseId(id)
+    const store = yield* OutboxStore
+    const readModel = yield* ReadModel
+    const row = yield* store.get(eventId)
+    if (Option.isNone(row)) return yield* new OperatorError({ reason: `no outbox event with id ${eventId}` })
+    let payload: Inspection["payload"]
+    try {
+      payload = { encoding: "utf8", value: new TextDecoder("utf-8", { fatal: true }).decode(row.value.payload) }
+    } catch {
+      payload = { encoding: "base64", value: Buffer.from(row.value.payload).toString("base64") }
+    }
+    return {
+      message: row.value,
+      payload,
+      history: yield* readModel.history(eventId),
+      processedBy: yield* readModel.processedBy(eventId)
+    } satisfies Inspection
+  })
+
+// -- selection -------------------------------------------------------------------------------
+
+/**
+ * Which rows a requeue or release touches. At least one filter, or `all`, is required: a bare
+ * command never touches every row by accident.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Selection {
+  readonly ids?: ReadonlyArray<string> | undefined
+  readonly topic?: string | undefined
+  /** Epoch millis: rows created before this. */
+  readonly createdBefore?: number | undefined
+  readonly all?: boolean | undefined
+  readonly limit: number
+}
+
+const select = (status: OutboxStatus, selection: Selection) =>
+  Effect.gen(function* () {
+    const ids = selection.ids ?? []
+    const filtered = ids.length > 0 || selection.topic !== undefined || selection.createdBefore !== undefined
+    if (!filtered && selection.all !== true) {
+      return yield* new OperatorError({
+        reason: "name the rows: --id, --topic or --created-before (or --all to take every matching row)"
+      })
+    }
+    if (!Number.isInteger(selection.limit) || selection.limit < 1) {
+      return yield* new OperatorError({ reason: `--limit must be a positive integer, got ${selection.limit}` })
+    }
+    const eventIds = yield* Effect.forEach(ids, parseId)
+    const store = yield* OutboxStore
+    return yield* store.list({
+      statuses: [status],
+      ...(eventIds.length === 0 ? {} : { ids: eventIds }),
+      ...(selection.topic === undefined ? {} : { topic: selection.topic }),
+      ...(selection.createdBefore === undefined ? {} : { createdBefore: selection.createdBefore }),
+      limit: selection.limit
+    })
+  })
+
+/**
+ * What a mutating action selected and, when executed, what each row's transition answered.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ChangeReport {
+  readonly action: "requeue" | "release"
+  readonly dryRun: boolean
+  readonly selected: ReadonlyArray<OutboxMessage>
+  readonly outcomes: ReadonlyArray<TransitionOutcome>
+}
+
+// -- requeue ---------------------------------------------------------------------------------
+
+/**
+ * `FAILURE → PENDING` for the selected rows, through `Transition.requeue`: attempts reset, an
+ * audit log line naming the operator and the reason (R2.4). A dry run only lists the rows.
+ *
+ * @since 0.1.0
+ * @category change
+ */
+export const requeue = (
+  request: Selection & {
+    readonly operator: string
+    readonly reason: string
+    readonly execute: boolean
+  }
+): Effect.Effect<ChangeReport, OperatorError | OutboxStoreError | IllegalTransitionError, OutboxStore | WakeUp> =>
+  Effect.gen(function* () {
+    if (request.reason.trim() === "") {
+      return yield* new OperatorError({ reason: "--reason is required: the requeue is audited" })
+    }
+    if (request.operator.trim() === "") {
+      return yield* new OperatorError({ reason: "--operator is required (defaults to $USER): the requeue is audited" })
+    }
+    if (!Lifecycle.canRequeue("FAILURE")) return yield* new OperatorError({ reason: "the lifecycle forbids requeue" })
+    const selected = yield* select("FAILURE", request)
+    if (!request.execute || selected.length === 0) {
+      return { action: "requeue", dryRun: !request.execute, selected, outcomes: [] } satisfies ChangeReport
+    }
+    const outcomes = yield* Transition.requeue({
+      ids: selected.map((row) => row.id),
+      operator: request.operator,
+      reason: request.reason
+    })
+    if (outcomes.some((o) => o.outcome === "applied")) yield* WakeUp.use((w) => w.notify)
+    return { action: "requeue", dryRun: false, selected, outcomes } satisfies ChangeReport
+  })
+
+// -- release ---------------------------------------------------------------------------------
+
+/**
+ * `PREQUEUED → PENDING` for the selected rows, through `Transition.release`, with an audit log
+ * line. A dry run only lists the rows.
+ *
+ * @since 0.1.0
+ * @category change
+ */
+export const release = (
+  request: Selection & {
+    readonly operator: string
+    readonly execute: boolean
+  }
+): Effect.Effect<ChangeReport, OperatorError | OutboxStoreError, OutboxStore | WakeUp> =>
+  Effect.gen(function* () {
+    const selected = yield* select("PREQUEUED", request)
+    if (!request.execute || selected.length === 0) {
+      return { action: "release", dryRun: !request.execute, selected, outcomes: [] } satisfies ChangeReport
+    }
+    const outcomes = yield* Transition.release(selected.map((row) => row.id))
+    const applied = outcomes.filter((o) => o.outcome === "applied")
+    yield* Effect.logWarning(
+      `AUDIT outbox release by ${request.operator}: ${applied.length}/${selected.length} PREQUEUED rows -> PENDING`
+    ).pipe(
+      Effect.annotateLogs({
+        audit: "outbox.release",
+        operator: request.operator,
+        released: applied.map((o) => o.id).join(",")
+      })
+    )
+    if (applied.length > 0) yield* WakeUp.use((w) => w.notify)
+    return { action: "release", dryRun: false, selected, outcomes } satisfies ChangeReport
+  })
+
+// -- stale recovery --------------------------------------------------------------------------
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface StaleReport {
+  readonly dryRun: boolean
+  readonly stale: ReadonlyArray<OutboxMessage>
+  readonly result: StaleRecovery.RoundResult | null
+}
+
+/**
+ * Lists the `DISPATCHING` rows whose lease expired; with `execute`, runs one round of
+ * `StaleRecovery` on them (probe the broker, then mark published or requeue, R3.2).
+ *
+ * @since 0.1.0
+ * @category change
+ */
+export const recoverStale = (request: { readonly limit: number }) =>
+  Effect.gen(function* () {
+    const { stale } = yield* listStale(request)
+    if (stale.length === 0) return { dryRun: false, stale, result: null } satisfies StaleReport
+    const result = yield* StaleRecovery.runOnce({ batchSize: request.limit })
+    return { dryRun: false, stale, result } satisfies StaleReport
+  })
+
+/**
+ * The dry run of {@link recoverStale}: the expired leases, nothing changed, no broker needed.
+ *
+ * @since 0.1.0
+ * @category change
+ */
+export const listStale = (request: { readonly limit: number }) =>
+  Effect.gen(function* () {
+    const store = yield* OutboxStore
+    const stale = yield* store.findStale(Date.now(), request.limit)
+    return { dryRun: true, stale, result: null } satisfies StaleReport
+  })
+
+// -- dead letters ----------------------------------------------------------------------------
+
+/**
+ * The dead letters of a dead-letter topic, oldest first per partition.
+ *
+ * @since 0.1.0
+ * @category dead letters
+ */
+export const deadLetters = (
+  topic: string,
+  options: { readonly limit?: number | undefined } = {}
+): Effect.Effect<ReadonlyArray<DeadLetter.DeadLetter>, ConsumerSourceError, TopicReader> =>
+  TopicReader.use((reader) =>
+    reader.read(topic).pipe(
+      Stream.runCollect,
+      Effect.map((records) =>
+        records.flatMap((record) => Option.toArray(DeadLetter.parse(record))).slice(0, options.limit ?? Infinity)
+      )
+    )
+  )
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface ReplayReport {
+  readonly dryRun: boolean
+  readonly selected: ReadonlyArray<DeadLetter.DeadLetter>
+  readonly result: DeadLetter.ReplayResult | null
+}
+
+/**
+ * Republishes the selected dead letters of `from` to their original topic (or `to`) through
+ * `DeadLetter.replay` (R5.3). `eventIds` selects by event id; none selects all, which needs `all`.
+ *
+ * @since 0.1.0
+ * @category dead letters
+ */
+export const replay = (request: {
+  readonly from: string
+  readonly eventIds: ReadonlyArray<string>
+  readonly all: boolean
+  readonly to?: string | undefined
+  readonly execute: boolean
+}) =>
+  Effect.gen(function* () {
+    if (request.eventIds.length === 0 && !request.all) {
+      return yield* new OperatorError({ reason: "name the dead letters: --event-id (repeatable), or --all" })
+    }
+    const wanted = new Set(request.eventIds.map((id) => id.trim().toLowerCase()))
+    const filter = (letter: DeadLetter.DeadLetter) =>
+      wanted.size === 0 || (letter.eventId !== null && wanted.has(letter.eventId.toLowerCase()))
+    const selected = (yield* deadLetters(request.from)).filter(filter)
+    if (!request.execute || selected.length === 0) {
+      return { dryRun: !request.execute, selected, result: null } satisfies ReplayReport
+    }
+    const result = yield* DeadLetter.replay({
+      from: request.from,
+      filter,
+      ...(request.to === undefined ? {} : { to: request.to })
+    })
+    return { dryRun: false, selected, result } satisfies ReplayReport
+  })
+
+// -- purge -----------------------------------------------------------------------------------
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface PurgeReport {
+  readonly dryRun: boolean
+  readonly statuses: ReadonlyArray<OutboxStatus>
+  readonly olderThan: number
+  /** Rows eligible (dry run) or deleted. */
+  readonly rows: number
+}
+
+/**
+ * Deletes finished rows last updated more than `olderThanMillis` ago, through
+ * `Retention.runOnce` (bounded batches; only finished statuses are accepted). A dry run counts.
+ *
+ * @since 0.1.0
+ * @category change
+ */
+export const purge = (request: {
+  readonly olderThanMillis: number
+  readonly statuses: ReadonlyArray<OutboxStatus>
+  readonly execute: boolean
+  readonly batchSize?: number | undefined
+}) =>
+  Effect.gen(function* () {
+    const settings: Retention.Settings = {
+      ...Retention.defaults,
+      statuses: request.statuses,
+      olderThan: Duration.millis(request.olderThanMillis),
+      batchSize: request.batchSize ?? 1000,
+      maxBatchesPerRound: Number.MAX_SAFE_INTEGER
+    }
+    const invalid = Retention.validate(settings)
+    if (invalid !== undefined) return yield* new OperatorError({ reason: invalid.message })
+    const olderThan = Date.now() - request.olderThanMillis
+    if (!request.execute) {
+      const readModel = yield* ReadModel
+      const rows = yield* readModel.countPurgeable(request.statuses, olderThan)
+      return { dryRun: true, statuses: request.statuses, olderThan, rows } satisfies PurgeReport
+    }
+    const rows = yield* Retention.runOnce(settings).pipe(
+      Effect.catchTag("OutboxValidationError", (e) => Effect.fail(new OperatorError({ reason: e.message })))
+    )
+    return { dryRun: false, statuses: request.statuses, olderThan, rows } satisfies PurgeReport
+  })

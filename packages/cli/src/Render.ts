@@ -1,0 +1,212 @@
+/**
+ * Human-readable output of the operator commands (`--json` prints the reports as they are).
+ *
+ * @since 0.1.0
+ */
+import type * as DeadLetter from "@effect-outbox/core/DeadLetter"
+import * as Lifecycle from "@effect-outbox/core/Lifecycle"
+import type { OutboxMessage } from "@effect-outbox/core/OutboxMessage"
+import type * as Operations from "./Operations.ts"
+
+/**
+ * `1.2 s`, `3.0 min`, `2.5 h`, `4.0 d`.
+ *
+ * @since 0.1.0
+ * @category rendering
+ */
+export const age = (millis: number | null): string => {
+  if (millis === null) return "-"
+  if (millis < 60_000) return `${(millis / 1000).toFixed(1)} s`
+  if (millis < 3_600_000) return `${(millis / 60_000).toFixed(1)} min`
+  if (millis < 86_400_000) return `${(millis / 3_600_000).toFixed(1)} h`
+  return `${(millis / 86_400_000).toFixed(1)} d`
+}
+
+const table = (header: ReadonlyArray<string>, rows: ReadonlyArray<ReadonlyArray<string>>): string => {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((row) => (row[i] ?? "").length)))
+  const line = (cells: ReadonlyArray<string>) =>
+    cells
+      .map((cell, i) => cell.padEnd(widths[i]!))
+      .join("  ")
+      .trimEnd()
+  return [line(header), ...rows.map(line)].join("\n")
+}
+
+/**
+ * @since 0.1.0
+ * @category rendering
+ */
+export const status = (report: Operations.Status): string => {
+  const counts = Lifecycle.statuses.map((s) => `${s} ${report.byStatus[s] ?? 0}`).join("  ")
+  const lines = [
+    `events ${report.total}  ${counts}`,
+    `oldest pending: ${report.oldestPendingAgeMillis === null ? "none" : `${age(report.oldestPendingAgeMillis)} ago`}`,
+    `stale leases: ${report.staleLeases}`,
+    `failures: ${report.byStatus.FAILURE ?? 0}`
+  ]
+  if (report.topics.length > 0) {
+    lines.push(
+      "",
+      table(
+        ["topic", ...Lifecycle.statuses, "oldest pending", "stale"],
+        report.topics.map((t) => [
+          t.topic,
+          ...Lifecycle.statuses.map((s) => String(t.byStatus[s] ?? 0)),
+          age(t.oldestPendingAgeMillis),
+          String(t.staleLeases)
+        ])
+      )
+    )
+  }
+  if (report.failures.length > 0) {
+    lines.push(
+      "",
+      "recent failures:",
+      table(
+        ["event id", "topic", "key", "attempts", "last error"],
+        report.failures.map((f) => [f.id, f.topic, f.key ?? "-", String(f.attempts), f.lastError ?? "-"])
+      )
+    )
+  }
+  return lines.join("\n")
+}
+
+const time = (millis: number | null) => (millis === null ? "-" : new Date(millis).toISOString())
+
+/**
+ * @since 0.1.0
+ * @category rendering
+ */
+export const inspection = (report: Operations.Inspection): string => {
+  const m = report.message
+  const lines = [
+    `event ${m.id}`,
+    `  status        ${m.status}`,
+    `  topic         ${m.topic}`,
+    `  key           ${m.key ?? "-"}`,
+    `  partition     ${m.partition ?? "(by key)"}`,
+    `  attempts      ${m.attempts}`,
+    `  available at  ${time(m.availableAt)}`,
+    `  lease         ${m.leaseOwner === null ? "-" : `${m.leaseOwner} until ${time(m.leaseExpiresAt)}`}`,
+    `  receipt       ${m.receipt === null ? "-" : `${m.receipt.topic}/${m.receipt.partition}@${m.receipt.offset}`}`,
+    `  last error    ${m.lastError ?? "-"}`,
+    `  created       ${time(m.createdAt)}`,
+    `  updated       ${time(m.updatedAt)}`,
+    `  published     ${time(m.publishedAt)}`,
+    `  processed     ${time(m.processedAt)}`,
+    `  headers       ${JSON.stringify(m.headers)}`,
+    `  payload       (${report.payload.encoding}) ${report.payload.value}`,
+    "",
+    "history:",
+    report.history.length === 0
+      ? "  (none recorded: the store records transitions when recordTransitions / OUTBOX_RECORD_TRANSITIONS is on)"
+      : table(
+          ["at", "from", "to", "lease owner"],
+          report.history.map((h) => [time(h.at), h.from, h.to, h.leaseOwner ?? "-"])
+        )
+          .split("\n")
+          .map((l) => `  ${l}`)
+          .join("\n"),
+    "",
+    "processed by:",
+    report.processedBy.length === 0
+      ? "  (no consumer recorded it with its event id)"
+      : report.processedBy.map((p) => `  ${p.consumer} at ${time(p.processedAt)}`).join("\n")
+  ]
+  return lines.join("\n")
+}
+
+const rows = (messages: ReadonlyArray<OutboxMessage>) =>
+  table(
+    ["event id", "topic", "key", "status", "attempts", "created", "last error"],
+    messages.map((m) => [
+      m.id,
+      m.topic,
+      m.key ?? "-",
+      m.status,
+      String(m.attempts),
+      time(m.createdAt),
+      m.lastError ?? "-"
+    ])
+  )
+
+/**
+ * @since 0.1.0
+ * @category rendering
+ */
+export const change = (report: Operations.ChangeReport): string => {
+  const move = report.action === "requeue" ? "FAILURE -> PENDING" : "PREQUEUED -> PENDING"
+  if (report.selected.length === 0) return `${report.action}: no matching rows`
+  if (report.dryRun) {
+    return `${rows(report.selected)}\n\ndry run: ${report.selected.length} rows would move ${move}; add --execute to apply`
+  }
+  const applied = report.outcomes.filter((o) => o.outcome === "applied").length
+  const skipped = report.outcomes.filter((o) => o.outcome !== "applied")
+  return [
+    `${report.action}: ${applied}/${report.selected.length} rows moved ${move}`,
+    ...skipped.map((o) => `  skipped ${o.id}: now ${o.current ?? "missing"}`)
+  ].join("\n")
+}
+
+/**
+ * @since 0.1.0
+ * @category rendering
+ */
+export const stale = (report: Operations.StaleReport): string => {
+  if (report.stale.length === 0) return "no stale leases"
+  const list = table(
+    ["event id", "topic", "partition", "lease owner", "lease expired"],
+    report.stale.map((m) => [m.id, m.topic, String(m.partition ?? "-"), m.leaseOwner ?? "-", time(m.leaseExpiresAt)])
+  )
+  if (report.dryRun || report.result === null) {
+    return `${list}\n\ndry run: ${report.stale.length} stale rows; add --execute to probe the broker and recover them`
+  }
+  const r = report.result
+  return `${list}\n\nrecovered: ${r.found} found on the broker (published), ${r.requeued} requeued, ${r.failed} failed, ${r.left} left for the next round`
+}
+
+/**
+ * @since 0.1.0
+ * @category rendering
+ */
+export const deadLetters = (letters: ReadonlyArray<DeadLetter.DeadLetter>): string =>
+  letters.length === 0
+    ? "no dead letters"
+    : table(
+        ["event id", "original", "error", "attempts", "group", "dead-lettered", "replays", "message"],
+        letters.map((l) => [
+          l.eventId ?? "-",
+          `${l.originalTopic}/${l.originalPartition}@${l.originalOffset}`,
+          l.errorClass,
+          String(l.attempts),
+          l.consumerGroup,
+          time(l.deadLetteredAt),
+          String(l.replayAttempt),
+          l.errorMessage.replace(/\s+/g, " ").slice(0, 80)
+        ])
+      )
+
+/**
+ * @since 0.1.0
+ * @category rendering
+ */
+export const replay = (report: Operations.ReplayReport): string => {
+  if (report.selected.length === 0) return "no matching dead letters"
+  if (report.dryRun || report.result === null) {
+    return `${deadLetters(report.selected)}\n\ndry run: ${report.selected.length} dead letters would be republished; add --execute`
+  }
+  const r = report.result
+  return [
+    `replayed ${r.replayed.length} dead letters (${r.failed.length} failed, ${r.skipped} skipped)`,
+    ...r.failed.map((f) => `  failed ${f.deadLetter.eventId ?? "-"}: ${f.error.message}`)
+  ].join("\n")
+}
+
+/**
+ * @since 0.1.0
+ * @category rendering
+ */
+export const purge = (report: Operations.PurgeReport): string =>
+  report.dryRun
+    ? `dry run: ${report.rows} rows (${report.statuses.join(", ")}) last updated before ${time(report.olderThan)} would be deleted; add --execute`
+    : `purged ${report.rows} rows (${report.statuses.join(", ")}) last updated before ${time(report.olderThan)}`

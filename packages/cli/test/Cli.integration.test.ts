@@ -1,0 +1,399 @@
+// The operator CLI against the real PostgreSQL and Kafka: every command, run through the real
+// command parser, on rows put in place through the library's own API (a fresh schema per test).
+import * as KafkaOutbox from "@effect-outbox/adapter-kafka/KafkaOutbox"
+import * as PgOutbox from "@effect-outbox/adapter-pg/PgOutbox"
+import { BrokerAdmin } from "@effect-outbox/core/BrokerAdmin"
+import * as DeadLetter from "@effect-outbox/core/DeadLetter"
+import * as Outbox from "@effect-outbox/core/Outbox"
+import { type EventId, jsonPayload } from "@effect-outbox/core/OutboxMessage"
+import { OutboxStore } from "@effect-outbox/core/OutboxStore"
+import { Publisher } from "@effect-outbox/core/Publisher"
+import { TopicReader } from "@effect-outbox/core/TopicReader"
+import * as Transition from "@effect-outbox/core/Transition"
+import { NodeServices } from "@effect/platform-node"
+import { PgClient } from "@effect/sql-pg"
+import { assert, describe, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Logger from "effect/Logger"
+import * as Option from "effect/Option"
+import * as Redacted from "effect/Redacted"
+import * as References from "effect/References"
+import * as SqlClient from "effect/sql/SqlClient"
+import * as Stream from "effect/Stream"
+import * as TestConsole from "effect/testing/TestConsole"
+import { randomUUID } from "node:crypto"
+import * as Cli from "../src/Cli.ts"
+
+const databaseUrl = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres"
+const brokers = process.env.KAFKA_BROKERS ?? "127.0.0.1:9092"
+
+/** A fresh migrated schema with the library's services on it, dropped afterwards. */
+const fixture = Effect.gen(function* () {
+  const schema = `cli_${randomUUID().replaceAll("-", "").slice(0, 20)}`
+  const scope = yield* Effect.scope
+  const context = yield* Layer.buildWithScope(
+    Outbox.layerWith({ maxPayloadBytes: 1_000_000 }).pipe(
+      Layer.provideMerge(PgOutbox.layer({ schema, store: { recordTransitions: true }, wakeUp: { listen: false } })),
+      Layer.provideMerge(PgClient.layer({ url: Redacted.make(databaseUrl), maxConnections: 2 }))
+    ),
+    scope
+  )
+  yield* Effect.addFinalizer(() =>
+    Effect.flatMap(
+      Effect.service(SqlClient.SqlClient),
+      (sql) => sql.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).unprepared
+    ).pipe(Effect.provideContext(context), Effect.ignore)
+  )
+  // Seeding logs each transition at Info: keep the test output to warnings.
+  const use = <A, E>(effect: Effect.Effect<A, E, any>) =>
+    Effect.provideContext(effect, context).pipe(
+      Effect.provideService(References.MinimumLogLevel, "Warn")
+    ) as Effect.Effect<A, E>
+  const audit: Array<string> = []
+  const logger = Logger.make(
+    ({ message }) => void audit.push(Array.isArray(message) ? message.join(" ") : String(message))
+  )
+  /** Runs the CLI; answers its standard output and its failure, if any. */
+  const cli = (...args: ReadonlyArray<string>) =>
+    Effect.gen(function* () {
+      const exit = yield* Effect.exit(
+        Cli.run(["--database-url", databaseUrl, "--schema", schema, "--brokers", brokers, ...args])
+      )
+      const out = (yield* TestConsole.logLines).map(String).join("\n")
+      const err = (yield* TestConsole.errorLines).map(String).join("\n")
+      return { ok: exit._tag === "Success", out, err }
+    }).pipe(
+      Effect.provide(TestConsole.layer),
+      Effect.provide(NodeServices.layer),
+      Effect.provideService(Logger.CurrentLoggers, new Set([logger]))
+    )
+  return { schema, use, cli, audit }
+})
+
+const enqueue = (topic: string, n: number, options: { key?: string; prequeued?: boolean } = {}) =>
+  Outbox.enqueue({
+    topic,
+    key: options.key ?? `k${n}`,
+    payload: jsonPayload({ n }),
+    ...(options.prequeued === undefined ? {} : { prequeued: options.prequeued })
+  })
+
+/** Enqueues and drives the rows to FAILURE through the transition helper, as a relay giving up would. */
+const failed = (topic: string, ns: ReadonlyArray<number>) =>
+  Effect.gen(function* () {
+    const ids = yield* Effect.forEach(ns, (n) => enqueue(topic, n))
+    const claimed = yield* Transition.claim({ owner: "relay-x", limit: 100, maxPerKey: 100, leaseMillis: 60_000 })
+    yield* Transition.markPublishFailed(
+      claimed
+        .filter((row) => ids.includes(row.id))
+        .map((row) => ({
+          id: row.id,
+          owner: "relay-x",
+          reason: "PermanentPublishError: record too large",
+          attempts: 10,
+          retryAt: null
+        }))
+    )
+    return ids
+  })
+
+const rowOf = (id: EventId) => OutboxStore.use((store) => store.get(id)).pipe(Effect.map(Option.getOrThrow))
+
+describe("effect-outbox CLI", () => {
+  it.live("status: counts by status and topic, oldest pending age, stale leases, failures (human and --json)", () =>
+    Effect.gen(function* () {
+      const f = yield* fixture
+      const [bad] = yield* f.use(failed("payments", [1]))
+      // A claim whose lease already ran out: stale.
+      yield* f.use(enqueue("audit", 5))
+      yield* f.use(Transition.claim({ owner: "dead-relay", limit: 10, maxPerKey: 10, leaseMillis: 1 }))
+      yield* f.use(enqueue("orders", 2))
+      yield* f.use(enqueue("orders", 3))
+      yield* f.use(enqueue("orders", 4, { prequeued: true }))
+      yield* Effect.sleep("20 millis")
+
+      const json = yield* f.cli("status", "--json")
+      assert.isTrue(json.ok, json.err)
+      const report = JSON.parse(json.out)
+      assert.strictEqual(report.total, 5)
+      assert.deepStrictEqual(report.byStatus, { FAILURE: 1, DISPATCHING: 1, PENDING: 2, PREQUEUED: 1 })
+      assert.strictEqual(report.staleLeases, 1)
+      assert.isAtLeast(report.oldestPendingAgeMillis, 0)
+      assert.strictEqual(report.failures.length, 1)
+      assert.strictEqual(report.failures[0].id, bad)
+      assert.include(report.failures[0].lastError, "record too large")
+      const orders = report.topics.find((t: { topic: string }) => t.topic === "orders")
+      assert.deepStrictEqual(orders.byStatus, { PENDING: 2, PREQUEUED: 1 })
+      assert.strictEqual(report.topics.length, 3)
+
+      const oneTopic = JSON.parse((yield* f.cli("status", "--topic", "payments", "--json")).out)
+      assert.deepStrictEqual(oneTopic.byStatus, { FAILURE: 1 })
+
+      const human = yield* f.cli("status")
+      assert.isTrue(human.ok)
+      assert.include(human.out, "events 5")
+      assert.include(human.out, "stale leases: 1")
+      assert.include(human.out, "failures: 1")
+      assert.include(human.out, "recent failures:")
+      assert.include(human.out, bad!)
+    }).pipe(Effect.scoped)
+  )
+
+  it.live("inspect: the row, its receipt, its recorded history; an unknown id is a clear error", () =>
+    Effect.gen(function* () {
+      const f = yield* fixture
+      const id = yield* f.use(enqueue("orders", 1))
+      yield* f.use(Transition.claim({ owner: "relay-1", limit: 10, maxPerKey: 10, leaseMillis: 60_000 }))
+      yield* f.use(Transition.markPublished([{ id, receipt: { topic: "orders", partition: 2, offset: "41" } }]))
+
+      const human = yield* f.cli("inspect", id)
+      assert.isTrue(human.ok, human.err)
+      assert.include(human.out, `event ${id}`)
+      assert.include(human.out, "status        PUBLISHED")
+      assert.include(human.out, "receipt       orders/2@41")
+      assert.match(human.out, /DISPATCHING\s+PUBLISHED/)
+      assert.include(human.out, '{"n":1}')
+
+      const json = JSON.parse((yield* f.cli("inspect", id, "--json")).out)
+      assert.strictEqual(json.message.status, "PUBLISHED")
+      assert.deepStrictEqual(json.message.receipt, { topic: "orders", partition: 2, offset: "41" })
+      assert.deepStrictEqual(
+        json.history.map((h: { to: string }) => h.to),
+        ["PUBLISHED"]
+      )
+
+      const missing = yield* f.cli("inspect", "0190a0a0-0000-7000-8000-000000000000")
+      assert.isFalse(missing.ok)
+      assert.include(missing.err, "no outbox event with id")
+      const garbage = yield* f.cli("inspect", "not-an-id")
+      assert.isFalse(garbage.ok)
+      assert.include(garbage.err, "is not an event id")
+    }).pipe(Effect.scoped)
+  )
+
+  it.live(
+    "requeue: explicit filters required, dry run by default, --execute moves FAILURE -> PENDING with an audit line",
+    () =>
+      Effect.gen(function* () {
+        const f = yield* fixture
+        const [a, b] = yield* f.use(failed("payments", [1, 2]))
+        const [c] = yield* f.use(failed("refunds", [3]))
+
+        const bare = yield* f.cli("requeue", "--reason", "fixed")
+        assert.isFalse(bare.ok)
+        assert.include(bare.err, "name the rows")
+
+        const noReason = yield* f.cli("requeue", "--topic", "payments", "--execute")
+        assert.isFalse(noReason.ok)
+        assert.include(noReason.err, "--reason is required")
+
+        const dry = yield* f.cli("requeue", "--topic", "payments", "--reason", "limit raised")
+        assert.isTrue(dry.ok, dry.err)
+        assert.include(dry.out, "dry run: 2 rows would move FAILURE -> PENDING")
+        assert.strictEqual((yield* f.use(rowOf(a!))).status, "FAILURE")
+
+        const done = yield* f.cli("requeue", "--id", a!, "--reason", "limit raised", "--operator", "alice", "--execute")
+        assert.isTrue(done.ok, done.err)
+        assert.include(done.out, "requeue: 1/1 rows moved FAILURE -> PENDING")
+        const requeued = yield* f.use(rowOf(a!))
+        assert.strictEqual(requeued.status, "PENDING")
+        assert.strictEqual(requeued.attempts, 0)
+        assert.strictEqual((yield* f.use(rowOf(b!))).status, "FAILURE")
+        assert.strictEqual((yield* f.use(rowOf(c!))).status, "FAILURE")
+        assert.isTrue(
+          f.audit.some((line) => line.includes("AUDIT outbox requeue by alice") && line.includes("limit raised"))
+        )
+
+        // Rows not in FAILURE are not selected: requeueing twice changes nothing.
+        const again = yield* f.cli("requeue", "--id", a!, "--reason", "again", "--execute")
+        assert.include(again.out, "no matching rows")
+
+        const all = JSON.parse((yield* f.cli("requeue", "--all", "--reason", "bulk", "--execute", "--json")).out)
+        assert.deepStrictEqual(
+          all.outcomes.map((o: { outcome: string }) => o.outcome),
+          ["applied", "applied"]
+        )
+        assert.strictEqual((yield* f.use(rowOf(c!))).status, "PENDING")
+      }).pipe(Effect.scoped)
+  )
+
+  it.live("release: PREQUEUED -> PENDING for the selected rows only", () =>
+    Effect.gen(function* () {
+      const f = yield* fixture
+      const held = yield* f.use(enqueue("reminders", 1, { prequeued: true }))
+      const other = yield* f.use(enqueue("reminders", 2, { prequeued: true }))
+      const dry = yield* f.cli("release", "--id", held)
+      assert.include(dry.out, "dry run: 1 rows would move PREQUEUED -> PENDING")
+      assert.strictEqual((yield* f.use(rowOf(held))).status, "PREQUEUED")
+      const done = yield* f.cli("release", "--id", held, "--execute", "--operator", "bob")
+      assert.isTrue(done.ok, done.err)
+      assert.strictEqual((yield* f.use(rowOf(held))).status, "PENDING")
+      assert.strictEqual((yield* f.use(rowOf(other))).status, "PREQUEUED")
+      assert.isTrue(f.audit.some((line) => line.includes("AUDIT outbox release by bob")))
+    }).pipe(Effect.scoped)
+  )
+
+  it.live("purge: counts in a dry run, deletes only finished rows older than the given age", () =>
+    Effect.gen(function* () {
+      const f = yield* fixture
+      const done = yield* f.use(enqueue("orders", 1))
+      const pending = yield* f.use(enqueue("orders", 2, { key: "other" }))
+      // Drive `done` to SUCCESS the way a consumer does; `pending` stays PENDING... after a claim.
+      yield* f.use(Transition.claim({ owner: "r", limit: 1, maxPerKey: 1, leaseMillis: 60_000 }))
+      yield* f.use(Transition.startProcessing(done))
+      yield* f.use(Transition.finishProcessing(done, "SUCCESS"))
+      yield* Effect.sleep("30 millis")
+
+      const bad = yield* f.cli("purge", "--older-than", "soon")
+      assert.isFalse(bad.ok)
+      assert.include(bad.err, "is not a duration")
+      const unsafe = yield* f.cli("purge", "--older-than", "1ms", "--status", "PENDING", "--execute")
+      assert.isFalse(unsafe.ok)
+
+      const dry = yield* f.cli("purge", "--older-than", "10ms")
+      assert.isTrue(dry.ok, dry.err)
+      assert.include(dry.out, "dry run: 1 rows")
+      assert.strictEqual((yield* f.use(rowOf(done))).status, "SUCCESS")
+      const young = JSON.parse((yield* f.cli("purge", "--older-than", "1h", "--json")).out)
+      assert.strictEqual(young.rows, 0)
+
+      const run = yield* f.cli("purge", "--older-than", "10ms", "--execute")
+      assert.isTrue(run.ok, run.err)
+      assert.include(run.out, "purged 1 rows")
+      const left = yield* f.use(OutboxStore.use((store) => store.get(done)))
+      assert.isTrue(Option.isNone(left))
+      assert.strictEqual((yield* f.use(rowOf(pending))).status, "PENDING")
+    }).pipe(Effect.scoped)
+  )
+
+  it.live(
+    "recover-stale: lists expired leases; --execute probes Kafka, marks found rows PUBLISHED and requeues the rest",
+    () =>
+      Effect.gen(function* () {
+        const f = yield* fixture
+        const topic = `cli-stale-${randomUUID().slice(0, 8)}`
+        const kafka = yield* Layer.buildWithScope(
+          KafkaOutbox.layer({ brokers: brokers.split(","), clientId: "cli-test" }),
+          yield* Effect.scope
+        )
+        yield* Effect.provideContext(
+          BrokerAdmin.use((admin) => admin.ensureTopic({ topic, partitions: 1 })),
+          kafka
+        )
+        const sent = yield* f.use(enqueue(topic, 1, { key: "a" }))
+        const lost = yield* f.use(enqueue(topic, 2, { key: "b" }))
+        const rows = yield* f.use(
+          Transition.claim({ owner: "crashed-relay", limit: 10, maxPerKey: 10, leaseMillis: 1 })
+        )
+        // The crashed relay got `sent` onto the broker before dying; `lost` never left.
+        const row = rows.find((r) => r.id === sent)!
+        const [outcome] = yield* Effect.provideContext(
+          Publisher.use((p) =>
+            p.publish([{ id: sent, topic, key: row.key, partition: null, headers: row.headers, payload: row.payload }])
+          ),
+          kafka
+        )
+        assert.strictEqual(outcome!._tag, "Success")
+        yield* Effect.sleep("20 millis")
+
+        const dry = yield* f.cli("recover-stale")
+        assert.isTrue(dry.ok, dry.err)
+        assert.include(dry.out, "dry run: 2 stale rows")
+        assert.strictEqual((yield* f.use(rowOf(sent))).status, "DISPATCHING")
+
+        const run = yield* f.cli("recover-stale", "--execute")
+        assert.isTrue(run.ok, run.err)
+        assert.include(run.out, "recovered: 1 found on the broker (published), 1 requeued")
+        assert.strictEqual((yield* f.use(rowOf(sent))).status, "PUBLISHED")
+        assert.strictEqual((yield* f.use(rowOf(lost))).status, "PENDING")
+        yield* Effect.promise(() => deleteTopics([topic]))
+      }).pipe(Effect.scoped)
+  )
+
+  it.live("dlt list and replay: dead letters with their errors; replay republishes the selected one to its topic", () =>
+    Effect.gen(function* () {
+      const f = yield* fixture
+      const topic = `cli-dlt-${randomUUID().slice(0, 8)}`
+      const dlt = `${topic}.DLT`
+      const kafka = yield* Layer.buildWithScope(
+        KafkaOutbox.layer({ brokers: brokers.split(","), clientId: "cli-test" }),
+        yield* Effect.scope
+      )
+      const inKafka = <A, E>(effect: Effect.Effect<A, E, any>) =>
+        Effect.provideContext(effect, kafka) as Effect.Effect<A, E>
+      yield* inKafka(
+        BrokerAdmin.use((admin) =>
+          Effect.andThen(admin.ensureTopic({ topic, partitions: 1 }), admin.ensureTopic({ topic: dlt, partitions: 1 }))
+        )
+      )
+      const ids = ["0190a0a0-0000-7000-8000-00000000000a", "0190a0a0-0000-7000-8000-00000000000b"] as Array<EventId>
+      const letters = yield* Effect.forEach(ids, (id, i) =>
+        DeadLetter.toPublishRequest(
+          {
+            topic,
+            partition: 0,
+            offset: String(i),
+            key: `k${i}`,
+            headers: { "event-id": id },
+            value: jsonPayload({ broken: i }),
+            timestamp: Date.now()
+          },
+          dlt,
+          { error: new Error(`poison ${i}`), attempts: 1, classification: "permanent", consumerGroup: "billing" }
+        )
+      )
+      yield* inKafka(Publisher.use((p) => p.publish(letters)))
+
+      const list = yield* f.cli("dlt", "list", dlt)
+      assert.isTrue(list.ok, list.err)
+      assert.include(list.out, ids[0]!)
+      assert.include(list.out, ids[1]!)
+      assert.include(list.out, "poison 0")
+      const listed = JSON.parse((yield* f.cli("dlt", "list", dlt, "--json")).out)
+      assert.deepStrictEqual(
+        listed.map((l: { eventId: string }) => l.eventId),
+        ids
+      )
+
+      const bare = yield* f.cli("dlt", "replay", dlt)
+      assert.isFalse(bare.ok)
+      assert.include(bare.err, "name the dead letters")
+      const dry = yield* f.cli("dlt", "replay", dlt, "--event-id", ids[1]!)
+      assert.include(dry.out, "dry run: 1 dead letters would be republished")
+      const before = yield* inKafka(TopicReader.use((r) => r.read(topic).pipe(Stream.runCollect)))
+      assert.strictEqual(before.length, 0)
+
+      const run = yield* f.cli("dlt", "replay", dlt, "--event-id", ids[1]!, "--execute")
+      assert.isTrue(run.ok, run.err)
+      assert.include(run.out, "replayed 1 dead letters")
+      const after = yield* inKafka(TopicReader.use((r) => r.read(topic).pipe(Stream.runCollect)))
+      assert.strictEqual(after.length, 1)
+      assert.strictEqual(after[0]!.headers["event-id"], ids[1])
+      assert.strictEqual(after[0]!.headers[DeadLetter.headers.replayAttempt], "1")
+      assert.isUndefined(after[0]!.headers[DeadLetter.headers.errorMessage])
+      yield* Effect.promise(() => deleteTopics([topic, dlt]))
+    }).pipe(Effect.scoped)
+  )
+
+  it.live("a command without its service says what to set", () =>
+    Effect.gen(function* () {
+      const result = yield* Effect.exit(Cli.run(["status", "--database-url", ""])).pipe(
+        Effect.provide(TestConsole.layer),
+        Effect.provide(NodeServices.layer)
+      )
+      assert.strictEqual(result._tag, "Failure")
+    })
+  )
+})
+
+const deleteTopics = async (topics: ReadonlyArray<string>) => {
+  const { default: Kafkajs } = await import("kafkajs")
+  const admin = new Kafkajs.Kafka({ brokers: brokers.split(","), logLevel: Kafkajs.logLevel.NOTHING }).admin()
+  await admin.connect()
+  try {
+    await admin.deleteTopics({ topics: [...topics] })
+  } finally {
+    await admin.disconnect()
+  }
+}
