@@ -5,6 +5,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as SqlClient from "effect/sql/SqlClient"
 import { candidateScan, keyPrefix } from "../src/internal/sql.ts"
+import * as PgOutboxStore from "../src/PgOutboxStore.ts"
 import { PgTables } from "../src/PgTables.ts"
 import { freshTables, pgClient } from "./support.ts"
 
@@ -56,5 +57,13 @@ describe("claim query plans at 100k rows", () => {
       assert.match(plans["prefix/force_generic_plan"]!, /message_pending_key_idx/)
       assert.match(plans["inFlight/force_custom_plan"]!, /message_dispatching_key_idx/)
       assert.match(plans["stale/force_generic_plan"]!, /message_lease_idx/)
+
+      // and the claim itself, at this size: a full batch, in well under a second
+      const store = yield* PgOutboxStore.make()
+      const started = Date.now()
+      const batch = yield* store.claim({ owner: "r", limit: 100, maxPerKey: 10, leaseMillis: 30_000, now: Date.now() })
+      const elapsed = Date.now() - started
+      assert.strictEqual(batch.length, 100)
+      assert.isBelow(elapsed, 1_000, `claim took ${elapsed} ms`)
     }).pipe(Effect.provide(Live)), { timeout: 120_000 })
 })
