@@ -15,7 +15,7 @@
  */
 import { OutboxStoreError } from "@effect-outbox/core/Errors"
 import type { OutboxStatus } from "@effect-outbox/core/Lifecycle"
-import type { EventId, NewOutboxMessage, OutboxMessage } from "@effect-outbox/core/OutboxMessage"
+import type { NewOutboxMessage, OutboxMessage } from "@effect-outbox/core/OutboxMessage"
 import {
   type ListFilter,
   type OutboxStats,
@@ -174,7 +174,8 @@ const rounds = (requests: ReadonlyArray<TransitionRequest>) => {
   requests.forEach((request, index) => {
     const round = (placed.get(request.id) ?? -1) + 1
     placed.set(request.id, round)
-    ;(out[round] ??= []).push([request, index])
+    if (out[round] === undefined) out[round] = []
+    out[round].push([request, index])
   })
   return out
 }
@@ -353,4 +354,3 @@ export const make = (options: Options = {}) =>
 export const layer = (options: Options = {}): Layer.Layer<OutboxStore, never, SqlClient.SqlClient | PgTables> =>
   Layer.effect(OutboxStore)(make(options))
 
-export type { EventId }

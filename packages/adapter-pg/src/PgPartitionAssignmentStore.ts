@@ -9,7 +9,6 @@
  *
  * @since 0.1.0
  */
-import { OutboxStoreError } from "@effect-outbox/core/Errors"
 import { PartitionAssignmentStore } from "@effect-outbox/core/PartitionAssignmentStore"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -96,4 +95,3 @@ export const layer: Layer.Layer<PartitionAssignmentStore, never, SqlClient.SqlCl
   PartitionAssignmentStore
 )(make)
 
-export type { OutboxStoreError }

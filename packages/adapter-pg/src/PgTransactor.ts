@@ -5,7 +5,7 @@
  *
  * @since 0.1.0
  */
-import { OutboxStoreError } from "@effect-outbox/core/Errors"
+import type { OutboxStoreError } from "@effect-outbox/core/Errors"
 import { Transactor } from "@effect-outbox/core/Transactor"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
