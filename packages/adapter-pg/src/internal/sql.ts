@@ -89,7 +89,7 @@ export const claimFunction = (t: Tables) =>
          END IF;
        END IF;
        -- Bounded: a hot key with a long backlog must not turn one claim into a table scan.
-       EXIT WHEN slots >= p_limit OR scanned >= p_limit * 20 + 1000;
+       EXIT WHEN slots >= p_limit OR scanned >= LEAST(p_limit, 100000) * 20 + 1000;
      END LOOP;
      IF slots = 0 THEN
        RETURN;
