@@ -90,7 +90,16 @@ export const make = (options: Options = {}) =>
         )
         return Stream.merge(listening, polling)
       })
-    ).pipe(Stream.catchCause(() => Stream.never))
+    ).pipe(
+      // Only a defect gets here (connection failures are retried above). Signals are a hint: go
+      // quiet and let the relay's own poll interval carry on, but say so.
+      Stream.catchCause((cause) =>
+        Stream.fromEffect(Effect.logError("outbox wake-up stopped listening; relays fall back to polling", cause)).pipe(
+          Stream.drain,
+          Stream.concat(Stream.never)
+        )
+      )
+    )
 
     return WakeUp.of({ notify, signals })
   })
