@@ -269,7 +269,14 @@ export const make = (options: KafkaPublisherOptions = {}) =>
           ),
           Effect.timeoutOrElse({
             duration: timeoutMillis,
-            orElse: () => Effect.fail(new Error(`no acknowledgement within ${timeoutMillis} ms; the records may have reached the broker`))
+            // Retriable (KafkaErrors classifies a plain Error as permanent): a broker that does
+            // not answer in time is the textbook transient failure (found by the broker-down
+            // fault test).
+            orElse: () =>
+              Effect.fail(Object.assign(
+                new Error(`no acknowledgement within ${timeoutMillis} ms; the records may have reached the broker`),
+                { retriable: true }
+              ))
           }),
           Effect.result
         )
