@@ -2,7 +2,13 @@
 // real piece — a relay process, the broker, database connections, a consumer process, the input
 // — and a checker reads the topic and the tables at the end. The table printed at the end has,
 // per scenario: events, lost, duplicates delivered, duplicate effects, order violations.
+import * as Relay from "@effect-outbox/core/Relay"
 import { afterAll, assert, describe, it } from "@effect/vitest"
+import * as Duration from "effect/Duration"
+import * as Exit from "effect/Exit"
+import * as Scope from "effect/Scope"
+import { rmSync } from "node:fs"
+import { tmpdir } from "node:os"
 import { join } from "node:path"
 import * as Support from "./support.ts"
 
@@ -64,6 +70,94 @@ describe("a relay process killed with SIGKILL while draining", () => {
       await Support.dropSchema(stack, schema)
       await stack.dispose()
       await Support.deleteTopics(Support.sharedBrokers, [topic])
+    }
+  })
+})
+
+describe("the Kafka broker stopped for 20 s mid-run", () => {
+  it("the outbox accumulates, then drains; nothing lost; failures retried, none FAILURE", async () => {
+    const broker = Support.privateBroker({
+      port: Number(process.env.FAULTS_KAFKA_PORT ?? 19092),
+      controllerPort: Number(process.env.FAULTS_KAFKA_CONTROLLER_PORT ?? 19093),
+      state: join(tmpdir(), `effect-outbox-faults-broker-${process.pid}`)
+    })
+    rmSync(broker.state, { recursive: true, force: true })
+    await broker.up()
+    const schema = Support.uniqueName("faults_broker")
+    const topic = Support.uniqueName("faults-broker")
+    let stack: Support.Stack | undefined
+    try {
+      await Support.createTopics(broker.brokers, [topic])
+      stack = await Support.makeStack({ schema, brokers: broker.brokers })
+      const s = stack
+      const t = await Support.tables(s)
+      const count = async (statuses: string) =>
+        (await Support.query<{ n: number }>(s, `SELECT count(*)::int AS n FROM ${t.message} WHERE status IN (${statuses})`))[0]!.n
+      const stopRelay = await s.runPromise(Scope.make()).then(async (scope) => {
+        await s.runPromise(Relay.start({
+          batchSize: 100,
+          lease: Duration.seconds(30),
+          publishTimeout: Duration.seconds(8),
+          pollInterval: Duration.millis(100),
+          backoff: Relay.backoff("200 millis", "5 seconds")
+        }).pipe(Scope.provide(scope)))
+        return () => s.runPromise(Scope.close(scope, Exit.void))
+      })
+
+      // 200 events/s for 40 s; the broker is down from 8 s to 28 s.
+      const ids: Array<string> = []
+      const started = Date.now()
+      let downAt: number | undefined
+      let upAt: number | undefined
+      let peakBacklog = 0
+      const outage = (async () => {
+        await Support.sleep(8_000)
+        await broker.down()
+        downAt = Date.now()
+        await Support.sleep(20_000)
+        await broker.up()
+        upAt = Date.now()
+      })()
+      while (Date.now() - started < 40_000) {
+        ids.push(...(await Support.enqueueMany(s, topic, 50, { keys: 50, from: ids.length, chunk: 50 })))
+        if (downAt !== undefined && upAt === undefined) peakBacklog = Math.max(peakBacklog, await count("'PENDING','DISPATCHING'"))
+        await Support.sleep(250)
+      }
+      await outage
+      const deadline = Date.now() + 120_000
+      while ((await count("'PENDING','DISPATCHING'")) > 0) {
+        if (Date.now() > deadline) throw new Error("the outbox did not drain within 120 s of the broker's return")
+        await Support.sleep(200)
+      }
+      const drainedAt = Date.now()
+      await stopRelay()
+
+      const failed = await count("'FAILURE'")
+      const retried = (await Support.query<{ n: number }>(s, `SELECT count(*)::int AS n FROM ${t.message} WHERE attempts > 0`))[0]!.n
+      const records = await Support.readTopic(broker.brokers, topic)
+      const v = Support.verdict(ids.map((id, i) => ({ id, key: `k${i % 50}` })), records)
+      Support.record({
+        scenario: "2 broker down 20 s",
+        ...v,
+        note: `peak backlog ${peakBacklog}; ${retried} rows retried; FAILURE ${failed}; drained ${((drainedAt - upAt!) / 1000).toFixed(1)} s after restart`
+      })
+      const reasons = await Support.query<{ last_error: string; attempts: number; n: number }>(
+        s,
+        `SELECT last_error, attempts, count(*)::int AS n FROM ${t.message} WHERE status = 'FAILURE' GROUP BY 1, 2`
+      )
+      assert.strictEqual(failed, 0, `no row ends in FAILURE; got ${JSON.stringify(reasons)}`)
+      assert.isAbove(peakBacklog, 500, "the outbox accumulated while the broker was down")
+      assert.isAbove(retried, 0, "publish failures were retried")
+      assert.strictEqual(v.lost, 0, `lost ${v.lostIds.join(", ")}`)
+      assert.strictEqual(v.orderViolations, 0)
+      assert.strictEqual(await count("'PUBLISHED'"), ids.length)
+    } finally {
+      if (stack !== undefined) {
+        await Support.dropSchema(stack, schema)
+        await stack.dispose()
+      }
+      await broker.down().catch(() => undefined)
+      rmSync(broker.state, { recursive: true, force: true })
     }
   })
 })

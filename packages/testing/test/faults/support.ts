@@ -21,6 +21,7 @@ import * as SqlClient from "effect/sql/SqlClient"
 import Kafkajs from "kafkajs"
 import { type ChildProcess, execFile, spawn } from "node:child_process"
 import { randomBytes } from "node:crypto"
+import { readdirSync, readFileSync } from "node:fs"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
 
@@ -291,4 +292,46 @@ export const table = (): string => {
   const widths = header.map((h, i) => Math.max(h.length, ...body.map((b) => b[i]!.length)))
   const line = (cells: ReadonlyArray<string>) => `| ${cells.map((c, i) => c.padEnd(widths[i]!)).join(" | ")} |`
   return [line(header), `|${widths.map((w) => "-".repeat(w + 2)).join("|")}|`, ...body.map(line)].join("\n")
+}
+
+// ------------------------------------------------------------------------------------------------
+// a private broker
+// ------------------------------------------------------------------------------------------------
+
+/**
+ * A second Kafka broker on its own ports and state directory, started and stopped by the
+ * project's `scripts/services`, so a test can take it down without touching the shared broker.
+ */
+export const privateBroker = (options: { readonly port: number; readonly controllerPort: number; readonly state: string }) => {
+  const env = {
+    KAFKA_PORT: String(options.port),
+    KAFKA_CONTROLLER_PORT: String(options.controllerPort),
+    EFFECT_OUTBOX_STATE: options.state
+  }
+  const services = join(repoRoot, "scripts", "services")
+  // `scripts/services down` signals the pid it recorded, which is the subshell that launched the
+  // JVM, not the JVM itself; so the JVM (found by its config path) is stopped here as well.
+  const jvmPids = (): Array<number> =>
+    readdirSync("/proc").filter((d) => /^\d+$/.test(d)).flatMap((d) => {
+      try {
+        const cmdline = readFileSync(`/proc/${d}/cmdline`, "utf8")
+        return cmdline.includes("kafka.Kafka") && cmdline.includes(join(options.state, "server.properties")) ? [Number(d)] : []
+      } catch {
+        return []
+      }
+    })
+  const down = async () => {
+    await run("bash", [services, "down"], env).catch(() => "")
+    for (const pid of jvmPids()) process.kill(pid, "SIGTERM")
+    const deadline = Date.now() + 30_000
+    while (jvmPids().length > 0 && Date.now() < deadline) await sleep(200)
+    for (const pid of jvmPids()) process.kill(pid, "SIGKILL")
+    while (jvmPids().length > 0) await sleep(100)
+  }
+  return {
+    brokers: [`127.0.0.1:${options.port}`],
+    state: options.state,
+    up: () => run("bash", [services, "up"], env),
+    down
+  }
 }
