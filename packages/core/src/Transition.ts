@@ -94,7 +94,9 @@ const record = (move: Move, outcome: TransitionOutcome) => {
   const from = move.from.join("|")
   const line = `outbox ${outcome.id}: ${from} -> ${move.to} ${outcome.outcome}` +
     (outcome.outcome === "applied" ? "" : ` (now ${outcome.current ?? "missing"})`)
-  const log = outcome.outcome === "rejected" ? Effect.logDebug(line) : Effect.logInfo(line)
+  // Debug: one line per row and move is too many for Info in production; raise the minimum
+  // log level to Debug to follow every transition.
+  const log = Effect.logDebug(line)
   return Effect.andThen(
     Metric.update(Metric.withAttributes(Telemetry.transitions, { from, to: move.to, outcome: outcome.outcome }), 1),
     log.pipe(Effect.annotateLogs({ eventId: outcome.id, from, to: move.to, outcome: outcome.outcome }))
