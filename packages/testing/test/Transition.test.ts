@@ -172,6 +172,21 @@ describe("Transition, the one transition helper (R2.7)", () => {
       })
     ))
 
+  it.effect("every transition writes a log line (at Debug) naming the row and the move", () =>
+    withDispatching((id) =>
+      Effect.gen(function*() {
+        const lines: Array<string> = []
+        const capture = Logger.make((options) => {
+          lines.push(`${options.logLevel} ${String((options.message as ReadonlyArray<unknown>)[0])}`)
+        })
+        yield* Transition.markPublished([{ id, receipt }]).pipe(
+          Effect.provide(Logger.layer([capture])),
+          Effect.provideService(References.MinimumLogLevel, "Debug")
+        )
+        assert.deepStrictEqual(lines, [`Debug outbox ${id}: DISPATCHING -> PUBLISHED applied`])
+      })
+    ))
+
   it.effect("release moves PREQUEUED to PENDING and nothing else", () =>
     Effect.gen(function*() {
       const world = yield* makeWorld()
