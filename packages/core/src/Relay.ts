@@ -237,8 +237,9 @@ export interface Relay {
   readonly runOnce: Effect.Effect<BatchResult, OutboxStoreError, Requirements>
   /**
    * Loops until stopped (see {@link start}): batch, then (when the batch was not full) wait for
-   * a wake-up or the poll interval. Store errors are logged and retried at the next poll. Interrupting it is a crash:
-   * in-flight rows keep their lease until `StaleRecovery` takes them back.
+   * a wake-up or the poll interval. Store errors are logged and retried at the next poll.
+   * Interrupting it is a crash: in-flight rows keep their lease until `StaleRecovery` takes
+   * them back.
    */
   readonly run: Effect.Effect<void, never, Requirements>
   /** Rows this relay holds right now (claimed, not yet settled). */
@@ -256,6 +257,18 @@ export interface Relay {
 export const make = (settings: Partial<Settings> = {}): Effect.Effect<Relay> =>
   Effect.gen(function*() {
     const s: Settings = { ...defaults, ...settings }
+    if (!(s.batchSize >= 1 && s.maxPerKey >= 1 && s.maxAttempts >= 1)) {
+      return yield* Effect.die(
+        new Error(`relay settings need batchSize, maxPerKey and maxAttempts >= 1 (got ${s.batchSize}, ${s.maxPerKey}, ${s.maxAttempts})`)
+      )
+    }
+    if (Duration.toMillis(s.publishTimeout) >= Duration.toMillis(s.lease)) {
+      // A publish still running when its lease expires races stale recovery: legal (the
+      // writes are conditional), but it means duplicates. Say so instead of failing.
+      yield* Effect.logWarning(
+        `outbox relay: publishTimeout (${Duration.format(s.publishTimeout)}) should be well below the lease (${Duration.format(s.lease)})`
+      )
+    }
     const owner = s.owner ?? (yield* makeOwner)
     const inFlight = yield* Ref.make<ReadonlyArray<OutboxMessage>>([])
     const stopped = yield* Deferred.make<void>()
