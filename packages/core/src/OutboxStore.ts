@@ -121,7 +121,11 @@ export class OutboxStore extends Context.Service<OutboxStore, {
   readonly transition: (
     requests: ReadonlyArray<TransitionRequest>
   ) => Effect.Effect<ReadonlyArray<TransitionOutcome>, OutboxStoreError>
-  /** Rows in `DISPATCHING` whose lease expired before `now`, oldest lease first. */
+  /**
+   * Rows in `DISPATCHING` whose lease expired before `now`, ordered by lease expiry then `seq`.
+   * (A key's stale rows share one claim and one expiry, so a `limit` never cuts a key's prefix
+   * from the front: stale recovery relies on it.)
+   */
   readonly findStale: (now: number, limit: number) => Effect.Effect<ReadonlyArray<OutboxMessage>, OutboxStoreError>
   readonly get: (id: EventId) => Effect.Effect<Option.Option<OutboxMessage>, OutboxStoreError>
   readonly list: (filter: ListFilter) => Effect.Effect<ReadonlyArray<OutboxMessage>, OutboxStoreError>
