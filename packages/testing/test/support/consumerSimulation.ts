@@ -1,0 +1,403 @@
+// The deterministic simulation of the consuming side: a seeded producer publishes events (some
+// duplicated, as a relay re-sending after a lost acknowledgement does; some poison), consumers
+// run them through `Consumer` and crash at the worst moments (between the DB commit and the
+// offset commit; inside the handler's open transaction), the database loses some commits (or
+// their acknowledgements), and a final quiet consumer drains what is left. The checker then
+// judges: each event's effect applied exactly once per consumer group, no record lost (every
+// partition committed to its end), poison records in the DLT and only they, outbox rows
+// SUCCESS / PUSHED_FAILURE, partitions kept moving.
+//
+// Determinism: every random choice comes from the seeded `Random` service or a PRNG seeded from
+// the same seed; time comes from a fresh `TestClock` per run.
+import * as Consumer from "@effect-outbox/core/Consumer"
+import { ConsumerSource, type Subscription } from "@effect-outbox/core/ConsumerSource"
+import { ConsumerSourceError } from "@effect-outbox/core/Errors"
+import * as Inbox from "@effect-outbox/core/Inbox"
+import { type EventId, jsonPayload, makeEventId } from "@effect-outbox/core/OutboxMessage"
+import { OutboxStore } from "@effect-outbox/core/OutboxStore"
+import { Publisher } from "@effect-outbox/core/Publisher"
+import * as Transition from "@effect-outbox/core/Transition"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import * as Layer from "effect/Layer"
+import * as Random from "effect/Random"
+import * as References from "effect/References"
+import * as Schedule from "effect/Schedule"
+import * as Schema from "effect/Schema"
+import * as Scope from "effect/Scope"
+import * as TestClock from "effect/testing/TestClock"
+import * as InMemoryBroker from "../../src/InMemoryBroker.ts"
+import * as InMemoryDatabase from "../../src/InMemoryDatabase.ts"
+
+export interface Outcome {
+  readonly seed: number
+  readonly violations: ReadonlyArray<string>
+  readonly summary: string
+  /** Everything observable, for replay comparisons. */
+  readonly fingerprint: string
+}
+
+type Kind = "ok" | "flaky" | "poison_decode" | "poison_permanent" | "poison_exhaust"
+
+interface SimEvent {
+  readonly n: number
+  readonly id: EventId
+  readonly key: string
+  readonly kind: Kind
+  readonly local: boolean
+}
+
+const isPoison = (kind: Kind) => kind.startsWith("poison")
+
+class HandlerFailed extends Schema.TaggedError<HandlerFailed>()("HandlerFailed", {
+  n: Schema.Number,
+  retriable: Schema.Boolean
+}) {}
+
+const GROUP = "sim-consumer"
+const Payload = Schema.Struct({ n: Schema.Number })
+
+// mulberry32: a tiny seeded PRNG for the synchronous hooks.
+const prng = (seed: number) => {
+  let a = seed >>> 0
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0
+    let t = a
+    t = Math.imul(t ^ (t >>> 15), t | 1)
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
+  }
+}
+
+const int = (min: number, max: number) => Random.nextIntBetween(min, max)
+const chance = (p: number) => Effect.map(Random.next, (r) => r < p)
+
+/** Runs one seeded scenario and checks it. */
+export const runConsumerScenario = (seed: number): Effect.Effect<Outcome> =>
+  scenario(seed).pipe(
+    // An infrastructure error escaping the scenario is a harness bug, not a finding: fail loudly.
+    Effect.orDie,
+    Effect.scoped,
+    Random.withSeed(seed),
+    Effect.provideService(References.MinimumLogLevel, "None"),
+    Effect.provide(TestClock.layer())
+  )
+
+const scenario = (seed: number) =>
+  Effect.gen(function*() {
+    const rand = prng(seed ^ 0x5bd1e995)
+    // ---- the scenario's shape ----------------------------------------------------------------
+    const partitions = yield* int(1, 3)
+    const database = yield* InMemoryDatabase.make
+    const broker = yield* InMemoryBroker.make({
+      topics: { orders: partitions, "orders.DLT": 1 },
+      maxBatchSize: yield* int(1, 5)
+    })
+    const maxAttempts = yield* int(3, 5)
+    // At most maxAttempts - 2 lost commits plus one flaky failure: a healthy record can never
+    // exhaust its attempts on injected faults alone, so any healthy record in the DLT is a bug.
+    const dbFaults = yield* int(0, maxAttempts - 2)
+    const pCrashCommit = (yield* int(0, 3)) / 10
+    const pCrashHandler = (yield* int(0, 2)) / 20
+    const parking = yield* chance(0.25)
+    const concurrency = yield* int(1, 3)
+    const eventCount = yield* int(4, 16)
+    const keyCount = yield* int(1, 4)
+    const pDuplicate = (yield* int(0, 3)) / 10
+    const maxGenerations = yield* int(1, 5)
+
+    const baseLayer = Layer.mergeAll(InMemoryDatabase.layerFrom(database), InMemoryBroker.layerFrom(broker))
+    const worldLayer = Inbox.Inbox.layer.pipe(Layer.provideMerge(baseLayer))
+    const store = database.outboxStore
+
+    // ---- events and local outbox rows ---------------------------------------------------------
+    const events: Array<SimEvent> = []
+    for (let n = 0; n < eventCount; n++) {
+      const roll = yield* Random.next
+      const kind: Kind = roll < 0.72
+        ? "ok"
+        : roll < 0.84
+        ? "flaky"
+        : roll < 0.9
+        ? "poison_decode"
+        : roll < 0.95
+        ? "poison_permanent"
+        : "poison_exhaust"
+      events.push({ n, id: yield* makeEventId, key: `k${yield* int(0, keyCount - 1)}`, kind, local: yield* chance(0.4) })
+    }
+    const byId = new Map(events.map((e) => [e.id as string, e]))
+    const locals = events.filter((e) => e.local)
+    if (locals.length > 0) {
+      yield* store.insert(locals.map((e) => ({
+        id: e.id,
+        topic: "orders",
+        key: e.key,
+        partition: null,
+        headers: { "event-id": e.id },
+        payload: jsonPayload({ n: e.n }),
+        status: "PENDING" as const,
+        availableAt: 0,
+        createdAt: 0
+      })))
+      const claimed = yield* Transition.claim({ owner: "sim-relay", limit: 1000, maxPerKey: 1000, leaseMillis: 3_600_000 })
+        .pipe(Effect.provideService(OutboxStore, store), Effect.orDie)
+      // Half are acknowledged; the rest stay DISPATCHING: the consumer runs ahead (R2.5).
+      const published = claimed.filter(() => rand() < 0.5)
+      yield* Transition.markPublished(published.map((row) => ({
+        id: row.id,
+        receipt: { topic: "orders", partition: 0, offset: "0" }
+      }))).pipe(Effect.provideService(OutboxStore, store), Effect.orDie)
+    }
+
+    // ---- database faults: lost commits and lost commit acknowledgements -----------------------
+    for (let i = 0; i < dbFaults; i++) {
+      yield* database.control.failNext({
+        count: 1,
+        operations: ["commit"],
+        timing: (yield* chance(0.5)) ? "after" : "before",
+        retriable: true,
+        reason: "injected lost commit"
+      })
+    }
+
+    // ---- the producer: events in order, some duplicated (adjacent or much later) ---------------
+    const payloadOf = (e: SimEvent) =>
+      e.kind === "poison_decode" ? new TextEncoder().encode(`{"n":"not a number ${e.n}"}`) : jsonPayload({ n: e.n })
+    const publishOne = (e: SimEvent) =>
+      Effect.flatMap(
+        broker.publisher.publish([{ id: e.id, topic: "orders", key: e.key, partition: null, headers: { "event-id": e.id }, payload: payloadOf(e) }]),
+        ([outcome]) => outcome!._tag === "Success" ? Effect.void : Effect.die(new Error("sim publish failed"))
+      )
+    let producerDone = false
+    let totalSteps = 0
+    let duplicates = 0
+    const producer = Effect.gen(function*() {
+      const later: Array<SimEvent> = []
+      for (const e of events) {
+        yield* Effect.sleep(`${yield* int(0, 30)} millis`)
+        yield* publishOne(e)
+        if (yield* chance(pDuplicate)) {
+          duplicates++
+          if (yield* chance(0.5)) yield* publishOne(e)
+          else later.push(e)
+        }
+      }
+      for (const e of later) {
+        yield* Effect.sleep(`${yield* int(0, 30)} millis`)
+        yield* publishOne(e)
+      }
+      producerDone = true
+    })
+    yield* Effect.forkScoped(producer)
+
+    // ---- the handler: a transactional effect per event -----------------------------------------
+    // The effect is an outbox row of topic "effects" keyed by the consumed event id, written in
+    // the handler's transaction: rolled back with it, so its count is the number of times the
+    // effect was applied.
+    let chaos = true
+    let crashSignal = Deferred.makeUnsafe<void>()
+    let crashes = 0
+    const flakyFailed = new Set<string>()
+    const handler = (message: Consumer.Message<typeof Payload.Type>) =>
+      Effect.gen(function*() {
+        const e = byId.get(message.eventId ?? "")
+        if (e === undefined) return yield* Effect.die(new Error(`unknown event ${message.eventId}`))
+        if (chaos && rand() < pCrashHandler) {
+          crashes++
+          yield* Deferred.succeed(crashSignal, undefined)
+          return yield* Effect.never // frozen mid-transaction until the process is killed
+        }
+        if (e.kind === "flaky" && !flakyFailed.has(e.id)) {
+          flakyFailed.add(e.id)
+          return yield* new HandlerFailed({ n: e.n, retriable: true })
+        }
+        if (e.kind === "poison_permanent") return yield* new HandlerFailed({ n: e.n, retriable: false })
+        if (e.kind === "poison_exhaust") return yield* new HandlerFailed({ n: e.n, retriable: true })
+        yield* store.insert([{
+          id: yield* makeEventId,
+          topic: "effects",
+          key: e.id,
+          partition: null,
+          headers: {},
+          payload: jsonPayload({ applied: e.n }),
+          status: "PENDING",
+          availableAt: 0,
+          createdAt: 0
+        }])
+      })
+
+    // A consumer source whose offset commits may "crash the process" right after the database
+    // committed: the commit never happens and nothing of that member commits again.
+    // While the driver shuts a generation down gracefully, commits go through: a crash is
+    // injected only while the member runs.
+    let closing = false
+    const crashingSource = (): ConsumerSource["Service"] => {
+      let crashed = false
+      return {
+        subscribe: (options) =>
+          Effect.map(broker.consumerSource.subscribe(options), (subscription): Subscription => ({
+            batches: subscription.batches,
+            commit: (offsets) =>
+              Effect.suspend(() => {
+                if (crashed) {
+                  return Effect.fail(new ConsumerSourceError({ operation: "commit", reason: "process crashed", retriable: false }))
+                }
+                if (chaos && !closing && rand() < pCrashCommit) {
+                  crashed = true
+                  crashes++
+                  return Deferred.succeed(crashSignal, undefined).pipe(Effect.andThen(Effect.never))
+                }
+                return subscription.commit(offsets)
+              })
+          }))
+      }
+    }
+
+    const options = {
+      groupId: GROUP,
+      topics: ["orders"],
+      schema: Payload,
+      fromBeginning: true,
+      handler,
+      maxAttempts,
+      retrySchedule: Schedule.spaced("40 millis"),
+      parking,
+      concurrency,
+      shutdownTimeout: "100 millis"
+    } as const
+
+    const logEnds = Effect.gen(function*() {
+      const ends: Array<number> = []
+      for (let p = 0; p < partitions; p++) ends.push((yield* broker.control.log("orders", p)).length)
+      return ends
+    })
+    const committedOffsets = Effect.map(broker.control.committed(GROUP), (commits) => {
+      const byPartition = new Map(commits.filter((c) => c.topic === "orders").map((c) => [c.partition, Number(c.offset)]))
+      return Array.from({ length: partitions }, (_, p) => byPartition.get(p) ?? 0)
+    })
+    const drained = (consumer: Consumer.Consumer) =>
+      Effect.gen(function*() {
+        if (!producerDone) return false
+        const ends = yield* logEnds
+        const committed = yield* committedOffsets
+        const parkedPartitions = new Set((yield* consumer.parked).map((p) => p.partition))
+        return ends.every((end, p) => committed[p] === end || parkedPartitions.has(p))
+      })
+
+    const closeWithClock = (scope: Scope.Closeable) =>
+      Effect.gen(function*() {
+        closing = true
+        const fiber = yield* Effect.forkChild(Scope.close(scope, Exit.void))
+        for (let i = 0; i < 200; i++) {
+          if ((yield* Fiber.await(fiber).pipe(Effect.timeoutOption(0)))._tag === "Some") {
+            closing = false
+            return
+          }
+          yield* TestClock.adjust("20 millis")
+        }
+        return yield* Effect.die(new Error("consumer shutdown hung"))
+      })
+
+    const runGeneration = (source: ConsumerSource["Service"], steps: number) =>
+      Effect.gen(function*() {
+        const scope = yield* Scope.make()
+        const consumer = yield* Consumer.make(options).pipe(
+          Scope.provide(scope),
+          Effect.provide(Layer.merge(worldLayer, Layer.succeed(ConsumerSource)(source)))
+        )
+        let result: "crashed" | "drained" | "timeout" = "timeout"
+        for (let i = 0; i < steps; i++) {
+          totalSteps++
+          if (yield* Deferred.isDone(crashSignal)) {
+            result = "crashed"
+            break
+          }
+          if (yield* drained(consumer)) {
+            result = "drained"
+            break
+          }
+          yield* TestClock.adjust("20 millis")
+        }
+        return { scope, consumer, result }
+      })
+
+    // ---- chaos generations -----------------------------------------------------------------------
+    let generations = 0
+    for (let g = 0; g < maxGenerations; g++) {
+      generations++
+      crashSignal = Deferred.makeUnsafe<void>()
+      const { result, scope } = yield* runGeneration(crashingSource(), 400)
+      yield* closeWithClock(scope)
+      if (result !== "crashed") break
+    }
+
+    // ---- quiet phase: no more crashes; release parked keys until everything is finished --------
+    chaos = false
+    crashSignal = Deferred.makeUnsafe<void>()
+    const quiet = yield* runGeneration(broker.consumerSource, 2_000)
+    for (let round = 0; round < 50; round++) {
+      const parked = yield* quiet.consumer.parked
+      if (parked.length === 0) break
+      for (const p of parked) {
+        // `release` waits for the partition's worker, which may sleep on the TestClock.
+        const releasing = yield* Effect.forkChild(quiet.consumer.release(p).pipe(Effect.orDie))
+        while ((yield* Fiber.await(releasing).pipe(Effect.timeoutOption(0)))._tag === "None") {
+          yield* TestClock.adjust("20 millis")
+        }
+      }
+    }
+    let settled = false
+    for (let i = 0; i < 1_000 && !settled; i++) {
+      settled = (yield* drained(quiet.consumer)) && (yield* quiet.consumer.parked).length === 0
+      if (!settled) yield* TestClock.adjust("20 millis")
+    }
+    yield* closeWithClock(quiet.scope)
+
+    // ---- the checker -----------------------------------------------------------------------------
+    const violations: Array<string> = []
+    if (!settled) violations.push("stuck: the quiet consumer never drained every partition")
+    const ends = yield* logEnds
+    const committed = yield* committedOffsets
+    ends.forEach((end, p) => {
+      if (committed[p] !== end) violations.push(`lost: partition ${p} committed ${committed[p]} of ${end} records`)
+    })
+    const rows = yield* database.control.rows
+    const applied = new Map<string, number>()
+    for (const row of rows) if (row.topic === "effects") applied.set(row.key!, (applied.get(row.key!) ?? 0) + 1)
+    const dlt = yield* broker.control.records("orders.DLT")
+    const deadIds = new Set(dlt.map((r) => r.headers["event-id"]))
+    const status = new Map(rows.map((row) => [row.id as string, row.status]))
+    for (const e of events) {
+      const count = applied.get(e.id) ?? 0
+      const poison = isPoison(e.kind)
+      if (poison && count !== 0) violations.push(`poison event ${e.n} (${e.kind}) applied ${count} times`)
+      if (!poison && count !== 1) violations.push(`event ${e.n} (${e.kind}) applied ${count} times, expected once`)
+      if (poison && !deadIds.has(e.id)) violations.push(`poison event ${e.n} (${e.kind}) is not in the DLT`)
+      if (!poison && deadIds.has(e.id)) violations.push(`healthy event ${e.n} (${e.kind}) was dead-lettered`)
+      if (e.local) {
+        const expected = poison ? "PUSHED_FAILURE" : "SUCCESS"
+        if (status.get(e.id) !== expected) {
+          violations.push(`outbox row of event ${e.n} (${e.kind}) ended ${status.get(e.id)}, expected ${expected}`)
+        }
+      }
+    }
+    for (const record of dlt) {
+      const e = byId.get(record.headers["event-id"] ?? "")
+      if (e === undefined) violations.push("a DLT record without a known event id")
+      else if (record.key !== e.key) violations.push(`DLT record of event ${e.n} lost its key`)
+    }
+
+    const summary = `seed ${seed}: ${eventCount} events (${events.filter((e) => isPoison(e.kind)).length} poison, ` +
+      `${duplicates} duplicated), ${partitions} partitions, ${generations} generations, ${crashes} crashes, ` +
+      `${dbFaults} lost commits, maxAttempts ${maxAttempts}, parking ${parking}, dlt ${dlt.length}, steps ${totalSteps}`
+    const fingerprint = JSON.stringify({
+      committed,
+      ends,
+      dlt: dlt.map((r) => [r.headers["event-id"], r.headers["dlt-attempts"], r.timestamp]),
+      applied: [...applied.entries()].sort(),
+      history: (yield* database.control.history).map((c) => [c.id, c.from, c.to])
+    })
+    return { seed, violations, summary, fingerprint }
+  })
