@@ -10,7 +10,7 @@ import { BrokerAdmin } from "@effect-outbox/core/BrokerAdmin"
 import { BrokerProbe } from "@effect-outbox/core/BrokerProbe"
 import type { PublishError } from "@effect-outbox/core/Errors"
 import type { PublishReceipt } from "@effect-outbox/core/OutboxMessage"
-import { type PublishOutcome, Publisher } from "@effect-outbox/core/Publisher"
+import { Publisher, type PublishOutcome } from "@effect-outbox/core/Publisher"
 import * as Effect from "effect/Effect"
 import type * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
@@ -65,7 +65,6 @@ const errorOf = (outcome: PublishOutcome | undefined): PublishError => {
   return outcome.failure
 }
 
-
 const assertIncreasing = (offsets: ReadonlyArray<string>) => {
   for (let i = 1; i < offsets.length; i++) {
     assert.isTrue(BigInt(offsets[i - 1]!) < BigInt(offsets[i]!), `offsets ${offsets.join(",")} are not increasing`)
@@ -91,25 +90,29 @@ export const suite = <R = never>(name: string, options: Options<R>): void => {
     return topic
   }
   const makeTopic = (partitions: number) =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const admin = yield* BrokerAdmin
       const topic = topicName()
       yield* admin.ensureTopic({ topic, partitions })
       return topic
     })
   const test = <A, E>(title: string, body: Effect.Effect<A, E, Services>) =>
-    it.live(title, () => {
-      created = []
-      const cleanup = Effect.suspend(() =>
-        deleteTopics === undefined || created.length === 0 ? Effect.void : Effect.ignore(deleteTopics(created))
-      )
-      return Effect.provide(Effect.ensuring(body, cleanup), options.layer())
-    }, timeout)
+    it.live(
+      title,
+      () => {
+        created = []
+        const cleanup = Effect.suspend(() =>
+          deleteTopics === undefined || created.length === 0 ? Effect.void : Effect.ignore(deleteTopics(created))
+        )
+        return Effect.provide(Effect.ensuring(body, cleanup), options.layer())
+      },
+      timeout
+    )
 
   describe(`${name} (Publisher, BrokerProbe, BrokerAdmin conformance)`, () => {
     test(
       "ensureTopic creates a topic once; partitionCount reports it, and None for a missing topic",
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const admin = yield* BrokerAdmin
         const topic = topicName()
         assert.isTrue(Option.isNone(yield* admin.partitionCount(topic)))
@@ -123,7 +126,7 @@ export const suite = <R = never>(name: string, options: Options<R>): void => {
 
     test(
       "concurrent ensureTopic calls for one topic all succeed",
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const admin = yield* BrokerAdmin
         const topic = topicName()
         yield* Effect.forEach([1, 2, 3, 4], () => admin.ensureTopic({ topic, partitions: 2 }), {
@@ -135,7 +138,7 @@ export const suite = <R = never>(name: string, options: Options<R>): void => {
 
     test(
       "growPartitions grows the topic, never shrinks it, and repeats harmlessly",
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const admin = yield* BrokerAdmin
         const topic = yield* makeTopic(1)
         assert.strictEqual(yield* admin.growPartitions(topic, 3), 3)
@@ -149,20 +152,23 @@ export const suite = <R = never>(name: string, options: Options<R>): void => {
 
     test(
       "receipts come back in request order, on the explicit partitions",
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const publisher = yield* Publisher
         const topic = yield* makeTopic(3)
         const requests = yield* Effect.forEach([2, 0, 1, 2, 0], (partition) => publishRequest(topic, { partition }))
         const outcomes = yield* publisher.publish(requests)
         assert.strictEqual(outcomes.length, requests.length)
         const receipts = outcomes.map(receiptOf)
-        assert.deepStrictEqual(receipts.map((r) => [r.topic, r.partition]), [
-          [topic, 2],
-          [topic, 0],
-          [topic, 1],
-          [topic, 2],
-          [topic, 0]
-        ])
+        assert.deepStrictEqual(
+          receipts.map((r) => [r.topic, r.partition]),
+          [
+            [topic, 2],
+            [topic, 0],
+            [topic, 1],
+            [topic, 2],
+            [topic, 0]
+          ]
+        )
         assertIncreasing([receipts[0]!.offset, receipts[3]!.offset])
         assertIncreasing([receipts[1]!.offset, receipts[4]!.offset])
       })
@@ -170,7 +176,7 @@ export const suite = <R = never>(name: string, options: Options<R>): void => {
 
     test(
       "records of one partition keep request order within a batch and across batches",
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const publisher = yield* Publisher
         const topic = yield* makeTopic(2)
         const first = yield* Effect.forEach(Array.from({ length: 20 }), () => publishRequest(topic, { partition: 1 }))
@@ -186,7 +192,7 @@ export const suite = <R = never>(name: string, options: Options<R>): void => {
 
     test(
       "records with one key and no explicit partition land on one partition, in order",
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const publisher = yield* Publisher
         const topic = yield* makeTopic(4)
         const receipts: Array<PublishReceipt> = []
@@ -201,7 +207,7 @@ export const suite = <R = never>(name: string, options: Options<R>): void => {
 
     test(
       "an explicit partition the topic does not have fails with UnknownPartitionError",
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const publisher = yield* Publisher
         const topic = yield* makeTopic(2)
         const [outcome] = yield* publisher.publish([yield* publishRequest(topic, { partition: 5 })])
@@ -217,7 +223,7 @@ export const suite = <R = never>(name: string, options: Options<R>): void => {
     if (features.missingTopicIsPermanent) {
       test(
         "publishing to a topic that does not exist fails with PermanentPublishError",
-        Effect.gen(function*() {
+        Effect.gen(function* () {
           const publisher = yield* Publisher
           const topic = topicName()
           const [outcome] = yield* publisher.publish([yield* publishRequest(topic, { key: "k" })])
@@ -230,7 +236,7 @@ export const suite = <R = never>(name: string, options: Options<R>): void => {
 
     test(
       "an empty batch publishes nothing",
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const publisher = yield* Publisher
         assert.deepStrictEqual(yield* publisher.publish([]), [])
       })
@@ -238,7 +244,7 @@ export const suite = <R = never>(name: string, options: Options<R>): void => {
 
     test(
       "the probe finds a published record by event id, on its partition or across all",
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const publisher = yield* Publisher
         const probe = yield* BrokerProbe
         const topic = yield* makeTopic(3)
@@ -255,7 +261,7 @@ export const suite = <R = never>(name: string, options: Options<R>): void => {
 
     test(
       "the probe returns None for an event id that never reached the partition",
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const publisher = yield* Publisher
         const probe = yield* BrokerProbe
         const topic = yield* makeTopic(2)

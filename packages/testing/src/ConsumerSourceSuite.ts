@@ -8,7 +8,12 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { BrokerAdmin } from "@effect-outbox/core/BrokerAdmin"
-import { type ConsumerBatch, type ConsumerRecord, ConsumerSource, type Subscription } from "@effect-outbox/core/ConsumerSource"
+import {
+  type ConsumerBatch,
+  type ConsumerRecord,
+  ConsumerSource,
+  type Subscription
+} from "@effect-outbox/core/ConsumerSource"
 import type { PublishReceipt } from "@effect-outbox/core/OutboxMessage"
 import { Publisher, type PublishRequest } from "@effect-outbox/core/Publisher"
 import * as Duration from "effect/Duration"
@@ -57,9 +62,8 @@ export interface Options<R = never> {
   readonly receiveTimeout?: Duration.Input
 }
 
-
 const publishAll = (requests: ReadonlyArray<PublishRequest>) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const publisher = yield* Publisher
     const outcomes = yield* publisher.publish(requests)
     return outcomes.map((outcome): PublishReceipt => {
@@ -69,8 +73,10 @@ const publishAll = (requests: ReadonlyArray<PublishRequest>) =>
   })
 
 const publishTo = (topic: string, fields: ReadonlyArray<RequestFields>) =>
-  Effect.flatMap(Effect.forEach(fields, (f) => publishRequest(topic, f)), (requests) =>
-    Effect.map(publishAll(requests), (receipts) => ({ requests, receipts })))
+  Effect.flatMap(
+    Effect.forEach(fields, (f) => publishRequest(topic, f)),
+    (requests) => Effect.map(publishAll(requests), (receipts) => ({ requests, receipts }))
+  )
 
 const eventIdOf = (record: ConsumerRecord) => record.headers["event-id"]
 
@@ -94,26 +100,33 @@ export const suite = <R = never>(name: string, options: Options<R>): void => {
     return topic
   }
   const makeTopic = (partitions: number) =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const admin = yield* BrokerAdmin
       const topic = topicName()
       yield* admin.ensureTopic({ topic, partitions })
       return topic
     })
   const test = <A, E>(title: string, body: Effect.Effect<A, E, Services>) =>
-    it.live(title, () => {
-      created = []
-      const cleanup = Effect.suspend(() =>
-        deleteTopics === undefined || created.length === 0 ? Effect.void : Effect.ignore(deleteTopics(created))
-      )
-      return Effect.provide(Effect.ensuring(body, cleanup), options.layer())
-    }, timeout)
+    it.live(
+      title,
+      () => {
+        created = []
+        const cleanup = Effect.suspend(() =>
+          deleteTopics === undefined || created.length === 0 ? Effect.void : Effect.ignore(deleteTopics(created))
+        )
+        return Effect.provide(Effect.ensuring(body, cleanup), options.layer())
+      },
+      timeout
+    )
 
   /** Batches until at least `n` records arrived (fails after the receive timeout). */
   const batchesOf = (subscription: Subscription, n: number) => {
     let received = 0
     return subscription.batches.pipe(
-      Stream.takeUntil((batch) => (received += batch.records.length) >= n),
+      Stream.takeUntil((batch) => {
+        received += batch.records.length
+        return received >= n
+      }),
       Stream.runCollect,
       Effect.timeout(receiveTimeout)
     )
@@ -122,7 +135,7 @@ export const suite = <R = never>(name: string, options: Options<R>): void => {
     Effect.map(batchesOf(subscription, n), (batches) => batches.flatMap((batch) => batch.records))
 
   const subscribe = (groupId: string, topics: ReadonlyArray<string>) =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const source = yield* ConsumerSource
       return yield* source.subscribe({ groupId, topics, fromBeginning: true })
     })
@@ -130,7 +143,7 @@ export const suite = <R = never>(name: string, options: Options<R>): void => {
   describe(`${name} (ConsumerSource conformance)`, () => {
     test(
       "delivers every record of a partition in offset order, one partition per batch",
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const topic = yield* makeTopic(2)
         const { receipts, requests } = yield* publishTo(
           topic,
@@ -150,10 +163,19 @@ export const suite = <R = never>(name: string, options: Options<R>): void => {
         assert.strictEqual(records.length, 12)
         for (const partition of [0, 1]) {
           const delivered = records.filter((r) => r.partition === partition)
-          const expected = receipts.flatMap((receipt, i) => receipt.partition === partition ? [i] : [])
-          assert.deepStrictEqual(delivered.map((r) => r.offset), expected.map((i) => receipts[i]!.offset))
-          assert.deepStrictEqual(delivered.map(eventIdOf), expected.map((i) => requests[i]!.id))
-          assert.deepStrictEqual(delivered.map((r) => r.key), expected.map((i) => requests[i]!.key))
+          const expected = receipts.flatMap((receipt, i) => (receipt.partition === partition ? [i] : []))
+          assert.deepStrictEqual(
+            delivered.map((r) => r.offset),
+            expected.map((i) => receipts[i]!.offset)
+          )
+          assert.deepStrictEqual(
+            delivered.map(eventIdOf),
+            expected.map((i) => requests[i]!.id)
+          )
+          assert.deepStrictEqual(
+            delivered.map((r) => r.key),
+            expected.map((i) => requests[i]!.key)
+          )
         }
         for (const record of records) assert.isTrue(Number.isFinite(record.timestamp) && record.timestamp > 0)
       })
@@ -161,14 +183,20 @@ export const suite = <R = never>(name: string, options: Options<R>): void => {
 
     test(
       "headers, keys and binary values round-trip byte for byte",
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const topic = yield* makeTopic(1)
         const value = Uint8Array.from({ length: 256 }, (_, i) => i)
         const { requests } = yield* publishTo(topic, [
-          { key: "clé-ü", headers: { traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", note: "é ✓" }, payload: value },
+          {
+            key: "clé-ü",
+            headers: { traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", note: "é ✓" },
+            payload: value
+          },
           { key: null, payload: new Uint8Array([]) }
         ])
-        const records = yield* Effect.scoped(Effect.flatMap(subscribe(uniqueName("group"), [topic]), (s) => recordsOf(s, 2)))
+        const records = yield* Effect.scoped(
+          Effect.flatMap(subscribe(uniqueName("group"), [topic]), (s) => recordsOf(s, 2))
+        )
         assert.strictEqual(records[0]!.key, "clé-ü")
         assert.deepStrictEqual([...records[0]!.value], [...value])
         assert.deepStrictEqual(records[0]!.headers, requests[0]!.headers)
@@ -180,78 +208,108 @@ export const suite = <R = never>(name: string, options: Options<R>): void => {
 
     test(
       "the stream waits for records published after subscribing",
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const topic = yield* makeTopic(1)
-        const records = yield* Effect.scoped(Effect.gen(function*() {
-          const subscription = yield* subscribe(uniqueName("group"), [topic])
-          const fiber = yield* Effect.forkChild(recordsOf(subscription, 3))
-          yield* Effect.sleep("200 millis")
-          yield* publishTo(topic, [{ partition: 0 }])
-          yield* Effect.sleep("200 millis")
-          yield* publishTo(topic, [{ partition: 0 }, { partition: 0 }])
-          return yield* Fiber.join(fiber)
-        }))
+        const records = yield* Effect.scoped(
+          Effect.gen(function* () {
+            const subscription = yield* subscribe(uniqueName("group"), [topic])
+            const fiber = yield* Effect.forkChild(recordsOf(subscription, 3))
+            yield* Effect.sleep("200 millis")
+            yield* publishTo(topic, [{ partition: 0 }])
+            yield* Effect.sleep("200 millis")
+            yield* publishTo(topic, [{ partition: 0 }, { partition: 0 }])
+            return yield* Fiber.join(fiber)
+          })
+        )
         assert.strictEqual(records.length, 3)
-        assert.deepStrictEqual(records.map((r) => r.offset), [...records.map((r) => r.offset)].sort((a, b) =>
-          Number(BigInt(a) - BigInt(b))
-        ))
+        assert.deepStrictEqual(
+          records.map((r) => r.offset),
+          [...records.map((r) => r.offset)].sort((a, b) => Number(BigInt(a) - BigInt(b)))
+        )
       })
     )
 
     test(
       "after a commit, the group's next subscription resumes at the committed offset",
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const topic = yield* makeTopic(1)
         const group = uniqueName("group")
-        const { receipts } = yield* publishTo(topic, Array.from({ length: 6 }, () => ({ partition: 0 })))
-        yield* Effect.scoped(Effect.gen(function*() {
-          const subscription = yield* subscribe(group, [topic])
-          const records = yield* recordsOf(subscription, 6)
-          assert.strictEqual(records.length, 6)
-          // Processed the first four: commit the next offset to read.
-          yield* subscription.commit([{ topic, partition: 0, offset: String(BigInt(records[3]!.offset) + 1n) }])
-        }))
+        const { receipts } = yield* publishTo(
+          topic,
+          Array.from({ length: 6 }, () => ({ partition: 0 }))
+        )
+        yield* Effect.scoped(
+          Effect.gen(function* () {
+            const subscription = yield* subscribe(group, [topic])
+            const records = yield* recordsOf(subscription, 6)
+            assert.strictEqual(records.length, 6)
+            // Processed the first four: commit the next offset to read.
+            yield* subscription.commit([{ topic, partition: 0, offset: String(BigInt(records[3]!.offset) + 1n) }])
+          })
+        )
         const resumed = yield* Effect.scoped(Effect.flatMap(subscribe(group, [topic]), (s) => recordsOf(s, 2)))
-        assert.deepStrictEqual(resumed.map((r) => r.offset), [receipts[4]!.offset, receipts[5]!.offset])
+        assert.deepStrictEqual(
+          resumed.map((r) => r.offset),
+          [receipts[4]!.offset, receipts[5]!.offset]
+        )
       })
     )
 
     test(
       "without a commit, the group's next subscription redelivers from the last committed offset",
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const topic = yield* makeTopic(1)
         const group = uniqueName("group")
-        const { receipts } = yield* publishTo(topic, Array.from({ length: 4 }, () => ({ partition: 0 })))
+        const { receipts } = yield* publishTo(
+          topic,
+          Array.from({ length: 4 }, () => ({ partition: 0 }))
+        )
         const offsets = receipts.map((r) => r.offset)
         // A member that crashes before committing anything.
         const first = yield* Effect.scoped(Effect.flatMap(subscribe(group, [topic]), (s) => recordsOf(s, 4)))
-        assert.deepStrictEqual(first.map((r) => r.offset), offsets)
+        assert.deepStrictEqual(
+          first.map((r) => r.offset),
+          offsets
+        )
         // Every record comes again; this member commits after the first one, then crashes.
-        yield* Effect.scoped(Effect.gen(function*() {
-          const subscription = yield* subscribe(group, [topic])
-          const again = yield* recordsOf(subscription, 4)
-          assert.deepStrictEqual(again.map((r) => r.offset), offsets)
-          yield* subscription.commit([{ topic, partition: 0, offset: String(BigInt(offsets[0]!) + 1n) }])
-        }))
+        yield* Effect.scoped(
+          Effect.gen(function* () {
+            const subscription = yield* subscribe(group, [topic])
+            const again = yield* recordsOf(subscription, 4)
+            assert.deepStrictEqual(
+              again.map((r) => r.offset),
+              offsets
+            )
+            yield* subscription.commit([{ topic, partition: 0, offset: String(BigInt(offsets[0]!) + 1n) }])
+          })
+        )
         const third = yield* Effect.scoped(Effect.flatMap(subscribe(group, [topic]), (s) => recordsOf(s, 3)))
-        assert.deepStrictEqual(third.map((r) => r.offset), offsets.slice(1))
+        assert.deepStrictEqual(
+          third.map((r) => r.offset),
+          offsets.slice(1)
+        )
       })
     )
 
     test(
       "one commit covers several partitions; each resumes at its own offset",
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const topic = yield* makeTopic(2)
         const group = uniqueName("group")
-        const { receipts } = yield* publishTo(topic, [0, 0, 0, 1, 1, 1].map((partition) => ({ partition })))
-        yield* Effect.scoped(Effect.gen(function*() {
-          const subscription = yield* subscribe(group, [topic])
-          yield* recordsOf(subscription, 6)
-          yield* subscription.commit([
-            { topic, partition: 0, offset: String(BigInt(receipts[1]!.offset) + 1n) },
-            { topic, partition: 1, offset: String(BigInt(receipts[3]!.offset) + 1n) }
-          ])
-        }))
+        const { receipts } = yield* publishTo(
+          topic,
+          [0, 0, 0, 1, 1, 1].map((partition) => ({ partition }))
+        )
+        yield* Effect.scoped(
+          Effect.gen(function* () {
+            const subscription = yield* subscribe(group, [topic])
+            yield* recordsOf(subscription, 6)
+            yield* subscription.commit([
+              { topic, partition: 0, offset: String(BigInt(receipts[1]!.offset) + 1n) },
+              { topic, partition: 1, offset: String(BigInt(receipts[3]!.offset) + 1n) }
+            ])
+          })
+        )
         const resumed = yield* Effect.scoped(Effect.flatMap(subscribe(group, [topic]), (s) => recordsOf(s, 3)))
         const byPartition = (p: number) => resumed.filter((r) => r.partition === p).map((r) => r.offset)
         assert.deepStrictEqual(byPartition(0), [receipts[2]!.offset])
@@ -261,70 +319,89 @@ export const suite = <R = never>(name: string, options: Options<R>): void => {
 
     test(
       "consumer groups are independent: each gets every record",
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const topic = yield* makeTopic(1)
         const { requests } = yield* publishTo(topic, [{ partition: 0 }, { partition: 0 }])
         const groupA = uniqueName("group-a")
-        yield* Effect.scoped(Effect.gen(function*() {
-          const subscription = yield* subscribe(groupA, [topic])
-          const records = yield* recordsOf(subscription, 2)
-          yield* subscription.commit([{ topic, partition: 0, offset: String(BigInt(records[1]!.offset) + 1n) }])
-        }))
-        const other = yield* Effect.scoped(Effect.flatMap(subscribe(uniqueName("group-b"), [topic]), (s) => recordsOf(s, 2)))
-        assert.deepStrictEqual(other.map(eventIdOf), requests.map((r) => r.id))
+        yield* Effect.scoped(
+          Effect.gen(function* () {
+            const subscription = yield* subscribe(groupA, [topic])
+            const records = yield* recordsOf(subscription, 2)
+            yield* subscription.commit([{ topic, partition: 0, offset: String(BigInt(records[1]!.offset) + 1n) }])
+          })
+        )
+        const other = yield* Effect.scoped(
+          Effect.flatMap(subscribe(uniqueName("group-b"), [topic]), (s) => recordsOf(s, 2))
+        )
+        assert.deepStrictEqual(
+          other.map(eventIdOf),
+          requests.map((r) => r.id)
+        )
       })
     )
 
     test(
       "hundreds of records arrive complete and in order across batches",
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const topic = yield* makeTopic(1)
-        const { requests } = yield* publishTo(topic, Array.from({ length: 300 }, () => ({ partition: 0 })))
-        const records = yield* Effect.scoped(Effect.flatMap(subscribe(uniqueName("group"), [topic]), (s) => recordsOf(s, 300)))
-        assert.deepStrictEqual(records.map(eventIdOf), requests.map((r) => r.id))
+        const { requests } = yield* publishTo(
+          topic,
+          Array.from({ length: 300 }, () => ({ partition: 0 }))
+        )
+        const records = yield* Effect.scoped(
+          Effect.flatMap(subscribe(uniqueName("group"), [topic]), (s) => recordsOf(s, 300))
+        )
+        assert.deepStrictEqual(
+          records.map(eventIdOf),
+          requests.map((r) => r.id)
+        )
       })
     )
 
     test(
       "a subscription covers several topics",
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const a = yield* makeTopic(1)
         const b = yield* makeTopic(1)
         const fromA = yield* publishTo(a, [{ partition: 0 }])
         const fromB = yield* publishTo(b, [{ partition: 0 }])
-        const records = yield* Effect.scoped(Effect.flatMap(subscribe(uniqueName("group"), [a, b]), (s) => recordsOf(s, 2)))
-        assert.deepStrictEqual(
-          records.map(eventIdOf).sort(),
-          [fromA.requests[0]!.id, fromB.requests[0]!.id].sort()
+        const records = yield* Effect.scoped(
+          Effect.flatMap(subscribe(uniqueName("group"), [a, b]), (s) => recordsOf(s, 2))
         )
+        assert.deepStrictEqual(records.map(eventIdOf).sort(), [fromA.requests[0]!.id, fromB.requests[0]!.id].sort())
       })
     )
 
     if (features.groupMembers) {
       test(
         "two live members of one group together receive every record",
-        Effect.gen(function*() {
+        Effect.gen(function* () {
           const topic = yield* makeTopic(4)
           const group = uniqueName("group")
-          const { requests } = yield* publishTo(topic, Array.from({ length: 16 }, (_, i) => ({ partition: i % 4 })))
+          const { requests } = yield* publishTo(
+            topic,
+            Array.from({ length: 16 }, (_, i) => ({ partition: i % 4 }))
+          )
           const wanted = new Set(requests.map((r) => r.id as string))
           const seen = new Set<string>()
-          yield* Effect.scoped(Effect.gen(function*() {
-            const members = yield* Effect.all([subscribe(group, [topic]), subscribe(group, [topic])])
-            const drain = (subscription: Subscription) =>
-              subscription.batches.pipe(
-                Stream.runForEach((batch) =>
-                  Effect.sync(() => {
-                    for (const record of batch.records) seen.add(eventIdOf(record)!)
-                  })
+          yield* Effect.scoped(
+            Effect.gen(function* () {
+              const members = yield* Effect.all([subscribe(group, [topic]), subscribe(group, [topic])])
+              const drain = (subscription: Subscription) =>
+                subscription.batches.pipe(
+                  Stream.runForEach((batch) =>
+                    Effect.sync(() => {
+                      for (const record of batch.records) seen.add(eventIdOf(record)!)
+                    })
+                  )
                 )
-              )
-            const fibers = yield* Effect.forEach(members, (m) => Effect.forkChild(drain(m)))
-            yield* Effect.gen(function*() {
-              while ([...wanted].some((id) => !seen.has(id))) yield* Effect.sleep("50 millis")
-            }).pipe(Effect.timeout(receiveTimeout))
-            yield* Effect.forEach(fibers, Fiber.interrupt)
-          }))
+              const fibers = yield* Effect.forEach(members, (m) => Effect.forkChild(drain(m)))
+              yield* Effect.gen(function* () {
+                while ([...wanted].some((id) => !seen.has(id))) yield* Effect.sleep("50 millis")
+              }).pipe(Effect.timeout(receiveTimeout))
+              yield* Effect.forEach(fibers, Fiber.interrupt)
+            })
+          )
           assert.isTrue([...wanted].every((id) => seen.has(id)))
         })
       )

@@ -29,7 +29,7 @@ import {
   UnknownPartitionError
 } from "@effect-outbox/core/Errors"
 import { EVENT_ID_HEADER, type Headers, type PublishReceipt } from "@effect-outbox/core/OutboxMessage"
-import { type PublishOutcome, Publisher, type PublishRequest } from "@effect-outbox/core/Publisher"
+import { Publisher, type PublishOutcome, type PublishRequest } from "@effect-outbox/core/Publisher"
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
@@ -133,7 +133,9 @@ export interface Control {
   /** Appends a publish fault plan; plans are consulted in order. */
   readonly failPublish: (plan: PublishFaultPlan) => Effect.Effect<void>
   /** Consulted for every partition batch before the plans; `undefined` removes it. */
-  readonly setPublishHook: (hook: ((batch: PartitionBatch) => PublishFault | undefined) | undefined) => Effect.Effect<void>
+  readonly setPublishHook: (
+    hook: ((batch: PartitionBatch) => PublishFault | undefined) | undefined
+  ) => Effect.Effect<void>
   /**
    * The next `count` calls of `operation` fail: `"probe"` with `ProbeError`, `"admin"` with
    * `BrokerAdminError`, `"commit"` with a retriable `ConsumerSourceError`, `"poll"` fails the
@@ -257,9 +259,10 @@ export const makeUnsafe = (options: Options = {}): Broker => {
       fired++
       return { fault: hooked, reason: `injected ${hooked} fault` }
     }
-    const index = publishPlans.findIndex(({ plan }) =>
-      (plan.topic === undefined || plan.topic === batch.topic) &&
-      (plan.partition === undefined || plan.partition === batch.partition)
+    const index = publishPlans.findIndex(
+      ({ plan }) =>
+        (plan.topic === undefined || plan.topic === batch.topic) &&
+        (plan.partition === undefined || plan.partition === batch.partition)
     )
     if (index < 0) return undefined
     const entry = publishPlans[index]!
@@ -527,7 +530,7 @@ export const makeUnsafe = (options: Options = {}): Broker => {
 
   const consumerSource: ConsumerSource["Service"] = {
     subscribe: (options) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const member = yield* Effect.acquireRelease(
           Effect.sync(() => {
             const member: Member = {
@@ -554,18 +557,24 @@ export const makeUnsafe = (options: Options = {}): Broker => {
               notify()
             })
         )
-        const pull: Effect.Effect<readonly [ConsumerBatch], Cause.Done | ConsumerSourceError> = Effect.gen(function*() {
-          while (true) {
-            if (member.closed) return yield* Cause.done()
-            if (operationFault("poll")) {
-              return yield* new ConsumerSourceError({ operation: "poll", reason: "injected poll fault", retriable: true })
+        const pull: Effect.Effect<readonly [ConsumerBatch], Cause.Done | ConsumerSourceError> = Effect.gen(
+          function* () {
+            while (true) {
+              if (member.closed) return yield* Cause.done()
+              if (operationFault("poll")) {
+                return yield* new ConsumerSourceError({
+                  operation: "poll",
+                  reason: "injected poll fault",
+                  retriable: true
+                })
+              }
+              const waitFor = signal
+              const batch = nextBatch(member)
+              if (batch !== undefined) return [batch] as const
+              yield* Deferred.await(waitFor)
             }
-            const waitFor = signal
-            const batch = nextBatch(member)
-            if (batch !== undefined) return [batch] as const
-            yield* Deferred.await(waitFor)
           }
-        })
+        )
         const subscription: Subscription = {
           batches: Stream.fromPull(Effect.succeed(pull)),
           commit: (offsets) =>
@@ -597,7 +606,8 @@ export const makeUnsafe = (options: Options = {}): Broker => {
                   )
                 }
               }
-              for (const commit of offsets) group.committed.set(tp(commit.topic, commit.partition), Number(commit.offset))
+              for (const commit of offsets)
+                group.committed.set(tp(commit.topic, commit.partition), Number(commit.offset))
               return Effect.void
             })
         }
@@ -628,7 +638,8 @@ export const makeUnsafe = (options: Options = {}): Broker => {
       Effect.sync(() => {
         topics.delete(topic)
         for (const group of groups.values()) {
-          for (const key of group.committed.keys()) if (key.slice(0, key.lastIndexOf("/")) === topic) group.committed.delete(key)
+          for (const key of group.committed.keys())
+            if (key.slice(0, key.lastIndexOf("/")) === topic) group.committed.delete(key)
         }
         notify()
       }),

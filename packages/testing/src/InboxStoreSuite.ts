@@ -57,7 +57,7 @@ export const suite = (name: string, options: Options): void => {
   describe(`${name} (InboxStore conformance)`, () => {
     test(
       "the first record of a key is recorded, the next is a duplicate",
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const inbox = yield* InboxStore
         const k = key(`event:${uniqueName("e")}`)
         assert.isFalse(yield* inbox.exists(k))
@@ -69,7 +69,7 @@ export const suite = (name: string, options: Options): void => {
 
     test(
       "the key is consumer plus identity: another consumer records the same identity",
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const inbox = yield* InboxStore
         const identity = "offset:orders/0/42"
         assert.strictEqual(yield* inbox.record(key(identity, "billing"), T0), "recorded")
@@ -81,14 +81,18 @@ export const suite = (name: string, options: Options): void => {
 
     test(
       "a record inside a rolled-back transaction leaves nothing behind",
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const inbox = yield* InboxStore
         const transactor = yield* Transactor
         const k = key("event:rolled-back")
-        const error = yield* Effect.flip(transactor.withTransaction(Effect.gen(function*() {
-          assert.strictEqual(yield* inbox.record(k, T0), "recorded")
-          return yield* Effect.fail("work failed" as const)
-        })))
+        const error = yield* Effect.flip(
+          transactor.withTransaction(
+            Effect.gen(function* () {
+              assert.strictEqual(yield* inbox.record(k, T0), "recorded")
+              return yield* Effect.fail("work failed" as const)
+            })
+          )
+        )
         assert.strictEqual(error, "work failed")
         assert.isFalse(yield* inbox.exists(k))
         assert.strictEqual(yield* inbox.record(k, T0), "recorded")
@@ -97,13 +101,11 @@ export const suite = (name: string, options: Options): void => {
 
     test(
       "a second record of a key in the same transaction is a duplicate, and both commit as one",
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const inbox = yield* InboxStore
         const transactor = yield* Transactor
         const k = key("event:same-tx")
-        const outcomes = yield* transactor.withTransaction(
-          Effect.all([inbox.record(k, T0), inbox.record(k, T0)])
-        )
+        const outcomes = yield* transactor.withTransaction(Effect.all([inbox.record(k, T0), inbox.record(k, T0)]))
         assert.deepStrictEqual(outcomes, ["recorded", "duplicate"])
         assert.isTrue(yield* inbox.exists(k))
       })
@@ -111,7 +113,7 @@ export const suite = (name: string, options: Options): void => {
 
     test(
       "a defect inside the transaction rolls the record back too",
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const inbox = yield* InboxStore
         const transactor = yield* Transactor
         const k = key("event:defect")
@@ -126,18 +128,22 @@ export const suite = (name: string, options: Options): void => {
     if (features.concurrentTransactions) {
       test(
         "of two concurrent transactions recording one key, the later sees a duplicate once the first commits",
-        Effect.gen(function*() {
+        Effect.gen(function* () {
           const inbox = yield* InboxStore
           const transactor = yield* Transactor
           const k = key("event:race")
           const recorded = yield* Deferred.make<void>()
           const commit = yield* Deferred.make<void>()
-          const first = yield* Effect.forkChild(transactor.withTransaction(Effect.gen(function*() {
-            const outcome = yield* inbox.record(k, T0)
-            yield* Deferred.succeed(recorded, undefined)
-            yield* Deferred.await(commit)
-            return outcome
-          })))
+          const first = yield* Effect.forkChild(
+            transactor.withTransaction(
+              Effect.gen(function* () {
+                const outcome = yield* inbox.record(k, T0)
+                yield* Deferred.succeed(recorded, undefined)
+                yield* Deferred.await(commit)
+                return outcome
+              })
+            )
+          )
           yield* Deferred.await(recorded)
           const second = yield* Effect.forkChild(transactor.withTransaction(inbox.record(k, T0)))
           yield* Effect.sleep("50 millis")
@@ -149,18 +155,24 @@ export const suite = (name: string, options: Options): void => {
 
       test(
         "of two concurrent transactions recording one key, the later records it when the first rolls back",
-        Effect.gen(function*() {
+        Effect.gen(function* () {
           const inbox = yield* InboxStore
           const transactor = yield* Transactor
           const k = key("event:race-rollback")
           const recorded = yield* Deferred.make<void>()
           const abort = yield* Deferred.make<void>()
-          const first = yield* Effect.forkChild(Effect.flip(transactor.withTransaction(Effect.gen(function*() {
-            yield* inbox.record(k, T0)
-            yield* Deferred.succeed(recorded, undefined)
-            yield* Deferred.await(abort)
-            return yield* Effect.fail("abort" as const)
-          }))))
+          const first = yield* Effect.forkChild(
+            Effect.flip(
+              transactor.withTransaction(
+                Effect.gen(function* () {
+                  yield* inbox.record(k, T0)
+                  yield* Deferred.succeed(recorded, undefined)
+                  yield* Deferred.await(abort)
+                  return yield* Effect.fail("abort" as const)
+                })
+              )
+            )
+          )
           yield* Deferred.await(recorded)
           const second = yield* Effect.forkChild(transactor.withTransaction(inbox.record(k, T0)))
           yield* Effect.sleep("50 millis")
@@ -174,7 +186,7 @@ export const suite = (name: string, options: Options): void => {
 
     test(
       "purge deletes at most `limit` records older than the cut-off",
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const inbox = yield* InboxStore
         for (const [i, at] of [T0 - 300, T0 - 200, T0 - 100, T0 + 100].entries()) {
           yield* inbox.record(key(`event:${i}`), at)

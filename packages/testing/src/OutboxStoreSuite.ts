@@ -66,7 +66,7 @@ const claimRequest = (overrides: Partial<ClaimRequest> = {}): ClaimRequest => ({
 const ids = (rows: ReadonlyArray<{ readonly id: string }>) => rows.map((row) => row.id)
 
 const statusOf = (id: NewOutboxMessage["id"]) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const store = yield* OutboxStore
     const row = yield* store.get(id)
     return Option.isSome(row) ? row.value.status : undefined
@@ -87,7 +87,7 @@ export const suite = (name: string, options: Options): void => {
   describe(`${name} (OutboxStore conformance)`, () => {
     test(
       "insert stores every field; rows read back in insertion (seq) order",
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const store = yield* OutboxStore
         const payload = new Uint8Array([0, 1, 2, 127, 128, 254, 255])
         const first = yield* newMessage({
@@ -129,7 +129,7 @@ export const suite = (name: string, options: Options): void => {
 
     test(
       "an insert inside a rolled-back transaction leaves nothing behind",
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const store = yield* OutboxStore
         const transactor = yield* Transactor
         const messages = yield* newMessages([{ key: "a" }, { key: "b" }])
@@ -146,17 +146,21 @@ export const suite = (name: string, options: Options): void => {
     if (features.isolation) {
       test(
         "an uncommitted insert is invisible to a claim until its transaction commits",
-        Effect.gen(function*() {
+        Effect.gen(function* () {
           const store = yield* OutboxStore
           const transactor = yield* Transactor
           const message = yield* newMessage()
           const inserted = yield* Deferred.make<void>()
           const commit = yield* Deferred.make<void>()
-          const writer = yield* Effect.forkChild(transactor.withTransaction(Effect.gen(function*() {
-            yield* store.insert([message])
-            yield* Deferred.succeed(inserted, undefined)
-            yield* Deferred.await(commit)
-          })))
+          const writer = yield* Effect.forkChild(
+            transactor.withTransaction(
+              Effect.gen(function* () {
+                yield* store.insert([message])
+                yield* Deferred.succeed(inserted, undefined)
+                yield* Deferred.await(commit)
+              })
+            )
+          )
           yield* Deferred.await(inserted)
           assert.deepStrictEqual(yield* store.claim(claimRequest()), [])
           yield* Deferred.succeed(commit, undefined)
@@ -168,7 +172,7 @@ export const suite = (name: string, options: Options): void => {
 
     test(
       "claim leases a per-key prefix in seq order and leaves attempts to the caller",
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const store = yield* OutboxStore
         const messages = yield* newMessages([{ key: "a" }, { key: "b" }, { key: "a" }, { key: "a" }, { key: "b" }])
         yield* store.insert(messages)
@@ -190,7 +194,7 @@ export const suite = (name: string, options: Options): void => {
 
     test(
       "claim honours the limit without breaking a key's prefix",
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const store = yield* OutboxStore
         const messages = yield* newMessages([{ key: "a" }, { key: "a" }, { key: "b" }, { key: "a" }])
         yield* store.insert(messages)
@@ -204,7 +208,7 @@ export const suite = (name: string, options: Options): void => {
 
     test(
       "a key with a DISPATCHING row is blocked for every other claim",
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const store = yield* OutboxStore
         const [a1] = yield* newMessages([{ key: "a" }])
         yield* store.insert([a1!])
@@ -213,14 +217,16 @@ export const suite = (name: string, options: Options): void => {
         yield* store.insert(later)
         assert.deepStrictEqual(ids(yield* store.claim(claimRequest({ owner: "relay-2" }))), [later[1]!.id])
         // Once a1 is published, the rest of a is claimable, in order.
-        const [outcome] = yield* store.transition([{
-          id: a1!.id,
-          from: ["DISPATCHING"],
-          to: "PUBLISHED",
-          leaseOwner: "relay-1",
-          patch: { publishedAt: T0 + 1 },
-          now: T0 + 1
-        }])
+        const [outcome] = yield* store.transition([
+          {
+            id: a1!.id,
+            from: ["DISPATCHING"],
+            to: "PUBLISHED",
+            leaseOwner: "relay-1",
+            patch: { publishedAt: T0 + 1 },
+            now: T0 + 1
+          }
+        ])
         assert.strictEqual(outcome!.outcome, "applied")
         assert.deepStrictEqual(ids(yield* store.claim(claimRequest({ owner: "relay-2" }))), [
           later[0]!.id,
@@ -231,7 +237,7 @@ export const suite = (name: string, options: Options): void => {
 
     test(
       "an earlier row backing off (availableAt > now) blocks the later rows of its key",
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const store = yield* OutboxStore
         const messages = yield* newMessages([
           { key: "a", availableAt: T0 + 5_000 },
@@ -249,7 +255,7 @@ export const suite = (name: string, options: Options): void => {
 
     test(
       "null keys are unordered; PREQUEUED and FAILURE rows neither get claimed nor block their key",
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const store = yield* OutboxStore
         const messages = yield* newMessages([
           { key: null },
@@ -274,7 +280,7 @@ export const suite = (name: string, options: Options): void => {
     if (features.concurrentClaims) {
       test(
         "concurrent claims never hand rows of one key to two owners",
-        Effect.gen(function*() {
+        Effect.gen(function* () {
           const store = yield* OutboxStore
           const fields = Array.from({ length: 60 }, (_, i) => ({ key: `key-${i % 6}` }))
           const messages = yield* newMessages(fields)
@@ -311,7 +317,7 @@ export const suite = (name: string, options: Options): void => {
 
     test(
       "an expired lease becomes visible through findStale, oldest lease first",
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const store = yield* OutboxStore
         const messages = yield* newMessages([{ key: "a" }, { key: "b" }, { key: "c" }])
         yield* store.insert(messages)
@@ -330,7 +336,7 @@ export const suite = (name: string, options: Options): void => {
 
     test(
       "transition is a compare-and-set: applied, already_advanced or rejected, in request order",
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const store = yield* OutboxStore
         const messages = yield* newMessages([{ key: "a" }, { key: "b" }, { key: "c" }])
         const [m1, m2, m3] = messages
@@ -383,20 +389,22 @@ export const suite = (name: string, options: Options): void => {
 
     test(
       "a transition checks the lease owner, and leaving DISPATCHING clears the lease",
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const store = yield* OutboxStore
         const messages = yield* newMessages([{ key: "a" }, { key: "b" }])
         const [m1, m2] = messages
         yield* store.insert(messages)
         yield* store.claim(claimRequest({ owner: "relay-1", leaseMillis: 1_000 }))
-        const [stolen] = yield* store.transition([{
-          id: m1!.id,
-          from: ["DISPATCHING"],
-          to: "PENDING",
-          leaseOwner: "relay-2",
-          patch: {},
-          now: T0 + 1
-        }])
+        const [stolen] = yield* store.transition([
+          {
+            id: m1!.id,
+            from: ["DISPATCHING"],
+            to: "PENDING",
+            leaseOwner: "relay-2",
+            patch: {},
+            now: T0 + 1
+          }
+        ])
         assert.deepStrictEqual(stolen, { id: m1!.id, outcome: "rejected", current: "DISPATCHING" })
         // Re-leasing keeps DISPATCHING with a new owner and expiry.
         const [released, released2] = yield* store.transition([
@@ -436,26 +444,30 @@ export const suite = (name: string, options: Options): void => {
 
     test(
       "a transition inside a rolled-back transaction is undone",
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const store = yield* OutboxStore
         const transactor = yield* Transactor
         const message = yield* newMessage({ status: "PREQUEUED" })
         yield* store.insert([message])
-        yield* Effect.flip(transactor.withTransaction(Effect.gen(function*() {
-          const [outcome] = yield* store.transition([
-            { id: message.id, from: ["PREQUEUED"], to: "PENDING", patch: {}, now: T0 }
-          ])
-          assert.strictEqual(outcome!.outcome, "applied")
-          assert.strictEqual(yield* statusOf(message.id), "PENDING")
-          return yield* Effect.fail("abort")
-        })))
+        yield* Effect.flip(
+          transactor.withTransaction(
+            Effect.gen(function* () {
+              const [outcome] = yield* store.transition([
+                { id: message.id, from: ["PREQUEUED"], to: "PENDING", patch: {}, now: T0 }
+              ])
+              assert.strictEqual(outcome!.outcome, "applied")
+              assert.strictEqual(yield* statusOf(message.id), "PENDING")
+              return yield* Effect.fail("abort")
+            })
+          )
+        )
         assert.strictEqual(yield* statusOf(message.id), "PREQUEUED")
       })
     )
 
     test(
       "list filters by status, topic, ids and creation time, in seq order, up to the limit",
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const store = yield* OutboxStore
         const messages = yield* newMessages([
           { topic: "x", createdAt: T0 - 300 },
@@ -475,7 +487,7 @@ export const suite = (name: string, options: Options): void => {
 
     test(
       "stats count rows by status and report the oldest pending creation time",
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const store = yield* OutboxStore
         const empty = yield* store.stats(T0)
         assert.strictEqual(empty.oldestPendingCreatedAt, null)
@@ -498,7 +510,7 @@ export const suite = (name: string, options: Options): void => {
 
     test(
       "purge deletes at most `limit` finished rows last updated before the cut-off",
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const store = yield* OutboxStore
         const messages = yield* newMessages(Array.from({ length: 5 }, (_, i) => ({ key: `k${i}` })))
         yield* store.insert(messages)

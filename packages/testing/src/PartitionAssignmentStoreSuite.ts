@@ -55,7 +55,7 @@ export const suite = (name: string, options: Options): void => {
   describe(`${name} (PartitionAssignmentStore conformance)`, () => {
     test(
       "the first owner of a topic gets partition 0",
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const store = yield* PartitionAssignmentStore
         const reservation = yield* store.reserve({ topic: "mail", ownerId: "user-1", maxPerPartition: 3 })
         assert.deepStrictEqual(reservation, { topic: "mail", ownerId: "user-1", partition: 0, created: true })
@@ -65,7 +65,7 @@ export const suite = (name: string, options: Options): void => {
 
     test(
       "owners fill partition 0 up to capacity, then the next partition",
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const store = yield* PartitionAssignmentStore
         const partitions: Array<number> = []
         for (let i = 0; i < 7; i++) {
@@ -78,7 +78,7 @@ export const suite = (name: string, options: Options): void => {
 
     test(
       "reserve is idempotent per owner",
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const store = yield* PartitionAssignmentStore
         yield* store.reserve({ topic: "mail", ownerId: "a", maxPerPartition: 1 })
         const first = yield* store.reserve({ topic: "mail", ownerId: "b", maxPerPartition: 1 })
@@ -91,7 +91,7 @@ export const suite = (name: string, options: Options): void => {
 
     test(
       "lookup finds an owner's partition and None for an unknown owner",
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const store = yield* PartitionAssignmentStore
         assert.isTrue(Option.isNone(yield* store.lookup("mail", "nobody")))
         yield* store.reserve({ topic: "mail", ownerId: "a", maxPerPartition: 1 })
@@ -103,7 +103,7 @@ export const suite = (name: string, options: Options): void => {
 
     test(
       "topics are independent",
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const store = yield* PartitionAssignmentStore
         yield* store.reserve({ topic: "mail", ownerId: "a", maxPerPartition: 1 })
         const other = yield* store.reserve({ topic: "chat", ownerId: "a", maxPerPartition: 1 })
@@ -116,7 +116,7 @@ export const suite = (name: string, options: Options): void => {
 
     test(
       "a higher capacity lets the lowest partition with room take the next owner",
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const store = yield* PartitionAssignmentStore
         for (const owner of ["a", "b", "c"]) yield* store.reserve({ topic: "mail", ownerId: owner, maxPerPartition: 2 })
         const next = yield* store.reserve({ topic: "mail", ownerId: "d", maxPerPartition: 3 })
@@ -128,7 +128,7 @@ export const suite = (name: string, options: Options): void => {
 
     test(
       "50 concurrent reservations with capacity 7 fill partitions 0..6 exactly and put the rest on 7",
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const store = yield* PartitionAssignmentStore
         const owners = Array.from({ length: 50 }, (_, i) => `user-${i}`)
         const reservations = yield* Effect.forEach(
@@ -147,13 +147,14 @@ export const suite = (name: string, options: Options): void => {
           6: 7,
           7: 1
         })
-        for (const r of reservations) assert.deepStrictEqual(yield* store.lookup("mail", r.ownerId), Option.some(r.partition))
+        for (const r of reservations)
+          assert.deepStrictEqual(yield* store.lookup("mail", r.ownerId), Option.some(r.partition))
       })
     )
 
     test(
       "concurrent reservations by one owner agree on one partition, created once",
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const store = yield* PartitionAssignmentStore
         yield* store.reserve({ topic: "mail", ownerId: "first", maxPerPartition: 1 })
         const reservations = yield* Effect.forEach(
@@ -170,15 +171,17 @@ export const suite = (name: string, options: Options): void => {
     if (features.transactional) {
       test(
         "a reservation inside a rolled-back transaction leaves nothing behind",
-        Effect.gen(function*() {
+        Effect.gen(function* () {
           const store = yield* PartitionAssignmentStore
           const transactor = yield* Transactor
-          yield* Effect.flip(transactor.withTransaction(
-            Effect.andThen(
-              store.reserve({ topic: "mail", ownerId: "ghost", maxPerPartition: 1 }),
-              Effect.fail("user creation failed")
+          yield* Effect.flip(
+            transactor.withTransaction(
+              Effect.andThen(
+                store.reserve({ topic: "mail", ownerId: "ghost", maxPerPartition: 1 }),
+                Effect.fail("user creation failed")
+              )
             )
-          ))
+          )
           assert.isTrue(Option.isNone(yield* store.lookup("mail", "ghost")))
           const next = yield* store.reserve({ topic: "mail", ownerId: "real", maxPerPartition: 1 })
           assert.strictEqual(next.partition, 0)

@@ -59,16 +59,18 @@ export const suite = (name: string, options: Options): void => {
   describe(`${name} (Transactor conformance)`, () => {
     test(
       "a successful transaction commits the outbox row and the inbox record together and returns its value",
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const transactor = yield* Transactor
         const store = yield* OutboxStore
         const inbox = yield* InboxStore
         const message = yield* newMessage()
-        const value = yield* transactor.withTransaction(Effect.gen(function*() {
-          yield* store.insert([message])
-          yield* inbox.record({ consumer: "c", identity: "event:commit" }, T0)
-          return 42
-        }))
+        const value = yield* transactor.withTransaction(
+          Effect.gen(function* () {
+            yield* store.insert([message])
+            yield* inbox.record({ consumer: "c", identity: "event:commit" }, T0)
+            return 42
+          })
+        )
         assert.strictEqual(value, 42)
         assert.isTrue(Option.isSome(yield* store.get(message.id)))
         assert.isTrue(yield* inbox.exists({ consumer: "c", identity: "event:commit" }))
@@ -77,16 +79,20 @@ export const suite = (name: string, options: Options): void => {
 
     test(
       "a failure rolls back every store's writes and propagates the error unchanged",
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const transactor = yield* Transactor
         const store = yield* OutboxStore
         const inbox = yield* InboxStore
         const message = yield* newMessage()
-        const error = yield* Effect.flip(transactor.withTransaction(Effect.gen(function*() {
-          yield* store.insert([message])
-          yield* inbox.record({ consumer: "c", identity: "event:fail" }, T0)
-          return yield* Effect.fail({ _tag: "DomainError", detail: "insufficient funds" } as const)
-        })))
+        const error = yield* Effect.flip(
+          transactor.withTransaction(
+            Effect.gen(function* () {
+              yield* store.insert([message])
+              yield* inbox.record({ consumer: "c", identity: "event:fail" }, T0)
+              return yield* Effect.fail({ _tag: "DomainError", detail: "insufficient funds" } as const)
+            })
+          )
+        )
         assert.deepStrictEqual(error, { _tag: "DomainError", detail: "insufficient funds" })
         assert.isTrue(Option.isNone(yield* store.get(message.id)))
         assert.isFalse(yield* inbox.exists({ consumer: "c", identity: "event:fail" }))
@@ -95,7 +101,7 @@ export const suite = (name: string, options: Options): void => {
 
     test(
       "a defect rolls back and surfaces as the same defect",
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const transactor = yield* Transactor
         const store = yield* OutboxStore
         const message = yield* newMessage()
@@ -109,16 +115,20 @@ export const suite = (name: string, options: Options): void => {
 
     test(
       "an interrupted transaction rolls back",
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const transactor = yield* Transactor
         const store = yield* OutboxStore
         const message = yield* newMessage()
         const inserted = yield* Deferred.make<void>()
-        const fiber = yield* Effect.forkChild(transactor.withTransaction(Effect.gen(function*() {
-          yield* store.insert([message])
-          yield* Deferred.succeed(inserted, undefined)
-          return yield* Effect.never
-        })))
+        const fiber = yield* Effect.forkChild(
+          transactor.withTransaction(
+            Effect.gen(function* () {
+              yield* store.insert([message])
+              yield* Deferred.succeed(inserted, undefined)
+              return yield* Effect.never
+            })
+          )
+        )
         yield* Deferred.await(inserted)
         yield* Fiber.interrupt(fiber)
         assert.isTrue(Option.isNone(yield* store.get(message.id)))
@@ -130,42 +140,51 @@ export const suite = (name: string, options: Options): void => {
 
     test(
       "a nested transaction joins the outer one: its writes commit or roll back with the outer",
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const transactor = yield* Transactor
         const store = yield* OutboxStore
         const kept = yield* newMessage()
         const dropped = yield* newMessage()
         yield* transactor.withTransaction(
           transactor.withTransaction(store.insert([kept])).pipe(
-            Effect.andThen(Effect.gen(function*() {
-              // The outer transaction reads the inner one's write.
-              assert.isTrue(Option.isSome(yield* store.get(kept.id)))
-            }))
+            Effect.andThen(
+              Effect.gen(function* () {
+                // The outer transaction reads the inner one's write.
+                assert.isTrue(Option.isSome(yield* store.get(kept.id)))
+              })
+            )
           )
         )
         assert.isTrue(Option.isSome(yield* store.get(kept.id)))
-        yield* Effect.flip(transactor.withTransaction(
-          Effect.andThen(transactor.withTransaction(store.insert([dropped])), Effect.fail("outer fails"))
-        ))
+        yield* Effect.flip(
+          transactor.withTransaction(
+            Effect.andThen(transactor.withTransaction(store.insert([dropped])), Effect.fail("outer fails"))
+          )
+        )
         assert.isTrue(Option.isNone(yield* store.get(dropped.id)))
       })
     )
 
     test(
       "a transaction reads its own writes",
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const transactor = yield* Transactor
         const store = yield* OutboxStore
         const inbox = yield* InboxStore
         const message = yield* newMessage()
-        yield* transactor.withTransaction(Effect.gen(function*() {
-          yield* store.insert([message])
-          yield* inbox.record({ consumer: "c", identity: "event:own" }, T0)
-          assert.strictEqual(Option.getOrThrow(yield* store.get(message.id)).status, "PENDING")
-          assert.isTrue(yield* inbox.exists({ consumer: "c", identity: "event:own" }))
-          const claimed = yield* store.claim({ owner: "r", limit: 10, maxPerKey: 10, leaseMillis: 1_000, now: T0 })
-          assert.deepStrictEqual(claimed.map((row) => row.id), [message.id])
-        }))
+        yield* transactor.withTransaction(
+          Effect.gen(function* () {
+            yield* store.insert([message])
+            yield* inbox.record({ consumer: "c", identity: "event:own" }, T0)
+            assert.strictEqual(Option.getOrThrow(yield* store.get(message.id)).status, "PENDING")
+            assert.isTrue(yield* inbox.exists({ consumer: "c", identity: "event:own" }))
+            const claimed = yield* store.claim({ owner: "r", limit: 10, maxPerKey: 10, leaseMillis: 1_000, now: T0 })
+            assert.deepStrictEqual(
+              claimed.map((row) => row.id),
+              [message.id]
+            )
+          })
+        )
         assert.strictEqual(Option.getOrThrow(yield* store.get(message.id)).status, "DISPATCHING")
       })
     )
@@ -173,19 +192,23 @@ export const suite = (name: string, options: Options): void => {
     if (features.isolation) {
       test(
         "uncommitted writes are invisible outside the transaction until it commits",
-        Effect.gen(function*() {
+        Effect.gen(function* () {
           const transactor = yield* Transactor
           const store = yield* OutboxStore
           const inbox = yield* InboxStore
           const message = yield* newMessage()
           const written = yield* Deferred.make<void>()
           const commit = yield* Deferred.make<void>()
-          const fiber = yield* Effect.forkChild(transactor.withTransaction(Effect.gen(function*() {
-            yield* store.insert([message])
-            yield* inbox.record({ consumer: "c", identity: "event:isolated" }, T0)
-            yield* Deferred.succeed(written, undefined)
-            yield* Deferred.await(commit)
-          })))
+          const fiber = yield* Effect.forkChild(
+            transactor.withTransaction(
+              Effect.gen(function* () {
+                yield* store.insert([message])
+                yield* inbox.record({ consumer: "c", identity: "event:isolated" }, T0)
+                yield* Deferred.succeed(written, undefined)
+                yield* Deferred.await(commit)
+              })
+            )
+          )
           yield* Deferred.await(written)
           assert.isTrue(Option.isNone(yield* store.get(message.id)))
           assert.isFalse(yield* inbox.exists({ consumer: "c", identity: "event:isolated" }))
@@ -199,7 +222,7 @@ export const suite = (name: string, options: Options): void => {
 
     test(
       "writes outside a transaction apply at once",
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const store = yield* OutboxStore
         const message = yield* newMessage()
         yield* store.insert([message])

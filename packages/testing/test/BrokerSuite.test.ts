@@ -5,7 +5,7 @@ import * as InMemoryBroker from "../src/InMemoryBroker.ts"
 BrokerSuite.suite("InMemoryBroker", {
   layer: () => InMemoryBroker.layer(),
   deleteTopics: (topics) =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const broker = yield* InMemoryBroker.InMemoryBroker
       yield* Effect.forEach(topics, broker.deleteTopic)
     })

@@ -1,3 +1,4 @@
+import { createRequire } from "node:module"
 import { assert, describe, it } from "@effect/vitest"
 import { BrokerProbe } from "@effect-outbox/core/BrokerProbe"
 import { ConsumerSource } from "@effect-outbox/core/ConsumerSource"
@@ -5,7 +6,6 @@ import type { EventId } from "@effect-outbox/core/OutboxMessage"
 import { Publisher, type PublishRequest } from "@effect-outbox/core/Publisher"
 import { Effect, Fiber, Option, Result, Stream } from "effect"
 import * as TestClock from "effect/testing/TestClock"
-import { createRequire } from "node:module"
 import * as InMemoryBroker from "../src/InMemoryBroker.ts"
 import { partitionForKey } from "../src/internal/murmur2.ts"
 
@@ -32,7 +32,7 @@ describe("InMemoryBroker", () => {
   })
 
   it.effect("a retriable fault fails the whole partition batch and appends nothing of it", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const broker = yield* InMemoryBroker.InMemoryBroker
       const publisher = yield* Publisher
       yield* broker.failPublish({ fault: "retriable", partition: 1 })
@@ -40,10 +40,11 @@ describe("InMemoryBroker", () => {
       assert.deepStrictEqual(outcomes.map(Result.isSuccess), [true, false, false, true])
       assert.strictEqual((yield* broker.log("t", 1)).length, 0)
       assert.strictEqual((yield* broker.log("t", 0)).length, 2)
-    }).pipe(Effect.provide(layer)))
+    }).pipe(Effect.provide(layer))
+  )
 
   it.effect("a lost acknowledgement appends the records yet reports a retriable error", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const broker = yield* InMemoryBroker.InMemoryBroker
       const publisher = yield* Publisher
       const probe = yield* BrokerProbe
@@ -56,42 +57,55 @@ describe("InMemoryBroker", () => {
       assert.strictEqual((yield* broker.log("t", 2)).length, 2)
       const found = yield* probe.find({ topic: "t", partition: 2, eventId: request(2, 2).id, since: 0 })
       assert.deepStrictEqual(found, Option.some({ topic: "t", partition: 2, offset: "1" }))
-    }).pipe(Effect.provide(layer)))
+    }).pipe(Effect.provide(layer))
+  )
 
   it.effect("records without key or partition are spread round-robin", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const broker = yield* InMemoryBroker.InMemoryBroker
       const publisher = yield* Publisher
       yield* publisher.publish([request(1, null), request(2, null), request(3, null)])
       for (const p of [0, 1, 2]) assert.strictEqual((yield* broker.log("t", p)).length, 1)
-    }).pipe(Effect.provide(layer)))
+    }).pipe(Effect.provide(layer))
+  )
 
   it.effect("two members of one group split the partitions; a leaving member's partitions move", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const source = yield* ConsumerSource
       const publisher = yield* Publisher
       yield* publisher.publish([request(1, 0), request(2, 1), request(3, 2)])
       const a = yield* source.subscribe({ groupId: "g", topics: ["t"], fromBeginning: true })
-      yield* Effect.scoped(Effect.gen(function*() {
-        const b = yield* source.subscribe({ groupId: "g", topics: ["t"], fromBeginning: true })
-        const fromA = yield* a.batches.pipe(Stream.take(2), Stream.runCollect)
-        const fromB = yield* b.batches.pipe(Stream.take(1), Stream.runCollect)
-        assert.deepStrictEqual(fromA.map((batch) => batch.partition).sort(), [0, 2])
-        assert.deepStrictEqual(fromB.map((batch) => batch.partition), [1])
-      }))
+      yield* Effect.scoped(
+        Effect.gen(function* () {
+          const b = yield* source.subscribe({ groupId: "g", topics: ["t"], fromBeginning: true })
+          const fromA = yield* a.batches.pipe(Stream.take(2), Stream.runCollect)
+          const fromB = yield* b.batches.pipe(Stream.take(1), Stream.runCollect)
+          assert.deepStrictEqual(fromA.map((batch) => batch.partition).sort(), [0, 2])
+          assert.deepStrictEqual(
+            fromB.map((batch) => batch.partition),
+            [1]
+          )
+        })
+      )
       // b left without committing: partition 1 moves to a, from the group's (absent) commit.
       const moved = yield* a.batches.pipe(Stream.take(1), Stream.runCollect)
-      assert.deepStrictEqual(moved.map((batch) => [batch.partition, batch.records[0]!.offset]), [[1, "0"]])
-    }).pipe(Effect.provide(layer)))
+      assert.deepStrictEqual(
+        moved.map((batch) => [batch.partition, batch.records[0]!.offset]),
+        [[1, "0"]]
+      )
+    }).pipe(Effect.provide(layer))
+  )
 
   it.effect("injected probe, admin and commit faults surface as typed errors", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const broker = yield* InMemoryBroker.InMemoryBroker
       const probe = yield* BrokerProbe
       const source = yield* ConsumerSource
       yield* broker.failNext({ operation: "probe", count: 1 })
       yield* broker.failNext({ operation: "commit", count: 1 })
-      const probeError = yield* Effect.flip(probe.find({ topic: "t", partition: 0, eventId: request(1, 0).id, since: 0 }))
+      const probeError = yield* Effect.flip(
+        probe.find({ topic: "t", partition: 0, eventId: request(1, 0).id, since: 0 })
+      )
       assert.strictEqual(probeError._tag, "ProbeError")
       const subscription = yield* source.subscribe({ groupId: "g", topics: ["t"] })
       const commitError = yield* Effect.flip(subscription.commit([{ topic: "t", partition: 0, offset: "1" }]))
@@ -99,34 +113,43 @@ describe("InMemoryBroker", () => {
       yield* subscription.commit([{ topic: "t", partition: 0, offset: "1" }])
       assert.deepStrictEqual(yield* broker.committed("g"), [{ topic: "t", partition: 0, offset: "1" }])
       assert.strictEqual(yield* broker.faultsFired, 2)
-    }).pipe(Effect.provide(layer)))
+    }).pipe(Effect.provide(layer))
+  )
 })
 
 describe("InMemoryBroker poll faults", () => {
   it.effect("a poll fault fails the stream; a new subscription of the group redelivers", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const broker = yield* InMemoryBroker.InMemoryBroker
       const publisher = yield* Publisher
       const source = yield* ConsumerSource
       yield* publisher.publish([request(1, 0)])
       yield* broker.failNext({ operation: "poll", count: 1 })
-      const failed = yield* Effect.scoped(Effect.gen(function*() {
-        const subscription = yield* source.subscribe({ groupId: "g", topics: ["t"], fromBeginning: true })
-        return yield* Effect.flip(Stream.runCollect(subscription.batches))
-      }))
+      const failed = yield* Effect.scoped(
+        Effect.gen(function* () {
+          const subscription = yield* source.subscribe({ groupId: "g", topics: ["t"], fromBeginning: true })
+          return yield* Effect.flip(Stream.runCollect(subscription.batches))
+        })
+      )
       assert.strictEqual(failed.operation, "poll")
       assert.isTrue(failed.retriable)
-      const batches = yield* Effect.scoped(Effect.gen(function*() {
-        const subscription = yield* source.subscribe({ groupId: "g", topics: ["t"], fromBeginning: true })
-        return yield* subscription.batches.pipe(Stream.take(1), Stream.runCollect)
-      }))
-      assert.deepStrictEqual(batches.map((b) => b.records.map((r) => r.offset)), [["0"]])
-    }).pipe(Effect.provide(layer)))
+      const batches = yield* Effect.scoped(
+        Effect.gen(function* () {
+          const subscription = yield* source.subscribe({ groupId: "g", topics: ["t"], fromBeginning: true })
+          return yield* subscription.batches.pipe(Stream.take(1), Stream.runCollect)
+        })
+      )
+      assert.deepStrictEqual(
+        batches.map((b) => b.records.map((r) => r.offset)),
+        [["0"]]
+      )
+    }).pipe(Effect.provide(layer))
+  )
 })
 
 describe("InMemoryBroker publish latency", () => {
   it.effect("a publish waits for the configured latency on the TestClock before appending", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const broker = yield* InMemoryBroker.InMemoryBroker
       const publisher = yield* Publisher
       const fiber = yield* Effect.forkChild(publisher.publish([request(1, 0)]))
@@ -137,5 +160,6 @@ describe("InMemoryBroker publish latency", () => {
       assert.isTrue(Result.isSuccess(outcome!))
       const [record] = yield* broker.log("t", 0)
       assert.strictEqual(record!.timestamp, 100)
-    }).pipe(Effect.provide(InMemoryBroker.layer({ topics: { t: 1 }, publishLatency: "100 millis" }))))
+    }).pipe(Effect.provide(InMemoryBroker.layer({ topics: { t: 1 }, publishLatency: "100 millis" })))
+  )
 })

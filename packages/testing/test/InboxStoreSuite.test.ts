@@ -1,4 +1,4 @@
-import * as InMemoryDatabase from "../src/InMemoryDatabase.ts"
 import * as InboxStoreSuite from "../src/InboxStoreSuite.ts"
+import * as InMemoryDatabase from "../src/InMemoryDatabase.ts"
 
 InboxStoreSuite.suite("InMemoryDatabase", { layer: () => InMemoryDatabase.layer })

@@ -9,10 +9,11 @@
  *
  * @internal
  */
-import * as Deferred from "effect/Deferred"
-import * as Effect from "effect/Effect"
+
 import type { OutboxStatus } from "@effect-outbox/core/Lifecycle"
 import type { EventId, OutboxMessage } from "@effect-outbox/core/OutboxMessage"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
 
 /** One status change, as the inspection log records it (`from: null` for an insert). */
 export interface StatusChange {
@@ -160,7 +161,7 @@ export const assignmentKey = (topic: string, ownerId: string) => `${topic}\u0000
 export const assignmentResource = (topic: string) => `assignment:${topic}`
 
 export const readRow = (store: Store, tx: Transaction | undefined, id: EventId): OutboxMessage | undefined => {
-  if (tx !== undefined && tx.outbox.has(id)) return tx.outbox.get(id) ?? undefined
+  if (tx?.outbox.has(id)) return tx.outbox.get(id) ?? undefined
   return store.outbox.get(id)
 }
 
@@ -168,7 +169,7 @@ export const readRow = (store: Store, tx: Transaction | undefined, id: EventId):
 export const visibleRows = (store: Store, tx: Transaction | undefined): Array<OutboxMessage> => {
   const rows: Array<OutboxMessage> = []
   for (const [id, row] of store.outbox) {
-    if (tx !== undefined && tx.outbox.has(id)) continue
+    if (tx?.outbox.has(id)) continue
     rows.push(row)
   }
   if (tx !== undefined) {
@@ -193,14 +194,14 @@ export const recordChange = (store: Store, tx: Transaction | undefined, change: 
 }
 
 export const readInbox = (store: Store, tx: Transaction | undefined, key: string): InboxRecord | undefined => {
-  if (tx !== undefined && tx.inbox.has(key)) return tx.inbox.get(key) ?? undefined
+  if (tx?.inbox.has(key)) return tx.inbox.get(key) ?? undefined
   return store.inbox.get(key)
 }
 
 export const visibleInbox = (store: Store, tx: Transaction | undefined): Array<[string, InboxRecord]> => {
   const out: Array<[string, InboxRecord]> = []
   for (const [key, record] of store.inbox) {
-    if (tx !== undefined && tx.inbox.has(key)) continue
+    if (tx?.inbox.has(key)) continue
     out.push([key, record])
   }
   if (tx !== undefined) {

@@ -14,7 +14,10 @@ export const murmur2 = (data: Uint8Array): number => {
   const length4 = Math.floor(length / 4)
   for (let i = 0; i < length4; i++) {
     const i4 = i * 4
-    let k = (data[i4]! & 0xff) | ((data[i4 + 1]! & 0xff) << 8) | ((data[i4 + 2]! & 0xff) << 16) |
+    let k =
+      (data[i4]! & 0xff) |
+      ((data[i4 + 1]! & 0xff) << 8) |
+      ((data[i4 + 2]! & 0xff) << 16) |
       ((data[i4 + 3]! & 0xff) << 24)
     k = Math.imul(k, M)
     k ^= k >>> 24

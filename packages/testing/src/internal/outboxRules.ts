@@ -95,13 +95,16 @@ export const applyTransition = (
     }
     return { outcome: { id: request.id, outcome: "applied", current: request.to }, next }
   }
-  if (request.acceptIfIn !== undefined && request.acceptIfIn.includes(row.status)) {
+  if (request.acceptIfIn?.includes(row.status)) {
     const { publishedAt, receipt } = request.patch
-    const next: OutboxMessage | undefined = receipt === undefined && publishedAt === undefined ? undefined : {
-      ...row,
-      receipt: receipt ?? row.receipt,
-      publishedAt: publishedAt ?? row.publishedAt
-    }
+    const next: OutboxMessage | undefined =
+      receipt === undefined && publishedAt === undefined
+        ? undefined
+        : {
+            ...row,
+            receipt: receipt ?? row.receipt,
+            publishedAt: publishedAt ?? row.publishedAt
+          }
     return { outcome: { id: request.id, outcome: "already_advanced", current: row.status }, next }
   }
   return { outcome: { id: request.id, outcome: "rejected", current: row.status }, next: undefined }

@@ -1,0 +1,181 @@
+/**
+ * `OutboxStore` over the in-memory engine.
+ *
+ * @internal
+ */
+import { OutboxStoreError } from "@effect-outbox/core/Errors"
+import type { OutboxStatus } from "@effect-outbox/core/Lifecycle"
+import type { OutboxMessage } from "@effect-outbox/core/OutboxMessage"
+import type { OutboxStats, OutboxStore, TransitionOutcome } from "@effect-outbox/core/OutboxStore"
+import * as Option from "effect/Option"
+import type { Engine } from "./memoryEngine.ts"
+import * as Store from "./memoryStore.ts"
+import { applyTransition, claimed, selectClaimable } from "./outboxRules.ts"
+
+export const make = (engine: Engine): OutboxStore["Service"] => {
+  const { call, read, store } = engine
+  return {
+    insert: (messages) =>
+      call<void>(
+        "outbox.insert",
+        () => messages.map((m) => Store.outboxResource(m.id)),
+        (tx) => {
+          const seen = new Set<string>()
+          for (const m of messages) {
+            if (seen.has(m.id) || Store.readRow(store, tx, m.id) !== undefined) {
+              return {
+                error: new OutboxStoreError({
+                  operation: "outbox.insert",
+                  reason: `an outbox event with id ${m.id} already exists (ids are unique)`,
+                  retriable: false
+                })
+              }
+            }
+            seen.add(m.id)
+          }
+          for (const m of messages) {
+            const row: OutboxMessage = {
+              id: m.id,
+              seq: store.nextSeq++,
+              topic: m.topic,
+              key: m.key,
+              partition: m.partition,
+              headers: { ...m.headers },
+              payload: m.payload,
+              status: m.status,
+              attempts: 0,
+              availableAt: m.availableAt,
+              leaseOwner: null,
+              leaseExpiresAt: null,
+              receipt: null,
+              lastError: null,
+              createdAt: m.createdAt,
+              updatedAt: m.createdAt,
+              publishedAt: null,
+              processedAt: null
+            }
+            Store.writeRow(store, tx, row)
+            Store.recordChange(store, tx, {
+              id: m.id,
+              from: null,
+              to: m.status,
+              at: m.createdAt,
+              operation: "insert"
+            })
+          }
+          return { result: undefined, touched: messages.map((m) => Store.outboxResource(m.id)) }
+        }
+      ),
+
+    claim: (request) =>
+      call(
+        "outbox.claim",
+        () => [],
+        (tx) => {
+          const rows = Store.visibleRows(store, tx)
+          const chosen = selectClaimable(rows, request, (row) =>
+            Store.isLockedByOther(store, tx, Store.outboxResource(row.id))
+          )
+          const result = chosen.map((row) => {
+            const next = claimed(row, request)
+            Store.writeRow(store, tx, next)
+            Store.recordChange(store, tx, {
+              id: row.id,
+              from: row.status,
+              to: next.status,
+              at: request.now,
+              operation: "claim"
+            })
+            return next
+          })
+          return { result, touched: result.map((row) => Store.outboxResource(row.id)) }
+        }
+      ),
+
+    transition: (requests) =>
+      call(
+        "outbox.transition",
+        () => requests.map((r) => Store.outboxResource(r.id)),
+        (tx) => {
+          const outcomes: Array<TransitionOutcome> = []
+          const touched: Array<string> = []
+          for (const request of requests) {
+            const row = Store.readRow(store, tx, request.id)
+            const { next, outcome } = applyTransition(row, request)
+            if (next !== undefined && row !== undefined) {
+              Store.writeRow(store, tx, next)
+              touched.push(Store.outboxResource(request.id))
+              if (outcome.outcome === "applied") {
+                Store.recordChange(store, tx, {
+                  id: request.id,
+                  from: row.status,
+                  to: next.status,
+                  at: request.now,
+                  operation: "transition"
+                })
+              }
+            }
+            outcomes.push(outcome)
+          }
+          return { result: outcomes, touched }
+        }
+      ),
+
+    findStale: (now, limit) =>
+      read("outbox.findStale", (tx) =>
+        Store.visibleRows(store, tx)
+          .filter((row) => row.status === "DISPATCHING" && row.leaseExpiresAt !== null && row.leaseExpiresAt < now)
+          .sort((a, b) => a.leaseExpiresAt! - b.leaseExpiresAt! || a.seq - b.seq)
+          .slice(0, Math.max(0, limit))
+      ),
+
+    get: (id) => read("outbox.get", (tx) => Option.fromUndefinedOr(Store.readRow(store, tx, id))),
+
+    list: (filter) =>
+      read("outbox.list", (tx) =>
+        Store.visibleRows(store, tx)
+          .filter(
+            (row) =>
+              (filter.statuses === undefined || filter.statuses.includes(row.status)) &&
+              (filter.topic === undefined || row.topic === filter.topic) &&
+              (filter.ids === undefined || filter.ids.includes(row.id)) &&
+              (filter.createdBefore === undefined || row.createdAt < filter.createdBefore)
+          )
+          .slice(0, Math.max(0, filter.limit))
+      ),
+
+    stats: (now) =>
+      read("outbox.stats", (tx): OutboxStats => {
+        const byStatus: { [S in OutboxStatus]?: number } = {}
+        let oldestPendingCreatedAt: number | null = null
+        let staleLeases = 0
+        for (const row of Store.visibleRows(store, tx)) {
+          byStatus[row.status] = (byStatus[row.status] ?? 0) + 1
+          if (row.status === "PENDING") {
+            oldestPendingCreatedAt =
+              oldestPendingCreatedAt === null ? row.createdAt : Math.min(oldestPendingCreatedAt, row.createdAt)
+          }
+          if (row.status === "DISPATCHING" && row.leaseExpiresAt !== null && row.leaseExpiresAt < now) staleLeases++
+        }
+        return { byStatus, oldestPendingCreatedAt, staleLeases }
+      }),
+
+    purge: (request) =>
+      call(
+        "outbox.purge",
+        () => [],
+        (tx) => {
+          const doomed = Store.visibleRows(store, tx)
+            .filter(
+              (row) =>
+                request.statuses.includes(row.status) &&
+                row.updatedAt < request.olderThan &&
+                !Store.isLockedByOther(store, tx, Store.outboxResource(row.id))
+            )
+            .slice(0, Math.max(0, request.limit))
+          for (const row of doomed) Store.deleteRow(store, tx, row.id)
+          return { result: doomed.length, touched: doomed.map((row) => Store.outboxResource(row.id)) }
+        }
+      )
+  }
+}
