@@ -413,10 +413,12 @@ export const make = <S extends Schema.Top, E, R>(
           Effect.catchDefect((defect) =>
             Effect.fail(new HandlerDefectError({ reason: DeadLetter.errorMessage(defect), cause: defect }))
           ),
-          Telemetry.withParentFromHeaders(record.headers),
           Effect.withSpan("outbox.consumer.handler", {
             attributes: { "outbox.topic": record.topic, "outbox.partition": record.partition, "outbox.offset": record.offset }
-          })
+          }),
+          // Outermost, so the handler span itself is a child of the enqueueing span (R8.2) and
+          // the handler's own spans are children of the handler span.
+          Telemetry.withParentFromHeaders(record.headers)
         )
         const outcome = yield* inbox.processOnce(Inbox.keyOf(options.groupId, record, identity), work)
         if (tracked.id !== null) {
@@ -510,6 +512,19 @@ export const make = <S extends Schema.Top, E, R>(
         )
         if (result._tag === "Success") {
           yield* countRecord(result.success)
+          return "done" as const
+        }
+        // The work may have committed and only the bookkeeping after it kept failing (the SUCCESS
+        // transition, a lost commit acknowledgement): such a record is processed, not poison.
+        const processed = yield* inbox.isProcessed(Inbox.keyOf(options.groupId, record, identity)).pipe(
+          Effect.orElseSucceed(() => false)
+        )
+        if (processed) {
+          yield* Effect.logWarning(
+            `${record.topic}/${record.partition}@${record.offset} was processed but its bookkeeping failed ` +
+              `${attempts} time(s): ${DeadLetter.errorMessage(result.failure)}; its outbox row is reconciled on redelivery`
+          )
+          yield* countRecord("processed")
           return "done" as const
         }
         yield* deadLetter(record, result.failure, attempts, tracked.id)

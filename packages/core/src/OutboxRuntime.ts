@@ -43,10 +43,11 @@ import * as Inbox from "./Inbox.ts"
 import { InboxStore } from "./InboxStore.ts"
 import * as Outbox from "./Outbox.ts"
 import type { OutboxStore } from "./OutboxStore.ts"
-import type { Publisher } from "./Publisher.ts"
+import { Publisher } from "./Publisher.ts"
 import * as Relay from "./Relay.ts"
 import * as Retention from "./Retention.ts"
 import * as StaleRecovery from "./StaleRecovery.ts"
+import * as TracedPublisher from "./TracedPublisher.ts"
 import type { Transactor } from "./Transactor.ts"
 import type { WakeUp } from "./WakeUp.ts"
 
@@ -229,6 +230,8 @@ const start = <C extends ReadonlyArray<ConsumerDeclaration<any>>>(settings: Sett
     const relays: Array<string> = []
     if (settings.relay !== false) {
       const { instances, ...relaySettings } = settings.relay
+      // Each event's publication is a span in the event's own trace (enqueue -> publish -> consume).
+      const publisher = TracedPublisher.traced(yield* Publisher)
       for (let i = 0; i < instances; i++) {
         const owner =
           relaySettings.owner === undefined
@@ -236,7 +239,9 @@ const start = <C extends ReadonlyArray<ConsumerDeclaration<any>>>(settings: Sett
             : instances === 1
               ? relaySettings.owner
               : `${relaySettings.owner}-${i + 1}`
-        const relay = yield* Relay.start({ ...relaySettings, ...(owner === undefined ? {} : { owner }) })
+        const relay = yield* Relay.start({ ...relaySettings, ...(owner === undefined ? {} : { owner }) }).pipe(
+          Effect.provideService(Publisher, publisher)
+        )
         relays.push(relay.owner)
       }
     }
