@@ -508,6 +508,53 @@ export const suite = (name: string, options: Options): void => {
       })
     )
 
+    if (features.isolation) {
+      test(
+        "purge neither waits for nor deletes a row another open transaction is changing",
+        Effect.gen(function* () {
+          const store = yield* OutboxStore
+          const transactor = yield* Transactor
+          const messages = yield* newMessages([{ key: "a" }, { key: "b" }])
+          yield* store.insert(messages)
+          yield* store.claim(claimRequest())
+          for (const m of messages) {
+            yield* store.transition([{ id: m.id, from: ["DISPATCHING"], to: "PUBLISHED", patch: {}, now: T0 + 10 }])
+          }
+          const locked = yield* Deferred.make<void>()
+          const finish = yield* Deferred.make<void>()
+          const consumer = yield* Effect.forkChild(
+            transactor.withTransaction(
+              Effect.gen(function* () {
+                yield* store.transition([
+                  {
+                    id: messages[0]!.id,
+                    from: ["PUBLISHED"],
+                    to: "UNDER_PROCESSING",
+                    patch: {},
+                    now: T0 + 20
+                  }
+                ])
+                yield* Deferred.succeed(locked, undefined)
+                yield* Deferred.await(finish)
+              })
+            )
+          )
+          yield* Deferred.await(locked)
+          const purged = yield* store
+            .purge({ statuses: ["PUBLISHED"], olderThan: T0 + 100, limit: 10 })
+            .pipe(Effect.timeout("10 seconds"))
+          assert.strictEqual(purged, 1)
+          yield* Deferred.succeed(finish, undefined)
+          yield* Fiber.join(consumer)
+          const left = yield* store.list({ limit: 10 })
+          assert.deepStrictEqual(
+            left.map((row) => [row.id, row.status]),
+            [[messages[0]!.id, "UNDER_PROCESSING"]]
+          )
+        })
+      )
+    }
+
     test(
       "purge deletes at most `limit` finished rows last updated before the cut-off",
       Effect.gen(function* () {
