@@ -4,14 +4,16 @@
  * history and the broker log. Simulations call {@link check} after every run; a non-empty result
  * is a bug (or a deliberately wrong relay).
  *
- * - `loss`: every committed event ends `PUBLISHED` or later, or `FAILURE`; a row that says it
- *   was published has a receipt pointing at a broker record carrying its event id.
+ * - `loss`: every committed event ends `PUBLISHED` or later, or `FAILURE`; a `PUBLISHED` row has
+ *   a receipt pointing at a broker record carrying its event id (rows a consumer moved on before
+ *   the receipt was recorded must at least be on the broker).
  * - `phantom`: nothing from a rolled-back transaction is stored or on the broker.
  * - `order`: for two events of one key where the order rule applies, the first appearance of
  *   the earlier one in the broker log comes first; a later one never appears while the earlier
  *   one is neither on the broker nor `FAILURE`.
  * - `prefix`: in the store, an event never becomes `PUBLISHED` while an earlier event of its key
- *   (that it must follow) is still `PENDING` / `DISPATCHING`.
+ *   (that it must follow) is still `PENDING` / `DISPATCHING` (consumer moves are not judged: a
+ *   consumer may run ahead of the store, R2.5).
  * - `transition`: every status change in the history is allowed by the lifecycle table (plus the
  *   operator's requeue out of `FAILURE` when `allowRequeue`), and starts from the status the row had.
  * - `failure_reason`: every `FAILURE` row has a reason.
@@ -150,7 +152,11 @@ export const check = (observation: Observation): ReadonlyArray<Violation> => {
       continue
     }
     if (row.receipt === null) {
-      fail("loss", `event ${row.id} is ${row.status} without a receipt`)
+      // A consumer that ran ahead of the relay's acknowledgement (R2.5) may have moved the row on
+      // before any receipt was recorded; the record must still be on the broker.
+      if (row.status === "PUBLISHED" || !firstAt.has(row.id)) {
+        fail("loss", `event ${row.id} is ${row.status} without a receipt${firstAt.has(row.id) ? "" : " and not on the broker"}`)
+      }
       continue
     }
     const record = byPosition.get(`${row.receipt.topic}/${row.receipt.partition}/${row.receipt.offset}`)
@@ -201,7 +207,9 @@ export const check = (observation: Observation): ReadonlyArray<Violation> => {
       const legal = Lifecycle.canTransition(change.from, change.to) ||
         (observation.allowRequeue === true && Lifecycle.canRequeue(change.from) && change.to === "PENDING")
       if (!legal) fail("transition", `event ${change.id} made the forbidden move ${change.from} -> ${change.to}`)
-      if (ADVANCED.has(change.to) && !ADVANCED.has(change.from)) {
+      // The prefix is a publication fact: a consumer may legitimately run ahead of the store
+      // (it saw the record on the broker while the row still said PENDING after a lost ack).
+      if (change.to === "PUBLISHED") {
         const event = eventById.get(change.id)
         const earlier = event === undefined || event.key === null ? [] : byKey.get(event.key)!.filter((a) => mustPrecede(a, event))
         for (const a of earlier) {

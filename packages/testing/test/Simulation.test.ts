@@ -15,7 +15,7 @@ describe("deterministic simulation", () => {
   it.effect(`${seeds.length} seeded scenarios keep every invariant`, () =>
     Effect.gen(function*() {
       const failed: Array<string> = []
-      const totals = { runs: 0, crashes: 0, stalls: 0, recoveryCrashes: 0, rolledBack: 0, failures: 0, duplicates: 0, lostAcks: 0 }
+      const totals = { runs: 0, crashes: 0, stalls: 0, recoveryCrashes: 0, rolledBack: 0, failures: 0, duplicates: 0, lostAcks: 0, processed: 0 }
       const crashPoints = new Set<string>()
       for (const seed of seeds) {
         const started = Date.now()
@@ -32,6 +32,7 @@ describe("deterministic simulation", () => {
         totals.failures += outcome.stats.failures
         totals.duplicates += outcome.stats.duplicates
         totals.lostAcks += outcome.stats.lostAcks
+        totals.processed += outcome.stats.processed
         if (outcome.stats.crashes > 0) crashPoints.add(outcome.stats.crashPoint)
       }
       console.log(`simulation: ${JSON.stringify(totals)}, crash points hit: ${[...crashPoints].sort().join(", ")}`)

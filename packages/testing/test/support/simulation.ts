@@ -13,6 +13,7 @@ import { OutboxStoreError } from "@effect-outbox/core/Errors"
 import type { Publisher } from "@effect-outbox/core/Publisher"
 import * as Relay from "@effect-outbox/core/Relay"
 import * as StaleRecovery from "@effect-outbox/core/StaleRecovery"
+import * as Transition from "@effect-outbox/core/Transition"
 import { Transactor } from "@effect-outbox/core/Transactor"
 import type { BrokerProbe } from "@effect-outbox/core/BrokerProbe"
 import type { BrokerAdmin } from "@effect-outbox/core/BrokerAdmin"
@@ -54,6 +55,8 @@ export interface Outcome {
     /** Records on the broker more than once (at-least-once at work). */
     readonly duplicates: number
     readonly lostAcks: number
+    /** Rows a consumer finished (SUCCESS / PUSHED_FAILURE). */
+    readonly processed: number
   }
 }
 
@@ -120,6 +123,7 @@ const scenario = (seed: number, relayLoop: RelayLoop, staleRecovery: boolean) =>
     const pCrash = (yield* int(0, 3)) / 10
     const pStall = (yield* int(0, 2)) / 10
     const pRecoveryCrash = (yield* int(0, 3)) / 10
+    const consumerAhead = yield* chance(0.5)
 
     const db = world.database.control
     const broker = world.broker.control
@@ -238,6 +242,38 @@ const scenario = (seed: number, relayLoop: RelayLoop, staleRecovery: boolean) =>
       (slot) => Effect.forkScoped(Effect.provide(relaySlot(slot), world.layer))
     )
 
+    // ---- a consumer that may run ahead of the relay's acknowledgement (R2.5, R2.6) -------------
+    // It reads the broker log partition by partition and records processing through the
+    // transition helper; a row the store still shows PENDING (a lost ack) is skipped for that copy.
+    let processedRows = 0
+    if (consumerAhead) {
+      const seen = new Set<string>()
+      const consumer = Effect.gen(function*() {
+        for (;;) {
+          yield* Effect.sleep(Duration.millis(yield* int(20, 150)))
+          const records = yield* broker.records("orders")
+          const stuck = new Set<number>()
+          for (const record of records) {
+            const at = `${record.partition}/${record.offset}`
+            if (seen.has(at) || stuck.has(record.partition)) continue
+            const id = record.headers["event-id"] as EventId
+            const done = yield* Effect.gen(function*() {
+              const started = yield* Transition.startProcessing(id)
+              if (started.outcome === "applied" || started.current === "UNDER_PROCESSING") {
+                const result = (yield* chance(0.9)) ? "SUCCESS" as const : "PUSHED_FAILURE" as const
+                const finished = yield* Transition.finishProcessing(id, result, { reason: "handler gave up" })
+                if (finished.outcome === "applied") processedRows++
+              }
+            }).pipe(Effect.as(true), Effect.catch(() => Effect.succeed(false)))
+            // A store error stops this partition until the next poll, like an uncommitted offset.
+            if (done) seen.add(at)
+            else stuck.add(record.partition)
+          }
+        }
+      })
+      yield* Effect.forkScoped(Effect.provide(consumer, world.layer))
+    }
+
     // ---- stale recovery, which may crash after probing -----------------------------------------
     let recoveryCrashes = 0
     const recoverySlot = Effect.gen(function*() {
@@ -288,7 +324,7 @@ const scenario = (seed: number, relayLoop: RelayLoop, staleRecovery: boolean) =>
     const statuses = Lifecycle.statuses.map((s) => `${s}=${rows.filter((r) => r.status === s).length}`).filter((s) => !s.endsWith("=0"))
     const summary = `seed ${seed}: ${transactions.length} tx, ${rows.length} rows (${statuses.join(" ")}), ` +
       `${log.length} records, ${relays} relays, crash ${crashPoint}: ${crashes} crashes, ${stalls} stalls, ` +
-      `${recoveryCrashes} recovery crashes, ${lostAcks} lost db acks, partitions ${partitions}${explicitPartitions ? " explicit" : ""}` +
+      `${recoveryCrashes} recovery crashes, ${lostAcks} lost db acks, ${consumerAhead ? `consumer processed ${processedRows}, ` : ""}partitions ${partitions}${explicitPartitions ? " explicit" : ""}` +
       `${missingPartitionKey ? ` missing(${unknownPartition})` : ""}`
     const fingerprint = JSON.stringify({
       transactions,
@@ -307,7 +343,8 @@ const scenario = (seed: number, relayLoop: RelayLoop, staleRecovery: boolean) =>
       rolledBack: transactions.filter((tx) => !tx.ids.some((id) => inserted.has(id))).length,
       failures: rows.filter((r) => r.status === "FAILURE").length,
       duplicates: ids.length - new Set(ids).size,
-      lostAcks
+      lostAcks,
+      processed: processedRows
     }
     return { seed, violations, summary, fingerprint, stats }
   })
