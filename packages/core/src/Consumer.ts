@@ -514,6 +514,19 @@ export const make = <S extends Schema.Top, E, R>(
           yield* countRecord(result.success)
           return "done" as const
         }
+        // The work may have committed and only the bookkeeping after it kept failing (the SUCCESS
+        // transition, a lost commit acknowledgement): such a record is processed, not poison.
+        const processed = yield* inbox.isProcessed(Inbox.keyOf(options.groupId, record, identity)).pipe(
+          Effect.orElseSucceed(() => false)
+        )
+        if (processed) {
+          yield* Effect.logWarning(
+            `${record.topic}/${record.partition}@${record.offset} was processed but its bookkeeping failed ` +
+              `${attempts} time(s): ${DeadLetter.errorMessage(result.failure)}; its outbox row is reconciled on redelivery`
+          )
+          yield* countRecord("processed")
+          return "done" as const
+        }
         yield* deadLetter(record, result.failure, attempts, tracked.id)
         yield* countRecord("dead_lettered")
         if (parking && record.key !== null) state.parked.set(record.key, [])

@@ -106,6 +106,8 @@ const closeScope = (scope: Scope.Closeable) =>
     yield* eventually("the scope closed", Effect.map(Fiber.await(closing).pipe(Effect.timeoutOption(0)), (o) => o._tag === "Some"))
   })
 
+const dltRecords = Effect.flatMap(InMemoryBroker.InMemoryBroker, (broker) => broker.records("orders.DLT"))
+
 /** A handler that records every call by payload `n`. */
 const recording = Effect.map(Ref.make<ReadonlyArray<Consumer.Message<Order>>>([]), (calls) => ({
   calls,
@@ -312,6 +314,30 @@ describe("Consumer lifecycle (R2.5, R4.4)", () => {
       assert.deepStrictEqual(yield* ns, [])
     }).pipe(Effect.scoped, Effect.provide(makeLayer())))
 
+  it.effect("work that committed is never dead-lettered, even when the SUCCESS transition keeps failing", () =>
+    Effect.gen(function*() {
+      const db = yield* InMemoryDatabase.InMemoryDatabase
+      const { handler, ns } = yield* recording
+      let workDone = false
+      yield* db.setFaultHook((operation) =>
+        workDone && operation === "outbox.transition"
+          ? new OutboxStoreError({ operation, reason: "database went away", retriable: true })
+          : undefined
+      )
+      yield* outboxRow(1, "PUBLISHED")
+      yield* send(1)
+      yield* Consumer.make({
+        ...baseOptions,
+        maxAttempts: 3,
+        handler: (m) => handler(m).pipe(Effect.tap(() => Effect.sync(() => (workDone = true))))
+      })
+      yield* eventually("offset 1 is committed", Effect.map(committedOffset("billing"), (o) => o === "1"))
+      assert.deepStrictEqual(yield* ns, [1])
+      assert.deepStrictEqual(yield* dltRecords, [])
+      // the row waits for reconciliation on the next delivery
+      assert.strictEqual(yield* statusOf(1), "UNDER_PROCESSING")
+    }).pipe(Effect.scoped, Effect.provide(makeLayer())))
+
   it.effect("lifecycle: false leaves rows alone (another group drives them)", () =>
     Effect.gen(function*() {
       const { handler, ns } = yield* recording
@@ -326,7 +352,6 @@ describe("Consumer lifecycle (R2.5, R4.4)", () => {
 
 // -- dead letters -----------------------------------------------------------------------------
 
-const dltRecords = Effect.flatMap(InMemoryBroker.InMemoryBroker, (broker) => broker.records("orders.DLT"))
 
 describe("Consumer dead letters (R5)", () => {
   it.effect("a poison record reaches the DLT after exactly N attempts while later records of its partition are processed", () =>
