@@ -7,9 +7,11 @@
  */
 import type { OutboxStoreError } from "@effect-outbox/core/Errors"
 import { Transactor } from "@effect-outbox/core/Transactor"
+import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as SqlClient from "effect/sql/SqlClient"
+import { isSqlError, type SqlError } from "effect/sql/SqlError"
 import { fromSqlError } from "./internal/errors.ts"
 
 /** Carries the caller's own failure through `withTransaction`, so only BEGIN/COMMIT errors are mapped. */
@@ -31,7 +33,19 @@ export const make = Effect.gen(function*() {
       sql.withTransaction(Effect.mapError(effect, (error) => new Inner(error))).pipe(
         Effect.mapError((error): E | OutboxStoreError =>
           error instanceof Inner ? error.error as E : fromSqlError("transaction")(error)
-        )
+        ),
+        // effect/sql turns a failed ROLLBACK (and a failed COMMIT whose cleanup failed too) into
+        // defects, which would kill the caller's fiber. They mean the connection died mid-
+        // transaction: surface the retriable store error the port promises instead (found by
+        // the pg_terminate_backend fault test).
+        Effect.catchCause((cause): Effect.Effect<never, E | OutboxStoreError> => {
+          for (const reason of cause.reasons) {
+            if (Cause.isDieReason(reason) && isSqlError(reason.defect)) {
+              return Effect.fail(fromSqlError("transaction")(reason.defect))
+            }
+          }
+          return Effect.failCause(cause)
+        })
       )
   })
 })
