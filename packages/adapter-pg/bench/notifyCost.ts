@@ -4,7 +4,8 @@
 //   DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres node packages/adapter-pg/bench/notifyCost.ts
 //
 // Each transaction inserts one outbox row (as `Outbox.enqueue` does) and, with NOTIFY on, queues
-// one notification. Prints a table and a JSON line.
+// one notification. Modes are interleaved over NOTIFY_BENCH_ROUNDS rounds (default 5) of
+// NOTIFY_BENCH_TRANSACTIONS transactions (default 1500); prints medians as a table and a JSON line.
 import { OutboxStore } from "@effect-outbox/core/OutboxStore"
 import type { EventId } from "@effect-outbox/core/OutboxMessage"
 import { WakeUp } from "@effect-outbox/core/WakeUp"
@@ -20,7 +21,8 @@ import * as PgTables from "../src/PgTables.ts"
 import * as PgWakeUp from "../src/PgWakeUp.ts"
 
 const url = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres"
-const transactions = Number(process.env.NOTIFY_BENCH_TRANSACTIONS ?? 3000)
+const transactions = Number(process.env.NOTIFY_BENCH_TRANSACTIONS ?? 1500)
+const rounds = Number(process.env.NOTIFY_BENCH_ROUNDS ?? 5)
 const concurrencies = (process.env.NOTIFY_BENCH_WRITERS ?? "1,4,16").split(",").map(Number)
 
 type Mode = "off" | "separate" | "folded"
@@ -64,20 +66,22 @@ const program = Effect.gen(function*() {
   const rows: Array<Record<Mode, number> & { writers: number; separateCost: number; foldedCost: number }> = []
   const cost = (base: number, x: number) => Math.round((1 - x / base) * 1000) / 10
   for (const writers of concurrencies) {
-    const best: Record<Mode, number> = { off: 0, separate: 0, folded: 0 }
-    // two rounds, modes interleaved to spread drift; keep the better of each
-    for (let round = 0; round < 2; round++) {
+    const samples: Record<Mode, Array<number>> = { off: [], separate: [], folded: [] }
+    // modes interleaved round by round, so background load hits all three alike; report medians
+    for (let round = 0; round < rounds; round++) {
       for (const mode of ["off", "separate", "folded"] as const) {
-        best[mode] = Math.max(best[mode], (yield* measure(writers, mode)).tps)
+        samples[mode].push((yield* measure(writers, mode)).tps)
       }
     }
+    const median = (xs: Array<number>) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!
+    const best = { off: median(samples.off), separate: median(samples.separate), folded: median(samples.folded) }
     rows.push({ writers, ...best, separateCost: cost(best.off, best.separate), foldedCost: cost(best.off, best.folded) })
   }
   console.log("writers | tx/s no NOTIFY | tx/s NOTIFY own statement (cost) | tx/s NOTIFY folded in insert (cost)")
   for (const r of rows) {
     console.log(`${String(r.writers).padStart(7)} | ${String(r.off).padStart(13)} | ${String(r.separate).padStart(8)} (${r.separateCost}%) | ${String(r.folded).padStart(8)} (${r.foldedCost}%)`)
   }
-  console.log(JSON.stringify({ bench: "notify-cost", transactions, rows }))
+  console.log(JSON.stringify({ bench: "notify-cost", transactions, rounds, statistic: "median", rows }))
 })
 
 Effect.runPromise(program).catch((error) => {

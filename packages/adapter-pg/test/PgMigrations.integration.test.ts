@@ -84,14 +84,4 @@ describe("PgMigrations", () => {
         assert.strictEqual(error.reason._tag, "ConstraintError")
       }
     }).pipe(Effect.scoped, Effect.provide(pgClient())))
-
-  it.effect("names that would need quoting are refused before touching the database", () =>
-    Effect.gen(function*() {
-      for (const options of [{ schema: "Outbox" }, { schema: "a;drop" }, { tablePrefix: "x-" }, { schema: "" }]) {
-        const error = yield* Effect.flip(PgTables.make(options))
-        assert.strictEqual(error._tag, "OutboxValidationError")
-      }
-      const long = yield* Effect.flip(PgTables.make({ schema: "s".repeat(50), tablePrefix: "p".repeat(20) }))
-      assert.strictEqual(long.field, "channel")
-    }))
 })
