@@ -31,10 +31,20 @@ const transactional = (transactionalId = `adapter-kafka-tx-${randomUUID()}`) =>
     return Context.get(context, TransactionalProducer)
   })
 
-const readCommitted = (topic: string) =>
+/**
+ * The committed records of `topic`, once at least `n` are visible. `commit()` returns when the
+ * coordinator has decided; it writes the commit markers to the partitions right after, so a
+ * read_committed reader may need a moment to see the transaction.
+ */
+const readCommitted = (topic: string, n: number) =>
   Effect.gen(function*() {
     const reader = yield* TopicReader
-    return yield* Stream.runCollect(reader.read(topic))
+    const deadline = Date.now() + 15_000
+    while (true) {
+      const records = yield* Stream.runCollect(reader.read(topic))
+      if (records.length >= n || Date.now() > deadline) return records
+      yield* Effect.sleep("100 millis")
+    }
   })
 
 layer(KafkaTest, { timeout: "120 seconds", excludeTestServices: true })("KafkaTransactionalProducer", (it) => {
@@ -47,7 +57,7 @@ layer(KafkaTest, { timeout: "120 seconds", excludeTestServices: true })("KafkaTr
       const records = yield* Effect.forEach([0, 1, 0], (partition, i) => request(output, { partition, payload: `r${i}` }))
       const receipts = yield* producer.commit({ groupId, records, offsets: [{ topic: input, partition: 0, offset: "7" }] })
       assert.deepStrictEqual(receipts.map((r) => [r.partition, r.offset]), [[0, "0"], [1, "0"], [0, "1"]])
-      const visible = yield* readCommitted(output)
+      const visible = yield* readCommitted(output, 3)
       assert.deepStrictEqual(visible.map((r) => text(r.value)).sort(), ["r0", "r1", "r2"])
       assert.deepStrictEqual(yield* groupOffsets(groupId, input), { 0: "7" })
     }))
@@ -70,7 +80,7 @@ layer(KafkaTest, { timeout: "120 seconds", excludeTestServices: true })("KafkaTr
       const kept = yield* request(output, { partition: 0, payload: "kept" })
       yield* producer.commit({ groupId, records: [kept], offsets: [{ topic: input, partition: 0, offset: "2" }] })
       // read_committed sees only the committed record…
-      assert.deepStrictEqual((yield* readCommitted(output)).map((r: ConsumerRecord) => text(r.value)), ["kept"])
+      assert.deepStrictEqual((yield* readCommitted(output, 1)).map((r: ConsumerRecord) => text(r.value)), ["kept"])
       // …while the aborted one did reach the log (the probe reads uncommitted).
       const found = yield* (yield* BrokerProbe).find({ topic: output, partition: 0, eventId: doomed.id, since: 0 })
       assert.isTrue(Option.isSome(found))
@@ -88,7 +98,7 @@ layer(KafkaTest, { timeout: "120 seconds", excludeTestServices: true })("KafkaTr
       yield* newer.commit({ groupId, records: [yield* request(output, { payload: "new" })], offsets: [] })
       const error = yield* Effect.flip(older.commit({ groupId, records: [yield* request(output, { payload: "zombie" })], offsets: [] }))
       assert.strictEqual(error._tag, "TransactionAbortedError")
-      assert.deepStrictEqual((yield* readCommitted(output)).map((r) => text(r.value)).sort(), ["new", "old"])
+      assert.deepStrictEqual((yield* readCommitted(output, 2)).map((r) => text(r.value)).sort(), ["new", "old"])
     }))
 
   it.effect("TransactionalPipeline: every input's output appears exactly once, with the inputs' offsets committed", () =>
@@ -115,7 +125,7 @@ layer(KafkaTest, { timeout: "120 seconds", excludeTestServices: true })("KafkaTr
       }
       yield* Fiber.interrupt(fiber)
       assert.deepStrictEqual(yield* groupOffsets(groupId, input), { 0: "5", 1: "5" })
-      const produced = (yield* readCommitted(output)).map((r) => text(r.value)).sort()
+      const produced = (yield* readCommitted(output, inputs.length)).map((r) => text(r.value)).sort()
       assert.deepStrictEqual(produced, inputs.map((r) => `out-${text(r.payload)}`).sort())
     }))
 })
