@@ -11,7 +11,7 @@ import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as SqlClient from "effect/sql/SqlClient"
-import { isSqlError, type SqlError } from "effect/sql/SqlError"
+import { isSqlError } from "effect/sql/SqlError"
 import { fromSqlError } from "./internal/errors.ts"
 
 /** Carries the caller's own failure through `withTransaction`, so only BEGIN/COMMIT errors are mapped. */
