@@ -161,3 +161,102 @@ describe("the Kafka broker stopped for 20 s mid-run", () => {
     }
   })
 })
+
+describe("PostgreSQL connections killed during claims and during processOnce", () => {
+  it("no double effect, no lease stuck past recovery, nothing lost", async () => {
+    const events = Number(process.env.FAULTS_PGKILL_EVENTS ?? 5_000)
+    const keys = 100
+    const schema = Support.uniqueName("faults_pgkill")
+    const topic = Support.uniqueName("faults-pgkill")
+    await Support.createTopics(Support.sharedBrokers, [topic, `${topic}.DLT`])
+    const victims = [`faults-relay-${schema}`, `faults-consumer-${schema}`]
+    const main = await Support.makeStack({ schema })
+    const relay = await Support.makeStack({ schema, applicationName: victims[0]! })
+    const consumer = await Support.makeStack({ schema, applicationName: victims[1]! })
+    const t = await Support.tables(main)
+    try {
+      await Support.createEffects(main, schema)
+      const stopRelay = await Support.startRelay(relay, { lease: Duration.seconds(3), publishTimeout: Duration.seconds(2) })
+      const stopConsumer = await Support.startConsumer(consumer, {
+        groupId: `${schema}-group`,
+        topics: [topic],
+        fromBeginning: true,
+        maxAttempts: 50,
+        handler: (m) => Support.insertEffect(schema, m.eventId!)
+      })
+
+      // The killer: every 100–400 ms, terminate one backend of the relay's or the consumer's pool,
+      // preferring one that is running a statement or sits in a transaction.
+      let killing = true
+      const kills = { claim: 0, processOnce: 0, other: 0 }
+      const killer = (async () => {
+        while (killing) {
+          await Support.sleep(100 + Math.floor(Math.random() * 300))
+          const rows = await Support.query<{ pid: number; query: string; application_name: string }>(
+            main,
+            `SELECT pid, query, application_name FROM pg_stat_activity
+              WHERE application_name IN ('${victims[0]}', '${victims[1]}')
+              ORDER BY (state IN ('active', 'idle in transaction')) DESC, random() LIMIT 1`
+          )
+          const victim = rows[0]
+          if (victim === undefined) continue
+          await Support.query(main, `SELECT pg_terminate_backend(${victim.pid})`)
+          if (/claim/i.test(victim.query)) kills.claim++
+          else if (victim.application_name === victims[1]) kills.processOnce++
+          else kills.other++
+        }
+      })()
+
+      const ids: Array<string> = []
+      while (ids.length < events) {
+        ids.push(...(await Support.enqueueMany(main, topic, Math.min(250, events - ids.length), { keys, from: ids.length })))
+        await Support.sleep(100)
+      }
+      await Support.sleep(5_000)
+      killing = false
+      await killer
+
+      const deadline = Date.now() + 180_000
+      const status = async () =>
+        Object.fromEntries(
+          (await Support.query<{ status: string; n: number }>(main, `SELECT status, count(*)::int AS n FROM ${t.message} GROUP BY status`))
+            .map((r) => [r.status, r.n])
+        )
+      while (true) {
+        const s = await status()
+        const e = await Support.effectCounts(main, schema)
+        if ((s.SUCCESS ?? 0) === events && e.distinct === events) break
+        if (Date.now() > deadline || Support.consumerFailures.length > 0) {
+          throw new Error(`not settled: ${JSON.stringify(s)}, effects ${JSON.stringify(e)}; consumer failures: ${Support.consumerFailures.join("; ")}`)
+        }
+        await Support.sleep(250)
+      }
+      await stopConsumer()
+      await stopRelay()
+
+      const effects = await Support.effectCounts(main, schema)
+      const records = await Support.readTopic(Support.sharedBrokers, topic)
+      const deadLetters = await Support.readTopic(Support.sharedBrokers, `${topic}.DLT`)
+      const v = Support.verdict(ids.map((id, i) => ({ id, key: `k${i % keys}` })), records, effects.total - effects.distinct)
+      const stuck = await Support.query<{ n: number }>(main, `SELECT count(*)::int AS n FROM ${t.message} WHERE status = 'DISPATCHING'`)
+      Support.record({
+        scenario: "3 pg_terminate_backend",
+        ...v,
+        note: `kills: ${kills.claim} in claim, ${kills.processOnce} consumer, ${kills.other} other relay`
+      })
+      assert.strictEqual(v.duplicateEffects, 0, "each event's effect happened once")
+      assert.strictEqual(effects.distinct, events)
+      assert.strictEqual(stuck[0]!.n, 0, "no lease stuck in DISPATCHING")
+      assert.strictEqual(v.lost, 0, `lost ${v.lostIds.join(", ")}`)
+      assert.strictEqual(v.orderViolations, 0)
+      assert.strictEqual(deadLetters.length, 0, "a killed connection is transient: nothing dead-lettered")
+      assert.isAbove(kills.claim + kills.processOnce + kills.other, 5)
+    } finally {
+      await relay.dispose()
+      await consumer.dispose()
+      await Support.dropSchema(main, schema)
+      await main.dispose()
+      await Support.deleteTopics(Support.sharedBrokers, [topic, `${topic}.DLT`])
+    }
+  })
+})

@@ -6,17 +6,24 @@
 import * as PgOutbox from "@effect-outbox/adapter-pg/PgOutbox"
 import * as PgTables from "@effect-outbox/adapter-pg/PgTables"
 import * as KafkaOutbox from "@effect-outbox/adapter-kafka/KafkaOutbox"
+import * as Consumer from "@effect-outbox/core/Consumer"
 import * as Inbox from "@effect-outbox/core/Inbox"
 import * as Outbox from "@effect-outbox/core/Outbox"
 import type { OutboxDraft } from "@effect-outbox/core/OutboxMessage"
+import * as Relay from "@effect-outbox/core/Relay"
+import * as StaleRecovery from "@effect-outbox/core/StaleRecovery"
 import { Transactor } from "@effect-outbox/core/Transactor"
 import { PgClient } from "@effect/sql-pg"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import type * as LogLevel from "effect/LogLevel"
 import * as ManagedRuntime from "effect/ManagedRuntime"
 import * as Redacted from "effect/Redacted"
 import * as References from "effect/References"
+import * as Schema from "effect/Schema"
+import * as Scope from "effect/Scope"
 import * as SqlClient from "effect/sql/SqlClient"
 import Kafkajs from "kafkajs"
 import { type ChildProcess, execFile, spawn } from "node:child_process"
@@ -24,6 +31,7 @@ import { randomBytes } from "node:crypto"
 import { readdirSync, readFileSync } from "node:fs"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
+import { inspect } from "node:util"
 
 export const here = dirname(fileURLToPath(import.meta.url))
 export const repoRoot = join(here, "..", "..", "..", "..")
@@ -334,4 +342,57 @@ export const privateBroker = (options: { readonly port: number; readonly control
     up: () => run("bash", [services, "up"], env),
     down
   }
+}
+
+// ------------------------------------------------------------------------------------------------
+// consumers
+// ------------------------------------------------------------------------------------------------
+
+/** The payload `enqueueMany` writes. */
+export const EventPayload = Schema.Struct({ index: Schema.Number, pad: Schema.String })
+
+/** The effects table: one row per handler run that committed (no unique key, so repeats show). */
+export const createEffects = (stack: Stack, schema: string) =>
+  query(stack, `CREATE TABLE IF NOT EXISTS "${schema}".effects (event_id text NOT NULL, at timestamptz NOT NULL DEFAULT now())`)
+
+export const insertEffect = (schema: string, eventId: string) =>
+  Effect.flatMap(Effect.service(SqlClient.SqlClient), (sql) =>
+    sql.unsafe(`INSERT INTO "${schema}".effects (event_id) VALUES ($1)`, [eventId]))
+
+export const effectCounts = async (stack: Stack, schema: string): Promise<{ total: number; distinct: number }> => {
+  const rows = await query<{ total: number; distinct: number }>(
+    stack,
+    `SELECT count(*)::int AS total, count(DISTINCT event_id)::int AS distinct FROM "${schema}".effects`
+  )
+  return rows[0]!
+}
+
+/** Starts the library consumer in its own scope; the returned function stops it. */
+export const startConsumer = async (
+  stack: Stack,
+  options: Omit<Consumer.Options<typeof EventPayload, unknown, SqlClient.SqlClient>, "schema">
+): Promise<() => Promise<void>> => {
+  const scope = await stack.runPromise(Scope.make())
+  const consumer = await stack.runPromise(Consumer.make({ ...options, schema: EventPayload }).pipe(Scope.provide(scope)))
+  // A consumer that fails stops consuming; surface that instead of waiting for a timeout.
+  stack.runPromise(consumer.await).catch((error) => {
+    consumerFailures.push(inspect(error, { depth: 4 }))
+  })
+  return () => stack.runPromise(Scope.close(scope, Exit.void))
+}
+
+export const consumerFailures: Array<string> = []
+
+/** Starts relay + stale recovery in their own scope; the returned function stops them. */
+export const startRelay = async (
+  stack: Stack,
+  settings: Partial<Relay.Settings> = {},
+  staleIntervalMillis = 500
+): Promise<() => Promise<void>> => {
+  const scope = await stack.runPromise(Scope.make())
+  await stack.runPromise(Effect.gen(function*() {
+    yield* StaleRecovery.start({ interval: Duration.millis(staleIntervalMillis), batchSize: 500 })
+    yield* Relay.start({ batchSize: 100, pollInterval: Duration.millis(100), ...settings })
+  }).pipe(Scope.provide(scope)))
+  return () => stack.runPromise(Scope.close(scope, Exit.void))
 }
