@@ -563,6 +563,17 @@ export const make = <S extends Schema.Top, E, R>(
 
     const processBatch = (state: PartitionState, batch: ConsumerBatch) =>
       Effect.gen(function*() {
+        const first = BigInt(batch.records[0]!.offset)
+        if (first <= state.maxDelivered) {
+          // A rewind: the partition went to another member and came back at the group's
+          // committed offset. Everything from `first` on is redelivered, everything before it was
+          // finished by someone: what this member remembered (parked records, unfinished offsets)
+          // is stale. (A forward gap is normal — transaction markers, compaction — and keeps it.)
+          state.notDone = []
+          state.parked.clear()
+          state.maxDelivered = first - 1n
+          state.lastCommitted = first
+        }
         for (const record of batch.records) {
           const offset = BigInt(record.offset)
           if (!state.notDone.includes(offset)) insertSorted(state.notDone, offset)

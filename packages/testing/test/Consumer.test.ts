@@ -19,6 +19,7 @@ import { OutboxStoreError } from "@effect-outbox/core/Errors"
 import * as Inbox from "@effect-outbox/core/Inbox"
 import type { EventId } from "@effect-outbox/core/OutboxMessage"
 import { jsonPayload } from "@effect-outbox/core/OutboxMessage"
+import { ConsumerSource } from "@effect-outbox/core/ConsumerSource"
 import { OutboxStore } from "@effect-outbox/core/OutboxStore"
 import { Publisher } from "@effect-outbox/core/Publisher"
 import * as Transition from "@effect-outbox/core/Transition"
@@ -532,6 +533,31 @@ describe("Consumer parking", () => {
       assert.strictEqual((yield* dltRecords).length, 2)
       assert.strictEqual(yield* committedOffset("billing"), "2")
     }).pipe(Effect.scoped, Effect.provide(makeLayer())))
+  it.effect("a partition that moves away and comes back forgets its stale parking and keeps committing", () =>
+    Effect.gen(function*() {
+      const { handler, ns } = yield* recording
+      yield* send(1, { key: "A", partition: 1 }) // p1@0: poison
+      yield* send(2, { key: "A", partition: 1 }) // p1@1: parked behind it
+      yield* send(3, { key: "B", partition: 1 }) // p1@2: flows
+      const consumer = yield* Consumer.make({
+        ...baseOptions,
+        parking: true,
+        maxAttempts: 1,
+        handler: (m) => m.payload.n === 1 ? Effect.fail(new HandlerFailed({ n: 1, retriable: false })) : handler(m)
+      })
+      yield* eventually("A is parked and B done", Effect.map(ns, (all) => all.includes(3)))
+      assert.strictEqual(yield* committedOffset("billing", 1), "1")
+      // a second member joins (partition 1 moves to it) and leaves without doing anything
+      const source = yield* ConsumerSource
+      const visitor = yield* Scope.make()
+      yield* source.subscribe({ groupId: "billing", topics: ["orders"] }).pipe(Scope.provide(visitor))
+      for (let i = 0; i < 20; i++) yield* Effect.yieldNow
+      yield* Scope.close(visitor, Exit.void)
+      // back at the committed offset 1: the parking is gone with the partition, record 2 runs
+      yield* eventually("offset 3 is committed", Effect.map(committedOffset("billing", 1), (o) => o === "3"))
+      assert.deepStrictEqual(yield* ns, [3, 2])
+      assert.deepStrictEqual(yield* consumer.parked, [])
+    }).pipe(Effect.scoped, Effect.provide(makeLayer({ orders: 2, "orders.DLT": 1 }))))
 })
 
 // -- replay -----------------------------------------------------------------------------------
