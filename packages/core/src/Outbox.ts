@@ -17,8 +17,8 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
-import * as Option from "effect/Option"
-import { EventNotFoundError, OutboxStoreError, OutboxValidationError } from "./Errors.ts"
+import type * as Option from "effect/Option"
+import { EventNotFoundError, type OutboxStoreError, OutboxValidationError } from "./Errors.ts"
 import * as OutboxMessage from "./OutboxMessage.ts"
 import { OutboxStore } from "./OutboxStore.ts"
 import * as Telemetry from "./Telemetry.ts"
@@ -49,20 +49,23 @@ export const config: Config.Config<Settings> = Config.all({
  * @since 0.1.0
  * @category services
  */
-export class Outbox extends Context.Service<Outbox, {
-  /**
-   * Validates and stores drafts in the ambient transaction (or its own when there is none),
-   * returning their ids in order. Bad input fails with `OutboxValidationError` and writes
-   * nothing; a rolled-back transaction leaves no event behind (R1.1).
-   */
-  readonly enqueue: (
-    drafts: ReadonlyArray<OutboxMessage.OutboxDraft>
-  ) => Effect.Effect<ReadonlyArray<OutboxMessage.EventId>, OutboxValidationError | OutboxStoreError>
-  /** `PREQUEUED → PENDING` (R2.2). Unknown ids fail; ids no longer `PREQUEUED` are left alone. */
-  readonly release: (
-    ids: ReadonlyArray<OutboxMessage.EventId>
-  ) => Effect.Effect<void, EventNotFoundError | OutboxStoreError>
-}>()("@effect-outbox/core/Outbox") {}
+export class Outbox extends Context.Service<
+  Outbox,
+  {
+    /**
+     * Validates and stores drafts in the ambient transaction (or its own when there is none),
+     * returning their ids in order. Bad input fails with `OutboxValidationError` and writes
+     * nothing; a rolled-back transaction leaves no event behind (R1.1).
+     */
+    readonly enqueue: (
+      drafts: ReadonlyArray<OutboxMessage.OutboxDraft>
+    ) => Effect.Effect<ReadonlyArray<OutboxMessage.EventId>, OutboxValidationError | OutboxStoreError>
+    /** `PREQUEUED → PENDING` (R2.2). Unknown ids fail; ids no longer `PREQUEUED` are left alone. */
+    readonly release: (
+      ids: ReadonlyArray<OutboxMessage.EventId>
+    ) => Effect.Effect<void, EventNotFoundError | OutboxStoreError>
+  }
+>()("@effect-outbox/core/Outbox") {}
 
 // Kafka's own rule (kafka.common.internals.Topic): at most 249 of [a-zA-Z0-9._-], not "." or "..".
 const TOPIC = /^[a-zA-Z0-9._-]{1,249}$/
@@ -79,29 +82,45 @@ export const validateDraft = (
   settings: Settings,
   index = 0
 ): OutboxValidationError | undefined => {
-  const invalid = (field: string, reason: string) => new OutboxValidationError({ field: `drafts[${index}].${field}`, reason })
+  const invalid = (field: string, reason: string) =>
+    new OutboxValidationError({ field: `drafts[${index}].${field}`, reason })
   if (typeof draft.topic !== "string" || draft.topic.length === 0) return invalid("topic", "must be a non-empty string")
   if (!TOPIC.test(draft.topic) || draft.topic === "." || draft.topic === "..") {
-    return invalid("topic", `"${draft.topic}" is not a legal Kafka topic name (1-249 of a-z A-Z 0-9 . _ -, not "." or "..")`)
+    return invalid(
+      "topic",
+      `"${draft.topic}" is not a legal Kafka topic name (1-249 of a-z A-Z 0-9 . _ -, not "." or "..")`
+    )
   }
   if (!(draft.payload instanceof Uint8Array)) return invalid("payload", "must be a Uint8Array")
   if (draft.payload.byteLength > settings.maxPayloadBytes) {
-    return invalid("payload", `${draft.payload.byteLength} bytes exceeds the limit of ${settings.maxPayloadBytes} (OUTBOX_MAX_PAYLOAD_BYTES)`)
+    return invalid(
+      "payload",
+      `${draft.payload.byteLength} bytes exceeds the limit of ${settings.maxPayloadBytes} (OUTBOX_MAX_PAYLOAD_BYTES)`
+    )
   }
-  if (draft.partition !== undefined && draft.partition !== null && !(Number.isInteger(draft.partition) && draft.partition >= 0)) {
+  if (
+    draft.partition !== undefined &&
+    draft.partition !== null &&
+    !(Number.isInteger(draft.partition) && draft.partition >= 0)
+  ) {
     return invalid("partition", `${draft.partition} is not an integer >= 0`)
   }
   if (draft.id !== undefined && !(typeof draft.id === "string" && UUID.test(draft.id))) {
     return invalid("id", `${String(draft.id)} is not a UUID`)
   }
-  if (draft.key !== undefined && draft.key !== null && typeof draft.key !== "string") return invalid("key", "must be a string or null")
-  if (draft.availableAt !== undefined && !Number.isFinite(draft.availableAt)) return invalid("availableAt", "must be finite epoch millis")
+  if (draft.key !== undefined && draft.key !== null && typeof draft.key !== "string")
+    return invalid("key", "must be a string or null")
+  if (draft.availableAt !== undefined && !Number.isFinite(draft.availableAt))
+    return invalid("availableAt", "must be finite epoch millis")
   for (const [name, value] of Object.entries(draft.headers ?? {})) {
     if (typeof value !== "string") return invalid(`headers.${name}`, "header values must be strings")
   }
   const eventIdHeader = draft.headers?.[OutboxMessage.EVENT_ID_HEADER]
   if (eventIdHeader !== undefined && eventIdHeader !== draft.id) {
-    return invalid(`headers.${OutboxMessage.EVENT_ID_HEADER}`, "is set by the outbox from the event id; leave it out or pass the same value as `id`")
+    return invalid(
+      `headers.${OutboxMessage.EVENT_ID_HEADER}`,
+      "is set by the outbox from the event id; leave it out or pass the same value as `id`"
+    )
   }
   return undefined
 }
@@ -113,13 +132,13 @@ export const validateDraft = (
  * @category constructors
  */
 export const make = (settings: Settings) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const store = yield* OutboxStore
     const transactor = yield* Transactor
     const wakeUp = yield* WakeUp
 
     const enqueue = (drafts: ReadonlyArray<OutboxMessage.OutboxDraft>) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const seen = new Set<string>()
         for (let i = 0; i < drafts.length; i++) {
           const invalid = validateDraft(drafts[i]!, settings, i)
@@ -127,7 +146,10 @@ export const make = (settings: Settings) =>
           const id = drafts[i]!.id
           if (id !== undefined) {
             if (seen.has(id.toLowerCase())) {
-              return yield* new OutboxValidationError({ field: `drafts[${i}].id`, reason: `${id} appears twice in one batch` })
+              return yield* new OutboxValidationError({
+                field: `drafts[${i}].id`,
+                reason: `${id} appears twice in one batch`
+              })
             }
             seen.add(id.toLowerCase())
           }
@@ -156,12 +178,16 @@ export const make = (settings: Settings) =>
       }).pipe(Effect.withSpan(Telemetry.spans.enqueue, { attributes: { "outbox.count": drafts.length } }))
 
     const release = (ids: ReadonlyArray<OutboxMessage.EventId>) =>
-      transactor.withTransaction<void, EventNotFoundError | OutboxStoreError, never>(Effect.gen(function*() {
-        const outcomes = yield* Transition.release(ids)
-        const missing = outcomes.find((outcome) => outcome.current === undefined)
-        if (missing !== undefined) return yield* new EventNotFoundError({ id: missing.id })
-        if (outcomes.some((outcome) => outcome.outcome === "applied")) yield* wakeUp.notify
-      }).pipe(Effect.provideService(OutboxStore, store))).pipe(Effect.withSpan(Telemetry.spans.release, { attributes: { "outbox.count": ids.length } }))
+      transactor
+        .withTransaction<void, EventNotFoundError | OutboxStoreError, never>(
+          Effect.gen(function* () {
+            const outcomes = yield* Transition.release(ids)
+            const missing = outcomes.find((outcome) => outcome.current === undefined)
+            if (missing !== undefined) return yield* new EventNotFoundError({ id: missing.id })
+            if (outcomes.some((outcome) => outcome.outcome === "applied")) yield* wakeUp.notify
+          }).pipe(Effect.provideService(OutboxStore, store))
+        )
+        .pipe(Effect.withSpan(Telemetry.spans.release, { attributes: { "outbox.count": ids.length } }))
 
     return Outbox.of({ enqueue, release })
   })
@@ -173,7 +199,7 @@ export const make = (settings: Settings) =>
  * @category layers
  */
 export const layer: Layer.Layer<Outbox, Config.ConfigError, OutboxStore | Transactor | WakeUp> = Layer.effect(Outbox)(
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     return yield* make(yield* config)
   })
 )
@@ -194,16 +220,26 @@ export const layerWith = (settings: Settings): Layer.Layer<Outbox, never, Outbox
  * @since 0.1.0
  * @category accessors
  */
-export const enqueue: {
-  (draft: OutboxMessage.OutboxDraft): Effect.Effect<OutboxMessage.EventId, OutboxValidationError | OutboxStoreError, Outbox>
-  (
-    drafts: ReadonlyArray<OutboxMessage.OutboxDraft>
-  ): Effect.Effect<ReadonlyArray<OutboxMessage.EventId>, OutboxValidationError | OutboxStoreError, Outbox>
-} = (input: OutboxMessage.OutboxDraft | ReadonlyArray<OutboxMessage.OutboxDraft>): Effect.Effect<any, any, any> =>
-  Effect.flatMap(Effect.service(Outbox), (outbox): Effect.Effect<any, any> =>
-    isDraftArray(input)
-      ? outbox.enqueue(input)
-      : Effect.map(outbox.enqueue([input]), (ids) => ids[0]!))
+export function enqueue(
+  draft: OutboxMessage.OutboxDraft
+): Effect.Effect<OutboxMessage.EventId, OutboxValidationError | OutboxStoreError, Outbox>
+export function enqueue(
+  drafts: ReadonlyArray<OutboxMessage.OutboxDraft>
+): Effect.Effect<ReadonlyArray<OutboxMessage.EventId>, OutboxValidationError | OutboxStoreError, Outbox>
+export function enqueue(
+  input: OutboxMessage.OutboxDraft | ReadonlyArray<OutboxMessage.OutboxDraft>
+): Effect.Effect<
+  OutboxMessage.EventId | ReadonlyArray<OutboxMessage.EventId>,
+  OutboxValidationError | OutboxStoreError,
+  Outbox
+> {
+  type Ids = OutboxMessage.EventId | ReadonlyArray<OutboxMessage.EventId>
+  return Effect.flatMap(
+    Effect.service(Outbox),
+    (outbox): Effect.Effect<Ids, OutboxValidationError | OutboxStoreError> =>
+      isDraftArray(input) ? outbox.enqueue(input) : Effect.map(outbox.enqueue([input]), (ids) => ids[0]!)
+  )
+}
 
 const isDraftArray = (
   input: OutboxMessage.OutboxDraft | ReadonlyArray<OutboxMessage.OutboxDraft>

@@ -44,7 +44,7 @@ import { BrokerAdmin } from "./BrokerAdmin.ts"
 import { type OutboxStoreError, type PublishError, RetriablePublishError } from "./Errors.ts"
 import type { EventId, OutboxMessage } from "./OutboxMessage.ts"
 import type { OutboxStore } from "./OutboxStore.ts"
-import { type PublishOutcome, Publisher, type PublishRequest } from "./Publisher.ts"
+import { Publisher, type PublishOutcome, type PublishRequest } from "./Publisher.ts"
 import * as Telemetry from "./Telemetry.ts"
 import * as Transition from "./Transition.ts"
 import { WakeUp } from "./WakeUp.ts"
@@ -138,12 +138,16 @@ export const config: Config.Config<Settings> = Config.all({
     Config.withDefault<UnknownPartitionPolicy>("fail")
   ),
   shutdownTimeout: Config.Duration("OUTBOX_RELAY_SHUTDOWN_TIMEOUT").pipe(Config.withDefault(defaults.shutdownTimeout))
-}).pipe(Config.map(({ backoffBase, backoffMax, maxPerKey, owner, ...rest }): Settings => ({
-  ...rest,
-  ...(Option.isSome(owner) ? { owner: owner.value } : {}),
-  maxPerKey: Option.getOrElse(maxPerKey, () => rest.batchSize),
-  backoff: backoff(backoffBase, backoffMax)
-})))
+}).pipe(
+  Config.map(
+    ({ backoffBase, backoffMax, maxPerKey, owner, ...rest }): Settings => ({
+      ...rest,
+      ...(Option.isSome(owner) ? { owner: owner.value } : {}),
+      maxPerKey: Option.getOrElse(maxPerKey, () => rest.batchSize),
+      backoff: backoff(backoffBase, backoffMax)
+    })
+  )
+)
 
 /**
  * Named points of a batch, for crash-testing: a simulation installs hooks that interrupt the
@@ -194,8 +198,11 @@ const emptyResult: BatchResult = { claimed: 0, published: 0, retried: 0, failed:
  * @since 0.1.0
  * @category backoff
  */
-export const retryDelay = (schedule: Schedule.Schedule<unknown>, attempt: number): Effect.Effect<Option.Option<number>> =>
-  Effect.gen(function*() {
+export const retryDelay = (
+  schedule: Schedule.Schedule<unknown>,
+  attempt: number
+): Effect.Effect<Option.Option<number>> =>
+  Effect.gen(function* () {
     const step = yield* Schedule.toStep(schedule)
     let delay = 0
     for (let i = 0; i < attempt; i++) {
@@ -203,7 +210,10 @@ export const retryDelay = (schedule: Schedule.Schedule<unknown>, attempt: number
       delay = Duration.toMillis(duration)
     }
     return delay
-  }).pipe(Effect.exit, Effect.map((exit) => Exit.isSuccess(exit) ? Option.some(exit.value) : Option.none()))
+  }).pipe(
+    Effect.exit,
+    Effect.map((exit) => (Exit.isSuccess(exit) ? Option.some(exit.value) : Option.none()))
+  )
 
 type Requirements = OutboxStore | Publisher
 
@@ -255,11 +265,13 @@ export interface Relay {
  * @category constructors
  */
 export const make = (settings: Partial<Settings> = {}): Effect.Effect<Relay> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const s: Settings = { ...defaults, ...settings }
     if (!(s.batchSize >= 1 && s.maxPerKey >= 1 && s.maxAttempts >= 1)) {
       return yield* Effect.die(
-        new Error(`relay settings need batchSize, maxPerKey and maxAttempts >= 1 (got ${s.batchSize}, ${s.maxPerKey}, ${s.maxAttempts})`)
+        new Error(
+          `relay settings need batchSize, maxPerKey and maxAttempts >= 1 (got ${s.batchSize}, ${s.maxPerKey}, ${s.maxAttempts})`
+        )
       )
     }
     if (Duration.toMillis(s.publishTimeout) >= Duration.toMillis(s.lease)) {
@@ -273,7 +285,7 @@ export const make = (settings: Partial<Settings> = {}): Effect.Effect<Relay> =>
     const inFlight = yield* Ref.make<ReadonlyArray<OutboxMessage>>([])
     const stopped = yield* Deferred.make<void>()
 
-    const runOnce: Effect.Effect<BatchResult, OutboxStoreError, Requirements> = Effect.gen(function*() {
+    const runOnce: Effect.Effect<BatchResult, OutboxStoreError, Requirements> = Effect.gen(function* () {
       const hooks = yield* Hooks
       // Claiming and remembering the rows happen together, so an abandoned shutdown knows
       // exactly what to hand back.
@@ -293,7 +305,7 @@ export const make = (settings: Partial<Settings> = {}): Effect.Effect<Relay> =>
     }).pipe(Effect.withSpan(Telemetry.spans.relayBatch, { attributes: { "outbox.owner": owner } }))
 
     const dispatch = (rows: ReadonlyArray<OutboxMessage>, hooks: HooksShape) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         // Rule 2: per key, send only while the destination stays that of the key's first row.
         const firstDestination = new Map<string, string>()
         const send: Array<OutboxMessage> = []
@@ -351,8 +363,10 @@ export const make = (settings: Partial<Settings> = {}): Effect.Effect<Relay> =>
         yield* hooks.at("afterMark", owner, rows)
 
         yield* Metric.update(Telemetry.published, published.length)
-        if (retried > 0) yield* Metric.update(Metric.withAttributes(Telemetry.publishFailed, { kind: "retriable" }), retried)
-        if (failed > 0) yield* Metric.update(Metric.withAttributes(Telemetry.publishFailed, { kind: "permanent" }), failed)
+        if (retried > 0)
+          yield* Metric.update(Metric.withAttributes(Telemetry.publishFailed, { kind: "retriable" }), retried)
+        if (failed > 0)
+          yield* Metric.update(Metric.withAttributes(Telemetry.publishFailed, { kind: "permanent" }), failed)
         if (heldBack.length > 0) {
           yield* Metric.update(Metric.withAttributes(Telemetry.publishFailed, { kind: "ordering" }), heldBack.length)
         }
@@ -360,17 +374,19 @@ export const make = (settings: Partial<Settings> = {}): Effect.Effect<Relay> =>
       })
 
     const publish = (rows: ReadonlyArray<OutboxMessage>) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         if (rows.length === 0) return []
         const publisher = yield* Publisher
-        const requests = rows.map((row): PublishRequest => ({
-          id: row.id,
-          topic: row.topic,
-          key: row.key,
-          partition: row.partition,
-          headers: row.headers,
-          payload: row.payload
-        }))
+        const requests = rows.map(
+          (row): PublishRequest => ({
+            id: row.id,
+            topic: row.topic,
+            key: row.key,
+            partition: row.partition,
+            headers: row.headers,
+            payload: row.payload
+          })
+        )
         const start = yield* Clock.currentTimeMillis
         const answer = yield* publisher.publish(requests).pipe(Effect.timeoutOption(s.publishTimeout))
         const end = yield* Clock.currentTimeMillis
@@ -378,25 +394,43 @@ export const make = (settings: Partial<Settings> = {}): Effect.Effect<Relay> =>
         return rows.map((row, i): PublishOutcome => {
           if (Option.isNone(answer)) {
             return Result.fail(
-              new RetriablePublishError({ topic: row.topic, reason: `publish timed out after ${Duration.format(s.publishTimeout)}` })
+              new RetriablePublishError({
+                topic: row.topic,
+                reason: `publish timed out after ${Duration.format(s.publishTimeout)}`
+              })
             )
           }
-          return answer.value[i] ??
-            Result.fail(new RetriablePublishError({ topic: row.topic, reason: "the publisher returned no outcome for this record" }))
+          return (
+            answer.value[i] ??
+            Result.fail(
+              new RetriablePublishError({
+                topic: row.topic,
+                reason: "the publisher returned no outcome for this record"
+              })
+            )
+          )
         })
       }).pipe(Effect.withSpan(Telemetry.spans.publish, { attributes: { "outbox.batch_size": rows.length } }))
 
     // Decides a failed row's fate: retry at a backoff time, or FAILURE with a reason.
     const classify = (row: OutboxMessage, error: PublishError, now: number) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const attempts = row.attempts + 1
         const reason = describe(error)
-        const give = (why: string): Transition.PublishFailure => ({ id: row.id, owner, attempts, reason: why, retryAt: null })
+        const give = (why: string): Transition.PublishFailure => ({
+          id: row.id,
+          owner,
+          attempts,
+          reason: why,
+          retryAt: null
+        })
         if (error._tag === "PermanentPublishError") return give(reason)
         if (error._tag === "UnknownPartitionError") {
           yield* Metric.update(Metric.withAttributes(Telemetry.publishFailed, { kind: "unknown_partition" }), 1)
           if (s.unknownPartition === "fail") {
-            return give(`${reason}; unknown-partition recovery is off (OUTBOX_RELAY_UNKNOWN_PARTITION=fail): fix the record's partition or grow the topic, then requeue`)
+            return give(
+              `${reason}; unknown-partition recovery is off (OUTBOX_RELAY_UNKNOWN_PARTITION=fail): fix the record's partition or grow the topic, then requeue`
+            )
           }
           const synced = yield* syncPartitions(error.topic, error.partition)
           if (synced !== undefined) return give(`${reason}; partition sync failed: ${synced}`)
@@ -406,14 +440,15 @@ export const make = (settings: Partial<Settings> = {}): Effect.Effect<Relay> =>
           return give(`gave up after ${attempts} attempts: ${reason}`)
         }
         const delay = yield* retryDelay(s.backoff, attempts)
-        if (Option.isNone(delay)) return give(`gave up after ${attempts} attempts (backoff schedule finished): ${reason}`)
+        if (Option.isNone(delay))
+          return give(`gave up after ${attempts} attempts (backoff schedule finished): ${reason}`)
         return { id: row.id, owner, attempts, reason, retryAt: now + Math.max(0, Math.round(delay.value)) }
       })
 
     // R3.3 "sync": make the broker's partition count cover the partition. Returns an error text,
     // or undefined when the record may be retried.
     const syncPartitions = (topic: string, partition: number) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const admin = yield* Effect.serviceOption(BrokerAdmin)
         if (Option.isNone(admin)) return "no BrokerAdmin service is provided"
         const count = yield* admin.value.partitionCount(topic)
@@ -424,7 +459,7 @@ export const make = (settings: Partial<Settings> = {}): Effect.Effect<Relay> =>
         return undefined
       }).pipe(Effect.catch((error) => Effect.succeed(error.message)))
 
-    const run: Effect.Effect<void, never, Requirements> = Effect.gen(function*() {
+    const run: Effect.Effect<void, never, Requirements> = Effect.gen(function* () {
       const signal = yield* Queue.sliding<void>(1)
       const wakeUp = yield* Effect.serviceOption(WakeUp)
       if (Option.isSome(wakeUp)) {
@@ -437,7 +472,10 @@ export const make = (settings: Partial<Settings> = {}): Effect.Effect<Relay> =>
       while (!(yield* Deferred.isDone(stopped))) {
         const result = yield* runOnce.pipe(
           Effect.catch((error) =>
-            Effect.as(Effect.logWarning(`outbox relay ${owner}: batch failed, retrying at next poll: ${error.message}`), undefined)
+            Effect.as(
+              Effect.logWarning(`outbox relay ${owner}: batch failed, retrying at next poll: ${error.message}`),
+              undefined
+            )
           )
         )
         // A full batch suggests more work: go again at once; otherwise wait for news.
@@ -451,7 +489,7 @@ export const make = (settings: Partial<Settings> = {}): Effect.Effect<Relay> =>
       runOnce,
       run,
       inFlight: Ref.get(inFlight),
-      releaseInFlight: Effect.gen(function*() {
+      releaseInFlight: Effect.gen(function* () {
         const rows = yield* Ref.getAndSet(inFlight, [])
         if (rows.length > 0) {
           yield* Transition.releaseClaimed(rows.map((row) => ({ id: row.id, owner, reason: "relay shut down" })))
@@ -472,23 +510,23 @@ const stopKey = Symbol.for("@effect-outbox/core/Relay/stop")
  * @since 0.1.0
  * @category constructors
  */
-export const start = (
-  settings: Partial<Settings> = {}
-): Effect.Effect<Relay, never, Requirements | Scope.Scope> =>
-  Effect.gen(function*() {
+export const start = (settings: Partial<Settings> = {}): Effect.Effect<Relay, never, Requirements | Scope.Scope> =>
+  Effect.gen(function* () {
     const s: Settings = { ...defaults, ...settings }
     const relay = yield* make(s)
     const stopped = (relay as unknown as Record<symbol, Deferred.Deferred<void>>)[stopKey]!
     const fiber = yield* Effect.forkDetach(relay.run)
     yield* Effect.addFinalizer(() =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         yield* Deferred.succeed(stopped, undefined)
         const finished = yield* Fiber.await(fiber).pipe(Effect.timeoutOption(s.shutdownTimeout))
         if (Option.isNone(finished)) {
           yield* Fiber.interrupt(fiber)
           yield* relay.releaseInFlight.pipe(
             Effect.catch((error) =>
-              Effect.logWarning(`outbox relay ${relay.owner}: handing back rows failed; stale recovery will: ${error.message}`)
+              Effect.logWarning(
+                `outbox relay ${relay.owner}: handing back rows failed; stale recovery will: ${error.message}`
+              )
             )
           )
         }
@@ -505,7 +543,7 @@ export const start = (
  * @category layers
  */
 export const layer: Layer.Layer<never, Config.ConfigError, Requirements> = Layer.effectDiscard(
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const settings = yield* config
     yield* start(settings)
   })

@@ -17,7 +17,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
 import type * as Scope from "effect/Scope"
-import { OutboxValidationError, type OutboxStoreError } from "./Errors.ts"
+import { type OutboxStoreError, OutboxValidationError } from "./Errors.ts"
 import * as Lifecycle from "./Lifecycle.ts"
 import { OutboxStore } from "./OutboxStore.ts"
 import * as Telemetry from "./Telemetry.ts"
@@ -60,7 +60,12 @@ export const defaults: Settings = {
  */
 export const config: Config.Config<Settings> = Config.all({
   statuses: Config.String("OUTBOX_RETENTION_STATUSES").pipe(
-    Config.map((text) => text.split(",").map((part) => part.trim()).filter((part) => part.length > 0)),
+    Config.map((text) =>
+      text
+        .split(",")
+        .map((part) => part.trim())
+        .filter((part) => part.length > 0)
+    ),
     Config.withDefault<ReadonlyArray<string>>(defaults.statuses)
   ),
   olderThan: Config.Duration("OUTBOX_RETENTION_OLDER_THAN").pipe(Config.withDefault(defaults.olderThan)),
@@ -104,7 +109,7 @@ export const validate = (settings: Settings): OutboxValidationError | undefined 
 export const runOnce = (
   settings: Partial<Settings> = {}
 ): Effect.Effect<number, OutboxStoreError | OutboxValidationError, OutboxStore> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const s: Settings = { ...defaults, ...settings }
     const invalid = validate(s)
     if (invalid !== undefined) return yield* invalid
@@ -119,7 +124,9 @@ export const runOnce = (
     }
     if (total > 0) {
       yield* Metric.update(Telemetry.purged, total)
-      yield* Effect.logInfo(`outbox retention purged ${total} rows (${s.statuses.join(", ")}) older than ${Duration.format(s.olderThan)}`)
+      yield* Effect.logInfo(
+        `outbox retention purged ${total} rows (${s.statuses.join(", ")}) older than ${Duration.format(s.olderThan)}`
+      )
     }
     return total
   }).pipe(Effect.withSpan(Telemetry.spans.retention))
@@ -136,7 +143,9 @@ export const run = (settings: Partial<Settings> = {}): Effect.Effect<never, Outb
   const invalid = validate(s)
   if (invalid !== undefined) return Effect.fail(invalid)
   return runOnce(s).pipe(
-    Effect.catchTag("OutboxStoreError", (error) => Effect.logWarning(`outbox retention round failed: ${error.message}`)),
+    Effect.catchTag("OutboxStoreError", (error) =>
+      Effect.logWarning(`outbox retention round failed: ${error.message}`)
+    ),
     Effect.andThen(Effect.sleep(s.interval)),
     Effect.forever
   )
@@ -148,8 +157,10 @@ export const run = (settings: Partial<Settings> = {}): Effect.Effect<never, Outb
  * @since 0.1.0
  * @category retention
  */
-export const start = (settings: Partial<Settings> = {}): Effect.Effect<void, OutboxValidationError, OutboxStore | Scope.Scope> =>
-  Effect.gen(function*() {
+export const start = (
+  settings: Partial<Settings> = {}
+): Effect.Effect<void, OutboxValidationError, OutboxStore | Scope.Scope> =>
+  Effect.gen(function* () {
     const invalid = validate({ ...defaults, ...settings })
     if (invalid !== undefined) return yield* invalid
     yield* Effect.forkScoped(run(settings))
@@ -162,7 +173,7 @@ export const start = (settings: Partial<Settings> = {}): Effect.Effect<void, Out
  * @category layers
  */
 export const layer: Layer.Layer<never, Config.ConfigError | OutboxValidationError, OutboxStore> = Layer.effectDiscard(
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     yield* start(yield* config)
   })
 )

@@ -119,10 +119,9 @@ type Verdict =
 export const runOnce = (
   settings: Partial<Settings> = {}
 ): Effect.Effect<RoundResult, OutboxStoreError, OutboxStore | BrokerProbe> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const s: Settings = { ...defaults, ...settings }
     const store = yield* OutboxStore
-    const probe = yield* BrokerProbe
     const hooks = yield* Hooks
     const now = yield* Clock.currentTimeMillis
     const stale = [...(yield* store.findStale(now, s.batchSize))].sort((a, b) => a.seq - b.seq)
@@ -191,12 +190,17 @@ export const runOnce = (
   }).pipe(Effect.withSpan(Telemetry.spans.staleRecovery))
 
 const judge = (row: OutboxMessage, s: Settings): Effect.Effect<Verdict, never, BrokerProbe> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const probe = yield* BrokerProbe
-    const found = yield* probe.find({ topic: row.topic, partition: row.partition, eventId: row.id, since: row.createdAt }).pipe(
-      Effect.map((receipt): Verdict => Option.isSome(receipt) ? { _tag: "found", receipt: receipt.value } : { _tag: "absent" }),
-      Effect.catch((error: ProbeError) => Effect.succeed<Verdict>({ _tag: "error", reason: error.message }))
-    )
+    const found = yield* probe
+      .find({ topic: row.topic, partition: row.partition, eventId: row.id, since: row.createdAt })
+      .pipe(
+        Effect.map(
+          (receipt): Verdict =>
+            Option.isSome(receipt) ? { _tag: "found", receipt: receipt.value } : { _tag: "absent" }
+        ),
+        Effect.catch((error: ProbeError) => Effect.succeed<Verdict>({ _tag: "error", reason: error.message }))
+      )
     if (found._tag !== "error" || row.partition === null) return found
     // A probe error on an explicit partition may mean the partition does not exist (R3.3).
     const admin = yield* Effect.serviceOption(BrokerAdmin)
@@ -213,9 +217,7 @@ const judge = (row: OutboxMessage, s: Settings): Effect.Effect<Verdict, never, B
       }
     }
     const grown = yield* admin.value.growPartitions(row.topic, row.partition + 1).pipe(Effect.option)
-    return Option.isSome(grown)
-      ? { _tag: "unknown_partition", retry: true, reason: what }
-      : found
+    return Option.isSome(grown) ? { _tag: "unknown_partition", retry: true, reason: what } : found
   })
 
 /**
@@ -239,7 +241,9 @@ export const run = (settings: Partial<Settings> = {}): Effect.Effect<never, neve
  * @since 0.1.0
  * @category recovery
  */
-export const start = (settings: Partial<Settings> = {}): Effect.Effect<void, never, OutboxStore | BrokerProbe | Scope.Scope> =>
+export const start = (
+  settings: Partial<Settings> = {}
+): Effect.Effect<void, never, OutboxStore | BrokerProbe | Scope.Scope> =>
   Effect.asVoid(Effect.forkScoped(run(settings)))
 
 /**
@@ -249,7 +253,7 @@ export const start = (settings: Partial<Settings> = {}): Effect.Effect<void, nev
  * @category layers
  */
 export const layer: Layer.Layer<never, Config.ConfigError, OutboxStore | BrokerProbe> = Layer.effectDiscard(
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     yield* start(yield* config)
   })
 )

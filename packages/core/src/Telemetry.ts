@@ -139,8 +139,11 @@ const TRACEPARENT = /^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$
  * @since 0.1.0
  * @category trace context
  */
-export const formatTraceparent = (span: { readonly traceId: string; readonly spanId: string; readonly sampled: boolean }): string =>
-  `00-${normalise(span.traceId, 32)}-${normalise(span.spanId, 16)}-${span.sampled ? "01" : "00"}`
+export const formatTraceparent = (span: {
+  readonly traceId: string
+  readonly spanId: string
+  readonly sampled: boolean
+}): string => `00-${normalise(span.traceId, 32)}-${normalise(span.spanId, 16)}-${span.sampled ? "01" : "00"}`
 
 // Effect's native tracer already produces hex ids of the right width; other tracers may not,
 // and a malformed header is worse than a padded one.
@@ -175,9 +178,9 @@ export const injectTraceparent = (headers: Headers): Effect.Effect<Headers> =>
   TRACEPARENT_HEADER in headers
     ? Effect.succeed(headers)
     : Effect.currentSpan.pipe(
-      Effect.map((span): Headers => ({ ...headers, [TRACEPARENT_HEADER]: formatTraceparent(span) })),
-      Effect.catch(() => Effect.succeed(headers))
-    )
+        Effect.map((span): Headers => ({ ...headers, [TRACEPARENT_HEADER]: formatTraceparent(span) })),
+        Effect.catch(() => Effect.succeed(headers))
+      )
 
 /**
  * The parent span a consumer should continue from, read from a record's headers.
@@ -196,8 +199,10 @@ export const parentFromHeaders = (headers: Headers): Option.Option<Tracer.Extern
  * @since 0.1.0
  * @category trace context
  */
-export const withParentFromHeaders = (headers: Headers) => <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
-  Option.match(parentFromHeaders(headers), {
-    onNone: () => effect,
-    onSome: (parent) => Effect.withParentSpan(effect, parent)
-  })
+export const withParentFromHeaders =
+  (headers: Headers) =>
+  <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+    Option.match(parentFromHeaders(headers), {
+      onNone: () => effect,
+      onSome: (parent) => Effect.withParentSpan(effect, parent)
+    })

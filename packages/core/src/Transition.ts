@@ -42,7 +42,8 @@ export interface Move {
  * @category validation
  */
 export const validate = (move: Move): IllegalTransitionError | undefined => {
-  const legal = move.from.length > 0 &&
+  const legal =
+    move.from.length > 0 &&
     move.from.every((from) => Lifecycle.canTransition(from, move.to)) &&
     (move.acceptIfIn ?? []).every((status) => Lifecycle.advancedBeyond[move.to].includes(status))
   return legal ? undefined : new IllegalTransitionError({ from: move.from, to: move.to })
@@ -58,7 +59,7 @@ export const validate = (move: Move): IllegalTransitionError | undefined => {
 export const apply = (
   moves: ReadonlyArray<Move>
 ): Effect.Effect<ReadonlyArray<TransitionOutcome>, OutboxStoreError | IllegalTransitionError, OutboxStore> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     for (const move of moves) {
       const illegal = validate(move)
       if (illegal !== undefined) return yield* illegal
@@ -70,29 +71,34 @@ export const apply = (
 const write = (
   moves: ReadonlyArray<Move>
 ): Effect.Effect<ReadonlyArray<TransitionOutcome>, OutboxStoreError, OutboxStore> =>
-  moves.length === 0 ? Effect.succeed([]) : Effect.gen(function*() {
-    const store = yield* OutboxStore
-    const now = yield* Clock.currentTimeMillis
-    const outcomes = yield* store.transition(moves.map((move) => ({
-      id: move.id,
-      from: move.from,
-      to: move.to,
-      ...(move.acceptIfIn === undefined ? {} : { acceptIfIn: move.acceptIfIn }),
-      ...(move.leaseOwner === undefined ? {} : { leaseOwner: move.leaseOwner }),
-      patch: move.patch ?? {},
-      now
-    })))
-    yield* Effect.forEach(outcomes, (outcome, i) => record(moves[i]!, outcome), { discard: true })
-    return outcomes
-  }).pipe(
-    Effect.withSpan(Telemetry.spans.transition, {
-      attributes: { "outbox.batch_size": moves.length, "outbox.to": [...new Set(moves.map((m) => m.to))].join(",") }
-    })
-  )
+  moves.length === 0
+    ? Effect.succeed([])
+    : Effect.gen(function* () {
+        const store = yield* OutboxStore
+        const now = yield* Clock.currentTimeMillis
+        const outcomes = yield* store.transition(
+          moves.map((move) => ({
+            id: move.id,
+            from: move.from,
+            to: move.to,
+            ...(move.acceptIfIn === undefined ? {} : { acceptIfIn: move.acceptIfIn }),
+            ...(move.leaseOwner === undefined ? {} : { leaseOwner: move.leaseOwner }),
+            patch: move.patch ?? {},
+            now
+          }))
+        )
+        yield* Effect.forEach(outcomes, (outcome, i) => record(moves[i]!, outcome), { discard: true })
+        return outcomes
+      }).pipe(
+        Effect.withSpan(Telemetry.spans.transition, {
+          attributes: { "outbox.batch_size": moves.length, "outbox.to": [...new Set(moves.map((m) => m.to))].join(",") }
+        })
+      )
 
 const record = (move: Move, outcome: TransitionOutcome) => {
   const from = move.from.join("|")
-  const line = `outbox ${outcome.id}: ${from} -> ${move.to} ${outcome.outcome}` +
+  const line =
+    `outbox ${outcome.id}: ${from} -> ${move.to} ${outcome.outcome}` +
     (outcome.outcome === "applied" ? "" : ` (now ${outcome.current ?? "missing"})`)
   // Debug: one line per row and move is too many for Info in production; raise the minimum
   // log level to Debug to follow every transition.
@@ -120,7 +126,7 @@ export const claim = (options: {
   readonly maxPerKey: number
   readonly leaseMillis: number
 }): Effect.Effect<ReadonlyArray<OutboxMessage>, OutboxStoreError, OutboxStore> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const store = yield* OutboxStore
     const now = yield* Clock.currentTimeMillis
     const rows = yield* store.claim({ ...options, now })
@@ -202,15 +208,15 @@ export const markPublishFailed = (
   applyKnown(items.map(publishFailedMove))
 
 const publishFailedMove = (item: PublishFailure): Move =>
-    item.retryAt === null
-      ? {
+  item.retryAt === null
+    ? {
         id: item.id,
         from: ["DISPATCHING"],
         to: "FAILURE",
         leaseOwner: item.owner,
         patch: { attempts: item.attempts, lastError: item.reason, lease: null }
       }
-      : {
+    : {
         id: item.id,
         from: ["DISPATCHING"],
         to: "PENDING",
@@ -266,7 +272,8 @@ export const settle = (batch: {
       ...batch.published.map((item) => publishedMove(item, now)),
       ...batch.failed.map(publishFailedMove),
       ...batch.released.map(releasedMove)
-    ]))
+    ])
+  )
 
 /**
  * `PREQUEUED → PENDING`: deferred work released (R2.2).
@@ -278,12 +285,14 @@ export const release = (
   ids: ReadonlyArray<EventId>,
   options?: { readonly availableAt?: number }
 ): Effect.Effect<ReadonlyArray<TransitionOutcome>, OutboxStoreError, OutboxStore> =>
-  applyKnown(ids.map((id) => ({
-    id,
-    from: ["PREQUEUED"],
-    to: "PENDING",
-    patch: options?.availableAt === undefined ? {} : { availableAt: options.availableAt }
-  })))
+  applyKnown(
+    ids.map((id) => ({
+      id,
+      from: ["PREQUEUED"],
+      to: "PENDING",
+      patch: options?.availableAt === undefined ? {} : { availableAt: options.availableAt }
+    }))
+  )
 
 /**
  * Stale recovery found no broker record: `DISPATCHING → PENDING`, conditional on the expired
@@ -295,13 +304,15 @@ export const release = (
 export const requeueStale = (
   items: ReadonlyArray<{ readonly id: EventId; readonly staleOwner: string }>
 ): Effect.Effect<ReadonlyArray<TransitionOutcome>, OutboxStoreError, OutboxStore> =>
-  applyKnown(items.map((item) => ({
-    id: item.id,
-    from: ["DISPATCHING"],
-    to: "PENDING",
-    leaseOwner: item.staleOwner,
-    patch: { lease: null, lastError: `lease of ${item.staleOwner} expired; no broker record found` }
-  })))
+  applyKnown(
+    items.map((item) => ({
+      id: item.id,
+      from: ["DISPATCHING"],
+      to: "PENDING",
+      leaseOwner: item.staleOwner,
+      patch: { lease: null, lastError: `lease of ${item.staleOwner} expired; no broker record found` }
+    }))
+  )
 
 /**
  * Stale recovery (or the relay) gives up on a row: `DISPATCHING → FAILURE` with `reason`,
@@ -313,13 +324,15 @@ export const requeueStale = (
 export const failDispatching = (
   items: ReadonlyArray<{ readonly id: EventId; readonly owner: string; readonly reason: string }>
 ): Effect.Effect<ReadonlyArray<TransitionOutcome>, OutboxStoreError, OutboxStore> =>
-  applyKnown(items.map((item) => ({
-    id: item.id,
-    from: ["DISPATCHING"],
-    to: "FAILURE",
-    leaseOwner: item.owner,
-    patch: { lastError: item.reason, lease: null }
-  })))
+  applyKnown(
+    items.map((item) => ({
+      id: item.id,
+      from: ["DISPATCHING"],
+      to: "FAILURE",
+      leaseOwner: item.owner,
+      patch: { lastError: item.reason, lease: null }
+    }))
+  )
 
 /**
  * Consumption starts: `DISPATCHING | PUBLISHED → UNDER_PROCESSING` (R2.5). A row already
@@ -331,13 +344,15 @@ export const failDispatching = (
  */
 export const startProcessing = (id: EventId): Effect.Effect<TransitionOutcome, OutboxStoreError, OutboxStore> =>
   Effect.map(
-    applyKnown([{
-      id,
-      from: ["DISPATCHING", "PUBLISHED"],
-      to: "UNDER_PROCESSING",
-      acceptIfIn: Lifecycle.advancedBeyond.UNDER_PROCESSING,
-      patch: { lease: null }
-    }]),
+    applyKnown([
+      {
+        id,
+        from: ["DISPATCHING", "PUBLISHED"],
+        to: "UNDER_PROCESSING",
+        acceptIfIn: Lifecycle.advancedBeyond.UNDER_PROCESSING,
+        patch: { lease: null }
+      }
+    ]),
     (outcomes) => outcomes[0]!
   )
 
@@ -355,14 +370,17 @@ export const finishProcessing = (
 ): Effect.Effect<TransitionOutcome, OutboxStoreError, OutboxStore> =>
   Effect.flatMap(Clock.currentTimeMillis, (now) =>
     Effect.map(
-      applyKnown([{
-        id,
-        from: ["UNDER_PROCESSING"],
-        to: result,
-        patch: { processedAt: now, ...(options?.reason === undefined ? {} : { lastError: options.reason }) }
-      }]),
+      applyKnown([
+        {
+          id,
+          from: ["UNDER_PROCESSING"],
+          to: result,
+          patch: { processedAt: now, ...(options?.reason === undefined ? {} : { lastError: options.reason }) }
+        }
+      ]),
       (outcomes) => outcomes[0]!
-    ))
+    )
+  )
 
 /**
  * An operator's requeue out of `FAILURE` (R2.4): `FAILURE → PENDING` with attempts reset,
@@ -378,29 +396,36 @@ export const requeue = (request: {
   readonly reason: string
   readonly availableAt?: number
 }): Effect.Effect<ReadonlyArray<TransitionOutcome>, OutboxStoreError | IllegalTransitionError, OutboxStore> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     if (request.operator.trim() === "" || request.reason.trim() === "") {
       return yield* Effect.die(new Error("requeue needs a non-empty operator and reason for the audit log"))
     }
     const from: Lifecycle.OutboxStatus = "FAILURE"
     if (!Lifecycle.canRequeue(from)) return yield* new IllegalTransitionError({ from: [from], to: "PENDING" })
     const now = yield* Clock.currentTimeMillis
-    const outcomes = yield* write(request.ids.map((id) => ({
-      id,
-      from: [from],
-      to: "PENDING",
-      patch: { attempts: 0, availableAt: request.availableAt ?? now, lastError: null, lease: null }
-    })))
+    const outcomes = yield* write(
+      request.ids.map((id) => ({
+        id,
+        from: [from],
+        to: "PENDING",
+        patch: { attempts: 0, availableAt: request.availableAt ?? now, lastError: null, lease: null }
+      }))
+    )
     const applied = outcomes.filter((outcome) => outcome.outcome === "applied")
     yield* Metric.update(Telemetry.requeued, applied.length)
     yield* Effect.logWarning(
       `AUDIT outbox requeue by ${request.operator}: ${applied.length}/${request.ids.length} FAILURE rows -> PENDING (${request.reason})`
-    ).pipe(Effect.annotateLogs({
-      audit: "outbox.requeue",
-      operator: request.operator,
-      reason: request.reason,
-      requeued: applied.map((outcome) => outcome.id).join(","),
-      skipped: outcomes.filter((outcome) => outcome.outcome !== "applied").map((o) => `${o.id}:${o.current ?? "missing"}`).join(",")
-    }))
+    ).pipe(
+      Effect.annotateLogs({
+        audit: "outbox.requeue",
+        operator: request.operator,
+        reason: request.reason,
+        requeued: applied.map((outcome) => outcome.id).join(","),
+        skipped: outcomes
+          .filter((outcome) => outcome.outcome !== "applied")
+          .map((o) => `${o.id}:${o.current ?? "missing"}`)
+          .join(",")
+      })
+    )
     return outcomes
   }).pipe(Effect.withSpan(Telemetry.spans.requeue, { attributes: { "outbox.operator": request.operator } }))

@@ -19,17 +19,20 @@ import type { OutboxStoreError } from "./Errors.ts"
  * @since 0.1.0
  * @category services
  */
-export class WakeUp extends Context.Service<WakeUp, {
-  /**
-   * Announces new work. Called inside the enqueueing transaction: an implementation that can,
-   * delivers it only after commit.
-   */
-  readonly notify: Effect.Effect<void, OutboxStoreError>
-  /**
-   * The signals, from the moment of subscription. Bursts may be coalesced into one signal.
-   */
-  readonly signals: Stream.Stream<void>
-}>()("@effect-outbox/core/WakeUp") {}
+export class WakeUp extends Context.Service<
+  WakeUp,
+  {
+    /**
+     * Announces new work. Called inside the enqueueing transaction: an implementation that can,
+     * delivers it only after commit.
+     */
+    readonly notify: Effect.Effect<void, OutboxStoreError>
+    /**
+     * The signals, from the moment of subscription. Bursts may be coalesced into one signal.
+     */
+    readonly signals: Stream.Stream<void>
+  }
+>()("@effect-outbox/core/WakeUp") {}
 
 /**
  * An in-process wake-up: every subscriber of `signals` sees the `notify` calls made after it
@@ -39,7 +42,7 @@ export class WakeUp extends Context.Service<WakeUp, {
  * @category layers
  */
 export const layerMemory: Layer.Layer<WakeUp> = Layer.effect(WakeUp)(
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const pubsub = yield* PubSub.sliding<void>(1)
     return {
       notify: Effect.asVoid(PubSub.publish(pubsub, undefined)),

@@ -79,10 +79,10 @@ describe("Lifecycle", () => {
   })
 
   it("processing may start from DISPATCHING as well as PUBLISHED (R2.5)", () => {
-    assert.deepStrictEqual(all.filter((from) => Lifecycle.canTransition(from, "UNDER_PROCESSING")), [
-      "DISPATCHING",
-      "PUBLISHED"
-    ])
+    assert.deepStrictEqual(
+      all.filter((from) => Lifecycle.canTransition(from, "UNDER_PROCESSING")),
+      ["DISPATCHING", "PUBLISHED"]
+    )
   })
 
   it("a late markPublished accepts rows processing already advanced, and nothing else (R2.6)", () => {
@@ -93,7 +93,10 @@ describe("Lifecycle", () => {
 
   it("every status is reachable from creation (PENDING or PREQUEUED)", () => {
     const fromCreation = new Set<Status>(["PREQUEUED", "PENDING", ...reachable("PREQUEUED"), ...reachable("PENDING")])
-    assert.deepStrictEqual(all.filter((s) => !fromCreation.has(s)), [])
+    assert.deepStrictEqual(
+      all.filter((s) => !fromCreation.has(s)),
+      []
+    )
   })
 
   it("every non-terminal status can still reach a terminal one (nothing is stuck forever)", () => {
@@ -113,16 +116,22 @@ describe("Lifecycle", () => {
     const OutboxStatus = Lifecycle.OutboxStatus
 
     it.effect.prop("no status transitions to itself", [OutboxStatus], ([s]) =>
-      Effect.sync(() => assert.isFalse(Lifecycle.canTransition(s, s))))
+      Effect.sync(() => assert.isFalse(Lifecycle.canTransition(s, s)))
+    )
 
     it.effect.prop("terminal means no ordinary transition leaves it", [OutboxStatus, OutboxStatus], ([from, to]) =>
       Effect.sync(() => {
         if (Lifecycle.isTerminal(from)) assert.isFalse(Lifecycle.canTransition(from, to))
-        assert.strictEqual(Lifecycle.isTerminal(from), all.every((t) => !Lifecycle.canTransition(from, t)))
-      }))
+        assert.strictEqual(
+          Lifecycle.isTerminal(from),
+          all.every((t) => !Lifecycle.canTransition(from, t))
+        )
+      })
+    )
 
     it.effect.prop("canTransition agrees with the transition table", [OutboxStatus, OutboxStatus], ([from, to]) =>
-      Effect.sync(() => assert.strictEqual(Lifecycle.canTransition(from, to), Lifecycle.transitions[from].includes(to))))
+      Effect.sync(() => assert.strictEqual(Lifecycle.canTransition(from, to), Lifecycle.transitions[from].includes(to)))
+    )
 
     it.effect.prop(
       "statuses a CAS accepts as already advanced lie strictly ahead on the forward path",

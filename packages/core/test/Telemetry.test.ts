@@ -24,21 +24,20 @@ describe("Telemetry trace context (R8.2)", () => {
   })
 
   it("rejects malformed values, version ff and all-zero ids", () => {
-    for (
-      const bad of [
-        "",
-        "garbage",
-        "00-4bf92f3577b34da6a3ce929d0e0e473-00f067aa0ba902b7-01", // short trace id
-        "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
-        "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
-        "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01"
-      ]
-    ) assert.isTrue(Option.isNone(Telemetry.parseTraceparent(bad)), bad)
+    for (const bad of [
+      "",
+      "garbage",
+      "00-4bf92f3577b34da6a3ce929d0e0e473-00f067aa0ba902b7-01", // short trace id
+      "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+      "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+      "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01"
+    ])
+      assert.isTrue(Option.isNone(Telemetry.parseTraceparent(bad)), bad)
   })
 
   it.effect("injects the current span into headers, and a consumer continues that trace", () =>
-    Effect.gen(function*() {
-      const { headers, producer } = yield* Effect.gen(function*() {
+    Effect.gen(function* () {
+      const { headers, producer } = yield* Effect.gen(function* () {
         const producer = yield* Effect.currentSpan
         const headers = yield* Telemetry.injectTraceparent({ "event-id": "e1" })
         return { headers, producer }
@@ -52,12 +51,14 @@ describe("Telemetry trace context (R8.2)", () => {
       assert.strictEqual(consumer.traceId, producer.traceId)
       const parent = Option.getOrThrow(consumer.parent)
       assert.strictEqual(parent.spanId, producer.spanId)
-    }))
+    })
+  )
 
   it.effect("leaves headers alone without a span or when a traceparent is already set", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       assert.deepStrictEqual(yield* Telemetry.injectTraceparent({ a: "1" }), { a: "1" })
       const preset = { traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01" }
       assert.deepStrictEqual(yield* Telemetry.injectTraceparent(preset).pipe(Effect.withSpan("x")), preset)
-    }))
+    })
+  )
 })

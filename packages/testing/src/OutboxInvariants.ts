@@ -73,7 +73,12 @@ export interface Violation {
   readonly message: string
 }
 
-const ADVANCED: ReadonlySet<Lifecycle.OutboxStatus> = new Set(["PUBLISHED", "UNDER_PROCESSING", "SUCCESS", "PUSHED_FAILURE"])
+const ADVANCED: ReadonlySet<Lifecycle.OutboxStatus> = new Set([
+  "PUBLISHED",
+  "UNDER_PROCESSING",
+  "SUCCESS",
+  "PUSHED_FAILURE"
+])
 
 /**
  * Checks every invariant; returns the violations found (empty when the run was correct).
@@ -112,9 +117,11 @@ export const check = (observation: Observation): ReadonlyArray<Violation> => {
     readonly index: number
   }
   const events: Array<Event> = []
-  observation.transactions.forEach((tx, t) =>
-    tx.ids.forEach((id, index) => events.push({ id, key: tx.keys[index] ?? null, tx: t, index }))
-  )
+  observation.transactions.forEach((tx, t) => {
+    tx.ids.forEach((id, index) => {
+      events.push({ id, key: tx.keys[index] ?? null, tx: t, index })
+    })
+  })
   const mustPrecede = (a: Event, b: Event): boolean => {
     if (a.key === null || a.key !== b.key || a.id === b.id) return false
     if (a.tx === b.tx) return a.index < b.index
@@ -144,18 +151,25 @@ export const check = (observation: Observation): ReadonlyArray<Violation> => {
       continue
     }
     if (row.status === "FAILURE") {
-      if (row.lastError === null || row.lastError.trim() === "") fail("failure_reason", `event ${row.id} is FAILURE without a reason`)
+      if (row.lastError === null || row.lastError.trim() === "")
+        fail("failure_reason", `event ${row.id} is FAILURE without a reason`)
       continue
     }
     if (!ADVANCED.has(row.status)) {
-      fail("loss", `committed event ${row.id} (key ${row.key}) ended ${row.status} (attempts ${row.attempts}, last error ${row.lastError})`)
+      fail(
+        "loss",
+        `committed event ${row.id} (key ${row.key}) ended ${row.status} (attempts ${row.attempts}, last error ${row.lastError})`
+      )
       continue
     }
     if (row.receipt === null) {
       // A consumer that ran ahead of the relay's acknowledgement (R2.5) may have moved the row on
       // before any receipt was recorded; the record must still be on the broker.
       if (row.status === "PUBLISHED" || !firstAt.has(row.id)) {
-        fail("loss", `event ${row.id} is ${row.status} without a receipt${firstAt.has(row.id) ? "" : " and not on the broker"}`)
+        fail(
+          "loss",
+          `event ${row.id} is ${row.status} without a receipt${firstAt.has(row.id) ? "" : " and not on the broker"}`
+        )
       }
       continue
     }
@@ -166,7 +180,8 @@ export const check = (observation: Observation): ReadonlyArray<Violation> => {
   }
   for (const row of observation.rows) {
     if (row.status === "FAILURE" && !committed.some((event) => event.id === row.id)) {
-      if (row.lastError === null || row.lastError.trim() === "") fail("failure_reason", `event ${row.id} is FAILURE without a reason`)
+      if (row.lastError === null || row.lastError.trim() === "")
+        fail("failure_reason", `event ${row.id} is FAILURE without a reason`)
     }
   }
 
@@ -180,13 +195,19 @@ export const check = (observation: Observation): ReadonlyArray<Violation> => {
         if (atB === undefined) continue
         if (atA === undefined) {
           if (rowsById.get(a.id)?.status !== "FAILURE") {
-            fail("order", `key ${key}: ${b.id} reached the broker but the earlier ${a.id} never did (and is not FAILURE)`)
+            fail(
+              "order",
+              `key ${key}: ${b.id} reached the broker but the earlier ${a.id} never did (and is not FAILURE)`
+            )
           }
           continue
         }
         if (atA.topic !== atB.topic || atA.partition !== atB.partition) continue
         if (atA.offset > atB.offset) {
-          fail("order", `key ${key}: ${b.id} first appeared at offset ${atB.offset}, before the earlier ${a.id} at ${atA.offset}`)
+          fail(
+            "order",
+            `key ${key}: ${b.id} first appeared at offset ${atB.offset}, before the earlier ${a.id} at ${atA.offset}`
+          )
         }
       }
     }
@@ -199,23 +220,29 @@ export const check = (observation: Observation): ReadonlyArray<Violation> => {
     const current = status.get(change.id)
     if (change.from === null) {
       if (current !== undefined) fail("transition", `event ${change.id} inserted twice`)
-      if (change.to !== "PENDING" && change.to !== "PREQUEUED") fail("transition", `event ${change.id} inserted as ${change.to}`)
+      if (change.to !== "PENDING" && change.to !== "PREQUEUED")
+        fail("transition", `event ${change.id} inserted as ${change.to}`)
     } else {
       if (current !== change.from) {
         fail("transition", `event ${change.id} moved ${change.from} -> ${change.to} but was ${current ?? "absent"}`)
       }
-      const legal = Lifecycle.canTransition(change.from, change.to) ||
+      const legal =
+        Lifecycle.canTransition(change.from, change.to) ||
         (observation.allowRequeue === true && Lifecycle.canRequeue(change.from) && change.to === "PENDING")
       if (!legal) fail("transition", `event ${change.id} made the forbidden move ${change.from} -> ${change.to}`)
       // The prefix is a publication fact: a consumer may legitimately run ahead of the store
       // (it saw the record on the broker while the row still said PENDING after a lost ack).
       if (change.to === "PUBLISHED") {
         const event = eventById.get(change.id)
-        const earlier = event === undefined || event.key === null ? [] : byKey.get(event.key)!.filter((a) => mustPrecede(a, event))
+        const earlier =
+          event === undefined || event.key === null ? [] : byKey.get(event.key)!.filter((a) => mustPrecede(a, event))
         for (const a of earlier) {
           const aStatus = status.get(a.id)
           if (aStatus !== undefined && !ADVANCED.has(aStatus) && aStatus !== "FAILURE") {
-            fail("prefix", `key ${event!.key}: ${change.id} became ${change.to} while the earlier ${a.id} was ${aStatus}`)
+            fail(
+              "prefix",
+              `key ${event!.key}: ${change.id} became ${change.to} while the earlier ${a.id} was ${aStatus}`
+            )
           }
         }
       }
@@ -232,5 +259,7 @@ export const check = (observation: Observation): ReadonlyArray<Violation> => {
  * @category checking
  */
 export const format = (violations: ReadonlyArray<Violation>, limit = 20): string =>
-  violations.slice(0, limit).map((v) => `[${v.invariant}] ${v.message}`).join("\n") +
-  (violations.length > limit ? `\n… and ${violations.length - limit} more` : "")
+  violations
+    .slice(0, limit)
+    .map((v) => `[${v.invariant}] ${v.message}`)
+    .join("\n") + (violations.length > limit ? `\n… and ${violations.length - limit} more` : "")

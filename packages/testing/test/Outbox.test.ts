@@ -11,7 +11,7 @@ import * as Stream from "effect/Stream"
 import { draft, makeWorld, row, rows } from "./support/outboxEnv.ts"
 
 const inWorld = <A, E>(body: (world: Effect.Success<ReturnType<typeof makeWorld>>) => Effect.Effect<A, E, any>) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const world = yield* makeWorld()
     return yield* body(world).pipe(Effect.provide(world.layer))
   })
@@ -19,7 +19,7 @@ const inWorld = <A, E>(body: (world: Effect.Success<ReturnType<typeof makeWorld>
 describe("Outbox.enqueue (R1.1, R1.2)", () => {
   it.effect("stores a PENDING event with its id in the event-id header", () =>
     inWorld((world) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const id = yield* Outbox.enqueue(draft("user-1", 1))
         const stored = yield* row(world.database, id)
         assert.strictEqual(stored.status, "PENDING")
@@ -28,57 +28,74 @@ describe("Outbox.enqueue (R1.1, R1.2)", () => {
         assert.strictEqual(stored.attempts, 0)
         assert.match(id, /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/)
       })
-    ))
+    )
+  )
 
   it.effect("keeps enqueue order within one call", () =>
     inWorld((world) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const ids = yield* Outbox.enqueue([draft("k", 1), draft("k", 2), draft("k", 3)])
-        assert.deepStrictEqual((yield* rows(world.database)).map((r) => r.id), [...ids])
+        assert.deepStrictEqual(
+          (yield* rows(world.database)).map((r) => r.id),
+          [...ids]
+        )
       })
-    ))
+    )
+  )
 
   it.effect("joins the caller's transaction: a rollback leaves no event behind", () =>
     inWorld((world) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const transactor = yield* Transactor
-        const failed = yield* Effect.flip(transactor.withTransaction(Effect.gen(function*() {
-          yield* Outbox.enqueue(draft("k", 1))
-          return yield* Effect.fail("domain write failed" as const)
-        })))
+        const failed = yield* Effect.flip(
+          transactor.withTransaction(
+            Effect.gen(function* () {
+              yield* Outbox.enqueue(draft("k", 1))
+              return yield* Effect.fail("domain write failed" as const)
+            })
+          )
+        )
         assert.strictEqual(failed, "domain write failed")
         assert.deepStrictEqual(yield* rows(world.database), [])
         assert.deepStrictEqual(yield* world.database.control.history, [])
       })
-    ))
+    )
+  )
 
   it.effect("commits with the caller's transaction", () =>
     inWorld((world) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const transactor = yield* Transactor
-        const ids = yield* transactor.withTransaction(Effect.gen(function*() {
-          const first = yield* Outbox.enqueue(draft("k", 1))
-          const second = yield* Outbox.enqueue(draft("k", 2))
-          // not visible outside the transaction before the commit
-          return [first, second]
-        }))
-        assert.deepStrictEqual((yield* rows(world.database)).map((r) => r.id), ids)
+        const ids = yield* transactor.withTransaction(
+          Effect.gen(function* () {
+            const first = yield* Outbox.enqueue(draft("k", 1))
+            const second = yield* Outbox.enqueue(draft("k", 2))
+            // not visible outside the transaction before the commit
+            return [first, second]
+          })
+        )
+        assert.deepStrictEqual(
+          (yield* rows(world.database)).map((r) => r.id),
+          ids
+        )
       })
-    ))
+    )
+  )
 
   it.effect("uses a caller-supplied id", () =>
     inWorld((world) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const id = yield* makeEventId
         assert.strictEqual(yield* Outbox.enqueue(draft("k", 1, { id })), id)
         assert.strictEqual((yield* row(world.database, id)).headers[EVENT_ID_HEADER], id)
       })
-    ))
+    )
+  )
 
   it.effect("carries the enqueueing span as a W3C traceparent (R8.2)", () =>
     inWorld((world) =>
-      Effect.gen(function*() {
-        const { id, span } = yield* Effect.gen(function*() {
+      Effect.gen(function* () {
+        const { id, span } = yield* Effect.gen(function* () {
           const span = yield* Effect.currentSpan
           return { id: yield* Outbox.enqueue(draft("k", 1)), span }
         }).pipe(Effect.withSpan("place-order"))
@@ -87,37 +104,41 @@ describe("Outbox.enqueue (R1.1, R1.2)", () => {
         const parent = Option.getOrThrow(Telemetry.parseTraceparent(header!))
         assert.strictEqual(parent.traceId, span.traceId)
       })
-    ))
+    )
+  )
 
   it.effect("stores deferred work as PREQUEUED until released (R2.2)", () =>
     inWorld((world) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const id = yield* Outbox.enqueue(draft("k", 1, { prequeued: true }))
         assert.strictEqual((yield* row(world.database, id)).status, "PREQUEUED")
         yield* Outbox.release(id)
         assert.strictEqual((yield* row(world.database, id)).status, "PENDING")
       })
-    ))
+    )
+  )
 
   it.effect("release of an unknown id fails with EventNotFoundError", () =>
     inWorld(() =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const id = "00000000-0000-7000-8000-000000000000" as EventId
         const error = yield* Effect.flip(Outbox.release(id))
         assert.strictEqual(error._tag, "EventNotFoundError")
       })
-    ))
+    )
+  )
 
   it.effect("signals the wake-up port on enqueue (R1.6)", () =>
     inWorld(() =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const wakeUp = yield* WakeUp
         const fiber = yield* Effect.forkChild(Stream.runHead(wakeUp.signals))
         yield* Effect.yieldNow
         yield* Outbox.enqueue(draft("k", 1))
         assert.isTrue(Option.isSome(yield* Fiber.join(fiber)))
       })
-    ))
+    )
+  )
 
   describe("validation writes nothing on bad input", () => {
     const bad: ReadonlyArray<[string, Parameters<typeof draft>[2], string]> = [
@@ -134,7 +155,7 @@ describe("Outbox.enqueue (R1.1, R1.2)", () => {
     for (const [name, patch, field] of bad) {
       it.effect(`rejects ${name}`, () =>
         inWorld((world) =>
-          Effect.gen(function*() {
+          Effect.gen(function* () {
             const error = yield* Effect.flip(Outbox.enqueue([draft("k", 1), draft("k", 2, patch)]))
             assert.strictEqual(error._tag, "OutboxValidationError")
             if (error._tag === "OutboxValidationError") {
@@ -143,18 +164,20 @@ describe("Outbox.enqueue (R1.1, R1.2)", () => {
             }
             assert.deepStrictEqual(yield* rows(world.database), [])
           })
-        ))
+        )
+      )
     }
 
     it.effect("rejects the same id twice in one batch", () =>
       inWorld((world) =>
-        Effect.gen(function*() {
+        Effect.gen(function* () {
           const id = yield* makeEventId
           const error = yield* Effect.flip(Outbox.enqueue([draft("k", 1, { id }), draft("k", 2, { id })]))
           assert.strictEqual(error._tag, "OutboxValidationError")
           assert.deepStrictEqual(yield* rows(world.database), [])
         })
-      ))
+      )
+    )
 
     it("accepts Kafka's legal topic characters", () => {
       for (const topic of ["orders", "orders.eu-1", "ORDERS_v2", "a".repeat(249)]) {

@@ -2,12 +2,18 @@ import { assert, describe, it } from "@effect/vitest"
 import type { ConsumerRecord } from "@effect-outbox/core/ConsumerSource"
 import type { OutboxStatus } from "@effect-outbox/core/Lifecycle"
 import type { EventId, OutboxMessage } from "@effect-outbox/core/OutboxMessage"
-import * as OutboxInvariants from "../src/OutboxInvariants.ts"
 import type * as InMemoryDatabase from "../src/InMemoryDatabase.ts"
+import * as OutboxInvariants from "../src/OutboxInvariants.ts"
 
 const id = (n: number) => `00000000-0000-7000-8000-${n.toString().padStart(12, "0")}` as EventId
 
-const message = (n: number, key: string | null, status: OutboxStatus, offset?: number, lastError: string | null = null): OutboxMessage => ({
+const message = (
+  n: number,
+  key: string | null,
+  status: OutboxStatus,
+  offset?: number,
+  lastError: string | null = null
+): OutboxMessage => ({
   id: id(n),
   seq: n,
   topic: "t",
@@ -40,8 +46,18 @@ const record = (n: number, offset: number): ConsumerRecord => ({
 
 type Change = InMemoryDatabase.StatusChange
 const insert = (n: number): Change => ({ id: id(n), from: null, to: "PENDING", at: 0, operation: "insert" })
-const move = (n: number, from: OutboxStatus, to: OutboxStatus): Change => ({ id: id(n), from, to, at: 0, operation: "transition" })
-const publishedHistory = (n: number) => [insert(n), move(n, "PENDING", "DISPATCHING"), move(n, "DISPATCHING", "PUBLISHED")]
+const move = (n: number, from: OutboxStatus, to: OutboxStatus): Change => ({
+  id: id(n),
+  from,
+  to,
+  at: 0,
+  operation: "transition"
+})
+const publishedHistory = (n: number) => [
+  insert(n),
+  move(n, "PENDING", "DISPATCHING"),
+  move(n, "DISPATCHING", "PUBLISHED")
+]
 
 const invariants = (violations: ReadonlyArray<OutboxInvariants.Violation>) => violations.map((v) => v.invariant)
 
@@ -139,7 +155,12 @@ describe("OutboxInvariants.check", () => {
     const violations = OutboxInvariants.check({
       transactions: sequential.slice(0, 1),
       rows: [message(1, "k", "PENDING")],
-      history: [insert(1), move(1, "PENDING", "DISPATCHING"), move(1, "DISPATCHING", "PUBLISHED"), move(1, "PUBLISHED", "PENDING")],
+      history: [
+        insert(1),
+        move(1, "PENDING", "DISPATCHING"),
+        move(1, "DISPATCHING", "PUBLISHED"),
+        move(1, "PUBLISHED", "PENDING")
+      ],
       log: [record(1, 0)]
     })
     assert.include(invariants(violations), "transition")
@@ -153,8 +174,20 @@ describe("OutboxInvariants.check", () => {
   })
 
   it("allows the operator's requeue out of FAILURE only when asked to", () => {
-    const history = [insert(1), move(1, "PENDING", "DISPATCHING"), move(1, "DISPATCHING", "FAILURE"), move(1, "FAILURE", "PENDING"), move(1, "PENDING", "DISPATCHING"), move(1, "DISPATCHING", "PUBLISHED")]
-    const observation = { transactions: sequential.slice(0, 1), rows: [message(1, "k", "PUBLISHED", 0)], history, log: [record(1, 0)] }
+    const history = [
+      insert(1),
+      move(1, "PENDING", "DISPATCHING"),
+      move(1, "DISPATCHING", "FAILURE"),
+      move(1, "FAILURE", "PENDING"),
+      move(1, "PENDING", "DISPATCHING"),
+      move(1, "DISPATCHING", "PUBLISHED")
+    ]
+    const observation = {
+      transactions: sequential.slice(0, 1),
+      rows: [message(1, "k", "PUBLISHED", 0)],
+      history,
+      log: [record(1, 0)]
+    }
     assert.deepStrictEqual(invariants(OutboxInvariants.check(observation)), ["transition"])
     assert.deepStrictEqual(OutboxInvariants.check({ ...observation, allowRequeue: true }), [])
   })
@@ -173,7 +206,12 @@ describe("OutboxInvariants.check", () => {
     const violations = OutboxInvariants.check({
       transactions: sequential,
       rows: [message(1, "k", "FAILURE", undefined, "record too large"), message(2, "k", "PUBLISHED", 0)],
-      history: [insert(1), move(1, "PENDING", "DISPATCHING"), move(1, "DISPATCHING", "FAILURE"), ...publishedHistory(2)],
+      history: [
+        insert(1),
+        move(1, "PENDING", "DISPATCHING"),
+        move(1, "DISPATCHING", "FAILURE"),
+        ...publishedHistory(2)
+      ],
       log: [record(2, 0)]
     })
     assert.deepStrictEqual(violations, [])

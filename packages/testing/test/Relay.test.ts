@@ -16,7 +16,7 @@ import { draft, logTexts, makeWorld, row, rows } from "./support/outboxEnv.ts"
 type World = Effect.Success<ReturnType<typeof makeWorld>>
 
 const inWorld = <A, E>(body: (world: World) => Effect.Effect<A, E, any>, topics?: Record<string, number>) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const world = yield* makeWorld(topics)
     return yield* body(world).pipe(Effect.provide(world.layer))
   })
@@ -29,11 +29,16 @@ const fixed = Schedule.spaced("100 millis")
 describe("Relay", () => {
   it.effect("publishes a whole batch in ONE publish call and records every receipt (R1.3)", () =>
     inWorld((world) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const ids = yield* Outbox.enqueue([draft("a", 1), draft("b", 1), draft("a", 2), draft(null, 1), draft("c", 1)])
         const inner = yield* Publisher
         let calls = 0
-        const counting = { publish: (requests: Parameters<typeof inner.publish>[0]) => (calls++, inner.publish(requests)) }
+        const counting = {
+          publish: (requests: Parameters<typeof inner.publish>[0]) => {
+            calls++
+            return inner.publish(requests)
+          }
+        }
         const relay = yield* Relay.make({ owner: "r1" })
         const result = yield* relay.runOnce.pipe(Effect.provideService(Publisher, counting))
         assert.strictEqual(calls, 1)
@@ -42,42 +47,68 @@ describe("Relay", () => {
         for (const id of ids) {
           const stored = yield* row(world.database, id)
           assert.strictEqual(stored.status, "PUBLISHED")
-          const record = records.find((r) => r.partition === stored.receipt!.partition && r.offset === stored.receipt!.offset)
+          const record = records.find(
+            (r) => r.partition === stored.receipt!.partition && r.offset === stored.receipt!.offset
+          )
           assert.strictEqual(record?.headers["event-id"], id)
         }
       })
-    ))
+    )
+  )
 
   it.effect("never hands rows of one key to two relays at once, and publishes each key in creation order (R1.4)", () =>
     inWorld((world) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         yield* Outbox.enqueue([draft("a", 1), draft("a", 2), draft("b", 1), draft("a", 3), draft("b", 2)])
         const first = yield* Relay.make({ owner: "r1", maxPerKey: 1 })
         const second = yield* Relay.make({ owner: "r2", maxPerKey: 1 })
         // r1 claims a:1 and b:1 and stops (crash after claim); r2 finds nothing claimable.
-        const crash = Effect.provideService(Relay.Hooks, { at: (point) => point === "afterClaim" ? Effect.interrupt : Effect.void })
+        const crash = Effect.provideService(Relay.Hooks, {
+          at: (point) => (point === "afterClaim" ? Effect.interrupt : Effect.void)
+        })
         const exit = yield* Effect.exit(first.runOnce.pipe(crash))
         assert.isTrue(Exit.hasInterrupts(exit))
         assert.strictEqual((yield* second.runOnce).claimed, 0)
-        assert.deepStrictEqual(statuses(yield* rows(world.database)), ["DISPATCHING", "PENDING", "DISPATCHING", "PENDING", "PENDING"])
+        assert.deepStrictEqual(statuses(yield* rows(world.database)), [
+          "DISPATCHING",
+          "PENDING",
+          "DISPATCHING",
+          "PENDING",
+          "PENDING"
+        ])
       })
-    ))
+    )
+  )
 
   it.effect("drains several keys across batches in per-key order", () =>
     inWorld((world) =>
-      Effect.gen(function*() {
-        yield* Outbox.enqueue([draft("a", 1), draft("b", 1), draft("a", 2), draft("a", 3), draft("b", 2), draft("a", 4)])
+      Effect.gen(function* () {
+        yield* Outbox.enqueue([
+          draft("a", 1),
+          draft("b", 1),
+          draft("a", 2),
+          draft("a", 3),
+          draft("b", 2),
+          draft("a", 4)
+        ])
         const relay = yield* Relay.make({ owner: "r1", batchSize: 2, maxPerKey: 1 })
         for (let i = 0; i < 6; i++) yield* relay.runOnce
         const texts = yield* logTexts(world.broker)
-        assert.deepStrictEqual(texts.filter((t) => t.startsWith("a:")), ["a:1", "a:2", "a:3", "a:4"])
-        assert.deepStrictEqual(texts.filter((t) => t.startsWith("b:")), ["b:1", "b:2"])
+        assert.deepStrictEqual(
+          texts.filter((t) => t.startsWith("a:")),
+          ["a:1", "a:2", "a:3", "a:4"]
+        )
+        assert.deepStrictEqual(
+          texts.filter((t) => t.startsWith("b:")),
+          ["b:1", "b:2"]
+        )
       })
-    ))
+    )
+  )
 
   it.effect("a retriable failure goes back to PENDING with attempts+1 and availableAt from the backoff schedule", () =>
     inWorld((world) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const id = yield* Outbox.enqueue(draft("a", 1))
         yield* world.broker.control.failPublish({ fault: "retriable", count: 1 })
         const relay = yield* Relay.make({ owner: "r1", backoff: fixed })
@@ -92,11 +123,12 @@ describe("Relay", () => {
         assert.strictEqual((yield* relay.runOnce).published, 1)
         assert.strictEqual((yield* row(world.database, id)).status, "PUBLISHED")
       })
-    ))
+    )
+  )
 
   it.effect("gives up after maxAttempts with a reason (R2.3)", () =>
     inWorld((world) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const id = yield* Outbox.enqueue(draft("a", 1))
         yield* world.broker.control.failPublish({ fault: "retriable", count: 10 })
         const relay = yield* Relay.make({ owner: "r1", backoff: fixed, maxAttempts: 3 })
@@ -109,11 +141,12 @@ describe("Relay", () => {
         assert.strictEqual(stored.attempts, 3)
         assert.include(stored.lastError!, "gave up after 3 attempts")
       })
-    ))
+    )
+  )
 
   it.effect("a permanent failure is FAILURE at once, and holds back the later rows of its key only", () =>
     inWorld((world) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const [a1, a2, b1] = yield* Outbox.enqueue([draft("a", 1), draft("a", 2), draft("b", 1)])
         // a's rows share a partition batch; fail only that batch.
         yield* world.broker.control.setPublishHook((batch) =>
@@ -133,11 +166,12 @@ describe("Relay", () => {
         assert.strictEqual((yield* relay.runOnce).published, 1)
         assert.strictEqual((yield* row(world.database, a2!)).status, "PUBLISHED")
       })
-    ))
+    )
+  )
 
   it.effect("sends a key's rows in one batch only while they share a destination", () =>
     inWorld((world) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const [first, second, third] = yield* Outbox.enqueue([
           draft("a", 1, { partition: 0 }),
           draft("a", 2, { partition: 1 }),
@@ -153,11 +187,12 @@ describe("Relay", () => {
         assert.strictEqual((yield* row(world.database, second!)).status, "PUBLISHED")
         assert.strictEqual((yield* row(world.database, third!)).status, "PUBLISHED")
       })
-    ))
+    )
+  )
 
   it.effect("an unknown partition fails with a clear reason when the switch is off (R3.3)", () =>
     inWorld((world) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const id = yield* Outbox.enqueue(draft("a", 1, { partition: 5 }))
         const relay = yield* Relay.make({ owner: "r1", unknownPartition: "fail" })
         yield* relay.runOnce
@@ -166,11 +201,12 @@ describe("Relay", () => {
         assert.include(stored.lastError!, "no partition 5")
         assert.include(stored.lastError!, "OUTBOX_RELAY_UNKNOWN_PARTITION")
       })
-    ))
+    )
+  )
 
   it.effect("with the switch on, an unknown partition grows the topic and is retried (R3.3)", () =>
     inWorld((world) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const id = yield* Outbox.enqueue(draft("a", 1, { partition: 5 }))
         const relay = yield* Relay.make({ owner: "r1", unknownPartition: "sync", backoff: fixed })
         yield* relay.runOnce
@@ -182,29 +218,36 @@ describe("Relay", () => {
         assert.strictEqual(stored.status, "PUBLISHED")
         assert.strictEqual(stored.receipt!.partition, 5)
       })
-    ))
+    )
+  )
 
   it.effect("a lost acknowledgement re-sends: at least once, first appearance still in order (R1.5)", () =>
-    inWorld((world) =>
-      Effect.gen(function*() {
-        const [a1, a2] = yield* Outbox.enqueue([draft("a", 1), draft("a", 2)])
-        yield* world.broker.control.failPublish({ fault: "lost_ack", count: 1 })
-        const relay = yield* Relay.make({ owner: "r1", backoff: fixed })
-        yield* relay.runOnce
-        assert.deepStrictEqual(statuses(yield* rows(world.database)), ["PENDING", "PENDING"])
-        yield* TestClock.adjust("100 millis")
-        yield* relay.runOnce
-        assert.deepStrictEqual(yield* logTexts(world.broker), ["a:1", "a:2", "a:1", "a:2"])
-        assert.strictEqual((yield* row(world.database, a1!)).receipt!.offset, "2")
-        assert.strictEqual((yield* row(world.database, a2!)).receipt!.offset, "3")
-      }), { orders: 1 }))
+    inWorld(
+      (world) =>
+        Effect.gen(function* () {
+          const [a1, a2] = yield* Outbox.enqueue([draft("a", 1), draft("a", 2)])
+          yield* world.broker.control.failPublish({ fault: "lost_ack", count: 1 })
+          const relay = yield* Relay.make({ owner: "r1", backoff: fixed })
+          yield* relay.runOnce
+          assert.deepStrictEqual(statuses(yield* rows(world.database)), ["PENDING", "PENDING"])
+          yield* TestClock.adjust("100 millis")
+          yield* relay.runOnce
+          assert.deepStrictEqual(yield* logTexts(world.broker), ["a:1", "a:2", "a:1", "a:2"])
+          assert.strictEqual((yield* row(world.database, a1!)).receipt!.offset, "2")
+          assert.strictEqual((yield* row(world.database, a2!)).receipt!.offset, "3")
+        }),
+      { orders: 1 }
+    )
+  )
 
   it.effect("a publish call that hangs past publishTimeout is a retriable failure", () =>
     inWorld((world) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const id = yield* Outbox.enqueue(draft("a", 1))
         const relay = yield* Relay.make({ owner: "r1", publishTimeout: Duration.seconds(2), backoff: fixed })
-        const fiber = yield* Effect.forkChild(relay.runOnce.pipe(Effect.provideService(Publisher, { publish: () => Effect.never })))
+        const fiber = yield* Effect.forkChild(
+          relay.runOnce.pipe(Effect.provideService(Publisher, { publish: () => Effect.never }))
+        )
         yield* TestClock.adjust("2 seconds")
         const result = yield* Fiber.join(fiber)
         assert.strictEqual(result.retried, 1)
@@ -212,11 +255,12 @@ describe("Relay", () => {
         assert.strictEqual(stored.status, "PENDING")
         assert.include(stored.lastError!, "timed out")
       })
-    ))
+    )
+  )
 
   it.effect("wakes up on enqueue without waiting for the poll interval (R1.6)", () =>
     inWorld((world) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const scope = yield* Scope.make()
         yield* Relay.start({ owner: "r1", pollInterval: Duration.hours(1) }).pipe(Scope.provide(scope))
         yield* TestClock.adjust("1 millis") // let the idle relay subscribe and wait
@@ -225,14 +269,18 @@ describe("Relay", () => {
         assert.strictEqual((yield* row(world.database, id)).status, "PUBLISHED")
         yield* Scope.close(scope, Exit.void)
       })
-    ))
+    )
+  )
 
   it.effect("graceful shutdown finishes the batch in flight", () =>
     inWorld((world) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const id = yield* Outbox.enqueue(draft("a", 1))
         const inner = yield* Publisher
-        const slow = { publish: (requests: Parameters<typeof inner.publish>[0]) => Effect.andThen(Effect.sleep("1 second"), inner.publish(requests)) }
+        const slow = {
+          publish: (requests: Parameters<typeof inner.publish>[0]) =>
+            Effect.andThen(Effect.sleep("1 second"), inner.publish(requests))
+        }
         const scope = yield* Scope.make()
         const relay = yield* Relay.start({ owner: "r1", shutdownTimeout: Duration.seconds(5) }).pipe(
           Scope.provide(scope),
@@ -245,17 +293,19 @@ describe("Relay", () => {
         yield* Fiber.join(closing)
         assert.strictEqual((yield* row(world.database, id)).status, "PUBLISHED")
       })
-    ))
+    )
+  )
 
   it.effect("graceful shutdown hands the batch back when it takes longer than shutdownTimeout", () =>
     inWorld((world) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const id = yield* Outbox.enqueue(draft("a", 1))
         const scope = yield* Scope.make()
-        yield* Relay.start({ owner: "r1", shutdownTimeout: Duration.seconds(1), publishTimeout: Duration.minutes(1) }).pipe(
-          Scope.provide(scope),
-          Effect.provideService(Publisher, { publish: () => Effect.never })
-        )
+        yield* Relay.start({
+          owner: "r1",
+          shutdownTimeout: Duration.seconds(1),
+          publishTimeout: Duration.minutes(1)
+        }).pipe(Scope.provide(scope), Effect.provideService(Publisher, { publish: () => Effect.never }))
         yield* TestClock.adjust("10 millis")
         assert.strictEqual((yield* row(world.database, id)).status, "DISPATCHING")
         const closing = yield* Effect.forkChild(Scope.close(scope, Exit.void))
@@ -266,13 +316,15 @@ describe("Relay", () => {
         assert.strictEqual(stored.attempts, 0)
         assert.strictEqual(stored.lastError, "relay shut down")
       })
-    ))
+    )
+  )
 
   it.effect("the default backoff grows exponentially with jitter and is capped", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const schedule = Relay.backoff("100 millis", "1 second")
       const delays: Array<number> = []
-      for (let attempt = 1; attempt <= 8; attempt++) delays.push(Option.getOrThrow(yield* Relay.retryDelay(schedule, attempt)))
+      for (let attempt = 1; attempt <= 8; attempt++)
+        delays.push(Option.getOrThrow(yield* Relay.retryDelay(schedule, attempt)))
       assert.isAtLeast(delays[0]!, 80)
       assert.isAtMost(delays[0]!, 120)
       assert.isAtLeast(delays[2]!, 320)
@@ -281,5 +333,6 @@ describe("Relay", () => {
       assert.strictEqual(delays[7], 1_000)
       const finite = Schedule.spaced("10 millis").pipe(Schedule.upTo({ times: 2 }))
       assert.isTrue(Option.isNone(yield* Relay.retryDelay(finite, 3)), "a finished schedule means give up")
-    }))
+    })
+  )
 })

@@ -12,41 +12,57 @@ const seeds = only !== undefined ? [only] : Array.from({ length: count }, (_, i)
 const verbose = only !== undefined || process.env.SIM_VERBOSE !== undefined
 
 describe("deterministic simulation", () => {
-  it.effect(`${seeds.length} seeded scenarios keep every invariant`, () =>
-    Effect.gen(function*() {
-      const failed: Array<string> = []
-      const totals = { runs: 0, crashes: 0, stalls: 0, recoveryCrashes: 0, rolledBack: 0, failures: 0, duplicates: 0, lostAcks: 0, processed: 0 }
-      const crashPoints = new Set<string>()
-      for (const seed of seeds) {
-        const started = Date.now()
-        const outcome = yield* runScenario(seed)
-        if (verbose) console.log(`${outcome.summary} [${Date.now() - started} ms]`)
-        if (outcome.violations.length > 0) {
-          failed.push(`${outcome.summary}\n${OutboxInvariants.format(outcome.violations, 5)}\n(replay: SIM_SEED=${seed})`)
+  it.effect(
+    `${seeds.length} seeded scenarios keep every invariant`,
+    () =>
+      Effect.gen(function* () {
+        const failed: Array<string> = []
+        const totals = {
+          runs: 0,
+          crashes: 0,
+          stalls: 0,
+          recoveryCrashes: 0,
+          rolledBack: 0,
+          failures: 0,
+          duplicates: 0,
+          lostAcks: 0,
+          processed: 0
         }
-        totals.runs++
-        totals.crashes += outcome.stats.crashes
-        totals.stalls += outcome.stats.stalls
-        totals.recoveryCrashes += outcome.stats.recoveryCrashes
-        totals.rolledBack += outcome.stats.rolledBack
-        totals.failures += outcome.stats.failures
-        totals.duplicates += outcome.stats.duplicates
-        totals.lostAcks += outcome.stats.lostAcks
-        totals.processed += outcome.stats.processed
-        if (outcome.stats.crashes > 0) crashPoints.add(outcome.stats.crashPoint)
-      }
-      console.log(`simulation: ${JSON.stringify(totals)}, crash points hit: ${[...crashPoints].sort().join(", ")}`)
-      assert.deepStrictEqual(failed, [], failed.slice(0, 3).join("\n\n"))
-      if (only === undefined && seeds.length >= 200) {
-        // The runs must actually exercise what they claim to: crashes at every point, stalls
-        // past the lease, recovery crashes, rollbacks, FAILUREs and at-least-once duplicates.
-        assert.deepStrictEqual([...crashPoints].sort(), ["afterClaim", "afterMark", "afterPublish"])
-        for (const [name, n] of Object.entries(totals)) assert.isAbove(n, 0, name)
-      }
-    }), { timeout: 600_000 })
+        const crashPoints = new Set<string>()
+        for (const seed of seeds) {
+          const started = Date.now()
+          const outcome = yield* runScenario(seed)
+          if (verbose) console.log(`${outcome.summary} [${Date.now() - started} ms]`)
+          if (outcome.violations.length > 0) {
+            failed.push(
+              `${outcome.summary}\n${OutboxInvariants.format(outcome.violations, 5)}\n(replay: SIM_SEED=${seed})`
+            )
+          }
+          totals.runs++
+          totals.crashes += outcome.stats.crashes
+          totals.stalls += outcome.stats.stalls
+          totals.recoveryCrashes += outcome.stats.recoveryCrashes
+          totals.rolledBack += outcome.stats.rolledBack
+          totals.failures += outcome.stats.failures
+          totals.duplicates += outcome.stats.duplicates
+          totals.lostAcks += outcome.stats.lostAcks
+          totals.processed += outcome.stats.processed
+          if (outcome.stats.crashes > 0) crashPoints.add(outcome.stats.crashPoint)
+        }
+        console.log(`simulation: ${JSON.stringify(totals)}, crash points hit: ${[...crashPoints].sort().join(", ")}`)
+        assert.deepStrictEqual(failed, [], failed.slice(0, 3).join("\n\n"))
+        if (only === undefined && seeds.length >= 200) {
+          // The runs must actually exercise what they claim to: crashes at every point, stalls
+          // past the lease, recovery crashes, rollbacks, FAILUREs and at-least-once duplicates.
+          assert.deepStrictEqual([...crashPoints].sort(), ["afterClaim", "afterMark", "afterPublish"])
+          for (const [name, n] of Object.entries(totals)) assert.isAbove(n, 0, name)
+        }
+      }),
+    { timeout: 600_000 }
+  )
 
   it.effect("a seed replays exactly", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       for (const seed of [7, 23, 101]) {
         const first = yield* runScenario(seed)
         const second = yield* runScenario(seed)
@@ -54,11 +70,12 @@ describe("deterministic simulation", () => {
       }
       const other = yield* runScenario(8)
       assert.notStrictEqual(other.fingerprint, (yield* runScenario(7)).fingerprint)
-    }))
+    })
+  )
 
   describe("the checker catches a deliberately wrong relay", () => {
     const expectViolation = (relay: RelayLoop, invariant: OutboxInvariants.Invariant) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         for (let seed = 1; seed <= 60; seed++) {
           const outcome = yield* runScenario(seed, relay)
           const found = outcome.violations.find((v) => v.invariant === invariant)
@@ -67,32 +84,48 @@ describe("deterministic simulation", () => {
         return undefined
       })
 
-    it.effect("publishing a batch in reverse order breaks per-key order", () =>
-      Effect.gen(function*() {
-        const caught = yield* expectViolation(reversedRelay, "order")
-        assert.isDefined(caught, "no seed exposed the reversed relay")
-      }), { timeout: 60_000 })
+    it.effect(
+      "publishing a batch in reverse order breaks per-key order",
+      () =>
+        Effect.gen(function* () {
+          const caught = yield* expectViolation(reversedRelay, "order")
+          assert.isDefined(caught, "no seed exposed the reversed relay")
+        }),
+      { timeout: 60_000 }
+    )
 
-    it.effect("publishing later records of a key past a failed earlier one breaks order and the stored prefix", () =>
-      Effect.gen(function*() {
-        assert.isDefined(yield* expectViolation(independentSendsRelay, "order"), "no order violation found")
-        assert.isDefined(yield* expectViolation(independentSendsRelay, "prefix"), "no prefix violation found")
-      }), { timeout: 60_000 })
+    it.effect(
+      "publishing later records of a key past a failed earlier one breaks order and the stored prefix",
+      () =>
+        Effect.gen(function* () {
+          assert.isDefined(yield* expectViolation(independentSendsRelay, "order"), "no order violation found")
+          assert.isDefined(yield* expectViolation(independentSendsRelay, "prefix"), "no prefix violation found")
+        }),
+      { timeout: 60_000 }
+    )
 
-    it.effect("without stale recovery, a relay crash loses events (rows stuck DISPATCHING)", () =>
-      Effect.gen(function*() {
-        let caught: number | undefined
-        for (let seed = 1; seed <= 60 && caught === undefined; seed++) {
-          const outcome = yield* runScenario(seed, goodRelay, { staleRecovery: false })
-          if (outcome.stats.crashes > 0 && outcome.violations.some((v) => v.invariant === "loss")) caught = seed
-        }
-        assert.isDefined(caught, "no seed lost an event without stale recovery")
-      }), { timeout: 60_000 })
+    it.effect(
+      "without stale recovery, a relay crash loses events (rows stuck DISPATCHING)",
+      () =>
+        Effect.gen(function* () {
+          let caught: number | undefined
+          for (let seed = 1; seed <= 60 && caught === undefined; seed++) {
+            const outcome = yield* runScenario(seed, goodRelay, { staleRecovery: false })
+            if (outcome.stats.crashes > 0 && outcome.violations.some((v) => v.invariant === "loss")) caught = seed
+          }
+          assert.isDefined(caught, "no seed lost an event without stale recovery")
+        }),
+      { timeout: 60_000 }
+    )
 
-    it.effect("claiming without the per-key rule breaks per-key order", () =>
-      Effect.gen(function*() {
-        const caught = yield* expectViolation(noKeyLockRelay, "order")
-        assert.isDefined(caught, "no seed exposed the relay without key locks")
-      }), { timeout: 60_000 })
+    it.effect(
+      "claiming without the per-key rule breaks per-key order",
+      () =>
+        Effect.gen(function* () {
+          const caught = yield* expectViolation(noKeyLockRelay, "order")
+          assert.isDefined(caught, "no seed exposed the relay without key locks")
+        }),
+      { timeout: 60_000 }
+    )
   })
 })

@@ -15,36 +15,39 @@ import { draft, makeWorld, row } from "./support/outboxEnv.ts"
 type World = Effect.Success<ReturnType<typeof makeWorld>>
 
 const inWorld = <A, E>(body: (world: World) => Effect.Effect<A, E, any>) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const world = yield* makeWorld()
     return yield* body(world).pipe(Effect.provide(world.layer))
   })
 
 // A relay that crashes at `point` of its first batch, leaving its rows DISPATCHING.
 const crashAt = (point: Relay.CrashPoint) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const relay = yield* Relay.make({ owner: "crashed" })
-    const exit = yield* Effect.exit(relay.runOnce.pipe(
-      Effect.provideService(Relay.Hooks, { at: (p) => p === point ? Effect.interrupt : Effect.void })
-    ))
+    const exit = yield* Effect.exit(
+      relay.runOnce.pipe(
+        Effect.provideService(Relay.Hooks, { at: (p) => (p === point ? Effect.interrupt : Effect.void) })
+      )
+    )
     assert.isTrue(Exit.hasInterrupts(exit))
   })
 
 describe("StaleRecovery (R3)", () => {
   it.effect("leaves leases that have not expired alone", () =>
     inWorld((world) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const id = yield* Outbox.enqueue(draft("a", 1))
         yield* crashAt("afterPublish")
         const result = yield* StaleRecovery.runOnce()
         assert.strictEqual(result.stale, 0)
         assert.strictEqual((yield* row(world.database, id)).status, "DISPATCHING")
       })
-    ))
+    )
+  )
 
   it.effect("a crash after the send: the probe finds the record and marks it PUBLISHED with that receipt (R3.2)", () =>
     inWorld((world) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const id = yield* Outbox.enqueue(draft("a", 1))
         yield* crashAt("afterPublish")
         yield* TestClock.adjust("31 seconds")
@@ -58,11 +61,12 @@ describe("StaleRecovery (R3)", () => {
         assert.strictEqual(stored.receipt!.partition, record!.partition)
         assert.strictEqual((yield* world.broker.control.records("orders")).length, 1, "no re-send")
       })
-    ))
+    )
+  )
 
   it.effect("a crash before the send: nothing on the broker, so back to PENDING and published again", () =>
     inWorld((world) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const id = yield* Outbox.enqueue(draft("a", 1))
         yield* crashAt("afterClaim")
         yield* TestClock.adjust("31 seconds")
@@ -74,11 +78,12 @@ describe("StaleRecovery (R3)", () => {
         const relay = yield* Relay.make({ owner: "fresh" })
         assert.strictEqual((yield* relay.runOnce).published, 1)
       })
-    ))
+    )
+  )
 
   it.effect("a probe error leaves the row (and the later rows of its key) for the next round", () =>
     inWorld((world) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const [a1, a2] = yield* Outbox.enqueue([draft("a", 1), draft("a", 2)])
         yield* crashAt("afterPublish")
         yield* TestClock.adjust("31 seconds")
@@ -90,11 +95,12 @@ describe("StaleRecovery (R3)", () => {
         const next = yield* StaleRecovery.runOnce({ batchSize: 10 })
         assert.strictEqual(next.found, 2)
       })
-    ))
+    )
+  )
 
   it.effect("once an earlier row of a key is not found, later rows of that key are requeued even if found", () =>
     inWorld((world) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const [a1, a2] = yield* Outbox.enqueue([draft("a", 1), draft("a", 2)])
         yield* crashAt("afterClaim")
         // a2 (only) reaches the broker, as if a zombie relay had sent it alone.
@@ -107,11 +113,12 @@ describe("StaleRecovery (R3)", () => {
         assert.strictEqual((yield* row(world.database, a1!)).status, "PENDING")
         assert.strictEqual((yield* row(world.database, a2!)).status, "PENDING")
       })
-    ))
+    )
+  )
 
   it.effect("does not touch a row another relay re-claimed after the probe", () =>
     inWorld((world) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const id = yield* Outbox.enqueue(draft("a", 1))
         yield* crashAt("afterClaim")
         yield* TestClock.adjust("31 seconds")
@@ -119,7 +126,7 @@ describe("StaleRecovery (R3)", () => {
         const store = yield* OutboxStore
         const hooks: StaleRecovery.HooksShape = {
           afterProbe: () =>
-            Effect.gen(function*() {
+            Effect.gen(function* () {
               yield* Transition.requeueStale([{ id, staleOwner: "crashed" }])
               yield* Transition.claim({ owner: "other", limit: 1, maxPerKey: 1, leaseMillis: 30_000 })
             }).pipe(Effect.orDie, Effect.provideService(OutboxStore, store))
@@ -129,11 +136,12 @@ describe("StaleRecovery (R3)", () => {
         assert.strictEqual(stored.status, "DISPATCHING")
         assert.strictEqual(stored.leaseOwner, "other")
       })
-    ))
+    )
+  )
 
   it.effect("unknown partition with the switch off: FAILURE with a clear reason (R3.3)", () =>
     inWorld((world) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const id = yield* Outbox.enqueue(draft("a", 1, { partition: 5 }))
         yield* crashAt("afterClaim")
         yield* TestClock.adjust("31 seconds")
@@ -144,11 +152,12 @@ describe("StaleRecovery (R3)", () => {
         assert.include(stored.lastError!, "no partition 5")
         assert.include(stored.lastError!, "OUTBOX_RELAY_UNKNOWN_PARTITION")
       })
-    ))
+    )
+  )
 
   it.effect("unknown partition with the switch on: grow the topic, then requeue (R3.3)", () =>
     inWorld((world) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const id = yield* Outbox.enqueue(draft("a", 1, { partition: 5 }))
         yield* crashAt("afterClaim")
         yield* TestClock.adjust("31 seconds")
@@ -157,11 +166,12 @@ describe("StaleRecovery (R3)", () => {
         assert.strictEqual((yield* world.broker.control.topics).get("orders"), 6)
         assert.strictEqual((yield* row(world.database, id)).status, "PENDING")
       })
-    ))
+    )
+  )
 
   it.effect("runs periodically", () =>
     inWorld((world) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const id = yield* Outbox.enqueue(draft("a", 1))
         yield* crashAt("afterPublish")
         const fiber = yield* Effect.forkChild(StaleRecovery.run({ interval: Duration.seconds(10) }))
@@ -169,5 +179,6 @@ describe("StaleRecovery (R3)", () => {
         assert.strictEqual((yield* row(world.database, id)).status, "PUBLISHED")
         yield* Fiber.interrupt(fiber)
       })
-    ))
+    )
+  )
 })

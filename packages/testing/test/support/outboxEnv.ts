@@ -16,7 +16,7 @@ export const draft = (key: string | null, n: number, extra: Partial<OutboxDraft>
 })
 
 export const makeWorld = (topics: Record<string, number> = { orders: 3 }) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const database = yield* InMemoryDatabase.make
     const broker = yield* InMemoryBroker.make({ topics })
     const base = Layer.mergeAll(

@@ -5,18 +5,18 @@
 //
 // Determinism: every random choice comes from the seeded `Random` service or from a PRNG seeded
 // from the same seed; time and fiber scheduling come from a fresh `TestClock` layer per run.
+
+import type { BrokerAdmin } from "@effect-outbox/core/BrokerAdmin"
+import { OutboxStoreError } from "@effect-outbox/core/Errors"
 import * as Lifecycle from "@effect-outbox/core/Lifecycle"
 import * as Outbox from "@effect-outbox/core/Outbox"
 import { type EventId, makeEventId, type OutboxDraft } from "@effect-outbox/core/OutboxMessage"
 import type { OutboxStore } from "@effect-outbox/core/OutboxStore"
-import { OutboxStoreError } from "@effect-outbox/core/Errors"
 import type { Publisher } from "@effect-outbox/core/Publisher"
 import * as Relay from "@effect-outbox/core/Relay"
 import * as StaleRecovery from "@effect-outbox/core/StaleRecovery"
-import * as Transition from "@effect-outbox/core/Transition"
 import { Transactor } from "@effect-outbox/core/Transactor"
-import type { BrokerProbe } from "@effect-outbox/core/BrokerProbe"
-import type { BrokerAdmin } from "@effect-outbox/core/BrokerAdmin"
+import * as Transition from "@effect-outbox/core/Transition"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -92,7 +92,7 @@ export const runScenario = (
   )
 
 const scenario = (seed: number, relayLoop: RelayLoop, staleRecovery: boolean) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const rand = prng(seed ^ 0x9e3779b9)
     // ---- the scenario's shape ----------------------------------------------------------------
     const partitions = yield* int(1, 3)
@@ -130,14 +130,25 @@ const scenario = (seed: number, relayLoop: RelayLoop, staleRecovery: boolean) =>
     const chaos = yield* Ref.make(true)
 
     // ---- faults ------------------------------------------------------------------------------
-    const publishFaults: ReadonlyArray<InMemoryBroker.PublishFault> = ["retriable", "lost_ack", "lost_ack", "retriable", "permanent", "unknown_partition"]
-    yield* broker.setPublishHook((batch) => {
+    const publishFaults: ReadonlyArray<InMemoryBroker.PublishFault> = [
+      "retriable",
+      "lost_ack",
+      "lost_ack",
+      "retriable",
+      "permanent",
+      "unknown_partition"
+    ]
+    yield* broker.setPublishHook(() => {
       if (rand() >= pPublishFault) return undefined
       const fault = publishFaults[Math.floor(rand() * publishFaults.length)]!
       // An injected unknown partition on a partition that exists models stale producer metadata.
       return fault
     })
-    const relayOperations: ReadonlyArray<InMemoryDatabase.Operation> = ["outbox.claim", "outbox.transition", "outbox.findStale"]
+    const relayOperations: ReadonlyArray<InMemoryDatabase.Operation> = [
+      "outbox.claim",
+      "outbox.transition",
+      "outbox.findStale"
+    ]
     yield* db.setFaultHook((operation) =>
       relayOperations.includes(operation) && rand() < pDbFault
         ? new OutboxStoreError({ operation, reason: "injected database fault", retriable: true })
@@ -148,22 +159,29 @@ const scenario = (seed: number, relayLoop: RelayLoop, staleRecovery: boolean) =>
     // the relay never hears of, a settle it thinks failed, a commit the enqueuer thinks failed).
     let lostAcks = 0
     const lostAckOperations: ReadonlyArray<InMemoryDatabase.Operation> = ["outbox.claim", "outbox.transition", "commit"]
-    yield* Effect.forkScoped(Effect.gen(function*() {
-      while (yield* Ref.get(chaos)) {
-        yield* Effect.sleep(Duration.millis(yield* int(50, 400)))
-        if ((yield* Ref.get(chaos)) && (yield* chance(pDbFault * 4))) {
-          lostAcks++
-          const operation = lostAckOperations[yield* int(0, lostAckOperations.length - 1)]!
-          yield* db.failNext({ count: 1, operations: [operation], timing: "after", reason: "injected lost acknowledgement" })
+    yield* Effect.forkScoped(
+      Effect.gen(function* () {
+        while (yield* Ref.get(chaos)) {
+          yield* Effect.sleep(Duration.millis(yield* int(50, 400)))
+          if ((yield* Ref.get(chaos)) && (yield* chance(pDbFault * 4))) {
+            lostAcks++
+            const operation = lostAckOperations[yield* int(0, lostAckOperations.length - 1)]!
+            yield* db.failNext({
+              count: 1,
+              operations: [operation],
+              timing: "after",
+              reason: "injected lost acknowledgement"
+            })
+          }
         }
-      }
-    }))
+      })
+    )
 
     // ---- enqueuers ---------------------------------------------------------------------------
     let logical = 0
     const transactions: Array<OutboxInvariants.EnqueueTransaction> = []
     const transactor = yield* Effect.provide(Effect.service(Transactor), world.layer)
-    const enqueueOne = Effect.gen(function*() {
+    const enqueueOne = Effect.gen(function* () {
       yield* Effect.sleep(Duration.millis(yield* int(0, 150)))
       const count = yield* int(1, 3)
       const drafts: Array<OutboxDraft> = []
@@ -171,11 +189,12 @@ const scenario = (seed: number, relayLoop: RelayLoop, staleRecovery: boolean) =>
       for (let i = 0; i < count; i++) {
         const key = (yield* chance(0.1)) ? null : keys[yield* int(0, keys.length - 1)]!
         const index = key === null ? -1 : keys.indexOf(key)
-        const partition = !explicitPartitions || key === null
-          ? null
-          : missingPartitionKey && index === 0
-          ? partitions // does not exist (yet)
-          : index % partitions
+        const partition =
+          !explicitPartitions || key === null
+            ? null
+            : missingPartitionKey && index === 0
+              ? partitions // does not exist (yet)
+              : index % partitions
         const id = yield* makeEventId
         drafts.push({
           id,
@@ -189,35 +208,42 @@ const scenario = (seed: number, relayLoop: RelayLoop, staleRecovery: boolean) =>
       const rollback = yield* chance(pRollback)
       const holdOpen = (yield* chance(0.3)) ? yield* int(1, 80) : 0
       const begin = ++logical
-      const exit = yield* Effect.exit(transactor.withTransaction(Effect.gen(function*() {
-        yield* Outbox.enqueue(drafts)
-        if (holdOpen > 0) yield* Effect.sleep(Duration.millis(holdOpen))
-        if (rollback) return yield* Effect.fail("rollback" as const)
-      })))
+      const exit = yield* Effect.exit(
+        transactor.withTransaction(
+          Effect.gen(function* () {
+            yield* Outbox.enqueue(drafts)
+            if (holdOpen > 0) yield* Effect.sleep(Duration.millis(holdOpen))
+            if (rollback) return yield* Effect.fail("rollback" as const)
+          })
+        )
+      )
       const end = ++logical
-      if (process.env.SIM_DEBUG !== undefined && exit._tag === "Failure") console.log("enqueue failed", String(exit.cause))
+      if (process.env.SIM_DEBUG !== undefined && exit._tag === "Failure")
+        console.log("enqueue failed", String(exit.cause))
       transactions.push({ ids: drafts.map((d) => d.id!), keys: draftKeys, begin, end })
     })
     let enqueuersDone = 0
-    yield* Effect.forEach(
-      Array.from({ length: enqueuers }),
-      () =>
-        Effect.forkScoped(Effect.provide(
-          Effect.repeat(enqueueOne, { times: txPerEnqueuer - 1 }).pipe(Effect.ensuring(Effect.sync(() => enqueuersDone++))),
+    yield* Effect.forEach(Array.from({ length: enqueuers }), () =>
+      Effect.forkScoped(
+        Effect.provide(
+          Effect.repeat(enqueueOne, { times: txPerEnqueuer - 1 }).pipe(
+            Effect.ensuring(Effect.sync(() => enqueuersDone++))
+          ),
           world.layer
-        ))
+        )
+      )
     )
 
     // ---- relays with crashes and stalls --------------------------------------------------------
     let crashes = 0
     let stalls = 0
     const relaySlot = (slot: number) =>
-      Effect.gen(function*() {
-        for (let generation = 0;; generation++) {
+      Effect.gen(function* () {
+        for (let generation = 0; ; generation++) {
           const crashed = yield* Deferred.make<void>()
           const hooks: Relay.HooksShape = {
             at: (point) =>
-              Effect.gen(function*() {
+              Effect.gen(function* () {
                 if (!(yield* Ref.get(chaos)) || point !== crashPoint) return
                 if (yield* chance(pCrash)) {
                   crashes++
@@ -231,7 +257,9 @@ const scenario = (seed: number, relayLoop: RelayLoop, staleRecovery: boolean) =>
               })
           }
           const owner = `relay-${slot}-${generation}`
-          const fiber = yield* Effect.forkChild(relayLoop(owner, settings).pipe(Effect.provideService(Relay.Hooks, hooks)))
+          const fiber = yield* Effect.forkChild(
+            relayLoop(owner, settings).pipe(Effect.provideService(Relay.Hooks, hooks))
+          )
           yield* Deferred.await(crashed)
           yield* Fiber.interrupt(fiber) // the crash: no finalizer hands anything back
           yield* Effect.sleep(Duration.millis(yield* int(10, 300))) // restart delay
@@ -248,7 +276,7 @@ const scenario = (seed: number, relayLoop: RelayLoop, staleRecovery: boolean) =>
     let processedRows = 0
     if (consumerAhead) {
       const seen = new Set<string>()
-      const consumer = Effect.gen(function*() {
+      const consumer = Effect.gen(function* () {
         for (;;) {
           yield* Effect.sleep(Duration.millis(yield* int(20, 150)))
           const records = yield* broker.records("orders")
@@ -257,14 +285,17 @@ const scenario = (seed: number, relayLoop: RelayLoop, staleRecovery: boolean) =>
             const at = `${record.partition}/${record.offset}`
             if (seen.has(at) || stuck.has(record.partition)) continue
             const id = record.headers["event-id"] as EventId
-            const done = yield* Effect.gen(function*() {
+            const done = yield* Effect.gen(function* () {
               const started = yield* Transition.startProcessing(id)
               if (started.outcome === "applied" || started.current === "UNDER_PROCESSING") {
-                const result = (yield* chance(0.9)) ? "SUCCESS" as const : "PUSHED_FAILURE" as const
+                const result = (yield* chance(0.9)) ? ("SUCCESS" as const) : ("PUSHED_FAILURE" as const)
                 const finished = yield* Transition.finishProcessing(id, result, { reason: "handler gave up" })
                 if (finished.outcome === "applied") processedRows++
               }
-            }).pipe(Effect.as(true), Effect.catch(() => Effect.succeed(false)))
+            }).pipe(
+              Effect.as(true),
+              Effect.catch(() => Effect.succeed(false))
+            )
             // A store error stops this partition until the next poll, like an uncommitted offset.
             if (done) seen.add(at)
             else stuck.add(record.partition)
@@ -276,12 +307,12 @@ const scenario = (seed: number, relayLoop: RelayLoop, staleRecovery: boolean) =>
 
     // ---- stale recovery, which may crash after probing -----------------------------------------
     let recoveryCrashes = 0
-    const recoverySlot = Effect.gen(function*() {
+    const recoverySlot = Effect.gen(function* () {
       for (;;) {
         const crashed = yield* Deferred.make<void>()
         const hooks: StaleRecovery.HooksShape = {
           afterProbe: () =>
-            Effect.gen(function*() {
+            Effect.gen(function* () {
               // A budget instead of the chaos flag: recovery mostly runs after the busy phase.
               if (recoveryCrashes < 2 && (yield* chance(pRecoveryCrash))) {
                 recoveryCrashes++
@@ -311,7 +342,9 @@ const scenario = (seed: number, relayLoop: RelayLoop, staleRecovery: boolean) =>
     yield* db.clearFaults
     yield* broker.clearFaults
     yield* broker.setPublishHook(undefined)
-    const settled = Effect.map(db.rows, (rows) => rows.every((row) => row.status !== "PENDING" && row.status !== "DISPATCHING"))
+    const settled = Effect.map(db.rows, (rows) =>
+      rows.every((row) => row.status !== "PENDING" && row.status !== "DISPATCHING")
+    )
     for (let waited = 0; waited < (staleRecovery ? 120_000 : 10_000) && !(yield* settled); waited += 100) {
       yield* TestClock.adjust(Duration.millis(100))
     }
@@ -321,8 +354,11 @@ const scenario = (seed: number, relayLoop: RelayLoop, staleRecovery: boolean) =>
     const history = yield* db.history
     const log = yield* broker.records("orders")
     const violations = OutboxInvariants.check({ transactions, rows, history, log })
-    const statuses = Lifecycle.statuses.map((s) => `${s}=${rows.filter((r) => r.status === s).length}`).filter((s) => !s.endsWith("=0"))
-    const summary = `seed ${seed}: ${transactions.length} tx, ${rows.length} rows (${statuses.join(" ")}), ` +
+    const statuses = Lifecycle.statuses
+      .map((s) => `${s}=${rows.filter((r) => r.status === s).length}`)
+      .filter((s) => !s.endsWith("=0"))
+    const summary =
+      `seed ${seed}: ${transactions.length} tx, ${rows.length} rows (${statuses.join(" ")}), ` +
       `${log.length} records, ${relays} relays, crash ${crashPoint}: ${crashes} crashes, ${stalls} stalls, ` +
       `${recoveryCrashes} recovery crashes, ${lostAcks} lost db acks, ${consumerAhead ? `consumer processed ${processedRows}, ` : ""}partitions ${partitions}${explicitPartitions ? " explicit" : ""}` +
       `${missingPartitionKey ? ` missing(${unknownPartition})` : ""}`
