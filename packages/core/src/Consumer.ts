@@ -39,6 +39,7 @@ import { type ConsumerBatch, type ConsumerRecord, ConsumerSource, type Subscript
 import * as DeadLetter from "./DeadLetter.ts"
 import type { ConsumerSourceError } from "./Errors.ts"
 import * as Inbox from "./Inbox.ts"
+import { InboxStore } from "./InboxStore.ts"
 import { EVENT_ID_HEADER, EventId } from "./OutboxMessage.ts"
 import { OutboxStore } from "./OutboxStore.ts"
 import { Publisher } from "./Publisher.ts"
@@ -329,6 +330,8 @@ export const make = <S extends Schema.Top, E, R>(
   Effect.gen(function*() {
     const source = yield* ConsumerSource
     const inbox = yield* Inbox.Inbox
+    // Optional: with it, a record whose work committed is never dead-lettered (see handleRecord).
+    const inboxStore = yield* Effect.serviceOption(InboxStore)
     const store = yield* OutboxStore
     const publisher = yield* Publisher
     const scope = yield* Effect.scope
@@ -516,9 +519,11 @@ export const make = <S extends Schema.Top, E, R>(
         }
         // The work may have committed and only the bookkeeping after it kept failing (the SUCCESS
         // transition, a lost commit acknowledgement): such a record is processed, not poison.
-        const processed = yield* inbox.isProcessed(Inbox.keyOf(options.groupId, record, identity)).pipe(
-          Effect.orElseSucceed(() => false)
-        )
+        const processed = Option.isSome(inboxStore)
+          ? yield* inboxStore.value.exists(Inbox.keyOf(options.groupId, record, identity)).pipe(
+            Effect.orElseSucceed(() => false)
+          )
+          : false
         if (processed) {
           yield* Effect.logWarning(
             `${record.topic}/${record.partition}@${record.offset} was processed but its bookkeeping failed ` +

@@ -121,8 +121,6 @@ export class Inbox extends Context.Service<Inbox, {
     key: ProcessedKey,
     work: Effect.Effect<unknown, E, R>
   ) => Effect.Effect<Outcome, E | OutboxStoreError, R>
-  /** Whether the work for `key` has committed (a committed processed-message record exists). */
-  readonly isProcessed: (key: ProcessedKey) => Effect.Effect<boolean, OutboxStoreError>
 }>()("@effect-outbox/core/Inbox") {
   /**
    * Built from the `Transactor` and the `InboxStore` of the same database.
@@ -150,8 +148,7 @@ export class Inbox extends Context.Service<Inbox, {
             Effect.withSpan("outbox.inbox.process_once", {
               attributes: { "outbox.consumer": key.consumer, "outbox.identity": key.identity }
             })
-          ),
-        isProcessed: (key) => store.exists(key)
+          )
       }
     })
   )
