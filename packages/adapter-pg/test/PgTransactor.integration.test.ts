@@ -66,4 +66,22 @@ describe("PgTransactor", () => {
         assert.strictEqual(yield* count(table), 0)
       })
     ).pipe(Effect.provide(Live)))
+
+  it.live("a connection killed mid-transaction fails typed and retriable, never as a defect", () =>
+    Effect.gen(function*() {
+      const tx = yield* Transactor
+      const sql = yield* SqlClient.SqlClient
+      const error = yield* Effect.flip(tx.withTransaction(Effect.gen(function*() {
+        const [{ pid }] = yield* sql<{ pid: number }>`SELECT pg_backend_pid() AS pid`
+        // another connection of the pool ends this transaction's backend
+        yield* Effect.forkDetach(sql`SELECT pg_terminate_backend(${pid}::int4)`.pipe(Effect.ignore))
+        yield* Effect.sleep("300 millis")
+        return yield* sql`SELECT 1`
+      })))
+      const retriable = error._tag === "OutboxStoreError" ? error.retriable : error.isRetryable
+      assert.isTrue(retriable, `${error._tag}: ${error.message}`)
+      // the pool recovers
+      const [{ one }] = yield* sql<{ one: number }>`SELECT 1 AS one`
+      assert.strictEqual(one, 1)
+    }).pipe(Effect.provide(Live)))
 })
