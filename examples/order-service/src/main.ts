@@ -17,6 +17,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { createServer } from "node:http"
 import * as EmailProvider from "./EmailProvider.ts"
+import * as Observability from "./Observability.ts"
 import * as Service from "./Service.ts"
 
 const options: Service.Options = {
@@ -43,6 +44,8 @@ Service.layer(options).pipe(
   Layer.provide(EmailProvider.layerFake()),
   Layer.provide(NodeHttpServer.layer(createServer, { port })),
   Layer.provide(topics),
+  // OTEL_EXPORTER_OTLP_ENDPOINT=http://localhost:4318 exports traces, metrics and logs.
+  Layer.provide(Observability.layer("order-service")),
   Layer.tap(() => Effect.log(`order service listening on http://localhost:${port}`)),
   Layer.launch,
   NodeRuntime.runMain

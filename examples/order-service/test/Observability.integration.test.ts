@@ -1,0 +1,137 @@
+// OpenTelemetry export end to end: the service, on the real PostgreSQL and Kafka, exports its
+// spans over OTLP/HTTP to a collector (a fake one, here); one order's HTTP request, enqueue,
+// publication and both consumers' handlers arrive as ONE trace.
+import * as KafkaOutbox from "@effect-outbox/adapter-kafka/KafkaOutbox"
+import { BrokerAdmin } from "@effect-outbox/core/BrokerAdmin"
+import { RealServices } from "@effect-outbox/testing"
+import { NodeHttpServer } from "@effect/platform-node"
+import { assert, describe, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as References from "effect/References"
+import * as SqlClient from "effect/sql/SqlClient"
+import { HttpClient, HttpClientRequest } from "effect/http"
+import Kafkajs from "kafkajs"
+import { randomUUID } from "node:crypto"
+import { createServer, type Server } from "node:http"
+import * as EmailProvider from "../src/EmailProvider.ts"
+import * as Observability from "../src/Observability.ts"
+import * as Service from "../src/Service.ts"
+
+interface OtlpSpan {
+  readonly traceId: string
+  readonly spanId: string
+  readonly parentSpanId?: string
+  readonly name: string
+}
+
+/** A collector that keeps what it receives on /v1/traces and accepts the rest. */
+const collector = Effect.acquireRelease(
+  Effect.promise(
+    () =>
+      new Promise<{ server: Server; url: string; spans: Array<OtlpSpan> }>((resolve) => {
+        const spans: Array<OtlpSpan> = []
+        const server = createServer((request, response) => {
+          let body = ""
+          request.on("data", (chunk) => (body += chunk))
+          request.on("end", () => {
+            if (request.url === "/v1/traces") {
+              const payload = JSON.parse(body)
+              for (const resource of payload.resourceSpans ?? []) {
+                for (const scope of resource.scopeSpans ?? []) spans.push(...(scope.spans ?? []))
+              }
+            }
+            response.writeHead(200, { "content-type": "application/json" }).end("{}")
+          })
+        })
+        server.listen(0, "127.0.0.1", () => {
+          const address = server.address() as { port: number }
+          resolve({ server, url: `http://127.0.0.1:${address.port}`, spans })
+        })
+      })
+  ),
+  ({ server }) => Effect.promise(() => new Promise<void>((resolve) => server.close(() => resolve())))
+)
+
+describe("order service telemetry", () => {
+  it.live(
+    "one order is one trace: HTTP request -> enqueue -> publish -> billing and notifications handlers",
+    () =>
+      Effect.gen(function* () {
+        const services = yield* RealServices.RealServices
+        const otel = yield* collector
+        const runId = randomUUID().replaceAll("-", "").slice(0, 10)
+        const options: Service.Options = {
+          databaseUrl: services.databaseUrl,
+          brokers: services.kafkaBrokers,
+          schema: `otel_${runId}`,
+          topic: `order-service.${runId}.orders`,
+          groupPrefix: `otel-${runId}`
+        }
+        yield* BrokerAdmin.use((admin) =>
+          Effect.andThen(
+            admin.ensureTopic({ topic: options.topic, partitions: 1 }),
+            admin.ensureTopic({ topic: `${options.topic}.DLT`, partitions: 1 })
+          )
+        ).pipe(Effect.provide(KafkaOutbox.layer({ brokers: options.brokers, clientId: "otel-test" })))
+
+        const app = Service.layer(options).pipe(
+          Layer.provideMerge(EmailProvider.layerFake()),
+          Layer.provideMerge(NodeHttpServer.layerTest),
+          Layer.provide(
+            Observability.otlp({ baseUrl: otel.url, serviceName: "order-service", exportInterval: "200 millis" })
+          )
+        )
+        const eventId = yield* Effect.gen(function* () {
+          const client = yield* HttpClient.HttpClient
+          const response = yield* client.execute(
+            HttpClientRequest.post("/orders").pipe(
+              HttpClientRequest.bodyJsonUnsafe({ orderId: "o-1", customerEmail: "ada@example.com", amountCents: 990 })
+            )
+          )
+          assert.strictEqual(response.status, 201)
+          const { eventId } = (yield* response.json) as { eventId: string }
+          const provider = yield* EmailProvider.EmailProvider
+          const sql = yield* SqlClient.SqlClient
+          for (let i = 0; i < 300; i++) {
+            const invoices = yield* sql.unsafe<{ n: number }>(
+              `SELECT count(*)::int AS n FROM "${options.schema}".invoices`
+            )
+            if ((yield* provider.sent).length === 1 && invoices[0]!.n === 1) break
+            yield* Effect.sleep("100 millis")
+          }
+          yield* sql.unsafe(`DROP SCHEMA "${options.schema}" CASCADE`).unprepared
+          return eventId
+        }).pipe(Effect.provide(app), Effect.scoped)
+        // The exporter flushed on shutdown; give the collector's request handlers a moment.
+        yield* Effect.sleep("300 millis")
+
+        const enqueue = otel.spans.find((s) => s.name === "outbox.enqueue")
+        assert.isDefined(enqueue, `collected: ${[...new Set(otel.spans.map((s) => s.name))].join(", ")}`)
+        const trace = otel.spans.filter((s) => s.traceId === enqueue!.traceId)
+        const names = trace.map((s) => s.name)
+        assert.include(names, "outbox.publish")
+        assert.strictEqual(names.filter((n) => n === "outbox.consumer.handler").length, 2, names.join(", "))
+        // The root of the trace is the HTTP request that placed the order.
+        const root = trace.find((s) => s.parentSpanId === undefined || s.parentSpanId === "")
+        assert.isDefined(root)
+        assert.match(root!.name, /POST|orders|http/i)
+        const publish = trace.find((s) => s.name === "outbox.publish")!
+        assert.strictEqual(publish.parentSpanId, enqueue!.spanId)
+        assert.isString(eventId)
+
+        yield* Effect.promise(async () => {
+          const admin = new Kafkajs.Kafka({ brokers: [...options.brokers], logLevel: Kafkajs.logLevel.NOTHING }).admin()
+          await admin.connect()
+          await admin
+            .deleteTopics({ topics: [options.topic, `${options.topic}.DLT`] })
+            .finally(() => admin.disconnect())
+        })
+      }).pipe(
+        Effect.scoped,
+        Effect.provide(RealServices.layer),
+        Effect.provideService(References.MinimumLogLevel, "Error")
+      ),
+    { timeout: 180_000 }
+  )
+})
