@@ -1,0 +1,128 @@
+/**
+ * The state every in-memory broker port shares: topic logs, consumer groups, the change signal
+ * waiting consumers sleep on, and fault injection.
+ *
+ * @internal
+ */
+import type { ConsumerRecord } from "@effect-outbox/core/ConsumerSource"
+import type { Headers } from "@effect-outbox/core/OutboxMessage"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import type { Operation, PartitionBatch, PublishFault, PublishFaultPlan } from "../InMemoryBroker.ts"
+
+export interface StoredRecord {
+  readonly key: string | null
+  readonly headers: Headers
+  readonly value: Uint8Array
+  readonly timestamp: number
+}
+
+export interface Member {
+  readonly id: number
+  readonly groupId: string
+  readonly topics: ReadonlyArray<string>
+  readonly fromBeginning: boolean
+  /** `topic/partition` → next offset this member will fetch. */
+  readonly positions: Map<string, number>
+  cursor: number
+  closed: boolean
+}
+
+export interface Group {
+  /** `topic/partition` → committed offset (the next one to read). */
+  readonly committed: Map<string, number>
+  /** Live members, in join order. */
+  readonly members: Array<Member>
+}
+
+export interface Faults {
+  publishPlans: Array<{ plan: PublishFaultPlan; skip: number; remaining: number }>
+  publishHook: ((batch: PartitionBatch) => PublishFault | undefined) | undefined
+  operationFaults: Map<Operation, number>
+  fired: number
+}
+
+export interface BrokerEngine {
+  readonly topics: Map<string, Array<Array<StoredRecord>>>
+  readonly groups: Map<string, Group>
+  readonly faults: Faults
+  /** Completed (and replaced) on every change a waiting consumer may care about. */
+  readonly signal: () => Deferred.Deferred<void>
+  readonly notify: () => void
+  readonly createOrGrow: (topic: string, partitions: number) => void
+  readonly publishFault: (
+    batch: PartitionBatch
+  ) => { readonly fault: PublishFault; readonly reason: string } | undefined
+  readonly operationFault: (operation: Operation) => boolean
+}
+
+export const tp = (topic: string, partition: number) => `${topic}/${partition}`
+
+export const toConsumerRecord = (
+  topic: string,
+  partition: number,
+  offset: number,
+  r: StoredRecord
+): ConsumerRecord => ({
+  topic,
+  partition,
+  offset: String(offset),
+  key: r.key,
+  headers: r.headers,
+  value: r.value,
+  timestamp: r.timestamp
+})
+
+export const makeEngine = (initialTopics: Readonly<Record<string, number>>): BrokerEngine => {
+  const topics = new Map<string, Array<Array<StoredRecord>>>()
+  const groups = new Map<string, Group>()
+  const faults: Faults = { publishPlans: [], publishHook: undefined, operationFaults: new Map(), fired: 0 }
+
+  let signal = Deferred.makeUnsafe<void>()
+  const notify = () => {
+    const fired = signal
+    signal = Deferred.makeUnsafe<void>()
+    Deferred.doneUnsafe(fired, Effect.void)
+  }
+
+  const createOrGrow = (topic: string, partitions: number) => {
+    const logs = topics.get(topic) ?? []
+    while (logs.length < partitions) logs.push([])
+    topics.set(topic, logs)
+    notify()
+  }
+  for (const [topic, partitions] of Object.entries(initialTopics)) createOrGrow(topic, partitions)
+
+  const publishFault = (batch: PartitionBatch): { fault: PublishFault; reason: string } | undefined => {
+    const hooked = faults.publishHook?.(batch)
+    if (hooked !== undefined) {
+      faults.fired++
+      return { fault: hooked, reason: `injected ${hooked} fault` }
+    }
+    const index = faults.publishPlans.findIndex(
+      ({ plan }) =>
+        (plan.topic === undefined || plan.topic === batch.topic) &&
+        (plan.partition === undefined || plan.partition === batch.partition)
+    )
+    if (index < 0) return undefined
+    const entry = faults.publishPlans[index]!
+    if (entry.skip > 0) {
+      entry.skip--
+      return undefined
+    }
+    entry.remaining--
+    if (entry.remaining <= 0) faults.publishPlans.splice(index, 1)
+    faults.fired++
+    return { fault: entry.plan.fault, reason: entry.plan.reason ?? `injected ${entry.plan.fault} fault` }
+  }
+
+  const operationFault = (operation: Operation): boolean => {
+    const remaining = faults.operationFaults.get(operation) ?? 0
+    if (remaining <= 0) return false
+    faults.operationFaults.set(operation, remaining - 1)
+    faults.fired++
+    return true
+  }
+
+  return { topics, groups, faults, signal: () => signal, notify, createOrGrow, publishFault, operationFault }
+}
