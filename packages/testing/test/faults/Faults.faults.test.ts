@@ -260,3 +260,74 @@ describe("PostgreSQL connections killed during claims and during processOnce", (
     }
   })
 })
+
+describe("a consumer killed between its DB commit and its offset commit", () => {
+  it("redelivery is already_processed and the effect happens once", async () => {
+    const events = 1_000
+    const keys = 20
+    const schema = Support.uniqueName("faults_commit")
+    const topic = Support.uniqueName("faults-commit")
+    const groupId = `${schema}-group`
+    await Support.createTopics(Support.sharedBrokers, [topic, `${topic}.DLT`])
+    const stack = await Support.makeStack({ schema })
+    const t = await Support.tables(stack)
+    try {
+      await Support.createEffects(stack, schema)
+      const ids = await Support.enqueueMany(stack, topic, events, { keys })
+      const stopRelay = await Support.startRelay(stack)
+      const unpublished = async () =>
+        (await Support.query<{ n: number }>(stack, `SELECT count(*)::int AS n FROM ${t.message} WHERE status IN ('PENDING','DISPATCHING')`))[0]!.n
+      while ((await unpublished()) > 0) await Support.sleep(100)
+      await stopRelay()
+
+      const script = join(Support.here, "consumer-process.ts")
+      const env = { FAULTS_SCHEMA: schema, FAULTS_TOPIC: topic, FAULTS_GROUP: groupId, KAFKA_BROKERS: Support.sharedBrokers.join(",") }
+      const first = Support.spawnNode(script, { ...env, FAULTS_KILL_ON_COMMIT: "1" })
+      const firstExit = await Promise.race([first.exited, Support.sleep(90_000).then(() => "timeout" as const)])
+      assert.notStrictEqual(firstExit, "timeout", "the first consumer reached an offset commit")
+      assert.strictEqual(first.process.signalCode, "SIGKILL")
+      const firstProcessed = first.lines.filter((l) => l.endsWith(" processed")).map((l) => l.split(" ")[1]!)
+      // The ground truth of what committed before the kill (a worker may commit and die before
+      // it prints its outcome line).
+      const committedBeforeKill = (await Support.query<{ event_id: string }>(stack, `SELECT event_id FROM "${schema}".effects`))
+        .map((r) => r.event_id)
+
+      const second = Support.spawnNode(script, env)
+      const deadline = Date.now() + 120_000
+      while ((await Support.effectCounts(stack, schema)).distinct < events) {
+        if (Date.now() > deadline || second.process.exitCode !== null) throw new Error("the second consumer did not finish")
+        await Support.sleep(200)
+      }
+      // Let it see the redelivered records through before stopping it.
+      while (second.lines.filter((l) => l.startsWith("outcome")).length < events) {
+        if (Date.now() > deadline) break
+        await Support.sleep(100)
+      }
+      second.process.kill("SIGTERM")
+      await Promise.race([second.exited, Support.sleep(30_000)])
+      if (second.process.exitCode === null && second.process.signalCode === null) second.process.kill("SIGKILL")
+
+      const again = new Set(second.lines.filter((l) => l.endsWith(" already_processed")).map((l) => l.split(" ")[1]!))
+      const effects = await Support.effectCounts(stack, schema)
+      const statuses = await Support.query<{ status: string; n: number }>(stack, `SELECT status, count(*)::int AS n FROM ${t.message} GROUP BY status`)
+      const records = await Support.readTopic(Support.sharedBrokers, topic)
+      const v = Support.verdict(ids.map((id, i) => ({ id, key: `k${i % keys}` })), records, effects.total - effects.distinct)
+      Support.record({
+        scenario: "4 consumer SIGKILL before offset commit",
+        ...v,
+        note: `${committedBeforeKill.length} committed before the kill, ${again.size} redelivered as already_processed`
+      })
+      assert.isAbove(firstProcessed.length, 0, "the first consumer committed work before it died")
+      assert.isAtLeast(committedBeforeKill.length, firstProcessed.length)
+      for (const id of committedBeforeKill) assert.isTrue(again.has(`event:${id}`), `${id} redelivered as already_processed`)
+      assert.strictEqual(effects.total, events, "each effect happened once")
+      assert.strictEqual(effects.distinct, events)
+      assert.deepStrictEqual(statuses.map((s) => [s.status, s.n]), [["PUBLISHED", events]])
+      assert.strictEqual(v.lost, 0)
+    } finally {
+      await Support.dropSchema(stack, schema)
+      await stack.dispose()
+      await Support.deleteTopics(Support.sharedBrokers, [topic, `${topic}.DLT`])
+    }
+  })
+})

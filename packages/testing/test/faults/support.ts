@@ -353,7 +353,7 @@ export const EventPayload = Schema.Struct({ index: Schema.Number, pad: Schema.St
 
 /** The effects table: one row per handler run that committed (no unique key, so repeats show). */
 export const createEffects = (stack: Stack, schema: string) =>
-  query(stack, `CREATE TABLE IF NOT EXISTS "${schema}".effects (event_id text NOT NULL, at timestamptz NOT NULL DEFAULT now())`)
+  query(stack, `CREATE TABLE IF NOT EXISTS "${schema}".effects (n bigserial PRIMARY KEY, event_id text NOT NULL, at timestamptz NOT NULL DEFAULT now())`)
 
 export const insertEffect = (schema: string, eventId: string) =>
   Effect.flatMap(Effect.service(SqlClient.SqlClient), (sql) =>
