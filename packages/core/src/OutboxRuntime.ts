@@ -28,21 +28,24 @@
  */
 import type { BrokerProbe } from "./BrokerProbe.ts"
 import type { ConsumerSource } from "./ConsumerSource.ts"
+import * as Clock from "effect/Clock"
 import * as Config from "effect/Config"
 import * as ConfigProvider from "effect/ConfigProvider"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
 import type * as Schema from "effect/Schema"
 import * as Consumer from "./Consumer.ts"
-import type { OutboxValidationError } from "./Errors.ts"
+import type { OutboxStoreError, OutboxValidationError } from "./Errors.ts"
+import * as Lifecycle from "./Lifecycle.ts"
 import * as Inbox from "./Inbox.ts"
 import { InboxStore } from "./InboxStore.ts"
 import * as Outbox from "./Outbox.ts"
-import type { OutboxStore } from "./OutboxStore.ts"
+import { OutboxStore } from "./OutboxStore.ts"
 import { Publisher } from "./Publisher.ts"
 import * as Relay from "./Relay.ts"
 import * as Retention from "./Retention.ts"
@@ -94,6 +97,8 @@ export interface Settings {
   readonly runConsumers: boolean
   /** Delay before a stopped consumer is started again (exponential from this, capped at 1 minute). */
   readonly consumerRestart: Duration.Duration
+  /** How often the outbox gauges are sampled from the store; `false` samples none. */
+  readonly metricsInterval: false | Duration.Duration
 }
 
 /**
@@ -109,6 +114,8 @@ export interface Settings {
  * | `OUTBOX_INBOX_RETENTION` | `30 days` | age of purged inbox records; `off` keeps them |
  * | `OUTBOX_CONSUMERS_ENABLED` | `true` | start the declared consumers |
  * | `OUTBOX_CONSUMER_RESTART` | `1 second` | first delay before restarting a stopped consumer |
+ * | `OUTBOX_METRICS_ENABLED` | `true` | sample the outbox gauges |
+ * | `OUTBOX_METRICS_INTERVAL` | `10 seconds` | how often |
  * | `OUTBOX_MAX_PAYLOAD_BYTES` | `1000000` | see `Outbox.config` |
  *
  * @since 0.1.0
@@ -125,7 +132,9 @@ export const config: Config.Config<Settings> = Config.all({
   retention: Retention.config,
   inboxRetention: Config.String("OUTBOX_INBOX_RETENTION").pipe(Config.withDefault("30 days")),
   consumers: Config.Boolean("OUTBOX_CONSUMERS_ENABLED").pipe(Config.withDefault(true)),
-  consumerRestart: Config.Duration("OUTBOX_CONSUMER_RESTART").pipe(Config.withDefault(Duration.seconds(1)))
+  consumerRestart: Config.Duration("OUTBOX_CONSUMER_RESTART").pipe(Config.withDefault(Duration.seconds(1))),
+  metricsEnabled: Config.Boolean("OUTBOX_METRICS_ENABLED").pipe(Config.withDefault(true)),
+  metricsInterval: Config.Duration("OUTBOX_METRICS_INTERVAL").pipe(Config.withDefault(Duration.seconds(10)))
 }).pipe(
   Config.flatMap((raw): Config.Config<Settings> => {
     const off = raw.inboxRetention.trim().toLowerCase() === "off"
@@ -153,7 +162,8 @@ export const config: Config.Config<Settings> = Config.all({
       retention: raw.retentionEnabled ? raw.retention : false,
       inboxRetention: inboxRetention.value,
       runConsumers: raw.consumers,
-      consumerRestart: raw.consumerRestart
+      consumerRestart: raw.consumerRestart,
+      metricsInterval: raw.metricsEnabled ? raw.metricsInterval : false
     })
   })
 )
@@ -198,6 +208,79 @@ type ConsumerServices<C extends ReadonlyArray<ConsumerDeclaration<any>>> = Servi
  * @category models
  */
 export type Ports = OutboxStore | InboxStore | Transactor | WakeUp | Publisher | BrokerProbe | ConsumerSource
+
+/**
+ * Events waiting to be published (`PENDING`).
+ *
+ * @since 0.1.0
+ * @category metrics
+ */
+export const pendingGauge = Metric.gauge("outbox_pending", { description: "Outbox events waiting to be published" })
+
+/**
+ * Age of the oldest `PENDING` event in milliseconds (0 when none waits): how far publication lags.
+ *
+ * @since 0.1.0
+ * @category metrics
+ */
+export const oldestPendingAgeGauge = Metric.gauge("outbox_oldest_pending_age_ms", {
+  description: "Age of the oldest PENDING outbox event in milliseconds"
+})
+
+/**
+ * `DISPATCHING` rows whose lease expired (waiting for stale recovery).
+ *
+ * @since 0.1.0
+ * @category metrics
+ */
+export const staleLeasesGauge = Metric.gauge("outbox_stale_leases", {
+  description: "DISPATCHING outbox rows whose lease expired"
+})
+
+/**
+ * Events committed but not yet finished by the consumer that drives the lifecycle (`PENDING`,
+ * `DISPATCHING`, `PUBLISHED`, `UNDER_PROCESSING`): the pipeline's end-to-end lag, in events.
+ *
+ * @since 0.1.0
+ * @category metrics
+ */
+export const unfinishedGauge = Metric.gauge("outbox_unfinished", {
+  description: "Outbox events committed but not yet consumed to SUCCESS / PUSHED_FAILURE"
+})
+
+/**
+ * Rows per status, with attribute `status`.
+ *
+ * @since 0.1.0
+ * @category metrics
+ */
+export const statusGauge = Metric.gauge("outbox_events", { description: "Outbox rows by status" })
+
+/**
+ * Samples the store once into the gauges.
+ *
+ * @since 0.1.0
+ * @category metrics
+ */
+export const sampleMetrics: Effect.Effect<void, OutboxStoreError, OutboxStore> = Effect.gen(function* () {
+  const store = yield* OutboxStore
+  const now = yield* Clock.currentTimeMillis
+  const stats = yield* store.stats(now)
+  const count = (status: Lifecycle.OutboxStatus) => stats.byStatus[status] ?? 0
+  yield* Metric.update(pendingGauge, count("PENDING"))
+  yield* Metric.update(
+    oldestPendingAgeGauge,
+    stats.oldestPendingCreatedAt === null ? 0 : Math.max(0, now - stats.oldestPendingCreatedAt)
+  )
+  yield* Metric.update(staleLeasesGauge, stats.staleLeases)
+  yield* Metric.update(
+    unfinishedGauge,
+    count("PENDING") + count("DISPATCHING") + count("PUBLISHED") + count("UNDER_PROCESSING")
+  )
+  for (const status of Lifecycle.statuses) {
+    yield* Metric.update(Metric.withAttributes(statusGauge, { status }), count(status))
+  }
+})
 
 const restartSchedule = (first: Duration.Duration) =>
   Schedule.exponential(first).pipe(
@@ -261,6 +344,16 @@ const start = <C extends ReadonlyArray<ConsumerDeclaration<any>>>(settings: Sett
         consumers.push(declaration.groupId)
       }
     }
+    if (settings.metricsInterval !== false) {
+      const interval = settings.metricsInterval
+      yield* Effect.forkScoped(
+        sampleMetrics.pipe(
+          Effect.catch((error) => Effect.logDebug(`outbox metrics sample failed: ${error.message}`)),
+          Effect.andThen(Effect.sleep(interval)),
+          Effect.forever
+        )
+      )
+    }
     yield* Effect.addFinalizer(() => Effect.logInfo("outbox runtime stopped"))
     yield* Effect.logInfo(
       `outbox runtime started: ${relays.length} relay(s), ${consumers.length} consumer(s)` +
@@ -292,7 +385,8 @@ export const layer = <const C extends ReadonlyArray<ConsumerDeclaration<any>> = 
       retention: options.retention ?? fromConfig.retention,
       inboxRetention: options.inboxRetention ?? fromConfig.inboxRetention,
       runConsumers: options.runConsumers ?? fromConfig.runConsumers,
-      consumerRestart: options.consumerRestart ?? fromConfig.consumerRestart
+      consumerRestart: options.consumerRestart ?? fromConfig.consumerRestart,
+      metricsInterval: options.metricsInterval ?? fromConfig.metricsInterval
     })
   )
   const services = Layer.unwrap(

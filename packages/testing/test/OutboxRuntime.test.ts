@@ -1,12 +1,13 @@
 // The all-in-one layer: relays, recovery, retention and the declared consumers run for the life
 // of one layer, tuned by Config, and shut down gracefully with it.
 import type { Inbox } from "@effect-outbox/core/Inbox"
-import type { Outbox } from "@effect-outbox/core/Outbox"
+import * as Outbox from "@effect-outbox/core/Outbox"
 import { OutboxStore } from "@effect-outbox/core/OutboxStore"
 import * as OutboxRuntime from "@effect-outbox/core/OutboxRuntime"
 import type { Publisher } from "@effect-outbox/core/Publisher"
 import * as Topic from "@effect-outbox/core/Topic"
 import { Transactor } from "@effect-outbox/core/Transactor"
+import * as Transition from "@effect-outbox/core/Transition"
 import * as WakeUp from "@effect-outbox/core/WakeUp"
 import { assert, describe, it } from "@effect/vitest"
 import * as ConfigProvider from "effect/ConfigProvider"
@@ -16,6 +17,8 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
+import * as Metric from "effect/Metric"
+import * as TestClock from "effect/testing/TestClock"
 import * as Schema from "effect/Schema"
 import * as Scope from "effect/Scope"
 import * as InMemoryBroker from "../src/InMemoryBroker.ts"
@@ -175,12 +178,30 @@ describe("OutboxRuntime", () => {
     }).pipe(Effect.provide(env({})))
   )
 
+  it.effect("the gauges sample pending count, oldest pending age, stale leases and unfinished events", () =>
+    Effect.gen(function* () {
+      yield* Topic.enqueue(Greetings, { to: "ada", n: 1 })
+      yield* TestClock.adjust("5 seconds")
+      yield* Topic.enqueue(Greetings, { to: "bob", n: 1 })
+      yield* Transition.claim({ owner: "gone", limit: 1, maxPerKey: 1, leaseMillis: 1000 })
+      yield* TestClock.adjust("2 seconds")
+      yield* OutboxRuntime.sampleMetrics
+      // ada's event was claimed (and its lease expired); bob's waits, 2 s old.
+      assert.strictEqual((yield* Metric.value(OutboxRuntime.pendingGauge)).value, 1)
+      assert.strictEqual((yield* Metric.value(OutboxRuntime.oldestPendingAgeGauge)).value, 2000)
+      assert.strictEqual((yield* Metric.value(OutboxRuntime.staleLeasesGauge)).value, 1)
+      assert.strictEqual((yield* Metric.value(OutboxRuntime.unfinishedGauge)).value, 2)
+      const dispatching = Metric.withAttributes(OutboxRuntime.statusGauge, { status: "DISPATCHING" })
+      assert.strictEqual((yield* Metric.value(dispatching)).value, 1)
+    }).pipe(Effect.provide(Outbox.layerWith({ maxPayloadBytes: 1000 }).pipe(Layer.provideMerge(ports()))))
+  )
+
   it.effect("domain code gets Outbox and Inbox, never the raw Publisher", () =>
     Effect.sync(() => {
       const runtime = OutboxRuntime.layer().pipe(Layer.provide(ports()))
       type Provided = Layer.Success<typeof runtime>
       const publisherIsHidden: [Extract<Provided, Publisher>] extends [never] ? true : false = true
-      const outboxIsThere: [Extract<Provided, Outbox | Inbox>] extends [never] ? false : true = true
+      const outboxIsThere: [Extract<Provided, Outbox.Outbox | Inbox>] extends [never] ? false : true = true
       assert.isTrue(publisherIsHidden && outboxIsThere)
     })
   )
