@@ -32,7 +32,10 @@ const isUnknownTopic = (error: unknown) => rootCause(error).type === "UNKNOWN_TO
  * @since 0.1.0
  * @category operations
  */
-export const partitionCount = (admin: Kafkajs.Admin, topic: string): Effect.Effect<Option.Option<number>, BrokerAdminError> =>
+export const partitionCount = (
+  admin: Kafkajs.Admin,
+  topic: string
+): Effect.Effect<Option.Option<number>, BrokerAdminError> =>
   Effect.tryPromise({
     try: () => admin.fetchTopicMetadata({ topics: [topic] }),
     catch: (error) => error
@@ -42,7 +45,9 @@ export const partitionCount = (admin: Kafkajs.Admin, topic: string): Effect.Effe
       return found === undefined ? Option.none() : Option.some(found.partitions.length)
     }),
     Effect.catch((error) =>
-      isUnknownTopic(error) ? Effect.succeed(Option.none<number>()) : Effect.fail(toAdminError("partitionCount", topic, error))
+      isUnknownTopic(error)
+        ? Effect.succeed(Option.none<number>())
+        : Effect.fail(toAdminError("partitionCount", topic, error))
     ),
     Effect.withSpan("kafka.admin.partitionCount", { attributes: { topic } })
   )
@@ -53,7 +58,7 @@ export const partitionCount = (admin: Kafkajs.Admin, topic: string): Effect.Effe
  * that run under a `TestClock`.
  */
 const awaitPartitions = (admin: Kafkajs.Admin, topic: string, atLeast: number, timeoutMillis: number) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const deadline = Date.now() + timeoutMillis
     while (true) {
       const count = yield* partitionCount(admin, topic)
@@ -81,10 +86,14 @@ export const ensureTopic = (
   request: { readonly topic: string; readonly partitions: number; readonly configs?: Readonly<Record<string, string>> },
   options: KafkaBrokerAdminOptions = {}
 ): Effect.Effect<void, BrokerAdminError> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const { topic, partitions } = request
     if (!Number.isInteger(partitions) || partitions < 1) {
-      return yield* new BrokerAdminError({ operation: "ensureTopic", topic, reason: `partitions must be a positive integer, got ${partitions}` })
+      return yield* new BrokerAdminError({
+        operation: "ensureTopic",
+        topic,
+        reason: `partitions must be a positive integer, got ${partitions}`
+      })
     }
     const existing = yield* partitionCount(admin, topic)
     if (Option.isSome(existing)) return
@@ -92,12 +101,14 @@ export const ensureTopic = (
       try: () =>
         admin.createTopics({
           waitForLeaders: true,
-          topics: [{
-            topic,
-            numPartitions: partitions,
-            replicationFactor: options.replicationFactor ?? 1,
-            configEntries: Object.entries(request.configs ?? {}).map(([name, value]) => ({ name, value }))
-          }]
+          topics: [
+            {
+              topic,
+              numPartitions: partitions,
+              replicationFactor: options.replicationFactor ?? 1,
+              configEntries: Object.entries(request.configs ?? {}).map(([name, value]) => ({ name, value }))
+            }
+          ]
         }),
       catch: (error) => error
     }).pipe(Effect.result)
@@ -106,12 +117,17 @@ export const ensureTopic = (
       // metadata has not reached every broker yet (UNKNOWN_TOPIC_OR_PARTITION, no leader):
       // the wait below settles it. Anything else (bad config, authorisation) fails now.
       const type = rootCause(created.failure).type
-      const settles = type === "TOPIC_ALREADY_EXISTS" || type === "UNKNOWN_TOPIC_OR_PARTITION" ||
-        type === "LEADER_NOT_AVAILABLE" || describe(created.failure).includes("already exists")
+      const settles =
+        type === "TOPIC_ALREADY_EXISTS" ||
+        type === "UNKNOWN_TOPIC_OR_PARTITION" ||
+        type === "LEADER_NOT_AVAILABLE" ||
+        describe(created.failure).includes("already exists")
       if (!settles) return yield* toAdminError("ensureTopic", topic, created.failure)
     }
     yield* awaitPartitions(admin, topic, 1, options.settleTimeoutMillis ?? 10_000)
-  }).pipe(Effect.withSpan("kafka.admin.ensureTopic", { attributes: { topic: request.topic, partitions: request.partitions } }))
+  }).pipe(
+    Effect.withSpan("kafka.admin.ensureTopic", { attributes: { topic: request.topic, partitions: request.partitions } })
+  )
 
 /**
  * Grows the topic to at least `partitions` and returns the count the broker then reports.
@@ -126,10 +142,14 @@ export const growPartitions = (
   partitions: number,
   options: KafkaBrokerAdminOptions = {}
 ): Effect.Effect<number, BrokerAdminError> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const current = yield* partitionCount(admin, topic)
     if (Option.isNone(current)) {
-      return yield* new BrokerAdminError({ operation: "growPartitions", topic, reason: "the topic does not exist; create it with ensureTopic first" })
+      return yield* new BrokerAdminError({
+        operation: "growPartitions",
+        topic,
+        reason: "the topic does not exist; create it with ensureTopic first"
+      })
     }
     if (current.value >= partitions) return current.value
     yield* Effect.tryPromise({
@@ -139,7 +159,9 @@ export const growPartitions = (
       Effect.catch((error) =>
         // INVALID_PARTITIONS is what a lost race looks like ("already has N partitions"): the
         // re-read below decides whether the topic is now big enough.
-        rootCause(error).type === "INVALID_PARTITIONS" ? Effect.void : Effect.fail(toAdminError("growPartitions", topic, error))
+        rootCause(error).type === "INVALID_PARTITIONS"
+          ? Effect.void
+          : Effect.fail(toAdminError("growPartitions", topic, error))
       )
     )
     return yield* awaitPartitions(admin, topic, partitions, options.settleTimeoutMillis ?? 10_000)
@@ -152,19 +174,23 @@ export const growPartitions = (
  * @category operations
  */
 export const deleteTopics = (admin: Kafkajs.Admin, topics: ReadonlyArray<string>): Effect.Effect<void> =>
-  topics.length === 0 ? Effect.void : Effect.promise(async () => {
-    // kafkajs retries the deletion of a missing topic for seconds: ask for existing ones only.
-    const existing = new Set(await admin.listTopics().catch(() => [...topics]))
-    const doomed = topics.filter((t) => existing.has(t))
-    if (doomed.length > 0) await admin.deleteTopics({ topics: doomed, timeout: 10_000 }).catch(() => undefined)
-  })
+  topics.length === 0
+    ? Effect.void
+    : Effect.promise(async () => {
+        // kafkajs retries the deletion of a missing topic for seconds: ask for existing ones only.
+        const existing = new Set(await admin.listTopics().catch(() => [...topics]))
+        const doomed = topics.filter((t) => existing.has(t))
+        if (doomed.length > 0) await admin.deleteTopics({ topics: doomed, timeout: 10_000 }).catch(() => undefined)
+      })
 
 /**
  * @since 0.1.0
  * @category constructors
  */
-export const make = (options: KafkaBrokerAdminOptions = {}): Effect.Effect<BrokerAdmin["Service"], never, KafkaClient> =>
-  Effect.gen(function*() {
+export const make = (
+  options: KafkaBrokerAdminOptions = {}
+): Effect.Effect<BrokerAdmin["Service"], never, KafkaClient> =>
+  Effect.gen(function* () {
     const { admin } = yield* KafkaClient
     return BrokerAdmin.of({
       partitionCount: (topic) => partitionCount(admin, topic),

@@ -5,6 +5,8 @@
  *
  * @since 0.1.0
  */
+
+import { randomUUID } from "node:crypto"
 import { BrokerProbe, type ProbeRequest } from "@effect-outbox/core/BrokerProbe"
 import { ProbeError } from "@effect-outbox/core/Errors"
 import { EVENT_ID_HEADER, type PublishReceipt } from "@effect-outbox/core/OutboxMessage"
@@ -12,10 +14,9 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import type Kafkajs from "kafkajs"
-import { randomUUID } from "node:crypto"
+import { withEphemeralAdmin } from "./internal/ephemeralAdmin.ts"
 import { KafkaClient } from "./KafkaClient.ts"
 import { describe, rootCause, toProbeError } from "./KafkaErrors.ts"
-import { withEphemeralAdmin } from "./internal/ephemeralAdmin.ts"
 
 /**
  * @since 0.1.0
@@ -53,7 +54,7 @@ const headerText = (value: Kafkajs.IHeaders[string]): string | undefined => {
  * watermark now. Partitions with nothing in that range are left out.
  */
 const ranges = (admin: Kafkajs.Admin, request: ProbeRequest, skew: number) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const { topic } = request
     // Metadata answers "no such topic" at once; the offset calls would retry for seconds first.
     yield* Effect.tryPromise({ try: () => admin.fetchTopicMetadata({ topics: [topic] }), catch: (e) => e })
@@ -120,7 +121,15 @@ const scan = (
           resume(outcome)
         }
         const timer = setTimeout(
-          () => finish(Effect.fail(new ProbeError({ topic: request.topic, reason: `no answer within ${timeoutMillis} ms (read ${read} records)` }))),
+          () =>
+            finish(
+              Effect.fail(
+                new ProbeError({
+                  topic: request.topic,
+                  reason: `no answer within ${timeoutMillis} ms (read ${read} records)`
+                })
+              )
+            ),
           timeoutMillis
         )
         const progress = (partition: number, lastOffset: bigint) => {
@@ -130,7 +139,8 @@ const scan = (
         }
         // Batches made only of transaction markers never reach eachBatch: track them here.
         consumer.on(consumer.events.START_BATCH_PROCESS, ({ payload }) => {
-          if (payload.topic === request.topic && payload.batchSize === 0) progress(payload.partition, BigInt(payload.lastOffset))
+          if (payload.topic === request.topic && payload.batchSize === 0)
+            progress(payload.partition, BigInt(payload.lastOffset))
         })
         consumer.on(consumer.events.CRASH, ({ payload }) => {
           if (!payload.restart) finish(Effect.fail(toProbeError(request.topic, payload.error)))
@@ -150,18 +160,25 @@ const scan = (
                 if (offset < range.start || offset >= range.end) continue
                 read++
                 if (headerText(message.headers?.[EVENT_ID_HEADER]) === request.eventId) {
-                  finish(Effect.succeed(Option.some({ topic: batch.topic, partition: batch.partition, offset: message.offset })))
+                  finish(
+                    Effect.succeed(
+                      Option.some({ topic: batch.topic, partition: batch.partition, offset: message.offset })
+                    )
+                  )
                   return
                 }
               }
               if (read >= maxRecords) {
-                finish(Effect.fail(new ProbeError({ topic: request.topic, reason: `gave up after reading ${read} records` })))
+                finish(
+                  Effect.fail(new ProbeError({ topic: request.topic, reason: `gave up after reading ${read} records` }))
+                )
                 return
               }
               progress(batch.partition, BigInt(batch.lastOffset()))
             }
           })
-          for (const range of todo) consumer.seek({ topic: request.topic, partition: range.partition, offset: range.start.toString() })
+          for (const range of todo)
+            consumer.seek({ topic: request.topic, partition: range.partition, offset: range.start.toString() })
         }
         run().catch((error) => finish(Effect.fail(toProbeError(request.topic, error))))
         return Effect.sync(() => {
@@ -199,7 +216,9 @@ export const find = (
         : scan(kafka, admin, request, todo.value, options)
     ),
     Effect.tap((found) =>
-      Effect.logDebug(`kafka probe ${request.topic}/${request.partition ?? "*"} for ${request.eventId}: ${Option.isSome(found) ? `found at ${found.value.partition}@${found.value.offset}` : "absent"}`)
+      Effect.logDebug(
+        `kafka probe ${request.topic}/${request.partition ?? "*"} for ${request.eventId}: ${Option.isSome(found) ? `found at ${found.value.partition}@${found.value.offset}` : "absent"}`
+      )
     ),
     Effect.tapError((error) => Effect.logDebug(`kafka probe failed: ${describe(error)}`)),
     Effect.withSpan("kafka.probe", { attributes: { topic: request.topic, partition: request.partition ?? -1 } })
@@ -209,8 +228,10 @@ export const find = (
  * @since 0.1.0
  * @category constructors
  */
-export const make = (options: KafkaBrokerProbeOptions = {}): Effect.Effect<BrokerProbe["Service"], never, KafkaClient> =>
-  Effect.gen(function*() {
+export const make = (
+  options: KafkaBrokerProbeOptions = {}
+): Effect.Effect<BrokerProbe["Service"], never, KafkaClient> =>
+  Effect.gen(function* () {
     const { admin, kafka } = yield* KafkaClient
     return BrokerProbe.of({ find: (request) => find(kafka, admin, request, options) })
   })

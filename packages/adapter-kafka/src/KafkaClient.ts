@@ -33,13 +33,16 @@ export interface KafkaClientOptions {
  * @since 0.1.0
  * @category services
  */
-export class KafkaClient extends Context.Service<KafkaClient, {
-  readonly kafka: Kafkajs.Kafka
-  /** A connected admin client, shared by the admin, the publisher's metadata cache and the probe. */
-  readonly admin: Kafkajs.Admin
-  readonly clientId: string
-  readonly brokers: ReadonlyArray<string>
-}>()("@effect-outbox/adapter-kafka/KafkaClient") {}
+export class KafkaClient extends Context.Service<
+  KafkaClient,
+  {
+    readonly kafka: Kafkajs.Kafka
+    /** A connected admin client, shared by the admin, the publisher's metadata cache and the probe. */
+    readonly admin: Kafkajs.Admin
+    readonly clientId: string
+    readonly brokers: ReadonlyArray<string>
+  }
+>()("@effect-outbox/adapter-kafka/KafkaClient") {}
 
 /**
  * kafkajs logs every broker error response at ERROR, including the ones it retries and the ones
@@ -60,17 +63,21 @@ const effectLevel = (level: Kafkajs.logLevel, namespace: string, message: string
  * @category constructors
  */
 export const make = (options: KafkaClientOptions): Effect.Effect<KafkaClient["Service"], never, Scope.Scope> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const context = yield* Effect.context<never>()
     const run = Effect.runForkWith(context)
     const clientId = options.clientId ?? "effect-outbox"
-    const logCreator: Kafkajs.logCreator = () => ({ namespace, level, log }) => {
-      const { message, timestamp: _timestamp, logger: _logger, ...rest } = log
-      const text = String(message)
-      run(Effect.logWithLevel(effectLevel(level, namespace, text))(`kafkajs ${namespace}: ${text}`).pipe(
-        Effect.annotateLogs({ kafkajs: namespace, ...rest })
-      ))
-    }
+    const logCreator: Kafkajs.logCreator =
+      () =>
+      ({ namespace, level, log }) => {
+        const { message, timestamp: _timestamp, logger: _logger, ...rest } = log
+        const text = String(message)
+        run(
+          Effect.logWithLevel(effectLevel(level, namespace, text))(`kafkajs ${namespace}: ${text}`).pipe(
+            Effect.annotateLogs({ kafkajs: namespace, ...rest })
+          )
+        )
+      }
     const kafka = new Kafkajs.Kafka({
       ...options.kafkaConfig,
       clientId,
@@ -110,7 +117,12 @@ export const layer = (options: KafkaClientOptions): Layer.Layer<KafkaClient> => 
 export const config: Config.Config<KafkaClientOptions> = Config.all({
   brokers: Config.String("KAFKA_BROKERS").pipe(
     Config.withDefault("127.0.0.1:9092"),
-    Config.map((s) => s.split(",").map((b) => b.trim()).filter((b) => b.length > 0))
+    Config.map((s) =>
+      s
+        .split(",")
+        .map((b) => b.trim())
+        .filter((b) => b.length > 0)
+    )
   ),
   clientId: Config.String("KAFKA_CLIENT_ID").pipe(Config.withDefault("effect-outbox"))
 })
@@ -119,11 +131,9 @@ export const config: Config.Config<KafkaClientOptions> = Config.all({
  * @since 0.1.0
  * @category layers
  */
-export const layerConfig = (
-  overrides?: Partial<KafkaClientOptions>
-): Layer.Layer<KafkaClient, Config.ConfigError> =>
+export const layerConfig = (overrides?: Partial<KafkaClientOptions>): Layer.Layer<KafkaClient, Config.ConfigError> =>
   Layer.effect(KafkaClient)(
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const fromEnv = yield* config
       return yield* make({ ...fromEnv, ...overrides })
     })

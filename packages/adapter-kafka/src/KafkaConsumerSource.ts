@@ -16,7 +16,13 @@
  *
  * @since 0.1.0
  */
-import { type ConsumerBatch, type ConsumerRecord, ConsumerSource, type OffsetCommit, type Subscription } from "@effect-outbox/core/ConsumerSource"
+import {
+  type ConsumerBatch,
+  type ConsumerRecord,
+  ConsumerSource,
+  type OffsetCommit,
+  type Subscription
+} from "@effect-outbox/core/ConsumerSource"
 import { ConsumerSourceError } from "@effect-outbox/core/Errors"
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
@@ -89,7 +95,10 @@ export const toConsumerRecord = (topic: string, partition: number, message: Kafk
   offset: message.offset,
   key: message.key === null || message.key === undefined ? null : message.key.toString(),
   headers: headersOf(message.headers),
-  value: message.value === null ? new Uint8Array(0) : new Uint8Array(message.value.buffer, message.value.byteOffset, message.value.byteLength),
+  value:
+    message.value === null
+      ? new Uint8Array(0)
+      : new Uint8Array(message.value.buffer, message.value.byteOffset, message.value.byteLength),
   timestamp: Number(message.timestamp)
 })
 
@@ -102,7 +111,7 @@ export const subscribe = (
   request: { readonly groupId: string; readonly topics: ReadonlyArray<string>; readonly fromBeginning?: boolean },
   options: KafkaConsumerSourceOptions = {}
 ): Effect.Effect<Subscription, ConsumerSourceError, Scope.Scope> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const heartbeatInterval = options.heartbeatIntervalMillis ?? 3_000
     const commitTimeout = options.commitTimeoutMillis ?? 10_000
     const queue = yield* Queue.unbounded<Handoff, ConsumerSourceError | Cause.Done>()
@@ -130,7 +139,8 @@ export const subscribe = (
     })
     consumer.on(consumer.events.CRASH, ({ payload }) => {
       // kafkajs restarts by itself after retriable crashes; a crash it gives up on ends the stream.
-      if (!payload.restart && !closed) Queue.failCauseUnsafe(queue, Cause.fail(toConsumerError("consume", payload.error)))
+      if (!payload.restart && !closed)
+        Queue.failCauseUnsafe(queue, Cause.fail(toConsumerError("consume", payload.error)))
     })
 
     const release = (outcome: Outcome) => {
@@ -217,15 +227,21 @@ export const subscribe = (
       })
     )
     const batches: Stream.Stream<ConsumerBatch, ConsumerSourceError> = Stream.fromPull(Effect.succeed(pull)).pipe(
-      Stream.ensuring(Effect.sync(() => {
-        currentStale = true
-      }))
+      Stream.ensuring(
+        Effect.sync(() => {
+          currentStale = true
+        })
+      )
     )
 
     const commit = (offsets: ReadonlyArray<OffsetCommit>): Effect.Effect<void, ConsumerSourceError> =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         if (closed) {
-          return yield* new ConsumerSourceError({ operation: "commit", reason: "the subscription is closed", retriable: false })
+          return yield* new ConsumerSourceError({
+            operation: "commit",
+            reason: "the subscription is closed",
+            retriable: false
+          })
         }
         const owned: Array<OffsetCommit> = []
         for (const o of offsets) {
@@ -233,7 +249,9 @@ export const subscribe = (
           const offset = BigInt(o.offset)
           if (assignment.get(o.topic)?.has(o.partition) !== true) {
             yield* Metric.update(droppedCommits, 1)
-            yield* Effect.logDebug(`dropping commit of ${o.topic}/${o.partition}@${o.offset}: partition no longer assigned to this member`)
+            yield* Effect.logDebug(
+              `dropping commit of ${o.topic}/${o.partition}@${o.offset}: partition no longer assigned to this member`
+            )
             continue
           }
           // Committing the same or a lower offset again would at best be a no-op and at worst
@@ -243,13 +261,20 @@ export const subscribe = (
         }
         if (owned.length === 0) return
         yield* Effect.tryPromise({
-          try: () => consumer.commitOffsets(owned.map((o) => ({ topic: o.topic, partition: o.partition, offset: o.offset }))),
+          try: () =>
+            consumer.commitOffsets(owned.map((o) => ({ topic: o.topic, partition: o.partition, offset: o.offset }))),
           catch: (error) => toConsumerError("commit", error)
         }).pipe(
           Effect.timeoutOrElse({
             duration: commitTimeout,
             orElse: () =>
-              Effect.fail(new ConsumerSourceError({ operation: "commit", reason: `no answer within ${commitTimeout} ms`, retriable: true }))
+              Effect.fail(
+                new ConsumerSourceError({
+                  operation: "commit",
+                  reason: `no answer within ${commitTimeout} ms`,
+                  retriable: true
+                })
+              )
           })
         )
         for (const o of owned) {
@@ -259,7 +284,11 @@ export const subscribe = (
           // A commit that covers a whole outstanding batch finishes it, even if the stream
           // stopped without pulling again (e.g. `Stream.take`).
           for (const handoff of outstanding) {
-            if (handoff.batch.topic === o.topic && handoff.batch.partition === o.partition && handoff.lastOffset < offset) {
+            if (
+              handoff.batch.topic === o.topic &&
+              handoff.batch.partition === o.partition &&
+              handoff.lastOffset < offset
+            ) {
               handoff.settle("finished")
             }
           }
@@ -276,8 +305,10 @@ export const subscribe = (
  * @since 0.1.0
  * @category constructors
  */
-export const make = (options: KafkaConsumerSourceOptions = {}): Effect.Effect<ConsumerSource["Service"], never, KafkaClient> =>
-  Effect.gen(function*() {
+export const make = (
+  options: KafkaConsumerSourceOptions = {}
+): Effect.Effect<ConsumerSource["Service"], never, KafkaClient> =>
+  Effect.gen(function* () {
     const { kafka } = yield* KafkaClient
     return ConsumerSource.of({ subscribe: (request) => subscribe(kafka, request, options) })
   })

@@ -22,7 +22,7 @@ interface KafkaLikeError {
 }
 
 const asKafkaError = (error: unknown): KafkaLikeError =>
-  typeof error === "object" && error !== null ? error as KafkaLikeError : { message: String(error) }
+  typeof error === "object" && error !== null ? (error as KafkaLikeError) : { message: String(error) }
 
 /**
  * Broker error codes that asking again can never fix: the record, the topic name or the
@@ -91,7 +91,8 @@ export const rootCause = (error: unknown): KafkaLikeError => {
   for (let depth = 0; depth < 5; depth++) {
     if (
       (current.name === "KafkaJSNumberOfRetriesExceeded" || current.name === "KafkaJSNonRetriableError") &&
-      current.cause !== undefined && current.cause !== current
+      current.cause !== undefined &&
+      current.cause !== current
     ) {
       current = asKafkaError(current.cause)
     } else break
@@ -182,8 +183,11 @@ export const toProbeError = (topic: string, error: unknown): ProbeError =>
  */
 export const toConsumerError = (operation: string, error: unknown): ConsumerSourceError => {
   const root = rootCause(error)
-  const fenced = root.type === "REBALANCE_IN_PROGRESS" || root.type === "ILLEGAL_GENERATION" ||
-    root.type === "UNKNOWN_MEMBER_ID" || root.type === "NOT_COORDINATOR_FOR_GROUP" ||
+  const fenced =
+    root.type === "REBALANCE_IN_PROGRESS" ||
+    root.type === "ILLEGAL_GENERATION" ||
+    root.type === "UNKNOWN_MEMBER_ID" ||
+    root.type === "NOT_COORDINATOR_FOR_GROUP" ||
     root.type === "FENCED_INSTANCE_ID"
   return new ConsumerSourceError({ operation, reason: describe(error), retriable: fenced || isRetriable(error) })
 }

@@ -4,7 +4,12 @@
  *
  * @since 0.1.0
  */
-import { PermanentPublishError, type PublishError, RetriablePublishError, UnknownPartitionError } from "@effect-outbox/core/Errors"
+import {
+  PermanentPublishError,
+  type PublishError,
+  RetriablePublishError,
+  UnknownPartitionError
+} from "@effect-outbox/core/Errors"
 import { EVENT_ID_HEADER, type PublishReceipt } from "@effect-outbox/core/OutboxMessage"
 import { Publisher, type PublishOutcome, type PublishRequest } from "@effect-outbox/core/Publisher"
 import * as Effect from "effect/Effect"
@@ -81,7 +86,7 @@ export const recordHeaders = (request: PublishRequest): Record<string, string> =
  * @category constructors
  */
 export const make = (options: KafkaPublisherOptions = {}) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const client = yield* KafkaClient
     const maxAge = options.metadataMaxAgeMillis ?? 5_000
     const timeoutMillis = options.publishTimeoutMillis ?? 30_000
@@ -115,30 +120,35 @@ export const make = (options: KafkaPublisherOptions = {}) =>
 
     const disconnect = (p: Kafkajs.Producer) => Effect.promise(() => p.disconnect().catch(() => undefined))
 
-    const acquireProducer = lock.withPermits(1)(Effect.gen(function*() {
-      if (producer !== undefined && !resetRequested) return producer
-      if (producer !== undefined) {
-        const old = producer
-        producer = undefined
-        yield* Metric.update(producerResets, 1)
-        yield* Effect.forkDetach(disconnect(old))
-      }
-      resetRequested = false
-      targeted.clear()
-      const fresh = newProducer()
-      yield* Effect.tryPromise({ try: () => fresh.connect(), catch: (error) => error }).pipe(
-        Effect.tapError(() => disconnect(fresh))
-      )
-      producer = fresh
-      return fresh
-    }))
+    const acquireProducer = lock.withPermits(1)(
+      Effect.gen(function* () {
+        if (producer !== undefined && !resetRequested) return producer
+        if (producer !== undefined) {
+          const old = producer
+          producer = undefined
+          yield* Metric.update(producerResets, 1)
+          yield* Effect.forkDetach(disconnect(old))
+        }
+        resetRequested = false
+        targeted.clear()
+        const fresh = newProducer()
+        yield* Effect.tryPromise({ try: () => fresh.connect(), catch: (error) => error }).pipe(
+          Effect.tapError(() => disconnect(fresh))
+        )
+        producer = fresh
+        return fresh
+      })
+    )
 
     yield* Effect.addFinalizer(() =>
       lock.withPermits(1)(Effect.suspend(() => (producer === undefined ? Effect.void : disconnect(producer))))
     )
 
     const fetchLayout = (topic: string) =>
-      Effect.tryPromise({ try: () => client.admin.fetchTopicMetadata({ topics: [topic] }), catch: (error) => error }).pipe(
+      Effect.tryPromise({
+        try: () => client.admin.fetchTopicMetadata({ topics: [topic] }),
+        catch: (error) => error
+      }).pipe(
         Effect.map((metadata) => {
           const found = metadata.topics.find((t) => t.name === topic)
           if (found === undefined) return undefined
@@ -155,9 +165,9 @@ export const make = (options: KafkaPublisherOptions = {}) =>
         Effect.catch((error) =>
           rootCause(error).type === "UNKNOWN_TOPIC_OR_PARTITION"
             ? Effect.sync(() => {
-              layouts.delete(topic)
-              return undefined
-            })
+                layouts.delete(topic)
+                return undefined
+              })
             : Effect.fail(error)
         )
       )
@@ -165,7 +175,10 @@ export const make = (options: KafkaPublisherOptions = {}) =>
     /** Cached layout unless stale, or unless some request targets a partition it lacks. */
     const layoutFor = (topic: string, requests: ReadonlyArray<PublishRequest>) => {
       const cached = layouts.get(topic)
-      const wanted = requests.reduce((max, r) => (r.topic === topic && r.partition !== null ? Math.max(max, r.partition) : max), -1)
+      const wanted = requests.reduce(
+        (max, r) => (r.topic === topic && r.partition !== null ? Math.max(max, r.partition) : max),
+        -1
+      )
       return cached !== undefined && Date.now() - cached.fetchedAt < maxAge && wanted < cached.partitions.length
         ? Effect.succeed(cached)
         : fetchLayout(topic)
@@ -177,7 +190,8 @@ export const make = (options: KafkaPublisherOptions = {}) =>
           _tag: "Reject",
           error: new PermanentPublishError({
             topic: request.topic,
-            reason: "the topic does not exist on the broker (automatic topic creation is off: create it with BrokerAdmin.ensureTopic)"
+            reason:
+              "the topic does not exist on the broker (automatic topic creation is off: create it with BrokerAdmin.ensureTopic)"
           })
         }
       }
@@ -185,7 +199,14 @@ export const make = (options: KafkaPublisherOptions = {}) =>
       if (request.partition !== null) {
         return Number.isInteger(request.partition) && request.partition >= 0 && request.partition < count
           ? { _tag: "Send", topic: request.topic, partition: request.partition }
-          : { _tag: "Reject", error: new UnknownPartitionError({ topic: request.topic, partition: request.partition, partitionCount: count }) }
+          : {
+              _tag: "Reject",
+              error: new UnknownPartitionError({
+                topic: request.topic,
+                partition: request.partition,
+                partitionCount: count
+              })
+            }
       }
       const partition = partitioner({
         topic: request.topic,
@@ -196,7 +217,7 @@ export const make = (options: KafkaPublisherOptions = {}) =>
     }
 
     const publish = (requests: ReadonlyArray<PublishRequest>): Effect.Effect<ReadonlyArray<PublishOutcome>> =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         if (requests.length === 0) return []
         const topics = [...new Set(requests.map((r) => r.topic))]
         const outcomes: Array<PublishOutcome | undefined> = new Array(requests.length)
@@ -239,7 +260,9 @@ export const make = (options: KafkaPublisherOptions = {}) =>
         const others = [...targeted].filter((t) => !callTopics.has(t))
         if (others.length > 0 && Date.now() - targetsVerifiedAt > 1_000) {
           targetsVerifiedAt = Date.now()
-          const names = yield* Effect.tryPromise(() => client.admin.listTopics()).pipe(Effect.orElseSucceed(() => undefined))
+          const names = yield* Effect.tryPromise(() => client.admin.listTopics()).pipe(
+            Effect.orElseSucceed(() => undefined)
+          )
           if (names !== undefined && others.some((t) => !names.includes(t))) resetRequested = true
         }
         const sendOnce = acquireProducer.pipe(
@@ -273,10 +296,12 @@ export const make = (options: KafkaPublisherOptions = {}) =>
             // not answer in time is the textbook transient failure (found by the broker-down
             // fault test).
             orElse: () =>
-              Effect.fail(Object.assign(
-                new Error(`no acknowledgement within ${timeoutMillis} ms; the records may have reached the broker`),
-                { retriable: true }
-              ))
+              Effect.fail(
+                Object.assign(
+                  new Error(`no acknowledgement within ${timeoutMillis} ms; the records may have reached the broker`),
+                  { retriable: true }
+                )
+              )
           }),
           Effect.result
         )
@@ -292,7 +317,8 @@ export const make = (options: KafkaPublisherOptions = {}) =>
         // 3. Receipts: a partition's records were appended contiguously from its baseOffset.
         const base = new Map<string, bigint>()
         for (const meta of sent.success) {
-          if (meta.errorCode === 0 && meta.baseOffset !== undefined) base.set(`${meta.topicName}\u0000${meta.partition}`, BigInt(meta.baseOffset))
+          if (meta.errorCode === 0 && meta.baseOffset !== undefined)
+            base.set(`${meta.topicName}\u0000${meta.partition}`, BigInt(meta.baseOffset))
         }
         const nextIndex = new Map<string, bigint>()
         let acknowledged = 0
@@ -303,15 +329,21 @@ export const make = (options: KafkaPublisherOptions = {}) =>
           if (offset === undefined) {
             // kafkajs's metadata did not know this partition and skipped it: nothing was sent.
             resetRequested = true
-            outcomes[i] = Result.fail(new RetriablePublishError({
-              topic: t.topic,
-              reason: `the producer had no metadata for partition ${t.partition}; it is being refreshed`
-            }))
+            outcomes[i] = Result.fail(
+              new RetriablePublishError({
+                topic: t.topic,
+                reason: `the producer had no metadata for partition ${t.partition}; it is being refreshed`
+              })
+            )
             continue
           }
           const index = nextIndex.get(slot) ?? 0n
           nextIndex.set(slot, index + 1n)
-          const receipt: PublishReceipt = { topic: t.topic, partition: t.partition, offset: (offset + index).toString() }
+          const receipt: PublishReceipt = {
+            topic: t.topic,
+            partition: t.partition,
+            offset: (offset + index).toString()
+          }
           outcomes[i] = Result.succeed(receipt)
           acknowledged++
         }

@@ -8,6 +8,8 @@
  *
  * @since 0.1.0
  */
+
+import { randomUUID } from "node:crypto"
 import type { ConsumerRecord } from "@effect-outbox/core/ConsumerSource"
 import { ConsumerSourceError } from "@effect-outbox/core/Errors"
 import { TopicReader } from "@effect-outbox/core/TopicReader"
@@ -17,11 +19,10 @@ import * as Layer from "effect/Layer"
 import * as Queue from "effect/Queue"
 import * as Stream from "effect/Stream"
 import type Kafkajs from "kafkajs"
-import { randomUUID } from "node:crypto"
+import { withEphemeralAdmin } from "./internal/ephemeralAdmin.ts"
 import { KafkaClient } from "./KafkaClient.ts"
 import { toConsumerRecord } from "./KafkaConsumerSource.ts"
 import { rootCause, toConsumerError } from "./KafkaErrors.ts"
-import { withEphemeralAdmin } from "./internal/ephemeralAdmin.ts"
 
 /**
  * @since 0.1.0
@@ -49,89 +50,99 @@ export const read = (
   topic: string,
   options: KafkaTopicReaderOptions = {}
 ): Stream.Stream<ConsumerRecord, ConsumerSourceError> =>
-  Stream.callback<ConsumerRecord, ConsumerSourceError>((queue) =>
-    Effect.gen(function*() {
-      const onError = (error: unknown) =>
-        rootCause(error).type === "UNKNOWN_TOPIC_OR_PARTITION"
-          ? new ConsumerSourceError({ operation: "read", reason: `topic ${topic} does not exist`, retriable: false })
-          : toConsumerError("read", error)
-      const offsets = yield* withEphemeralAdmin(kafka, (offsetsAdmin) =>
-        Effect.tryPromise({
-          // Metadata first: it answers "no such topic" at once, the offsets call retries first.
-          try: () => offsetsAdmin.fetchTopicMetadata({ topics: [topic] }).then(() => offsetsAdmin.fetchTopicOffsets(topic)),
-          catch: onError
-        }), onError)
-      const pending = new Map<number, Range>()
-      for (const { partition, low, high } of offsets) {
-        if (BigInt(low) < BigInt(high)) pending.set(partition, { start: BigInt(low), end: BigInt(high) })
-      }
-      if (pending.size === 0) return yield* Queue.end(queue)
+  Stream.callback<ConsumerRecord, ConsumerSourceError>(
+    (queue) =>
+      Effect.gen(function* () {
+        const onError = (error: unknown) =>
+          rootCause(error).type === "UNKNOWN_TOPIC_OR_PARTITION"
+            ? new ConsumerSourceError({ operation: "read", reason: `topic ${topic} does not exist`, retriable: false })
+            : toConsumerError("read", error)
+        const offsets = yield* withEphemeralAdmin(
+          kafka,
+          (offsetsAdmin) =>
+            Effect.tryPromise({
+              // Metadata first: it answers "no such topic" at once, the offsets call retries first.
+              try: () =>
+                offsetsAdmin.fetchTopicMetadata({ topics: [topic] }).then(() => offsetsAdmin.fetchTopicOffsets(topic)),
+              catch: onError
+            }),
+          onError
+        )
+        const pending = new Map<number, Range>()
+        for (const { partition, low, high } of offsets) {
+          if (BigInt(low) < BigInt(high)) pending.set(partition, { start: BigInt(low), end: BigInt(high) })
+        }
+        if (pending.size === 0) return yield* Queue.end(queue)
 
-      const groupId = `${options.groupPrefix ?? "effect-outbox-reader"}-${randomUUID()}`
-      const consumer = yield* Effect.acquireRelease(
-        Effect.sync(() =>
-          kafka.consumer({
-            groupId,
-            readUncommitted: false,
-            allowAutoTopicCreation: false,
-            sessionTimeout: 10_000,
-            rebalanceTimeout: 10_000,
-            heartbeatInterval: 1_000,
-            maxWaitTimeInMs: 100
-          })
-        ),
-        (consumer) =>
-          Effect.promise(async () => {
-            // A waiting offer must give up, or kafkajs would wait for eachBatch forever.
-            Queue.shutdownUnsafe(queue)
-            await consumer.disconnect().catch(() => undefined)
-            await admin.deleteGroups([groupId]).catch(() => undefined)
-          })
-      )
-      const progress = (partition: number, lastOffset: bigint) => {
-        const range = pending.get(partition)
-        if (range !== undefined && lastOffset >= range.end - 1n) pending.delete(partition)
-        if (pending.size === 0) Queue.endUnsafe(queue)
-      }
-      // Batches of transaction markers only never reach eachBatch.
-      consumer.on(consumer.events.START_BATCH_PROCESS, ({ payload }) => {
-        if (payload.topic === topic && payload.batchSize === 0) progress(payload.partition, BigInt(payload.lastOffset))
-      })
-      consumer.on(consumer.events.CRASH, ({ payload }) => {
-        if (!payload.restart) Queue.failCauseUnsafe(queue, Cause.fail(toConsumerError("read", payload.error)))
-      })
-      yield* Effect.tryPromise({
-        try: async () => {
-          await consumer.connect()
-          await consumer.subscribe({ topics: [topic], fromBeginning: true })
-          await consumer.run({
-            autoCommit: false,
-            eachBatchAutoResolve: true,
-            eachBatch: async ({ batch }) => {
-              const range = pending.get(batch.partition)
-              if (range === undefined || batch.topic !== topic) return
-              const records = batch.messages
-                .filter((m) => BigInt(m.offset) >= range.start && BigInt(m.offset) < range.end)
-                .map((m) => toConsumerRecord(batch.topic, batch.partition, m))
-              // Waits while the buffer is full: the stream's consumer sets the pace.
-              if (records.length > 0) await Effect.runPromise(Queue.offerAll(queue, records))
-              progress(batch.partition, BigInt(batch.lastOffset()))
-            }
-          })
-          for (const [partition, range] of pending) consumer.seek({ topic, partition, offset: range.start.toString() })
-        },
-        catch: (error) => toConsumerError("read", error)
-      })
-    }), { bufferSize: options.bufferSize ?? 1_000, strategy: "suspend" }).pipe(
-      Stream.withSpan("kafka.topicReader.read", { attributes: { topic } })
-    )
+        const groupId = `${options.groupPrefix ?? "effect-outbox-reader"}-${randomUUID()}`
+        const consumer = yield* Effect.acquireRelease(
+          Effect.sync(() =>
+            kafka.consumer({
+              groupId,
+              readUncommitted: false,
+              allowAutoTopicCreation: false,
+              sessionTimeout: 10_000,
+              rebalanceTimeout: 10_000,
+              heartbeatInterval: 1_000,
+              maxWaitTimeInMs: 100
+            })
+          ),
+          (consumer) =>
+            Effect.promise(async () => {
+              // A waiting offer must give up, or kafkajs would wait for eachBatch forever.
+              Queue.shutdownUnsafe(queue)
+              await consumer.disconnect().catch(() => undefined)
+              await admin.deleteGroups([groupId]).catch(() => undefined)
+            })
+        )
+        const progress = (partition: number, lastOffset: bigint) => {
+          const range = pending.get(partition)
+          if (range !== undefined && lastOffset >= range.end - 1n) pending.delete(partition)
+          if (pending.size === 0) Queue.endUnsafe(queue)
+        }
+        // Batches of transaction markers only never reach eachBatch.
+        consumer.on(consumer.events.START_BATCH_PROCESS, ({ payload }) => {
+          if (payload.topic === topic && payload.batchSize === 0)
+            progress(payload.partition, BigInt(payload.lastOffset))
+        })
+        consumer.on(consumer.events.CRASH, ({ payload }) => {
+          if (!payload.restart) Queue.failCauseUnsafe(queue, Cause.fail(toConsumerError("read", payload.error)))
+        })
+        yield* Effect.tryPromise({
+          try: async () => {
+            await consumer.connect()
+            await consumer.subscribe({ topics: [topic], fromBeginning: true })
+            await consumer.run({
+              autoCommit: false,
+              eachBatchAutoResolve: true,
+              eachBatch: async ({ batch }) => {
+                const range = pending.get(batch.partition)
+                if (range === undefined || batch.topic !== topic) return
+                const records = batch.messages
+                  .filter((m) => BigInt(m.offset) >= range.start && BigInt(m.offset) < range.end)
+                  .map((m) => toConsumerRecord(batch.topic, batch.partition, m))
+                // Waits while the buffer is full: the stream's consumer sets the pace.
+                if (records.length > 0) await Effect.runPromise(Queue.offerAll(queue, records))
+                progress(batch.partition, BigInt(batch.lastOffset()))
+              }
+            })
+            for (const [partition, range] of pending)
+              consumer.seek({ topic, partition, offset: range.start.toString() })
+          },
+          catch: (error) => toConsumerError("read", error)
+        })
+      }),
+    { bufferSize: options.bufferSize ?? 1_000, strategy: "suspend" }
+  ).pipe(Stream.withSpan("kafka.topicReader.read", { attributes: { topic } }))
 
 /**
  * @since 0.1.0
  * @category constructors
  */
-export const make = (options: KafkaTopicReaderOptions = {}): Effect.Effect<TopicReader["Service"], never, KafkaClient> =>
-  Effect.gen(function*() {
+export const make = (
+  options: KafkaTopicReaderOptions = {}
+): Effect.Effect<TopicReader["Service"], never, KafkaClient> =>
+  Effect.gen(function* () {
     const { admin, kafka } = yield* KafkaClient
     return TopicReader.of({ read: (topic) => read(kafka, admin, topic, options) })
   })

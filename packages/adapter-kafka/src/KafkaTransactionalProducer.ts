@@ -10,8 +10,13 @@
  *
  * @since 0.1.0
  */
-import { type TransactionRequest, TransactionAbortedError, TransactionalProducer } from "@effect-outbox/core/TransactionalProducer"
+
 import type { PublishReceipt } from "@effect-outbox/core/OutboxMessage"
+import {
+  TransactionAbortedError,
+  TransactionalProducer,
+  type TransactionRequest
+} from "@effect-outbox/core/TransactionalProducer"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Semaphore from "effect/Semaphore"
@@ -45,20 +50,21 @@ const toBuffer = (bytes: Uint8Array): Buffer => Buffer.from(bytes.buffer, bytes.
  * @category constructors
  */
 export const make = (options: KafkaTransactionalProducerOptions) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const { kafka, admin } = yield* KafkaClient
     const { transactionalId } = options
     const partitioner = Kafkajs.Partitioners.DefaultPartitioner()
     const lock = yield* Semaphore.make(1)
     let producer: Kafkajs.Producer | undefined
 
-    const aborted = (reason: string, retriable: boolean) => new TransactionAbortedError({ transactionalId, reason, retriable })
+    const aborted = (reason: string, retriable: boolean) =>
+      new TransactionAbortedError({ transactionalId, reason, retriable })
 
     const disconnect = (p: Kafkajs.Producer) => Effect.promise(() => p.disconnect().catch(() => undefined))
 
     // Connecting runs InitProducerId, which also fences any older producer with this id and
     // aborts its open transaction.
-    const acquire = Effect.gen(function*() {
+    const acquire = Effect.gen(function* () {
       if (producer !== undefined) return producer
       const fresh = kafka.producer({
         transactionalId,
@@ -67,11 +73,14 @@ export const make = (options: KafkaTransactionalProducerOptions) =>
         allowAutoTopicCreation: false,
         // Few, quick retries: a failing transaction is aborted and retried whole by the caller.
         retry: { retries: 3, initialRetryTime: 100, maxRetryTime: 1_000 },
-        ...(options.transactionTimeoutMillis === undefined ? {} : { transactionTimeout: options.transactionTimeoutMillis })
+        ...(options.transactionTimeoutMillis === undefined
+          ? {}
+          : { transactionTimeout: options.transactionTimeoutMillis })
       })
-      yield* Effect.tryPromise({ try: () => fresh.connect(), catch: (e) => aborted(`connect: ${describe(e)}`, isRetriable(e)) }).pipe(
-        Effect.tapError(() => disconnect(fresh))
-      )
+      yield* Effect.tryPromise({
+        try: () => fresh.connect(),
+        catch: (e) => aborted(`connect: ${describe(e)}`, isRetriable(e))
+      }).pipe(Effect.tapError(() => disconnect(fresh)))
       producer = fresh
       return fresh
     })
@@ -84,91 +93,128 @@ export const make = (options: KafkaTransactionalProducerOptions) =>
 
     /** Every record's partition, decided before the transaction (kafkajs drops unknown ones). */
     const targets = (request: TransactionRequest) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const topics = [...new Set(request.records.map((r) => r.topic))]
         const layouts = new Map<string, Array<Kafkajs.PartitionMetadata>>()
         for (const topic of topics) {
-          const metadata = yield* Effect.tryPromise({ try: () => admin.fetchTopicMetadata({ topics: [topic] }), catch: (e) => e }).pipe(
+          const metadata = yield* Effect.tryPromise({
+            try: () => admin.fetchTopicMetadata({ topics: [topic] }),
+            catch: (e) => e
+          }).pipe(
             Effect.mapError((e) =>
               rootCause(e).type === "UNKNOWN_TOPIC_OR_PARTITION"
                 ? aborted(`topic ${topic} does not exist`, false)
                 : aborted(`metadata of ${topic}: ${describe(e)}`, isRetriable(e))
             )
           )
-          layouts.set(topic, [...metadata.topics[0]!.partitions].sort((a, b) => a.partitionId - b.partitionId))
+          layouts.set(
+            topic,
+            [...metadata.topics[0]!.partitions].sort((a, b) => a.partitionId - b.partitionId)
+          )
         }
         return yield* Effect.forEach(request.records, (record) => {
           const layout = layouts.get(record.topic)!
           if (record.partition === null) {
-            return Effect.succeed(partitioner({ topic: record.topic, partitionMetadata: layout, message: { key: record.key, value: null } }))
+            return Effect.succeed(
+              partitioner({ topic: record.topic, partitionMetadata: layout, message: { key: record.key, value: null } })
+            )
           }
           return record.partition >= 0 && record.partition < layout.length
             ? Effect.succeed(record.partition)
-            : Effect.fail(aborted(`topic ${record.topic} has no partition ${record.partition} (it has ${layout.length})`, false))
+            : Effect.fail(
+                aborted(`topic ${record.topic} has no partition ${record.partition} (it has ${layout.length})`, false)
+              )
         })
       })
 
-    const commit = (request: TransactionRequest): Effect.Effect<ReadonlyArray<PublishReceipt>, TransactionAbortedError> =>
-      lock.withPermits(1)(Effect.gen(function*() {
-        if (request.records.length === 0 && request.offsets.length === 0) return []
-        const partitions = yield* targets(request)
-        const p = yield* acquire
-        const byTopic = new Map<string, Array<Kafkajs.Message>>()
-        request.records.forEach((record, i) => {
-          const messages = byTopic.get(record.topic) ?? []
-          messages.push({ key: record.key, value: toBuffer(record.payload), partition: partitions[i]!, headers: recordHeaders(record) })
-          byTopic.set(record.topic, messages)
-        })
-        const offsetsByTopic = new Map<string, Array<{ partition: number; offset: string }>>()
-        for (const o of request.offsets) {
-          const list = offsetsByTopic.get(o.topic) ?? []
-          list.push({ partition: o.partition, offset: o.offset })
-          offsetsByTopic.set(o.topic, list)
-        }
-        const metadata = yield* Effect.tryPromise({
-          try: async () => {
-            const tx = await p.transaction()
-            try {
-              const sent = byTopic.size === 0 ? [] : await tx.sendBatch({
-                acks: -1,
-                topicMessages: [...byTopic].map(([topic, messages]) => ({ topic, messages }))
+    const commit = (
+      request: TransactionRequest
+    ): Effect.Effect<ReadonlyArray<PublishReceipt>, TransactionAbortedError> =>
+      lock
+        .withPermits(1)(
+          Effect.gen(function* () {
+            if (request.records.length === 0 && request.offsets.length === 0) return []
+            const partitions = yield* targets(request)
+            const p = yield* acquire
+            const byTopic = new Map<string, Array<Kafkajs.Message>>()
+            request.records.forEach((record, i) => {
+              const messages = byTopic.get(record.topic) ?? []
+              messages.push({
+                key: record.key,
+                value: toBuffer(record.payload),
+                partition: partitions[i]!,
+                headers: recordHeaders(record)
               })
-              if (offsetsByTopic.size > 0) {
-                await tx.sendOffsets({
-                  consumerGroupId: request.groupId,
-                  topics: [...offsetsByTopic].map(([topic, partitions]) => ({ topic, partitions }))
-                })
-              }
-              const missing = request.records.find((r, i) =>
-                !sent.some((m) => m.topicName === r.topic && m.partition === partitions[i])
-              )
-              if (missing !== undefined) {
-                throw Object.assign(new Error(`the producer had no metadata for a partition of ${missing.topic}`), { name: "KafkaJSMetadataNotLoaded" })
-              }
-              await tx.commit()
-              return sent
-            } catch (error) {
-              await tx.abort().catch(() => undefined)
-              throw error
+              byTopic.set(record.topic, messages)
+            })
+            const offsetsByTopic = new Map<string, Array<{ partition: number; offset: string }>>()
+            for (const o of request.offsets) {
+              const list = offsetsByTopic.get(o.topic) ?? []
+              list.push({ partition: o.partition, offset: o.offset })
+              offsetsByTopic.set(o.topic, list)
             }
-          },
-          catch: (error) => error
-        }).pipe(
-          Effect.catch((error) =>
-            // Whatever failed, start the next transaction on a fresh producer: kafkajs' state
-            // after a failed commit or abort is not trustworthy, and a new InitProducerId is cheap.
-            Effect.andThen(reset, Effect.fail(aborted(describe(error), !fencedTypes.has(rootCause(error).type ?? "") && isRetriable(error))))
-          )
+            const metadata = yield* Effect.tryPromise({
+              try: async () => {
+                const tx = await p.transaction()
+                try {
+                  const sent =
+                    byTopic.size === 0
+                      ? []
+                      : await tx.sendBatch({
+                          acks: -1,
+                          topicMessages: [...byTopic].map(([topic, messages]) => ({ topic, messages }))
+                        })
+                  if (offsetsByTopic.size > 0) {
+                    await tx.sendOffsets({
+                      consumerGroupId: request.groupId,
+                      topics: [...offsetsByTopic].map(([topic, partitions]) => ({ topic, partitions }))
+                    })
+                  }
+                  const missing = request.records.find(
+                    (r, i) => !sent.some((m) => m.topicName === r.topic && m.partition === partitions[i])
+                  )
+                  if (missing !== undefined) {
+                    throw Object.assign(new Error(`the producer had no metadata for a partition of ${missing.topic}`), {
+                      name: "KafkaJSMetadataNotLoaded"
+                    })
+                  }
+                  await tx.commit()
+                  return sent
+                } catch (error) {
+                  await tx.abort().catch(() => undefined)
+                  throw error
+                }
+              },
+              catch: (error) => error
+            }).pipe(
+              Effect.catch((error) =>
+                // Whatever failed, start the next transaction on a fresh producer: kafkajs' state
+                // after a failed commit or abort is not trustworthy, and a new InitProducerId is cheap.
+                Effect.andThen(
+                  reset,
+                  Effect.fail(
+                    aborted(describe(error), !fencedTypes.has(rootCause(error).type ?? "") && isRetriable(error))
+                  )
+                )
+              )
+            )
+            const base = new Map(
+              metadata.map((m) => [`${m.topicName}\u0000${m.partition}`, BigInt(m.baseOffset ?? "0")])
+            )
+            const next = new Map<string, bigint>()
+            return request.records.map((record, i): PublishReceipt => {
+              const slot = `${record.topic}\u0000${partitions[i]}`
+              const index = next.get(slot) ?? 0n
+              next.set(slot, index + 1n)
+              return { topic: record.topic, partition: partitions[i]!, offset: (base.get(slot)! + index).toString() }
+            })
+          })
         )
-        const base = new Map(metadata.map((m) => [`${m.topicName}\u0000${m.partition}`, BigInt(m.baseOffset ?? "0")]))
-        const next = new Map<string, bigint>()
-        return request.records.map((record, i): PublishReceipt => {
-          const slot = `${record.topic}\u0000${partitions[i]}`
-          const index = next.get(slot) ?? 0n
-          next.set(slot, index + 1n)
-          return { topic: record.topic, partition: partitions[i]!, offset: (base.get(slot)! + index).toString() }
-        })
-      })).pipe(Effect.withSpan("kafka.transaction.commit", { attributes: { transactionalId, records: request.records.length } }))
+        .pipe(
+          Effect.withSpan("kafka.transaction.commit", {
+            attributes: { transactionalId, records: request.records.length }
+          })
+        )
 
     return TransactionalProducer.of({ transactionalId, commit })
   })
@@ -177,5 +223,6 @@ export const make = (options: KafkaTransactionalProducerOptions) =>
  * @since 0.1.0
  * @category layers
  */
-export const layer = (options: KafkaTransactionalProducerOptions): Layer.Layer<TransactionalProducer, never, KafkaClient> =>
-  Layer.effect(TransactionalProducer)(make(options))
+export const layer = (
+  options: KafkaTransactionalProducerOptions
+): Layer.Layer<TransactionalProducer, never, KafkaClient> => Layer.effect(TransactionalProducer)(make(options))

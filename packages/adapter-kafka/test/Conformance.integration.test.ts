@@ -1,6 +1,5 @@
 // The conformance suites the in-memory broker passes, run against the real Kafka broker.
 // Every topic a test creates is deleted after it through the suites' deleteTopics hook.
-import * as Effect from "effect/Effect"
 import * as BrokerSuite from "../../testing/src/BrokerSuite.ts"
 import * as ConsumerSourceSuite from "../../testing/src/ConsumerSourceSuite.ts"
 import * as KafkaBrokerAdmin from "../src/KafkaBrokerAdmin.ts"

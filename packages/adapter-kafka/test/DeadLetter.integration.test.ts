@@ -1,13 +1,15 @@
 // Dead letters on the real broker (R5): the core consumer dead-letters a poison record to
 // `<topic>.DLT` through KafkaPublisher, and DeadLetter.replay reads it back with
 // KafkaTopicReader and republishes it; the consumer then processes it exactly once.
+
+import { randomUUID } from "node:crypto"
+import { assert, layer } from "@effect/vitest"
 import * as Consumer from "@effect-outbox/core/Consumer"
 import * as DeadLetter from "@effect-outbox/core/DeadLetter"
 import * as Inbox from "@effect-outbox/core/Inbox"
 import { jsonPayload } from "@effect-outbox/core/OutboxMessage"
 import { Publisher } from "@effect-outbox/core/Publisher"
 import { TopicReader } from "@effect-outbox/core/TopicReader"
-import { assert, layer } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
@@ -15,7 +17,6 @@ import * as Ref from "effect/Ref"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
-import { randomUUID } from "node:crypto"
 import * as InMemoryDatabase from "../../testing/src/InMemoryDatabase.ts"
 import { KafkaClient } from "../src/KafkaClient.ts"
 import { freshTopic, KafkaTest, namedTopic, request } from "./support.ts"
@@ -30,14 +31,14 @@ class HandlerFailed extends Schema.TaggedError<HandlerFailed>()("HandlerFailed",
 const Live = Layer.mergeAll(Inbox.Inbox.layer.pipe(Layer.provideMerge(InMemoryDatabase.layer)), KafkaTest)
 
 const committed = (groupId: string, topic: string) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const { admin } = yield* KafkaClient
     const [result] = yield* Effect.promise(() => admin.fetchOffsets({ groupId, topics: [topic] }))
     return result!.partitions.find((p) => p.partition === 0)?.offset
   })
 
-const eventually = (label: string, check: Effect.Effect<boolean, any, any>) =>
-  Effect.gen(function*() {
+const eventually = <E, R>(label: string, check: Effect.Effect<boolean, E, R>) =>
+  Effect.gen(function* () {
     const deadline = Date.now() + 60_000
     while (Date.now() < deadline) {
       if (yield* check) return
@@ -48,7 +49,7 @@ const eventually = (label: string, check: Effect.Effect<boolean, any, any>) =>
 
 layer(Live, { timeout: "120 seconds", excludeTestServices: true })("dead letters on Kafka", (it) => {
   it.effect("a poison record goes to <topic>.DLT with its key, headers and payload; replay brings it back once", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const topic = yield* freshTopic(1, "orders")
       const dlt = DeadLetter.defaultTopic(topic)
       yield* namedTopic(dlt, 1)
@@ -56,7 +57,8 @@ layer(Live, { timeout: "120 seconds", excludeTestServices: true })("dead letters
       const sent = yield* Effect.forEach([1, 2, 3], (n) =>
         request(topic, { key: `k${n}`, partition: 0, payload: "", headers: {} }).pipe(
           Effect.map((r) => ({ ...r, payload: jsonPayload({ n }) }))
-        ))
+        )
+      )
       yield* (yield* Publisher).publish(sent)
 
       const broken = yield* Ref.make(true)
@@ -73,9 +75,13 @@ layer(Live, { timeout: "120 seconds", excludeTestServices: true })("dead letters
           Effect.flatMap(Ref.get(broken), (b) =>
             b && m.payload.n === 1
               ? Effect.fail(new HandlerFailed({ n: 1, retriable: false }))
-              : Ref.update(processed, (all) => [...all, m.payload.n]))
+              : Ref.update(processed, (all) => [...all, m.payload.n])
+          )
       })
-      yield* eventually("offset 3 is committed", Effect.map(committed(groupId, topic), (o) => o === "3"))
+      yield* eventually(
+        "offset 3 is committed",
+        Effect.map(committed(groupId, topic), (o) => o === "3")
+      )
       assert.deepStrictEqual(yield* Ref.get(processed), [2, 3])
 
       const letters = yield* (yield* TopicReader).read(dlt).pipe(Stream.runCollect)
@@ -96,12 +102,19 @@ layer(Live, { timeout: "120 seconds", excludeTestServices: true })("dead letters
       const result = yield* DeadLetter.replay({ from: dlt })
       assert.strictEqual(result.replayed.length, 1)
       assert.deepStrictEqual(result.failed, [])
-      yield* eventually("the replayed record is processed", Effect.map(Ref.get(processed), (all) => all.length === 3))
+      yield* eventually(
+        "the replayed record is processed",
+        Effect.map(Ref.get(processed), (all) => all.length === 3)
+      )
       assert.deepStrictEqual(yield* Ref.get(processed), [2, 3, 1])
 
       // A second replay publishes again; the consumer deduplicates by event id.
       yield* DeadLetter.replay({ from: dlt })
-      yield* eventually("offset 5 is committed", Effect.map(committed(groupId, topic), (o) => o === "5"))
+      yield* eventually(
+        "offset 5 is committed",
+        Effect.map(committed(groupId, topic), (o) => o === "5")
+      )
       assert.deepStrictEqual(yield* Ref.get(processed), [2, 3, 1])
-    }))
+    })
+  )
 })

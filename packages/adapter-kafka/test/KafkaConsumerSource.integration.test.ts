@@ -1,19 +1,22 @@
 // KafkaConsumerSource against the real broker (R4.5): batches per partition, commits only when
 // asked, redelivery of whatever was not committed.
+
+import { randomUUID } from "node:crypto"
+import { assert, layer } from "@effect/vitest"
 import type { ConsumerRecord, Subscription } from "@effect-outbox/core/ConsumerSource"
 import { ConsumerSource } from "@effect-outbox/core/ConsumerSource"
 import { Publisher } from "@effect-outbox/core/Publisher"
-import { assert, layer } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Stream from "effect/Stream"
-import { randomUUID } from "node:crypto"
 import { KafkaClient } from "../src/KafkaClient.ts"
 import { freshTopic, KafkaTest, request, text } from "./support.ts"
 
 const publish = (topic: string, partition: number, payloads: ReadonlyArray<string>) =>
-  Effect.gen(function*() {
-    const batch = yield* Effect.forEach(payloads, (payload) => request(topic, { partition, payload, key: `k-${partition}` }))
+  Effect.gen(function* () {
+    const batch = yield* Effect.forEach(payloads, (payload) =>
+      request(topic, { partition, payload, key: `k-${partition}` })
+    )
     yield* (yield* Publisher).publish(batch)
   })
 
@@ -24,7 +27,9 @@ const take = (subscription: Subscription, n: number, commit: boolean) =>
       assert.isTrue(batch.records.every((r) => r.topic === batch.topic && r.partition === batch.partition))
       const last = batch.records[batch.records.length - 1]!
       return commit
-        ? subscription.commit([{ topic: batch.topic, partition: batch.partition, offset: (BigInt(last.offset) + 1n).toString() }])
+        ? subscription.commit([
+            { topic: batch.topic, partition: batch.partition, offset: (BigInt(last.offset) + 1n).toString() }
+          ])
         : Effect.void
     }),
     Stream.flatMap((batch) => Stream.fromIterable(batch.records)),
@@ -33,7 +38,7 @@ const take = (subscription: Subscription, n: number, commit: boolean) =>
   )
 
 const groupOffsets = (groupId: string, topic: string) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const { admin } = yield* KafkaClient
     const [result] = yield* Effect.promise(() => admin.fetchOffsets({ groupId, topics: [topic] }))
     return Object.fromEntries(result!.partitions.map((p) => [p.partition, p.offset]))
@@ -43,7 +48,7 @@ const values = (records: ReadonlyArray<ConsumerRecord>) => records.map((r) => te
 
 layer(KafkaTest, { timeout: "120 seconds", excludeTestServices: true })("KafkaConsumerSource", (it) => {
   it.effect("delivers per-partition batches in offset order; committed records are not redelivered", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const topic = yield* freshTopic(2)
       const groupId = `adapter-kafka-group-${randomUUID()}`
       yield* publish(topic, 0, ["a0", "a1", "a2", "a3", "a4"])
@@ -55,7 +60,10 @@ layer(KafkaTest, { timeout: "120 seconds", excludeTestServices: true })("KafkaCo
       const byPartition = (p: number) => first.filter((r) => r.partition === p)
       assert.deepStrictEqual(values(byPartition(0)), ["a0", "a1", "a2", "a3", "a4"])
       assert.deepStrictEqual(values(byPartition(1)), ["b0", "b1", "b2"])
-      assert.deepStrictEqual(byPartition(0).map((r) => r.offset), ["0", "1", "2", "3", "4"])
+      assert.deepStrictEqual(
+        byPartition(0).map((r) => r.offset),
+        ["0", "1", "2", "3", "4"]
+      )
       assert.deepStrictEqual(yield* groupOffsets(groupId, topic), { 0: "5", 1: "3" })
 
       yield* publish(topic, 0, ["a5", "a6"])
@@ -64,30 +72,34 @@ layer(KafkaTest, { timeout: "120 seconds", excludeTestServices: true })("KafkaCo
       )
       assert.deepStrictEqual(values(second), ["a5", "a6"])
       assert.deepStrictEqual(yield* groupOffsets(groupId, topic), { 0: "7", 1: "3" })
-    }))
+    })
+  )
 
   it.effect("records after the last commit are redelivered to the next subscription (nothing lost)", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const topic = yield* freshTopic(1)
       const groupId = `adapter-kafka-group-${randomUUID()}`
       yield* publish(topic, 0, ["r0", "r1", "r2", "r3", "r4"])
       const source = yield* ConsumerSource
       // Process the whole batch but commit only the first three records, then leave.
-      yield* Effect.scoped(Effect.gen(function*() {
-        const subscription = yield* source.subscribe({ groupId, topics: [topic], fromBeginning: true })
-        const records = yield* take(subscription, 5, false)
-        assert.deepStrictEqual(values(records), ["r0", "r1", "r2", "r3", "r4"])
-        yield* subscription.commit([{ topic, partition: 0, offset: "3" }])
-      }))
+      yield* Effect.scoped(
+        Effect.gen(function* () {
+          const subscription = yield* source.subscribe({ groupId, topics: [topic], fromBeginning: true })
+          const records = yield* take(subscription, 5, false)
+          assert.deepStrictEqual(values(records), ["r0", "r1", "r2", "r3", "r4"])
+          yield* subscription.commit([{ topic, partition: 0, offset: "3" }])
+        })
+      )
       assert.deepStrictEqual(yield* groupOffsets(groupId, topic), { 0: "3" })
       const again = yield* Effect.scoped(
         Effect.flatMap(source.subscribe({ groupId, topics: [topic], fromBeginning: true }), (s) => take(s, 2, false))
       )
       assert.deepStrictEqual(values(again), ["r3", "r4"])
-    }))
+    })
+  )
 
   it.effect("a batch the stream stopped on without committing comes back; a committed one does not", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const topic = yield* freshTopic(1)
       const groupId = `adapter-kafka-group-${randomUUID()}`
       yield* publish(topic, 0, ["x0", "x1"])
@@ -98,10 +110,11 @@ layer(KafkaTest, { timeout: "120 seconds", excludeTestServices: true })("KafkaCo
       yield* subscription.commit([{ topic, partition: 0, offset: "2" }])
       yield* publish(topic, 0, ["x2"])
       assert.deepStrictEqual(values(yield* take(subscription, 1, false)), ["x2"])
-    }))
+    })
+  )
 
   it.effect("heartbeats keep the member in the group while a batch takes longer than the session timeout", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const topic = yield* freshTopic(1)
       const groupId = `adapter-kafka-group-${randomUUID()}`
       yield* publish(topic, 0, ["slow"])
@@ -114,23 +127,28 @@ layer(KafkaTest, { timeout: "120 seconds", excludeTestServices: true })("KafkaCo
       )
       yield* subscription.commit([{ topic, partition: 0, offset: "1" }])
       assert.deepStrictEqual(yield* groupOffsets(groupId, topic), { 0: "1" })
-    }))
+    })
+  )
 
   it.effect("a commit for a partition this member does not own is dropped, not sent", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const topic = yield* freshTopic(1)
       const other = yield* freshTopic(1, "other")
       const groupId = `adapter-kafka-group-${randomUUID()}`
       yield* publish(topic, 0, ["mine"])
       const subscription = yield* (yield* ConsumerSource).subscribe({ groupId, topics: [topic], fromBeginning: true })
       yield* take(subscription, 1, false)
-      yield* subscription.commit([{ topic: other, partition: 0, offset: "5" }, { topic, partition: 0, offset: "1" }])
+      yield* subscription.commit([
+        { topic: other, partition: 0, offset: "5" },
+        { topic, partition: 0, offset: "1" }
+      ])
       assert.deepStrictEqual(yield* groupOffsets(groupId, topic), { 0: "1" })
       assert.deepStrictEqual(yield* groupOffsets(groupId, other), { 0: "-1" })
-    }))
+    })
+  )
 
   it.effect("two members split the partitions; together they see every record once", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const topic = yield* freshTopic(2)
       const groupId = `adapter-kafka-group-${randomUUID()}`
       const source = yield* ConsumerSource
@@ -140,12 +158,12 @@ layer(KafkaTest, { timeout: "120 seconds", excludeTestServices: true })("KafkaCo
       const run = (member: string, s: Subscription) =>
         s.batches.pipe(
           Stream.runForEach((batch) =>
-            Effect.gen(function*() {
+            Effect.gen(function* () {
               for (const record of batch.records) seen.push({ member, record })
               const last = batch.records[batch.records.length - 1]!
-              yield* s.commit([{ topic, partition: batch.partition, offset: (BigInt(last.offset) + 1n).toString() }]).pipe(
-                Effect.ignore
-              )
+              yield* s
+                .commit([{ topic, partition: batch.partition, offset: (BigInt(last.offset) + 1n).toString() }])
+                .pipe(Effect.ignore)
             })
           ),
           Effect.forkChild
@@ -162,11 +180,18 @@ layer(KafkaTest, { timeout: "120 seconds", excludeTestServices: true })("KafkaCo
       }
       yield* Fiber.interrupt(fa)
       yield* Fiber.interrupt(fb)
-      assert.deepStrictEqual([...new Set(seen.map((s) => text(s.record.value)))].sort(), ["p0-0", "p0-1", "p0-2", "p1-0", "p1-1"])
+      assert.deepStrictEqual([...new Set(seen.map((s) => text(s.record.value)))].sort(), [
+        "p0-0",
+        "p0-1",
+        "p0-2",
+        "p1-0",
+        "p1-1"
+      ])
       const owners = (p: number) => new Set(seen.filter((s) => s.record.partition === p).map((s) => s.member))
       assert.strictEqual(owners(0).size, 1)
       assert.strictEqual(owners(1).size, 1)
       assert.notDeepEqual([...owners(0)], [...owners(1)])
       assert.deepStrictEqual(yield* groupOffsets(groupId, topic), { 0: "3", 1: "2" })
-    }))
+    })
+  )
 })

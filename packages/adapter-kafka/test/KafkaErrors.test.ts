@@ -12,7 +12,12 @@ const exhausted = (cause: Error) =>
 
 describe("KafkaErrors", () => {
   it("records the broker will never accept are permanent", () => {
-    for (const type of ["MESSAGE_TOO_LARGE", "INVALID_TOPIC_EXCEPTION", "TOPIC_AUTHORIZATION_FAILED", "INVALID_RECORD"]) {
+    for (const type of [
+      "MESSAGE_TOO_LARGE",
+      "INVALID_TOPIC_EXCEPTION",
+      "TOPIC_AUTHORIZATION_FAILED",
+      "INVALID_RECORD"
+    ]) {
       const error = KafkaErrors.toPublishError("orders", protocol(type, false))
       assert.strictEqual(error._tag, "PermanentPublishError", type)
       assert.match(error.message, new RegExp(type))
@@ -27,13 +32,23 @@ describe("KafkaErrors", () => {
       new Kafkajs.KafkaJSRequestTimeoutError("Request Produce(key: 0, version: 7) timed out"),
       Object.assign(new Error("Closed connection"), { name: "KafkaJSConnectionClosedError" })
     ]
-    for (const error of cases) assert.strictEqual(KafkaErrors.toPublishError("orders", error)._tag, "RetriablePublishError", error.name)
+    for (const error of cases)
+      assert.strictEqual(KafkaErrors.toPublishError("orders", error)._tag, "RetriablePublishError", error.name)
   })
 
   it("an exhausted retry is judged by the error it gave up on", () => {
-    assert.strictEqual(KafkaErrors.toPublishError("t", exhausted(protocol("NOT_ENOUGH_REPLICAS", true)))._tag, "RetriablePublishError")
-    assert.strictEqual(KafkaErrors.toPublishError("t", exhausted(protocol("MESSAGE_TOO_LARGE", false)))._tag, "PermanentPublishError")
-    assert.match(KafkaErrors.describe(exhausted(protocol("NOT_ENOUGH_REPLICAS", true))), /NOT_ENOUGH_REPLICAS.*via KafkaJSNumberOfRetriesExceeded/)
+    assert.strictEqual(
+      KafkaErrors.toPublishError("t", exhausted(protocol("NOT_ENOUGH_REPLICAS", true)))._tag,
+      "RetriablePublishError"
+    )
+    assert.strictEqual(
+      KafkaErrors.toPublishError("t", exhausted(protocol("MESSAGE_TOO_LARGE", false)))._tag,
+      "PermanentPublishError"
+    )
+    assert.match(
+      KafkaErrors.describe(exhausted(protocol("NOT_ENOUGH_REPLICAS", true))),
+      /NOT_ENOUGH_REPLICAS.*via KafkaJSNumberOfRetriesExceeded/
+    )
   })
 
   it("producer-state errors are retriable and replace the producer", () => {

@@ -1,69 +1,89 @@
 // What the publisher asks of kafkajs: an idempotent producer with acks=-1, at most 5 requests in
 // flight, and one sendBatch per publish call however many records it carries. And what happens
 // when no broker answers.
+
+import { assert, describe, it } from "@effect/vitest"
+import { BrokerAdmin } from "@effect-outbox/core/BrokerAdmin"
 import { BrokerProbe } from "@effect-outbox/core/BrokerProbe"
 import { makeEventId } from "@effect-outbox/core/OutboxMessage"
 import { Publisher } from "@effect-outbox/core/Publisher"
-import { BrokerAdmin } from "@effect-outbox/core/BrokerAdmin"
-import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Result from "effect/Result"
-import Kafkajs from "kafkajs"
+import type Kafkajs from "kafkajs"
 import * as KafkaBrokerAdmin from "../src/KafkaBrokerAdmin.ts"
 import * as KafkaBrokerProbe from "../src/KafkaBrokerProbe.ts"
-import { KafkaClient } from "../src/KafkaClient.ts"
 import * as KafkaClientModule from "../src/KafkaClient.ts"
+import { KafkaClient } from "../src/KafkaClient.ts"
 import * as KafkaPublisher from "../src/KafkaPublisher.ts"
 import { brokers, freshTopic, request } from "./support.ts"
 
 /** A KafkaClient whose producers report their config and every send call. */
-const recordingClient = (calls: { configs: Array<Kafkajs.ProducerConfig>; sends: Array<{ method: string; records: number; acks: number | undefined }> }) =>
-  Layer.effect(KafkaClient)(Effect.gen(function*() {
-    const client = yield* KafkaClientModule.make({ brokers, clientId: "adapter-kafka-settings" })
-    const kafka = client.kafka
-    const original = kafka.producer.bind(kafka)
-    kafka.producer = (config?: Kafkajs.ProducerConfig) => {
-      calls.configs.push(config ?? {})
-      const producer = original(config)
-      const sendBatch = producer.sendBatch.bind(producer)
-      const send = producer.send.bind(producer)
-      producer.sendBatch = (batch) => {
-        calls.sends.push({
-          method: "sendBatch",
-          records: (batch.topicMessages ?? []).reduce((n, t) => n + t.messages.length, 0),
-          acks: batch.acks
-        })
-        return sendBatch(batch)
+const recordingClient = (calls: {
+  configs: Array<Kafkajs.ProducerConfig>
+  sends: Array<{ method: string; records: number; acks: number | undefined }>
+}) =>
+  Layer.effect(KafkaClient)(
+    Effect.gen(function* () {
+      const client = yield* KafkaClientModule.make({ brokers, clientId: "adapter-kafka-settings" })
+      const kafka = client.kafka
+      const original = kafka.producer.bind(kafka)
+      kafka.producer = (config?: Kafkajs.ProducerConfig) => {
+        calls.configs.push(config ?? {})
+        const producer = original(config)
+        const sendBatch = producer.sendBatch.bind(producer)
+        const send = producer.send.bind(producer)
+        producer.sendBatch = (batch) => {
+          calls.sends.push({
+            method: "sendBatch",
+            records: (batch.topicMessages ?? []).reduce((n, t) => n + t.messages.length, 0),
+            acks: batch.acks
+          })
+          return sendBatch(batch)
+        }
+        producer.send = (record) => {
+          calls.sends.push({ method: "send", records: record.messages.length, acks: record.acks })
+          return send(record)
+        }
+        return producer
       }
-      producer.send = (record) => {
-        calls.sends.push({ method: "send", records: record.messages.length, acks: record.acks })
-        return send(record)
-      }
-      return producer
-    }
-    return client
-  }))
+      return client
+    })
+  )
 
 describe("KafkaPublisher producer settings", () => {
-  it.live("an idempotent acks=-1 producer, one sendBatch per publish call", () => {
-    const calls = { configs: [] as Array<Kafkajs.ProducerConfig>, sends: [] as Array<{ method: string; records: number; acks: number | undefined }> }
-    return Effect.gen(function*() {
-      const topic = yield* freshTopic(3, "settings")
-      const publisher = yield* Publisher
-      const batch = yield* Effect.forEach(Array.from({ length: 50 }, (_, i) => i), (i) => request(topic, { key: `k${i % 7}` }))
-      const outcomes = yield* publisher.publish(batch)
-      assert.isTrue(outcomes.every(Result.isSuccess))
-      assert.deepStrictEqual(calls.sends, [{ method: "sendBatch", records: 50, acks: -1 }])
-      assert.strictEqual(calls.configs.length, 1)
-      const config = calls.configs[0]!
-      assert.isTrue(config.idempotent)
-      assert.isAtMost(config.maxInFlightRequests!, 5)
-      assert.isFalse(config.allowAutoTopicCreation)
-    }).pipe(
-      Effect.provide(Layer.mergeAll(KafkaPublisher.layer(), KafkaBrokerAdmin.layer()).pipe(Layer.provideMerge(recordingClient(calls))))
-    )
-  }, 60_000)
+  it.live(
+    "an idempotent acks=-1 producer, one sendBatch per publish call",
+    () => {
+      const calls = {
+        configs: [] as Array<Kafkajs.ProducerConfig>,
+        sends: [] as Array<{ method: string; records: number; acks: number | undefined }>
+      }
+      return Effect.gen(function* () {
+        const topic = yield* freshTopic(3, "settings")
+        const publisher = yield* Publisher
+        const batch = yield* Effect.forEach(
+          Array.from({ length: 50 }, (_, i) => i),
+          (i) => request(topic, { key: `k${i % 7}` })
+        )
+        const outcomes = yield* publisher.publish(batch)
+        assert.isTrue(outcomes.every(Result.isSuccess))
+        assert.deepStrictEqual(calls.sends, [{ method: "sendBatch", records: 50, acks: -1 }])
+        assert.strictEqual(calls.configs.length, 1)
+        const config = calls.configs[0]!
+        assert.isTrue(config.idempotent)
+        assert.isAtMost(config.maxInFlightRequests!, 5)
+        assert.isFalse(config.allowAutoTopicCreation)
+      }).pipe(
+        Effect.provide(
+          Layer.mergeAll(KafkaPublisher.layer(), KafkaBrokerAdmin.layer()).pipe(
+            Layer.provideMerge(recordingClient(calls))
+          )
+        )
+      )
+    },
+    60_000
+  )
 })
 
 describe("no broker answering", () => {
@@ -71,23 +91,33 @@ describe("no broker answering", () => {
     KafkaPublisher.layer({ publishTimeoutMillis: 5_000, retries: 1 }),
     KafkaBrokerProbe.layer({ timeoutMillis: 5_000 }),
     KafkaBrokerAdmin.layer()
-  ).pipe(Layer.provideMerge(KafkaClientModule.layer({
-    brokers: ["127.0.0.1:1"],
-    clientId: "adapter-kafka-unreachable",
-    connectionTimeout: 200,
-    kafkaConfig: { retry: { retries: 1, initialRetryTime: 50, maxRetryTime: 100 } }
-  })))
+  ).pipe(
+    Layer.provideMerge(
+      KafkaClientModule.layer({
+        brokers: ["127.0.0.1:1"],
+        clientId: "adapter-kafka-unreachable",
+        connectionTimeout: 200,
+        kafkaConfig: { retry: { retries: 1, initialRetryTime: 50, maxRetryTime: 100 } }
+      })
+    )
+  )
 
-  it.live("publishing fails retriable, the probe and the admin fail typed, all within bounds", () =>
-    Effect.gen(function*() {
-      const started = Date.now()
-      const [outcome] = yield* (yield* Publisher).publish([yield* request("anything", { partition: 0 })])
-      assert.isTrue(Result.isFailure(outcome!))
-      if (Result.isFailure(outcome!)) assert.strictEqual(outcome.failure._tag, "RetriablePublishError")
-      const probeError = yield* Effect.flip((yield* BrokerProbe).find({ topic: "anything", partition: 0, eventId: yield* makeEventId, since: 0 }))
-      assert.strictEqual(probeError._tag, "ProbeError")
-      const adminError = yield* Effect.flip((yield* BrokerAdmin).partitionCount("anything"))
-      assert.strictEqual(adminError._tag, "BrokerAdminError")
-      assert.isBelow(Date.now() - started, 20_000)
-    }).pipe(Effect.provide(Unreachable)), 60_000)
+  it.live(
+    "publishing fails retriable, the probe and the admin fail typed, all within bounds",
+    () =>
+      Effect.gen(function* () {
+        const started = Date.now()
+        const [outcome] = yield* (yield* Publisher).publish([yield* request("anything", { partition: 0 })])
+        assert.isTrue(Result.isFailure(outcome!))
+        if (Result.isFailure(outcome!)) assert.strictEqual(outcome.failure._tag, "RetriablePublishError")
+        const probeError = yield* Effect.flip(
+          (yield* BrokerProbe).find({ topic: "anything", partition: 0, eventId: yield* makeEventId, since: 0 })
+        )
+        assert.strictEqual(probeError._tag, "ProbeError")
+        const adminError = yield* Effect.flip((yield* BrokerAdmin).partitionCount("anything"))
+        assert.strictEqual(adminError._tag, "BrokerAdminError")
+        assert.isBelow(Date.now() - started, 20_000)
+      }).pipe(Effect.provide(Unreachable)),
+    60_000
+  )
 })

@@ -1,8 +1,9 @@
 // KafkaPublisher against the real broker: what reaches Kafka, where, and how failures are typed.
+
+import { assert, layer } from "@effect/vitest"
 import { BrokerAdmin } from "@effect-outbox/core/BrokerAdmin"
 import { Publisher } from "@effect-outbox/core/Publisher"
 import { TopicReader } from "@effect-outbox/core/TopicReader"
-import { assert, layer } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
 import * as Stream from "effect/Stream"
@@ -17,24 +18,40 @@ const receipts = <A, E>(outcomes: ReadonlyArray<Result.Result<A, E>>) =>
 
 layer(KafkaTest, { timeout: "90 seconds", excludeTestServices: true })("KafkaPublisher", (it) => {
   it.effect("returns one receipt per record in request order, offsets contiguous per partition", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const topic = yield* freshTopic(3)
       const publisher = yield* Publisher
-      const batch = yield* Effect.forEach([0, 1, 0, 2, 0, 1], (partition, i) => request(topic, { key: `k${i}`, partition }))
+      const batch = yield* Effect.forEach([0, 1, 0, 2, 0, 1], (partition, i) =>
+        request(topic, { key: `k${i}`, partition })
+      )
       const first = receipts(yield* publisher.publish(batch))
-      assert.deepStrictEqual(first.map((r) => [r.topic, r.partition, r.offset]), [
-        [topic, 0, "0"], [topic, 1, "0"], [topic, 0, "1"], [topic, 2, "0"], [topic, 0, "2"], [topic, 1, "1"]
-      ])
+      assert.deepStrictEqual(
+        first.map((r) => [r.topic, r.partition, r.offset]),
+        [
+          [topic, 0, "0"],
+          [topic, 1, "0"],
+          [topic, 0, "1"],
+          [topic, 2, "0"],
+          [topic, 0, "2"],
+          [topic, 1, "1"]
+        ]
+      )
       const second = receipts(yield* publisher.publish([yield* request(topic, { partition: 0 })]))
       assert.deepStrictEqual(second, [{ topic, partition: 0, offset: "3" }])
-    }))
+    })
+  )
 
   it.effect("the record carries key, partition, payload bytes, event-id, traceparent and the user's headers", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const topic = yield* freshTopic(2)
       const publisher = yield* Publisher
       const traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
-      const sent = yield* request(topic, { key: "user-7", partition: 1, payload: "héllo", headers: { traceparent, tenant: "acme" } })
+      const sent = yield* request(topic, {
+        key: "user-7",
+        partition: 1,
+        payload: "héllo",
+        headers: { traceparent, tenant: "acme" }
+      })
       const [receipt] = receipts(yield* publisher.publish([sent]))
       const records = yield* (yield* TopicReader).read(topic).pipe(Stream.runCollect)
       assert.strictEqual(records.length, 1)
@@ -44,10 +61,11 @@ layer(KafkaTest, { timeout: "90 seconds", excludeTestServices: true })("KafkaPub
       assert.strictEqual(record.key, "user-7")
       assert.strictEqual(text(record.value), "héllo")
       assert.deepStrictEqual(record.headers, { "event-id": sent.id, traceparent, tenant: "acme" })
-    }))
+    })
+  )
 
   it.effect("keyed records without a partition land where the Java client would put them, in order", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const topic = yield* freshTopic(4)
       const publisher = yield* Publisher
       const keys = ["alice", "bob", "carol", "dave", "erin"]
@@ -58,20 +76,33 @@ layer(KafkaTest, { timeout: "90 seconds", excludeTestServices: true })("KafkaPub
         receipts(yield* publisher.publish(batch))
       }
       const partitioner = Kafkajs.Partitioners.DefaultPartitioner()
-      const meta = [0, 1, 2, 3].map((partitionId) => ({ partitionId, leader: 1, replicas: [1], isr: [1], partitionErrorCode: 0 }))
+      const meta = [0, 1, 2, 3].map((partitionId) => ({
+        partitionId,
+        leader: 1,
+        replicas: [1],
+        isr: [1],
+        partitionErrorCode: 0
+      }))
       const records = yield* (yield* TopicReader).read(topic).pipe(Stream.runCollect)
       assert.strictEqual(records.length, sent.length)
       for (const key of keys) {
         const expected = partitioner({ topic, partitionMetadata: meta, message: { key, value: null } })
         const mine = records.filter((r) => r.key === key)
-        assert.isTrue(mine.every((r) => r.partition === expected), `${key} on partition ${expected}`)
+        assert.isTrue(
+          mine.every((r) => r.partition === expected),
+          `${key} on partition ${expected}`
+        )
         const ordered = [...mine].sort((a, b) => Number(BigInt(a.offset) - BigInt(b.offset)))
-        assert.deepStrictEqual(ordered.map((r) => text(r.value)), [0, 1, 2].map((round) => `${key}-${round}`))
+        assert.deepStrictEqual(
+          ordered.map((r) => text(r.value)),
+          [0, 1, 2].map((round) => `${key}-${round}`)
+        )
       }
-    }))
+    })
+  )
 
   it.effect("a partition the topic does not have fails that record only, with UnknownPartitionError", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const topic = yield* freshTopic(2)
       const publisher = yield* Publisher
       const outcomes = yield* publisher.publish([
@@ -87,20 +118,22 @@ layer(KafkaTest, { timeout: "90 seconds", excludeTestServices: true })("KafkaPub
         assert.strictEqual(failed.failure._tag, "UnknownPartitionError")
         assert.deepInclude(failed.failure, { topic, partition: 2, partitionCount: 2 })
       }
-    }))
+    })
+  )
 
   it.effect("a topic that does not exist is a permanent failure, reported at once", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const publisher = yield* Publisher
       const started = Date.now()
       const [outcome] = yield* publisher.publish([yield* request(`adapter-kafka-missing-${Date.now()}`, {})])
       assert.isTrue(Result.isFailure(outcome!))
       if (Result.isFailure(outcome!)) assert.strictEqual(outcome.failure._tag, "PermanentPublishError")
       assert.isBelow(Date.now() - started, 5_000)
-    }))
+    })
+  )
 
   it.effect("a record larger than the broker accepts is a permanent failure; the producer keeps working", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const topic = yield* freshTopic(1)
       const publisher = yield* Publisher
       const huge = yield* request(topic, { payload: "x".repeat(2_000_000) })
@@ -112,10 +145,11 @@ layer(KafkaTest, { timeout: "90 seconds", excludeTestServices: true })("KafkaPub
       }
       const [next] = receipts(yield* publisher.publish([yield* request(topic, {})]))
       assert.strictEqual(next!.partition, 0)
-    }))
+    })
+  )
 
   it.effect("a partition added by BrokerAdmin is publishable right away", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const topic = yield* freshTopic(1)
       const publisher = yield* Publisher
       const admin = yield* BrokerAdmin
@@ -123,23 +157,31 @@ layer(KafkaTest, { timeout: "90 seconds", excludeTestServices: true })("KafkaPub
       assert.strictEqual(yield* admin.growPartitions(topic, 3), 3)
       const [receipt] = receipts(yield* publisher.publish([yield* request(topic, { partition: 2 })]))
       assert.deepStrictEqual(receipt, { topic, partition: 2, offset: "0" })
-    }))
+    })
+  )
 
   it.effect("records of several topics go out in one call", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const a = yield* freshTopic(1, "a")
       const b = yield* freshTopic(1, "b")
       const publisher = yield* Publisher
-      const out = receipts(yield* publisher.publish([
-        yield* request(a, {}),
-        yield* request(b, {}),
-        yield* request(a, {})
-      ]))
-      assert.deepStrictEqual(out.map((r) => [r.topic, r.offset]), [[a, "0"], [b, "0"], [a, "1"]])
-    }))
+      const out = receipts(
+        yield* publisher.publish([yield* request(a, {}), yield* request(b, {}), yield* request(a, {})])
+      )
+      assert.deepStrictEqual(
+        out.map((r) => [r.topic, r.offset]),
+        [
+          [a, "0"],
+          [b, "0"],
+          [a, "1"]
+        ]
+      )
+    })
+  )
 
   it.effect("an empty batch is a no-op", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       assert.deepStrictEqual(yield* (yield* Publisher).publish([]), [])
-    }))
+    })
+  )
 })

@@ -1,24 +1,25 @@
 // Kafka transactions on the real broker (R7.1): kafkajs 2.2.4 against Apache Kafka 4.1.1.
+
+import { randomUUID } from "node:crypto"
+import { assert, layer } from "@effect/vitest"
 import { BrokerProbe } from "@effect-outbox/core/BrokerProbe"
 import type { ConsumerRecord } from "@effect-outbox/core/ConsumerSource"
+import { Publisher } from "@effect-outbox/core/Publisher"
 import { TopicReader } from "@effect-outbox/core/TopicReader"
 import * as TransactionalPipeline from "@effect-outbox/core/TransactionalPipeline"
 import { TransactionalProducer } from "@effect-outbox/core/TransactionalProducer"
-import { Publisher } from "@effect-outbox/core/Publisher"
-import { assert, layer } from "@effect/vitest"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
-import { randomUUID } from "node:crypto"
 import { KafkaClient } from "../src/KafkaClient.ts"
 import * as KafkaTransactionalProducer from "../src/KafkaTransactionalProducer.ts"
 import { freshTopic, KafkaTest, request, text } from "./support.ts"
 
 const groupOffsets = (groupId: string, topic: string) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const { admin } = yield* KafkaClient
     const [result] = yield* Effect.promise(() => admin.fetchOffsets({ groupId, topics: [topic] }))
     return Object.fromEntries(result!.partitions.map((p) => [p.partition, p.offset]))
@@ -26,7 +27,7 @@ const groupOffsets = (groupId: string, topic: string) =>
 
 /** A transactional producer with its own id, closed with the test's scope. */
 const transactional = (transactionalId = `adapter-kafka-tx-${randomUUID()}`) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const context = yield* Layer.build(KafkaTransactionalProducer.layer({ transactionalId }))
     return Context.get(context, TransactionalProducer)
   })
@@ -37,7 +38,7 @@ const transactional = (transactionalId = `adapter-kafka-tx-${randomUUID()}`) =>
  * read_committed reader may need a moment to see the transaction.
  */
 const readCommitted = (topic: string, n: number) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const reader = yield* TopicReader
     const deadline = Date.now() + 15_000
     while (true) {
@@ -49,46 +50,71 @@ const readCommitted = (topic: string, n: number) =>
 
 layer(KafkaTest, { timeout: "120 seconds", excludeTestServices: true })("KafkaTransactionalProducer", (it) => {
   it.effect("a committed transaction makes its records visible and commits the group's offsets with them", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const output = yield* freshTopic(2, "out")
       const input = yield* freshTopic(1, "in")
       const groupId = `adapter-kafka-eos-${randomUUID()}`
       const producer = yield* transactional()
-      const records = yield* Effect.forEach([0, 1, 0], (partition, i) => request(output, { partition, payload: `r${i}` }))
-      const receipts = yield* producer.commit({ groupId, records, offsets: [{ topic: input, partition: 0, offset: "7" }] })
-      assert.deepStrictEqual(receipts.map((r) => [r.partition, r.offset]), [[0, "0"], [1, "0"], [0, "1"]])
+      const records = yield* Effect.forEach([0, 1, 0], (partition, i) =>
+        request(output, { partition, payload: `r${i}` })
+      )
+      const receipts = yield* producer.commit({
+        groupId,
+        records,
+        offsets: [{ topic: input, partition: 0, offset: "7" }]
+      })
+      assert.deepStrictEqual(
+        receipts.map((r) => [r.partition, r.offset]),
+        [
+          [0, "0"],
+          [1, "0"],
+          [0, "1"]
+        ]
+      )
       const visible = yield* readCommitted(output, 3)
       assert.deepStrictEqual(visible.map((r) => text(r.value)).sort(), ["r0", "r1", "r2"])
       assert.deepStrictEqual(yield* groupOffsets(groupId, input), { 0: "7" })
-    }))
+    })
+  )
 
-  it.effect("an aborted transaction leaves its records in the log but invisible to read_committed, and no offsets", () =>
-    Effect.gen(function*() {
-      const output = yield* freshTopic(1, "out")
-      const input = yield* freshTopic(1, "in")
-      const groupId = `adapter-kafka-eos-${randomUUID()}`
-      const producer = yield* transactional()
-      const doomed = yield* request(output, { partition: 0, payload: "doomed" })
-      // Offsets for a topic that does not exist make the broker refuse the transaction's
-      // offset commit after the record was written: the transaction aborts.
-      const error = yield* Effect.flip(producer.commit({
-        groupId,
-        records: [doomed],
-        offsets: [{ topic: input, partition: 0, offset: "1" }, { topic: `${input}-missing`, partition: 0, offset: "1" }]
-      }))
-      assert.strictEqual(error._tag, "TransactionAbortedError")
-      const kept = yield* request(output, { partition: 0, payload: "kept" })
-      yield* producer.commit({ groupId, records: [kept], offsets: [{ topic: input, partition: 0, offset: "2" }] })
-      // read_committed sees only the committed record…
-      assert.deepStrictEqual((yield* readCommitted(output, 1)).map((r: ConsumerRecord) => text(r.value)), ["kept"])
-      // …while the aborted one did reach the log (the probe reads uncommitted).
-      const found = yield* (yield* BrokerProbe).find({ topic: output, partition: 0, eventId: doomed.id, since: 0 })
-      assert.isTrue(Option.isSome(found))
-      assert.deepStrictEqual(yield* groupOffsets(groupId, input), { 0: "2" })
-    }))
+  it.effect(
+    "an aborted transaction leaves its records in the log but invisible to read_committed, and no offsets",
+    () =>
+      Effect.gen(function* () {
+        const output = yield* freshTopic(1, "out")
+        const input = yield* freshTopic(1, "in")
+        const groupId = `adapter-kafka-eos-${randomUUID()}`
+        const producer = yield* transactional()
+        const doomed = yield* request(output, { partition: 0, payload: "doomed" })
+        // Offsets for a topic that does not exist make the broker refuse the transaction's
+        // offset commit after the record was written: the transaction aborts.
+        const error = yield* Effect.flip(
+          producer.commit({
+            groupId,
+            records: [doomed],
+            offsets: [
+              { topic: input, partition: 0, offset: "1" },
+              { topic: `${input}-missing`, partition: 0, offset: "1" }
+            ]
+          })
+        )
+        assert.strictEqual(error._tag, "TransactionAbortedError")
+        const kept = yield* request(output, { partition: 0, payload: "kept" })
+        yield* producer.commit({ groupId, records: [kept], offsets: [{ topic: input, partition: 0, offset: "2" }] })
+        // read_committed sees only the committed record…
+        assert.deepStrictEqual(
+          (yield* readCommitted(output, 1)).map((r: ConsumerRecord) => text(r.value)),
+          ["kept"]
+        )
+        // …while the aborted one did reach the log (the probe reads uncommitted).
+        const found = yield* (yield* BrokerProbe).find({ topic: output, partition: 0, eventId: doomed.id, since: 0 })
+        assert.isTrue(Option.isSome(found))
+        assert.deepStrictEqual(yield* groupOffsets(groupId, input), { 0: "2" })
+      })
+  )
 
   it.effect("a newer producer with the same transactionalId fences the older one", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const output = yield* freshTopic(1, "out")
       const transactionalId = `adapter-kafka-tx-${randomUUID()}`
       const groupId = `adapter-kafka-eos-${randomUUID()}`
@@ -96,36 +122,46 @@ layer(KafkaTest, { timeout: "120 seconds", excludeTestServices: true })("KafkaTr
       yield* older.commit({ groupId, records: [yield* request(output, { payload: "old" })], offsets: [] })
       const newer = yield* transactional(transactionalId)
       yield* newer.commit({ groupId, records: [yield* request(output, { payload: "new" })], offsets: [] })
-      const error = yield* Effect.flip(older.commit({ groupId, records: [yield* request(output, { payload: "zombie" })], offsets: [] }))
+      const error = yield* Effect.flip(
+        older.commit({ groupId, records: [yield* request(output, { payload: "zombie" })], offsets: [] })
+      )
       assert.strictEqual(error._tag, "TransactionAbortedError")
       assert.deepStrictEqual((yield* readCommitted(output, 2)).map((r) => text(r.value)).sort(), ["new", "old"])
-    }))
+    })
+  )
 
-  it.effect("TransactionalPipeline: every input's output appears exactly once, with the inputs' offsets committed", () =>
-    Effect.gen(function*() {
-      const input = yield* freshTopic(2, "in")
-      const output = yield* freshTopic(2, "out")
-      const groupId = `adapter-kafka-eos-${randomUUID()}`
-      const inputs = yield* Effect.forEach(Array.from({ length: 10 }, (_, i) => i), (i) =>
-        request(input, { partition: i % 2, key: `k${i % 2}`, payload: `in-${i}` }))
-      yield* (yield* Publisher).publish(inputs)
-      const producer = yield* transactional()
-      const fiber = yield* TransactionalPipeline.run({
-        groupId,
-        topics: [input],
-        fromBeginning: true,
-        transform: (record) =>
-          Effect.succeed([{ topic: output, key: record.key, payload: new TextEncoder().encode(`out-${text(record.value)}`) }])
-      }).pipe(Effect.provideService(TransactionalProducer, producer), Effect.forkChild)
-      const deadline = Date.now() + 60_000
-      while (Date.now() < deadline) {
-        const offsets = yield* groupOffsets(groupId, input)
-        if (offsets[0] === "5" && offsets[1] === "5") break
-        yield* Effect.sleep("200 millis")
-      }
-      yield* Fiber.interrupt(fiber)
-      assert.deepStrictEqual(yield* groupOffsets(groupId, input), { 0: "5", 1: "5" })
-      const produced = (yield* readCommitted(output, inputs.length)).map((r) => text(r.value)).sort()
-      assert.deepStrictEqual(produced, inputs.map((r) => `out-${text(r.payload)}`).sort())
-    }))
+  it.effect(
+    "TransactionalPipeline: every input's output appears exactly once, with the inputs' offsets committed",
+    () =>
+      Effect.gen(function* () {
+        const input = yield* freshTopic(2, "in")
+        const output = yield* freshTopic(2, "out")
+        const groupId = `adapter-kafka-eos-${randomUUID()}`
+        const inputs = yield* Effect.forEach(
+          Array.from({ length: 10 }, (_, i) => i),
+          (i) => request(input, { partition: i % 2, key: `k${i % 2}`, payload: `in-${i}` })
+        )
+        yield* (yield* Publisher).publish(inputs)
+        const producer = yield* transactional()
+        const fiber = yield* TransactionalPipeline.run({
+          groupId,
+          topics: [input],
+          fromBeginning: true,
+          transform: (record) =>
+            Effect.succeed([
+              { topic: output, key: record.key, payload: new TextEncoder().encode(`out-${text(record.value)}`) }
+            ])
+        }).pipe(Effect.provideService(TransactionalProducer, producer), Effect.forkChild)
+        const deadline = Date.now() + 60_000
+        while (Date.now() < deadline) {
+          const offsets = yield* groupOffsets(groupId, input)
+          if (offsets[0] === "5" && offsets[1] === "5") break
+          yield* Effect.sleep("200 millis")
+        }
+        yield* Fiber.interrupt(fiber)
+        assert.deepStrictEqual(yield* groupOffsets(groupId, input), { 0: "5", 1: "5" })
+        const produced = (yield* readCommitted(output, inputs.length)).map((r) => text(r.value)).sort()
+        assert.deepStrictEqual(produced, inputs.map((r) => `out-${text(r.payload)}`).sort())
+      })
+  )
 })

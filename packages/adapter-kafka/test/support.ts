@@ -1,10 +1,11 @@
 // Shared by the integration tests: one Kafka layer tuned for quick group joins, and fresh topics
 // that are deleted when the test's scope closes.
+
+import { randomUUID } from "node:crypto"
 import { BrokerAdmin } from "@effect-outbox/core/BrokerAdmin"
 import { type EventId, makeEventId } from "@effect-outbox/core/OutboxMessage"
 import type { PublishRequest } from "@effect-outbox/core/Publisher"
 import * as Effect from "effect/Effect"
-import { randomUUID } from "node:crypto"
 import * as KafkaBrokerAdmin from "../src/KafkaBrokerAdmin.ts"
 import { KafkaClient } from "../src/KafkaClient.ts"
 import * as KafkaOutbox from "../src/KafkaOutbox.ts"
@@ -24,11 +25,12 @@ export const KafkaTest = KafkaOutbox.layer(
 )
 
 /** A new topic with `partitions` partitions, deleted when the scope closes. */
-export const freshTopic = (partitions: number, name = "t") => namedTopic(`adapter-kafka-${name}-${randomUUID()}`, partitions)
+export const freshTopic = (partitions: number, name = "t") =>
+  namedTopic(`adapter-kafka-${name}-${randomUUID()}`, partitions)
 
 /** The topic `topic` (created if missing), deleted when the scope closes. */
 export const namedTopic = (topic: string, partitions: number) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const admin = yield* BrokerAdmin
     const client = yield* KafkaClient
     yield* Effect.addFinalizer(() => KafkaBrokerAdmin.deleteTopics(client.admin, [topic]))
@@ -38,9 +40,15 @@ export const namedTopic = (topic: string, partitions: number) =>
 
 export const request = (
   topic: string,
-  fields: { key?: string | null; partition?: number | null; payload?: string; headers?: Record<string, string>; id?: EventId }
+  fields: {
+    key?: string | null
+    partition?: number | null
+    payload?: string
+    headers?: Record<string, string>
+    id?: EventId
+  }
 ) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const id = fields.id ?? (yield* makeEventId)
     const r: PublishRequest = {
       id,

@@ -20,7 +20,7 @@ import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
 import { BrokerAdmin } from "./BrokerAdmin.ts"
-import { type BrokerAdminError, OutboxValidationError, type OutboxStoreError } from "./Errors.ts"
+import { type BrokerAdminError, type OutboxStoreError, OutboxValidationError } from "./Errors.ts"
 import { PartitionAssignmentStore } from "./PartitionAssignmentStore.ts"
 
 /**
@@ -65,34 +65,43 @@ export const partitionsGrown = Metric.counter("outbox_partitions_grown_total", {
  * @since 0.1.0
  * @category services
  */
-export class PartitionAssignment extends Context.Service<PartitionAssignment, {
-  /**
-   * Reserves (or returns) the owner's partition on `topic`, growing the topic on the broker when
-   * the partition does not exist there yet. Idempotent per owner.
-   */
-  readonly assign: (
-    topic: string,
-    ownerId: string
-  ) => Effect.Effect<Assignment, OutboxStoreError | BrokerAdminError | OutboxValidationError>
-  /** The owner's partition if it has one; never reserves. */
-  readonly lookup: (topic: string, ownerId: string) => Effect.Effect<Option.Option<number>, OutboxStoreError>
-}>()("@effect-outbox/core/PartitionAssignment") {}
+export class PartitionAssignment extends Context.Service<
+  PartitionAssignment,
+  {
+    /**
+     * Reserves (or returns) the owner's partition on `topic`, growing the topic on the broker when
+     * the partition does not exist there yet. Idempotent per owner.
+     */
+    readonly assign: (
+      topic: string,
+      ownerId: string
+    ) => Effect.Effect<Assignment, OutboxStoreError | BrokerAdminError | OutboxValidationError>
+    /** The owner's partition if it has one; never reserves. */
+    readonly lookup: (topic: string, ownerId: string) => Effect.Effect<Option.Option<number>, OutboxStoreError>
+  }
+>()("@effect-outbox/core/PartitionAssignment") {}
 
 /**
  * @since 0.1.0
  * @category constructors
  */
 export const make = (options: Options) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const store = yield* PartitionAssignmentStore
     const admin = yield* BrokerAdmin
     if (!Number.isInteger(options.maxPerPartition) || options.maxPerPartition < 1) {
       // A configuration bug: fail loudly at layer construction.
-      return yield* Effect.die(new OutboxValidationError({ field: "maxPerPartition", reason: `must be a positive integer, got ${options.maxPerPartition}` }))
+      return yield* Effect.die(
+        new OutboxValidationError({
+          field: "maxPerPartition",
+          reason: `must be a positive integer, got ${options.maxPerPartition}`
+        })
+      )
     }
     const assign = (topic: string, ownerId: string) =>
-      Effect.gen(function*() {
-        if (ownerId.length === 0) return yield* new OutboxValidationError({ field: "ownerId", reason: "must not be empty" })
+      Effect.gen(function* () {
+        if (ownerId.length === 0)
+          return yield* new OutboxValidationError({ field: "ownerId", reason: "must not be empty" })
         const reservation = yield* store.reserve({ topic, ownerId, maxPerPartition: options.maxPerPartition })
         const count = yield* admin.partitionCount(topic)
         let partitionCount = Option.getOrElse(count, () => 0)
@@ -121,7 +130,9 @@ export const make = (options: Options) =>
  * @since 0.1.0
  * @category layers
  */
-export const layer = (options: Options): Layer.Layer<PartitionAssignment, never, PartitionAssignmentStore | BrokerAdmin> =>
+export const layer = (
+  options: Options
+): Layer.Layer<PartitionAssignment, never, PartitionAssignmentStore | BrokerAdmin> =>
   Layer.effect(PartitionAssignment)(make(options))
 
 /**
