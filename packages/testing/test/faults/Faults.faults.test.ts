@@ -2,11 +2,15 @@
 // real piece — a relay process, the broker, database connections, a consumer process, the input
 // — and a checker reads the topic and the tables at the end. The table printed at the end has,
 // per scenario: events, lost, duplicates delivered, duplicate effects, order violations.
+import * as Outbox from "@effect-outbox/core/Outbox"
 import * as Relay from "@effect-outbox/core/Relay"
+import { Transactor } from "@effect-outbox/core/Transactor"
 import { afterAll, assert, describe, it } from "@effect/vitest"
 import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Scope from "effect/Scope"
+import { randomUUID } from "node:crypto"
 import { rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -328,6 +332,141 @@ describe("a consumer killed between its DB commit and its offset commit", () => 
       await Support.dropSchema(stack, schema)
       await stack.dispose()
       await Support.deleteTopics(Support.sharedBrokers, [topic, `${topic}.DLT`])
+    }
+  })
+})
+
+describe("poison and bad input", () => {
+  it("each ends in a typed error or the DLT, and nothing else is disturbed", async () => {
+    const schema = Support.uniqueName("faults_poison")
+    const topic = Support.uniqueName("faults-poison")
+    const relayTopic = Support.uniqueName("faults-poison-relay")
+    const dlt = `${topic}.DLT`
+    await Support.createTopics(Support.sharedBrokers, [topic, dlt, relayTopic])
+    const stack = await Support.makeStack({ schema })
+    const t = await Support.tables(stack)
+    const k = Support.kafka()
+    const producer = k.producer({ idempotent: true })
+    try {
+      await Support.createEffects(stack, schema)
+
+      // -- the consumer side: good records with poison among them, on every partition --------
+      const good: Array<{ id: string; key: string }> = []
+      const poison: Array<{ id: string; kind: string }> = []
+      const messages: Array<import("kafkajs").Message> = []
+      const valid = (i: number) => JSON.stringify({ index: i, pad: "x" })
+      for (let i = 0; i < 300; i++) {
+        const id = randomUUID()
+        good.push({ id, key: `k${i % 10}` })
+        messages.push({ key: `k${i % 10}`, value: valid(i), headers: { "event-id": id } })
+        if (i % 60 === 30) {
+          const kind = ["undecodable", "wrong types", "empty value", "undecodable", "wrong types"][Math.floor(i / 60)]!
+          const pid = randomUUID()
+          poison.push({ id: pid, kind })
+          const value = kind === "undecodable" ? "{not json" : kind === "wrong types" ? JSON.stringify({ index: "seven", pad: 42 }) : null
+          messages.push({ key: `k${i % 10}`, value, headers: { "event-id": pid } })
+        }
+      }
+      // Bad but processable: no headers at all (offset identity), and a near-1 MB record.
+      messages.push({ key: "no-headers", value: valid(1000) })
+      const huge = randomUUID()
+      messages.push({ key: "huge", value: JSON.stringify({ index: 1001, pad: "x".repeat(900_000) }), headers: { "event-id": huge } })
+      await producer.connect()
+      for (let i = 0; i < messages.length; i += 50) {
+        await producer.send({ topic, acks: -1, messages: messages.slice(i, i + 50) })
+      }
+
+      const stopConsumer = await Support.startConsumer(stack, {
+        groupId: `${schema}-group`,
+        topics: [topic],
+        fromBeginning: true,
+        maxAttempts: 3,
+        handler: (m) => Support.insertEffect(schema, m.idempotencyKey, m.record)
+      })
+      const expectedEffects = good.length + 2
+      const deadline = Date.now() + 120_000
+      let deadLetters: Array<Support.TopicRecord> = []
+      while (true) {
+        const e = await Support.effectCounts(stack, schema)
+        deadLetters = await Support.readTopic(Support.sharedBrokers, dlt)
+        if (e.distinct >= expectedEffects && deadLetters.length >= poison.length) break
+        if (Date.now() > deadline || Support.consumerFailures.length > 0) {
+          throw new Error(`consumer did not settle: effects ${JSON.stringify(e)}, ${deadLetters.length} dead letters; ${Support.consumerFailures.join("; ")}`)
+        }
+        await Support.sleep(300)
+      }
+      await Support.sleep(1_000)
+      await stopConsumer()
+
+      // -- the relay side: an unknown partition, an oversize payload, a bad topic name --------
+      const relayIds = await Support.enqueueMany(stack, relayTopic, 100, { keys: 10 })
+      const [badPartition] = await stack.runPromise(
+        Transactor.use((tx) => tx.withTransaction(Outbox.enqueue([{ topic: relayTopic, key: "bad-partition", partition: 7, payload: Support.payloadOf({ index: 0, pad: "" }) }])))
+      )
+      const oversize = await stack.runPromise(
+        Effect.flip(Outbox.enqueue([{ topic: relayTopic, key: "oversize", payload: new Uint8Array(2_000_000) }]))
+      )
+      const badTopic = await stack.runPromise(
+        Effect.flip(Outbox.enqueue([{ topic: "not a topic!", key: "x", payload: Support.payloadOf({}) }]))
+      )
+      const stopRelay = await Support.startRelay(stack)
+      const count = async (where: string) =>
+        (await Support.query<{ n: number }>(stack, `SELECT count(*)::int AS n FROM ${t.message} WHERE ${where}`))[0]!.n
+      while ((await count("status IN ('PENDING','DISPATCHING')")) > 0) await Support.sleep(100)
+      await stopRelay()
+      const failure = await Support.query<{ id: string; status: string; last_error: string }>(
+        stack,
+        `SELECT id::text, status, last_error FROM ${t.message} WHERE status <> 'PUBLISHED'`
+      )
+
+      // -- the checker -------------------------------------------------------------------------
+      const effects = await Support.query<{ event_id: string }>(stack, `SELECT event_id FROM "${schema}".effects ORDER BY n`)
+      const processed = new Map<string, number>()
+      for (const e of effects) processed.set(e.event_id, (processed.get(e.event_id) ?? 0) + 1)
+      const lostConsumed = good.filter((g) => !processed.has(g.id)).length
+      // Per key, the order in which effects committed must follow the order records were produced.
+      let orderViolations = 0
+      const position = new Map(effects.map((e, i) => [e.event_id, i]))
+      for (let key = 0; key < 10; key++) {
+        const order = good.filter((g) => g.key === `k${key}`).map((g) => position.get(g.id) ?? -1)
+        if (order.some((p, i) => i > 0 && p < order[i - 1]!)) orderViolations++
+      }
+      const relayRecords = await Support.readTopic(Support.sharedBrokers, relayTopic)
+      const relayVerdict = Support.verdict(relayIds.map((id, i) => ({ id, key: `k${i % 10}` })), relayRecords)
+      const duplicateEffects = effects.length - processed.size
+      Support.record({
+        scenario: "5 poison and bad input",
+        events: good.length + relayIds.length,
+        lost: lostConsumed + relayVerdict.lost,
+        duplicatesDelivered: relayVerdict.duplicatesDelivered,
+        duplicateEffects,
+        orderViolations: orderViolations + relayVerdict.orderViolations,
+        note: `${deadLetters.length} dead-lettered (${poison.map((p) => p.kind).join(", ")}); unknown partition → ${failure[0]?.status}; oversize and bad topic → ${oversize._tag}`
+      })
+
+      assert.strictEqual(lostConsumed, 0, "every good record was processed")
+      assert.strictEqual(duplicateEffects, 0)
+      assert.strictEqual(orderViolations, 0)
+      assert.isTrue(processed.has(huge), "a near-1 MB record is processed")
+      assert.isTrue([...processed.keys()].some((id) => id.startsWith("offset:")), "a record without headers is processed by its offset identity")
+      assert.deepStrictEqual(new Set(deadLetters.map((d) => d.eventId)), new Set(poison.map((p) => p.id)), "exactly the poison records are dead-lettered")
+      for (const d of deadLetters) {
+        assert.isString(d.headers["dlt-error-class"])
+        assert.strictEqual(d.headers["dlt-original-topic"], topic)
+        assert.strictEqual(d.headers["dlt-classification"], "permanent")
+      }
+      assert.deepStrictEqual(failure.map((f) => [f.id, f.status]), [[badPartition, "FAILURE"]])
+      assert.include(failure[0]!.last_error, "UnknownPartitionError")
+      assert.strictEqual(oversize._tag, "OutboxValidationError")
+      assert.strictEqual(badTopic._tag, "OutboxValidationError")
+      assert.strictEqual(await count("true"), relayIds.length + 1, "rejected drafts wrote nothing")
+      assert.strictEqual(relayVerdict.lost, 0)
+      assert.strictEqual(relayVerdict.orderViolations, 0)
+    } finally {
+      await producer.disconnect()
+      await Support.dropSchema(stack, schema)
+      await stack.dispose()
+      await Support.deleteTopics(Support.sharedBrokers, [topic, dlt, relayTopic])
     }
   })
 })

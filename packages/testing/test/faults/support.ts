@@ -353,11 +353,15 @@ export const EventPayload = Schema.Struct({ index: Schema.Number, pad: Schema.St
 
 /** The effects table: one row per handler run that committed (no unique key, so repeats show). */
 export const createEffects = (stack: Stack, schema: string) =>
-  query(stack, `CREATE TABLE IF NOT EXISTS "${schema}".effects (n bigserial PRIMARY KEY, event_id text NOT NULL, at timestamptz NOT NULL DEFAULT now())`)
+  query(stack, `CREATE TABLE IF NOT EXISTS "${schema}".effects (n bigserial PRIMARY KEY, event_id text NOT NULL, part int, record_offset bigint, at timestamptz NOT NULL DEFAULT clock_timestamp())`)
 
-export const insertEffect = (schema: string, eventId: string) =>
+export const insertEffect = (schema: string, eventId: string, record?: { readonly partition: number; readonly offset: string }) =>
   Effect.flatMap(Effect.service(SqlClient.SqlClient), (sql) =>
-    sql.unsafe(`INSERT INTO "${schema}".effects (event_id) VALUES ($1)`, [eventId]))
+    sql.unsafe(`INSERT INTO "${schema}".effects (event_id, part, record_offset) VALUES ($1, $2, $3)`, [
+      eventId,
+      record?.partition ?? null,
+      record?.offset ?? null
+    ]))
 
 export const effectCounts = async (stack: Stack, schema: string): Promise<{ total: number; distinct: number }> => {
   const rows = await query<{ total: number; distinct: number }>(
