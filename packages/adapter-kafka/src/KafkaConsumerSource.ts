@@ -72,6 +72,14 @@ interface Handoff {
   /** Last offset of the fetched batch (transaction markers included). */
   readonly lastOffset: bigint
   readonly settle: (outcome: Outcome) => void
+  /** Taken back before the stream took it (a rebalance started): the stream skips it. */
+  withdrawn: boolean
+}
+
+/** The heartbeat errors that mean "the group is rebalancing: rejoin". */
+const isRebalancing = (error: unknown): boolean => {
+  const type = (error as { readonly type?: unknown } | null)?.type
+  return type === "REBALANCE_IN_PROGRESS" || type === "NOT_COORDINATOR_FOR_GROUP" || type === "ILLEGAL_GENERATION"
 }
 
 const headersOf = (headers: Kafkajs.IHeaders | undefined): Record<string, string> => {
@@ -143,6 +151,13 @@ export const subscribe = (
         Queue.failCauseUnsafe(queue, Cause.fail(toConsumerError("consume", payload.error)))
     })
 
+    // The batch the stream handed out last. Pulling again in the same run means it is done
+    // with. If the run ended first (`Stream.take`, a failure, an interruption) it is "stale":
+    // a commit covering it still finishes it, otherwise the next pull abandons it and its
+    // records are fetched again.
+    let current: Handoff | undefined
+    let currentStale = false
+
     const release = (outcome: Outcome) => {
       for (const handoff of outstanding) handoff.settle(outcome)
       outstanding.clear()
@@ -171,14 +186,22 @@ export const subscribe = (
                     records: batch.messages.map((m) => toConsumerRecord(batch.topic, batch.partition, m))
                   },
                   lastOffset: BigInt(batch.lastOffset()),
-                  settle
+                  settle,
+                  withdrawn: false
                 }
                 outstanding.add(handoff)
                 Queue.offerUnsafe(queue, handoff)
                 // Keep the membership alive while the stream works on the batch. A heartbeat that
-                // reports a rebalance is not fatal here: the member rejoins once this batch returns.
+                // reports a rebalance is not fatal: the member rejoins once this callback returns.
+                // A batch the stream has not taken yet is withdrawn at once (redelivered later),
+                // so the member rejoins promptly; one it took is waited for.
                 const timer = setInterval(() => {
-                  heartbeat().catch(() => undefined)
+                  heartbeat().catch((error) => {
+                    if (isRebalancing(error) && current !== handoff && !handoff.withdrawn) {
+                      handoff.withdrawn = true
+                      settle("abandoned")
+                    }
+                  })
                 }, heartbeatInterval)
                 try {
                   const outcome = await done
@@ -207,18 +230,16 @@ export const subscribe = (
         }).pipe(Effect.andThen(Queue.end(queue)))
     )
 
-    // The batch the stream handed out last. Pulling again in the same run means it is done
-    // with. If the run ended first (`Stream.take`, a failure, an interruption) it is "stale":
-    // a commit covering it still finishes it, otherwise the next pull abandons it and its
-    // records are fetched again.
-    let current: Handoff | undefined
-    let currentStale = false
+    const takeLive: Effect.Effect<Handoff, ConsumerSourceError | Cause.Done> = Effect.flatMap(
+      Queue.take(queue),
+      (handoff) => (handoff.withdrawn ? takeLive : Effect.succeed(handoff))
+    )
     const pull = Effect.suspend(() => {
       if (current !== undefined) {
         current.settle(currentStale ? "abandoned" : "finished")
         current = undefined
       }
-      return Queue.take(queue)
+      return takeLive
     }).pipe(
       Effect.map((handoff) => {
         current = handoff

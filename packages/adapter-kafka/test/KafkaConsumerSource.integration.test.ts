@@ -10,7 +10,8 @@ import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Stream from "effect/Stream"
 import { KafkaClient } from "../src/KafkaClient.ts"
-import { freshTopic, KafkaTest, request, text } from "./support.ts"
+import * as KafkaConsumerSource from "../src/KafkaConsumerSource.ts"
+import { consumerOptions, freshTopic, KafkaTest, request, text } from "./support.ts"
 
 const publish = (topic: string, partition: number, payloads: ReadonlyArray<string>) =>
   Effect.gen(function* () {
@@ -192,6 +193,34 @@ layer(KafkaTest, { timeout: "120 seconds", excludeTestServices: true })("KafkaCo
       assert.strictEqual(owners(1).size, 1)
       assert.notDeepEqual([...owners(0)], [...owners(1)])
       assert.deepStrictEqual(yield* groupOffsets(groupId, topic), { 0: "3", 1: "2" })
+    })
+  )
+
+  it.effect("a member holding a batch its stream has not taken yet lets a rebalance through at once", () =>
+    Effect.gen(function* () {
+      const topic = yield* freshTopic(2)
+      const groupId = `adapter-kafka-group-${randomUUID()}`
+      yield* publish(topic, 0, ["p0-a", "p0-b"])
+      yield* publish(topic, 1, ["p1-a", "p1-b"])
+      const { kafka } = yield* KafkaClient
+      // A long rebalance timeout: without the withdrawal the join below would wait for it.
+      const options = { ...consumerOptions, sessionTimeoutMillis: 10_000, rebalanceTimeoutMillis: 30_000 }
+      const a = yield* KafkaConsumerSource.subscribe(kafka, { groupId, topics: [topic], fromBeginning: true }, options)
+      yield* Effect.sleep("2 seconds") // A owns both partitions and has a batch waiting, untaken
+      const started = Date.now()
+      const b = yield* KafkaConsumerSource.subscribe(kafka, { groupId, topics: [topic], fromBeginning: true }, options)
+      const fromB = yield* b.batches.pipe(Stream.take(1), Stream.runCollect)
+      const waited = Date.now() - started
+      assert.isBelow(waited, 15_000, `the second member got its first batch after ${waited} ms`)
+      const bPartition = fromB[0]!.partition
+      // Nothing is lost: A, pulling now, gets the other partition's records.
+      const fromA = yield* a.batches.pipe(
+        Stream.filter((batch) => batch.partition !== bPartition),
+        Stream.flatMap((batch) => Stream.fromIterable(batch.records)),
+        Stream.take(2),
+        Stream.runCollect
+      )
+      assert.deepStrictEqual(values(fromA), bPartition === 0 ? ["p1-a", "p1-b"] : ["p0-a", "p0-b"])
     })
   )
 })
