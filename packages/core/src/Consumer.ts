@@ -22,11 +22,11 @@
  * @since 0.1.0
  */
 import * as Cause from "effect/Cause"
+import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
-import * as Deferred from "effect/Deferred"
 import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
@@ -223,7 +223,11 @@ export interface Consumer {
    * Releases a parked key: its records are processed now, in their original order (a record
    * that fails again is dead-lettered and parks the rest again). Returns how many were processed.
    */
-  readonly release: (target: { readonly topic: string; readonly partition: number; readonly key: string }) => Effect.Effect<number, ConsumerError>
+  readonly release: (target: {
+    readonly topic: string
+    readonly partition: number
+    readonly key: string
+  }) => Effect.Effect<number, ConsumerError>
   /** Fails when the consumer stops on an error; never succeeds. */
   readonly await: Effect.Effect<never, ConsumerError>
 }
@@ -327,7 +331,7 @@ interface PartitionState {
 export const make = <S extends Schema.Top, E, R>(
   options: Options<S, E, R>
 ): Effect.Effect<Consumer, ConsumerSourceError, Scope.Scope | Requirements | R | S["DecodingServices"]> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const source = yield* ConsumerSource
     const inbox = yield* Inbox.Inbox
     // Optional: with it, a record whose work committed is never dead-lettered (see handleRecord).
@@ -370,7 +374,7 @@ export const make = <S extends Schema.Top, E, R>(
       attempt: number,
       tracked: { id: EventId | null }
     ): Effect.Effect<RecordResult, unknown> =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const rawId = record.headers[EVENT_ID_HEADER]
         const eventId = rawId !== undefined && rawId !== "" ? rawId : null
         const isReplay = record.headers[DeadLetter.headers.replayAttempt] !== undefined
@@ -394,13 +398,14 @@ export const make = <S extends Schema.Top, E, R>(
           }
         }
         const payload = yield* decode(new TextDecoder().decode(record.value)).pipe(
-          Effect.mapError((error) =>
-            new PayloadDecodeError({
-              topic: record.topic,
-              partition: record.partition,
-              offset: record.offset,
-              reason: error.message
-            })
+          Effect.mapError(
+            (error) =>
+              new PayloadDecodeError({
+                topic: record.topic,
+                partition: record.partition,
+                offset: record.offset,
+                reason: error.message
+              })
           ),
           provideUser
         )
@@ -417,7 +422,11 @@ export const make = <S extends Schema.Top, E, R>(
             Effect.fail(new HandlerDefectError({ reason: DeadLetter.errorMessage(defect), cause: defect }))
           ),
           Effect.withSpan("outbox.consumer.handler", {
-            attributes: { "outbox.topic": record.topic, "outbox.partition": record.partition, "outbox.offset": record.offset }
+            attributes: {
+              "outbox.topic": record.topic,
+              "outbox.partition": record.partition,
+              "outbox.offset": record.offset
+            }
           }),
           // Outermost, so the handler span itself is a child of the enqueueing span (R8.2) and
           // the handler's own spans are children of the handler span.
@@ -439,7 +448,7 @@ export const make = <S extends Schema.Top, E, R>(
       }).pipe(Effect.provideService(OutboxStore, store))
 
     const deadLetter = (record: ConsumerRecord, error: unknown, attempts: number, trackedId: EventId | null) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const classification = classify(error)
         const target = dltOf(record.topic)
         const request = yield* DeadLetter.toPublishRequest(record, target, {
@@ -449,17 +458,19 @@ export const make = <S extends Schema.Top, E, R>(
           consumerGroup: options.groupId
         })
         const publishOnce = Effect.flatMap(publisher.publish([request]), ([outcome]) =>
-          outcome!._tag === "Success" ? Effect.void : Effect.fail(outcome!.failure))
+          outcome!._tag === "Success" ? Effect.void : Effect.fail(outcome!.failure)
+        )
         yield* publishOnce.pipe(
           Effect.retry({ schedule: infrastructureSchedule, while: (e) => e._tag === "RetriablePublishError" }),
-          Effect.mapError((e) =>
-            new DeadLetter.DeadLetterPublishError({
-              deadLetterTopic: target,
-              topic: record.topic,
-              partition: record.partition,
-              offset: record.offset,
-              reason: e.message
-            })
+          Effect.mapError(
+            (e) =>
+              new DeadLetter.DeadLetterPublishError({
+                deadLetterTopic: target,
+                topic: record.topic,
+                partition: record.partition,
+                offset: record.offset,
+                reason: e.message
+              })
           )
         )
         yield* Metric.update(
@@ -469,19 +480,24 @@ export const make = <S extends Schema.Top, E, R>(
         yield* Effect.logWarning(
           `dead-lettered ${record.topic}/${record.partition}@${record.offset} to ${target} after ${attempts} ` +
             `attempt(s) (${classification}): ${DeadLetter.errorMessage(error)}`
-        ).pipe(Effect.annotateLogs({
-          topic: record.topic,
-          partition: record.partition,
-          offset: record.offset,
-          deadLetterTopic: target,
-          errorClass: DeadLetter.errorClass(error),
-          attempts
-        }))
+        ).pipe(
+          Effect.annotateLogs({
+            topic: record.topic,
+            partition: record.partition,
+            offset: record.offset,
+            deadLetterTopic: target,
+            errorClass: DeadLetter.errorClass(error),
+            attempts
+          })
+        )
         if (trackedId !== null) {
           yield* Transition.finishProcessing(trackedId, "PUSHED_FAILURE", {
             reason: `dead-lettered to ${target}: ${DeadLetter.errorMessage(error)}`
           }).pipe(
-            Effect.retry({ schedule: infrastructureSchedule.pipe(Schedule.upTo({ times: 5 })), while: (e) => e.retriable }),
+            Effect.retry({
+              schedule: infrastructureSchedule.pipe(Schedule.upTo({ times: 5 })),
+              while: (e) => e.retriable
+            }),
             Effect.catch((e) =>
               Effect.logError(`could not mark ${trackedId} PUSHED_FAILURE after dead-lettering: ${e.message}`)
             ),
@@ -492,7 +508,7 @@ export const make = <S extends Schema.Top, E, R>(
 
     /** Runs one record to its end: processed, skipped, or dead-lettered. `parked` when held back. */
     const handleRecord = (state: PartitionState, record: ConsumerRecord) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         if (parking && record.key !== null) {
           const waiting = state.parked.get(record.key)
           if (waiting !== undefined) {
@@ -520,9 +536,9 @@ export const make = <S extends Schema.Top, E, R>(
         // The work may have committed and only the bookkeeping after it kept failing (the SUCCESS
         // transition, a lost commit acknowledgement): such a record is processed, not poison.
         const processed = Option.isSome(inboxStore)
-          ? yield* inboxStore.value.exists(Inbox.keyOf(options.groupId, record, identity)).pipe(
-            Effect.orElseSucceed(() => false)
-          )
+          ? yield* inboxStore.value
+              .exists(Inbox.keyOf(options.groupId, record, identity))
+              .pipe(Effect.orElseSucceed(() => false))
           : false
         if (processed) {
           yield* Effect.logWarning(
@@ -538,7 +554,11 @@ export const make = <S extends Schema.Top, E, R>(
         return "done" as const
       }).pipe(
         Effect.withSpan("outbox.consumer.record", {
-          attributes: { "outbox.topic": record.topic, "outbox.partition": record.partition, "outbox.offset": record.offset }
+          attributes: {
+            "outbox.topic": record.topic,
+            "outbox.partition": record.partition,
+            "outbox.offset": record.offset
+          }
         })
       )
 
@@ -555,19 +575,24 @@ export const make = <S extends Schema.Top, E, R>(
         const next = state.notDone.length > 0 ? state.notDone[0]! : state.maxDelivered + 1n
         if (next <= state.lastCommitted) return Effect.void
         return subscription.commit([{ topic: state.topic, partition: state.partition, offset: next.toString() }]).pipe(
-          Effect.retry({ schedule: infrastructureSchedule.pipe(Schedule.upTo({ times: 3 })), while: (e) => e.retriable }),
+          Effect.retry({
+            schedule: infrastructureSchedule.pipe(Schedule.upTo({ times: 3 })),
+            while: (e) => e.retriable
+          }),
           Effect.tap(() =>
             Effect.sync(() => {
               if (next > state.lastCommitted) state.lastCommitted = next
             })
           ),
           // A lost commit only means redelivery, which the inbox absorbs.
-          Effect.catch((e) => Effect.logWarning(`offset commit ${state.topic}/${state.partition}@${next} failed: ${e.message}`))
+          Effect.catch((e) =>
+            Effect.logWarning(`offset commit ${state.topic}/${state.partition}@${next} failed: ${e.message}`)
+          )
         )
       })
 
     const processBatch = (state: PartitionState, batch: ConsumerBatch) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const first = BigInt(batch.records[0]!.offset)
         if (first <= state.maxDelivered) {
           // A rewind: the partition went to another member and came back at the group's
@@ -596,7 +621,7 @@ export const make = <S extends Schema.Top, E, R>(
     // -- partitions ------------------------------------------------------------------------------
 
     const worker = (state: PartitionState): Effect.Effect<void, ConsumerError> =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         while (true) {
           const next = yield* Effect.exit(Queue.take(state.queue))
           if (Exit.isFailure(next)) return
@@ -605,7 +630,7 @@ export const make = <S extends Schema.Top, E, R>(
       })
 
     const partitionOf = (topic: string, partition: number) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const id = `${topic}\u0000${partition}`
         const existing = partitions.get(id)
         if (existing !== undefined) return existing
@@ -622,7 +647,9 @@ export const make = <S extends Schema.Top, E, R>(
         }
         partitions.set(id, state)
         state.fiber = yield* worker(state).pipe(
-          Effect.tapCause((cause) => Cause.hasInterruptsOnly(cause) ? Effect.void : Deferred.failCause(failed, cause)),
+          Effect.tapCause((cause) =>
+            Cause.hasInterruptsOnly(cause) ? Effect.void : Deferred.failCause(failed, cause)
+          ),
           Effect.forkIn(workerScope)
         )
         return state
@@ -634,17 +661,17 @@ export const make = <S extends Schema.Top, E, R>(
           ? Effect.void
           : Effect.flatMap(partitionOf(batch.topic, batch.partition), (state) => Queue.offer(state.queue, batch))
       ),
-      Effect.tapCause((cause) => Cause.hasInterruptsOnly(cause) ? Effect.void : Deferred.failCause(failed, cause)),
+      Effect.tapCause((cause) => (Cause.hasInterruptsOnly(cause) ? Effect.void : Deferred.failCause(failed, cause))),
       Effect.forkIn(scope)
     )
 
     // Graceful shutdown, registered after `subscribe` so it runs before the group is left.
     yield* Effect.addFinalizer(() =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         stopping = true
         yield* Fiber.interrupt(dispatcher)
         for (const state of partitions.values()) yield* Queue.end(state.queue)
-        const fibers = [...partitions.values()].flatMap((state) => state.fiber === undefined ? [] : [state.fiber])
+        const fibers = [...partitions.values()].flatMap((state) => (state.fiber === undefined ? [] : [state.fiber]))
         yield* Fiber.awaitAll(fibers).pipe(
           Effect.timeoutOption(options.shutdownTimeout ?? Duration.seconds(30)),
           Effect.asVoid
@@ -655,10 +682,10 @@ export const make = <S extends Schema.Top, E, R>(
     )
 
     const release: Consumer["release"] = (target) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const state = partitions.get(`${target.topic}\u0000${target.partition}`)
         if (state === undefined) return 0
-        return yield* Effect.gen(function*() {
+        return yield* Effect.gen(function* () {
           const waiting = state.parked.get(target.key)
           if (waiting === undefined) return 0
           state.parked.delete(target.key)

@@ -91,8 +91,10 @@ export class DeadLetterPublishError extends Schema.TaggedError<DeadLetterPublish
   reason: Schema.String
 }) {
   override get message() {
-    return `could not dead-letter ${this.topic}/${this.partition}@${this.offset} to ${this.deadLetterTopic}: ${this.reason}` +
+    return (
+      `could not dead-letter ${this.topic}/${this.partition}@${this.offset} to ${this.deadLetterTopic}: ${this.reason}` +
       ` (does the topic exist? offsets stay uncommitted, so the record is redelivered after a restart)`
+    )
   }
 }
 
@@ -119,9 +121,10 @@ export const errorClass = (error: unknown): string => {
  * @category errors
  */
 export const errorMessage = (error: unknown): string => {
-  const text = typeof error === "object" && error !== null && typeof (error as Error).message === "string"
-    ? (error as Error).message
-    : String(error)
+  const text =
+    typeof error === "object" && error !== null && typeof (error as Error).message === "string"
+      ? (error as Error).message
+      : String(error)
   return text.length > 1000 ? `${text.slice(0, 1000)}…` : text
 }
 
@@ -152,7 +155,7 @@ export const toPublishRequest = (
   deadLetterTopic: string,
   failure: Failure
 ): Effect.Effect<PublishRequest> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const now = yield* Clock.currentTimeMillis
     const id = yield* requestId(record.headers)
     const diagnostics: Headers = {
@@ -188,7 +191,9 @@ const requestId = (recordHeaders: Headers) => {
 // latest failure. The replay counter is kept so replays keep counting up.
 const withoutDiagnostics = (recordHeaders: Headers): Headers =>
   Object.fromEntries(
-    Object.entries(recordHeaders).filter(([name]) => !name.startsWith(DIAGNOSTIC_PREFIX) || name === headers.replayAttempt)
+    Object.entries(recordHeaders).filter(
+      ([name]) => !name.startsWith(DIAGNOSTIC_PREFIX) || name === headers.replayAttempt
+    )
   )
 
 /**
@@ -262,9 +267,8 @@ export const toReplayRequest = (deadLetter: DeadLetter, to?: string): Effect.Eff
       id,
       topic,
       key: deadLetter.record.key,
-      partition: topic === deadLetter.originalTopic && deadLetter.originalPartition >= 0
-        ? deadLetter.originalPartition
-        : null,
+      partition:
+        topic === deadLetter.originalTopic && deadLetter.originalPartition >= 0 ? deadLetter.originalPartition : null,
       headers: { ...original, [headers.replayAttempt]: String(deadLetter.replayAttempt + 1) },
       payload: deadLetter.record.value
     }
@@ -310,7 +314,7 @@ export interface ReplayResult {
 export const replay = (
   options: ReplayOptions
 ): Effect.Effect<ReplayResult, ConsumerSourceError, TopicReader | Publisher> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const reader = yield* TopicReader
     const publisher = yield* Publisher
     const replayedLetters: Array<DeadLetter> = []
@@ -319,7 +323,7 @@ export const replay = (
     yield* reader.read(options.from).pipe(
       Stream.grouped(options.batchSize ?? 100),
       Stream.runForEach((records) =>
-        Effect.gen(function*() {
+        Effect.gen(function* () {
           const selected: Array<DeadLetter> = []
           for (const record of records) {
             const deadLetter = parse(record)
@@ -342,6 +346,8 @@ export const replay = (
     )
     yield* Effect.logInfo(
       `replayed ${replayedLetters.length} dead letters from ${options.from} (${failed.length} failed, ${skipped} skipped)`
-    ).pipe(Effect.annotateLogs({ deadLetterTopic: options.from, replayed: replayedLetters.length, failed: failed.length }))
+    ).pipe(
+      Effect.annotateLogs({ deadLetterTopic: options.from, replayed: replayedLetters.length, failed: failed.length })
+    )
     return { replayed: replayedLetters, skipped, failed }
   }).pipe(Effect.withSpan("outbox.dead_letter.replay", { attributes: { "outbox.dlt": options.from } }))

@@ -65,8 +65,11 @@ export const eventIdentity = (eventId: string): string => `event:${eventId}`
  * @since 0.1.0
  * @category identities
  */
-export const offsetIdentity = (record: { readonly topic: string; readonly partition: number; readonly offset: string }): string =>
-  `offset:${record.topic}/${record.partition}/${record.offset}`
+export const offsetIdentity = (record: {
+  readonly topic: string
+  readonly partition: number
+  readonly offset: string
+}): string => `offset:${record.topic}/${record.partition}/${record.offset}`
 
 /**
  * The identity of a record under `strategy`. An empty `event-id` header counts as absent.
@@ -87,7 +90,11 @@ export const identityOf = (record: RecordCoordinates, strategy: IdentityStrategy
  * @since 0.1.0
  * @category identities
  */
-export const keyOf = (consumer: string, record: RecordCoordinates, strategy: IdentityStrategy = "event-id"): ProcessedKey => ({
+export const keyOf = (
+  consumer: string,
+  record: RecordCoordinates,
+  strategy: IdentityStrategy = "event-id"
+): ProcessedKey => ({
   consumer,
   identity: identityOf(record, strategy)
 })
@@ -110,18 +117,21 @@ const count = (outcome: Outcome | "failed") => Metric.update(Metric.withAttribut
  * @since 0.1.0
  * @category services
  */
-export class Inbox extends Context.Service<Inbox, {
-  /**
-   * Inside one transaction: insert the processed-message record for `key`, then run `work`.
-   * A duplicate key returns `"already_processed"` without running `work`. When `work` (or the
-   * insert, or the commit) fails, dies or is interrupted, the transaction rolls back — the record
-   * with it, so a retry runs the work again — and the failure propagates unchanged (R4.1, R4.2).
-   */
-  readonly processOnce: <E, R>(
-    key: ProcessedKey,
-    work: Effect.Effect<unknown, E, R>
-  ) => Effect.Effect<Outcome, E | OutboxStoreError, R>
-}>()("@effect-outbox/core/Inbox") {
+export class Inbox extends Context.Service<
+  Inbox,
+  {
+    /**
+     * Inside one transaction: insert the processed-message record for `key`, then run `work`.
+     * A duplicate key returns `"already_processed"` without running `work`. When `work` (or the
+     * insert, or the commit) fails, dies or is interrupted, the transaction rolls back — the record
+     * with it, so a retry runs the work again — and the failure propagates unchanged (R4.1, R4.2).
+     */
+    readonly processOnce: <E, R>(
+      key: ProcessedKey,
+      work: Effect.Effect<unknown, E, R>
+    ) => Effect.Effect<Outcome, E | OutboxStoreError, R>
+  }
+>()("@effect-outbox/core/Inbox") {
   /**
    * Built from the `Transactor` and the `InboxStore` of the same database.
    *
@@ -129,26 +139,28 @@ export class Inbox extends Context.Service<Inbox, {
    * @category layers
    */
   static readonly layer: Layer.Layer<Inbox, never, Transactor | InboxStore> = Layer.effect(Inbox)(
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const transactor = yield* Transactor
       const store = yield* InboxStore
       return {
         processOnce: <E, R>(key: ProcessedKey, work: Effect.Effect<unknown, E, R>) =>
-          transactor.withTransaction(
-            Effect.gen(function*() {
-              const now = yield* Clock.currentTimeMillis
-              const recorded = yield* store.record(key, now)
-              if (recorded === "duplicate") return "already_processed" as const
-              yield* work
-              return "processed" as const
-            })
-          ).pipe(
-            Effect.tap(count),
-            Effect.tapError(() => count("failed")),
-            Effect.withSpan("outbox.inbox.process_once", {
-              attributes: { "outbox.consumer": key.consumer, "outbox.identity": key.identity }
-            })
-          )
+          transactor
+            .withTransaction(
+              Effect.gen(function* () {
+                const now = yield* Clock.currentTimeMillis
+                const recorded = yield* store.record(key, now)
+                if (recorded === "duplicate") return "already_processed" as const
+                yield* work
+                return "processed" as const
+              })
+            )
+            .pipe(
+              Effect.tap(count),
+              Effect.tapError(() => count("failed")),
+              Effect.withSpan("outbox.inbox.process_once", {
+                attributes: { "outbox.consumer": key.consumer, "outbox.identity": key.identity }
+              })
+            )
       }
     })
   )

@@ -18,12 +18,15 @@ import type { ConsumerSourceError } from "./Errors.ts"
  * @since 0.1.0
  * @category services
  */
-export class TopicReader extends Context.Service<TopicReader, {
-  /**
-   * Every retained record of `topic` up to the high watermarks observed when the read starts:
-   * each partition in offset order (partitions may interleave). Commits nothing, joins no group.
-   * A topic that does not exist fails with a non-retriable `ConsumerSourceError` whose
-   * `operation` is `"read"`.
-   */
-  readonly read: (topic: string) => Stream.Stream<ConsumerRecord, ConsumerSourceError>
-}>()("@effect-outbox/core/TopicReader") {}
+export class TopicReader extends Context.Service<
+  TopicReader,
+  {
+    /**
+     * Every retained record of `topic` up to the high watermarks observed when the read starts:
+     * each partition in offset order (partitions may interleave). Commits nothing, joins no group.
+     * A topic that does not exist fails with a non-retriable `ConsumerSourceError` whose
+     * `operation` is `"read"`.
+     */
+    readonly read: (topic: string) => Stream.Stream<ConsumerRecord, ConsumerSourceError>
+  }
+>()("@effect-outbox/core/TopicReader") {}

@@ -59,8 +59,8 @@ const toRequest = (output: Output): Effect.Effect<PublishRequest> =>
     output.id !== undefined
       ? Effect.succeed(output.id)
       : output.headers?.[EVENT_ID_HEADER] !== undefined && isEventId(output.headers[EVENT_ID_HEADER])
-      ? Effect.succeed(output.headers[EVENT_ID_HEADER] as EventId)
-      : makeEventId,
+        ? Effect.succeed(output.headers[EVENT_ID_HEADER] as EventId)
+        : makeEventId,
     (id) => ({
       id,
       topic: output.topic,
@@ -82,7 +82,7 @@ export const processBatch = <E, R>(
   options: Options<E, R>,
   batch: ConsumerBatch
 ): Effect.Effect<void, E | TransactionAbortedError, R | TransactionalProducer> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     if (batch.records.length === 0) return
     const producer = yield* TransactionalProducer
     const outputs: Array<PublishRequest> = []
@@ -91,25 +91,31 @@ export const processBatch = <E, R>(
     }
     const last = batch.records[batch.records.length - 1]!
     const next = (BigInt(last.offset) + 1n).toString()
-    yield* producer.commit({
-      groupId: options.groupId,
-      records: outputs,
-      offsets: [{ topic: batch.topic, partition: batch.partition, offset: next }]
-    }).pipe(
-      Effect.retry({
-        schedule: options.retrySchedule ?? defaultRetrySchedule,
-        while: (error) => error.retriable
+    yield* producer
+      .commit({
+        groupId: options.groupId,
+        records: outputs,
+        offsets: [{ topic: batch.topic, partition: batch.partition, offset: next }]
       })
-    )
+      .pipe(
+        Effect.retry({
+          schedule: options.retrySchedule ?? defaultRetrySchedule,
+          while: (error) => error.retriable
+        })
+      )
   }).pipe(
     Effect.withSpan("outbox.eos.batch", {
-      attributes: { "outbox.topic": batch.topic, "outbox.partition": batch.partition, "outbox.records": batch.records.length }
+      attributes: {
+        "outbox.topic": batch.topic,
+        "outbox.partition": batch.partition,
+        "outbox.records": batch.records.length
+      }
     })
   )
 
-const defaultRetrySchedule: Schedule.Schedule<unknown, TransactionAbortedError> = Schedule.exponential("100 millis").pipe(
-  Schedule.modifyDelay(({ duration }) => Effect.succeed(Duration.min(duration, Duration.seconds(5))))
-)
+const defaultRetrySchedule: Schedule.Schedule<unknown, TransactionAbortedError> = Schedule.exponential(
+  "100 millis"
+).pipe(Schedule.modifyDelay(({ duration }) => Effect.succeed(Duration.min(duration, Duration.seconds(5)))))
 
 /**
  * Runs the pipeline until interrupted or until a transform fails or a transaction aborts for
@@ -122,7 +128,7 @@ export const run = <E, R>(
   options: Options<E, R>
 ): Effect.Effect<void, E | TransactionAbortedError | ConsumerSourceError, R | ConsumerSource | TransactionalProducer> =>
   Effect.scoped(
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const source = yield* ConsumerSource
       const subscription = yield* source.subscribe({
         groupId: options.groupId,

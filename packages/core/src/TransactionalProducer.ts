@@ -42,8 +42,12 @@ export class TransactionAbortedError extends Schema.TaggedError<TransactionAbort
   retriable: Schema.Boolean
 }) {
   override get message() {
-    return `Kafka transaction of ${this.transactionalId} aborted: ${this.reason}` +
-      (this.retriable ? "" : " (not retriable: another producer with this transactionalId fenced it, or the broker refuses a record)")
+    return (
+      `Kafka transaction of ${this.transactionalId} aborted: ${this.reason}` +
+      (this.retriable
+        ? ""
+        : " (not retriable: another producer with this transactionalId fenced it, or the broker refuses a record)")
+    )
   }
 }
 
@@ -64,13 +68,18 @@ export interface TransactionRequest {
  * @since 0.1.0
  * @category services
  */
-export class TransactionalProducer extends Context.Service<TransactionalProducer, {
-  /** Stable per pipeline instance; Kafka fences older producers that reuse it. */
-  readonly transactionalId: string
-  /**
-   * Begins, fills and commits one transaction. Succeeds with a receipt per record (request
-   * order) once committed; on any failure the transaction is aborted and nothing of it is visible
-   * to `read_committed` consumers nor committed.
-   */
-  readonly commit: (request: TransactionRequest) => Effect.Effect<ReadonlyArray<PublishReceipt>, TransactionAbortedError>
-}>()("@effect-outbox/core/TransactionalProducer") {}
+export class TransactionalProducer extends Context.Service<
+  TransactionalProducer,
+  {
+    /** Stable per pipeline instance; Kafka fences older producers that reuse it. */
+    readonly transactionalId: string
+    /**
+     * Begins, fills and commits one transaction. Succeeds with a receipt per record (request
+     * order) once committed; on any failure the transaction is aborted and nothing of it is visible
+     * to `read_committed` consumers nor committed.
+     */
+    readonly commit: (
+      request: TransactionRequest
+    ) => Effect.Effect<ReadonlyArray<PublishReceipt>, TransactionAbortedError>
+  }
+>()("@effect-outbox/core/TransactionalProducer") {}

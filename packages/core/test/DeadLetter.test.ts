@@ -21,7 +21,7 @@ describe("DeadLetter", () => {
   })
 
   it.effect("a dead letter keeps key, headers and payload and adds the diagnostics", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const request = yield* DeadLetter.toPublishRequest(record, "orders.DLT", {
         error: { _tag: "HandlerFailed", message: "card declined" },
         attempts: 3,
@@ -41,17 +41,24 @@ describe("DeadLetter", () => {
       assert.strictEqual(request.headers[DeadLetter.headers.errorMessage], "card declined")
       assert.strictEqual(request.headers[DeadLetter.headers.attempts], "3")
       assert.strictEqual(request.headers[DeadLetter.headers.consumerGroup], "billing")
-    }))
+    })
+  )
 
   it.effect("parse reads the diagnostics back; replay strips them, keeps the event id and counts the attempt", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const request = yield* DeadLetter.toPublishRequest(record, "orders.DLT", {
         error: new Error("boom"),
         attempts: 1,
         classification: "permanent",
         consumerGroup: "billing"
       })
-      const onDlt: ConsumerRecord = { ...record, topic: "orders.DLT", partition: 0, offset: "5", headers: request.headers }
+      const onDlt: ConsumerRecord = {
+        ...record,
+        topic: "orders.DLT",
+        partition: 0,
+        offset: "5",
+        headers: request.headers
+      }
       const letter = Option.getOrThrow(DeadLetter.parse(onDlt))
       assert.strictEqual(letter.originalTopic, "orders")
       assert.strictEqual(letter.originalPartition, 2)
@@ -77,7 +84,8 @@ describe("DeadLetter", () => {
       assert.strictEqual((yield* DeadLetter.toReplayRequest(second)).headers[DeadLetter.headers.replayAttempt], "2")
       // to another topic: routed by key, not to the original partition
       assert.strictEqual((yield* DeadLetter.toReplayRequest(letter, "orders.retry")).partition, null)
-    }))
+    })
+  )
 
   it("a record without dlt headers is not a dead letter", () => {
     assert.isTrue(Option.isNone(DeadLetter.parse(record)))

@@ -19,21 +19,23 @@ import { InMemoryBroker } from "./InMemoryBroker.ts"
  * @category layers
  */
 export const layer: Layer.Layer<TopicReader, never, InMemoryBroker> = Layer.effect(TopicReader)(
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const broker = yield* InMemoryBroker
     return {
       read: (topic) =>
-        Stream.unwrap(Effect.gen(function*() {
-          const topics = yield* broker.topics
-          if (!topics.has(topic)) {
-            return yield* new ConsumerSourceError({
-              operation: "read",
-              reason: `topic ${topic} does not exist`,
-              retriable: false
-            })
-          }
-          return Stream.fromIterable(yield* broker.records(topic))
-        }))
+        Stream.unwrap(
+          Effect.gen(function* () {
+            const topics = yield* broker.topics
+            if (!topics.has(topic)) {
+              return yield* new ConsumerSourceError({
+                operation: "read",
+                reason: `topic ${topic} does not exist`,
+                retriable: false
+              })
+            }
+            return Stream.fromIterable(yield* broker.records(topic))
+          })
+        )
     }
   })
 )

@@ -48,67 +48,73 @@ export class InMemoryTransactions extends Context.Service<InMemoryTransactions, 
 export const layer = (
   transactionalId = "in-memory-transactional-producer"
 ): Layer.Layer<TransactionalProducer | InMemoryTransactions, never, InMemoryBroker | ConsumerSource | Publisher> =>
-  Layer.effectContext(Effect.gen(function*() {
-    const broker = yield* InMemoryBroker
-    const source = yield* ConsumerSource
-    const publisher = yield* Publisher
-    const scope = yield* Effect.scope
-    const committers = new Map<string, Subscription>()
-    let pendingFaults: Array<boolean> = []
-    let committed = 0
-    let aborted = 0
+  Layer.effectContext(
+    Effect.gen(function* () {
+      const broker = yield* InMemoryBroker
+      const source = yield* ConsumerSource
+      const publisher = yield* Publisher
+      const scope = yield* Effect.scope
+      const committers = new Map<string, Subscription>()
+      let pendingFaults: Array<boolean> = []
+      let committed = 0
+      let aborted = 0
 
-    const committer = (groupId: string) =>
-      Effect.gen(function*() {
-        const existing = committers.get(groupId)
-        if (existing !== undefined) return existing
-        const subscription = yield* source.subscribe({ groupId, topics: [] }).pipe(Scope.provide(scope))
-        committers.set(groupId, subscription)
-        return subscription
-      }).pipe(Effect.orDie)
+      const committer = (groupId: string) =>
+        Effect.gen(function* () {
+          const existing = committers.get(groupId)
+          if (existing !== undefined) return existing
+          const subscription = yield* source.subscribe({ groupId, topics: [] }).pipe(Scope.provide(scope))
+          committers.set(groupId, subscription)
+          return subscription
+        }).pipe(Effect.orDie)
 
-    const abort = (reason: string, retriable: boolean) => {
-      aborted++
-      return Effect.fail(new TransactionAbortedError({ transactionalId, reason, retriable }))
-    }
+      const abort = (reason: string, retriable: boolean) => {
+        aborted++
+        return Effect.fail(new TransactionAbortedError({ transactionalId, reason, retriable }))
+      }
 
-    const producer: TransactionalProducer["Service"] = {
-      transactionalId,
-      commit: (request) =>
-        Effect.uninterruptible(Effect.gen(function*() {
-          const members = yield* committer(request.groupId)
-          const fault = pendingFaults.shift()
-          if (fault !== undefined) return yield* abort("injected abort", fault)
-          const topics = yield* broker.topics
-          for (const record of request.records) {
-            const partitions = topics.get(record.topic)
-            if (partitions === undefined) return yield* abort(`topic ${record.topic} does not exist`, false)
-            if (record.partition !== null && (record.partition < 0 || record.partition >= partitions)) {
-              return yield* abort(`topic ${record.topic} has no partition ${record.partition}`, false)
-            }
-          }
-          // From here nothing can fail: both halves are applied back to back.
-          const outcomes = yield* publisher.publish(request.records)
-          const receipts = outcomes.map((outcome) => {
-            if (outcome._tag === "Failure") {
-              throw new Error(`in-memory transaction half-applied: ${outcome.failure.message} (do not combine broker publish faults with transactions)`)
-            }
-            return outcome.success
-          })
-          yield* members.commit(request.offsets).pipe(Effect.orDie)
-          committed++
-          return receipts
-        }))
-    }
+      const producer: TransactionalProducer["Service"] = {
+        transactionalId,
+        commit: (request) =>
+          Effect.uninterruptible(
+            Effect.gen(function* () {
+              const members = yield* committer(request.groupId)
+              const fault = pendingFaults.shift()
+              if (fault !== undefined) return yield* abort("injected abort", fault)
+              const topics = yield* broker.topics
+              for (const record of request.records) {
+                const partitions = topics.get(record.topic)
+                if (partitions === undefined) return yield* abort(`topic ${record.topic} does not exist`, false)
+                if (record.partition !== null && (record.partition < 0 || record.partition >= partitions)) {
+                  return yield* abort(`topic ${record.topic} has no partition ${record.partition}`, false)
+                }
+              }
+              // From here nothing can fail: both halves are applied back to back.
+              const outcomes = yield* publisher.publish(request.records)
+              const receipts = outcomes.map((outcome) => {
+                if (outcome._tag === "Failure") {
+                  throw new Error(
+                    `in-memory transaction half-applied: ${outcome.failure.message} (do not combine broker publish faults with transactions)`
+                  )
+                }
+                return outcome.success
+              })
+              yield* members.commit(request.offsets).pipe(Effect.orDie)
+              committed++
+              return receipts
+            })
+          )
+      }
 
-    const control: Control = {
-      failNext: (count, options) =>
-        Effect.sync(() => {
-          pendingFaults = [...pendingFaults, ...Array.from({ length: count }, () => options?.retriable ?? true)]
-        }),
-      committed: Effect.sync(() => committed),
-      aborted: Effect.sync(() => aborted)
-    }
+      const control: Control = {
+        failNext: (count, options) =>
+          Effect.sync(() => {
+            pendingFaults = [...pendingFaults, ...Array.from({ length: count }, () => options?.retriable ?? true)]
+          }),
+        committed: Effect.sync(() => committed),
+        aborted: Effect.sync(() => aborted)
+      }
 
-    return Context.make(TransactionalProducer, producer).pipe(Context.add(InMemoryTransactions, control))
-  }))
+      return Context.make(TransactionalProducer, producer).pipe(Context.add(InMemoryTransactions, control))
+    })
+  )

@@ -8,27 +8,34 @@ const count = Number(process.env.SIM_SEEDS ?? 1000)
 const seeds = only !== undefined ? [only] : Array.from({ length: count }, (_, i) => i + 1)
 
 describe("consumer simulation (crashes between DB commit and offset commit, duplicates, poison)", () => {
-  it.effect(`${seeds.length} seeded scenarios: effects exactly once, nothing lost, poison in the DLT`, () =>
-    Effect.gen(function*() {
-      const failed: Array<string> = []
-      const verbose = only !== undefined || process.env.SIM_VERBOSE !== undefined
-      for (const seed of seeds) {
-        const started = Date.now()
-        const outcome = yield* runConsumerScenario(seed)
-        if (verbose) console.log(`${outcome.summary} [${Date.now() - started} ms]`)
-        if (outcome.violations.length > 0) {
-          failed.push(`${outcome.summary}\n  ${outcome.violations.slice(0, 5).join("\n  ")}\n(replay: SIM_SEED=${seed})`)
+  it.effect(
+    `${seeds.length} seeded scenarios: effects exactly once, nothing lost, poison in the DLT`,
+    () =>
+      Effect.gen(function* () {
+        const failed: Array<string> = []
+        const verbose = only !== undefined || process.env.SIM_VERBOSE !== undefined
+        for (const seed of seeds) {
+          const started = Date.now()
+          const outcome = yield* runConsumerScenario(seed)
+          if (verbose) console.log(`${outcome.summary} [${Date.now() - started} ms]`)
+          if (outcome.violations.length > 0) {
+            failed.push(
+              `${outcome.summary}\n  ${outcome.violations.slice(0, 5).join("\n  ")}\n(replay: SIM_SEED=${seed})`
+            )
+          }
         }
-      }
-      assert.deepStrictEqual(failed, [], failed.slice(0, 3).join("\n\n"))
-    }), { timeout: 600_000 })
+        assert.deepStrictEqual(failed, [], failed.slice(0, 3).join("\n\n"))
+      }),
+    { timeout: 600_000 }
+  )
 
   it.effect("a seed replays to the same outcome", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       for (const seed of [7, 42, 1234]) {
         const a = yield* runConsumerScenario(seed)
         const b = yield* runConsumerScenario(seed)
         assert.strictEqual(a.fingerprint, b.fingerprint, `seed ${seed} is not deterministic`)
       }
-    }))
+    })
+  )
 })

@@ -15,7 +15,6 @@ import { ConsumerSourceError } from "@effect-outbox/core/Errors"
 import * as Inbox from "@effect-outbox/core/Inbox"
 import { type EventId, jsonPayload, makeEventId } from "@effect-outbox/core/OutboxMessage"
 import { OutboxStore } from "@effect-outbox/core/OutboxStore"
-import { Publisher } from "@effect-outbox/core/Publisher"
 import * as Transition from "@effect-outbox/core/Transition"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
@@ -86,7 +85,7 @@ export const runConsumerScenario = (seed: number): Effect.Effect<Outcome> =>
   )
 
 const scenario = (seed: number) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const rand = prng(seed ^ 0x5bd1e995)
     // ---- the scenario's shape ----------------------------------------------------------------
     const partitions = yield* int(1, 3)
@@ -116,39 +115,54 @@ const scenario = (seed: number) =>
     const events: Array<SimEvent> = []
     for (let n = 0; n < eventCount; n++) {
       const roll = yield* Random.next
-      const kind: Kind = roll < 0.72
-        ? "ok"
-        : roll < 0.84
-        ? "flaky"
-        : roll < 0.9
-        ? "poison_decode"
-        : roll < 0.95
-        ? "poison_permanent"
-        : "poison_exhaust"
-      events.push({ n, id: yield* makeEventId, key: `k${yield* int(0, keyCount - 1)}`, kind, local: yield* chance(0.4) })
+      const kind: Kind =
+        roll < 0.72
+          ? "ok"
+          : roll < 0.84
+            ? "flaky"
+            : roll < 0.9
+              ? "poison_decode"
+              : roll < 0.95
+                ? "poison_permanent"
+                : "poison_exhaust"
+      events.push({
+        n,
+        id: yield* makeEventId,
+        key: `k${yield* int(0, keyCount - 1)}`,
+        kind,
+        local: yield* chance(0.4)
+      })
     }
     const byId = new Map(events.map((e) => [e.id as string, e]))
     const locals = events.filter((e) => e.local)
     if (locals.length > 0) {
-      yield* store.insert(locals.map((e) => ({
-        id: e.id,
-        topic: "orders",
-        key: e.key,
-        partition: null,
-        headers: { "event-id": e.id },
-        payload: jsonPayload({ n: e.n }),
-        status: "PENDING" as const,
-        availableAt: 0,
-        createdAt: 0
-      })))
-      const claimed = yield* Transition.claim({ owner: "sim-relay", limit: 1000, maxPerKey: 1000, leaseMillis: 3_600_000 })
-        .pipe(Effect.provideService(OutboxStore, store), Effect.orDie)
+      yield* store.insert(
+        locals.map((e) => ({
+          id: e.id,
+          topic: "orders",
+          key: e.key,
+          partition: null,
+          headers: { "event-id": e.id },
+          payload: jsonPayload({ n: e.n }),
+          status: "PENDING" as const,
+          availableAt: 0,
+          createdAt: 0
+        }))
+      )
+      const claimed = yield* Transition.claim({
+        owner: "sim-relay",
+        limit: 1000,
+        maxPerKey: 1000,
+        leaseMillis: 3_600_000
+      }).pipe(Effect.provideService(OutboxStore, store), Effect.orDie)
       // Half are acknowledged; the rest stay DISPATCHING: the consumer runs ahead (R2.5).
       const published = claimed.filter(() => rand() < 0.5)
-      yield* Transition.markPublished(published.map((row) => ({
-        id: row.id,
-        receipt: { topic: "orders", partition: 0, offset: "0" }
-      }))).pipe(Effect.provideService(OutboxStore, store), Effect.orDie)
+      yield* Transition.markPublished(
+        published.map((row) => ({
+          id: row.id,
+          receipt: { topic: "orders", partition: 0, offset: "0" }
+        }))
+      ).pipe(Effect.provideService(OutboxStore, store), Effect.orDie)
     }
 
     // ---- database faults: lost commits and lost commit acknowledgements -----------------------
@@ -167,13 +181,22 @@ const scenario = (seed: number) =>
       e.kind === "poison_decode" ? new TextEncoder().encode(`{"n":"not a number ${e.n}"}`) : jsonPayload({ n: e.n })
     const publishOne = (e: SimEvent) =>
       Effect.flatMap(
-        broker.publisher.publish([{ id: e.id, topic: "orders", key: e.key, partition: null, headers: { "event-id": e.id }, payload: payloadOf(e) }]),
-        ([outcome]) => outcome!._tag === "Success" ? Effect.void : Effect.die(new Error("sim publish failed"))
+        broker.publisher.publish([
+          {
+            id: e.id,
+            topic: "orders",
+            key: e.key,
+            partition: null,
+            headers: { "event-id": e.id },
+            payload: payloadOf(e)
+          }
+        ]),
+        ([outcome]) => (outcome!._tag === "Success" ? Effect.void : Effect.die(new Error("sim publish failed")))
       )
     let producerDone = false
     let totalSteps = 0
     let duplicates = 0
-    const producer = Effect.gen(function*() {
+    const producer = Effect.gen(function* () {
       const later: Array<SimEvent> = []
       for (const e of events) {
         yield* Effect.sleep(`${yield* int(0, 30)} millis`)
@@ -201,7 +224,7 @@ const scenario = (seed: number) =>
     let crashes = 0
     const flakyFailed = new Set<string>()
     const handler = (message: Consumer.Message<typeof Payload.Type>) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const e = byId.get(message.eventId ?? "")
         if (e === undefined) return yield* Effect.die(new Error(`unknown event ${message.eventId}`))
         if (chaos && rand() < pCrashHandler) {
@@ -215,17 +238,19 @@ const scenario = (seed: number) =>
         }
         if (e.kind === "poison_permanent") return yield* new HandlerFailed({ n: e.n, retriable: false })
         if (e.kind === "poison_exhaust") return yield* new HandlerFailed({ n: e.n, retriable: true })
-        yield* store.insert([{
-          id: yield* makeEventId,
-          topic: "effects",
-          key: e.id,
-          partition: null,
-          headers: {},
-          payload: jsonPayload({ applied: e.n }),
-          status: "PENDING",
-          availableAt: 0,
-          createdAt: 0
-        }])
+        yield* store.insert([
+          {
+            id: yield* makeEventId,
+            topic: "effects",
+            key: e.id,
+            partition: null,
+            headers: {},
+            payload: jsonPayload({ applied: e.n }),
+            status: "PENDING",
+            availableAt: 0,
+            createdAt: 0
+          }
+        ])
       })
 
     // A consumer source whose offset commits may "crash the process" right after the database
@@ -237,21 +262,26 @@ const scenario = (seed: number) =>
       let crashed = false
       return {
         subscribe: (options) =>
-          Effect.map(broker.consumerSource.subscribe(options), (subscription): Subscription => ({
-            batches: subscription.batches,
-            commit: (offsets) =>
-              Effect.suspend(() => {
-                if (crashed) {
-                  return Effect.fail(new ConsumerSourceError({ operation: "commit", reason: "process crashed", retriable: false }))
-                }
-                if (chaos && !closing && rand() < pCrashCommit) {
-                  crashed = true
-                  crashes++
-                  return Deferred.succeed(crashSignal, undefined).pipe(Effect.andThen(Effect.never))
-                }
-                return subscription.commit(offsets)
-              })
-          }))
+          Effect.map(
+            broker.consumerSource.subscribe(options),
+            (subscription): Subscription => ({
+              batches: subscription.batches,
+              commit: (offsets) =>
+                Effect.suspend(() => {
+                  if (crashed) {
+                    return Effect.fail(
+                      new ConsumerSourceError({ operation: "commit", reason: "process crashed", retriable: false })
+                    )
+                  }
+                  if (chaos && !closing && rand() < pCrashCommit) {
+                    crashed = true
+                    crashes++
+                    return Deferred.succeed(crashSignal, undefined).pipe(Effect.andThen(Effect.never))
+                  }
+                  return subscription.commit(offsets)
+                })
+            })
+          )
       }
     }
 
@@ -268,17 +298,19 @@ const scenario = (seed: number) =>
       shutdownTimeout: "100 millis"
     } as const
 
-    const logEnds = Effect.gen(function*() {
+    const logEnds = Effect.gen(function* () {
       const ends: Array<number> = []
       for (let p = 0; p < partitions; p++) ends.push((yield* broker.control.log("orders", p)).length)
       return ends
     })
     const committedOffsets = Effect.map(broker.control.committed(GROUP), (commits) => {
-      const byPartition = new Map(commits.filter((c) => c.topic === "orders").map((c) => [c.partition, Number(c.offset)]))
+      const byPartition = new Map(
+        commits.filter((c) => c.topic === "orders").map((c) => [c.partition, Number(c.offset)])
+      )
       return Array.from({ length: partitions }, (_, p) => byPartition.get(p) ?? 0)
     })
     const drained = (consumer: Consumer.Consumer) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         if (!producerDone) return false
         const ends = yield* logEnds
         const committed = yield* committedOffsets
@@ -287,7 +319,7 @@ const scenario = (seed: number) =>
       })
 
     const closeWithClock = (scope: Scope.Closeable) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         closing = true
         const fiber = yield* Effect.forkChild(Scope.close(scope, Exit.void))
         for (let i = 0; i < 200; i++) {
@@ -301,7 +333,7 @@ const scenario = (seed: number) =>
       })
 
     const runGeneration = (source: ConsumerSource["Service"], steps: number) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const scope = yield* Scope.make()
         const consumer = yield* Consumer.make(options).pipe(
           Scope.provide(scope),
@@ -387,7 +419,8 @@ const scenario = (seed: number) =>
       else if (record.key !== e.key) violations.push(`DLT record of event ${e.n} lost its key`)
     }
 
-    const summary = `seed ${seed}: ${eventCount} events (${events.filter((e) => isPoison(e.kind)).length} poison, ` +
+    const summary =
+      `seed ${seed}: ${eventCount} events (${events.filter((e) => isPoison(e.kind)).length} poison, ` +
       `${duplicates} duplicated), ${partitions} partitions, ${generations} generations, ${crashes} crashes, ` +
       `${dbFaults} lost commits, maxAttempts ${maxAttempts}, parking ${parking}, dlt ${dlt.length}, steps ${totalSteps}`
     const fingerprint = JSON.stringify({
