@@ -309,7 +309,23 @@ export const make = (options: KafkaPublisherOptions = {}) =>
         if (Result.isFailure(sent)) {
           const error = sent.failure
           if (requiresProducerReset(error)) resetRequested = true
-          for (const i of sendable) outcomes[i] = Result.fail(toPublishError(requests[i]!.topic, error))
+          // An unknown topic after our check said it exists: it was deleted a moment ago (the
+          // cached layout is stale). Re-read, and report a topic that is really gone as permanent.
+          const vanished = new Set<string>()
+          if (rootCause(error).type === "UNKNOWN_TOPIC_OR_PARTITION") {
+            for (const topic of callTopics) {
+              const fresh = yield* fetchLayout(topic).pipe(Effect.orElseSucceed(() => null))
+              if (fresh === undefined) vanished.add(topic)
+            }
+          }
+          for (const i of sendable) {
+            const topic = requests[i]!.topic
+            outcomes[i] = Result.fail(
+              vanished.has(topic)
+                ? new PermanentPublishError({ topic, reason: "the topic no longer exists on the broker" })
+                : toPublishError(topic, error)
+            )
+          }
           yield* Effect.logDebug(`kafka publish of ${sendable.length} records failed: ${describe(error)}`)
           return outcomes as ReadonlyArray<PublishOutcome>
         }

@@ -8,6 +8,8 @@ import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
 import * as Stream from "effect/Stream"
 import Kafkajs from "kafkajs"
+import * as KafkaBrokerAdmin from "../src/KafkaBrokerAdmin.ts"
+import { KafkaClient } from "../src/KafkaClient.ts"
 import { freshTopic, KafkaTest, request, text } from "./support.ts"
 
 const receipts = <A, E>(outcomes: ReadonlyArray<Result.Result<A, E>>) =>
@@ -182,6 +184,24 @@ layer(KafkaTest, { timeout: "90 seconds", excludeTestServices: true })("KafkaPub
   it.effect("an empty batch is a no-op", () =>
     Effect.gen(function* () {
       assert.deepStrictEqual(yield* (yield* Publisher).publish([]), [])
+    })
+  )
+
+  it.effect("a topic deleted after the producer used it does not break publishing to others", () =>
+    Effect.gen(function* () {
+      const doomed = yield* freshTopic(1, "doomed")
+      const other = yield* freshTopic(1, "other")
+      const publisher = yield* Publisher
+      receipts(yield* publisher.publish([yield* request(doomed, {})]))
+      const { admin } = yield* KafkaClient
+      yield* KafkaBrokerAdmin.deleteTopics(admin, [doomed])
+      const started = Date.now()
+      const [receipt] = receipts(yield* publisher.publish([yield* request(other, {})]))
+      assert.deepStrictEqual(receipt, { topic: other, partition: 0, offset: "0" })
+      assert.isBelow(Date.now() - started, 10_000)
+      const [gone] = yield* publisher.publish([yield* request(doomed, {})])
+      assert.isTrue(Result.isFailure(gone!))
+      if (Result.isFailure(gone!)) assert.strictEqual(gone.failure._tag, "PermanentPublishError")
     })
   )
 })
