@@ -1,7 +1,12 @@
 /**
  * `BrokerProbe` on kafkajs (R3.2): did a timed-out send land after all? Reads the partition
- * from the offset of `since` up to the high watermark captured at the start, looking for the
+ * from the offset of `since` up to the end offset captured at the start, looking for the
  * record whose `event-id` header matches.
+ *
+ * kafkajs's admin reports the last stable offset as the end: the high watermark unless another
+ * producer's Kafka transaction is open on the partition (the relay never writes transactionally).
+ * Records past it are not searched; the answer is then `None` and the relay republishes, which
+ * the consumer's event-id identity absorbs.
  *
  * @since 0.1.0
  */
