@@ -70,7 +70,6 @@ export interface Status {
  */
 export const status = (options: { readonly topic?: string | undefined; readonly failures?: number | undefined } = {}) =>
   Effect.gen(function* () {
-    const store = yield* OutboxStore
     const readModel = yield* ReadModel
     const now = Date.now()
     const all = yield* readModel.perTopic(now)
@@ -85,12 +84,7 @@ export const status = (options: { readonly topic?: string | undefined; readonly 
       if (topic.oldestPendingCreatedAt !== null) oldest = Math.min(oldest ?? Infinity, topic.oldestPendingCreatedAt)
       stale += topic.staleLeases
     }
-    const failures = yield* store.list({
-      statuses: ["FAILURE"],
-      ...(options.topic === undefined ? {} : { topic: options.topic }),
-      limit: 10_000
-    })
-    const recent = failures.slice(-(options.failures ?? 10)).reverse()
+    const recent = yield* readModel.recentFailures(options.topic, options.failures ?? 10)
     return {
       now,
       total: Object.values(byStatus).reduce((a, b) => a + (b ?? 0), 0),

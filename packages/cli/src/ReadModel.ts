@@ -50,6 +50,19 @@ export interface ProcessedBy {
 
 /**
  * @since 0.1.0
+ * @category models
+ */
+export interface RecentFailure {
+  readonly id: string
+  readonly topic: string
+  readonly key: string | null
+  readonly attempts: number
+  readonly lastError: string | null
+  readonly updatedAt: number
+}
+
+/**
+ * @since 0.1.0
  * @category services
  */
 export class ReadModel extends Context.Service<
@@ -58,6 +71,11 @@ export class ReadModel extends Context.Service<
     readonly perTopic: (now: number) => Effect.Effect<ReadonlyArray<TopicCounts>, OutboxStoreError>
     readonly history: (id: string) => Effect.Effect<ReadonlyArray<HistoryEntry>, OutboxStoreError>
     readonly processedBy: (id: string) => Effect.Effect<ReadonlyArray<ProcessedBy>, OutboxStoreError>
+    /** The latest `FAILURE` rows (newest first), without their payloads. */
+    readonly recentFailures: (
+      topic: string | undefined,
+      limit: number
+    ) => Effect.Effect<ReadonlyArray<RecentFailure>, OutboxStoreError>
     /** Rows `purge` would delete: one of `statuses`, last updated before `olderThan`. */
     readonly countPurgeable: (
       statuses: ReadonlyArray<OutboxStatus>,
@@ -163,6 +181,36 @@ export const layerPg: Layer.Layer<ReadModel, never, SqlClient.SqlClient | PgTabl
               )
             ),
             Effect.mapError(failed("inspect"))
+          ),
+      recentFailures: (topic, limit) =>
+        sql
+          .unsafe<{
+            id: string
+            topic: string
+            key: string | null
+            attempts: number
+            last_error: string | null
+            updated_at: Date
+          }>(
+            `SELECT id::text AS id, topic, key, attempts, last_error, updated_at FROM ${t.message}
+            WHERE status = 'FAILURE' AND ($1::text IS NULL OR topic = $1::text)
+            ORDER BY seq DESC LIMIT $2::int`,
+            [topic ?? null, Math.max(0, Math.trunc(limit))]
+          )
+          .withoutTransform.pipe(
+            Effect.map((rows) =>
+              rows.map(
+                (row): RecentFailure => ({
+                  id: row.id,
+                  topic: row.topic,
+                  key: row.key,
+                  attempts: row.attempts,
+                  lastError: row.last_error,
+                  updatedAt: millis(row.updated_at)
+                })
+              )
+            ),
+            Effect.mapError(failed("status"))
           ),
       countPurgeable: (statuses, olderThan) =>
         sql
