@@ -18,6 +18,7 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
+import * as References from "effect/References"
 import * as TestClock from "effect/testing/TestClock"
 import * as Schema from "effect/Schema"
 import * as Scope from "effect/Scope"
@@ -176,6 +177,43 @@ describe("OutboxRuntime", () => {
       const stats = yield* store.stats(Date.now())
       assert.deepStrictEqual(stats.byStatus, { SUCCESS: 1, PENDING: 1 })
     }).pipe(Effect.provide(env({})))
+  )
+
+  it.live("a consumer that stops on an error is started again: its records are not left unread", () =>
+    Effect.gen(function* () {
+      const seen: Array<number> = []
+      const consumer = OutboxRuntime.consumer(
+        Topic.consumer(Greetings, {
+          groupId: "greeter",
+          fromBeginning: true,
+          handler: (message) => Effect.sync(() => void seen.push(message.payload.n))
+        })
+      )
+      // No dead-letter topic yet: dead-lettering the poison record stops the consumer.
+      const portsLayer = Layer.mergeAll(
+        InMemoryDatabase.layer,
+        WakeUp.layerMemory,
+        InMemoryBroker.layer({ topics: { greetings: 1 } })
+      )
+      const runtime = OutboxRuntime.layer({
+        relay: fast,
+        consumers: [consumer],
+        consumerRestart: Duration.millis(50)
+      }).pipe(Layer.provideMerge(portsLayer))
+      yield* Effect.gen(function* () {
+        const outbox = yield* Outbox.Outbox
+        yield* outbox.enqueue([{ topic: "greetings", key: "ada", payload: new TextEncoder().encode("not json") }])
+        yield* Topic.enqueue(Greetings, { to: "ada", n: 2 })
+        yield* Effect.sleep("400 millis")
+        // Stuck behind the record it cannot dead-let: nothing after it was handled, nothing lost.
+        assert.deepStrictEqual(seen, [])
+        const broker = yield* InMemoryBroker.InMemoryBroker
+        yield* broker.createTopic("greetings.DLT", 1)
+        for (let i = 0; i < 200 && seen.length === 0; i++) yield* Effect.sleep("20 millis")
+        assert.deepStrictEqual(seen, [2])
+        assert.strictEqual((yield* broker.records("greetings.DLT")).length, 1)
+      }).pipe(Effect.provide(runtime), Effect.scoped)
+    }).pipe(Effect.provide(env({})), Effect.provideService(References.MinimumLogLevel, "None"))
   )
 
   it.effect("the gauges sample pending count, oldest pending age, stale leases and unfinished events", () =>
