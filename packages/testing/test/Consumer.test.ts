@@ -174,6 +174,26 @@ describe("Consumer", () => {
     }).pipe(Effect.scoped, Effect.provide(makeLayer()))
   )
 
+  it.effect("with the offset identity a republished event is new work", () =>
+    Effect.gen(function* () {
+      const { handler, ns } = yield* recording
+      yield* send(1)
+      yield* send(1)
+      yield* Consumer.make({ ...baseOptions, identity: "offset", handler })
+      yield* eventually(
+        "offset 2 is committed",
+        Effect.map(committedOffset("billing"), (o) => o === "2")
+      )
+      assert.deepStrictEqual(yield* ns, [1, 1])
+      const db = yield* InMemoryDatabase.InMemoryDatabase
+      const keys = [...(yield* db.processedKeys)].sort()
+      assert.deepStrictEqual(keys, [
+        InMemoryDatabase.processedKey("billing", "offset:orders/0/0"),
+        InMemoryDatabase.processedKey("billing", "offset:orders/0/1")
+      ])
+    }).pipe(Effect.scoped, Effect.provide(makeLayer()))
+  )
+
   it.effect("the offset is committed only after the handler's transaction committed (R4.5)", () =>
     Effect.gen(function* () {
       const gate = yield* Deferred.make<void>()
