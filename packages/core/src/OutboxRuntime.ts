@@ -299,7 +299,7 @@ const start = <C extends ReadonlyArray<ConsumerDeclaration<any>>>(settings: Sett
           : (settings.retention.interval ?? Retention.defaults.interval)
       const store = yield* InboxStore
       yield* Effect.forkScoped(
-        Effect.suspend(() => store.purge(Date.now() - Duration.toMillis(olderThan), 1000)).pipe(
+        Effect.flatMap(Clock.currentTimeMillis, (now) => store.purge(now - Duration.toMillis(olderThan), 1000)).pipe(
           Effect.tap((n) =>
             n > 0 ? Effect.logInfo(`inbox retention purged ${n} processed-message records`) : Effect.void
           ),
