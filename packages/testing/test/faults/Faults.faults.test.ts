@@ -181,7 +181,7 @@ describe("PostgreSQL connections killed during claims and during processOnce", (
     try {
       await Support.createEffects(main, schema)
       const stopRelay = await Support.startRelay(relay, { lease: Duration.seconds(3), publishTimeout: Duration.seconds(2) })
-      const stopConsumer = await Support.startConsumer(consumer, {
+      const running = await Support.startConsumer(consumer, {
         groupId: `${schema}-group`,
         topics: [topic],
         fromBeginning: true,
@@ -230,12 +230,12 @@ describe("PostgreSQL connections killed during claims and during processOnce", (
         const s = await status()
         const e = await Support.effectCounts(main, schema)
         if ((s.SUCCESS ?? 0) === events && e.distinct === events) break
-        if (Date.now() > deadline || Support.consumerFailures.length > 0) {
-          throw new Error(`not settled: ${JSON.stringify(s)}, effects ${JSON.stringify(e)}; consumer failures: ${Support.consumerFailures.join("; ")}`)
+        if (Date.now() > deadline || running.failure() !== undefined) {
+          throw new Error(`not settled: ${JSON.stringify(s)}, effects ${JSON.stringify(e)}; consumer failure: ${running.failure()}`)
         }
         await Support.sleep(250)
       }
-      await stopConsumer()
+      await running.stop()
       await stopRelay()
 
       const effects = await Support.effectCounts(main, schema)
@@ -376,7 +376,7 @@ describe("poison and bad input", () => {
         await producer.send({ topic, acks: -1, messages: messages.slice(i, i + 50) })
       }
 
-      const stopConsumer = await Support.startConsumer(stack, {
+      const consumer = await Support.startConsumer(stack, {
         groupId: `${schema}-group`,
         topics: [topic],
         fromBeginning: true,
@@ -390,13 +390,13 @@ describe("poison and bad input", () => {
         const e = await Support.effectCounts(stack, schema)
         deadLetters = await Support.readTopic(Support.sharedBrokers, dlt)
         if (e.distinct >= expectedEffects && deadLetters.length >= poison.length) break
-        if (Date.now() > deadline || Support.consumerFailures.length > 0) {
-          throw new Error(`consumer did not settle: effects ${JSON.stringify(e)}, ${deadLetters.length} dead letters; ${Support.consumerFailures.join("; ")}`)
+        if (Date.now() > deadline || consumer.failure() !== undefined) {
+          throw new Error(`consumer did not settle: effects ${JSON.stringify(e)}, ${deadLetters.length} dead letters; ${consumer.failure()}`)
         }
         await Support.sleep(300)
       }
       await Support.sleep(1_000)
-      await stopConsumer()
+      await consumer.stop()
 
       // -- the relay side: an unknown partition, an oversize payload, a bad topic name --------
       const relayIds = await Support.enqueueMany(stack, relayTopic, 100, { keys: 10 })

@@ -371,21 +371,33 @@ export const effectCounts = async (stack: Stack, schema: string): Promise<{ tota
   return rows[0]!
 }
 
-/** Starts the library consumer in its own scope; the returned function stops it. */
+export interface RunningConsumer {
+  readonly stop: () => Promise<void>
+  /** Why the consumer stopped on its own, if it did. */
+  readonly failure: () => string | undefined
+}
+
+/** Starts the library consumer in its own scope. */
 export const startConsumer = async (
   stack: Stack,
   options: Omit<Consumer.Options<typeof EventPayload, unknown, SqlClient.SqlClient>, "schema">
-): Promise<() => Promise<void>> => {
+): Promise<RunningConsumer> => {
   const scope = await stack.runPromise(Scope.make())
   const consumer = await stack.runPromise(Consumer.make({ ...options, schema: EventPayload }).pipe(Scope.provide(scope)))
+  let stopping = false
+  let failure: string | undefined
   // A consumer that fails stops consuming; surface that instead of waiting for a timeout.
   stack.runPromise(consumer.await).catch((error) => {
-    consumerFailures.push(inspect(error, { depth: 4 }))
+    if (!stopping) failure = inspect(error, { depth: 4 })
   })
-  return () => stack.runPromise(Scope.close(scope, Exit.void))
+  return {
+    stop: () => {
+      stopping = true
+      return stack.runPromise(Scope.close(scope, Exit.void))
+    },
+    failure: () => failure
+  }
 }
-
-export const consumerFailures: Array<string> = []
 
 /** Starts relay + stale recovery in their own scope; the returned function stops them. */
 export const startRelay = async (
