@@ -68,6 +68,9 @@ export const runDemo = (options: RunOptions) =>
       groupId: `effect-outbox-demo-${runId}-billing`
     }).pipe(Effect.ensuring(cleanup), Effect.provide(layer))
     write(`${Demo.renderSummary(summary)}\n`)
+    if (keep && options.selection.databaseUrl !== undefined) {
+      write(`\nkept schema ${schema} and topic ${topic}: look with \`pnpm outbox status --schema ${schema}\`\n`)
+    }
     return summary
   })
 
