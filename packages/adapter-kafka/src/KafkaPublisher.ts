@@ -280,6 +280,12 @@ export const make = (options: KafkaPublisherOptions = {}) =>
           })
         )
         const sent = yield* sendOnce.pipe(
+          // Interrupted (a caller's timeout): the send may still land; never reuse this producer.
+          Effect.onInterrupt(() =>
+            Effect.sync(() => {
+              resetRequested = true
+            })
+          ),
           // Our metadata says every target topic exists, so an unknown topic is some other topic
           // this producer once used and that was deleted since: replace the producer, try again.
           Effect.catchIf(

@@ -187,6 +187,9 @@ export const make = (options: KafkaTransactionalProducerOptions) =>
               },
               catch: (error) => error
             }).pipe(
+              // Interrupted mid-transaction: the next transaction starts on a fresh producer, whose
+              // InitProducerId aborts the one left open.
+              Effect.onInterrupt(() => reset),
               Effect.catch((error) =>
                 // Whatever failed, start the next transaction on a fresh producer: kafkajs' state
                 // after a failed commit or abort is not trustworthy, and a new InitProducerId is cheap.
