@@ -28,12 +28,12 @@ describe("mailbox on real services", () => {
           messagesPerUser: 3,
           timeout: "90 seconds"
         }).pipe(
-          Effect.tap(() =>
-            // Leave the shared database as we found it.
+          // Leave the shared services as we found them, pass or fail.
+          Effect.ensuring(
             Effect.flatMap(
               Effect.service(SqlClient.SqlClient),
               (sql) => sql.unsafe(`DROP SCHEMA "${schema}" CASCADE`).unprepared
-            )
+            ).pipe(Effect.ignore)
           ),
           Effect.provide(
             Services.layer({
@@ -43,9 +43,11 @@ describe("mailbox on real services", () => {
               maxPerPartition: 2
             })
           ),
-          Effect.provideService(References.MinimumLogLevel, "Error")
+          Effect.provideService(References.MinimumLogLevel, "Error"),
+          Effect.ensuring(
+            Effect.promise(() => deleteTopics(services.kafkaBrokers, [topic, `${topic}.DLT`]).catch(() => undefined))
+          )
         )
-        yield* Effect.promise(() => deleteTopics(services.kafkaBrokers, [topic, `${topic}.DLT`]))
 
         assert.isTrue(report.finished)
         // R6.1 / R6.2: two users per partition, in order; the topic grew from 1 to 3 partitions.

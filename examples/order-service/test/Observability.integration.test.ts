@@ -100,9 +100,31 @@ describe("order service telemetry", () => {
             if ((yield* provider.sent).length === 1 && invoices[0]!.n === 1) break
             yield* Effect.sleep("100 millis")
           }
-          yield* sql.unsafe(`DROP SCHEMA "${options.schema}" CASCADE`).unprepared
           return eventId
-        }).pipe(Effect.provide(app), Effect.scoped)
+        }).pipe(
+          // Leave the shared services as we found them, pass or fail.
+          Effect.ensuring(
+            Effect.flatMap(
+              Effect.service(SqlClient.SqlClient),
+              (sql) => sql.unsafe(`DROP SCHEMA "${options.schema}" CASCADE`).unprepared
+            ).pipe(Effect.ignore)
+          ),
+          Effect.provide(app),
+          Effect.scoped,
+          Effect.ensuring(
+            Effect.promise(async () => {
+              const admin = new Kafkajs.Kafka({
+                brokers: [...options.brokers],
+                logLevel: Kafkajs.logLevel.NOTHING
+              }).admin()
+              await admin.connect()
+              await admin
+                .deleteTopics({ topics: [options.topic, `${options.topic}.DLT`] })
+                .catch(() => undefined)
+                .finally(() => admin.disconnect())
+            })
+          )
+        )
         // The exporter flushed on shutdown; give the collector's request handlers a moment.
         yield* Effect.sleep("300 millis")
 
@@ -119,14 +141,6 @@ describe("order service telemetry", () => {
         const publish = trace.find((s) => s.name === "outbox.publish")!
         assert.strictEqual(publish.parentSpanId, enqueue!.spanId)
         assert.isString(eventId)
-
-        yield* Effect.promise(async () => {
-          const admin = new Kafkajs.Kafka({ brokers: [...options.brokers], logLevel: Kafkajs.logLevel.NOTHING }).admin()
-          await admin.connect()
-          await admin
-            .deleteTopics({ topics: [options.topic, `${options.topic}.DLT`] })
-            .finally(() => admin.disconnect())
-        })
       }).pipe(
         Effect.scoped,
         Effect.provide(RealServices.layer),

@@ -142,14 +142,22 @@ describe("order service on real services", () => {
             [`${options.groupPrefix}-billing`, `${options.groupPrefix}-notifications`]
           )
           assert.isTrue(deadLetters.every((l) => l.eventId === poison && l.errorClass === "PayloadDecodeError"))
-        }).pipe(Effect.provide(app), Effect.scoped)
-
-        // Leave the shared services as we found them.
-        yield* Effect.flatMap(
-          Effect.service(SqlClient.SqlClient),
-          (sql) => sql.unsafe(`DROP SCHEMA "${options.schema}" CASCADE`).unprepared
-        ).pipe(Effect.provide(Service.ports(options)))
-        yield* Effect.promise(() => deleteTopics(options.brokers, [options.topic, `${options.topic}.DLT`]))
+        }).pipe(
+          Effect.provide(app),
+          Effect.scoped,
+          // Leave the shared services as we found them, pass or fail.
+          Effect.ensuring(
+            Effect.flatMap(
+              Effect.service(SqlClient.SqlClient),
+              (sql) => sql.unsafe(`DROP SCHEMA "${options.schema}" CASCADE`).unprepared
+            ).pipe(Effect.provide(Service.ports(options)), Effect.ignore)
+          ),
+          Effect.ensuring(
+            Effect.promise(() =>
+              deleteTopics(options.brokers, [options.topic, `${options.topic}.DLT`]).catch(() => undefined)
+            )
+          )
+        )
       }).pipe(Effect.provide(RealServices.layer), Effect.provideService(References.MinimumLogLevel, "Error")),
     { timeout: 180_000 }
   )

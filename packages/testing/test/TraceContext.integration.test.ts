@@ -94,23 +94,30 @@ describe("trace context on PostgreSQL and Kafka", () => {
           assert.strictEqual(parentId(publish), enqueue.spanId)
           assert.strictEqual(publish.attributes.get("messaging.kafka.message.offset"), records[0]!.offset)
           assert.strictEqual(parentId(handler), enqueue.spanId)
-
-          yield* Effect.flatMap(
-            Effect.service(SqlClient.SqlClient),
-            (sql) => sql.unsafe(`DROP SCHEMA "${schema}" CASCADE`).unprepared
+        }).pipe(
+          // Leave the shared services as we found them, pass or fail.
+          Effect.ensuring(
+            Effect.flatMap(
+              Effect.service(SqlClient.SqlClient),
+              (sql) => sql.unsafe(`DROP SCHEMA "${schema}" CASCADE`).unprepared
+            ).pipe(Effect.ignore)
+          ),
+          Effect.provide(runtime),
+          Effect.scoped,
+          Effect.ensuring(
+            Effect.promise(async () => {
+              const admin = new Kafkajs.Kafka({
+                brokers: [...services.kafkaBrokers],
+                logLevel: Kafkajs.logLevel.NOTHING
+              }).admin()
+              await admin.connect()
+              await admin
+                .deleteTopics({ topics: [Shipments.name, Shipments.deadLetterTopic] })
+                .catch(() => undefined)
+                .finally(() => admin.disconnect())
+            })
           )
-        }).pipe(Effect.provide(runtime), Effect.scoped)
-
-        yield* Effect.promise(async () => {
-          const admin = new Kafkajs.Kafka({
-            brokers: [...services.kafkaBrokers],
-            logLevel: Kafkajs.logLevel.NOTHING
-          }).admin()
-          await admin.connect()
-          await admin
-            .deleteTopics({ topics: [Shipments.name, Shipments.deadLetterTopic] })
-            .finally(() => admin.disconnect())
-        })
+        )
       }).pipe(
         Effect.provide(RealServices.layer),
         Effect.provideService(Tracer.Tracer, tracer),
