@@ -273,6 +273,7 @@ describe("effect-outbox CLI", () => {
       Effect.gen(function* () {
         const f = yield* fixture
         const topic = `cli-stale-${randomUUID().slice(0, 8)}`
+        yield* Effect.addFinalizer(() => Effect.promise(() => deleteTopics([topic]).catch(() => undefined)))
         const kafka = yield* Layer.buildWithScope(
           KafkaOutbox.layer({ brokers: brokers.split(","), clientId: "cli-test" }),
           yield* Effect.scope
@@ -307,7 +308,6 @@ describe("effect-outbox CLI", () => {
         assert.include(run.out, "recovered: 1 found on the broker (published), 1 requeued")
         assert.strictEqual((yield* f.use(rowOf(sent))).status, "PUBLISHED")
         assert.strictEqual((yield* f.use(rowOf(lost))).status, "PENDING")
-        yield* Effect.promise(() => deleteTopics([topic]))
       }).pipe(Effect.scoped)
   )
 
@@ -316,6 +316,7 @@ describe("effect-outbox CLI", () => {
       const f = yield* fixture
       const topic = `cli-dlt-${randomUUID().slice(0, 8)}`
       const dlt = `${topic}.DLT`
+      yield* Effect.addFinalizer(() => Effect.promise(() => deleteTopics([topic, dlt]).catch(() => undefined)))
       const kafka = yield* Layer.buildWithScope(
         KafkaOutbox.layer({ brokers: brokers.split(","), clientId: "cli-test" }),
         yield* Effect.scope
@@ -372,7 +373,6 @@ describe("effect-outbox CLI", () => {
       assert.strictEqual(after[0]!.headers["event-id"], ids[1])
       assert.strictEqual(after[0]!.headers[DeadLetter.headers.replayAttempt], "1")
       assert.isUndefined(after[0]!.headers[DeadLetter.headers.errorMessage])
-      yield* Effect.promise(() => deleteTopics([topic, dlt]))
     }).pipe(Effect.scoped)
   )
 
