@@ -228,10 +228,10 @@ export const handleConsumed = (
   messages: ReadonlyArray<Consumed>,
   mode: { readonly dedupe: boolean; readonly perBatch: boolean }
 ): Promise<unknown> => {
-  const one = (m: Consumed) =>
+  const one = (m: Consumed): Effect.Effect<void, unknown, Services> =>
     mode.dedupe
-      ? Inbox.processOnce({ consumer: "bench", identity: Inbox.eventIdentity(m.eventId) }, insertOrder(table, m.eventId, m.i))
-      : insertOrder(table, m.eventId, m.i)
+      ? Effect.asVoid(Inbox.processOnce({ consumer: "bench", identity: Inbox.eventIdentity(m.eventId) }, insertOrder(table, m.eventId, m.i)))
+      : Effect.asVoid(insertOrder(table, m.eventId, m.i))
   return stack.run(Effect.gen(function*() {
     const transactor = yield* Transactor
     if (mode.perBatch) {

@@ -69,7 +69,7 @@ export const run = async (options: Options): Promise<void> => {
     { load: 0.8, modes: modes.slice(0, 1) }
   ]
 
-  const outboxRun = async (mode: Mode, rate: number): Promise<Sample> => {
+  const outboxRun = async (mode: Mode, rate: number, seconds = options.seconds): Promise<Sample> => {
     const topic = await latencyTopic(admin)
     topics.push(topic)
     await Library.truncate(writer)
@@ -77,7 +77,7 @@ export const run = async (options: Options): Promise<void> => {
     const committed = new Map<string, number>()
     const before = Cpu.snapshot()
     const started = Date.now()
-    const total = Math.round(rate * options.seconds)
+    const total = Math.round(rate * seconds)
     let produced = 0
     // Every 10 ms, the events that arrived since are committed in one transaction.
     while (produced < total) {
@@ -96,15 +96,19 @@ export const run = async (options: Options): Promise<void> => {
     return { ...summarize(committed, appended), cpu }
   }
 
-  const rawRun = async (rate: number): Promise<Sample> => {
+  const rawRun = async (rate: number, seconds = options.seconds): Promise<Sample> => {
     const topic = await latencyTopic(admin)
     topics.push(topic)
     const before = Cpu.snapshot()
-    const arrivals = await Raw.produceAtRate(producer, topic, rate, options.seconds)
+    const arrivals = await Raw.produceAtRate(producer, topic, rate, seconds)
     const cpu = Cpu.between(before, Cpu.snapshot())
     const appended = await Raw.readTimestamps(k, topic, arrivals.size)
     return { ...summarize(arrivals, appended), cpu }
   }
+
+  // Warm-up (not recorded): connect each relay's producer, JIT both paths, fetch metadata.
+  for (const mode of [modes[0]!, modes[1]!]) await outboxRun(mode, Math.max(10, Math.round(options.maxRate * 0.25)), 1)
+  await rawRun(Math.max(10, Math.round(options.maxRate * 0.25)), 1)
 
   const results = new Map<string, { lib: Array<Sample>; raw: Array<Sample> }>()
   for (let rep = 0; rep < options.reps; rep++) {
