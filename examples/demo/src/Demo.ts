@@ -17,8 +17,8 @@
  */
 import { BrokerAdmin } from "@effect-outbox/core/BrokerAdmin"
 import * as DeadLetter from "@effect-outbox/core/DeadLetter"
-import * as OutboxRuntime from "@effect-outbox/core/OutboxRuntime"
 import { EVENT_ID_HEADER, type EventId } from "@effect-outbox/core/OutboxMessage"
+import * as OutboxRuntime from "@effect-outbox/core/OutboxRuntime"
 import { type OutboxStats, OutboxStore } from "@effect-outbox/core/OutboxStore"
 import * as Relay from "@effect-outbox/core/Relay"
 import { TopicReader } from "@effect-outbox/core/TopicReader"

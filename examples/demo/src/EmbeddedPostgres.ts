@@ -54,7 +54,7 @@ const PGLITE_VERSION = "0.5.14"
 
 const templatePath = () =>
   join(
-    process.env["XDG_CACHE_HOME"] ?? join(homedir(), ".cache"),
+    process.env.XDG_CACHE_HOME ?? join(homedir(), ".cache"),
     "effect-outbox",
     `pglite-${PGLITE_VERSION}-template.tar.gz`
   )

@@ -1,8 +1,9 @@
 // The README's quick start runs: its producer and consumer, on the embedded PostgreSQL and the
 // in-memory broker instead of DATABASE_URL / KAFKA_BROKERS (adapters swap by swapping layers).
+
+import { assert, describe, it } from "@effect/vitest"
 import { BrokerAdmin } from "@effect-outbox/core/BrokerAdmin"
 import * as OutboxRuntime from "@effect-outbox/core/OutboxRuntime"
-import { assert, describe, it } from "@effect/vitest"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -14,39 +15,46 @@ import * as Services from "../src/Services.ts"
 const embedded: Services.Selection = { databaseUrl: undefined, kafkaBrokers: undefined }
 
 describe("quick start", () => {
-  it.live("an order and its event commit together; billing writes one invoice per order", () =>
-    Effect.gen(function*() {
-      const sql = yield* SqlClient.SqlClient
-      yield* sql`CREATE TABLE orders (id text PRIMARY KEY, amount_cents integer NOT NULL)`
-      yield* sql`CREATE TABLE invoices (order_id text NOT NULL, event_id text NOT NULL)`
-      // Like a Kafka cluster without auto-creation, the broker needs its topics first.
-      yield* BrokerAdmin.use((admin) =>
-        Effect.andThen(
-          admin.ensureTopic({ topic: Quickstart.Orders.name, partitions: 2 }),
-          admin.ensureTopic({ topic: Quickstart.Orders.deadLetterTopic, partitions: 1 })
+  it.live(
+    "an order and its event commit together; billing writes one invoice per order",
+    () =>
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        yield* sql`CREATE TABLE orders (id text PRIMARY KEY, amount_cents integer NOT NULL)`
+        yield* sql`CREATE TABLE invoices (order_id text NOT NULL, event_id text NOT NULL)`
+        // Like a Kafka cluster without auto-creation, the broker needs its topics first.
+        yield* BrokerAdmin.use((admin) =>
+          Effect.andThen(
+            admin.ensureTopic({ topic: Quickstart.Orders.name, partitions: 2 }),
+            admin.ensureTopic({ topic: Quickstart.Orders.deadLetterTopic, partitions: 1 })
+          )
         )
-      )
-      const app = OutboxRuntime.layer({
-        relay: { instances: 1, pollInterval: Duration.millis(50) },
-        consumers: [Quickstart.billing]
-      })
-      const invoices = yield* Effect.gen(function*() {
-        yield* Quickstart.placeOrder({ orderId: "o-1", amountCents: 1200 })
-        yield* Quickstart.placeOrder({ orderId: "o-2", amountCents: 800 })
-        // The same order again: the insert fails, the transaction rolls back, its event with it.
-        const duplicate = yield* Effect.exit(Quickstart.placeOrder({ orderId: "o-1", amountCents: 1 }))
-        assert.strictEqual(duplicate._tag, "Failure")
-        for (let i = 0; i < 200; i++) {
-          const rows = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM invoices`
-          if (rows[0]!.n >= 2) break
-          yield* Effect.sleep("50 millis")
-        }
-        yield* Effect.sleep("300 millis")
-        return yield* sql<{ order_id: string }>`SELECT order_id FROM invoices ORDER BY order_id`
-      }).pipe(Effect.provide(app))
-      assert.deepStrictEqual(invoices.map((r) => r.order_id), ["o-1", "o-2"])
-    }).pipe(
-      Effect.provide(Layer.merge(Services.database(embedded, "quickstart"), Services.broker(embedded))),
-      Effect.provideService(References.MinimumLogLevel, "Error")
-    ), { timeout: 240_000 })
+        const app = OutboxRuntime.layer({
+          relay: { instances: 1, pollInterval: Duration.millis(50) },
+          consumers: [Quickstart.billing]
+        })
+        const invoices = yield* Effect.gen(function* () {
+          yield* Quickstart.placeOrder({ orderId: "o-1", amountCents: 1200 })
+          yield* Quickstart.placeOrder({ orderId: "o-2", amountCents: 800 })
+          // The same order again: the insert fails, the transaction rolls back, its event with it.
+          const duplicate = yield* Effect.exit(Quickstart.placeOrder({ orderId: "o-1", amountCents: 1 }))
+          assert.strictEqual(duplicate._tag, "Failure")
+          for (let i = 0; i < 200; i++) {
+            const rows = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM invoices`
+            if (rows[0]!.n >= 2) break
+            yield* Effect.sleep("50 millis")
+          }
+          yield* Effect.sleep("300 millis")
+          return yield* sql<{ order_id: string }>`SELECT order_id FROM invoices ORDER BY order_id`
+        }).pipe(Effect.provide(app))
+        assert.deepStrictEqual(
+          invoices.map((r) => r.order_id),
+          ["o-1", "o-2"]
+        )
+      }).pipe(
+        Effect.provide(Layer.merge(Services.database(embedded, "quickstart"), Services.broker(embedded))),
+        Effect.provideService(References.MinimumLogLevel, "Error")
+      ),
+    { timeout: 240_000 }
+  )
 })

@@ -8,7 +8,9 @@
  *
  * @since 0.1.0
  */
-import * as Consumer from "@effect-outbox/core/Consumer"
+
+import { randomUUID } from "node:crypto"
+import type * as Consumer from "@effect-outbox/core/Consumer"
 import * as PartitionAssignment from "@effect-outbox/core/PartitionAssignment"
 import * as Topic from "@effect-outbox/core/Topic"
 import * as Effect from "effect/Effect"
@@ -16,7 +18,6 @@ import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import * as SqlClient from "effect/sql/SqlClient"
-import { randomUUID } from "node:crypto"
 import { type AuthSubject, type EmailAddress, MailboxUserId } from "./Ids.ts"
 
 /**

@@ -4,10 +4,11 @@
  *
  * @since 0.1.0
  */
+
+import { PgClient } from "@effect/sql-pg"
 import * as KafkaOutbox from "@effect-outbox/adapter-kafka/KafkaOutbox"
 import * as PgOutbox from "@effect-outbox/adapter-pg/PgOutbox"
 import * as PartitionAssignment from "@effect-outbox/core/PartitionAssignment"
-import { PgClient } from "@effect/sql-pg"
 import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
 

@@ -1,13 +1,14 @@
 // The mailbox on the real PostgreSQL and Kafka: sequential assignment grows the topic, every
 // command lands on its user's partition keyed by the canonical id, the consumer drives the
 // lifecycle to SUCCESS, and an inapplicable command ends PUSHED_FAILURE on the dead-letter topic.
-import { RealServices } from "@effect-outbox/testing"
+
+import { randomUUID } from "node:crypto"
 import { assert, describe, it } from "@effect/vitest"
+import { RealServices } from "@effect-outbox/testing"
 import * as Effect from "effect/Effect"
 import * as References from "effect/References"
 import * as SqlClient from "effect/sql/SqlClient"
 import Kafkajs from "kafkajs"
-import { randomUUID } from "node:crypto"
 import * as Scenario from "../src/Scenario.ts"
 import * as Services from "../src/Services.ts"
 

@@ -11,10 +11,11 @@
  *
  * @since 0.1.0
  */
+
+import * as Topic from "@effect-outbox/core/Topic"
 import * as Effect from "effect/Effect"
 import * as Schedule from "effect/Schedule"
 import * as SqlClient from "effect/sql/SqlClient"
-import * as Topic from "@effect-outbox/core/Topic"
 import { EmailProvider } from "./EmailProvider.ts"
 import type { OrdersTopic } from "./Orders.ts"
 

@@ -9,9 +9,9 @@
  * @since 0.1.0
  */
 import * as Effect from "effect/Effect"
+import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
-import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
 import * as Orders from "./Orders.ts"
 
 /**

@@ -14,9 +14,9 @@
 import * as Config from "effect/Config"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import { FetchHttpClient } from "effect/http"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import { FetchHttpClient } from "effect/http"
 import { Otlp } from "effect/observability"
 
 /**

@@ -5,14 +5,15 @@
  *
  * @since 0.1.0
  */
+
+import { PgClient } from "@effect/sql-pg"
 import * as KafkaOutbox from "@effect-outbox/adapter-kafka/KafkaOutbox"
 import * as PgOutbox from "@effect-outbox/adapter-pg/PgOutbox"
 import * as OutboxRuntime from "@effect-outbox/core/OutboxRuntime"
-import { PgClient } from "@effect/sql-pg"
 import * as Duration from "effect/Duration"
+import { HttpRouter } from "effect/http"
 import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
-import { HttpRouter } from "effect/http"
 import * as Consumers from "./Consumers.ts"
 import * as Http from "./Http.ts"
 import * as Orders from "./Orders.ts"

@@ -10,12 +10,13 @@
  *
  * @since 0.1.0
  */
+
+import { createServer } from "node:http"
+import { NodeHttpServer, NodeRuntime } from "@effect/platform-node"
 import * as KafkaOutbox from "@effect-outbox/adapter-kafka/KafkaOutbox"
 import { BrokerAdmin } from "@effect-outbox/core/BrokerAdmin"
-import { NodeHttpServer, NodeRuntime } from "@effect/platform-node"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import { createServer } from "node:http"
 import * as EmailProvider from "./EmailProvider.ts"
 import * as Observability from "./Observability.ts"
 import * as Service from "./Service.ts"

@@ -1,19 +1,20 @@
 // OpenTelemetry export end to end: the service, on the real PostgreSQL and Kafka, exports its
 // spans over OTLP/HTTP to a collector (a fake one, here); one order's HTTP request, enqueue,
 // publication and both consumers' handlers arrive as ONE trace.
+
+import { randomUUID } from "node:crypto"
+import { createServer, type Server } from "node:http"
+import { NodeHttpServer } from "@effect/platform-node"
+import { assert, describe, it } from "@effect/vitest"
 import * as KafkaOutbox from "@effect-outbox/adapter-kafka/KafkaOutbox"
 import { BrokerAdmin } from "@effect-outbox/core/BrokerAdmin"
 import { RealServices } from "@effect-outbox/testing"
-import { NodeHttpServer } from "@effect/platform-node"
-import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
+import { HttpClient, HttpClientRequest } from "effect/http"
 import * as Layer from "effect/Layer"
 import * as References from "effect/References"
 import * as SqlClient from "effect/sql/SqlClient"
-import { HttpClient, HttpClientRequest } from "effect/http"
 import Kafkajs from "kafkajs"
-import { randomUUID } from "node:crypto"
-import { createServer, type Server } from "node:http"
 import * as EmailProvider from "../src/EmailProvider.ts"
 import * as Observability from "../src/Observability.ts"
 import * as Service from "../src/Service.ts"

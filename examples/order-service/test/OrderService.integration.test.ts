@@ -1,6 +1,10 @@
 // The order service on the real PostgreSQL and Kafka, over real HTTP: an order and its event
 // commit together, billing invoices each order exactly once, notifications e-mail each customer
 // with the event id as idempotency key, and a payload that does not decode is dead-lettered.
+
+import { randomUUID } from "node:crypto"
+import { NodeHttpServer } from "@effect/platform-node"
+import { assert, describe, it } from "@effect/vitest"
 import * as KafkaOutbox from "@effect-outbox/adapter-kafka/KafkaOutbox"
 import { BrokerAdmin } from "@effect-outbox/core/BrokerAdmin"
 import * as DeadLetter from "@effect-outbox/core/DeadLetter"
@@ -8,17 +12,14 @@ import * as Outbox from "@effect-outbox/core/Outbox"
 import { OutboxStore } from "@effect-outbox/core/OutboxStore"
 import { TopicReader } from "@effect-outbox/core/TopicReader"
 import { RealServices } from "@effect-outbox/testing"
-import { NodeHttpServer } from "@effect/platform-node"
-import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
+import { HttpClient, HttpClientRequest } from "effect/http"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as References from "effect/References"
-import * as SqlClient from "effect/sql/SqlClient"
 import * as Stream from "effect/Stream"
-import { HttpClient, HttpClientRequest } from "effect/http"
+import * as SqlClient from "effect/sql/SqlClient"
 import Kafkajs from "kafkajs"
-import { randomUUID } from "node:crypto"
 import * as EmailProvider from "../src/EmailProvider.ts"
 import * as Service from "../src/Service.ts"
 

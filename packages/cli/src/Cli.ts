@@ -6,18 +6,19 @@
  *
  * @since 0.1.0
  */
+
+import { PgClient } from "@effect/sql-pg"
 import * as KafkaOutbox from "@effect-outbox/adapter-kafka/KafkaOutbox"
 import * as PgOutbox from "@effect-outbox/adapter-pg/PgOutbox"
 import * as Lifecycle from "@effect-outbox/core/Lifecycle"
-import { PgClient } from "@effect/sql-pg"
 import * as Config from "effect/Config"
 import * as Console from "effect/Console"
+import { Argument, CliError, Command, Flag } from "effect/cli"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import * as Redacted from "effect/Redacted"
-import { Argument, CliError, Command, Flag } from "effect/cli"
+import type * as Redacted from "effect/Redacted"
 import * as Operations from "./Operations.ts"
 import * as ReadModel from "./ReadModel.ts"
 import * as Render from "./Render.ts"

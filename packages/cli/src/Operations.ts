@@ -11,7 +11,7 @@ import type { ConsumerSourceError, IllegalTransitionError, OutboxStoreError } fr
 import type { OutboxStatus } from "@effect-outbox/core/Lifecycle"
 import * as Lifecycle from "@effect-outbox/core/Lifecycle"
 import { EventId, type OutboxMessage } from "@effect-outbox/core/OutboxMessage"
-import { OutboxStore, type OutboxStats, type TransitionOutcome } from "@effect-outbox/core/OutboxStore"
+import { type OutboxStats, OutboxStore, type TransitionOutcome } from "@effect-outbox/core/OutboxStore"
 import * as Retention from "@effect-outbox/core/Retention"
 import * as StaleRecovery from "@effect-outbox/core/StaleRecovery"
 import { TopicReader } from "@effect-outbox/core/TopicReader"
@@ -22,7 +22,7 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
-import { ReadModel, type HistoryEntry, type ProcessedBy, type TopicCounts } from "./ReadModel.ts"
+import { type HistoryEntry, type ProcessedBy, ReadModel, type TopicCounts } from "./ReadModel.ts"
 
 /**
  * A request an operator must correct (missing filter, unknown id, bad value).

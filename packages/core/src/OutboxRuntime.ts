@@ -26,8 +26,7 @@
  *
  * @since 0.1.0
  */
-import type { BrokerProbe } from "./BrokerProbe.ts"
-import type { ConsumerSource } from "./ConsumerSource.ts"
+
 import * as Clock from "effect/Clock"
 import * as Config from "effect/Config"
 import * as ConfigProvider from "effect/ConfigProvider"
@@ -39,11 +38,13 @@ import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
 import type * as Schema from "effect/Schema"
+import type { BrokerProbe } from "./BrokerProbe.ts"
 import * as Consumer from "./Consumer.ts"
+import type { ConsumerSource } from "./ConsumerSource.ts"
 import type { OutboxStoreError, OutboxValidationError } from "./Errors.ts"
-import * as Lifecycle from "./Lifecycle.ts"
 import * as Inbox from "./Inbox.ts"
 import { InboxStore } from "./InboxStore.ts"
+import * as Lifecycle from "./Lifecycle.ts"
 import * as Outbox from "./Outbox.ts"
 import { OutboxStore } from "./OutboxStore.ts"
 import { Publisher } from "./Publisher.ts"

@@ -51,13 +51,16 @@ export const traced = (publisher: Publisher["Service"]): Publisher["Service"] =>
       )
       const exit = yield* Effect.exit(publisher.publish(requests))
       const end = yield* Clock.currentTimeNanos
-      requests.forEach((_, i) => {
+      for (let i = 0; i < requests.length; i++) {
         const span = spans[i]
-        if (span === undefined) return
-        if (Exit.isFailure(exit)) return span.end(end, exit)
+        if (span === undefined) continue
+        if (Exit.isFailure(exit)) {
+          span.end(end, exit)
+          continue
+        }
         const outcome = exit.value[i]
-        if (outcome === undefined) return span.end(end, Exit.void)
-        if (outcome._tag === "Success") {
+        if (outcome === undefined) span.end(end, Exit.void)
+        else if (outcome._tag === "Success") {
           span.attribute("messaging.kafka.destination.partition", outcome.success.partition)
           span.attribute("messaging.kafka.message.offset", outcome.success.offset)
           span.end(end, Exit.void)
@@ -65,7 +68,7 @@ export const traced = (publisher: Publisher["Service"]): Publisher["Service"] =>
           span.attribute("error.type", outcome.failure._tag)
           span.end(end, Exit.fail(outcome.failure))
         }
-      })
+      }
       return yield* exit
     })
 })

@@ -1,5 +1,7 @@
 // Typed topics: one declaration types the producer and the consumer; payloads the schema refuses
 // never reach the outbox, records that do not decode never reach the handler.
+
+import { assert, describe, it } from "@effect/vitest"
 import * as Consumer from "@effect-outbox/core/Consumer"
 import * as DeadLetter from "@effect-outbox/core/DeadLetter"
 import * as Inbox from "@effect-outbox/core/Inbox"
@@ -9,7 +11,6 @@ import { Publisher } from "@effect-outbox/core/Publisher"
 import * as Topic from "@effect-outbox/core/Topic"
 import { Transactor } from "@effect-outbox/core/Transactor"
 import * as WakeUp from "@effect-outbox/core/WakeUp"
-import { assert, describe, it } from "@effect/vitest"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"

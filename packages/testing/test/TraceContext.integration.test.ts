@@ -1,6 +1,10 @@
 // R8.2 on the real services: the W3C traceparent written at enqueue (PostgreSQL) travels in the
 // Kafka record's headers, and the publish span and the consumer's handler span continue the
 // enqueueing request's trace.
+
+import { randomUUID } from "node:crypto"
+import { PgClient } from "@effect/sql-pg"
+import { assert, describe, it } from "@effect/vitest"
 import * as KafkaOutbox from "@effect-outbox/adapter-kafka/KafkaOutbox"
 import * as PgOutbox from "@effect-outbox/adapter-pg/PgOutbox"
 import { BrokerAdmin } from "@effect-outbox/core/BrokerAdmin"
@@ -9,8 +13,6 @@ import * as Telemetry from "@effect-outbox/core/Telemetry"
 import * as Topic from "@effect-outbox/core/Topic"
 import { TopicReader } from "@effect-outbox/core/TopicReader"
 import * as TracedPublisher from "@effect-outbox/core/TracedPublisher"
-import { PgClient } from "@effect/sql-pg"
-import { assert, describe, it } from "@effect/vitest"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -19,11 +21,10 @@ import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import * as References from "effect/References"
 import * as Schema from "effect/Schema"
-import * as SqlClient from "effect/sql/SqlClient"
 import * as Stream from "effect/Stream"
+import * as SqlClient from "effect/sql/SqlClient"
 import * as Tracer from "effect/Tracer"
 import Kafkajs from "kafkajs"
-import { randomUUID } from "node:crypto"
 import * as RealServices from "../src/RealServices.ts"
 
 const Shipment = Schema.Struct({ orderId: Schema.String })

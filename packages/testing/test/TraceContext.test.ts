@@ -1,13 +1,13 @@
 // R8.2: one trace spans enqueue -> publish -> consume. The enqueueing span's W3C traceparent is
 // stored with the event, travels in the record's headers, the relay's per-event publish span and
 // the consumer's handler span both continue that trace.
-import * as Outbox from "@effect-outbox/core/Outbox"
+
+import { assert, describe, it } from "@effect/vitest"
 import * as OutboxRuntime from "@effect-outbox/core/OutboxRuntime"
 import * as Telemetry from "@effect-outbox/core/Telemetry"
 import * as Topic from "@effect-outbox/core/Topic"
 import * as TracedPublisher from "@effect-outbox/core/TracedPublisher"
 import * as WakeUp from "@effect-outbox/core/WakeUp"
-import { assert, describe, it } from "@effect/vitest"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
