@@ -139,4 +139,4 @@ export const broker = (selection: Selection): Layer.Layer<Broker> =>
  * @category models
  */
 export const pollInterval = (selection: Selection): Duration.Duration =>
-  selection.databaseUrl === undefined ? Duration.millis(50) : Duration.millis(500)
+  selection.databaseUrl === undefined ? Duration.millis(250) : Duration.millis(500)
