@@ -58,8 +58,11 @@ export const topicRecords = async (admin: Kafkajs.Admin, topic: string): Promise
 export const rawProducer = (k: Kafkajs.Kafka): Kafkajs.Producer =>
   k.producer({ idempotent: true, maxInFlightRequests: 5, allowAutoTopicCreation: false })
 
-export const pgLayer = (maxConnections = 10): Layer.Layer<PgClient.PgClient | SqlClient.SqlClient, SqlError> =>
-  PgClient.layer({ url: Redacted.make(databaseUrl), maxConnections, applicationName: "effect-outbox-bench" })
+export const pgLayer = (
+  maxConnections = 10,
+  startupParameters: Record<string, string> = {}
+): Layer.Layer<PgClient.PgClient | SqlClient.SqlClient, SqlError> =>
+  PgClient.layer({ url: Redacted.make(databaseUrl), maxConnections, applicationName: "effect-outbox-bench", startupParameters })
 
 export const newEventId = (): string => randomUUID()
 

@@ -27,11 +27,12 @@ const drain = async (
   relays: ReadonlyArray<Library.Stack>,
   watcher: Library.Stack,
   batchSize: number,
-  n: number
+  n: number,
+  profile?: Library.BatchProfile
 ): Promise<Sample> => {
   const before = Cpu.snapshot()
   const started = performance.now()
-  const stops = await Promise.all(relays.map((stack) => Library.startRelay(stack, { batchSize, pollMillis: 50 })))
+  const stops = await Promise.all(relays.map((stack) => Library.startRelay(stack, { batchSize, pollMillis: 50 }, profile)))
   while ((await Library.unpublished(watcher)) > 0) await Env.sleep(50)
   const elapsed = performance.now() - started
   const after = Cpu.snapshot()
@@ -86,12 +87,15 @@ export const run = async (options: Options): Promise<{ maxRate: number }> => {
     push(rawRuns, batch, sample)
     console.log(`    rep raw sendBatch ${batch}: ${Math.round(sample.rate)}/s`)
   }
+  const profiles = new Map<string, Library.BatchProfile>()
   const relayRun = async (label: string, stacks: ReadonlyArray<Library.Stack>, batch: number) => {
     const n = sizeFor(batch)
     const t = await topic()
     await Library.truncate(watcher)
     await Library.fillBacklog(watcher, t, n)
-    const sample = await drain(stacks, watcher, batch, n)
+    const profile = stacks.length === 1 ? profiles.get(label) ?? Library.emptyProfile() : undefined
+    if (profile !== undefined) profiles.set(label, profile)
+    const sample = await drain(stacks, watcher, batch, n, profile)
     if (stacks[0] !== nullRelay) {
       const landed = await Env.topicRecords(admin, t)
       if (landed < n) throw new Error(`relay run ${label}: only ${landed} of ${n} records reached ${t}`)
@@ -123,9 +127,12 @@ export const run = async (options: Options): Promise<{ maxRate: number }> => {
   for (const batch of options.batchSizes) {
     const lib = relayRuns.get(`relay b${batch}`)!
     const raw = rawRuns.get(batch)!
+    const p = profiles.get(`relay b${batch}`)
+    const per = (x: number) => (p === undefined || p.batches === 0 ? Number.NaN : x / p.batches)
     const row = Report.pair({
       scenario: "1 relay throughput",
       variant: `batch ${batch}, 1 relay${batch <= 10 ? `, backlog ${sizeFor(batch)}` : ""}`,
+      note: p === undefined ? undefined : `per batch: claim ${per(p.claim).toFixed(1)} ms, publish ${per(p.publish).toFixed(1)} ms, mark ${per(p.mark).toFixed(1)} ms`,
       unit: "msg/s",
       baselineName: `raw sendBatch ${batch}`,
       ...(batch === 100 ? { target: "≥ 0.85×" } : {}),
@@ -133,12 +140,15 @@ export const run = async (options: Options): Promise<{ maxRate: number }> => {
     }, rates(lib), rates(raw))
     Report.add(batch === 100 ? { ...row, met: row.ratio!.median >= 0.85 } : row)
   }
+  Report.extra("relayBatchProfiles", Object.fromEntries(profiles))
   const raw100 = rawRuns.get(100) ?? rawRuns.get(options.batchSizes[0]!)!
   for (const label of ["no-kafka sink b100", ...options.relayCounts.filter((c) => c > 1).map((c) => `${c} relays b100`)]) {
     const lib = relayRuns.get(label)!
+    const p = profiles.get(label)
     Report.add(Report.pair({
       scenario: "1 relay throughput",
       variant: label.replace("b100", "batch 100"),
+      note: p === undefined || p.batches === 0 ? undefined : `per batch: claim ${(p.claim / p.batches).toFixed(1)} ms, mark ${(p.mark / p.batches).toFixed(1)} ms`,
       unit: "msg/s",
       baselineName: "raw sendBatch 100",
       cpu: { library: Report.avgCpu(lib.map((s) => s.cpu)), baseline: Report.avgCpu(raw100.map((s) => s.cpu)) }
