@@ -116,7 +116,9 @@ export const between = (a: CpuSnapshot, b: CpuSnapshot): CpuUse => {
 }
 
 export const fmtCpu = (c: CpuUse | undefined): string =>
-  c === undefined ? "" : `node ${Math.round(c.node * 100)}% · pg ${Math.round(c.postgres * 100)}% · kafka ${Math.round(c.kafka * 100)}%`
+  c === undefined
+    ? ""
+    : `node ${Math.round(c.node * 100)}% · pg ${Math.round(c.postgres * 100)}% · kafka ${Math.round(c.kafka * 100)}%`
 
 /** The load of the whole machine (1-minute average), recorded to show how noisy a run was. */
 export const loadAverage = (): number => {

@@ -2,13 +2,14 @@
  * Where the services are and the shared plumbing every scenario uses: a kafkajs client, topics
  * with 3 partitions, 1 KB payloads, unique names, and a PostgreSQL client layer.
  */
+
+import { randomBytes, randomUUID } from "node:crypto"
 import { PgClient } from "@effect/sql-pg"
 import type * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
 import type * as SqlClient from "effect/sql/SqlClient"
 import type { SqlError } from "effect/sql/SqlError"
 import Kafkajs from "kafkajs"
-import { randomBytes, randomUUID } from "node:crypto"
 
 export const brokers = (process.env.KAFKA_BROKERS ?? "127.0.0.1:9092").split(",").map((b) => b.trim())
 export const databaseUrl = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres"
@@ -62,7 +63,12 @@ export const pgLayer = (
   maxConnections = 10,
   startupParameters: Record<string, string> = {}
 ): Layer.Layer<PgClient.PgClient | SqlClient.SqlClient, SqlError> =>
-  PgClient.layer({ url: Redacted.make(databaseUrl), maxConnections, applicationName: "effect-outbox-bench", startupParameters })
+  PgClient.layer({
+    url: Redacted.make(databaseUrl),
+    maxConnections,
+    applicationName: "effect-outbox-bench",
+    startupParameters
+  })
 
 export const newEventId = (): string => randomUUID()
 

@@ -3,14 +3,15 @@
  * no-Kafka sink), relays started with explicit settings, enqueueing, and `Inbox.processOnce`.
  * Orchestration elsewhere is plain async code; each stack owns a ManagedRuntime.
  */
+
+import * as KafkaClient from "@effect-outbox/adapter-kafka/KafkaClient"
+import * as KafkaPublisher from "@effect-outbox/adapter-kafka/KafkaPublisher"
 import * as PgInboxStore from "@effect-outbox/adapter-pg/PgInboxStore"
 import * as PgMigrations from "@effect-outbox/adapter-pg/PgMigrations"
 import * as PgOutboxStore from "@effect-outbox/adapter-pg/PgOutboxStore"
 import * as PgTables from "@effect-outbox/adapter-pg/PgTables"
 import * as PgTransactor from "@effect-outbox/adapter-pg/PgTransactor"
 import * as PgWakeUp from "@effect-outbox/adapter-pg/PgWakeUp"
-import * as KafkaClient from "@effect-outbox/adapter-kafka/KafkaClient"
-import * as KafkaPublisher from "@effect-outbox/adapter-kafka/KafkaPublisher"
 import * as Inbox from "@effect-outbox/core/Inbox"
 import * as Outbox from "@effect-outbox/core/Outbox"
 import type { OutboxDraft } from "@effect-outbox/core/OutboxMessage"
@@ -62,13 +63,16 @@ const services = (options: StackOptions) => {
     PgInboxStore.layer,
     wake === "listen" ? PgWakeUp.layer() : WakeUp.layerPollingOnly
   ).pipe(Layer.provideMerge(PgMigrations.layer), Layer.provideMerge(tables), Layer.provideMerge(sql))
-  const publisher = (options.sink ?? "kafka") === "kafka"
-    ? KafkaPublisher.layer().pipe(Layer.provide(KafkaClient.layer({ brokers: Env.brokers, clientId: "bench-relay" })))
-    : nullPublisher
+  const publisher =
+    (options.sink ?? "kafka") === "kafka"
+      ? KafkaPublisher.layer().pipe(Layer.provide(KafkaClient.layer({ brokers: Env.brokers, clientId: "bench-relay" })))
+      : nullPublisher
   const outbox = Outbox.layerWith({ maxPayloadBytes: 1_000_000 })
   // The library logs every transition at INFO; a production deployment at volume runs at WARN
   // (BENCH_LOG_LEVEL=Info measures the default; docs/performance.md gives both).
-  const logLevel = Layer.succeed(References.MinimumLogLevel)((process.env.BENCH_LOG_LEVEL ?? "Warn") as LogLevel.LogLevel)
+  const logLevel = Layer.succeed(References.MinimumLogLevel)(
+    (process.env.BENCH_LOG_LEVEL ?? "Warn") as LogLevel.LogLevel
+  )
   return Layer.mergeAll(outbox, Inbox.Inbox.layer).pipe(
     Layer.provideMerge(Layer.merge(base, publisher)),
     Layer.provideMerge(logLevel)
@@ -101,63 +105,73 @@ export const draft = (topic: string, i: number): OutboxDraft => ({
 
 /** Fills the outbox with `n` PENDING rows in transactions of `chunk`. */
 export const fillBacklog = (stack: Stack, topic: string, n: number, chunk = 1000): Promise<void> =>
-  stack.run(Effect.gen(function*() {
-    const transactor = yield* Transactor
-    for (let i = 0; i < n; i += chunk) {
-      const drafts = Array.from({ length: Math.min(chunk, n - i) }, (_, j) => draft(topic, i + j))
-      yield* transactor.withTransaction(Outbox.enqueue(drafts))
-    }
-    const sql = yield* SqlClient.SqlClient
-    const t = yield* PgTables.PgTables
-    yield* sql.unsafe(`VACUUM ANALYZE ${t.message}`).unprepared
-  }))
+  stack.run(
+    Effect.gen(function* () {
+      const transactor = yield* Transactor
+      for (let i = 0; i < n; i += chunk) {
+        const drafts = Array.from({ length: Math.min(chunk, n - i) }, (_, j) => draft(topic, i + j))
+        yield* transactor.withTransaction(Outbox.enqueue(drafts))
+      }
+      const sql = yield* SqlClient.SqlClient
+      const t = yield* PgTables.PgTables
+      yield* sql.unsafe(`VACUUM ANALYZE ${t.message}`).unprepared
+    })
+  )
 
 /** Rows not yet finished with publication (PENDING or DISPATCHING). */
 export const unpublished = (stack: Stack): Promise<number> =>
-  stack.run(Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
-    const t = yield* PgTables.PgTables
-    const rows = yield* sql.unsafe<{ n: number }>(
-      `SELECT count(*)::int AS n FROM ${t.message} WHERE status IN ('PENDING','DISPATCHING')`
-    )
-    return rows[0]!.n
-  }))
+  stack.run(
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const t = yield* PgTables.PgTables
+      const rows = yield* sql.unsafe<{ n: number }>(
+        `SELECT count(*)::int AS n FROM ${t.message} WHERE status IN ('PENDING','DISPATCHING')`
+      )
+      return rows[0]!.n
+    })
+  )
 
 export const statusCounts = (stack: Stack): Promise<Record<string, number>> =>
-  stack.run(Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
-    const t = yield* PgTables.PgTables
-    const rows = yield* sql.unsafe<{ status: string; n: number }>(
-      `SELECT status, count(*)::int AS n FROM ${t.message} GROUP BY status`
-    )
-    return Object.fromEntries(rows.map((r) => [r.status, r.n]))
-  }))
+  stack.run(
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const t = yield* PgTables.PgTables
+      const rows = yield* sql.unsafe<{ status: string; n: number }>(
+        `SELECT status, count(*)::int AS n FROM ${t.message} GROUP BY status`
+      )
+      return Object.fromEntries(rows.map((r) => [r.status, r.n]))
+    })
+  )
 
 export const truncate = (stack: Stack): Promise<void> =>
-  stack.run(Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
-    const t = yield* PgTables.PgTables
-    yield* sql.unsafe(`TRUNCATE ${t.message}, ${t.processed}`).unprepared
-  }))
+  stack.run(
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const t = yield* PgTables.PgTables
+      yield* sql.unsafe(`TRUNCATE ${t.message}, ${t.processed}`).unprepared
+    })
+  )
 
 export const tableSizes = (stack: Stack): Promise<{ table: number; indexes: number; toast: number; rows: number }> =>
-  stack.run(Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
-    const t = yield* PgTables.PgTables
-    const rows = yield* sql.unsafe<{ table: string; indexes: string; total: string; rows: number }>(
-      `SELECT pg_relation_size('${t.message}')::text AS table,
+  stack.run(
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const t = yield* PgTables.PgTables
+      const rows = yield* sql.unsafe<{ table: string; indexes: string; total: string; rows: number }>(
+        `SELECT pg_relation_size('${t.message}')::text AS table,
               pg_indexes_size('${t.message}')::text AS indexes,
               pg_total_relation_size('${t.message}')::text AS total,
               (SELECT count(*)::int FROM ${t.message}) AS rows`
-    )
-    const r = rows[0]!
-    return {
-      table: Number(r.table),
-      indexes: Number(r.indexes),
-      toast: Number(r.total) - Number(r.table) - Number(r.indexes),
-      rows: r.rows
-    }
-  }))
+      )
+      const r = rows[0]!
+      return {
+        table: Number(r.table),
+        indexes: Number(r.indexes),
+        toast: Number(r.total) - Number(r.table) - Number(r.indexes),
+        rows: r.rows
+      }
+    })
+  )
 
 export interface RelaySettings {
   readonly batchSize: number
@@ -197,7 +211,11 @@ const profilingHooks = (profile: BatchProfile): Relay.HooksShape => {
 }
 
 /** Starts a relay in its own scope on `stack`; the returned function stops it gracefully. */
-export const startRelay = async (stack: Stack, settings: RelaySettings, profile?: BatchProfile): Promise<() => Promise<void>> => {
+export const startRelay = async (
+  stack: Stack,
+  settings: RelaySettings,
+  profile?: BatchProfile
+): Promise<() => Promise<void>> => {
   const scope = await stack.run(Scope.make())
   await stack.run(
     Relay.start({
@@ -217,36 +235,51 @@ export const startRelay = async (stack: Stack, settings: RelaySettings, profile?
 
 /** One business transaction: the order row, and (when `outbox`) its event, committed together. */
 export const businessWrite = (stack: Stack, table: string, topic: string, i: number, outbox: boolean): Promise<void> =>
-  stack.run(Effect.gen(function*() {
-    const transactor = yield* Transactor
-    const sql = yield* SqlClient.SqlClient
-    yield* transactor.withTransaction(Effect.gen(function*() {
-      yield* sql`INSERT INTO ${sql(table)} (id, user_id, amount) VALUES (${Env.newEventId()}, ${Env.keyOf(i)}, ${i % 997})`
-      if (outbox) yield* Outbox.enqueue(draft(topic, i))
-    }))
-  }))
+  stack.run(
+    Effect.gen(function* () {
+      const transactor = yield* Transactor
+      const sql = yield* SqlClient.SqlClient
+      yield* transactor.withTransaction(
+        Effect.gen(function* () {
+          yield* sql`INSERT INTO ${sql(table)} (id, user_id, amount) VALUES (${Env.newEventId()}, ${Env.keyOf(i)}, ${i % 997})`
+          if (outbox) yield* Outbox.enqueue(draft(topic, i))
+        })
+      )
+    })
+  )
 
 /** Commits `count` events in one transaction and returns their ids with the commit time. */
-export const enqueueCommitted = (stack: Stack, topic: string, from: number, count: number): Promise<{ ids: ReadonlyArray<string>; committedAt: number }> =>
-  stack.run(Effect.gen(function*() {
-    const transactor = yield* Transactor
-    const drafts = Array.from({ length: count }, (_, j) => draft(topic, from + j))
-    const ids = yield* transactor.withTransaction(Outbox.enqueue(drafts))
-    return { ids, committedAt: Date.now() }
-  }))
+export const enqueueCommitted = (
+  stack: Stack,
+  topic: string,
+  from: number,
+  count: number
+): Promise<{ ids: ReadonlyArray<string>; committedAt: number }> =>
+  stack.run(
+    Effect.gen(function* () {
+      const transactor = yield* Transactor
+      const drafts = Array.from({ length: count }, (_, j) => draft(topic, from + j))
+      const ids = yield* transactor.withTransaction(Outbox.enqueue(drafts))
+      return { ids, committedAt: Date.now() }
+    })
+  )
 
 export { Effect, Inbox, OutboxStore, SqlClient, Transactor }
 
 export const dropSchema = (stack: Stack): Promise<void> =>
-  stack.run(Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
-    yield* sql.unsafe(`DROP SCHEMA IF EXISTS "${stack.schema}" CASCADE`).unprepared
-  }))
+  stack.run(
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      yield* sql.unsafe(`DROP SCHEMA IF EXISTS "${stack.schema}" CASCADE`).unprepared
+    })
+  )
 
 /** The order row a consumed event causes, keyed by its event id. */
 const insertOrder = (table: string, eventId: string, i: number) =>
-  Effect.flatMap(Effect.service(SqlClient.SqlClient), (sql) =>
-    sql`INSERT INTO ${sql(table)} (id, user_id, amount) VALUES (${eventId}, ${Env.keyOf(i)}, ${i % 997})`)
+  Effect.flatMap(
+    Effect.service(SqlClient.SqlClient),
+    (sql) => sql`INSERT INTO ${sql(table)} (id, user_id, amount) VALUES (${eventId}, ${Env.keyOf(i)}, ${i % 997})`
+  )
 
 export interface Consumed {
   readonly eventId: string
@@ -265,21 +298,34 @@ export const handleConsumed = (
 ): Promise<unknown> => {
   const one = (m: Consumed): Effect.Effect<void, unknown, Services> =>
     mode.dedupe
-      ? Effect.asVoid(Inbox.processOnce({ consumer: "bench", identity: Inbox.eventIdentity(m.eventId) }, insertOrder(table, m.eventId, m.i)))
+      ? Effect.asVoid(
+          Inbox.processOnce(
+            { consumer: "bench", identity: Inbox.eventIdentity(m.eventId) },
+            insertOrder(table, m.eventId, m.i)
+          )
+        )
       : Effect.asVoid(insertOrder(table, m.eventId, m.i))
-  return stack.run(Effect.gen(function*() {
-    const transactor = yield* Transactor
-    if (mode.perBatch) {
-      yield* transactor.withTransaction(Effect.forEach(messages, one, { discard: true }))
-    } else {
-      // processOnce opens its own transaction; the baseline gets one of its own too.
-      yield* Effect.forEach(messages, (m) => (mode.dedupe ? one(m) : transactor.withTransaction(one(m))), { discard: true })
-    }
-  }))
+  return stack.run(
+    Effect.gen(function* () {
+      const transactor = yield* Transactor
+      if (mode.perBatch) {
+        yield* transactor.withTransaction(Effect.forEach(messages, one, { discard: true }))
+      } else {
+        // processOnce opens its own transaction; the baseline gets one of its own too.
+        yield* Effect.forEach(messages, (m) => (mode.dedupe ? one(m) : transactor.withTransaction(one(m))), {
+          discard: true
+        })
+      }
+    })
+  )
 }
 
 /** Retention on `stack` in its own scope: PUBLISHED rows older than `olderThanMs` go. */
-export const startRetention = async (stack: Stack, olderThanMs: number, intervalMs: number): Promise<() => Promise<void>> => {
+export const startRetention = async (
+  stack: Stack,
+  olderThanMs: number,
+  intervalMs: number
+): Promise<() => Promise<void>> => {
   const scope = await stack.run(Scope.make())
   await stack.run(
     Retention.start({
@@ -305,14 +351,18 @@ export const holdBackVacuum = async (stack: Stack): Promise<() => Promise<void>>
   const holding = new Promise<void>((resolve) => {
     started = resolve
   })
-  const done = stack.run(Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
-    yield* sql.withTransaction(Effect.gen(function*() {
-      yield* sql`SELECT txid_current()`
-      started()
-      yield* Effect.promise(() => released)
-    }))
-  }))
+  const done = stack.run(
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      yield* sql.withTransaction(
+        Effect.gen(function* () {
+          yield* sql`SELECT txid_current()`
+          started()
+          yield* Effect.promise(() => released)
+        })
+      )
+    })
+  )
   await holding
   return async () => {
     release()

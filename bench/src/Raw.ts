@@ -97,7 +97,10 @@ export const readTimestamps = async (
   try {
     await consumer.subscribe({ topic, fromBeginning: true })
     await new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`read ${seen.size}/${expected} records of ${topic} within ${timeoutMs} ms`)), timeoutMs)
+      const timer = setTimeout(
+        () => reject(new Error(`read ${seen.size}/${expected} records of ${topic} within ${timeoutMs} ms`)),
+        timeoutMs
+      )
       void consumer.run({
         autoCommit: false,
         eachBatch: async ({ batch }) => {
@@ -119,7 +122,12 @@ export const readTimestamps = async (
 }
 
 /** Consumes `expected` records with a no-op handler; milliseconds from subscribe to the last. */
-export const noopConsume = async (k: Kafkajs.Kafka, topic: string, expected: number, timeoutMs = 300_000): Promise<number> => {
+export const noopConsume = async (
+  k: Kafkajs.Kafka,
+  topic: string,
+  expected: number,
+  timeoutMs = 300_000
+): Promise<number> => {
   const consumer = k.consumer({ groupId: Env.uniqueName("bench-noop"), maxWaitTimeInMs: 100 })
   await consumer.connect()
   try {
@@ -127,7 +135,10 @@ export const noopConsume = async (k: Kafkajs.Kafka, topic: string, expected: num
     let count = 0
     const started = performance.now()
     await new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`consumed ${count}/${expected} within ${timeoutMs} ms`)), timeoutMs)
+      const timer = setTimeout(
+        () => reject(new Error(`consumed ${count}/${expected} within ${timeoutMs} ms`)),
+        timeoutMs
+      )
       void consumer.run({
         eachBatch: async ({ batch, resolveOffset, heartbeat }) => {
           for (const m of batch.messages) {

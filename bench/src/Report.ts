@@ -43,9 +43,8 @@ export const pair = (
   baseline: ReadonlyArray<number> | undefined,
   kind: "ratio" | "difference" = "ratio"
 ): Row => {
-  const ratios = baseline === undefined
-    ? undefined
-    : library.map((l, i) => (kind === "ratio" ? l / baseline[i]! : l - baseline[i]!))
+  const ratios =
+    baseline === undefined ? undefined : library.map((l, i) => (kind === "ratio" ? l / baseline[i]! : l - baseline[i]!))
   return {
     ...base,
     library: spread(library),
@@ -56,11 +55,14 @@ export const pair = (
 }
 
 const avgCpu = (cs: ReadonlyArray<CpuUse>): CpuUse | undefined =>
-  cs.length === 0 ? undefined : {
-    node: cs.reduce((s, c) => s + c.node, 0) / cs.length,
-    postgres: cs.reduce((s, c) => s + c.postgres, 0) / cs.length,
-    kafka: cs.reduce((s, c) => s + c.kafka, 0) / cs.length
-  }
+  cs.length === 0
+    ? undefined
+    : {
+        node: cs.reduce((s, c) => s + c.node, 0) / cs.length,
+        postgres: cs.reduce((s, c) => s + c.postgres, 0) / cs.length,
+        kafka: cs.reduce((s, c) => s + c.kafka, 0) / cs.length
+      }
+
 export { avgCpu }
 
 const pct = (c: CpuUse | undefined) =>
@@ -71,25 +73,36 @@ const digitsFor = (unit: string) => (unit === "ms" ? 1 : 0)
 const line = (r: Row): string =>
   `${r.scenario} ${r.variant}: ${fmtSpread(r.library, digitsFor(r.unit))} ${r.unit}` +
   (r.baseline ? ` vs ${r.baselineName ?? "baseline"} ${fmtSpread(r.baseline, digitsFor(r.unit))}` : "") +
-  (r.ratio ? ` → ${r.ratioKind === "difference" ? "Δ" : "×"}${fmtSpread(r.ratio, r.ratioKind === "difference" ? 1 : 2)}` : "") +
+  (r.ratio
+    ? ` → ${r.ratioKind === "difference" ? "Δ" : "×"}${fmtSpread(r.ratio, r.ratioKind === "difference" ? 1 : 2)}`
+    : "") +
   (r.target ? ` [target ${r.target}: ${r.met === undefined ? "?" : r.met ? "met" : "MISSED"}]` : "")
 
 export const markdown = (): string => {
   const out: Array<string> = []
-  out.push("| scenario | variant | library | baseline | ratio (median, min–max) | target | CPU lib node/pg/kafka % | CPU base node/pg/kafka % |")
+  out.push(
+    "| scenario | variant | library | baseline | ratio (median, min–max) | target | CPU lib node/pg/kafka % | CPU base node/pg/kafka % |"
+  )
   out.push("|---|---|---|---|---|---|---|---|")
   for (const r of rows) {
     const d = digitsFor(r.unit)
-    out.push([
-      r.scenario,
-      r.variant + (r.note ? ` (${r.note})` : ""),
-      `${fmtSpread(r.library, d)} ${r.unit}`,
-      r.baseline ? `${r.baselineName ?? ""} ${fmtSpread(r.baseline, d)} ${r.unit}` : "–",
-      r.ratio ? `${r.ratioKind === "difference" ? "+" : "×"}${fmtSpread(r.ratio, r.ratioKind === "difference" ? 1 : 2)}${r.ratioKind === "difference" ? " ms" : ""}` : "–",
-      r.target ? `${r.target} ${r.met === undefined ? "" : r.met ? "✅" : "❌ missed"}` : "",
-      pct(r.cpu?.library),
-      pct(r.cpu?.baseline)
-    ].join(" | ").replace(/^/, "| ").replace(/$/, " |"))
+    out.push(
+      [
+        r.scenario,
+        r.variant + (r.note ? ` (${r.note})` : ""),
+        `${fmtSpread(r.library, d)} ${r.unit}`,
+        r.baseline ? `${r.baselineName ?? ""} ${fmtSpread(r.baseline, d)} ${r.unit}` : "–",
+        r.ratio
+          ? `${r.ratioKind === "difference" ? "+" : "×"}${fmtSpread(r.ratio, r.ratioKind === "difference" ? 1 : 2)}${r.ratioKind === "difference" ? " ms" : ""}`
+          : "–",
+        r.target ? `${r.target} ${r.met === undefined ? "" : r.met ? "✅" : "❌ missed"}` : "",
+        pct(r.cpu?.library),
+        pct(r.cpu?.baseline)
+      ]
+        .join(" | ")
+        .replace(/^/, "| ")
+        .replace(/$/, " |")
+    )
   }
   return out.join("\n")
 }
@@ -99,11 +112,20 @@ export const write = (path: string, meta: Record<string, unknown>): string => {
   const header = [
     `# effect-outbox benchmark run ${new Date().toISOString()}`,
     "",
-    `machine: ${cpus().length} × ${cpus()[0]?.model ?? "cpu"}, load average at end ${loadavg().map((l) => fmt(l, 2)).join(" ")}`,
+    `machine: ${cpus().length} × ${cpus()[0]?.model ?? "cpu"}, load average at end ${loadavg()
+      .map((l) => fmt(l, 2))
+      .join(" ")}`,
     `settings: ${JSON.stringify(meta)}`,
     ""
   ].join("\n")
-  writeFileSync(`${path}/results.json`, JSON.stringify({ meta: { ...meta, finishedAt: new Date().toISOString(), loadavg: loadavg() }, rows, extras }, null, 2))
+  writeFileSync(
+    `${path}/results.json`,
+    JSON.stringify(
+      { meta: { ...meta, finishedAt: new Date().toISOString(), loadavg: loadavg() }, rows, extras },
+      null,
+      2
+    )
+  )
   writeFileSync(`${path}/results.md`, `${header}\n${md}\n`)
   return md
 }

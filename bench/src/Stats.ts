@@ -30,7 +30,9 @@ export const spread = (values: ReadonlyArray<number>): Spread => ({
 })
 
 export const fmt = (x: number, digits = 0): string =>
-  Number.isFinite(x) ? x.toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: digits }) : "n/a"
+  Number.isFinite(x)
+    ? x.toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: digits })
+    : "n/a"
 
 export const fmtSpread = (s: Spread, digits = 2): string =>
   `${fmt(s.median, digits)} (${fmt(s.min, digits)}–${fmt(s.max, digits)})`

@@ -48,22 +48,32 @@ const main = async () => {
   console.log(`effect-outbox bench ${JSON.stringify(settings)}; load average ${Cpu.loadAverage()}`)
   let maxRate: number | undefined
   if (only.has("1")) {
-    maxRate = (await RelayThroughput.run({
-      reps: settings.reps,
-      backlog: settings.backlog,
-      batchSizes: [10, 100, 500],
-      relayCounts: [1, 2, 4]
-    })).maxRate
+    maxRate = (
+      await RelayThroughput.run({
+        reps: settings.reps,
+        backlog: settings.backlog,
+        batchSizes: [10, 100, 500],
+        relayCounts: [1, 2, 4]
+      })
+    ).maxRate
   }
   // Without scenario 1 in this run, a conservative stand-in for its maximum.
   const rate = maxRate ?? 3_000
-  if (only.has("2")) await Latency.run({ reps: settings.latencyReps, seconds: settings.seconds, maxRate: rate, measuredMax: maxRate !== undefined })
+  if (only.has("2"))
+    await Latency.run({
+      reps: settings.latencyReps,
+      seconds: settings.seconds,
+      maxRate: rate,
+      measuredMax: maxRate !== undefined
+    })
   if (only.has("3")) await WritePath.run({ reps: settings.reps, seconds: settings.seconds, clients: [1, 4, 16] })
   if (only.has("4")) await Consumer.run({ reps: settings.reps, messages: settings.messages })
   if (only.has("5")) await Churn.run({ seconds: settings.churnSeconds, rate: rate / 2 })
   const out = join(dirname(fileURLToPath(import.meta.url)), "..")
   const md = Report.write(out, { ...settings, maxRate: rate, minutes: (Date.now() - started) / 60_000 })
-  console.log(`\n${md}\n\nwritten: bench/results.json, bench/results.md (${((Date.now() - started) / 60_000).toFixed(1)} min)`)
+  console.log(
+    `\n${md}\n\nwritten: bench/results.json, bench/results.md (${((Date.now() - started) / 60_000).toFixed(1)} min)`
+  )
   process.exit(0)
 }
 

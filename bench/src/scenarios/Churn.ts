@@ -34,7 +34,14 @@ export const run = async (options: Options): Promise<void> => {
   const stopRelay = await Library.startRelay(relay, { batchSize: 100, pollMillis: 1000 })
   const stopRetention = await Library.startRetention(relay, 5_000, 1_000)
 
-  const samples: Array<{ t: number; table: number; indexes: number; toast: number; rows: number; unpublished: number }> = []
+  const samples: Array<{
+    t: number
+    table: number
+    indexes: number
+    toast: number
+    rows: number
+    unpublished: number
+  }> = []
   const sample = async (t: number) => {
     const s = await Library.tableSizes(writer)
     samples.push({ t, ...s, unpublished: await Library.unpublished(writer) })
@@ -92,20 +99,29 @@ export const run = async (options: Options): Promise<void> => {
     scenario: "5 churn",
     variant: `table+index size, ${options.seconds} s at ${rate}/s`,
     unit: "MB",
-    library: { median: mb(end.table + end.indexes + end.toast), min: mb(start.table + start.indexes + start.toast), max: mb(peak), n: samples.length },
+    library: {
+      median: mb(end.table + end.indexes + end.toast),
+      min: mb(start.table + start.indexes + start.toast),
+      max: mb(peak),
+      n: samples.length
+    },
     target: "bounded (normal half plateaus)",
     met: total(normalEnd) <= total(plateauStart) * 1.25,
     note: `figures: end (start–peak). Normal half: ${mb(total(plateauStart)).toFixed(1)} MB at ${plateauStart.t.toFixed(0)} s → ${mb(total(normalEnd)).toFixed(1)} MB at ${half} s (${normalEnd.rows} rows); after the held-back half: ${mb(end.table).toFixed(1)} table + ${mb(end.indexes).toFixed(1)} index + ${mb(end.toast).toFixed(1)} toast MB, ${end.rows} rows`
   })
-  const row = Report.pair({
-    scenario: "5 churn",
-    variant: "throughput with vacuum held back",
-    unit: "msg/s",
-    baselineName: "same run, vacuum free",
-    target: "≥ 0.8×",
-    note: `offered ${rate}/s; max backlog ${held.maxBacklog} vs ${normal.maxBacklog}`,
-    cpu: { library: held.cpu, baseline: normal.cpu }
-  }, [held.throughput], [normal.throughput])
+  const row = Report.pair(
+    {
+      scenario: "5 churn",
+      variant: "throughput with vacuum held back",
+      unit: "msg/s",
+      baselineName: "same run, vacuum free",
+      target: "≥ 0.8×",
+      note: `offered ${rate}/s; max backlog ${held.maxBacklog} vs ${normal.maxBacklog}`,
+      cpu: { library: held.cpu, baseline: normal.cpu }
+    },
+    [held.throughput],
+    [normal.throughput]
+  )
   Report.add({ ...row, met: row.ratio!.median >= 0.8 })
 
   await Env.deleteTopics(admin, [topic])

@@ -36,30 +36,32 @@ const consume = async (
     const started = performance.now()
     await new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`consumed ${count}/${expected} in time`)), 600_000)
-      void consumer.run({
-        autoCommit: true,
-        eachBatch: async ({ batch, resolveOffset, heartbeat }) => {
-          const messages = batch.messages.map((m) => ({
-            eventId: m.headers!["event-id"]!.toString(),
-            i: Number(m.offset),
-            topic: batch.topic,
-            partition: batch.partition,
-            offset: m.offset
-          }))
-          await handle(messages).catch((error) => {
-            clearTimeout(timer)
-            reject(error)
-            throw error
-          })
-          for (const m of batch.messages) resolveOffset(m.offset)
-          await heartbeat()
-          count += messages.length
-          if (count >= expected) {
-            clearTimeout(timer)
-            resolve()
+      void consumer
+        .run({
+          autoCommit: true,
+          eachBatch: async ({ batch, resolveOffset, heartbeat }) => {
+            const messages = batch.messages.map((m) => ({
+              eventId: m.headers!["event-id"]!.toString(),
+              i: Number(m.offset),
+              topic: batch.topic,
+              partition: batch.partition,
+              offset: m.offset
+            }))
+            await handle(messages).catch((error) => {
+              clearTimeout(timer)
+              reject(error)
+              throw error
+            })
+            for (const m of batch.messages) resolveOffset(m.offset)
+            await heartbeat()
+            count += messages.length
+            if (count >= expected) {
+              clearTimeout(timer)
+              resolve()
+            }
           }
-        }
-      }).catch(reject)
+        })
+        .catch(reject)
     })
     return performance.now() - started
   } finally {
@@ -82,18 +84,34 @@ export const run = async (options: Options): Promise<void> => {
   await createOrders(stack, "orders")
   const table = `${schema}.orders`
   const truncate = () =>
-    stack.run(Library.Effect.gen(function*() {
-      const sql = yield* Library.SqlClient.SqlClient
-      yield* sql.unsafe(`TRUNCATE "${schema}"."orders"`).unprepared
-    })).then(() => Library.truncate(stack))
+    stack
+      .run(
+        Library.Effect.gen(function* () {
+          const sql = yield* Library.SqlClient.SqlClient
+          yield* sql.unsafe(`TRUNCATE "${schema}"."orders"`).unprepared
+        })
+      )
+      .then(() => Library.truncate(stack))
 
   type Variant = { readonly label: string; readonly handle: (ms: ReadonlyArray<Library.Consumed>) => Promise<unknown> }
   const variants: Array<Variant> = [
     { label: "no-op kafkajs", handle: async () => undefined },
-    { label: "write, tx per message", handle: (ms) => Library.handleConsumed(stack, table, ms, { dedupe: false, perBatch: false }) },
-    { label: "processOnce, tx per message", handle: (ms) => Library.handleConsumed(stack, table, ms, { dedupe: true, perBatch: false }) },
-    { label: "write, tx per batch", handle: (ms) => Library.handleConsumed(stack, table, ms, { dedupe: false, perBatch: true }) },
-    { label: "processOnce, tx per batch", handle: (ms) => Library.handleConsumed(stack, table, ms, { dedupe: true, perBatch: true }) }
+    {
+      label: "write, tx per message",
+      handle: (ms) => Library.handleConsumed(stack, table, ms, { dedupe: false, perBatch: false })
+    },
+    {
+      label: "processOnce, tx per message",
+      handle: (ms) => Library.handleConsumed(stack, table, ms, { dedupe: true, perBatch: false })
+    },
+    {
+      label: "write, tx per batch",
+      handle: (ms) => Library.handleConsumed(stack, table, ms, { dedupe: false, perBatch: true })
+    },
+    {
+      label: "processOnce, tx per batch",
+      handle: (ms) => Library.handleConsumed(stack, table, ms, { dedupe: true, perBatch: true })
+    }
   ]
   const samples = new Map<string, Array<Sample>>()
   const once = async (v: Variant) => {
@@ -113,22 +131,32 @@ export const run = async (options: Options): Promise<void> => {
   for (const tx of ["message", "batch"]) {
     const lib = `processOnce, tx per ${tx}`
     const base = `write, tx per ${tx}`
-    const row = Report.pair({
-      scenario: "4 consumer",
-      variant: lib,
-      unit: "msg/s",
-      baselineName: "write without dedupe",
-      target: "≥ 0.8×",
-      cpu: { library: cpu(lib), baseline: cpu(base) }
-    }, rates(lib), rates(base))
+    const row = Report.pair(
+      {
+        scenario: "4 consumer",
+        variant: lib,
+        unit: "msg/s",
+        baselineName: "write without dedupe",
+        target: "≥ 0.8×",
+        cpu: { library: cpu(lib), baseline: cpu(base) }
+      },
+      rates(lib),
+      rates(base)
+    )
     Report.add({ ...row, met: row.ratio!.median >= 0.8 })
-    Report.add(Report.pair({
-      scenario: "4 consumer",
-      variant: `${lib} vs no-op`,
-      unit: "msg/s",
-      baselineName: "no-op kafkajs consumer",
-      cpu: { library: cpu(lib), baseline: cpu("no-op kafkajs") }
-    }, rates(lib), rates("no-op kafkajs")))
+    Report.add(
+      Report.pair(
+        {
+          scenario: "4 consumer",
+          variant: `${lib} vs no-op`,
+          unit: "msg/s",
+          baselineName: "no-op kafkajs consumer",
+          cpu: { library: cpu(lib), baseline: cpu("no-op kafkajs") }
+        },
+        rates(lib),
+        rates("no-op kafkajs")
+      )
+    )
   }
   await Env.deleteTopics(admin, [topic])
   await producer.disconnect()

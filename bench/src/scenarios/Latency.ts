@@ -43,7 +43,9 @@ const summarize = (committed: Map<string, number>, appended: Map<string, number>
 }
 
 export const run = async (options: Options): Promise<void> => {
-  console.log(`\n## 2. commit → publish latency (max rate ${Math.round(options.maxRate)}/s${options.measuredMax ? "" : " assumed"}, ${options.seconds} s per run, ${options.reps} reps)`)
+  console.log(
+    `\n## 2. commit → publish latency (max rate ${Math.round(options.maxRate)}/s${options.measuredMax ? "" : " assumed"}, ${options.seconds} s per run, ${options.reps} reps)`
+  )
   const k = Env.kafka()
   const admin = k.admin()
   await admin.connect()
@@ -120,11 +122,13 @@ export const run = async (options: Options): Promise<void> => {
         const entry = results.get(key) ?? { lib: [], raw: [] }
         const lib = rep % 2 === 0 ? await outboxRun(mode, rate) : undefined
         const raw = await rawRun(rate)
-        const lib2 = lib ?? await outboxRun(mode, rate)
+        const lib2 = lib ?? (await outboxRun(mode, rate))
         entry.lib.push(lib2)
         entry.raw.push(raw)
         results.set(key, entry)
-        console.log(`    ${key}: outbox p50 ${lib2.p50.toFixed(1)} p99 ${lib2.p99.toFixed(1)} ms; raw p50 ${raw.p50.toFixed(1)} p99 ${raw.p99.toFixed(1)} ms`)
+        console.log(
+          `    ${key}: outbox p50 ${lib2.p50.toFixed(1)} p99 ${lib2.p99.toFixed(1)} ms; raw p50 ${raw.p50.toFixed(1)} p99 ${raw.p99.toFixed(1)} ms`
+        )
       }
     }
     // Topics are deleted at the end only: a kafkajs producer keeps refreshing metadata for every
@@ -133,12 +137,14 @@ export const run = async (options: Options): Promise<void> => {
 
   for (const [key, { lib, raw }] of results) {
     const cpu = { library: Report.avgCpu(lib.map((s) => s.cpu)), baseline: Report.avgCpu(raw.map((s) => s.cpu)) }
-    Report.add(Report.pair(
-      { scenario: "2 latency p50", variant: key, unit: "ms", baselineName: "raw produce", cpu },
-      lib.map((s) => s.p50),
-      raw.map((s) => s.p50),
-      "difference"
-    ))
+    Report.add(
+      Report.pair(
+        { scenario: "2 latency p50", variant: key, unit: "ms", baselineName: "raw produce", cpu },
+        lib.map((s) => s.p50),
+        raw.map((s) => s.p50),
+        "difference"
+      )
+    )
     const p99 = Report.pair(
       {
         scenario: "2 latency p99",

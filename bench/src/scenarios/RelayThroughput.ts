@@ -32,7 +32,9 @@ const drain = async (
 ): Promise<Sample> => {
   const before = Cpu.snapshot()
   const started = performance.now()
-  const stops = await Promise.all(relays.map((stack) => Library.startRelay(stack, { batchSize, pollMillis: 50 }, profile)))
+  const stops = await Promise.all(
+    relays.map((stack) => Library.startRelay(stack, { batchSize, pollMillis: 50 }, profile))
+  )
   while ((await Library.unpublished(watcher)) > 0) await Env.sleep(50)
   const elapsed = performance.now() - started
   const after = Cpu.snapshot()
@@ -93,7 +95,7 @@ export const run = async (options: Options): Promise<{ maxRate: number }> => {
     const t = await topic()
     await Library.truncate(watcher)
     await Library.fillBacklog(watcher, t, n)
-    const profile = stacks.length === 1 ? profiles.get(label) ?? Library.emptyProfile() : undefined
+    const profile = stacks.length === 1 ? (profiles.get(label) ?? Library.emptyProfile()) : undefined
     if (profile !== undefined) profiles.set(label, profile)
     const sample = await drain(stacks, watcher, batch, n, profile)
     if (stacks[0] !== nullRelay) {
@@ -130,30 +132,49 @@ export const run = async (options: Options): Promise<{ maxRate: number }> => {
     const raw = rawRuns.get(batch)!
     const p = profiles.get(`relay b${batch}`)
     const per = (x: number) => (p === undefined || p.batches === 0 ? Number.NaN : x / p.batches)
-    const row = Report.pair({
-      scenario: "1 relay throughput",
-      variant: `batch ${batch}, 1 relay${batch <= 10 ? `, backlog ${sizeFor(batch)}` : ""}`,
-      note: p === undefined ? undefined : `per batch: claim ${per(p.claim).toFixed(1)} ms, publish ${per(p.publish).toFixed(1)} ms, mark ${per(p.mark).toFixed(1)} ms`,
-      unit: "msg/s",
-      baselineName: `raw sendBatch ${batch}`,
-      ...(batch === 100 ? { target: "≥ 0.85×" } : {}),
-      cpu: { library: Report.avgCpu(lib.map((s) => s.cpu)), baseline: Report.avgCpu(raw.map((s) => s.cpu)) }
-    }, rates(lib), rates(raw))
+    const row = Report.pair(
+      {
+        scenario: "1 relay throughput",
+        variant: `batch ${batch}, 1 relay${batch <= 10 ? `, backlog ${sizeFor(batch)}` : ""}`,
+        note:
+          p === undefined
+            ? undefined
+            : `per batch: claim ${per(p.claim).toFixed(1)} ms, publish ${per(p.publish).toFixed(1)} ms, mark ${per(p.mark).toFixed(1)} ms`,
+        unit: "msg/s",
+        baselineName: `raw sendBatch ${batch}`,
+        ...(batch === 100 ? { target: "≥ 0.85×" } : {}),
+        cpu: { library: Report.avgCpu(lib.map((s) => s.cpu)), baseline: Report.avgCpu(raw.map((s) => s.cpu)) }
+      },
+      rates(lib),
+      rates(raw)
+    )
     Report.add(batch === 100 ? { ...row, met: row.ratio!.median >= 0.85 } : row)
   }
   Report.extra("relayBatchProfiles", Object.fromEntries(profiles))
   const raw100 = rawRuns.get(100) ?? rawRuns.get(options.batchSizes[0]!)!
-  for (const label of ["no-kafka sink b100", ...options.relayCounts.filter((c) => c > 1).map((c) => `${c} relays b100`)]) {
+  for (const label of [
+    "no-kafka sink b100",
+    ...options.relayCounts.filter((c) => c > 1).map((c) => `${c} relays b100`)
+  ]) {
     const lib = relayRuns.get(label)!
     const p = profiles.get(label)
-    Report.add(Report.pair({
-      scenario: "1 relay throughput",
-      variant: label.replace("b100", "batch 100"),
-      note: p === undefined || p.batches === 0 ? undefined : `per batch: claim ${(p.claim / p.batches).toFixed(1)} ms, mark ${(p.mark / p.batches).toFixed(1)} ms`,
-      unit: "msg/s",
-      baselineName: "raw sendBatch 100",
-      cpu: { library: Report.avgCpu(lib.map((s) => s.cpu)), baseline: Report.avgCpu(raw100.map((s) => s.cpu)) }
-    }, rates(lib), rates(raw100)))
+    Report.add(
+      Report.pair(
+        {
+          scenario: "1 relay throughput",
+          variant: label.replace("b100", "batch 100"),
+          note:
+            p === undefined || p.batches === 0
+              ? undefined
+              : `per batch: claim ${(p.claim / p.batches).toFixed(1)} ms, mark ${(p.mark / p.batches).toFixed(1)} ms`,
+          unit: "msg/s",
+          baselineName: "raw sendBatch 100",
+          cpu: { library: Report.avgCpu(lib.map((s) => s.cpu)), baseline: Report.avgCpu(raw100.map((s) => s.cpu)) }
+        },
+        rates(lib),
+        rates(raw100)
+      )
+    )
   }
 
   await Env.deleteTopics(admin, topics)

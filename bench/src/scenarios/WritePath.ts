@@ -20,11 +20,14 @@ interface Sample {
 }
 
 export const createOrders = (stack: Library.Stack, table: string): Promise<void> =>
-  stack.run(Library.Effect.gen(function*() {
-    const sql = yield* Library.SqlClient.SqlClient
-    yield* sql.unsafe(`CREATE TABLE IF NOT EXISTS "${stack.schema}"."${table}" (
-      id uuid PRIMARY KEY, user_id text NOT NULL, amount int NOT NULL, created_at timestamptz NOT NULL DEFAULT now())`).unprepared
-  }))
+  stack.run(
+    Library.Effect.gen(function* () {
+      const sql = yield* Library.SqlClient.SqlClient
+      yield* sql.unsafe(`CREATE TABLE IF NOT EXISTS "${stack.schema}"."${table}" (
+      id uuid PRIMARY KEY, user_id text NOT NULL, amount int NOT NULL, created_at timestamptz NOT NULL DEFAULT now())`)
+        .unprepared
+    })
+  )
 
 export const run = async (options: Options): Promise<void> => {
   console.log(`\n## 3. write path (${options.seconds} s per run, ${options.reps} reps)`)
@@ -41,14 +44,16 @@ export const run = async (options: Options): Promise<void> => {
     const before = Cpu.snapshot()
     const deadline = performance.now() + options.seconds * 1000
     const started = performance.now()
-    await Promise.all(Array.from({ length: clients }, async (_, c) => {
-      let i = c
-      while (performance.now() < deadline) {
-        await Library.businessWrite(stack, table, topic, i, outbox)
-        i += clients
-        count++
-      }
-    }))
+    await Promise.all(
+      Array.from({ length: clients }, async (_, c) => {
+        let i = c
+        while (performance.now() < deadline) {
+          await Library.businessWrite(stack, table, topic, i, outbox)
+          i += clients
+          count++
+        }
+      })
+    )
     const elapsed = performance.now() - started
     return { tps: (count / elapsed) * 1000, cpu: Cpu.between(before, Cpu.snapshot()) }
   }
@@ -70,18 +75,24 @@ export const run = async (options: Options): Promise<void> => {
         entry.base.push(await measure(clients, false))
       }
       results.set(clients, entry)
-      console.log(`    ${clients} clients: with outbox ${Math.round(entry.lib.at(-1)!.tps)} tps, without ${Math.round(entry.base.at(-1)!.tps)} tps`)
+      console.log(
+        `    ${clients} clients: with outbox ${Math.round(entry.lib.at(-1)!.tps)} tps, without ${Math.round(entry.base.at(-1)!.tps)} tps`
+      )
     }
   }
   for (const [clients, { base, lib }] of results) {
-    const row = Report.pair({
-      scenario: "3 write path",
-      variant: `${clients} client${clients > 1 ? "s" : ""}`,
-      unit: "tx/s",
-      baselineName: "without outbox",
-      target: "≥ 0.9×",
-      cpu: { library: Report.avgCpu(lib.map((s) => s.cpu)), baseline: Report.avgCpu(base.map((s) => s.cpu)) }
-    }, lib.map((s) => s.tps), base.map((s) => s.tps))
+    const row = Report.pair(
+      {
+        scenario: "3 write path",
+        variant: `${clients} client${clients > 1 ? "s" : ""}`,
+        unit: "tx/s",
+        baselineName: "without outbox",
+        target: "≥ 0.9×",
+        cpu: { library: Report.avgCpu(lib.map((s) => s.cpu)), baseline: Report.avgCpu(base.map((s) => s.cpu)) }
+      },
+      lib.map((s) => s.tps),
+      base.map((s) => s.tps)
+    )
     Report.add({ ...row, met: row.ratio!.median >= 0.9 })
   }
   await Library.dropSchema(stack)

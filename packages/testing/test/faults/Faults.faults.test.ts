@@ -2,18 +2,19 @@
 // real piece — a relay process, the broker, database connections, a consumer process, the input
 // — and a checker reads the topic and the tables at the end. The table printed at the end has,
 // per scenario: events, lost, duplicates delivered, duplicate effects, order violations.
-import * as Outbox from "@effect-outbox/core/Outbox"
-import * as Relay from "@effect-outbox/core/Relay"
-import { Transactor } from "@effect-outbox/core/Transactor"
-import { afterAll, assert, describe, it } from "@effect/vitest"
-import * as Duration from "effect/Duration"
-import * as Effect from "effect/Effect"
-import * as Exit from "effect/Exit"
-import * as Scope from "effect/Scope"
+
 import { randomUUID } from "node:crypto"
 import { rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import { afterAll, assert, describe, it } from "@effect/vitest"
+import * as Outbox from "@effect-outbox/core/Outbox"
+import * as Relay from "@effect-outbox/core/Relay"
+import { Transactor } from "@effect-outbox/core/Transactor"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Scope from "effect/Scope"
 import * as Support from "./support.ts"
 
 afterAll(() => {
@@ -32,14 +33,22 @@ describe("a relay process killed with SIGKILL while draining", () => {
     try {
       const ids = await Support.enqueueMany(stack, topic, events, { keys })
       const unpublished = async () =>
-        (await Support.query<{ n: number }>(stack, `SELECT count(*)::int AS n FROM ${t.message} WHERE status IN ('PENDING','DISPATCHING')`))[0]!.n
+        (
+          await Support.query<{ n: number }>(
+            stack,
+            `SELECT count(*)::int AS n FROM ${t.message} WHERE status IN ('PENDING','DISPATCHING')`
+          )
+        )[0]!.n
 
       const script = join(Support.here, "relay-process.ts")
       let kills = 0
       const maxKills = 8
       const deadline = Date.now() + 240_000
       while (true) {
-        const child = Support.spawnNode(script, { FAULTS_SCHEMA: schema, KAFKA_BROKERS: Support.sharedBrokers.join(",") })
+        const child = Support.spawnNode(script, {
+          FAULTS_SCHEMA: schema,
+          KAFKA_BROKERS: Support.sharedBrokers.join(",")
+        })
         while (!child.lines.includes("ready")) {
           if (child.process.exitCode !== null) throw new Error(`relay process exited with ${child.process.exitCode}`)
           await Support.sleep(50)
@@ -61,11 +70,21 @@ describe("a relay process killed with SIGKILL while draining", () => {
         break
       }
 
-      const statuses = await Support.query<{ status: string; n: number }>(stack, `SELECT status, count(*)::int AS n FROM ${t.message} GROUP BY status`)
-      assert.deepStrictEqual(statuses.map((s) => [s.status, s.n]), [["PUBLISHED", events]], "every row ends PUBLISHED, no lease left")
+      const statuses = await Support.query<{ status: string; n: number }>(
+        stack,
+        `SELECT status, count(*)::int AS n FROM ${t.message} GROUP BY status`
+      )
+      assert.deepStrictEqual(
+        statuses.map((s) => [s.status, s.n]),
+        [["PUBLISHED", events]],
+        "every row ends PUBLISHED, no lease left"
+      )
       const records = await Support.readTopic(Support.sharedBrokers, topic)
-      const v = Support.verdict(ids.map((id, i) => ({ id, key: `k${i % keys}` })), records)
-      Support.record({ scenario: "1 relay SIGKILL ×" + kills, ...v, note: `${kills} kills; batch 100` })
+      const v = Support.verdict(
+        ids.map((id, i) => ({ id, key: `k${i % keys}` })),
+        records
+      )
+      Support.record({ scenario: `1 relay SIGKILL ×${kills}`, ...v, note: `${kills} kills; batch 100` })
       assert.strictEqual(v.lost, 0, `lost ${v.lostIds.join(", ")}`)
       assert.strictEqual(v.orderViolations, 0)
       assert.isAtMost(v.duplicatesDelivered, kills * 100, "duplicates come only from batches in flight at a kill")
@@ -96,15 +115,22 @@ describe("the Kafka broker stopped for 20 s mid-run", () => {
       const s = stack
       const t = await Support.tables(s)
       const count = async (statuses: string) =>
-        (await Support.query<{ n: number }>(s, `SELECT count(*)::int AS n FROM ${t.message} WHERE status IN (${statuses})`))[0]!.n
+        (
+          await Support.query<{ n: number }>(
+            s,
+            `SELECT count(*)::int AS n FROM ${t.message} WHERE status IN (${statuses})`
+          )
+        )[0]!.n
       const stopRelay = await s.runPromise(Scope.make()).then(async (scope) => {
-        await s.runPromise(Relay.start({
-          batchSize: 100,
-          lease: Duration.seconds(30),
-          publishTimeout: Duration.seconds(8),
-          pollInterval: Duration.millis(100),
-          backoff: Relay.backoff("200 millis", "5 seconds")
-        }).pipe(Scope.provide(scope)))
+        await s.runPromise(
+          Relay.start({
+            batchSize: 100,
+            lease: Duration.seconds(30),
+            publishTimeout: Duration.seconds(8),
+            pollInterval: Duration.millis(100),
+            backoff: Relay.backoff("200 millis", "5 seconds")
+          }).pipe(Scope.provide(scope))
+        )
         return () => s.runPromise(Scope.close(scope, Exit.void))
       })
 
@@ -124,7 +150,8 @@ describe("the Kafka broker stopped for 20 s mid-run", () => {
       })()
       while (Date.now() - started < 35_000) {
         ids.push(...(await Support.enqueueMany(s, topic, 50, { keys: 50, from: ids.length, chunk: 50 })))
-        if (downAt !== undefined && upAt === undefined) peakBacklog = Math.max(peakBacklog, await count("'PENDING','DISPATCHING'"))
+        if (downAt !== undefined && upAt === undefined)
+          peakBacklog = Math.max(peakBacklog, await count("'PENDING','DISPATCHING'"))
         await Support.sleep(250)
       }
       await outage
@@ -137,9 +164,14 @@ describe("the Kafka broker stopped for 20 s mid-run", () => {
       await stopRelay()
 
       const failed = await count("'FAILURE'")
-      const retried = (await Support.query<{ n: number }>(s, `SELECT count(*)::int AS n FROM ${t.message} WHERE attempts > 0`))[0]!.n
+      const retried = (
+        await Support.query<{ n: number }>(s, `SELECT count(*)::int AS n FROM ${t.message} WHERE attempts > 0`)
+      )[0]!.n
       const records = await Support.readTopic(broker.brokers, topic)
-      const v = Support.verdict(ids.map((id, i) => ({ id, key: `k${i % 50}` })), records)
+      const v = Support.verdict(
+        ids.map((id, i) => ({ id, key: `k${i % 50}` })),
+        records
+      )
       Support.record({
         scenario: "2 broker down 20 s",
         ...v,
@@ -180,7 +212,10 @@ describe("PostgreSQL connections killed during claims and during processOnce", (
     const t = await Support.tables(main)
     try {
       await Support.createEffects(main, schema)
-      const stopRelay = await Support.startRelay(relay, { lease: Duration.seconds(3), publishTimeout: Duration.seconds(2) })
+      const stopRelay = await Support.startRelay(relay, {
+        lease: Duration.seconds(3),
+        publishTimeout: Duration.seconds(2)
+      })
       const running = await Support.startConsumer(consumer, {
         groupId: `${schema}-group`,
         topics: [topic],
@@ -227,7 +262,9 @@ describe("PostgreSQL connections killed during claims and during processOnce", (
 
       const ids: Array<string> = []
       while (ids.length < events) {
-        ids.push(...(await Support.enqueueMany(main, topic, Math.min(250, events - ids.length), { keys, from: ids.length })))
+        ids.push(
+          ...(await Support.enqueueMany(main, topic, Math.min(250, events - ids.length), { keys, from: ids.length }))
+        )
         await Support.sleep(100)
       }
       await Support.sleep(5_000)
@@ -237,15 +274,21 @@ describe("PostgreSQL connections killed during claims and during processOnce", (
       const deadline = Date.now() + 180_000
       const status = async () =>
         Object.fromEntries(
-          (await Support.query<{ status: string; n: number }>(main, `SELECT status, count(*)::int AS n FROM ${t.message} GROUP BY status`))
-            .map((r) => [r.status, r.n])
+          (
+            await Support.query<{ status: string; n: number }>(
+              main,
+              `SELECT status, count(*)::int AS n FROM ${t.message} GROUP BY status`
+            )
+          ).map((r) => [r.status, r.n])
         )
       while (true) {
         const s = await status()
         const e = await Support.effectCounts(main, schema)
         if ((s.SUCCESS ?? 0) === events && e.distinct === events) break
         if (Date.now() > deadline || running.failure() !== undefined) {
-          throw new Error(`not settled: ${JSON.stringify(s)}, effects ${JSON.stringify(e)}; consumer failure: ${running.failure()}`)
+          throw new Error(
+            `not settled: ${JSON.stringify(s)}, effects ${JSON.stringify(e)}; consumer failure: ${running.failure()}`
+          )
         }
         await Support.sleep(250)
       }
@@ -255,8 +298,15 @@ describe("PostgreSQL connections killed during claims and during processOnce", (
       const effects = await Support.effectCounts(main, schema)
       const records = await Support.readTopic(Support.sharedBrokers, topic)
       const deadLetters = await Support.readTopic(Support.sharedBrokers, `${topic}.DLT`)
-      const v = Support.verdict(ids.map((id, i) => ({ id, key: `k${i % keys}` })), records, effects.total - effects.distinct)
-      const stuck = await Support.query<{ n: number }>(main, `SELECT count(*)::int AS n FROM ${t.message} WHERE status = 'DISPATCHING'`)
+      const v = Support.verdict(
+        ids.map((id, i) => ({ id, key: `k${i % keys}` })),
+        records,
+        effects.total - effects.distinct
+      )
+      const stuck = await Support.query<{ n: number }>(
+        main,
+        `SELECT count(*)::int AS n FROM ${t.message} WHERE status = 'DISPATCHING'`
+      )
       Support.record({
         scenario: "3 pg_terminate_backend",
         ...v,
@@ -295,12 +345,22 @@ describe("a consumer killed between its DB commit and its offset commit", () => 
       const ids = await Support.enqueueMany(stack, topic, events, { keys })
       const stopRelay = await Support.startRelay(stack)
       const unpublished = async () =>
-        (await Support.query<{ n: number }>(stack, `SELECT count(*)::int AS n FROM ${t.message} WHERE status IN ('PENDING','DISPATCHING')`))[0]!.n
+        (
+          await Support.query<{ n: number }>(
+            stack,
+            `SELECT count(*)::int AS n FROM ${t.message} WHERE status IN ('PENDING','DISPATCHING')`
+          )
+        )[0]!.n
       while ((await unpublished()) > 0) await Support.sleep(100)
       await stopRelay()
 
       const script = join(Support.here, "consumer-process.ts")
-      const env = { FAULTS_SCHEMA: schema, FAULTS_TOPIC: topic, FAULTS_GROUP: groupId, KAFKA_BROKERS: Support.sharedBrokers.join(",") }
+      const env = {
+        FAULTS_SCHEMA: schema,
+        FAULTS_TOPIC: topic,
+        FAULTS_GROUP: groupId,
+        KAFKA_BROKERS: Support.sharedBrokers.join(",")
+      }
       const first = Support.spawnNode(script, { ...env, FAULTS_KILL_ON_COMMIT: "1" })
       const firstExit = await Promise.race([first.exited, Support.sleep(90_000).then(() => "timeout" as const)])
       assert.notStrictEqual(firstExit, "timeout", "the first consumer reached an offset commit")
@@ -308,13 +368,15 @@ describe("a consumer killed between its DB commit and its offset commit", () => 
       const firstProcessed = first.lines.filter((l) => l.endsWith(" processed")).map((l) => l.split(" ")[1]!)
       // The ground truth of what committed before the kill (a worker may commit and die before
       // it prints its outcome line).
-      const committedBeforeKill = (await Support.query<{ event_id: string }>(stack, `SELECT event_id FROM "${schema}".effects`))
-        .map((r) => r.event_id)
+      const committedBeforeKill = (
+        await Support.query<{ event_id: string }>(stack, `SELECT event_id FROM "${schema}".effects`)
+      ).map((r) => r.event_id)
 
       const second = Support.spawnNode(script, env)
       const deadline = Date.now() + 120_000
       while ((await Support.effectCounts(stack, schema)).distinct < events) {
-        if (Date.now() > deadline || second.process.exitCode !== null) throw new Error("the second consumer did not finish")
+        if (Date.now() > deadline || second.process.exitCode !== null)
+          throw new Error("the second consumer did not finish")
         await Support.sleep(200)
       }
       // Let it see the redelivered records through before stopping it.
@@ -328,9 +390,16 @@ describe("a consumer killed between its DB commit and its offset commit", () => 
 
       const again = new Set(second.lines.filter((l) => l.endsWith(" already_processed")).map((l) => l.split(" ")[1]!))
       const effects = await Support.effectCounts(stack, schema)
-      const statuses = await Support.query<{ status: string; n: number }>(stack, `SELECT status, count(*)::int AS n FROM ${t.message} GROUP BY status`)
+      const statuses = await Support.query<{ status: string; n: number }>(
+        stack,
+        `SELECT status, count(*)::int AS n FROM ${t.message} GROUP BY status`
+      )
       const records = await Support.readTopic(Support.sharedBrokers, topic)
-      const v = Support.verdict(ids.map((id, i) => ({ id, key: `k${i % keys}` })), records, effects.total - effects.distinct)
+      const v = Support.verdict(
+        ids.map((id, i) => ({ id, key: `k${i % keys}` })),
+        records,
+        effects.total - effects.distinct
+      )
       Support.record({
         scenario: "4 consumer SIGKILL before offset commit",
         ...v,
@@ -338,10 +407,14 @@ describe("a consumer killed between its DB commit and its offset commit", () => 
       })
       assert.isAbove(firstProcessed.length, 0, "the first consumer committed work before it died")
       assert.isAtLeast(committedBeforeKill.length, firstProcessed.length)
-      for (const id of committedBeforeKill) assert.isTrue(again.has(`event:${id}`), `${id} redelivered as already_processed`)
+      for (const id of committedBeforeKill)
+        assert.isTrue(again.has(`event:${id}`), `${id} redelivered as already_processed`)
       assert.strictEqual(effects.total, events, "each effect happened once")
       assert.strictEqual(effects.distinct, events)
-      assert.deepStrictEqual(statuses.map((s) => [s.status, s.n]), [["PUBLISHED", events]])
+      assert.deepStrictEqual(
+        statuses.map((s) => [s.status, s.n]),
+        [["PUBLISHED", events]]
+      )
       assert.strictEqual(v.lost, 0)
     } finally {
       await Support.dropSchema(stack, schema)
@@ -378,14 +451,23 @@ describe("poison and bad input", () => {
           const kind = ["undecodable", "wrong types", "empty value", "undecodable", "wrong types"][Math.floor(i / 60)]!
           const pid = randomUUID()
           poison.push({ id: pid, kind })
-          const value = kind === "undecodable" ? "{not json" : kind === "wrong types" ? JSON.stringify({ index: "seven", pad: 42 }) : null
+          const value =
+            kind === "undecodable"
+              ? "{not json"
+              : kind === "wrong types"
+                ? JSON.stringify({ index: "seven", pad: 42 })
+                : null
           messages.push({ key: `k${i % 10}`, value, headers: { "event-id": pid } })
         }
       }
       // Bad but processable: no headers at all (offset identity), and a near-1 MB record.
       messages.push({ key: "no-headers", value: valid(1000) })
       const huge = randomUUID()
-      messages.push({ key: "huge", value: JSON.stringify({ index: 1001, pad: "x".repeat(900_000) }), headers: { "event-id": huge } })
+      messages.push({
+        key: "huge",
+        value: JSON.stringify({ index: 1001, pad: "x".repeat(900_000) }),
+        headers: { "event-id": huge }
+      })
       await producer.connect()
       for (let i = 0; i < messages.length; i += 50) {
         await producer.send({ topic, acks: -1, messages: messages.slice(i, i + 50) })
@@ -406,7 +488,9 @@ describe("poison and bad input", () => {
         deadLetters = await Support.readTopic(Support.sharedBrokers, dlt)
         if (e.distinct >= expectedEffects && deadLetters.length >= poison.length) break
         if (Date.now() > deadline || consumer.failure() !== undefined) {
-          throw new Error(`consumer did not settle: effects ${JSON.stringify(e)}, ${deadLetters.length} dead letters; ${consumer.failure()}`)
+          throw new Error(
+            `consumer did not settle: effects ${JSON.stringify(e)}, ${deadLetters.length} dead letters; ${consumer.failure()}`
+          )
         }
         await Support.sleep(300)
       }
@@ -416,7 +500,18 @@ describe("poison and bad input", () => {
       // -- the relay side: an unknown partition, an oversize payload, a bad topic name --------
       const relayIds = await Support.enqueueMany(stack, relayTopic, 100, { keys: 10 })
       const [badPartition] = await stack.runPromise(
-        Transactor.use((tx) => tx.withTransaction(Outbox.enqueue([{ topic: relayTopic, key: "bad-partition", partition: 7, payload: Support.payloadOf({ index: 0, pad: "" }) }])))
+        Transactor.use((tx) =>
+          tx.withTransaction(
+            Outbox.enqueue([
+              {
+                topic: relayTopic,
+                key: "bad-partition",
+                partition: 7,
+                payload: Support.payloadOf({ index: 0, pad: "" })
+              }
+            ])
+          )
+        )
       )
       const oversize = await stack.runPromise(
         Effect.flip(Outbox.enqueue([{ topic: relayTopic, key: "oversize", payload: new Uint8Array(2_000_000) }]))
@@ -435,7 +530,10 @@ describe("poison and bad input", () => {
       )
 
       // -- the checker -------------------------------------------------------------------------
-      const effects = await Support.query<{ event_id: string }>(stack, `SELECT event_id FROM "${schema}".effects ORDER BY n`)
+      const effects = await Support.query<{ event_id: string }>(
+        stack,
+        `SELECT event_id FROM "${schema}".effects ORDER BY n`
+      )
       const processed = new Map<string, number>()
       for (const e of effects) processed.set(e.event_id, (processed.get(e.event_id) ?? 0) + 1)
       const lostConsumed = good.filter((g) => !processed.has(g.id)).length
@@ -447,7 +545,10 @@ describe("poison and bad input", () => {
         if (order.some((p, i) => i > 0 && p < order[i - 1]!)) orderViolations++
       }
       const relayRecords = await Support.readTopic(Support.sharedBrokers, relayTopic)
-      const relayVerdict = Support.verdict(relayIds.map((id, i) => ({ id, key: `k${i % 10}` })), relayRecords)
+      const relayVerdict = Support.verdict(
+        relayIds.map((id, i) => ({ id, key: `k${i % 10}` })),
+        relayRecords
+      )
       const duplicateEffects = effects.length - processed.size
       Support.record({
         scenario: "5 poison and bad input",
@@ -463,14 +564,24 @@ describe("poison and bad input", () => {
       assert.strictEqual(duplicateEffects, 0)
       assert.strictEqual(orderViolations, 0)
       assert.isTrue(processed.has(huge), "a near-1 MB record is processed")
-      assert.isTrue([...processed.keys()].some((id) => id.startsWith("offset:")), "a record without headers is processed by its offset identity")
-      assert.deepStrictEqual(new Set(deadLetters.map((d) => d.eventId)), new Set(poison.map((p) => p.id)), "exactly the poison records are dead-lettered")
+      assert.isTrue(
+        [...processed.keys()].some((id) => id.startsWith("offset:")),
+        "a record without headers is processed by its offset identity"
+      )
+      assert.deepStrictEqual(
+        new Set(deadLetters.map((d) => d.eventId)),
+        new Set(poison.map((p) => p.id)),
+        "exactly the poison records are dead-lettered"
+      )
       for (const d of deadLetters) {
         assert.isString(d.headers["dlt-error-class"])
         assert.strictEqual(d.headers["dlt-original-topic"], topic)
         assert.strictEqual(d.headers["dlt-classification"], "permanent")
       }
-      assert.deepStrictEqual(failure.map((f) => [f.id, f.status]), [[badPartition, "FAILURE"]])
+      assert.deepStrictEqual(
+        failure.map((f) => [f.id, f.status]),
+        [[badPartition, "FAILURE"]]
+      )
       assert.include(failure[0]!.last_error, "UnknownPartitionError")
       assert.strictEqual(oversize._tag, "OutboxValidationError")
       assert.strictEqual(badTopic._tag, "OutboxValidationError")

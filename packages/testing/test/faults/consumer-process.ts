@@ -24,34 +24,38 @@ const groupId = env("FAULTS_GROUP")
 const killOnCommit = process.env.FAULTS_KILL_ON_COMMIT === "1"
 
 const stack = await Support.makeStack({ schema })
-await stack.runPromise(Effect.gen(function*() {
-  const source = yield* ConsumerSource
-  const inbox = yield* Inbox.Inbox
-  const consumer = yield* Consumer.make({
-    groupId,
-    topics: [topic],
-    fromBeginning: true,
-    // The inbox alone guards the effect (a second consumer group's view): records are not
-    // skipped by their outbox row's status, so every redelivery goes through processOnce.
-    lifecycle: false,
-    schema: Support.EventPayload,
-    handler: (m) => Support.insertEffect(schema, m.idempotencyKey)
-  }).pipe(
-    Effect.provideService(ConsumerSource, {
-      subscribe: (options) =>
-        Effect.map(source.subscribe(options), (subscription) => ({
-          batches: subscription.batches,
-          commit: (offsets) =>
-            killOnCommit
-              ? Effect.sync(() => process.kill(process.pid, "SIGKILL")).pipe(Effect.andThen(Effect.never))
-              : subscription.commit(offsets)
-        }))
-    }),
-    Effect.provideService(Inbox.Inbox, {
-      processOnce: (key, work) =>
-        Effect.tap(inbox.processOnce(key, work), (outcome) => Effect.sync(() => process.stdout.write(`outcome ${key.identity} ${outcome}\n`)))
-    })
-  )
-  process.stdout.write("ready\n")
-  return yield* consumer.await
-}).pipe(Effect.scoped))
+await stack.runPromise(
+  Effect.gen(function* () {
+    const source = yield* ConsumerSource
+    const inbox = yield* Inbox.Inbox
+    const consumer = yield* Consumer.make({
+      groupId,
+      topics: [topic],
+      fromBeginning: true,
+      // The inbox alone guards the effect (a second consumer group's view): records are not
+      // skipped by their outbox row's status, so every redelivery goes through processOnce.
+      lifecycle: false,
+      schema: Support.EventPayload,
+      handler: (m) => Support.insertEffect(schema, m.idempotencyKey)
+    }).pipe(
+      Effect.provideService(ConsumerSource, {
+        subscribe: (options) =>
+          Effect.map(source.subscribe(options), (subscription) => ({
+            batches: subscription.batches,
+            commit: (offsets) =>
+              killOnCommit
+                ? Effect.sync(() => process.kill(process.pid, "SIGKILL")).pipe(Effect.andThen(Effect.never))
+                : subscription.commit(offsets)
+          }))
+      }),
+      Effect.provideService(Inbox.Inbox, {
+        processOnce: (key, work) =>
+          Effect.tap(inbox.processOnce(key, work), (outcome) =>
+            Effect.sync(() => process.stdout.write(`outcome ${key.identity} ${outcome}\n`))
+          )
+      })
+    )
+    process.stdout.write("ready\n")
+    return yield* consumer.await
+  }).pipe(Effect.scoped)
+)

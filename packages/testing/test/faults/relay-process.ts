@@ -16,14 +16,16 @@ const leaseMillis = Number(process.env.FAULTS_LEASE_MILLIS ?? 3000)
 
 const stack = await Support.makeStack({ schema, applicationName: "faults-relay-process" })
 process.stdout.write("ready\n")
-await stack.runPromise(Effect.gen(function*() {
-  yield* StaleRecovery.start({ interval: Duration.millis(500), batchSize: 500 })
-  yield* Relay.start({
-    batchSize: 100,
-    maxPerKey: 100,
-    lease: Duration.millis(leaseMillis),
-    publishTimeout: Duration.millis(Math.max(1000, leaseMillis - 1000)),
-    pollInterval: Duration.millis(100)
-  })
-  return yield* Effect.never
-}).pipe(Effect.scoped))
+await stack.runPromise(
+  Effect.gen(function* () {
+    yield* StaleRecovery.start({ interval: Duration.millis(500), batchSize: 500 })
+    yield* Relay.start({
+      batchSize: 100,
+      maxPerKey: 100,
+      lease: Duration.millis(leaseMillis),
+      publishTimeout: Duration.millis(Math.max(1000, leaseMillis - 1000)),
+      pollInterval: Duration.millis(100)
+    })
+    return yield* Effect.never
+  }).pipe(Effect.scoped)
+)

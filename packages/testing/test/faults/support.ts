@@ -3,9 +3,17 @@
  * library stack (PostgreSQL outbox + Kafka ports) as a ManagedRuntime, child processes, and the
  * checker that reads the topic and the tables at the end.
  */
+
+import { type ChildProcess, execFile, spawn } from "node:child_process"
+import { randomBytes } from "node:crypto"
+import { readdirSync, readFileSync } from "node:fs"
+import { dirname, join } from "node:path"
+import { fileURLToPath } from "node:url"
+import { inspect } from "node:util"
+import { PgClient } from "@effect/sql-pg"
+import * as KafkaOutbox from "@effect-outbox/adapter-kafka/KafkaOutbox"
 import * as PgOutbox from "@effect-outbox/adapter-pg/PgOutbox"
 import * as PgTables from "@effect-outbox/adapter-pg/PgTables"
-import * as KafkaOutbox from "@effect-outbox/adapter-kafka/KafkaOutbox"
 import * as Consumer from "@effect-outbox/core/Consumer"
 import * as Inbox from "@effect-outbox/core/Inbox"
 import * as Outbox from "@effect-outbox/core/Outbox"
@@ -13,7 +21,6 @@ import type { OutboxDraft } from "@effect-outbox/core/OutboxMessage"
 import * as Relay from "@effect-outbox/core/Relay"
 import * as StaleRecovery from "@effect-outbox/core/StaleRecovery"
 import { Transactor } from "@effect-outbox/core/Transactor"
-import { PgClient } from "@effect/sql-pg"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -26,25 +33,29 @@ import * as Schema from "effect/Schema"
 import * as Scope from "effect/Scope"
 import * as SqlClient from "effect/sql/SqlClient"
 import Kafkajs from "kafkajs"
-import { type ChildProcess, execFile, spawn } from "node:child_process"
-import { randomBytes } from "node:crypto"
-import { readdirSync, readFileSync } from "node:fs"
-import { dirname, join } from "node:path"
-import { fileURLToPath } from "node:url"
-import { inspect } from "node:util"
 
 export const here = dirname(fileURLToPath(import.meta.url))
 export const repoRoot = join(here, "..", "..", "..", "..")
 export const databaseUrl = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres"
 export const sharedBrokers = (process.env.KAFKA_BROKERS ?? "127.0.0.1:9092").split(",").map((b) => b.trim())
 
-export const uniqueName = (prefix: string): string => `${prefix}_${Date.now().toString(36)}${randomBytes(3).toString("hex")}`
+export const uniqueName = (prefix: string): string =>
+  `${prefix}_${Date.now().toString(36)}${randomBytes(3).toString("hex")}`
 export const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))
 
 export const kafka = (brokers: ReadonlyArray<string> = sharedBrokers): Kafkajs.Kafka =>
-  new Kafkajs.Kafka({ clientId: "faults", brokers: [...brokers], logLevel: Kafkajs.logLevel.NOTHING, retry: { retries: 8 } })
+  new Kafkajs.Kafka({
+    clientId: "faults",
+    brokers: [...brokers],
+    logLevel: Kafkajs.logLevel.NOTHING,
+    retry: { retries: 8 }
+  })
 
-export const createTopics = async (brokers: ReadonlyArray<string>, topics: ReadonlyArray<string>, partitions = 3): Promise<void> => {
+export const createTopics = async (
+  brokers: ReadonlyArray<string>,
+  topics: ReadonlyArray<string>,
+  partitions = 3
+): Promise<void> => {
   const admin = kafka(brokers).admin()
   await admin.connect()
   try {
@@ -81,7 +92,9 @@ export const stackLayer = (options: {
     { brokers: options.brokers ?? sharedBrokers, clientId: "faults", connectionTimeout: 3_000, requestTimeout: 10_000 },
     { publisher: { publishTimeoutMillis: 8_000 }, consumer: { sessionTimeoutMillis: 10_000, maxWaitTimeMillis: 200 } }
   )
-  const logLevel = Layer.succeed(References.MinimumLogLevel)((process.env.FAULTS_LOG_LEVEL ?? "Error") as LogLevel.LogLevel)
+  const logLevel = Layer.succeed(References.MinimumLogLevel)(
+    (process.env.FAULTS_LOG_LEVEL ?? "Error") as LogLevel.LogLevel
+  )
   return Layer.mergeAll(Outbox.layerWith({ maxPayloadBytes: 1_000_000 }), Inbox.Inbox.layer).pipe(
     Layer.provideMerge(Layer.merge(pg, broker)),
     Layer.provideMerge(logLevel)
@@ -105,20 +118,26 @@ export const enqueueMany = (
   n: number,
   options: { readonly keys?: number; readonly chunk?: number; readonly from?: number } = {}
 ): Promise<ReadonlyArray<string>> =>
-  stack.runPromise(Effect.gen(function*() {
-    const transactor = yield* Transactor
-    const ids: Array<string> = []
-    const chunk = options.chunk ?? 500
-    const from = options.from ?? 0
-    for (let i = 0; i < n; i += chunk) {
-      const drafts: Array<OutboxDraft> = Array.from({ length: Math.min(chunk, n - i) }, (_, j) => {
-        const index = from + i + j
-        return { topic, key: `k${index % (options.keys ?? 100)}`, payload: payloadOf({ index, pad: "x".repeat(200) }) }
-      })
-      ids.push(...(yield* transactor.withTransaction(Outbox.enqueue(drafts))))
-    }
-    return ids
-  }))
+  stack.runPromise(
+    Effect.gen(function* () {
+      const transactor = yield* Transactor
+      const ids: Array<string> = []
+      const chunk = options.chunk ?? 500
+      const from = options.from ?? 0
+      for (let i = 0; i < n; i += chunk) {
+        const drafts: Array<OutboxDraft> = Array.from({ length: Math.min(chunk, n - i) }, (_, j) => {
+          const index = from + i + j
+          return {
+            topic,
+            key: `k${index % (options.keys ?? 100)}`,
+            payload: payloadOf({ index, pad: "x".repeat(200) })
+          }
+        })
+        ids.push(...(yield* transactor.withTransaction(Outbox.enqueue(drafts))))
+      }
+      return ids
+    })
+  )
 
 export const query = <A extends object>(stack: Stack, text: string): Promise<ReadonlyArray<A>> =>
   stack.runPromise(Effect.flatMap(Effect.service(SqlClient.SqlClient), (sql) => sql.unsafe<A>(text)))
@@ -164,10 +183,15 @@ export const spawnNode = (script: string, env: Record<string, string>): Child =>
 
 export const run = (command: string, args: ReadonlyArray<string>, env: Record<string, string> = {}): Promise<string> =>
   new Promise((resolve, reject) => {
-    execFile(command, [...args], { cwd: repoRoot, env: { ...process.env, ...env }, timeout: 300_000 }, (error, stdout, stderr) => {
-      if (error) reject(new Error(`${command} ${args.join(" ")}: ${stderr || error.message}`))
-      else resolve(stdout)
-    })
+    execFile(
+      command,
+      [...args],
+      { cwd: repoRoot, env: { ...process.env, ...env }, timeout: 300_000 },
+      (error, stdout, stderr) => {
+        if (error) reject(new Error(`${command} ${args.join(" ")}: ${stderr || error.message}`))
+        else resolve(stdout)
+      }
+    )
   })
 
 // ------------------------------------------------------------------------------------------------
@@ -199,29 +223,35 @@ export const readTopic = async (brokers: ReadonlyArray<string>, topic: string): 
   try {
     await consumer.subscribe({ topic, fromBeginning: true })
     await new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`checker read ${out.length}/${total} records of ${topic}`)), 120_000)
-      void consumer.run({
-        autoCommit: false,
-        eachBatch: async ({ batch }) => {
-          for (const m of batch.messages) {
-            if (Number(m.offset) >= high.get(batch.partition)!) continue
-            const headers: Record<string, string> = {}
-            for (const [name, value] of Object.entries(m.headers ?? {})) if (value !== undefined) headers[name] = value.toString()
-            out.push({
-              eventId: headers["event-id"],
-              key: m.key?.toString() ?? null,
-              partition: batch.partition,
-              offset: Number(m.offset),
-              value: m.value,
-              headers
-            })
+      const timer = setTimeout(
+        () => reject(new Error(`checker read ${out.length}/${total} records of ${topic}`)),
+        120_000
+      )
+      void consumer
+        .run({
+          autoCommit: false,
+          eachBatch: async ({ batch }) => {
+            for (const m of batch.messages) {
+              if (Number(m.offset) >= high.get(batch.partition)!) continue
+              const headers: Record<string, string> = {}
+              for (const [name, value] of Object.entries(m.headers ?? {}))
+                if (value !== undefined) headers[name] = value.toString()
+              out.push({
+                eventId: headers["event-id"],
+                key: m.key?.toString() ?? null,
+                partition: batch.partition,
+                offset: Number(m.offset),
+                value: m.value,
+                headers
+              })
+            }
+            if (out.length >= total) {
+              clearTimeout(timer)
+              resolve()
+            }
           }
-          if (out.length >= total) {
-            clearTimeout(timer)
-            resolve()
-          }
-        }
-      }).catch(reject)
+        })
+        .catch(reject)
     })
   } finally {
     await consumer.disconnect()
@@ -295,7 +325,9 @@ export const record = (row: TableRow): void => {
 export const table = (): string => {
   const header = ["scenario", "events", "lost", "duplicates delivered", "duplicate effects", "order violations", "note"]
   const body = rows.map((r) =>
-    [r.scenario, r.events, r.lost, r.duplicatesDelivered, r.duplicateEffects, r.orderViolations, r.note ?? ""].map(String)
+    [r.scenario, r.events, r.lost, r.duplicatesDelivered, r.duplicateEffects, r.orderViolations, r.note ?? ""].map(
+      String
+    )
   )
   const widths = header.map((h, i) => Math.max(h.length, ...body.map((b) => b[i]!.length)))
   const line = (cells: ReadonlyArray<string>) => `| ${cells.map((c, i) => c.padEnd(widths[i]!)).join(" | ")} |`
@@ -310,7 +342,11 @@ export const table = (): string => {
  * A second Kafka broker on its own ports and state directory, started and stopped by the
  * project's `scripts/services`, so a test can take it down without touching the shared broker.
  */
-export const privateBroker = (options: { readonly port: number; readonly controllerPort: number; readonly state: string }) => {
+export const privateBroker = (options: {
+  readonly port: number
+  readonly controllerPort: number
+  readonly state: string
+}) => {
   const env = {
     KAFKA_PORT: String(options.port),
     KAFKA_CONTROLLER_PORT: String(options.controllerPort),
@@ -320,14 +356,18 @@ export const privateBroker = (options: { readonly port: number; readonly control
   // `scripts/services down` signals the pid it recorded, which is the subshell that launched the
   // JVM, not the JVM itself; so the JVM (found by its config path) is stopped here as well.
   const jvmPids = (): Array<number> =>
-    readdirSync("/proc").filter((d) => /^\d+$/.test(d)).flatMap((d) => {
-      try {
-        const cmdline = readFileSync(`/proc/${d}/cmdline`, "utf8")
-        return cmdline.includes("kafka.Kafka") && cmdline.includes(join(options.state, "server.properties")) ? [Number(d)] : []
-      } catch {
-        return []
-      }
-    })
+    readdirSync("/proc")
+      .filter((d) => /^\d+$/.test(d))
+      .flatMap((d) => {
+        try {
+          const cmdline = readFileSync(`/proc/${d}/cmdline`, "utf8")
+          return cmdline.includes("kafka.Kafka") && cmdline.includes(join(options.state, "server.properties"))
+            ? [Number(d)]
+            : []
+        } catch {
+          return []
+        }
+      })
   const down = async () => {
     await run("bash", [services, "down"], env).catch(() => "")
     for (const pid of jvmPids()) process.kill(pid, "SIGTERM")
@@ -353,15 +393,23 @@ export const EventPayload = Schema.Struct({ index: Schema.Number, pad: Schema.St
 
 /** The effects table: one row per handler run that committed (no unique key, so repeats show). */
 export const createEffects = (stack: Stack, schema: string) =>
-  query(stack, `CREATE TABLE IF NOT EXISTS "${schema}".effects (n bigserial PRIMARY KEY, event_id text NOT NULL, part int, record_offset bigint, at timestamptz NOT NULL DEFAULT clock_timestamp())`)
+  query(
+    stack,
+    `CREATE TABLE IF NOT EXISTS "${schema}".effects (n bigserial PRIMARY KEY, event_id text NOT NULL, part int, record_offset bigint, at timestamptz NOT NULL DEFAULT clock_timestamp())`
+  )
 
-export const insertEffect = (schema: string, eventId: string, record?: { readonly partition: number; readonly offset: string }) =>
+export const insertEffect = (
+  schema: string,
+  eventId: string,
+  record?: { readonly partition: number; readonly offset: string }
+) =>
   Effect.flatMap(Effect.service(SqlClient.SqlClient), (sql) =>
     sql.unsafe(`INSERT INTO "${schema}".effects (event_id, part, record_offset) VALUES ($1, $2, $3)`, [
       eventId,
       record?.partition ?? null,
       record?.offset ?? null
-    ]))
+    ])
+  )
 
 export const effectCounts = async (stack: Stack, schema: string): Promise<{ total: number; distinct: number }> => {
   const rows = await query<{ total: number; distinct: number }>(
@@ -383,7 +431,9 @@ export const startConsumer = async (
   options: Omit<Consumer.Options<typeof EventPayload, unknown, SqlClient.SqlClient>, "schema">
 ): Promise<RunningConsumer> => {
   const scope = await stack.runPromise(Scope.make())
-  const consumer = await stack.runPromise(Consumer.make({ ...options, schema: EventPayload }).pipe(Scope.provide(scope)))
+  const consumer = await stack.runPromise(
+    Consumer.make({ ...options, schema: EventPayload }).pipe(Scope.provide(scope))
+  )
   let stopping = false
   let failure: string | undefined
   // A consumer that fails stops consuming; surface that instead of waiting for a timeout.
@@ -406,9 +456,11 @@ export const startRelay = async (
   staleIntervalMillis = 500
 ): Promise<() => Promise<void>> => {
   const scope = await stack.runPromise(Scope.make())
-  await stack.runPromise(Effect.gen(function*() {
-    yield* StaleRecovery.start({ interval: Duration.millis(staleIntervalMillis), batchSize: 500 })
-    yield* Relay.start({ batchSize: 100, pollInterval: Duration.millis(100), ...settings })
-  }).pipe(Scope.provide(scope)))
+  await stack.runPromise(
+    Effect.gen(function* () {
+      yield* StaleRecovery.start({ interval: Duration.millis(staleIntervalMillis), batchSize: 500 })
+      yield* Relay.start({ batchSize: 100, pollInterval: Duration.millis(100), ...settings })
+    }).pipe(Scope.provide(scope))
+  )
   return () => stack.runPromise(Scope.close(scope, Exit.void))
 }
