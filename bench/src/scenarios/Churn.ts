@@ -70,11 +70,18 @@ export const run = async (options: Options): Promise<void> => {
       }
       await Env.sleep(10)
     }
-    while ((await Library.unpublished(writer)) > 0) await Env.sleep(50)
+    // Bounded: a relay that cannot keep up leaves a backlog, which is reported, not waited out.
+    const drainDeadline = Date.now() + 30_000
+    let left = await Library.unpublished(writer)
+    while (left > 0 && Date.now() < drainDeadline) {
+      await Env.sleep(50)
+      left = await Library.unpublished(writer)
+    }
     const elapsed = (Date.now() - t0) / 1000
     const cpu = Cpu.between(before, Cpu.snapshot())
-    console.log(`    ${label}: ${produced} events in ${elapsed.toFixed(1)} s, max backlog ${maxBacklog}`)
-    return { throughput: produced / elapsed, maxBacklog, cpu }
+    maxBacklog = Math.max(maxBacklog, left)
+    console.log(`    ${label}: ${produced} events in ${elapsed.toFixed(1)} s, max backlog ${maxBacklog}, ${left} left`)
+    return { throughput: (produced - left) / elapsed, maxBacklog, left, cpu }
   }
 
   const normal = await phase("normal", half, 0)
@@ -116,7 +123,7 @@ export const run = async (options: Options): Promise<void> => {
       unit: "msg/s",
       baselineName: "same run, vacuum free",
       target: "≥ 0.8×",
-      note: `offered ${rate}/s; max backlog ${held.maxBacklog} vs ${normal.maxBacklog}`,
+      note: `offered ${rate}/s; max backlog ${held.maxBacklog} vs ${normal.maxBacklog}; left undrained 30 s after the phase ${held.left} vs ${normal.left}`,
       cpu: { library: held.cpu, baseline: normal.cpu }
     },
     [held.throughput],
