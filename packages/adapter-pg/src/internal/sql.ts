@@ -76,7 +76,10 @@ export const claimFunction = (t: Tables) =>
        RAISE EXCEPTION 'outbox claim needs READ COMMITTED, the transaction is %',
          current_setting('transaction_isolation') USING ERRCODE = '25000';
      END IF;
-     FOR candidate IN ${candidateScan(t, "p_now")} LOOP
+     -- The LIMIT is the loop's own exit bound below. Without it PostgreSQL plans the cursor as
+     -- a sequential scan and sort of every PENDING row, on every claim (O(backlog); found by
+     -- bench/src/experiments/ClaimLimit.ts).
+     FOR candidate IN ${candidateScan(t, "p_now")} LIMIT LEAST(p_limit, 100000) * 20 + 1000 LOOP
        scanned := scanned + 1;
        IF candidate.key IS NULL THEN
          unkeyed := unkeyed || candidate.id;
