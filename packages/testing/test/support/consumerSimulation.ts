@@ -29,6 +29,7 @@ import * as Scope from "effect/Scope"
 import * as TestClock from "effect/testing/TestClock"
 import * as InMemoryBroker from "../../src/InMemoryBroker.ts"
 import * as InMemoryDatabase from "../../src/InMemoryDatabase.ts"
+import { chance, int, prng } from "./seeded.ts"
 
 export interface Outcome {
   readonly seed: number
@@ -58,20 +59,6 @@ class HandlerFailed extends Schema.TaggedError<HandlerFailed>()("HandlerFailed",
 const GROUP = "sim-consumer"
 const Payload = Schema.Struct({ n: Schema.Number })
 
-// mulberry32: a tiny seeded PRNG for the synchronous hooks.
-const prng = (seed: number) => {
-  let a = seed >>> 0
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let t = a
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}
-
-const int = (min: number, max: number) => Random.nextIntBetween(min, max)
-const chance = (p: number) => Effect.map(Random.next, (r) => r < p)
 
 /** Runs one seeded scenario and checks it. */
 export const runConsumerScenario = (seed: number): Effect.Effect<Outcome> =>

@@ -29,6 +29,7 @@ import type * as InMemoryBroker from "../../src/InMemoryBroker.ts"
 import type * as InMemoryDatabase from "../../src/InMemoryDatabase.ts"
 import * as OutboxInvariants from "../../src/OutboxInvariants.ts"
 import { makeWorld } from "./outboxEnv.ts"
+import { chance, int, prng } from "./seeded.ts"
 
 /** A relay loop under test: runs until interrupted, as lease owner `owner`. */
 export type RelayLoop = (
@@ -62,20 +63,6 @@ export interface Outcome {
 
 const CRASH_POINTS: ReadonlyArray<Relay.CrashPoint> = ["afterClaim", "afterPublish", "afterMark"]
 
-// mulberry32: a tiny seeded PRNG for the synchronous fault hooks.
-const prng = (seed: number) => {
-  let a = seed >>> 0
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let t = a
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}
-
-const int = (min: number, max: number) => Random.nextIntBetween(min, max)
-const chance = (p: number) => Effect.map(Random.next, (r) => r < p)
 
 /** Runs one seeded scenario and checks it. */
 export const runScenario = (
