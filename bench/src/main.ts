@@ -37,7 +37,7 @@ const settings = {
   reps: int(values.reps, quick ? 2 : 5),
   backlog: int(values.backlog, quick ? 5_000 : 100_000),
   seconds: int(values.seconds, quick ? 3 : 10),
-  churnSeconds: int(values["churn-seconds"], quick ? 20 : 120),
+  churnSeconds: int(values["churn-seconds"], quick ? 20 : 600),
   messages: int(values.messages, quick ? 3_000 : 20_000),
   latencyReps: int(values["latency-reps"], int(values.reps, quick ? 2 : 5))
 }
