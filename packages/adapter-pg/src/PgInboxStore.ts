@@ -4,24 +4,32 @@
  * `record` is `INSERT … ON CONFLICT (consumer, identity) DO NOTHING RETURNING`: a conflict on
  * exactly the processed key is `"duplicate"` and, unlike a raised unique violation, leaves the
  * caller's transaction usable (a raised error would abort it). Any other failure is an error.
+ * `recordBatch` is the same statement over `unnest` of two text arrays: one round trip for a
+ * whole batch, `RETURNING` the keys it inserted. It inserts in key order, so two batches that
+ * overlap wait for each other instead of deadlocking.
  * A concurrent transaction holding the same key makes `record` wait for it: `"duplicate"` if it
  * commits, `"recorded"` if it rolls back.
  *
  * @since 0.1.0
  */
-import { InboxStore } from "@effect-outbox/core/InboxStore"
+
 import * as PgTypes from "@effect/sql-pg/PgTypes"
+import { InboxStore } from "@effect-outbox/core/InboxStore"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Result from "effect/Result"
 import * as SqlClient from "effect/sql/SqlClient"
 import { run } from "./internal/errors.ts"
 import { PgTables } from "./PgTables.ts"
+
+const textArray = (values: ReadonlyArray<string>): PgTypes.Parameter =>
+  Result.getOrThrow(PgTypes.array(values, PgTypes.OID.text))
 
 /**
  * @since 0.1.0
  * @category constructors
  */
-export const make = Effect.gen(function*() {
+export const make = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   const t = yield* PgTables
   const processed = sql.literal(t.processed)
@@ -31,9 +39,28 @@ export const make = Effect.gen(function*() {
         VALUES (${key.consumer}::text, ${key.identity}::text, ${PgTypes.timestamptz(now)})
         ON CONFLICT (consumer, identity) DO NOTHING
         RETURNING 1 AS recorded`.withoutTransform.pipe(
-        Effect.map((rows) => rows.length === 1 ? "recorded" as const : "duplicate" as const),
+        Effect.map((rows) => (rows.length === 1 ? ("recorded" as const) : ("duplicate" as const))),
         run("inbox.record")
       ),
+    recordBatch: (keys, now) =>
+      keys.length === 0
+        ? Effect.succeed([])
+        : sql<{ consumer: string; identity: string }>`INSERT INTO ${processed} (consumer, identity, processed_at)
+            SELECT k.consumer, k.identity, ${PgTypes.timestamptz(now)}
+              FROM unnest(${textArray(keys.map((k) => k.consumer))}::text[],
+                          ${textArray(keys.map((k) => k.identity))}::text[]) AS k(consumer, identity)
+             ORDER BY k.consumer, k.identity
+            ON CONFLICT (consumer, identity) DO NOTHING
+            RETURNING consumer, identity`.withoutTransform.pipe(
+            Effect.map((rows) => {
+              // Each inserted key comes back once; a key repeated in `keys` is recorded the first time.
+              const inserted = new Set(rows.map((row) => `${row.consumer}\u0000${row.identity}`))
+              return keys.map((key) =>
+                inserted.delete(`${key.consumer}\u0000${key.identity}`) ? ("recorded" as const) : ("duplicate" as const)
+              )
+            }),
+            run("inbox.recordBatch")
+          ),
     exists: (key) =>
       sql<{ found: number }>`SELECT 1 AS found FROM ${processed}
         WHERE consumer = ${key.consumer}::text AND identity = ${key.identity}::text`.withoutTransform.pipe(
@@ -55,9 +82,9 @@ export const make = Effect.gen(function*() {
               RETURNING 1
             )
             SELECT count(*)::int AS n FROM deleted`.withoutTransform.pipe(
-          Effect.map(([row]) => row!.n),
-          run("inbox.purge")
-        )
+            Effect.map(([row]) => row!.n),
+            run("inbox.purge")
+          )
   })
 })
 

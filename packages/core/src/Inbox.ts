@@ -9,11 +9,16 @@
  * - offset identity `offset:<topic>/<partition>/<offset>` (the seed's): one Kafka record is
  *   handled once; a republish is new work. The fallback for records without an `event-id`.
  *
+ * `processBatch` does the same for many messages in one transaction, recording all their keys with
+ * one statement (the consumer's per-batch mode).
+ *
  * @since 0.1.0
  */
+import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
 import type { OutboxStoreError } from "./Errors.ts"
@@ -29,6 +34,30 @@ import { Transactor } from "./Transactor.ts"
  * @category models
  */
 export type Outcome = "processed" | "already_processed"
+
+/**
+ * One message of `processBatch`: its processed-message key and the work it causes.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Entry<E, R> {
+  readonly key: ProcessedKey
+  readonly work: Effect.Effect<unknown, E, R>
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface BatchOptions {
+  /**
+   * Stop at the first message whose work fails: the result then ends with that message's failure
+   * and the messages after it are not run (nor recorded). For consumers that keep per-partition
+   * order through retries. Default `false`: every message gets a result.
+   */
+  readonly stopAtFailure?: boolean
+}
 
 /**
  * How a consumer names a message for deduplication.
@@ -130,6 +159,25 @@ export class Inbox extends Context.Service<
       key: ProcessedKey,
       work: Effect.Effect<unknown, E, R>
     ) => Effect.Effect<Outcome, E | OutboxStoreError, R>
+    /**
+     * `processOnce` for many messages in ONE transaction: records every key with one statement
+     * (`InboxStore.recordBatch`), runs the work of the newly recorded ones in order, commits once.
+     * Returns one `Exit` per entry, in order: `"processed"`, `"already_processed"`, or the
+     * failure of that message (typed error, or the defect of its work).
+     *
+     * Failure isolation: when the work of entry `i` fails, the transaction rolls back — nothing of
+     * the batch commits half-way — and the batch is redone around it: entries before `i` in a new
+     * batch (their work runs again), entry `i` reported with its failure (not recorded, so a retry
+     * runs it again), entries after `i` in another batch (unless `stopAtFailure`). When the
+     * batch fails as a whole (`BEGIN`, the record statement, `COMMIT`), each entry is retried as
+     * its own `processOnce`, so a lost commit is told apart per message. Interruption rolls back
+     * and propagates. Run it outside a transaction: nested in one, it joins it and can only
+     * isolate failures where the `Transactor` uses savepoints (as `PgTransactor` does).
+     */
+    readonly processBatch: <E, R>(
+      entries: ReadonlyArray<Entry<E, R>>,
+      options?: BatchOptions
+    ) => Effect.Effect<ReadonlyArray<Exit.Exit<Outcome, E | OutboxStoreError>>, never, R>
   }
 >()("@effect-outbox/core/Inbox") {
   /**
@@ -142,28 +190,106 @@ export class Inbox extends Context.Service<
     Effect.gen(function* () {
       const transactor = yield* Transactor
       const store = yield* InboxStore
+
+      const once = <E, R>(key: ProcessedKey, work: Effect.Effect<unknown, E, R>) =>
+        transactor.withTransaction(
+          Effect.gen(function* () {
+            const now = yield* Clock.currentTimeMillis
+            const recorded = yield* store.record(key, now)
+            if (recorded === "duplicate") return "already_processed" as const
+            yield* work
+            return "processed" as const
+          })
+        )
+
+      // One try of a whole batch in one transaction. A failing work is tagged with its index.
+      const tryBatch = <E, R>(entries: ReadonlyArray<Entry<E, R>>) =>
+        transactor.withTransaction(
+          Effect.gen(function* () {
+            const now = yield* Clock.currentTimeMillis
+            const recorded = yield* store.recordBatch(
+              entries.map((entry) => entry.key),
+              now
+            )
+            for (let i = 0; i < entries.length; i++) {
+              if (recorded[i] !== "recorded") continue
+              yield* Effect.catchCause(
+                entries[i]!.work,
+                (cause): Effect.Effect<never, E | FailedAt> =>
+                  Cause.hasInterrupts(cause) ? Effect.failCause(cause) : Effect.fail(new FailedAt(i, cause))
+              )
+            }
+            return recorded.map((r): Outcome => (r === "recorded" ? "processed" : "already_processed"))
+          })
+        )
+
+      type Results<E> = Array<Exit.Exit<Outcome, E | OutboxStoreError>>
+      const failedLast = <E>(results: Results<E>) => results.length > 0 && Exit.isFailure(results.at(-1)!)
+
+      const batch = <E, R>(
+        entries: ReadonlyArray<Entry<E, R>>,
+        stopAtFailure: boolean
+      ): Effect.Effect<Results<E>, never, R> =>
+        Effect.gen(function* () {
+          if (entries.length === 0) return []
+          const exit = yield* Effect.exit(tryBatch(entries))
+          if (Exit.isSuccess(exit)) return exit.value.map((outcome) => Exit.succeed(outcome))
+          if (Cause.hasInterrupts(exit.cause)) return yield* interrupted(exit.cause)
+          const error = Cause.findErrorOption(exit.cause)
+          if (error._tag === "Some" && error.value instanceof FailedAt) {
+            // Redo around the failing entry: the entries before it commit in a batch of their own.
+            const at = error.value.index
+            const before = yield* batch(entries.slice(0, at), stopAtFailure)
+            if (stopAtFailure && failedLast(before)) return before
+            const own = Exit.failCause(error.value.cause as Cause.Cause<E>)
+            if (stopAtFailure) return [...before, own]
+            return [...before, own, ...(yield* batch(entries.slice(at + 1), stopAtFailure))]
+          }
+          // The batch failed as a whole (begin, record, commit): each entry on its own.
+          const results: Results<E> = []
+          for (const entry of entries) {
+            const one = yield* Effect.exit(once(entry.key, entry.work))
+            if (Exit.isFailure(one) && Cause.hasInterrupts(one.cause)) return yield* interrupted(one.cause)
+            results.push(one)
+            if (stopAtFailure && Exit.isFailure(one)) break
+          }
+          return results
+        })
+
       return {
         processOnce: <E, R>(key: ProcessedKey, work: Effect.Effect<unknown, E, R>) =>
-          transactor
-            .withTransaction(
-              Effect.gen(function* () {
-                const now = yield* Clock.currentTimeMillis
-                const recorded = yield* store.record(key, now)
-                if (recorded === "duplicate") return "already_processed" as const
-                yield* work
-                return "processed" as const
-              })
-            )
-            .pipe(
-              Effect.tap(count),
-              Effect.tapError(() => count("failed")),
-              Effect.withSpan("outbox.inbox.process_once", {
-                attributes: { "outbox.consumer": key.consumer, "outbox.identity": key.identity }
-              })
-            )
+          once(key, work).pipe(
+            Effect.tap(count),
+            Effect.tapError(() => count("failed")),
+            Effect.withSpan("outbox.inbox.process_once", {
+              attributes: { "outbox.consumer": key.consumer, "outbox.identity": key.identity }
+            })
+          ),
+        processBatch: <E, R>(entries: ReadonlyArray<Entry<E, R>>, options?: BatchOptions) =>
+          batch(entries, options?.stopAtFailure ?? false).pipe(
+            Effect.tap((results) =>
+              Effect.forEach(results, (exit) => count(Exit.isSuccess(exit) ? exit.value : "failed"), { discard: true })
+            ),
+            Effect.withSpan("outbox.inbox.process_batch", {
+              attributes: { "outbox.batch_size": entries.length }
+            })
+          )
       }
     })
   )
+}
+
+// An interrupted batch stops as it was interrupted; the cause is rethrown whole.
+const interrupted = (cause: Cause.Cause<unknown>): Effect.Effect<never> => Effect.failCause(cause as Cause.Cause<never>)
+
+/** A batch's transaction failed because the work of entry `index` did. */
+class FailedAt {
+  readonly index: number
+  readonly cause: Cause.Cause<unknown>
+  constructor(index: number, cause: Cause.Cause<unknown>) {
+    this.index = index
+    this.cause = cause
+  }
 }
 
 /**
@@ -176,3 +302,15 @@ export const processOnce = <E, R>(
   key: ProcessedKey,
   work: Effect.Effect<unknown, E, R>
 ): Effect.Effect<Outcome, E | OutboxStoreError, Inbox | R> => Inbox.use((inbox) => inbox.processOnce(key, work))
+
+/**
+ * `Inbox.processBatch` through the service in context.
+ *
+ * @since 0.1.0
+ * @category accessors
+ */
+export const processBatch = <E, R>(
+  entries: ReadonlyArray<Entry<E, R>>,
+  options?: BatchOptions
+): Effect.Effect<ReadonlyArray<Exit.Exit<Outcome, E | OutboxStoreError>>, never, Inbox | R> =>
+  Inbox.use((inbox) => inbox.processBatch(entries, options))

@@ -22,15 +22,27 @@ export interface ProcessedKey {
  * @since 0.1.0
  * @category services
  */
-export class InboxStore extends Context.Service<InboxStore, {
-  /**
-   * Inserts the processed-message record in the ambient transaction. `"duplicate"` when a record
-   * with this key exists (a committed one, or one of a concurrent transaction that then commits);
-   * any other failure is an error. Never reports `"duplicate"` for anything but a key conflict.
-   */
-  readonly record: (key: ProcessedKey, now: number) => Effect.Effect<"recorded" | "duplicate", OutboxStoreError>
-  /** Whether a committed record with this key exists. */
-  readonly exists: (key: ProcessedKey) => Effect.Effect<boolean, OutboxStoreError>
-  /** Deletes at most `limit` records older than `olderThan`; returns how many. */
-  readonly purge: (olderThan: number, limit: number) => Effect.Effect<number, OutboxStoreError>
-}>()("@effect-outbox/core/InboxStore") {}
+export class InboxStore extends Context.Service<
+  InboxStore,
+  {
+    /**
+     * Inserts the processed-message record in the ambient transaction. `"duplicate"` when a record
+     * with this key exists (a committed one, or one of a concurrent transaction that then commits);
+     * any other failure is an error. Never reports `"duplicate"` for anything but a key conflict.
+     */
+    readonly record: (key: ProcessedKey, now: number) => Effect.Effect<"recorded" | "duplicate", OutboxStoreError>
+    /**
+     * `record` for many keys at once, in the ambient transaction, as one statement: one outcome per
+     * key, in the order of `keys`. A key that appears twice in `keys` is `"recorded"` the first time
+     * and `"duplicate"` after. Same conflict rules as `record`; empty `keys` record nothing.
+     */
+    readonly recordBatch: (
+      keys: ReadonlyArray<ProcessedKey>,
+      now: number
+    ) => Effect.Effect<ReadonlyArray<"recorded" | "duplicate">, OutboxStoreError>
+    /** Whether a committed record with this key exists. */
+    readonly exists: (key: ProcessedKey) => Effect.Effect<boolean, OutboxStoreError>
+    /** Deletes at most `limit` records older than `olderThan`; returns how many. */
+    readonly purge: (olderThan: number, limit: number) => Effect.Effect<number, OutboxStoreError>
+  }
+>()("@effect-outbox/core/InboxStore") {}

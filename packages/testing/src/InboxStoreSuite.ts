@@ -125,6 +125,69 @@ export const suite = (name: string, options: Options): void => {
       })
     )
 
+    test(
+      "recordBatch records new keys and reports existing ones as duplicates, in the order given",
+      Effect.gen(function* () {
+        const inbox = yield* InboxStore
+        const id = uniqueName("b")
+        assert.strictEqual(yield* inbox.record(key(`event:${id}-2`), T0), "recorded")
+        const keys = [
+          key(`event:${id}-3`),
+          key(`event:${id}-2`),
+          key(`event:${id}-1`),
+          key(`event:${id}-2`, "shipping")
+        ]
+        const outcomes = yield* inbox.recordBatch(keys, T0)
+        assert.deepStrictEqual(outcomes, ["recorded", "duplicate", "recorded", "recorded"])
+        const found = yield* Effect.forEach(keys, (k) => inbox.exists(k))
+        assert.deepStrictEqual(found, [true, true, true, true])
+        assert.deepStrictEqual(yield* inbox.recordBatch(keys, T0 + 1), [
+          "duplicate",
+          "duplicate",
+          "duplicate",
+          "duplicate"
+        ])
+        assert.deepStrictEqual(yield* inbox.recordBatch([], T0), [])
+      })
+    )
+
+    test(
+      "recordBatch: a key given twice is recorded the first time, a duplicate the second",
+      Effect.gen(function* () {
+        const inbox = yield* InboxStore
+        const k = key(`event:${uniqueName("twice")}`)
+        const other = key(`event:${uniqueName("other")}`)
+        assert.deepStrictEqual(yield* inbox.recordBatch([k, other, k], T0), ["recorded", "recorded", "duplicate"])
+        assert.isTrue(yield* inbox.exists(k))
+      })
+    )
+
+    test(
+      "recordBatch inside a rolled-back transaction leaves nothing behind, and sees the transaction's own records",
+      Effect.gen(function* () {
+        const inbox = yield* InboxStore
+        const transactor = yield* Transactor
+        const a = key(`event:${uniqueName("a")}`)
+        const b = key(`event:${uniqueName("b")}`)
+        const error = yield* Effect.flip(
+          transactor.withTransaction(
+            Effect.gen(function* () {
+              assert.strictEqual(yield* inbox.record(a, T0), "recorded")
+              assert.deepStrictEqual(yield* inbox.recordBatch([a, b], T0), ["duplicate", "recorded"])
+              return yield* Effect.fail("work failed" as const)
+            })
+          )
+        )
+        assert.strictEqual(error, "work failed")
+        assert.isFalse(yield* inbox.exists(a))
+        assert.isFalse(yield* inbox.exists(b))
+        assert.deepStrictEqual(yield* transactor.withTransaction(inbox.recordBatch([b, a], T0)), [
+          "recorded",
+          "recorded"
+        ])
+      })
+    )
+
     if (features.concurrentTransactions) {
       test(
         "of two concurrent transactions recording one key, the later sees a duplicate once the first commits",
@@ -180,6 +243,34 @@ export const suite = (name: string, options: Options): void => {
           assert.strictEqual(yield* Fiber.join(first), "abort")
           assert.strictEqual(yield* Fiber.join(second), "recorded")
           assert.isTrue(yield* inbox.exists(k))
+        })
+      )
+
+      test(
+        "recordBatch waits for a concurrent transaction holding one of its keys and sees its outcome",
+        Effect.gen(function* () {
+          const inbox = yield* InboxStore
+          const transactor = yield* Transactor
+          const held = key(`event:${uniqueName("held")}`)
+          const free = key(`event:${uniqueName("free")}`)
+          const recorded = yield* Deferred.make<void>()
+          const commit = yield* Deferred.make<void>()
+          const first = yield* Effect.forkChild(
+            transactor.withTransaction(
+              Effect.gen(function* () {
+                yield* inbox.record(held, T0)
+                yield* Deferred.succeed(recorded, undefined)
+                yield* Deferred.await(commit)
+              })
+            )
+          )
+          yield* Deferred.await(recorded)
+          const second = yield* Effect.forkChild(transactor.withTransaction(inbox.recordBatch([free, held], T0)))
+          yield* Effect.sleep("50 millis")
+          assert.isUndefined(second.pollUnsafe())
+          yield* Deferred.succeed(commit, undefined)
+          yield* Fiber.join(first)
+          assert.deepStrictEqual(yield* Fiber.join(second), ["recorded", "duplicate"])
         })
       )
     }

@@ -3,6 +3,7 @@ import { OutboxStoreError } from "@effect-outbox/core/Errors"
 import * as Inbox from "@effect-outbox/core/Inbox"
 import { Transactor } from "@effect-outbox/core/Transactor"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Ref from "effect/Ref"
 import * as Schema from "effect/Schema"
@@ -109,6 +110,128 @@ describe("Inbox.processOnce", () => {
       assert.strictEqual(error._tag, "WorkFailed")
       assert.strictEqual((yield* db.processedKeys).size, 0)
       assert.strictEqual(yield* Inbox.processOnce(key, Effect.void), "processed")
+    }).pipe(Effect.provide(TestLayer))
+  )
+})
+
+describe("Inbox.processBatch", () => {
+  const k = (n: number) => ({ consumer: "billing", identity: `event:batch-${n}` })
+  const outcomes = (results: ReadonlyArray<Exit.Exit<Inbox.Outcome, unknown>>) =>
+    results.map((exit) =>
+      Exit.isSuccess(exit) ? exit.value : exit.cause.reasons.map((r) => (r._tag === "Fail" ? r.error : r._tag))[0]
+    )
+  const fails = (n: number) => new WorkFailed({ reason: `work ${n} failed` })
+
+  it.effect("records every key and runs the new ones' work in ONE transaction, in order", () =>
+    Effect.gen(function* () {
+      const db = yield* InMemoryDatabase.InMemoryDatabase
+      yield* Inbox.processOnce(k(2), Effect.void)
+      const ran = yield* Ref.make<Array<number>>([])
+      const run = (n: number) => Ref.update(ran, (xs) => [...xs, n])
+      const before = yield* db.transactions
+      const results = yield* Inbox.processBatch([1, 2, 3].map((n) => ({ key: k(n), work: run(n) })))
+      assert.deepStrictEqual(outcomes(results), ["processed", "already_processed", "processed"])
+      assert.deepStrictEqual(yield* Ref.get(ran), [1, 3])
+      const after = yield* db.transactions
+      assert.strictEqual(after.commits - before.commits, 1)
+      const keys = yield* db.processedKeys
+      for (const n of [1, 2, 3]) assert.isTrue(keys.has(InMemoryDatabase.processedKey("billing", k(n).identity)))
+      assert.deepStrictEqual(yield* Inbox.processBatch<never, never>([], {}), [])
+    }).pipe(Effect.provide(TestLayer))
+  )
+
+  it.effect("one failing work: the others commit, the failing one reports its typed error and is not recorded", () =>
+    Effect.gen(function* () {
+      const db = yield* InMemoryDatabase.InMemoryDatabase
+      const written = yield* Ref.make<Array<number>>([])
+      // the work's own writes go through the database: a rolled-back try must leave none behind
+      const work = (n: number): Effect.Effect<void, WorkFailed | OutboxStoreError, Inbox.Inbox> =>
+        n === 3
+          ? Effect.fail(fails(n))
+          : Effect.andThen(
+              Inbox.processOnce(k(100 + n), Effect.void),
+              Ref.update(written, (xs) => [...xs, n])
+            )
+      const results = yield* Inbox.processBatch([1, 2, 3, 4, 5].map((n) => ({ key: k(n), work: work(n) })))
+      assert.deepStrictEqual(outcomes(results), ["processed", "processed", fails(3), "processed", "processed"])
+      const keys = yield* db.processedKeys
+      for (const n of [1, 2, 4, 5]) {
+        assert.isTrue(keys.has(InMemoryDatabase.processedKey("billing", k(n).identity)))
+        assert.isTrue(keys.has(InMemoryDatabase.processedKey("billing", k(100 + n).identity)))
+      }
+      assert.isFalse(keys.has(InMemoryDatabase.processedKey("billing", k(3).identity)))
+      assert.isFalse(keys.has(InMemoryDatabase.processedKey("billing", k(103).identity)))
+      // a retry of the failed one runs its work
+      assert.strictEqual(yield* Inbox.processOnce(k(3), Effect.void), "processed")
+    }).pipe(Effect.provide(TestLayer))
+  )
+
+  it.effect("stopAtFailure: the result ends with the failure and later entries are neither run nor recorded", () =>
+    Effect.gen(function* () {
+      const db = yield* InMemoryDatabase.InMemoryDatabase
+      const ran = yield* Ref.make<Array<number>>([])
+      const work = (n: number) => (n === 2 ? Effect.fail(fails(n)) : Ref.update(ran, (xs) => [...xs, n]))
+      const results = yield* Inbox.processBatch(
+        [1, 2, 3].map((n) => ({ key: k(n), work: work(n) })),
+        { stopAtFailure: true }
+      )
+      assert.deepStrictEqual(outcomes(results), ["processed", fails(2)])
+      const keys = yield* db.processedKeys
+      assert.deepStrictEqual([...keys].sort(), [InMemoryDatabase.processedKey("billing", k(1).identity)])
+      // 1 ran in the rolled-back try and again in its own batch; 3 never ran
+      assert.deepStrictEqual(yield* Ref.get(ran), [1, 1])
+    }).pipe(Effect.provide(TestLayer))
+  )
+
+  it.effect("a defect in one work is that entry's failure; the batch goes on", () =>
+    Effect.gen(function* () {
+      const results = yield* Inbox.processBatch([
+        { key: k(1), work: Effect.die("bug") },
+        { key: k(2), work: Effect.void }
+      ])
+      assert.deepStrictEqual(outcomes(results), ["Die", "processed"])
+    }).pipe(Effect.provide(TestLayer))
+  )
+
+  it.effect("a failed commit: each entry is retried on its own, so the batch is not lost", () =>
+    Effect.gen(function* () {
+      const db = yield* InMemoryDatabase.InMemoryDatabase
+      yield* db.failNext({ count: 1, operations: ["commit"], retriable: true })
+      const results = yield* Inbox.processBatch([1, 2].map((n) => ({ key: k(n), work: Effect.void })))
+      assert.deepStrictEqual(outcomes(results), ["processed", "processed"])
+      assert.strictEqual((yield* db.processedKeys).size, 2)
+    }).pipe(Effect.provide(TestLayer))
+  )
+
+  it.effect("a lost commit acknowledgement: the retry per entry finds the batch already processed", () =>
+    Effect.gen(function* () {
+      const db = yield* InMemoryDatabase.InMemoryDatabase
+      yield* db.failNext({ count: 1, operations: ["commit"], timing: "after", retriable: true })
+      const runs = yield* Ref.make(0)
+      const results = yield* Inbox.processBatch(
+        [1, 2].map((n) => ({ key: k(n), work: Ref.update(runs, (x) => x + 1) }))
+      )
+      assert.deepStrictEqual(outcomes(results), ["already_processed", "already_processed"])
+      assert.strictEqual(yield* Ref.get(runs), 2)
+    }).pipe(Effect.provide(TestLayer))
+  )
+
+  it.effect("a store failure on every try surfaces as each entry's OutboxStoreError, and no work runs", () =>
+    Effect.gen(function* () {
+      yield* (yield* InMemoryDatabase.InMemoryDatabase).failNext({
+        count: 3,
+        operations: ["inbox.record"],
+        retriable: true
+      })
+      const runs = yield* Ref.make(0)
+      const results = yield* Inbox.processBatch(
+        [1, 2].map((n) => ({ key: k(n), work: Ref.update(runs, (x) => x + 1) }))
+      )
+      for (const exit of results) {
+        assert.isTrue(Exit.isFailure(exit))
+        if (Exit.isFailure(exit)) assert.instanceOf(outcomes([exit])[0], OutboxStoreError)
+      }
+      assert.strictEqual(yield* Ref.get(runs), 0)
     }).pipe(Effect.provide(TestLayer))
   )
 })

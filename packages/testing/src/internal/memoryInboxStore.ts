@@ -22,6 +22,25 @@ export const make = (engine: Engine): InboxStore["Service"] => {
         }
       )
     },
+    // One call (fault target "inbox.record", like `record`): all keys' locks, then all writes.
+    recordBatch: (keys, now) => {
+      const ks = keys.map((key) => Store.inboxKey(key.consumer, key.identity))
+      return call<ReadonlyArray<"recorded" | "duplicate">>(
+        "inbox.record",
+        () => ks.map(Store.inboxResource),
+        (tx) => {
+          const touched: Array<string> = []
+          const outcomes = keys.map((key, i) => {
+            const k = ks[i]!
+            if (Store.readInbox(store, tx, k) !== undefined) return "duplicate" as const
+            Store.writeInbox(store, tx, k, { consumer: key.consumer, identity: key.identity, recordedAt: now })
+            touched.push(Store.inboxResource(k))
+            return "recorded" as const
+          })
+          return { result: outcomes, touched }
+        }
+      )
+    },
     exists: (key) =>
       read(
         "inbox.exists",

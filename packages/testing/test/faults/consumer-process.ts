@@ -52,6 +52,14 @@ await stack.runPromise(
         processOnce: (key, work) =>
           Effect.tap(inbox.processOnce(key, work), (outcome) =>
             Effect.sync(() => process.stdout.write(`outcome ${key.identity} ${outcome}\n`))
+          ),
+        processBatch: (entries, options) =>
+          Effect.tap(inbox.processBatch(entries, options), (results) =>
+            Effect.sync(() =>
+              results.forEach((exit, i) => {
+                if (exit._tag === "Success") process.stdout.write(`outcome ${entries[i]!.key.identity} ${exit.value}\n`)
+              })
+            )
           )
       })
     )
