@@ -1,9 +1,10 @@
 /**
- * `BrokerAdmin` on kafkajs: topic creation, partition counts and partition growth (R3.3, R6.2).
+ * `BrokerAdmin` on kafkajs: topic creation, partition counts and partition growth (R3.3, R6.2),
+ * and consumer-group offsets for lag (R8.1).
  *
  * @since 0.1.0
  */
-import { BrokerAdmin } from "@effect-outbox/core/BrokerAdmin"
+import { BrokerAdmin, type GroupOffsets } from "@effect-outbox/core/BrokerAdmin"
 import { BrokerAdminError } from "@effect-outbox/core/Errors"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -168,6 +169,53 @@ export const growPartitions = (
   }).pipe(Effect.withSpan("kafka.admin.growPartitions", { attributes: { topic, partitions } }))
 
 /**
+ * The group's committed offset and the log's bounds on every partition of `topics` (existing
+ * ones; a missing topic is left out), from the group coordinator and the partition leaders.
+ * The end offset is read with the client's isolation level (read-committed by default), the
+ * same view the consumer has.
+ *
+ * @since 0.1.0
+ * @category operations
+ */
+export const groupOffsets = (
+  admin: Kafkajs.Admin,
+  request: { readonly groupId: string; readonly topics: ReadonlyArray<string> }
+): Effect.Effect<ReadonlyArray<GroupOffsets>, BrokerAdminError> =>
+  Effect.gen(function* () {
+    const existing: Array<string> = []
+    for (const topic of new Set(request.topics)) {
+      if (Option.isSome(yield* partitionCount(admin, topic))) existing.push(topic)
+    }
+    if (existing.length === 0) return []
+    const [committed, bounds] = yield* Effect.tryPromise({
+      try: () =>
+        Promise.all([
+          admin.fetchOffsets({ groupId: request.groupId, topics: existing }),
+          Promise.all(existing.map((topic) => admin.fetchTopicOffsets(topic)))
+        ]),
+      catch: (error) => toAdminError("groupOffsets", existing.join(","), error)
+    })
+    const out: Array<GroupOffsets> = []
+    existing.forEach((topic, i) => {
+      const positions = new Map(
+        (committed.find((c) => c.topic === topic)?.partitions ?? []).map((p) => [p.partition, p.offset])
+      )
+      for (const partition of [...bounds[i]!].sort((a, b) => a.partition - b.partition)) {
+        const offset = positions.get(partition.partition)
+        out.push({
+          topic,
+          partition: partition.partition,
+          // Kafka answers -1 for "no committed offset".
+          committed: offset === undefined || BigInt(offset) < 0n ? null : offset,
+          start: partition.low,
+          end: partition.high
+        })
+      }
+    })
+    return out
+  }).pipe(Effect.withSpan("kafka.admin.groupOffsets", { attributes: { groupId: request.groupId } }))
+
+/**
  * Deletes topics (tests and tooling; not part of the port). Missing topics are ignored.
  *
  * @since 0.1.0
@@ -195,7 +243,8 @@ export const make = (
     return BrokerAdmin.of({
       partitionCount: (topic) => partitionCount(admin, topic),
       ensureTopic: (request) => ensureTopic(admin, request, options),
-      growPartitions: (topic, partitions) => growPartitions(admin, topic, partitions, options)
+      growPartitions: (topic, partitions) => growPartitions(admin, topic, partitions, options),
+      groupOffsets: (request) => groupOffsets(admin, request)
     })
   })
 

@@ -1,5 +1,6 @@
 /**
- * Broker administration: topics and partition counts (R3.3, R6.2).
+ * Broker administration: topics and partition counts (R3.3, R6.2), and where a consumer group
+ * stands on them (consumer lag, R8.1).
  *
  * @since 0.1.0
  */
@@ -9,21 +10,54 @@ import type * as Option from "effect/Option"
 import type { BrokerAdminError } from "./Errors.ts"
 
 /**
+ * Where a consumer group stands on one partition, as the broker stores it. All offsets are
+ * int64 decimal strings; `end - committed` is the group's lag in offsets.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface GroupOffsets {
+  readonly topic: string
+  readonly partition: number
+  /** The group's committed offset (the next one it reads); `null` when it never committed here. */
+  readonly committed: string | null
+  /** The first offset still in the log (retention moves it forward). */
+  readonly start: string
+  /**
+   * The offset the next record will get: the high watermark (for transactional writes, the last
+   * stable offset that read-committed consumers see).
+   */
+  readonly end: string
+}
+
+/**
  * @since 0.1.0
  * @category services
  */
-export class BrokerAdmin extends Context.Service<BrokerAdmin, {
-  /** The topic's partition count, `None` when the topic does not exist. */
-  readonly partitionCount: (topic: string) => Effect.Effect<Option.Option<number>, BrokerAdminError>
-  /** Creates the topic when missing; an existing topic is left as it is. Safe under races. */
-  readonly ensureTopic: (request: {
-    readonly topic: string
-    readonly partitions: number
-    readonly configs?: Readonly<Record<string, string>>
-  }) => Effect.Effect<void, BrokerAdminError>
-  /**
-   * Grows the topic to at least `partitions` partitions and returns the resulting count. Never
-   * shrinks; a concurrent grow to the same or a larger count is not an error.
-   */
-  readonly growPartitions: (topic: string, partitions: number) => Effect.Effect<number, BrokerAdminError>
-}>()("@effect-outbox/core/BrokerAdmin") {}
+export class BrokerAdmin extends Context.Service<
+  BrokerAdmin,
+  {
+    /** The topic's partition count, `None` when the topic does not exist. */
+    readonly partitionCount: (topic: string) => Effect.Effect<Option.Option<number>, BrokerAdminError>
+    /** Creates the topic when missing; an existing topic is left as it is. Safe under races. */
+    readonly ensureTopic: (request: {
+      readonly topic: string
+      readonly partitions: number
+      readonly configs?: Readonly<Record<string, string>>
+    }) => Effect.Effect<void, BrokerAdminError>
+    /**
+     * Grows the topic to at least `partitions` partitions and returns the resulting count. Never
+     * shrinks; a concurrent grow to the same or a larger count is not an error.
+     */
+    readonly growPartitions: (topic: string, partitions: number) => Effect.Effect<number, BrokerAdminError>
+    /**
+     * Every partition of `topics` with the group's committed offset and the log's bounds, read
+     * from the broker (not from a live member), so it is true for a group that is stuck, slow or
+     * not running. Topics that do not exist are left out.
+     */
+    readonly groupOffsets: (request: {
+      readonly groupId: string
+      readonly topics: ReadonlyArray<string>
+    }) => Effect.Effect<ReadonlyArray<GroupOffsets>, BrokerAdminError>
+  }
+>()("@effect-outbox/core/BrokerAdmin") {}

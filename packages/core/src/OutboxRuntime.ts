@@ -38,6 +38,7 @@ import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
 import type * as Schema from "effect/Schema"
+import { BrokerAdmin } from "./BrokerAdmin.ts"
 import type { BrokerProbe } from "./BrokerProbe.ts"
 import * as Consumer from "./Consumer.ts"
 import type { ConsumerSource } from "./ConsumerSource.ts"
@@ -51,6 +52,7 @@ import { Publisher } from "./Publisher.ts"
 import * as Relay from "./Relay.ts"
 import * as Retention from "./Retention.ts"
 import * as StaleRecovery from "./StaleRecovery.ts"
+import * as Telemetry from "./Telemetry.ts"
 import * as TracedPublisher from "./TracedPublisher.ts"
 import type { Transactor } from "./Transactor.ts"
 import type { WakeUp } from "./WakeUp.ts"
@@ -64,6 +66,8 @@ import type { WakeUp } from "./WakeUp.ts"
 export interface ConsumerDeclaration<R> {
   readonly groupId: string
   readonly topics: ReadonlyArray<string>
+  /** Whether a new group starts at the beginning (how its lag counts before its first commit). */
+  readonly fromBeginning?: boolean | undefined
   /** Runs until interrupted; fails when the consumer stops on an error. */
   readonly run: Effect.Effect<never, Consumer.ConsumerError, Consumer.Requirements | R>
 }
@@ -79,6 +83,7 @@ export const consumer = <S extends Schema.Top, E, R>(
 ): ConsumerDeclaration<R | S["DecodingServices"]> => ({
   groupId: options.groupId,
   topics: options.topics,
+  fromBeginning: options.fromBeginning,
   run: Consumer.run(options)
 })
 
@@ -98,7 +103,10 @@ export interface Settings {
   readonly runConsumers: boolean
   /** Delay before a stopped consumer is started again (exponential from this, capped at 1 minute). */
   readonly consumerRestart: Duration.Duration
-  /** How often the outbox gauges are sampled from the store; `false` samples none. */
+  /**
+   * How often the outbox gauges are sampled from the store, and the running consumers' lag
+   * (`Telemetry.consumerLag`) from the broker when `BrokerAdmin` is provided; `false` samples none.
+   */
   readonly metricsInterval: false | Duration.Duration
 }
 
@@ -115,7 +123,7 @@ export interface Settings {
  * | `OUTBOX_INBOX_RETENTION` | `30 days` | age of purged inbox records; `off` keeps them |
  * | `OUTBOX_CONSUMERS_ENABLED` | `true` | start the declared consumers |
  * | `OUTBOX_CONSUMER_RESTART` | `1 second` | first delay before restarting a stopped consumer |
- * | `OUTBOX_METRICS_ENABLED` | `true` | sample the outbox gauges |
+ * | `OUTBOX_METRICS_ENABLED` | `true` | sample the outbox gauges and consumer lag |
  * | `OUTBOX_METRICS_INTERVAL` | `10 seconds` | how often |
  * | `OUTBOX_MAX_PAYLOAD_BYTES` | `1000000` | see `Outbox.config` |
  *
@@ -203,7 +211,7 @@ type ConsumerServices<C extends ReadonlyArray<ConsumerDeclaration<any>>> = Servi
 /**
  * The ports the runtime needs: storage (`OutboxStore`, `InboxStore`, `Transactor`, `WakeUp`)
  * and broker (`Publisher`, `BrokerProbe`, `ConsumerSource`). `BrokerAdmin` is used when present
- * (unknown-partition "sync").
+ * (unknown-partition "sync", consumer lag).
  *
  * @since 0.1.0
  * @category models
@@ -354,6 +362,27 @@ const start = <C extends ReadonlyArray<ConsumerDeclaration<any>>>(settings: Sett
           Effect.forever
         )
       )
+      // Consumer lag from the broker's committed offsets: true also while a consumer is stuck.
+      const admin = yield* Effect.serviceOption(BrokerAdmin)
+      const running = settings.runConsumers ? declared : []
+      if (Option.isSome(admin) && running.length > 0) {
+        yield* Effect.forkScoped(
+          Effect.forEach(
+            running,
+            (declaration) =>
+              Telemetry.sampleConsumerLag(declaration).pipe(
+                Effect.catch((error) =>
+                  Effect.logDebug(`consumer lag sample of ${declaration.groupId} failed: ${error.message}`)
+                )
+              ),
+            { discard: true }
+          ).pipe(
+            Effect.provideService(BrokerAdmin, admin.value),
+            Effect.andThen(Effect.sleep(interval)),
+            Effect.forever
+          )
+        )
+      }
     }
     yield* Effect.addFinalizer(() => Effect.logInfo("outbox runtime stopped"))
     yield* Effect.logInfo(

@@ -1,5 +1,6 @@
 /**
- * Span, log and metric names in one place, and W3C trace context in Kafka headers (R2.7, R8.2).
+ * Span, log and metric names in one place, W3C trace context in Kafka headers (R2.7, R8.2), and
+ * consumer lag read from the broker (R8.1).
  *
  * The enqueueing transaction writes its span's context into the event's `traceparent` header;
  * the consumer parses it back and runs its handler as a child of that span, so one trace spans
@@ -11,6 +12,8 @@ import * as Effect from "effect/Effect"
 import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
 import * as Tracer from "effect/Tracer"
+import { BrokerAdmin, type GroupOffsets } from "./BrokerAdmin.ts"
+import type { BrokerAdminError } from "./Errors.ts"
 import type { Headers } from "./OutboxMessage.ts"
 
 /**
@@ -122,6 +125,89 @@ export const requeued = Metric.counter("outbox_requeued_total", {
   description: "FAILURE rows requeued by an operator",
   incremental: true
 })
+
+/**
+ * Records of one partition a consumer group has not committed yet, with attributes `group`,
+ * `topic` and `partition`: the partition's end offset minus the group's committed offset, as the
+ * broker stores them (see {@link sampleConsumerLag}). It grows while a consumer is stuck on a
+ * record (retrying a poison record, a slow handler) or not running, and is 0 when the group has
+ * committed everything.
+ *
+ * @since 0.1.0
+ * @category metrics
+ */
+export const consumerLag = Metric.gauge("outbox_consumer_lag", {
+  description: "Records a consumer group has not committed yet (end offset - committed offset), per partition"
+})
+
+/**
+ * A partition's offsets with the group's lag on it.
+ *
+ * @since 0.1.0
+ * @category consumer lag
+ */
+export interface PartitionLag extends GroupOffsets {
+  readonly groupId: string
+  readonly lag: number
+}
+
+/**
+ * The lag of a group on one partition: records between its committed offset (or the log start,
+ * when retention removed what it had not read) and the end of the log. A group that never
+ * committed on the partition counts from the log start when it reads from the beginning, and as
+ * caught up otherwise (a new member starts at the end).
+ *
+ * @since 0.1.0
+ * @category consumer lag
+ */
+export const lagOf = (
+  offsets: GroupOffsets,
+  options: { readonly fromBeginning?: boolean | undefined } = {}
+): number => {
+  const start = BigInt(offsets.start)
+  const end = BigInt(offsets.end)
+  const position =
+    offsets.committed === null ? (options.fromBeginning === true ? start : end) : BigInt(offsets.committed)
+  const lag = end - (position > start ? position : start)
+  return lag > 0n ? Number(lag) : 0
+}
+
+/**
+ * Reads a group's committed offsets and the logs' end offsets from the broker (`BrokerAdmin`),
+ * sets {@link consumerLag} for every partition of `topics`, and returns the rows (sum their
+ * `lag` for the group's total).
+ *
+ * The committed offset is the consumer's durable position: the idempotent consumer commits after
+ * each batch, only past records that finished (processed, skipped or dead-lettered). Reading it
+ * from the broker rather than from a live member keeps the gauge true when the consumer is stuck
+ * retrying a record (it commits nothing while the log keeps growing), crashed, or not running.
+ *
+ * @since 0.1.0
+ * @category consumer lag
+ */
+export const sampleConsumerLag = (request: {
+  readonly groupId: string
+  readonly topics: ReadonlyArray<string>
+  readonly fromBeginning?: boolean | undefined
+}): Effect.Effect<ReadonlyArray<PartitionLag>, BrokerAdminError, BrokerAdmin> =>
+  Effect.gen(function* () {
+    const admin = yield* BrokerAdmin
+    const offsets = yield* admin.groupOffsets({ groupId: request.groupId, topics: request.topics })
+    const rows = offsets.map(
+      (o): PartitionLag => ({ ...o, groupId: request.groupId, lag: lagOf(o, { fromBeginning: request.fromBeginning }) })
+    )
+    for (const row of rows) {
+      yield* Metric.update(
+        Metric.withAttributes(consumerLag, {
+          group: row.groupId,
+          topic: row.topic,
+          partition: String(row.partition)
+        }),
+        row.lag
+      )
+    }
+    return rows
+  })
 
 /**
  * The W3C trace-context header.

@@ -16,6 +16,7 @@ import {
 } from "@effect-outbox/core/ConsumerSource"
 import type { PublishReceipt } from "@effect-outbox/core/OutboxMessage"
 import { Publisher, type PublishRequest } from "@effect-outbox/core/Publisher"
+import * as Telemetry from "@effect-outbox/core/Telemetry"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
@@ -369,6 +370,80 @@ export const suite = <R = never>(name: string, options: Options<R>): void => {
           Effect.flatMap(subscribe(uniqueName("group"), [a, b]), (s) => recordsOf(s, 2))
         )
         assert.deepStrictEqual(records.map(eventIdOf).sort(), [fromA.requests[0]!.id, fromB.requests[0]!.id].sort())
+      })
+    )
+
+    test(
+      "BrokerAdmin.groupOffsets: the group's committed offset and the log's end per partition, so lag follows commits",
+      Effect.gen(function* () {
+        const admin = yield* BrokerAdmin
+        const topic = yield* makeTopic(2)
+        const group = uniqueName("group")
+        const { receipts } = yield* publishTo(
+          topic,
+          [0, 0, 0, 0, 0, 1, 1, 1].map((partition) => ({ partition }))
+        )
+        const offsetsOf = Effect.map(admin.groupOffsets({ groupId: group, topics: [topic] }), (rows) =>
+          rows.map((row) => ({ ...row, records: Number(BigInt(row.end) - BigInt(row.start)) }))
+        )
+        const lags = (fromBeginning: boolean) =>
+          Effect.map(offsetsOf, (rows) => rows.map((row) => Telemetry.lagOf(row, { fromBeginning })))
+
+        // A group that never committed: no committed offset; it lags by the whole log when it
+        // reads from the beginning, by nothing when it starts at the end.
+        const before = yield* offsetsOf
+        assert.deepStrictEqual(
+          before.map((row) => [row.topic, row.partition, row.committed, row.records]),
+          [
+            [topic, 0, null, 5],
+            [topic, 1, null, 3]
+          ]
+        )
+        assert.strictEqual(before[0]!.end, String(BigInt(receipts[4]!.offset) + 1n))
+        assert.deepStrictEqual(yield* lags(true), [5, 3])
+        assert.deepStrictEqual(yield* lags(false), [0, 0])
+
+        yield* Effect.scoped(
+          Effect.gen(function* () {
+            const subscription = yield* subscribe(group, [topic])
+            yield* recordsOf(subscription, 8)
+            // Delivered is not done: nothing committed, nothing less behind.
+            assert.deepStrictEqual(yield* lags(true), [5, 3])
+            // Two records of partition 0 finished.
+            const next = String(BigInt(receipts[1]!.offset) + 1n)
+            yield* subscription.commit([{ topic, partition: 0, offset: next }])
+            const partly = yield* offsetsOf
+            assert.strictEqual(partly[0]!.committed, next)
+            assert.strictEqual(partly[1]!.committed, null)
+            assert.deepStrictEqual(yield* lags(true), [3, 3])
+            // The log grows while the member holds the rest: the lag grows with it.
+            yield* publishTo(topic, [{ partition: 0 }, { partition: 0 }])
+            assert.deepStrictEqual(yield* lags(true), [5, 3])
+          })
+        )
+        // The next member finishes everything.
+        yield* Effect.scoped(
+          Effect.gen(function* () {
+            const subscription = yield* subscribe(group, [topic])
+            const records = yield* recordsOf(subscription, 8)
+            const last = (p: number) => records.filter((r) => r.partition === p).at(-1)!
+            yield* subscription.commit(
+              [0, 1].map((partition) => ({ topic, partition, offset: String(BigInt(last(partition).offset) + 1n) }))
+            )
+          })
+        )
+        assert.deepStrictEqual(yield* lags(true), [0, 0])
+        assert.deepStrictEqual(yield* lags(false), [0, 0])
+        // A topic that does not exist is left out, the others still answer.
+        const missing = uniqueName(`${prefix}-missing`)
+        const rows = yield* admin.groupOffsets({ groupId: group, topics: [missing, topic] })
+        assert.deepStrictEqual(
+          rows.map((row) => [row.topic, row.partition]),
+          [
+            [topic, 0],
+            [topic, 1]
+          ]
+        )
       })
     )
 

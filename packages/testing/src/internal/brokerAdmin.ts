@@ -3,14 +3,14 @@
  *
  * @internal
  */
-import type { BrokerAdmin } from "@effect-outbox/core/BrokerAdmin"
+import type { BrokerAdmin, GroupOffsets } from "@effect-outbox/core/BrokerAdmin"
 import { BrokerAdminError } from "@effect-outbox/core/Errors"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
-import type { BrokerEngine } from "./brokerEngine.ts"
+import { type BrokerEngine, tp } from "./brokerEngine.ts"
 
 export const make = (engine: BrokerEngine): BrokerAdmin["Service"] => {
-  const { createOrGrow, operationFault, topics } = engine
+  const { createOrGrow, groups, operationFault, topics } = engine
   const adminFault = (operation: string, topic: string) =>
     operationFault("admin")
       ? Effect.fail(new BrokerAdminError({ operation, topic, reason: "injected admin fault" }))
@@ -55,6 +55,30 @@ export const make = (engine: BrokerEngine): BrokerAdmin["Service"] => {
           }
           if (partitions > logs.length) createOrGrow(topic, partitions)
           return Effect.succeed(topics.get(topic)!.length)
+        })
+      ),
+    groupOffsets: ({ groupId, topics: wanted }) =>
+      Effect.andThen(
+        adminFault("groupOffsets", wanted.join(",")),
+        Effect.sync(() => {
+          const committed = groups.get(groupId)?.committed
+          const out: Array<GroupOffsets> = []
+          for (const topic of wanted) {
+            const logs = topics.get(topic)
+            if (logs === undefined) continue
+            logs.forEach((log, partition) => {
+              const offset = committed?.get(tp(topic, partition))
+              out.push({
+                topic,
+                partition,
+                committed: offset === undefined ? null : String(offset),
+                // Nothing is ever removed from an in-memory log.
+                start: "0",
+                end: String(log.length)
+              })
+            })
+          }
+          return out
         })
       )
   }
