@@ -1,8 +1,11 @@
 /**
  * Scenario 4: the idempotent consumer. A topic pre-filled with 1 KB events is consumed from the
- * beginning by a fresh group for each variant: `Inbox.processOnce` around the business write ÷
- * the same business write without the dedupe row, with one transaction per message and one per
- * kafkajs batch; and ÷ a no-op kafkajs consumer (the ceiling of delivery alone).
+ * beginning by a fresh group for each variant: the dedupe row with the business write ÷ the same
+ * business write without it — `Inbox.processOnce` with one transaction per message, and
+ * `Inbox.processBatch` (one transaction and one record statement) per kafkajs batch; and ÷ a no-op
+ * kafkajs consumer (the ceiling of delivery alone). `processOnce` nested in one transaction per
+ * batch (a savepoint per message, what a per-batch consumer did before `processBatch`) is
+ * measured too, for comparison.
  */
 import type Kafkajs from "kafkajs"
 import * as Cpu from "../Cpu.ts"
@@ -21,6 +24,30 @@ interface Sample {
   readonly rate: number
   readonly cpu: Cpu.CpuUse
 }
+
+/** The order row a consumed event causes (as `Library.handleConsumed` writes it). */
+const insertOrder = (table: string, m: Library.Consumed) =>
+  Library.Effect.flatMap(
+    Library.Effect.service(Library.SqlClient.SqlClient),
+    (sql) => sql`INSERT INTO ${sql(table)} (id, user_id, amount) VALUES (${m.eventId}, ${Env.keyOf(m.i)}, ${m.i % 997})`
+  )
+
+/** One kafkajs batch through `Inbox.processBatch`: one transaction, one record statement. */
+const processBatch = (stack: Library.Stack, table: string, messages: ReadonlyArray<Library.Consumed>) =>
+  stack.run(
+    Library.Effect.flatMap(
+      Library.Inbox.processBatch(
+        messages.map((m) => ({
+          key: { consumer: "bench", identity: Library.Inbox.eventIdentity(m.eventId) },
+          work: insertOrder(table, m)
+        }))
+      ),
+      (results) => {
+        const failed = results.find((exit) => exit._tag === "Failure")
+        return failed === undefined ? Library.Effect.void : Library.Effect.die(failed)
+      }
+    )
+  )
 
 const consume = async (
   k: Kafkajs.Kafka,
@@ -109,7 +136,11 @@ export const run = async (options: Options): Promise<void> => {
       handle: (ms) => Library.handleConsumed(stack, table, ms, { dedupe: false, perBatch: true })
     },
     {
-      label: "processOnce, tx per batch",
+      label: "processBatch, tx per batch",
+      handle: (ms) => processBatch(stack, table, ms)
+    },
+    {
+      label: "processOnce nested, tx per batch",
       handle: (ms) => Library.handleConsumed(stack, table, ms, { dedupe: true, perBatch: true })
     }
   ]
@@ -128,22 +159,26 @@ export const run = async (options: Options): Promise<void> => {
   }
   const rates = (label: string) => samples.get(label)!.map((s) => s.rate)
   const cpu = (label: string) => Report.avgCpu(samples.get(label)!.map((s) => s.cpu))
-  for (const tx of ["message", "batch"]) {
-    const lib = `processOnce, tx per ${tx}`
-    const base = `write, tx per ${tx}`
+  for (const [lib, base] of [
+    ["processOnce, tx per message", "write, tx per message"],
+    ["processBatch, tx per batch", "write, tx per batch"],
+    ["processOnce nested, tx per batch", "write, tx per batch"]
+  ] as const) {
+    const target = lib.startsWith("processOnce nested") ? undefined : "≥ 0.8×"
     const row = Report.pair(
       {
         scenario: "4 consumer",
         variant: lib,
         unit: "msg/s",
         baselineName: "write without dedupe",
-        target: "≥ 0.8×",
+        ...(target === undefined ? {} : { target }),
         cpu: { library: cpu(lib), baseline: cpu(base) }
       },
       rates(lib),
       rates(base)
     )
-    Report.add({ ...row, met: row.ratio!.median >= 0.8 })
+    Report.add(target === undefined ? row : { ...row, met: row.ratio!.median >= 0.8 })
+    if (target === undefined) continue
     Report.add(
       Report.pair(
         {
