@@ -16,9 +16,17 @@
  *    a key's published rows always form a prefix of its creation order, and the held-back rows
  *    follow the failed one when it is retried or given up.
  *
- * A relay interrupted mid-batch (a crash) leaves its rows `DISPATCHING` under an expiring lease;
- * `StaleRecovery` finds them. A relay shut down gracefully ({@link start}'s scope closing) stops
- * claiming and finishes its batch, or hands the rows back if that takes too long.
+ * Pipelining: the loop ({@link Relay.run}) keeps up to `pipelineDepth` batches in flight. It
+ * claims batch N+1 while batch N is published, and batch N is marked while N+1 is on the wire.
+ * This needs no rule of its own: by rule 1 a claim takes nothing of a key that has a
+ * `DISPATCHING` row, and a batch's rows stay `DISPATCHING` until its mark commits, so two
+ * batches in flight never share a key — for the store, the relay's own batches are exactly like
+ * batches of two relays. Rows without a key are unordered anyway.
+ *
+ * A relay interrupted mid-batch (a crash) leaves the rows of every batch in flight `DISPATCHING`
+ * under its expiring lease; `StaleRecovery` finds them. A relay shut down gracefully
+ * ({@link start}'s scope closing) stops claiming and finishes its batches in flight, or hands all
+ * their rows back if that takes too long.
  *
  * @since 0.1.0
  */
@@ -39,6 +47,7 @@ import * as Ref from "effect/Ref"
 import * as Result from "effect/Result"
 import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
+import * as Semaphore from "effect/Semaphore"
 import * as Stream from "effect/Stream"
 import { BrokerAdmin } from "./BrokerAdmin.ts"
 import { type OutboxStoreError, type PublishError, RetriablePublishError } from "./Errors.ts"
@@ -84,8 +93,13 @@ export interface Settings {
   /** Delay before the n-th retry: the schedule's n-th delay. A finished schedule means give up. */
   readonly backoff: Schedule.Schedule<unknown>
   readonly unknownPartition: UnknownPartitionPolicy
-  /** Graceful shutdown waits this long for the batch in flight before handing it back. */
+  /** Graceful shutdown waits this long for the batches in flight before handing them back. */
   readonly shutdownTimeout: Duration.Duration
+  /**
+   * Batches one relay holds at once (claimed, not yet marked): the loop claims the next batch
+   * while earlier ones are published and marked. 1 = one batch at a time, claim → publish → mark.
+   */
+  readonly pipelineDepth: number
 }
 
 /**
@@ -115,7 +129,8 @@ export const defaults: Settings = {
   maxAttempts: 10,
   backoff: backoff("500 millis", "1 minute"),
   unknownPartition: "fail",
-  shutdownTimeout: Duration.seconds(10)
+  shutdownTimeout: Duration.seconds(10),
+  pipelineDepth: 2
 }
 
 /**
@@ -137,7 +152,8 @@ export const config: Config.Config<Settings> = Config.all({
   unknownPartition: Config.Literals(["fail", "sync"], "OUTBOX_RELAY_UNKNOWN_PARTITION").pipe(
     Config.withDefault<UnknownPartitionPolicy>("fail")
   ),
-  shutdownTimeout: Config.Duration("OUTBOX_RELAY_SHUTDOWN_TIMEOUT").pipe(Config.withDefault(defaults.shutdownTimeout))
+  shutdownTimeout: Config.Duration("OUTBOX_RELAY_SHUTDOWN_TIMEOUT").pipe(Config.withDefault(defaults.shutdownTimeout)),
+  pipelineDepth: Config.Int("OUTBOX_RELAY_PIPELINE_DEPTH").pipe(Config.withDefault(defaults.pipelineDepth))
 }).pipe(
   Config.map(
     ({ backoffBase, backoffMax, maxPerKey, owner, ...rest }): Settings => ({
@@ -243,16 +259,18 @@ const makeOwner = Effect.map(
  */
 export interface Relay {
   readonly owner: string
-  /** Claims and handles one batch. */
+  /** Claims and handles one batch (claim → publish → mark), on its own: no pipelining. */
   readonly runOnce: Effect.Effect<BatchResult, OutboxStoreError, Requirements>
   /**
-   * Loops until stopped (see {@link start}): batch, then (when the batch was not full) wait for
-   * a wake-up or the poll interval. Store errors are logged and retried at the next poll.
-   * Interrupting it is a crash: in-flight rows keep their lease until `StaleRecovery` takes
+   * Loops until stopped (see {@link start}) with up to `pipelineDepth` batches in flight: it
+   * claims a batch, hands it to a fiber of its own for publish and mark, and claims the next one
+   * as soon as a slot is free — at once when the claim came back full, otherwise after a wake-up
+   * or the poll interval. Store errors are logged and retried at the next poll. Interrupting it
+   * is a crash: the rows of every batch in flight keep their lease until `StaleRecovery` takes
    * them back.
    */
   readonly run: Effect.Effect<void, never, Requirements>
-  /** Rows this relay holds right now (claimed, not yet settled). */
+  /** Rows this relay holds right now (claimed, not yet settled), over all its batches in flight. */
   readonly inFlight: Effect.Effect<ReadonlyArray<OutboxMessage>>
   /** Hands back rows it still holds to `PENDING` (used after an abandoned graceful shutdown). */
   readonly releaseInFlight: Effect.Effect<void, OutboxStoreError, OutboxStore>
@@ -267,10 +285,13 @@ export interface Relay {
 export const make = (settings: Partial<Settings> = {}): Effect.Effect<Relay> =>
   Effect.gen(function* () {
     const s: Settings = { ...defaults, ...settings }
-    if (!(s.batchSize >= 1 && s.maxPerKey >= 1 && s.maxAttempts >= 1)) {
+    if (
+      !(s.batchSize >= 1 && s.maxPerKey >= 1 && s.maxAttempts >= 1) ||
+      !(Number.isInteger(s.pipelineDepth) && s.pipelineDepth >= 1)
+    ) {
       return yield* Effect.die(
         new Error(
-          `relay settings need batchSize, maxPerKey and maxAttempts >= 1 (got ${s.batchSize}, ${s.maxPerKey}, ${s.maxAttempts})`
+          `relay settings need batchSize, maxPerKey, maxAttempts and pipelineDepth (an integer) >= 1 (got ${s.batchSize}, ${s.maxPerKey}, ${s.maxAttempts}, ${s.pipelineDepth})`
         )
       )
     }
@@ -282,27 +303,57 @@ export const make = (settings: Partial<Settings> = {}): Effect.Effect<Relay> =>
       )
     }
     const owner = s.owner ?? (yield* makeOwner)
-    const inFlight = yield* Ref.make<ReadonlyArray<OutboxMessage>>([])
+    // The batches in flight, each as claimed. A batch leaves when it is settled or its step
+    // fails (its rows then wait for stale recovery); an interrupted one stays, for
+    // `releaseInFlight`.
+    const inFlight = yield* Ref.make<ReadonlyArray<ReadonlyArray<OutboxMessage>>>([])
     const stopped = yield* Deferred.make<void>()
+    // Claims started so far; a batch compares it at its end to learn whether a claim ran while
+    // it held its keys.
+    let claims = 0
 
-    const runOnce: Effect.Effect<BatchResult, OutboxStoreError, Requirements> = Effect.gen(function* () {
-      const hooks = yield* Hooks
-      // Claiming and remembering the rows happen together, so an abandoned shutdown knows
-      // exactly what to hand back.
-      const rows = yield* Effect.uninterruptible(
-        Transition.claim({
-          owner,
-          limit: s.batchSize,
-          maxPerKey: s.maxPerKey,
-          leaseMillis: Duration.toMillis(s.lease)
-        }).pipe(Effect.tap((rows) => Ref.set(inFlight, rows)))
+    const claimBatch = Effect.suspend(() => {
+      const serial = ++claims
+      return Transition.claim({
+        owner,
+        limit: s.batchSize,
+        maxPerKey: s.maxPerKey,
+        leaseMillis: Duration.toMillis(s.lease)
+      }).pipe(
+        Effect.tap((rows) => (rows.length === 0 ? Effect.void : Ref.update(inFlight, (all) => [...all, rows]))),
+        Effect.map((rows) => ({ rows, serial }))
       )
-      if (rows.length === 0) return emptyResult
-      yield* hooks.at("afterClaim", owner, rows)
-      const result = yield* dispatch(rows, hooks)
-      yield* Ref.set(inFlight, [])
-      return result
-    }).pipe(Effect.withSpan(Telemetry.spans.relayBatch, { attributes: { "outbox.owner": owner } }))
+    })
+
+    // One batch: claim, publish, mark. In the pipelined loop, `pipeline` hears the claim's size
+    // (or failure) as soon as it is known, so the loop can claim again while this batch goes on.
+    const batch = (pipeline?: Pipeline): Effect.Effect<BatchResult, OutboxStoreError, Requirements> =>
+      Effect.gen(function* () {
+        const hooks = yield* Hooks
+        // Claiming and remembering the rows happen together, so an abandoned shutdown knows
+        // exactly what to hand back.
+        const { rows, serial } = yield* Effect.uninterruptible(
+          pipeline === undefined
+            ? claimBatch
+            : claimBatch.pipe(
+                Effect.tap(({ rows }) => Deferred.succeed(pipeline.claimed, rows.length)),
+                Effect.tapError((error) => Deferred.fail(pipeline.claimed, error))
+              )
+        )
+        if (rows.length === 0) return emptyResult
+        const result = yield* Effect.andThen(hooks.at("afterClaim", owner, rows), dispatch(rows, hooks)).pipe(
+          Effect.onExit((exit) =>
+            Exit.hasInterrupts(exit) ? Effect.void : Ref.update(inFlight, (all) => all.filter((b) => b !== rows))
+          )
+        )
+        // A claim that ran while this batch was in flight skipped its keys (rule 1). They are
+        // free now: ask the loop for another claim instead of leaving their next rows to the
+        // poll interval.
+        if (pipeline !== undefined && claims > serial && rows.some((row) => row.key !== null)) yield* pipeline.wake
+        return result
+      }).pipe(Effect.withSpan(Telemetry.spans.relayBatch, { attributes: { "outbox.owner": owner } }))
+
+    const runOnce: Effect.Effect<BatchResult, OutboxStoreError, Requirements> = batch()
 
     const dispatch = (rows: ReadonlyArray<OutboxMessage>, hooks: HooksShape) =>
       Effect.gen(function* () {
@@ -469,28 +520,41 @@ export const make = (settings: Partial<Settings> = {}): Effect.Effect<Relay> =>
         Effect.andThen(Queue.clear(signal)),
         Effect.raceFirst(Deferred.await(stopped))
       )
+      const wake = Effect.asVoid(Queue.offer(signal, undefined))
+      // One permit per batch in flight: taken before its claim, given back when it is settled.
+      const slots = yield* Semaphore.make(s.pipelineDepth)
       while (!(yield* Deferred.isDone(stopped))) {
-        const result = yield* runOnce.pipe(
-          Effect.catch((error) =>
-            Effect.as(
-              Effect.logWarning(`outbox relay ${owner}: batch failed, retrying at next poll: ${error.message}`),
-              undefined
-            )
+        yield* Semaphore.take(slots, 1)
+        if (yield* Deferred.isDone(stopped)) {
+          yield* Semaphore.release(slots, 1)
+          break
+        }
+        const claimed = yield* Deferred.make<number, OutboxStoreError>()
+        // A child fiber: interrupting the loop (a crash) interrupts every batch in flight.
+        yield* Effect.forkChild(
+          batch({ claimed, wake }).pipe(
+            Effect.catch((error) =>
+              Effect.logWarning(`outbox relay ${owner}: batch failed, retrying at next poll: ${error.message}`)
+            ),
+            Effect.ensuring(Semaphore.release(slots, 1))
           )
         )
-        // A full batch suggests more work: go again at once; otherwise wait for news.
-        if (result === undefined || result.claimed < s.batchSize) yield* idle
+        const count = yield* Deferred.await(claimed).pipe(Effect.orElseSucceed(() => 0))
+        // A full batch suggests more work: claim again at once; otherwise wait for news.
+        if (count < s.batchSize) yield* idle
         else yield* Effect.yieldNow
       }
+      // Stopped: let the batches in flight finish (all permits back means none is left).
+      yield* Semaphore.take(slots, s.pipelineDepth)
     }).pipe(Effect.annotateLogs({ relay: owner }))
 
     return {
       owner,
       runOnce,
       run,
-      inFlight: Ref.get(inFlight),
+      inFlight: Effect.map(Ref.get(inFlight), (batches) => batches.flat()),
       releaseInFlight: Effect.gen(function* () {
-        const rows = yield* Ref.getAndSet(inFlight, [])
+        const rows = (yield* Ref.getAndSet(inFlight, [])).flat()
         if (rows.length > 0) {
           yield* Transition.releaseClaimed(rows.map((row) => ({ id: row.id, owner, reason: "relay shut down" })))
         }
@@ -502,10 +566,18 @@ export const make = (settings: Partial<Settings> = {}): Effect.Effect<Relay> =>
 
 const stopKey = Symbol.for("@effect-outbox/core/Relay/stop")
 
+// How a batch run by the pipelined loop talks back to it.
+interface Pipeline {
+  /** Completed with the claim's size, or its failure, as soon as the claim returns. */
+  readonly claimed: Deferred.Deferred<number, OutboxStoreError>
+  /** Asks the loop for another claim (a wake-up of the relay's own). */
+  readonly wake: Effect.Effect<void>
+}
+
 /**
  * Starts a relay in the current scope. Closing the scope shuts it down gracefully: it stops
- * claiming, lets the batch in flight finish (up to `shutdownTimeout`), and otherwise interrupts
- * it and hands its rows back to `PENDING`.
+ * claiming, lets the batches in flight finish (up to `shutdownTimeout`), and otherwise
+ * interrupts them and hands all their rows back to `PENDING`.
  *
  * @since 0.1.0
  * @category constructors

@@ -26,7 +26,8 @@ describe("deterministic simulation", () => {
           failures: 0,
           duplicates: 0,
           lostAcks: 0,
-          processed: 0
+          processed: 0,
+          overlaps: 0
         }
         const crashPoints = new Set<string>()
         for (const seed of seeds) {
@@ -47,13 +48,15 @@ describe("deterministic simulation", () => {
           totals.duplicates += outcome.stats.duplicates
           totals.lostAcks += outcome.stats.lostAcks
           totals.processed += outcome.stats.processed
+          totals.overlaps += outcome.stats.overlaps
           if (outcome.stats.crashes > 0) crashPoints.add(outcome.stats.crashPoint)
         }
         console.log(`simulation: ${JSON.stringify(totals)}, crash points hit: ${[...crashPoints].sort().join(", ")}`)
         assert.deepStrictEqual(failed, [], failed.slice(0, 3).join("\n\n"))
         if (only === undefined && seeds.length >= 200) {
           // The runs must actually exercise what they claim to: crashes at every point, stalls
-          // past the lease, recovery crashes, rollbacks, FAILUREs and at-least-once duplicates.
+          // past the lease, recovery crashes, rollbacks, FAILUREs, at-least-once duplicates, and
+          // relays claiming while an earlier batch of theirs is in flight (depth 1, 2, 3 by seed).
           assert.deepStrictEqual([...crashPoints].sort(), ["afterClaim", "afterMark", "afterPublish"])
           for (const [name, n] of Object.entries(totals)) assert.isAbove(n, 0, name)
         }

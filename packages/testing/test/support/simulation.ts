@@ -12,7 +12,7 @@ import * as Lifecycle from "@effect-outbox/core/Lifecycle"
 import * as Outbox from "@effect-outbox/core/Outbox"
 import { type EventId, makeEventId, type OutboxDraft } from "@effect-outbox/core/OutboxMessage"
 import type { OutboxStore } from "@effect-outbox/core/OutboxStore"
-import type { Publisher } from "@effect-outbox/core/Publisher"
+import { Publisher } from "@effect-outbox/core/Publisher"
 import * as Relay from "@effect-outbox/core/Relay"
 import * as StaleRecovery from "@effect-outbox/core/StaleRecovery"
 import { Transactor } from "@effect-outbox/core/Transactor"
@@ -58,11 +58,12 @@ export interface Outcome {
     readonly lostAcks: number
     /** Rows a consumer finished (SUCCESS / PUSHED_FAILURE). */
     readonly processed: number
+    /** Claims a relay made while an earlier batch of its own was still publishing (pipelining). */
+    readonly overlaps: number
   }
 }
 
 const CRASH_POINTS: ReadonlyArray<Relay.CrashPoint> = ["afterClaim", "afterPublish", "afterMark"]
-
 
 /** Runs one seeded scenario and checks it. */
 export const runScenario = (
@@ -93,7 +94,13 @@ const scenario = (seed: number, relayLoop: RelayLoop, staleRecovery: boolean) =>
     const txPerEnqueuer = yield* int(2, 8)
     const relays = yield* int(1, 3)
     const lease = 1_000
+    // From the seed rather than draws, so the other draws stay as they were: a third of the runs
+    // keep one batch at a time, the rest pipeline; a publish takes 0, 5 or 30 ms (on the
+    // TestClock), so batches of one relay really overlap.
+    const pipelineDepth = 1 + (seed % 3)
+    const publishLatency = [0, 5, 30][Math.floor(seed / 3) % 3]!
     const settings: Partial<Relay.Settings> = {
+      pipelineDepth,
       batchSize: yield* int(1, 6),
       maxPerKey: yield* int(1, 4),
       lease: Duration.millis(lease),
@@ -224,13 +231,20 @@ const scenario = (seed: number, relayLoop: RelayLoop, staleRecovery: boolean) =>
     // ---- relays with crashes and stalls --------------------------------------------------------
     let crashes = 0
     let stalls = 0
+    let overlaps = 0
+    const publishing = new Map<string, number>() // per owner: batches claimed, not yet published
     const relaySlot = (slot: number) =>
       Effect.gen(function* () {
         for (let generation = 0; ; generation++) {
           const crashed = yield* Deferred.make<void>()
           const hooks: Relay.HooksShape = {
-            at: (point) =>
+            at: (point, owner) =>
               Effect.gen(function* () {
+                const open = publishing.get(owner) ?? 0
+                if (point === "afterClaim") {
+                  if (open > 0) overlaps++
+                  publishing.set(owner, open + 1)
+                } else if (point === "afterPublish") publishing.set(owner, open - 1)
                 if (!(yield* Ref.get(chaos)) || point !== crashPoint) return
                 if (yield* chance(pCrash)) {
                   crashes++
@@ -245,7 +259,14 @@ const scenario = (seed: number, relayLoop: RelayLoop, staleRecovery: boolean) =>
           }
           const owner = `relay-${slot}-${generation}`
           const fiber = yield* Effect.forkChild(
-            relayLoop(owner, settings).pipe(Effect.provideService(Relay.Hooks, hooks))
+            relayLoop(owner, settings).pipe(
+              Effect.provideService(Relay.Hooks, hooks),
+              Effect.updateService(Publisher, (publisher) =>
+                publishLatency === 0
+                  ? publisher
+                  : { publish: (requests) => Effect.andThen(Effect.sleep(publishLatency), publisher.publish(requests)) }
+              )
+            )
           )
           yield* Deferred.await(crashed)
           yield* Fiber.interrupt(fiber) // the crash: no finalizer hands anything back
@@ -346,7 +367,7 @@ const scenario = (seed: number, relayLoop: RelayLoop, staleRecovery: boolean) =>
       .filter((s) => !s.endsWith("=0"))
     const summary =
       `seed ${seed}: ${transactions.length} tx, ${rows.length} rows (${statuses.join(" ")}), ` +
-      `${log.length} records, ${relays} relays, crash ${crashPoint}: ${crashes} crashes, ${stalls} stalls, ` +
+      `${log.length} records, ${relays} relays (depth ${pipelineDepth}, publish ${publishLatency} ms, ${overlaps} overlapping claims), crash ${crashPoint}: ${crashes} crashes, ${stalls} stalls, ` +
       `${recoveryCrashes} recovery crashes, ${lostAcks} lost db acks, ${consumerAhead ? `consumer processed ${processedRows}, ` : ""}partitions ${partitions}${explicitPartitions ? " explicit" : ""}` +
       `${missingPartitionKey ? ` missing(${unknownPartition})` : ""}`
     const fingerprint = JSON.stringify({
@@ -367,7 +388,8 @@ const scenario = (seed: number, relayLoop: RelayLoop, staleRecovery: boolean) =>
       failures: rows.filter((r) => r.status === "FAILURE").length,
       duplicates: ids.length - new Set(ids).size,
       lostAcks,
-      processed: processedRows
+      processed: processedRows,
+      overlaps
     }
     return { seed, violations, summary, fingerprint, stats }
   })
