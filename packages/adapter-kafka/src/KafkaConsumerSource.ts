@@ -9,6 +9,11 @@
  * forward; the committed position moves only through `commit`. kafkajs never commits by itself
  * (`autoCommit: false`), so a crash or shutdown redelivers everything after the last commit.
  *
+ * Transaction markers and aborted records occupy offsets but are never delivered. A commit at
+ * the offset right after the last delivered record of a batch moves past the markers and aborted
+ * records that end that batch (and past marker-only batches that follow it), so a group that
+ * finished a transactional topic commits its end and shows no lag.
+ *
  * Rebalances: a commit for a partition this member no longer owns is dropped (logged and
  * counted), never sent: the new owner resumes from the last committed offset and redelivers,
  * and the idempotent consumer deduplicates. A commit the broker rejects because the group is
@@ -129,6 +134,9 @@ export const subscribe = (
     let assignment = new Map<string, ReadonlySet<number>>()
     // topic/partition -> highest offset committed through this subscription
     const committed = new Map<string, bigint>()
+    // topic/partition -> where the latest fetched batch ends: after its last record (`records`)
+    // and after its last offset of any kind (`offsets`: transaction markers, aborted records).
+    const tails = new Map<string, { readonly records: bigint; offsets: bigint }>()
 
     const consumer = kafka.consumer({
       ...options.consumerConfig,
@@ -144,6 +152,27 @@ export const subscribe = (
 
     consumer.on(consumer.events.GROUP_JOIN, ({ payload }) => {
       assignment = new Map(Object.entries(payload.memberAssignment).map(([topic, ps]) => [topic, new Set(ps)]))
+    })
+    // A batch of markers / aborted records only is not handed to `eachBatch` (kafkajs moves past
+    // it by itself): extend the tail it continues, and when the group already committed up to
+    // that tail, commit past the batch too (it holds nothing to process).
+    consumer.on(consumer.events.END_BATCH_PROCESS, ({ payload }) => {
+      if (payload.batchSize !== 0 || payload.firstOffset === null || closed) return
+      const slot = `${payload.topic}\u0000${payload.partition}`
+      const tail = tails.get(slot)
+      if (tail === undefined || tail.offsets !== BigInt(payload.firstOffset)) return
+      const end = BigInt(payload.lastOffset) + 1n
+      if (end <= tail.offsets) return
+      const reached = committed.get(slot) === tail.offsets
+      tail.offsets = end
+      if (!reached || assignment.get(payload.topic)?.has(payload.partition) !== true) return
+      consumer
+        .commitOffsets([{ topic: payload.topic, partition: payload.partition, offset: end.toString() }])
+        .then(() => {
+          if ((committed.get(slot) ?? -1n) < end) committed.set(slot, end)
+        })
+        // Only markers are at stake: the next commit of this partition covers them.
+        .catch(() => undefined)
     })
     consumer.on(consumer.events.CRASH, ({ payload }) => {
       // kafkajs restarts by itself after retriable crashes; a crash it gives up on ends the stream.
@@ -189,6 +218,10 @@ export const subscribe = (
                   settle,
                   withdrawn: false
                 }
+                tails.set(`${batch.topic}\u0000${batch.partition}`, {
+                  records: BigInt(batch.messages[batch.messages.length - 1]!.offset) + 1n,
+                  offsets: handoff.lastOffset + 1n
+                })
                 outstanding.add(handoff)
                 Queue.offerUnsafe(queue, handoff)
                 // Keep the membership alive while the stream works on the batch. A heartbeat that
@@ -265,8 +298,15 @@ export const subscribe = (
           })
         }
         const owned: Array<OffsetCommit> = []
-        for (const o of offsets) {
-          const slot = `${o.topic}\u0000${o.partition}`
+        for (const requested of offsets) {
+          const slot = `${requested.topic}\u0000${requested.partition}`
+          // Up to the last record of the latest batch means up to its last offset: what lies
+          // between (markers, aborted records) is never delivered.
+          const tail = tails.get(slot)
+          const o =
+            tail !== undefined && BigInt(requested.offset) === tail.records && tail.offsets > tail.records
+              ? { ...requested, offset: tail.offsets.toString() }
+              : requested
           const offset = BigInt(o.offset)
           if (assignment.get(o.topic)?.has(o.partition) !== true) {
             yield* Metric.update(droppedCommits, 1)
