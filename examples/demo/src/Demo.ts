@@ -21,6 +21,7 @@ import { EVENT_ID_HEADER, type EventId } from "@effect-outbox/core/OutboxMessage
 import * as OutboxRuntime from "@effect-outbox/core/OutboxRuntime"
 import { type OutboxStats, OutboxStore } from "@effect-outbox/core/OutboxStore"
 import * as Relay from "@effect-outbox/core/Relay"
+import * as Telemetry from "@effect-outbox/core/Telemetry"
 import { TopicReader } from "@effect-outbox/core/TopicReader"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -103,6 +104,8 @@ export interface Summary {
   readonly publishFailed: number
   /** Committed events not finished when the run stopped. */
   readonly unfinished: number
+  /** Records on the orders topic billing's consumer group had not committed when it stopped. */
+  readonly consumerLag: number
   readonly invoices: number
   /** Invoices beyond the first of an order (exactly-once broken). */
   readonly duplicateInvoices: number
@@ -171,17 +174,31 @@ export const run = (options: Options) =>
       const producing = yield* Ref.make(true)
 
       const statsNow = Effect.suspend(() => store.stats(Date.now()))
+      // Billing's lag as the broker sees it: records on the topic past its committed offsets
+      // (the `outbox_consumer_lag` gauge; OutboxRuntime samples it too, every 10 s).
+      const consumerLagNow = Telemetry.sampleConsumerLag({
+        groupId: options.groupId,
+        topics: [topic.name],
+        fromBeginning: true
+      }).pipe(
+        Effect.map((rows) => rows.reduce((total, row) => total + row.lag, 0)),
+        Effect.provideService(BrokerAdmin, admin)
+      )
       let lastSnapshot: Progress.Snapshot = {
         enqueued: 0,
         rolledBack: 0,
         published: 0,
         processed: 0,
         deadLettered: 0,
-        lag: 0,
+        unfinished: 0,
+        consumerLag: undefined,
         elapsedMillis: 0
       }
-      const sample: Effect.Effect<Progress.Snapshot> = statsNow.pipe(
-        Effect.map((stats): Progress.Snapshot => {
+      const sample: Effect.Effect<Progress.Snapshot> = Effect.all([
+        statsNow,
+        consumerLagNow.pipe(Effect.orElseSucceed(() => lastSnapshot.consumerLag))
+      ]).pipe(
+        Effect.map(([stats, consumerLag]): Progress.Snapshot => {
           const committed = committedIds.length
           const processed = stats.byStatus.SUCCESS ?? 0
           const deadLettered = stats.byStatus.PUSHED_FAILURE ?? 0
@@ -191,7 +208,8 @@ export const run = (options: Options) =>
             published: sum(stats, pastBroker),
             processed,
             deadLettered,
-            lag: Math.max(0, committed - processed - deadLettered - (stats.byStatus.FAILURE ?? 0)),
+            unfinished: Math.max(0, committed - processed - deadLettered - (stats.byStatus.FAILURE ?? 0)),
+            consumerLag,
             elapsedMillis: Date.now() - started
           }
         }),
@@ -300,6 +318,7 @@ export const run = (options: Options) =>
         committedOrders,
         rolledBackOrders,
         retries,
+        consumerLag: yield* consumerLagNow,
         sql,
         store
       })
@@ -319,6 +338,7 @@ const summarize = (input: {
   readonly committedOrders: ReadonlySet<string>
   readonly rolledBackOrders: ReadonlySet<string>
   readonly retries: number
+  readonly consumerLag: number
   readonly sql: SqlClient.SqlClient
   readonly store: OutboxStore["Service"]
 }) =>
@@ -392,6 +412,7 @@ const summarize = (input: {
       deadLettered: stats.byStatus.PUSHED_FAILURE ?? 0,
       publishFailed: stats.byStatus.FAILURE ?? 0,
       unfinished,
+      consumerLag: input.consumerLag,
       invoices: invoices.length,
       duplicateInvoices,
       missingInvoices,
@@ -407,6 +428,9 @@ const summarize = (input: {
     }
     if (!input.finished) problems.push(`the run did not finish within ${Duration.format(options.timeout)}`)
     if (unfinished > 0) problems.push(`${unfinished} committed events were not finished (lost or stuck)`)
+    if (input.consumerLag > 0) {
+      problems.push(`billing left ${input.consumerLag} records on ${input.topic.name} uncommitted (consumer lag)`)
+    }
     if (missingOnBroker > 0) problems.push(`${missingOnBroker} committed events never reached the broker`)
     if (summary.publishFailed > 0) problems.push(`${summary.publishFailed} events failed to publish`)
     if (phantomEvents > 0) problems.push(`${phantomEvents} events of rolled-back transactions survived (phantoms)`)
@@ -446,6 +470,7 @@ export const renderSummary = (summary: Summary): string => {
     `  phantom events         ${summary.phantomEvents}`,
     `  per-customer order     ${summary.orderViolations === 0 ? "kept" : `${summary.orderViolations} customers out of order`}`,
     `  unfinished / failed    ${summary.unfinished} / ${summary.publishFailed}`,
+    `  consumer lag           ${summary.consumerLag} records (billing's committed offsets vs the topic's end)`,
     `  elapsed                ${(summary.elapsedMillis / 1000).toFixed(1)} s`,
     "",
     summary.problems.length === 0

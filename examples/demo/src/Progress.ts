@@ -16,7 +16,9 @@ import type * as Scope from "effect/Scope"
  * - `published`: events the broker confirmed (their row is `PUBLISHED` or beyond);
  * - `processed`: events whose effect committed (`SUCCESS`);
  * - `deadLettered`: events dead-lettered by the consumer (`PUSHED_FAILURE`);
- * - `lag`: committed events not yet finished by the consumer.
+ * - `unfinished`: committed events not yet finished by the consumer (the pipeline's lag, in events);
+ * - `consumerLag`: records on the topic the consumer group has not committed yet (its Kafka lag,
+ *   `outbox_consumer_lag`, read from the broker); `undefined` until the first reading.
  *
  * @since 0.1.0
  * @category models
@@ -27,7 +29,8 @@ export interface Snapshot {
   readonly published: number
   readonly processed: number
   readonly deadLettered: number
-  readonly lag: number
+  readonly unfinished: number
+  readonly consumerLag: number | undefined
   readonly elapsedMillis: number
 }
 
@@ -43,7 +46,8 @@ export const render = (snapshot: Snapshot, target?: number): string => {
     ` | published ${snapshot.published}` +
     ` | processed ${snapshot.processed}` +
     ` | dead-lettered ${snapshot.deadLettered}` +
-    ` | lag ${snapshot.lag}`
+    ` | unfinished ${snapshot.unfinished}` +
+    ` | consumer lag ${snapshot.consumerLag ?? "?"}`
   )
 }
 

@@ -44,6 +44,7 @@ describe("demo on real services", () => {
         assert.strictEqual(summary.orderViolations, 0)
         assert.strictEqual(summary.deadLettered, 2)
         assert.strictEqual(summary.poisonDeadLettered, 2)
+        assert.strictEqual(summary.consumerLag, 0)
 
         // A demo leaves a shared database and cluster as it found them.
         const schemas = yield* Effect.gen(function* () {

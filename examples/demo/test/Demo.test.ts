@@ -44,6 +44,10 @@ describe("demo on the embedded default", () => {
         assert.strictEqual(summary.deadLettered, 2)
         assert.strictEqual(summary.poisonDeadLettered, 2)
         assert.strictEqual(summary.deadLettersOnTopic, 2)
+        // Billing committed every record, the poison ones included: no consumer lag.
+        assert.strictEqual(summary.consumerLag, 0)
+        assert.include(text, "consumer lag           0 records")
+        assert.match(text, /\| consumer lag \d+\n/)
         // Every 4th order failed once and was retried (the declined ones never reached billing).
         assert.isAtLeast(summary.retries, 1)
         assert.include(text, "OK: no loss")
@@ -59,15 +63,17 @@ describe("progress display", () => {
     published: 10,
     processed: 8,
     deadLettered: 1,
-    lag: 3,
+    unfinished: 3,
+    consumerLag: 5,
     elapsedMillis: 2500
   }
 
-  it("renders every counter and the lag on one line", () => {
+  it("renders every counter and both lags on one line", () => {
     assert.strictEqual(
       Progress.render(snapshot, 20),
-      "[  2.5s] enqueued 12 (+3 rolled back) of 20 | published 10 | processed 8 | dead-lettered 1 | lag 3"
+      "[  2.5s] enqueued 12 (+3 rolled back) of 20 | published 10 | processed 8 | dead-lettered 1 | unfinished 3 | consumer lag 5"
     )
+    assert.include(Progress.render({ ...snapshot, consumerLag: undefined }), "| consumer lag ?")
   })
 
   it.live("rewrites one line on a terminal and prints lines otherwise", () =>
@@ -108,6 +114,7 @@ describe("progress display", () => {
       deadLettered: 0,
       publishFailed: 0,
       unfinished: 0,
+      consumerLag: 0,
       invoices: 1,
       duplicateInvoices: 0,
       missingInvoices: 0,
