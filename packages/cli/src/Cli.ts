@@ -194,14 +194,31 @@ export const status = Command.make(
   "status",
   {
     topic: Flag.String("topic").pipe(Flag.withDescription("only this topic"), Flag.optional),
-    failures: Flag.Int("failures").pipe(Flag.withDescription("recent failures to list"), Flag.withDefault(10))
-  },
-  (input) =>
-    withDatabase(
-      Operations.status({ topic: Option.getOrUndefined(input.topic), failures: input.failures }),
-      Render.status
+    failures: Flag.Int("failures").pipe(Flag.withDescription("recent failures to list"), Flag.withDefault(10)),
+    groups: Flag.String("group").pipe(
+      Flag.withDescription("a consumer group whose lag on the outbox's topics to show (repeatable; needs --brokers)"),
+      Flag.between(0, 100)
     )
-).pipe(Command.withDescription("counts by status and topic, oldest pending age, stale leases, failures"))
+  },
+  (input) => {
+    const report = Operations.status({ topic: Option.getOrUndefined(input.topic), failures: input.failures })
+    return input.groups.length === 0
+      ? withDatabase(report, Render.status)
+      : withDatabaseAndBroker(
+          Effect.flatMap(report, (status) =>
+            Effect.map(
+              Operations.consumerLag({ groups: input.groups, topics: status.topics.map((t) => t.topic) }),
+              (consumerLag): Operations.Status => ({ ...status, consumerLag })
+            )
+          ),
+          Render.status
+        )
+  }
+).pipe(
+  Command.withDescription(
+    "counts by status and topic, oldest pending age, stale leases, failures; with --group, consumer lag"
+  )
+)
 
 /**
  * @since 0.1.0

@@ -6,14 +6,21 @@
  *
  * @since 0.1.0
  */
+import type { BrokerAdmin } from "@effect-outbox/core/BrokerAdmin"
 import * as DeadLetter from "@effect-outbox/core/DeadLetter"
-import type { ConsumerSourceError, IllegalTransitionError, OutboxStoreError } from "@effect-outbox/core/Errors"
+import type {
+  BrokerAdminError,
+  ConsumerSourceError,
+  IllegalTransitionError,
+  OutboxStoreError
+} from "@effect-outbox/core/Errors"
 import type { OutboxStatus } from "@effect-outbox/core/Lifecycle"
 import * as Lifecycle from "@effect-outbox/core/Lifecycle"
 import { EventId, type OutboxMessage } from "@effect-outbox/core/OutboxMessage"
 import { type OutboxStats, OutboxStore, type TransitionOutcome } from "@effect-outbox/core/OutboxStore"
 import * as Retention from "@effect-outbox/core/Retention"
 import * as StaleRecovery from "@effect-outbox/core/StaleRecovery"
+import * as Telemetry from "@effect-outbox/core/Telemetry"
 import { TopicReader } from "@effect-outbox/core/TopicReader"
 import * as Transition from "@effect-outbox/core/Transition"
 import { WakeUp } from "@effect-outbox/core/WakeUp"
@@ -59,7 +66,63 @@ export interface Status {
     readonly lastError: string | null
   }>
   readonly topics: ReadonlyArray<TopicCounts & { readonly oldestPendingAgeMillis: number | null }>
+  /** Present when consumer groups were asked for (`--group`): their lag on the outbox's topics. */
+  readonly consumerLag?: ReadonlyArray<GroupLag>
 }
+
+/**
+ * One consumer group on one topic: records past its committed offsets, per partition and in all.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface GroupLag {
+  readonly group: string
+  readonly topic: string
+  readonly lag: number
+  readonly partitions: ReadonlyArray<{
+    readonly partition: number
+    /** `null`: the group never committed here (counted from the log start). */
+    readonly committed: string | null
+    readonly end: string
+    readonly lag: number
+  }>
+}
+
+/**
+ * The lag of each group on `topics`, from the broker's committed and end offsets (the
+ * `outbox_consumer_lag` reading). A group that never committed on a partition is counted from the
+ * log start; topics missing on the broker are left out.
+ *
+ * @since 0.1.0
+ * @category status
+ */
+export const consumerLag = (options: {
+  readonly groups: ReadonlyArray<string>
+  readonly topics: ReadonlyArray<string>
+}): Effect.Effect<ReadonlyArray<GroupLag>, BrokerAdminError, BrokerAdmin> =>
+  Effect.forEach(options.groups, (group) =>
+    Effect.map(Telemetry.sampleConsumerLag({ groupId: group, topics: options.topics, fromBeginning: true }), (rows) =>
+      options.topics.flatMap((topic): Array<GroupLag> => {
+        const partitions = rows.filter((row) => row.topic === topic)
+        return partitions.length === 0
+          ? []
+          : [
+              {
+                group,
+                topic,
+                lag: partitions.reduce((total, row) => total + row.lag, 0),
+                partitions: partitions.map((row) => ({
+                  partition: row.partition,
+                  committed: row.committed,
+                  end: row.end,
+                  lag: row.lag
+                }))
+              }
+            ]
+      })
+    )
+  ).pipe(Effect.map((perGroup) => perGroup.flat()))
 
 /**
  * Counts by status (overall and per topic), the oldest pending age, stale leases and the latest

@@ -58,6 +58,22 @@ export const status = (report: Operations.Status): string => {
       )
     )
   }
+  if (report.consumerLag !== undefined) {
+    lines.push(
+      "",
+      report.consumerLag.length === 0
+        ? "consumer lag: none of the topics exists on the broker"
+        : table(
+            ["group", "topic", "lag", "per partition (committed/end)"],
+            report.consumerLag.map((g) => [
+              g.group,
+              g.topic,
+              String(g.lag),
+              g.partitions.map((p) => `${p.partition}:${p.committed ?? "-"}/${p.end}`).join(" ")
+            ])
+          )
+    )
+  }
   if (report.failures.length > 0) {
     lines.push(
       "",

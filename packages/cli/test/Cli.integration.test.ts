@@ -5,6 +5,7 @@ import { randomUUID } from "node:crypto"
 import { NodeServices } from "@effect/platform-node"
 import { PgClient } from "@effect/sql-pg"
 import { assert, describe, it } from "@effect/vitest"
+import { KafkaClient } from "@effect-outbox/adapter-kafka/KafkaClient"
 import * as KafkaOutbox from "@effect-outbox/adapter-kafka/KafkaOutbox"
 import * as PgOutbox from "@effect-outbox/adapter-pg/PgOutbox"
 import { BrokerAdmin } from "@effect-outbox/core/BrokerAdmin"
@@ -310,6 +311,81 @@ describe("effect-outbox CLI", () => {
         assert.strictEqual((yield* f.use(rowOf(sent))).status, "PUBLISHED")
         assert.strictEqual((yield* f.use(rowOf(lost))).status, "PENDING")
       }).pipe(Effect.scoped)
+  )
+
+  it.live("status --group: each group's consumer lag on the outbox's topics, from the broker (human and --json)", () =>
+    Effect.gen(function* () {
+      const f = yield* fixture
+      const topic = `cli-lag-${randomUUID().slice(0, 8)}`
+      yield* Effect.addFinalizer(() => Effect.promise(() => deleteTopics([topic]).catch(() => undefined)))
+      const kafka = yield* Layer.buildWithScope(
+        KafkaOutbox.layer({ brokers: brokers.split(","), clientId: "cli-test" }),
+        yield* Effect.scope
+      )
+      const inKafka = <A, E>(effect: Effect.Effect<A, E, any>) =>
+        Effect.provideContext(effect, kafka) as Effect.Effect<A, E>
+      yield* inKafka(BrokerAdmin.use((admin) => admin.ensureTopic({ topic, partitions: 2 })))
+      // Three records on partition 0, one on partition 1; the outbox knows the topic.
+      yield* f.use(enqueue(topic, 1))
+      const ids = ["0190a0a0-0000-7000-8000-0000000000c1", "0190a0a0-0000-7000-8000-0000000000c2"] as Array<EventId>
+      const records = [0, 0, 0, 1].map((partition, i) => ({
+        id: ids[i % 2]!,
+        topic,
+        key: null,
+        partition,
+        headers: {},
+        payload: jsonPayload({ i })
+      }))
+      yield* inKafka(Publisher.use((p) => p.publish(records)))
+      // "billing" finished one record of partition 0 and all of partition 1; "audit" never committed.
+      const billing = `cli-lag-billing-${randomUUID().slice(0, 8)}`
+      const audit = `cli-lag-audit-${randomUUID().slice(0, 8)}`
+      yield* inKafka(
+        KafkaClient.use(({ admin }) =>
+          Effect.promise(() =>
+            admin.setOffsets({
+              groupId: billing,
+              topic,
+              partitions: [
+                { partition: 0, offset: "1" },
+                { partition: 1, offset: "1" }
+              ]
+            })
+          )
+        )
+      )
+
+      const json = yield* f.cli("status", "--group", billing, "--group", audit, "--json")
+      assert.isTrue(json.ok, json.err)
+      const report = JSON.parse(json.out)
+      assert.deepStrictEqual(report.consumerLag, [
+        {
+          group: billing,
+          topic,
+          lag: 2,
+          partitions: [
+            { partition: 0, committed: "1", end: "3", lag: 2 },
+            { partition: 1, committed: "1", end: "1", lag: 0 }
+          ]
+        },
+        {
+          group: audit,
+          topic,
+          lag: 4,
+          partitions: [
+            { partition: 0, committed: null, end: "3", lag: 3 },
+            { partition: 1, committed: null, end: "1", lag: 1 }
+          ]
+        }
+      ])
+
+      const human = yield* f.cli("status", "--group", billing)
+      assert.isTrue(human.ok, human.err)
+      assert.match(human.out, new RegExp(`${billing}\\s+${topic}\\s+2\\s+0:1/3 1:1/1`))
+      // Without --group, status does not need the broker and shows no lag.
+      const plain = JSON.parse((yield* f.cli("status", "--json")).out)
+      assert.isUndefined(plain.consumerLag)
+    }).pipe(Effect.scoped)
   )
 
   it.live("dlt list and replay: dead letters with their errors; replay republishes the selected one to its topic", () =>
