@@ -10,8 +10,10 @@ import * as Layer from "effect/Layer"
 import * as Migrator from "effect/sql/Migrator"
 import * as SqlClient from "effect/sql/SqlClient"
 import { fromSqlError } from "./internal/errors.ts"
-import { claimFunction, statusList } from "./internal/sql.ts"
+import { claimFunction, claimFunctionV2, finishedStatuses, statusList } from "./internal/sql.ts"
 import { PgTables, type Tables } from "./PgTables.ts"
+
+const q = (identifier: string) => `"${identifier}"`
 
 const statements = (sql: SqlClient.SqlClient, list: ReadonlyArray<string>) =>
   Effect.forEach(list, (statement) => sql.unsafe(statement).unprepared, { discard: true })
@@ -25,6 +27,7 @@ const statements = (sql: SqlClient.SqlClient, list: ReadonlyArray<string>) =>
 export const migrations = (t: Tables): Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>> => {
   const p = t.tablePrefix
   const statuses = statusList.map((s) => `'${s}'`).join(", ")
+  const finished = finishedStatuses.map((s) => `'${s}'`).join(", ")
   return {
     "1_tables": Effect.flatMap(SqlClient.SqlClient, (sql) =>
       statements(sql, [
@@ -89,7 +92,33 @@ export const migrations = (t: Tables): Record<string, Effect.Effect<void, unknow
          )`,
         `CREATE INDEX IF NOT EXISTS ${p}transition_event_idx ON ${t.transition} (event_id, id)`
       ])),
-    "2_claim_function": Effect.flatMap(SqlClient.SqlClient, (sql) => statements(sql, [claimFunction(t)]))
+    "2_claim_function": Effect.flatMap(SqlClient.SqlClient, (sql) => statements(sql, [claimFunctionV2(t)])),
+    // Fewer index entries per insert and per status change, a cheaper claim, and autovacuum
+    // settings for a queue table (issue #8; measured in docs/postgres.md). Upgrades a populated
+    // table in place: CREATE INDEX (not CONCURRENTLY: the migration is one transaction) blocks
+    // writers of the table while it builds, which takes seconds per million rows.
+    "3_hot_path": Effect.flatMap(SqlClient.SqlClient, (sql) =>
+      statements(sql, [
+        // One index for every DISPATCHING question ("is this key in flight?", stale leases),
+        // replacing dispatching_key_idx + lease_idx: a claim writes one entry per row, not two.
+        `CREATE INDEX IF NOT EXISTS ${p}message_dispatching_idx ON ${t.message} (key)
+           WHERE status = 'DISPATCHING'`,
+        `DROP INDEX IF EXISTS ${q(t.schema)}.${q(`${p}message_dispatching_key_idx`)}`,
+        `DROP INDEX IF EXISTS ${q(t.schema)}.${q(`${p}message_lease_idx`)}`,
+        // Retention, stats and operator listings read finished rows only: inserts (PENDING) and
+        // claims (DISPATCHING) no longer write an entry here.
+        `CREATE INDEX IF NOT EXISTS ${p}message_finished_idx ON ${t.message} (status, updated_at)
+           WHERE status IN (${finished})`,
+        `DROP INDEX IF EXISTS ${q(t.schema)}.${q(`${p}message_status_updated_idx`)}`,
+        // A queue table: every event leaves three row versions behind. Vacuum it after a fixed
+        // number of dead rows (not a fraction of a table that is mostly dead), without throttling.
+        `ALTER TABLE ${t.message} SET (
+           autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 5000,
+           autovacuum_vacuum_insert_scale_factor = 0, autovacuum_vacuum_insert_threshold = 5000,
+           autovacuum_analyze_scale_factor = 0, autovacuum_analyze_threshold = 5000,
+           autovacuum_vacuum_cost_delay = 0)`,
+        claimFunction(t)
+      ]))
   }
 }
 

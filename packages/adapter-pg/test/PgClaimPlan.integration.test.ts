@@ -4,7 +4,8 @@ import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as SqlClient from "effect/sql/SqlClient"
-import { candidateScan, keyPrefix } from "../src/internal/sql.ts"
+import { candidateScan, keyHead, keyPrefixUpTo } from "../src/internal/sql.ts"
+import { fastStatement } from "../src/internal/transition.ts"
 import * as PgOutboxStore from "../src/PgOutboxStore.ts"
 import { PgTables } from "../src/PgTables.ts"
 import { freshTables, pgClient } from "./support.ts"
@@ -12,7 +13,7 @@ import { freshTables, pgClient } from "./support.ts"
 const Live = Layer.provideMerge(freshTables(), pgClient())
 
 describe("claim query plans at 100k rows", () => {
-  it.effect("candidate scan, key prefix, in-flight probe and stale scan use their partial indexes", () =>
+  it.effect("candidate scan, key head and prefix, in-flight probe, stale scan, mark and purge use their indexes", () =>
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
       const t = yield* PgTables
@@ -31,10 +32,18 @@ describe("claim query plans at 100k rows", () => {
 
       const queries = {
         candidates: `${candidateScan(t, "$1")} LIMIT 100`,
-        prefix: keyPrefix(t, "'user-42'", "$1", "10"),
+        head: `${keyHead(t, "'user-42'")} -- $1`,
+        prefix: keyPrefixUpTo(t, "'user-42'", "$1", "10", "90000"),
         inFlight: `SELECT 1 FROM ${t.message} d WHERE d.key = 'user-42' AND d.status = 'DISPATCHING'`,
         stale: `SELECT * FROM ${t.message} WHERE status = 'DISPATCHING' AND lease_expires_at < $1
-                 ORDER BY lease_expires_at, seq LIMIT 100`
+                 ORDER BY lease_expires_at, seq LIMIT 100`,
+        // retention, as PgOutboxStore.purge spells it, with a cut-off older than every row (when
+        // most rows qualify, a sequential scan that stops after 100 is the right plan; so it is
+        // for the generic plan, which cannot know the cut-off: only the custom plan is checked)
+        purge: `SELECT m.id FROM ${t.message} m WHERE m.status = ANY (ARRAY['PUBLISHED'])
+                  AND m.status IN ('PUBLISHED', 'SUCCESS', 'PUSHED_FAILURE', 'FAILURE')
+                  AND m.updated_at < $1 - interval '1 day'
+                LIMIT 100 FOR UPDATE OF m SKIP LOCKED`
       }
       const plans: Record<string, string> = {}
       yield* sql.withTransaction(Effect.gen(function*() {
@@ -48,15 +57,37 @@ describe("claim query plans at 100k rows", () => {
           }
         }
       }))
+      // the mark's fast path: a nested loop over the primary key, in the order of the (sorted) ids
+      const ids = yield* sql<{ ids: string }>`SELECT array_agg(id ORDER BY id)::text AS ids FROM (
+          SELECT id FROM ${sql.literal(t.message)} WHERE status = 'DISPATCHING' LIMIT 100) d`
+      yield* sql.withTransaction(Effect.gen(function*() {
+        for (const mode of ["force_custom_plan", "force_generic_plan"]) {
+          yield* sql.unsafe(`SET LOCAL plan_cache_mode = ${mode}`).unprepared
+          const statement = `plan_mark_${mode}`
+          yield* sql.unsafe(`PREPARE ${statement} (uuid[], int4[], text[], text, text, text, float8, float8, boolean, text)
+            AS ${fastStatement(t, false)}`).unprepared
+          const rows = yield* sql.unsafe<{ "QUERY PLAN": string }>(
+            `EXPLAIN EXECUTE ${statement} ('${ids[0]!.ids}', array_fill(0, ARRAY[100]), array_fill('1'::text, ARRAY[100]),
+               'DISPATCHING', 'PUBLISHED', NULL, 1764000000000, 1764000000000, true, NULL)`
+          ).unprepared
+          plans[`mark/${mode}`] = rows.map((r) => r["QUERY PLAN"]).join("\n")
+        }
+      }))
+      delete plans["purge/force_generic_plan"]
       for (const [name, plan] of Object.entries(plans)) {
         assert.notMatch(plan, /Seq Scan/, `${name} scans the table:\n${plan}`)
       }
       assert.match(plans["candidates/force_generic_plan"]!, /message_pending_idx/)
       // the in-flight hint probes only DISPATCHING rows (per key, or hashed once)
-      assert.match(plans["candidates/force_generic_plan"]!, /message_(dispatching_key|lease)_idx/)
-      assert.match(plans["prefix/force_generic_plan"]!, /message_pending_key_idx/)
-      assert.match(plans["inFlight/force_custom_plan"]!, /message_dispatching_key_idx/)
-      assert.match(plans["stale/force_generic_plan"]!, /message_lease_idx/)
+      assert.match(plans["candidates/force_generic_plan"]!, /message_dispatching_idx/)
+      assert.match(plans["purge/force_custom_plan"]!, /message_finished_idx/)
+      for (const mode of ["force_custom_plan", "force_generic_plan"]) {
+        assert.match(plans[`head/${mode}`]!, /message_pending_key_idx/)
+        assert.match(plans[`prefix/${mode}`]!, /message_pending_key_idx/)
+        assert.match(plans[`inFlight/${mode}`]!, /message_dispatching_idx/)
+        assert.match(plans[`stale/${mode}`]!, /message_dispatching_idx/)
+        assert.match(plans[`mark/${mode}`]!, /Nested Loop[^\n]*\n\s*->  Function Scan on r\b[\s\S]*Index Scan using \S*message_pkey/)
+      }
 
       // and the claim itself, at this size: a full batch, in well under a second
       const store = yield* PgOutboxStore.make()
