@@ -1,14 +1,17 @@
 // Processed-message records on the real database: duplicates are reported, never raised, and the
 // caller's transaction stays usable.
 import { assert, describe, it } from "@effect/vitest"
+import * as Inbox from "@effect-outbox/core/Inbox"
 import { InboxStore } from "@effect-outbox/core/InboxStore"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as SqlClient from "effect/sql/SqlClient"
 import * as PgInboxStore from "../src/PgInboxStore.ts"
 import { PgTables } from "../src/PgTables.ts"
+import * as PgTransactor from "../src/PgTransactor.ts"
 import { freshTables, pgClient } from "./support.ts"
 
 const T0 = 1_764_000_000_000
@@ -94,4 +97,43 @@ describe("PgInboxStore", () => {
       assert.strictEqual(yield* inbox.purge(T0 + 3, 10), 0)
       assert.isTrue(yield* inbox.exists({ consumer: "c", identity: "i3" }))
     }).pipe(Effect.provide(Live)))
+})
+
+describe("Inbox.processBatch on PostgreSQL", () => {
+  const WithInbox = Inbox.Inbox.layer.pipe(
+    Layer.provideMerge(Layer.mergeAll(PgInboxStore.layer, PgTransactor.layer)),
+    Layer.provideMerge(freshTables()),
+    Layer.provideMerge(pgClient())
+  )
+  const k = (n: number) => ({ consumer: "billing", identity: `event:pg-batch-${n}` })
+
+  it.effect("the business writes of the good messages commit, the failing one's do not, and it is not recorded", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const t = yield* PgTables
+      const orders = `"${t.schema}"."orders"`
+      yield* sql.unsafe(`CREATE TABLE ${orders} (n int PRIMARY KEY)`).unprepared
+      yield* sql.unsafe(`INSERT INTO ${orders} VALUES (3)`).unprepared // message 3's write will conflict
+      const write = (n: number) => sql.unsafe(`INSERT INTO ${orders} VALUES (${n})`)
+      const results = yield* Inbox.processBatch([1, 2, 3, 4].map((n) => ({ key: k(n), work: write(n) })))
+      assert.deepStrictEqual(results.map((exit) => Exit.isSuccess(exit) ? exit.value : "failed"), [
+        "processed",
+        "processed",
+        "failed",
+        "processed"
+      ])
+      const rows = yield* sql.unsafe<{ n: number }>(`SELECT n FROM ${orders} ORDER BY n`)
+      assert.deepStrictEqual(rows.map((r) => r.n), [1, 2, 3, 4])
+      const inbox = yield* InboxStore
+      const recorded = yield* Effect.forEach([1, 2, 3, 4], (n) => inbox.exists(k(n)))
+      assert.deepStrictEqual(recorded, [true, true, false, true])
+      // a redelivery of the whole batch runs only the failed one's work again
+      const again = yield* Inbox.processBatch([1, 2, 3, 4].map((n) => ({ key: k(n), work: Effect.void })))
+      assert.deepStrictEqual(again.map((exit) => Exit.isSuccess(exit) ? exit.value : "failed"), [
+        "already_processed",
+        "already_processed",
+        "processed",
+        "already_processed"
+      ])
+    }).pipe(Effect.provide(WithInbox)))
 })
