@@ -87,7 +87,8 @@ describe("a relay process killed with SIGKILL while draining", () => {
       Support.record({ scenario: `1 relay SIGKILL ×${kills}`, ...v, note: `${kills} kills; batch 100` })
       assert.strictEqual(v.lost, 0, `lost ${v.lostIds.join(", ")}`)
       assert.strictEqual(v.orderViolations, 0)
-      assert.isAtMost(v.duplicatesDelivered, kills * 100, "duplicates come only from batches in flight at a kill")
+      // At a kill, up to pipelineDepth (default 2) batches of 100 are in flight.
+      assert.isAtMost(v.duplicatesDelivered, kills * 200, "duplicates come only from batches in flight at a kill")
       assert.isAbove(kills, 0)
     } finally {
       await Support.dropSchema(stack, schema)
