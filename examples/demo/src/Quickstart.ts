@@ -1,4 +1,6 @@
-// The README's quick start, compiled and tested here (test/Quickstart.test.ts) so it never rots.
+// The README's quick start, compiled and tested here (test/Quickstart.test.ts) so it never rots:
+// the test checks this file is the README's block, with `export` added.
+// biome-ignore-all format: kept exactly as the README shows it
 import { KafkaOutbox } from "@effect-outbox/adapter-kafka"
 import { PgOutbox } from "@effect-outbox/adapter-pg"
 import { OutboxRuntime, Topic } from "@effect-outbox/core"
@@ -10,28 +12,27 @@ const OrderPlaced = Schema.Struct({ orderId: Schema.String, amountCents: Schema.
 export const Orders = Topic.make({ name: "orders", schema: OrderPlaced, key: (order) => order.orderId })
 
 // 2. Write your state and its event in ONE transaction: both commit, or neither.
-export const placeOrder = (order: typeof OrderPlaced.Type) =>
-  Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
-    yield* sql.withTransaction(Effect.gen(function*() {
-      yield* sql`INSERT INTO orders ${sql.insert({ id: order.orderId, amount_cents: order.amountCents })}`
-      yield* Topic.enqueue(Orders, order)
-    }))
-  })
+export const placeOrder = (order: typeof OrderPlaced.Type) => Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  yield* sql.withTransaction(Effect.gen(function*() {
+    yield* sql`INSERT INTO orders ${sql.insert({ id: order.orderId, amount_cents: order.amountCents })}`
+    yield* Topic.enqueue(Orders, order)
+  }))
+})
 
 // 3. Consume: the handler's writes commit with the inbox record (exactly-once effects);
-//    poison records go to orders.DLT after bounded retries.
+//    records that do not decode or keep failing go to orders.DLT after bounded retries.
 export const billing = OutboxRuntime.consumer(Topic.consumer(Orders, {
   groupId: "billing",
-  fromBeginning: true, // a new group reads what was published before it joined
-  handler: (message) =>
-    Effect.gen(function*() {
-      const sql = yield* SqlClient.SqlClient
-      yield* sql`INSERT INTO invoices ${sql.insert({ order_id: message.payload.orderId, event_id: message.idempotencyKey })}`
-    })
+  fromBeginning: true,
+  handler: (message) => Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    yield* sql`INSERT INTO invoices ${sql.insert({ order_id: message.payload.orderId, event_id: message.idempotencyKey })}`
+  })
 }))
 
-// 4. One layer runs relay, stale recovery, retention and the consumers (DATABASE_URL, KAFKA_BROKERS, OUTBOX_*).
+// 4. One layer runs the relay, stale recovery, retention and the consumers.
+//    Configured from the environment: DATABASE_URL, KAFKA_BROKERS, OUTBOX_* (see OutboxRuntime.config).
 export const OutboxLive = OutboxRuntime.layer({ consumers: [billing] }).pipe(
   Layer.provide(KafkaOutbox.layerConfig()), // the publisher stays inside: nothing publishes around the outbox
   Layer.provideMerge(PgOutbox.layerConfig) // your code shares the SqlClient and its transactions

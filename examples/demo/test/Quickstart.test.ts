@@ -1,6 +1,7 @@
 // The README's quick start runs: its producer and consumer, on the embedded PostgreSQL and the
 // in-memory broker instead of DATABASE_URL / KAFKA_BROKERS (adapters swap by swapping layers).
 
+import { readFileSync } from "node:fs"
 import { assert, describe, it } from "@effect/vitest"
 import { BrokerAdmin } from "@effect-outbox/core/BrokerAdmin"
 import * as OutboxRuntime from "@effect-outbox/core/OutboxRuntime"
@@ -15,6 +16,20 @@ import * as Services from "../src/Services.ts"
 const embedded: Services.Selection = { databaseUrl: undefined, kafkaBrokers: undefined }
 
 describe("quick start", () => {
+  it("src/Quickstart.ts is the README's quick start, word for word (plus `export`), about 20 lines of code", () => {
+    const readme = readFileSync(new URL("../../../README.md", import.meta.url), "utf8")
+    const block = /## Quick start[\s\S]*?```ts\n([\s\S]*?)```/.exec(readme)?.[1]
+    assert.isDefined(block, "README.md has a ```ts block under ## Quick start")
+    const source = readFileSync(new URL("../src/Quickstart.ts", import.meta.url), "utf8")
+      .split("\n")
+      .filter((line, i) => !(i < 3 && line.startsWith("//")))
+      .map((line) => line.replace(/^export /, ""))
+      .join("\n")
+    assert.strictEqual(source, block)
+    const code = block!.split("\n").filter((line) => line.trim() !== "" && !line.trim().startsWith("//"))
+    assert.isAtMost(code.length, 30)
+  })
+
   it.live(
     "an order and its event commit together; billing writes one invoice per order",
     () =>
