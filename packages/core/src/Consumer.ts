@@ -495,10 +495,11 @@ export const make = <S extends Schema.Top, E, R>(
     const attemptOnce = (
       record: ConsumerRecord,
       attempt: number,
-      tracked: { id: EventId | null }
+      tracked: { id: EventId | null },
+      lookup: (id: EventId) => Effect.Effect<Option.Option<OutboxMessage>, OutboxStoreError> = store.get
     ): Effect.Effect<RecordResult, unknown> =>
       Effect.gen(function* () {
-        const prepared = yield* prepare(record, attempt, tracked, store.get)
+        const prepared = yield* prepare(record, attempt, tracked, lookup)
         if (prepared._tag === "skip") return "skipped"
         return yield* finish(yield* inbox.processOnce(prepared.key, prepared.work), tracked)
       })
@@ -565,11 +566,15 @@ export const make = <S extends Schema.Top, E, R>(
     /**
      * Runs one record to its end: processed, skipped, or dead-lettered. `parked` when held back.
      * `first` is a try already made (in a batch): it counts as attempt 1 and is not repeated.
+     * `rows` are the local outbox rows read for the whole batch: attempt 1 decides from them
+     * (the transitions it makes are compare-and-set, so a row that moved since is seen then);
+     * retries read the row again.
      */
     const handleRecord = (
       state: PartitionState,
       record: ConsumerRecord,
-      first?: { readonly exit: Exit.Exit<RecordResult, unknown>; readonly tracked: { id: EventId | null } }
+      first?: { readonly exit: Exit.Exit<RecordResult, unknown>; readonly tracked: { id: EventId | null } },
+      rows?: ReadonlyMap<string, OutboxMessage>
     ) =>
       Effect.gen(function* () {
         if (parking && record.key !== null && first === undefined) {
@@ -583,7 +588,11 @@ export const make = <S extends Schema.Top, E, R>(
         const tracked: { id: EventId | null } = first?.tracked ?? { id: null }
         let replay = first?.exit
         const result = yield* Effect.suspend(() => {
-          if (replay === undefined) return attemptOnce(record, ++attempts, tracked)
+          if (replay === undefined) {
+            return ++attempts === 1 && rows !== undefined
+              ? attemptOnce(record, attempts, tracked, (id) => Effect.succeed(Option.fromNullishOr(rows.get(id))))
+              : attemptOnce(record, attempts, tracked)
+          }
           const exit = replay
           replay = undefined
           attempts++
@@ -681,17 +690,20 @@ export const make = <S extends Schema.Top, E, R>(
         }
         if (perBatch) yield* processInOneTransaction(state, batch.records)
         else {
+          // One read of the batch's local outbox rows instead of one per record (when it fails,
+          // each record reads its own).
+          const rows = Option.getOrUndefined(yield* Effect.option(lookupRows(batch.records)))
           for (const record of batch.records) {
             // Shutting down: leave the rest unfinished (uncommitted) for the next member.
             if (stopping) break
-            const result = yield* handleRecord(state, record)
+            const result = yield* handleRecord(state, record, undefined, rows)
             if (result === "done") markDone(state, BigInt(record.offset))
           }
         }
         yield* commitPartition(state)
       })
 
-    /** The local outbox rows of `records`, in one read (per-batch mode). */
+    /** The local outbox rows of `records`, in one read. */
     const lookupRows = (records: ReadonlyArray<ConsumerRecord>) =>
       Effect.gen(function* () {
         const rows = new Map<string, OutboxMessage>()
