@@ -45,7 +45,8 @@ Service.layer(options).pipe(
   Layer.provide(EmailProvider.layerFake()),
   Layer.provide(NodeHttpServer.layer(createServer, { port })),
   Layer.provide(topics),
-  // OTEL_EXPORTER_OTLP_ENDPOINT=http://localhost:4318 exports traces, metrics and logs.
+  // OTEL_EXPORTER_OTLP_ENDPOINT=http://localhost:4318 exports traces, metrics and logs over OTLP;
+  // OTEL_TRACES_EXPORTER=console prints spans and metrics through the OpenTelemetry SDK.
   Layer.provide(Observability.layer("order-service")),
   Layer.tap(() => Effect.log(`order service listening on http://localhost:${port}`)),
   Layer.launch,
