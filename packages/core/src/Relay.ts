@@ -21,7 +21,10 @@
  * This needs no rule of its own: by rule 1 a claim takes nothing of a key that has a
  * `DISPATCHING` row, and a batch's rows stay `DISPATCHING` until its mark commits, so two
  * batches in flight never share a key — for the store, the relay's own batches are exactly like
- * batches of two relays. Rows without a key are unordered anyway.
+ * batches of two relays. Rows without a key are unordered anyway. Each batch has a lease owner
+ * of its own (`<owner>#<n>`): a batch that outlives its lease (stale recovery requeued its rows
+ * and a later batch of this relay claimed them again) cannot fail or hand back rows it no longer
+ * holds, exactly as a stale relay could not.
  *
  * A relay interrupted mid-batch (a crash) leaves the rows of every batch in flight `DISPATCHING`
  * under its expiring lease; `StaleRecovery` finds them. A relay shut down gracefully
@@ -76,7 +79,11 @@ export type UnknownPartitionPolicy = "fail" | "sync"
  * @category models
  */
 export interface Settings {
-  /** Lease owner id; unique per relay instance. Default: `relay-` + random hex. */
+  /**
+   * The relay's id; unique per relay instance. Default: `relay-` + random hex. Each batch is
+   * leased to `<owner>#<n>` (n counts this relay's claims), so a batch's writes apply only to
+   * its own claim.
+   */
   readonly owner?: string
   /** Rows claimed per batch. */
   readonly batchSize: number
@@ -306,7 +313,7 @@ export const make = (settings: Partial<Settings> = {}): Effect.Effect<Relay> =>
     // The batches in flight, each as claimed. A batch leaves when it is settled or its step
     // fails (its rows then wait for stale recovery); an interrupted one stays, for
     // `releaseInFlight`.
-    const inFlight = yield* Ref.make<ReadonlyArray<ReadonlyArray<OutboxMessage>>>([])
+    const inFlight = yield* Ref.make<ReadonlyArray<Claimed>>([])
     const stopped = yield* Deferred.make<void>()
     // Claims started so far; a batch compares it at its end to learn whether a claim ran while
     // it held its keys.
@@ -314,14 +321,17 @@ export const make = (settings: Partial<Settings> = {}): Effect.Effect<Relay> =>
 
     const claimBatch = Effect.suspend(() => {
       const serial = ++claims
+      const lease = `${owner}#${serial}`
       return Transition.claim({
-        owner,
+        owner: lease,
         limit: s.batchSize,
         maxPerKey: s.maxPerKey,
         leaseMillis: Duration.toMillis(s.lease)
       }).pipe(
-        Effect.tap((rows) => (rows.length === 0 ? Effect.void : Ref.update(inFlight, (all) => [...all, rows]))),
-        Effect.map((rows) => ({ rows, serial }))
+        Effect.map((rows): Claimed => ({ rows, lease, serial })),
+        Effect.tap((claimed) =>
+          claimed.rows.length === 0 ? Effect.void : Ref.update(inFlight, (all) => [...all, claimed])
+        )
       )
     })
 
@@ -332,7 +342,7 @@ export const make = (settings: Partial<Settings> = {}): Effect.Effect<Relay> =>
         const hooks = yield* Hooks
         // Claiming and remembering the rows happen together, so an abandoned shutdown knows
         // exactly what to hand back.
-        const { rows, serial } = yield* Effect.uninterruptible(
+        const claimed = yield* Effect.uninterruptible(
           pipeline === undefined
             ? claimBatch
             : claimBatch.pipe(
@@ -340,10 +350,11 @@ export const make = (settings: Partial<Settings> = {}): Effect.Effect<Relay> =>
                 Effect.tapError((error) => Deferred.fail(pipeline.claimed, error))
               )
         )
+        const { lease, rows, serial } = claimed
         if (rows.length === 0) return emptyResult
-        const result = yield* Effect.andThen(hooks.at("afterClaim", owner, rows), dispatch(rows, hooks)).pipe(
+        const result = yield* Effect.andThen(hooks.at("afterClaim", owner, rows), dispatch(rows, lease, hooks)).pipe(
           Effect.onExit((exit) =>
-            Exit.hasInterrupts(exit) ? Effect.void : Ref.update(inFlight, (all) => all.filter((b) => b !== rows))
+            Exit.hasInterrupts(exit) ? Effect.void : Ref.update(inFlight, (all) => all.filter((b) => b !== claimed))
           )
         )
         // A claim that ran while this batch was in flight skipped its keys (rule 1). They are
@@ -355,7 +366,7 @@ export const make = (settings: Partial<Settings> = {}): Effect.Effect<Relay> =>
 
     const runOnce: Effect.Effect<BatchResult, OutboxStoreError, Requirements> = batch()
 
-    const dispatch = (rows: ReadonlyArray<OutboxMessage>, hooks: HooksShape) =>
+    const dispatch = (rows: ReadonlyArray<OutboxMessage>, lease: string, hooks: HooksShape) =>
       Effect.gen(function* () {
         // Rule 2: per key, send only while the destination stays that of the key's first row.
         const firstDestination = new Map<string, string>()
@@ -385,7 +396,7 @@ export const make = (settings: Partial<Settings> = {}): Effect.Effect<Relay> =>
         const failures: Array<Transition.PublishFailure> = []
         const heldBack: Array<Transition.Released> = notSent.map((row) => ({
           id: row.id,
-          owner,
+          owner: lease,
           reason: "held back: an earlier row of its key goes to another destination"
         }))
         let retried = 0
@@ -395,7 +406,11 @@ export const make = (settings: Partial<Settings> = {}): Effect.Effect<Relay> =>
           const outcome = outcomes[i]!
           const blocker = row.key === null ? undefined : failedKey.get(row.key)
           if (blocker !== undefined) {
-            heldBack.push({ id: row.id, owner, reason: `held back behind failed row ${blocker} of key ${row.key}` })
+            heldBack.push({
+              id: row.id,
+              owner: lease,
+              reason: `held back behind failed row ${blocker} of key ${row.key}`
+            })
             continue
           }
           if (Result.isSuccess(outcome)) {
@@ -403,7 +418,7 @@ export const make = (settings: Partial<Settings> = {}): Effect.Effect<Relay> =>
             continue
           }
           if (row.key !== null) failedKey.set(row.key, row.id)
-          const failure = yield* classify(row, outcome.failure, now)
+          const failure = yield* classify(row, outcome.failure, now, lease)
           failures.push(failure)
           if (failure.retryAt === null) failed++
           else retried++
@@ -464,13 +479,13 @@ export const make = (settings: Partial<Settings> = {}): Effect.Effect<Relay> =>
       }).pipe(Effect.withSpan(Telemetry.spans.publish, { attributes: { "outbox.batch_size": rows.length } }))
 
     // Decides a failed row's fate: retry at a backoff time, or FAILURE with a reason.
-    const classify = (row: OutboxMessage, error: PublishError, now: number) =>
+    const classify = (row: OutboxMessage, error: PublishError, now: number, lease: string) =>
       Effect.gen(function* () {
         const attempts = row.attempts + 1
         const reason = describe(error)
         const give = (why: string): Transition.PublishFailure => ({
           id: row.id,
-          owner,
+          owner: lease,
           attempts,
           reason: why,
           retryAt: null
@@ -493,7 +508,7 @@ export const make = (settings: Partial<Settings> = {}): Effect.Effect<Relay> =>
         const delay = yield* retryDelay(s.backoff, attempts)
         if (Option.isNone(delay))
           return give(`gave up after ${attempts} attempts (backoff schedule finished): ${reason}`)
-        return { id: row.id, owner, attempts, reason, retryAt: now + Math.max(0, Math.round(delay.value)) }
+        return { id: row.id, owner: lease, attempts, reason, retryAt: now + Math.max(0, Math.round(delay.value)) }
       })
 
     // R3.3 "sync": make the broker's partition count cover the partition. Returns an error text,
@@ -552,12 +567,13 @@ export const make = (settings: Partial<Settings> = {}): Effect.Effect<Relay> =>
       owner,
       runOnce,
       run,
-      inFlight: Effect.map(Ref.get(inFlight), (batches) => batches.flat()),
+      inFlight: Effect.map(Ref.get(inFlight), (batches) => batches.flatMap((b) => b.rows)),
       releaseInFlight: Effect.gen(function* () {
-        const rows = (yield* Ref.getAndSet(inFlight, [])).flat()
-        if (rows.length > 0) {
-          yield* Transition.releaseClaimed(rows.map((row) => ({ id: row.id, owner, reason: "relay shut down" })))
-        }
+        const batches = yield* Ref.getAndSet(inFlight, [])
+        const moves = batches.flatMap((b) =>
+          b.rows.map((row) => ({ id: row.id, owner: b.lease, reason: "relay shut down" }))
+        )
+        if (moves.length > 0) yield* Transition.releaseClaimed(moves)
       }),
       // internal: the graceful stop signal
       [stopKey]: stopped
@@ -565,6 +581,13 @@ export const make = (settings: Partial<Settings> = {}): Effect.Effect<Relay> =>
   })
 
 const stopKey = Symbol.for("@effect-outbox/core/Relay/stop")
+
+// A claimed batch: its rows, the lease owner they are held under, and the claim's number.
+interface Claimed {
+  readonly rows: ReadonlyArray<OutboxMessage>
+  readonly lease: string
+  readonly serial: number
+}
 
 // How a batch run by the pipelined loop talks back to it.
 interface Pipeline {

@@ -2,6 +2,7 @@
 // per-key order across them, the bound, the self wake-up after a batch that held keys, and
 // shutdown / crash with more than one batch outstanding.
 import { assert, describe, it } from "@effect/vitest"
+import { RetriablePublishError } from "@effect-outbox/core/Errors"
 import * as Outbox from "@effect-outbox/core/Outbox"
 import type { OutboxMessage } from "@effect-outbox/core/OutboxMessage"
 import { Publisher, type PublishRequest } from "@effect-outbox/core/Publisher"
@@ -13,9 +14,10 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
+import * as Result from "effect/Result"
 import * as Scope from "effect/Scope"
 import * as TestClock from "effect/testing/TestClock"
-import { draft, logTexts, makeWorld, rows } from "./support/outboxEnv.ts"
+import { draft, logTexts, makeWorld, row, rows } from "./support/outboxEnv.ts"
 
 type World = Effect.Success<ReturnType<typeof makeWorld>>
 
@@ -245,15 +247,71 @@ describe("Relay pipelining", () => {
         yield* Fiber.interrupt(fiber) // the crash: nothing is handed back
         const held = yield* rows(world.database)
         assert.strictEqual(count(held, "DISPATCHING"), 4)
-        for (const r of held) {
-          assert.strictEqual(r.leaseOwner, "r1")
-          assert.strictEqual(r.leaseExpiresAt, 5_000)
-        }
+        // Each batch is leased under its own owner id: the relay's, numbered by claim.
+        assert.deepStrictEqual([...new Set(held.map((r) => r.leaseOwner))].sort(), ["r1#1", "r1#2"])
+        for (const r of held) assert.strictEqual(r.leaseExpiresAt, 5_000)
         assert.strictEqual((yield* relay.inFlight).length, 4, "the relay still knows every row it held")
         yield* TestClock.adjust("5001 millis")
         const recovered = yield* StaleRecovery.runOnce()
         assert.strictEqual(recovered.requeued, 4)
         assert.strictEqual(count(yield* rows(world.database), "PENDING"), 4)
+      })
+    )
+  )
+
+  it.effect("a batch that outlived its lease cannot fail a row a later batch of the same relay re-claimed", () =>
+    inWorld((world) =>
+      Effect.gen(function* () {
+        const id = yield* Outbox.enqueue(draft("a", 1))
+        const inner = yield* Publisher
+        const stuck = yield* Deferred.make<void>() // holds the first batch after its claim
+        const sending = yield* Deferred.make<void>() // holds the second batch's publish
+        let claimsSeen = 0
+        let calls = 0
+        const hooks: Relay.HooksShape = {
+          at: (point) => (point === "afterClaim" && ++claimsSeen === 1 ? Deferred.await(stuck) : Effect.void)
+        }
+        const publisher = {
+          publish: (requests: ReadonlyArray<PublishRequest>) =>
+            ++calls === 1
+              ? Effect.andThen(Deferred.await(sending), inner.publish(requests))
+              : Effect.succeed(
+                  requests.map((r) => Result.fail(new RetriablePublishError({ topic: r.topic, reason: "injected" })))
+                )
+        }
+        const relay = yield* Relay.make({
+          owner: "r1",
+          pipelineDepth: 2,
+          lease: Duration.seconds(1),
+          publishTimeout: Duration.millis(500),
+          pollInterval: Duration.millis(100)
+        })
+        const fiber = yield* Effect.forkChild(
+          relay.run.pipe(Effect.provideService(Relay.Hooks, hooks), Effect.provideService(Publisher, publisher))
+        )
+        yield* settle
+        assert.strictEqual((yield* row(world.database, id)).leaseOwner, "r1#1")
+        // The first batch hangs past its lease; stale recovery finds no record and requeues the
+        // row; the relay's next poll claims it again, and that batch waits in its publish.
+        yield* TestClock.adjust("1001 millis")
+        assert.strictEqual((yield* StaleRecovery.runOnce()).requeued, 1)
+        yield* TestClock.adjust("100 millis")
+        yield* settle
+        const reclaimed = yield* row(world.database, id)
+        assert.strictEqual(reclaimed.status, "DISPATCHING")
+        assert.notStrictEqual(reclaimed.leaseOwner, "r1#1")
+        // The stale batch wakes up, its publish fails: its failure write must not apply.
+        yield* Deferred.succeed(stuck, undefined)
+        yield* settle
+        const untouched = yield* row(world.database, id)
+        assert.strictEqual(untouched.status, "DISPATCHING")
+        assert.strictEqual(untouched.leaseOwner, reclaimed.leaseOwner)
+        assert.strictEqual(untouched.attempts, 0)
+        yield* Deferred.succeed(sending, undefined)
+        yield* settle
+        assert.strictEqual((yield* row(world.database, id)).status, "PUBLISHED")
+        assert.deepStrictEqual(yield* logTexts(world.broker), ["a:1"], "sent once")
+        yield* Fiber.interrupt(fiber)
       })
     )
   )

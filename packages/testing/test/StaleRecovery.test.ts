@@ -127,7 +127,7 @@ describe("StaleRecovery (R3)", () => {
         const hooks: StaleRecovery.HooksShape = {
           afterProbe: () =>
             Effect.gen(function* () {
-              yield* Transition.requeueStale([{ id, staleOwner: "crashed" }])
+              yield* Transition.requeueStale([{ id, staleOwner: "crashed#1" }]) // the crashed relay's first batch
               yield* Transition.claim({ owner: "other", limit: 1, maxPerKey: 1, leaseMillis: 30_000 })
             }).pipe(Effect.orDie, Effect.provideService(OutboxStore, store))
         }
