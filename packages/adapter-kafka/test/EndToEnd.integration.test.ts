@@ -65,20 +65,22 @@ describe("end to end on PostgreSQL and Kafka", () => {
         ).unprepared
 
         // Two consumer-group members and two relays, all running before the first event exists.
+        // One member commits a transaction per record, the other one per fetched batch.
         const groupId = `adapter-kafka-e2e-${randomUUID()}`
-        const consumer = (name: string) =>
+        const consumer = (name: string, transaction: "per-record" | "per-batch") =>
           Consumer.make({
             groupId,
             topics: [topic],
             schema: Event,
             fromBeginning: true,
+            transaction,
             handler: (m) =>
               sql`INSERT INTO ${sql.literal(effects)} (event_id, key, seq) VALUES (${m.eventId}::uuid, ${m.payload.key}, ${m.payload.seq})`.pipe(
                 Effect.asVoid
               )
           }).pipe(Effect.annotateLogs({ member: name }))
-        yield* consumer("a")
-        yield* consumer("b")
+        yield* consumer("a", "per-record")
+        yield* consumer("b", "per-batch")
         yield* Relay.start({ owner: "relay-1", batchSize: 200 })
         yield* Relay.start({ owner: "relay-2", batchSize: 200 })
 
