@@ -140,7 +140,23 @@ export const processedTotal = Metric.counter("outbox_inbox_processed_total", {
   incremental: true
 })
 
-const count = (outcome: Outcome | "failed") => Metric.update(Metric.withAttributes(processedTotal, { outcome }), 1)
+const byOutcome = {
+  processed: Metric.withAttributes(processedTotal, { outcome: "processed" }),
+  already_processed: Metric.withAttributes(processedTotal, { outcome: "already_processed" }),
+  failed: Metric.withAttributes(processedTotal, { outcome: "failed" })
+}
+const count = (outcome: Outcome | "failed", n = 1) => Metric.update(byOutcome[outcome], n)
+
+// A batch's outcomes counted with one update per outcome.
+const countAll = (results: ReadonlyArray<Exit.Exit<Outcome, unknown>>) =>
+  Effect.suspend(() => {
+    const tally = { processed: 0, already_processed: 0, failed: 0 }
+    for (const exit of results) tally[Exit.isSuccess(exit) ? exit.value : "failed"]++
+    return Effect.all(
+      Object.entries(tally).flatMap(([outcome, n]) => (n > 0 ? [count(outcome as Outcome | "failed", n)] : [])),
+      { discard: true }
+    )
+  })
 
 /**
  * @since 0.1.0
@@ -259,7 +275,7 @@ export class Inbox extends Context.Service<
       return {
         processOnce: <E, R>(key: ProcessedKey, work: Effect.Effect<unknown, E, R>) =>
           once(key, work).pipe(
-            Effect.tap(count),
+            Effect.tap((outcome) => count(outcome)),
             Effect.tapError(() => count("failed")),
             Effect.withSpan("outbox.inbox.process_once", {
               attributes: { "outbox.consumer": key.consumer, "outbox.identity": key.identity }
@@ -267,9 +283,7 @@ export class Inbox extends Context.Service<
           ),
         processBatch: <E, R>(entries: ReadonlyArray<Entry<E, R>>, options?: BatchOptions) =>
           batch(entries, options?.stopAtFailure ?? false).pipe(
-            Effect.tap((results) =>
-              Effect.forEach(results, (exit) => count(Exit.isSuccess(exit) ? exit.value : "failed"), { discard: true })
-            ),
+            Effect.tap(countAll),
             Effect.withSpan("outbox.inbox.process_batch", {
               attributes: { "outbox.batch_size": entries.length }
             })

@@ -5,6 +5,7 @@ import { Transactor } from "@effect-outbox/core/Transactor"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
+import * as Metric from "effect/Metric"
 import * as Ref from "effect/Ref"
 import * as Schema from "effect/Schema"
 import * as InMemoryDatabase from "../src/InMemoryDatabase.ts"
@@ -180,6 +181,28 @@ describe("Inbox.processBatch", () => {
       assert.deepStrictEqual([...keys].sort(), [InMemoryDatabase.processedKey("billing", k(1).identity)])
       // 1 ran in the rolled-back try and again in its own batch; 3 never ran
       assert.deepStrictEqual(yield* Ref.get(ran), [1, 1])
+    }).pipe(Effect.provide(TestLayer))
+  )
+
+  it.effect("outbox_inbox_processed_total counts each entry's final outcome once", () =>
+    Effect.gen(function* () {
+      const counter = (outcome: string) =>
+        Effect.map(Metric.value(Metric.withAttributes(Inbox.processedTotal, { outcome })), (v) => v.count)
+      const before = yield* Effect.all([counter("processed"), counter("already_processed"), counter("failed")])
+      yield* Inbox.processOnce(k(2), Effect.void)
+      yield* Inbox.processBatch([
+        { key: k(1), work: Effect.void },
+        { key: k(2), work: Effect.void },
+        { key: k(3), work: Effect.fail(fails(3)) },
+        { key: k(4), work: Effect.void }
+      ])
+      const after = yield* Effect.all([counter("processed"), counter("already_processed"), counter("failed")])
+      // processOnce 1 processed; the batch 2 processed (1, 4), 1 already processed, 1 failed —
+      // the rolled-back try is not counted
+      assert.deepStrictEqual(
+        after.map((n, i) => n - before[i]!),
+        [3, 1, 1]
+      )
     }).pipe(Effect.provide(TestLayer))
   )
 
