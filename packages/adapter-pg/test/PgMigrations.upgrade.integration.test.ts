@@ -72,10 +72,10 @@ describe("PgMigrations: 2 -> 3 on a populated table", () => {
       assert.deepStrictEqual(upgraded, [[3, "hot_path"]])
       assert.deepStrictEqual(yield* indexesOf(schema), [
         "outbox_message_dispatching_idx",
-        "outbox_message_finished_idx",
         "outbox_message_pending_idx",
         "outbox_message_pending_key_idx",
-        "outbox_message_pkey"
+        "outbox_message_pkey",
+        "outbox_message_status_idx"
       ])
       const [options] = yield* sql<{ reloptions: ReadonlyArray<string> }>`SELECT reloptions FROM pg_class
         WHERE oid = ${`"${schema}"."outbox_message"`}::regclass`

@@ -215,7 +215,9 @@ export const layerPg: Layer.Layer<ReadModel, never, SqlClient.SqlClient | PgTabl
       countPurgeable: (statuses, olderThan) =>
         sql
           .unsafe<{ n: number }>(
-            `SELECT count(*)::int AS n FROM ${t.message} WHERE status = ANY (string_to_array($1::text, ',')) AND updated_at < to_timestamp($2::float8 / 1000)`,
+            // the NOT IN (a no-op: purge takes finished statuses only) lets the planner use the
+            // adapter's partial (status, updated_at) index, whose predicate it is (migration 3)
+            `SELECT count(*)::int AS n FROM ${t.message} WHERE status = ANY (string_to_array($1::text, ',')) AND status NOT IN ('PENDING', 'DISPATCHING') AND updated_at < to_timestamp($2::float8 / 1000)`,
             [statuses.join(","), olderThan]
           )
           .withoutTransform.pipe(

@@ -13,11 +13,27 @@ export const statusList = [
 ] as const
 
 /**
- * The statuses the `(status, updated_at)` index holds (migration 3): the ones retention may purge
- * (`PUBLISHED` and the terminal ones, see core's `Retention.validate`). Queries that want that
- * index name them literally, so the planner can prove its predicate.
+ * The relay's working statuses. Since migration 3 the `(status, updated_at)` index leaves them
+ * out (`WHERE status NOT IN (…)`): inserts and claims write no entry there, while retention, the
+ * stats and operator listings, which read the other statuses, still find every row they need.
+ * Queries that want that index spell the condition out, so the planner can prove its predicate.
  */
-export const finishedStatuses = ["PUBLISHED", "SUCCESS", "PUSHED_FAILURE", "FAILURE"] as const
+export const queuedStatuses = ["PENDING", "DISPATCHING"] as const
+
+/** `status NOT IN ('PENDING', 'DISPATCHING')`: the predicate of `message_status_idx`. */
+export const notQueued = (column: string) => `${column} NOT IN (${queuedStatuses.map((s) => `'${s}'`).join(", ")})`
+
+/**
+ * Rows per status as `(status, n)`, statuses without rows left out. Each part is counted from a
+ * partial index (`status_idx`, `pending_idx`, `dispatching_idx`), never by reading the table:
+ * `stats` is sampled into gauges on a schedule.
+ */
+export const countByStatus = (t: Tables) =>
+  `SELECT status, count(*)::int AS n FROM ${t.message} WHERE ${notQueued("status")} GROUP BY status
+   UNION ALL
+   SELECT 'PENDING', count(*)::int FROM ${t.message} WHERE status = 'PENDING' HAVING count(*) > 0
+   UNION ALL
+   SELECT 'DISPATCHING', count(*)::int FROM ${t.message} WHERE status = 'DISPATCHING' HAVING count(*) > 0`
 
 /** Epoch millis (a float8 expression) to timestamptz; exact at millisecond precision. */
 export const fromMillis = (expression: string) => `to_timestamp((${expression})::float8 / 1000)`
