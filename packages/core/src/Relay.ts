@@ -240,6 +240,18 @@ export const retryDelay = (
 
 type Requirements = OutboxStore | Publisher
 
+// Whether some key has `maxPerKey` rows in the batch (its prefix may go on in PENDING).
+const cutAtMaxPerKey = (rows: ReadonlyArray<OutboxMessage>, maxPerKey: number): boolean => {
+  const perKey = new Map<string, number>()
+  for (const row of rows) {
+    if (row.key === null) continue
+    const n = (perKey.get(row.key) ?? 0) + 1
+    if (n >= maxPerKey) return true
+    perKey.set(row.key, n)
+  }
+  return false
+}
+
 const destination = (row: OutboxMessage) => `${row.topic}\u0000${row.partition ?? "*"}`
 
 const describe = (error: PublishError): string => {
@@ -357,10 +369,13 @@ export const make = (settings: Partial<Settings> = {}): Effect.Effect<Relay> =>
             Exit.hasInterrupts(exit) ? Effect.void : Ref.update(inFlight, (all) => all.filter((b) => b !== claimed))
           )
         )
-        // A claim that ran while this batch was in flight skipped its keys (rule 1). They are
-        // free now: ask the loop for another claim instead of leaving their next rows to the
-        // poll interval.
-        if (pipeline !== undefined && claims > serial && rows.some((row) => row.key !== null)) yield* pipeline.wake
+        // Rows of this batch's keys may wait behind it: a claim that ran while it was in flight
+        // skipped its keys (rule 1), or a key was cut at `maxPerKey`. The keys are free now: ask
+        // the loop for another claim instead of leaving those rows to the poll interval.
+        const keyed = rows.some((row) => row.key !== null)
+        if (pipeline !== undefined && ((keyed && claims > serial) || cutAtMaxPerKey(rows, s.maxPerKey))) {
+          yield* pipeline.wake
+        }
         return result
       }).pipe(Effect.withSpan(Telemetry.spans.relayBatch, { attributes: { "outbox.owner": owner } }))
 

@@ -182,6 +182,34 @@ describe("Relay pipelining", () => {
     )
   )
 
+  it.effect("a key cut at maxPerKey is claimed again once its batch is marked, not at the next poll", () =>
+    inWorld((world) =>
+      Effect.gen(function* () {
+        yield* Outbox.enqueue([draft("a", 1), draft("a", 2), draft("a", 3), draft("b", 1)])
+        for (const pipelineDepth of [1, 2]) {
+          const scope = yield* Scope.make()
+          yield* Relay.start({
+            owner: `r${pipelineDepth}`,
+            batchSize: 10,
+            maxPerKey: 1,
+            pipelineDepth,
+            pollInterval: Duration.hours(1)
+          }).pipe(Scope.provide(scope))
+          yield* settle
+          yield* Scope.close(scope, Exit.void)
+          assert.strictEqual(count(yield* rows(world.database), "PUBLISHED"), pipelineDepth === 1 ? 4 : 8)
+          if (pipelineDepth === 1) {
+            yield* Outbox.enqueue([draft("a", 4), draft("a", 5), draft("a", 6), draft("b", 2)])
+          }
+        }
+        assert.deepStrictEqual(
+          (yield* logTexts(world.broker)).filter((t) => t.startsWith("a:")),
+          ["a:1", "a:2", "a:3", "a:4", "a:5", "a:6"]
+        )
+      })
+    )
+  )
+
   it.effect("graceful shutdown waits for every batch in flight", () =>
     inWorld((world) =>
       Effect.gen(function* () {
