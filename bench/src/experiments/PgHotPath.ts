@@ -6,12 +6,12 @@
  *   before  migrations 1-2 as they were: claim function v2, five indexes, the generic jsonb mark;
  *   stmts   the same five indexes, the new claim function and the mark's fast path (statements only);
  *   after   migration 3: the new claim function, three message indexes, the mark's fast path.
- * Each round claims 100 (maxPerKey 100) and marks them PUBLISHED through core's Transition helper
+ * Each round claims a batch (default 100, maxPerKey the same) and marks them PUBLISHED through core's Transition helper
  * on every side, in a rotating order, until the backlogs are drained. Then the write path: one-row
  * enqueue transactions (with the wake-up NOTIFY folded into the insert) at 1 and 4 clients, in
  * alternating 2-second slices. Finally a check that the three sides claimed the same rows.
  *
- *   node bench/src/experiments/PgHotPath.ts [--backlog 20000] [--write-seconds 20]
+ *   node bench/src/experiments/PgHotPath.ts [--backlog 20000] [--batch 100] [--write-seconds 20]
  */
 
 import * as PgTypes from "@effect/sql-pg/PgTypes"
@@ -37,6 +37,7 @@ const arg = (name: string, fallback: number) => {
 }
 const BACKLOG = arg("backlog", 20_000)
 const WRITE_SECONDS = arg("write-seconds", 20)
+const BATCH = arg("batch", 100)
 
 const runtime = ManagedRuntime.make(Env.pgLayer(6))
 const run = <A, E>(effect: Effect.Effect<A, E, SqlClient.SqlClient>) => runtime.runPromise(effect)
@@ -105,7 +106,7 @@ let offset = 0
 const batch = (p: Prepared) =>
   Effect.gen(function* () {
     const t0 = performance.now()
-    const rows = yield* Transition.claim({ owner: "bench", limit: 100, maxPerKey: 100, leaseMillis: 60_000 })
+    const rows = yield* Transition.claim({ owner: "bench", limit: BATCH, maxPerKey: BATCH, leaseMillis: 60_000 })
     const t1 = performance.now()
     if (rows.length === 0) return 0
     const outcomes = yield* Transition.markPublished(
@@ -132,7 +133,7 @@ while (left > 0) {
 }
 const ms = (xs: ReadonlyArray<number>) =>
   `${Stats.fmt(Stats.median(xs), 2)} ms (p90 ${Stats.fmt(Stats.quantile(xs, 0.9), 2)})`
-console.log(`claim + mark, ${BACKLOG} rows, batch 100, ${round - 1} rounds (median per batch):`)
+console.log(`claim + mark, ${BACKLOG} rows, batch ${BATCH}, ${round - 1} rounds (median per batch):`)
 for (const side of sides)
   console.log(`  ${side.padEnd(7)} claim ${ms(times[side].claim)}  mark ${ms(times[side].mark)}`)
 for (const side of ["stmts", "after"] as const) {

@@ -4,7 +4,7 @@ import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as SqlClient from "effect/sql/SqlClient"
-import { candidateScan, countByStatus, keyHead, keyPrefixUpTo } from "../src/internal/sql.ts"
+import { candidateHeads, countByStatus, keyHead, keyPrefixUpTo } from "../src/internal/sql.ts"
 import { fastStatement } from "../src/internal/transition.ts"
 import * as PgOutboxStore from "../src/PgOutboxStore.ts"
 import { PgTables } from "../src/PgTables.ts"
@@ -31,7 +31,7 @@ describe("claim query plans at 100k rows", () => {
       assert.strictEqual(n, 100_000)
 
       const queries = {
-        candidates: `${candidateScan(t, "$1")} LIMIT 100`,
+        candidates: candidateHeads(t, "$1", "3000"),
         head: `${keyHead(t, "'user-42'")} -- $1`,
         prefix: keyPrefixUpTo(t, "'user-42'", "$1", "10", "90000"),
         inFlight: `SELECT 1 FROM ${t.message} d WHERE d.key = 'user-42' AND d.status = 'DISPATCHING'`,
@@ -80,6 +80,8 @@ describe("claim query plans at 100k rows", () => {
       assert.match(plans["candidates/force_generic_plan"]!, /message_pending_idx/)
       // the in-flight hint probes only DISPATCHING rows (per key, or hashed once)
       assert.match(plans["candidates/force_generic_plan"]!, /message_dispatching_idx/)
+      // the head check probes the key's own waiting rows
+      assert.match(plans["candidates/force_generic_plan"]!, /message_pending_key_idx/)
       assert.match(plans["purge/force_custom_plan"]!, /message_status_idx/)
       for (const mode of ["force_custom_plan", "force_generic_plan"]) {
         assert.match(plans[`head/${mode}`]!, /message_pending_key_idx/)

@@ -134,6 +134,19 @@ describe("PgOutboxStore", () => {
       assert.deepStrictEqual(second.map((m) => m.id), [k1[2]!.id])
     }).pipe(Effect.provide(StoreLive())))
 
+  it.effect("a key blocked by a row backing off takes no slot: the batch fills with other keys", () =>
+    Effect.gen(function*() {
+      const store = yield* OutboxStore
+      // k0's head is backing off; its later rows are available (and come first in the candidate
+      // scan), but the key has nothing to give.
+      const k0 = [draft({ key: "k0", availableAt: T0 + 60_000 }), draft({ key: "k0", availableAt: T0 - 2 }),
+        draft({ key: "k0", availableAt: T0 - 1 })]
+      const others = [draft({ key: "k1" }), draft({ key: "k2" }), draft({ key: "k3" })]
+      yield* store.insert([...k0, ...others])
+      const claimed = yield* store.claim(claimReq({ limit: 2 }))
+      assert.deepStrictEqual(claimed.map((m) => m.id), [others[0]!.id, others[1]!.id])
+    }).pipe(Effect.provide(StoreLive())))
+
   it.effect("claim refuses REPEATABLE READ, where its second snapshot would not be fresh", () =>
     Effect.gen(function*() {
       const store = yield* OutboxStore

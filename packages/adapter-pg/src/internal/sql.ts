@@ -145,6 +145,25 @@ export const claimFunctionV2 = (t: Tables) =>
    $claim$`
 
 /**
+ * The claim's candidate scan since migration 3: as {@link candidateScan}, but a keyed row is a
+ * candidate only when it is its key's head (no earlier `PENDING` row of the key, available or
+ * backing off), so every key comes up at most once — the loop needs no list of keys seen (which
+ * made it quadratic in the batch size) — and a key blocked by a row backing off is never locked.
+ * The `LIMIT` bounds the rows read, before the filter: a hot key with a long backlog cannot turn
+ * a claim into a table scan.
+ */
+export const candidateHeads = (t: Tables, now: string, readLimit: string) =>
+  `SELECT c.id, c.key FROM (
+      SELECT m.id, m.key, m.seq FROM ${t.message} m
+       WHERE m.status = 'PENDING' AND m.available_at <= ${now}
+       ORDER BY m.available_at, m.seq
+       LIMIT ${readLimit}
+    ) c
+    WHERE c.key IS NULL OR (
+      NOT EXISTS (SELECT 1 FROM ${t.message} d WHERE d.key = c.key AND d.status = 'DISPATCHING')
+      AND NOT EXISTS (SELECT 1 FROM ${t.message} e WHERE e.key = c.key AND e.status = 'PENDING' AND e.seq < c.seq))`
+
+/**
  * One key's head: its first `PENDING` row in `seq` order (one entry of the `(key, seq) WHERE
  * PENDING` index).
  */
@@ -190,10 +209,8 @@ export const claimFunction = (t: Tables) =>
    DECLARE
      candidate record;
      locked_keys text[] := '{}';
-     seen_keys text[] := '{}';
      unkeyed uuid[] := '{}';
      slots integer := 0;
-     scanned integer := 0;
    BEGIN
      IF p_limit <= 0 OR p_max_per_key <= 0 THEN
        RETURN;
@@ -204,22 +221,17 @@ export const claimFunction = (t: Tables) =>
        RAISE EXCEPTION 'outbox claim needs READ COMMITTED, the transaction is %',
          current_setting('transaction_isolation') USING ERRCODE = '25000';
      END IF;
-     -- Phase 1: discover and lock. The LIMIT is the loop's own exit bound (without it the cursor
-     -- is planned as a sort of every PENDING row).
-     FOR candidate IN ${candidateScan(t, "p_now")} LIMIT LEAST(p_limit, 100000) * 20 + 1000 LOOP
-       scanned := scanned + 1;
+     -- Phase 1: discover and lock. Each key comes up once, at its head; the scan reads at most
+     -- limit * 20 + 1000 rows (a hot key with a long backlog must not make it a table scan).
+     FOR candidate IN ${candidateHeads(t, "p_now", "LEAST(p_limit, 100000) * 20 + 1000")} LOOP
        IF candidate.key IS NULL THEN
          unkeyed := unkeyed || candidate.id;
          slots := slots + 1;
-       ELSIF NOT (candidate.key = ANY (seen_keys)) THEN
-         seen_keys := seen_keys || candidate.key;
-         IF pg_try_advisory_xact_lock(${t.locks.claimKey}, hashtext(candidate.key)) THEN
-           locked_keys := locked_keys || candidate.key;
-           slots := slots + 1;
-         END IF;
+       ELSIF pg_try_advisory_xact_lock(${t.locks.claimKey}, hashtext(candidate.key)) THEN
+         locked_keys := locked_keys || candidate.key;
+         slots := slots + 1;
        END IF;
-       -- Bounded: a hot key with a long backlog must not turn one claim into a table scan.
-       EXIT WHEN slots >= p_limit OR scanned >= LEAST(p_limit, 100000) * 20 + 1000;
+       EXIT WHEN slots >= p_limit;
      END LOOP;
      IF slots = 0 THEN
        RETURN;
@@ -228,7 +240,7 @@ export const claimFunction = (t: Tables) =>
      RETURN QUERY
      WITH heads AS (
        SELECT k.key, h.seq
-         FROM unnest(locked_keys) AS k(key)
+         FROM (SELECT DISTINCT u.key FROM unnest(locked_keys) AS u(key)) AS k
          CROSS JOIN LATERAL (${keyHead(t, "k.key")}) h
         WHERE h.available_at <= p_now
           AND NOT EXISTS (SELECT 1 FROM ${t.message} d WHERE d.key = k.key AND d.status = 'DISPATCHING')
