@@ -14,6 +14,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
+import type * as Layer from "effect/Layer"
 import * as Result from "effect/Result"
 import * as Scope from "effect/Scope"
 import * as TestClock from "effect/testing/TestClock"
@@ -21,7 +22,10 @@ import { draft, logTexts, makeWorld, row, rows } from "./support/outboxEnv.ts"
 
 type World = Effect.Success<ReturnType<typeof makeWorld>>
 
-const inWorld = <A, E>(body: (world: World) => Effect.Effect<A, E, any>, topics?: Record<string, number>) =>
+const inWorld = <A, E>(
+  body: (world: World) => Effect.Effect<A, E, Layer.Success<World["layer"]>>,
+  topics?: Record<string, number>
+) =>
   Effect.gen(function* () {
     const world = yield* makeWorld(topics)
     return yield* body(world).pipe(Effect.provide(world.layer))
