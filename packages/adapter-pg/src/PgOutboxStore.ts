@@ -84,6 +84,12 @@ const validateInsert = (messages: ReadonlyArray<NewOutboxMessage>, maxPayloadByt
   return undefined
 }
 
+const fastEncodable = (r: TransitionRequest) =>
+  isUuid(r.id) &&
+  (r.patch.receipt === undefined ||
+    (Number.isInteger(r.patch.receipt.partition) && r.patch.receipt.partition >= -2147483648 &&
+      r.patch.receipt.partition <= 2147483647))
+
 /** Splits a batch into rounds of distinct ids, so a repeated id is applied after the first. */
 const rounds = (requests: ReadonlyArray<TransitionRequest>) => {
   const out: Array<Array<readonly [TransitionRequest, number]>> = []
@@ -126,7 +132,9 @@ export const make = (options: Options = {}) =>
     // match, the generic statement only for the rest (already advanced, rejected, missing).
     const transitionRound = (round: Round) => {
       const shape = uniform(round.map(([request]) => request))
-      if (shape === undefined) return generic(round)
+      // Anything the typed arrays cannot carry (not a UUID, a partition outside int4) fails in the
+      // generic statement, as a typed error, exactly as it did before the fast path.
+      if (shape === undefined || !round.every(([r]) => fastEncodable(r))) return generic(round)
       const sorted = [...round].sort(([a], [b]) => a.id.toLowerCase() < b.id.toLowerCase() ? -1 : 1)
       const fast = sql.unsafe<{ id: string }>(fastSql, [
         typedArray(sorted.map(([r]) => r.id), PgTypes.OID.uuid),

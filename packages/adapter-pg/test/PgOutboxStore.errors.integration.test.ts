@@ -5,6 +5,7 @@ import { OutboxStore } from "@effect-outbox/core/OutboxStore"
 import { PgClient } from "@effect/sql-pg"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import { randomUUID } from "node:crypto"
 import * as PgOutboxStore from "../src/PgOutboxStore.ts"
@@ -53,6 +54,26 @@ describe("PgOutboxStore under contention and failure", () => {
         yield* store.claim({ owner: "r", limit: 100, maxPerKey: 100, leaseMillis: 1_000, now: T0 })
       }
     }).pipe(Effect.provide(StoreLive)), 60_000)
+
+  it.effect("a transition naming a non-UUID id fails typed, fast path or not, and changes nothing", () =>
+    Effect.gen(function*() {
+      const store = yield* OutboxStore
+      const [a] = [message()]
+      yield* store.insert([a!])
+      yield* store.claim({ owner: "r", limit: 100, maxPerKey: 100, leaseMillis: 1_000, now: T0 })
+      const mark = (id: string) => ({
+        id: id as EventId, from: ["DISPATCHING"] as const, to: "PUBLISHED" as const, now: T0 + 1,
+        patch: { receipt: { topic: "t", partition: 0, offset: "1" } }
+      })
+      // a uniform round (the fast path's shape) and a mixed one (the generic statement)
+      for (const batch of [[mark(a!.id), mark("not-a-uuid")], [mark(a!.id), { ...mark("not-a-uuid"), to: "FAILURE" as const }]]) {
+        const error = yield* Effect.flip(store.transition(batch))
+        assert.strictEqual(error._tag, "OutboxStoreError")
+        assert.strictEqual(error.operation, "outbox.transition")
+        assert.isFalse(error.retriable)
+      }
+      assert.strictEqual(Option.getOrThrow(yield* store.get(a!.id)).status, "DISPATCHING")
+    }).pipe(Effect.provide(StoreLive)))
 
   it.effect("an unreachable database surfaces as a retriable OutboxStoreError naming the operation", () =>
     Effect.gen(function*() {
