@@ -6,7 +6,7 @@
  * (LogAppendTime) latency at `--rate` events/s with the LISTEN/NOTIFY wake-up, depth 1 vs 2 vs
  * raw kafkajs produce at the same rate (scenario 2's method). See docs/performance.md.
  *
- *   node bench/src/experiments/RelayPipeline.ts [--reps 6] [--backlog 5000]
+ *   node bench/src/experiments/RelayPipeline.ts [--reps 6] [--backlog 5000] [--only "relay depth 1,relay depth 2"]
  *   node bench/src/experiments/RelayPipeline.ts --latency [--reps 4] [--rate 1000] [--seconds 4]
  */
 import * as Relay from "@effect-outbox/core/Relay"
@@ -14,6 +14,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Scope from "effect/Scope"
+import * as Cpu from "../Cpu.ts"
 import * as Env from "../Env.ts"
 import * as Library from "../Library.ts"
 import * as Raw from "../Raw.ts"
@@ -51,8 +52,10 @@ const topic = async () => {
 /** Per batch (keyed by its first row): publish = after claim → after publish; mark = → after mark. */
 interface Timing {
   batches: number
+  rows: number
   publish: number
   mark: number
+  cpu: Array<Cpu.CpuUse>
 }
 const timings = new Map<string, Timing>()
 const timingHooks = (timing: Timing): Relay.HooksShape => {
@@ -63,8 +66,10 @@ const timingHooks = (timing: Timing): Relay.HooksShape => {
         const id = rows[0]!.id
         const now = performance.now()
         const last = open.get(id)
-        if (point === "afterClaim") open.set(id, now)
-        else if (last !== undefined && point === "afterPublish") {
+        if (point === "afterClaim") {
+          open.set(id, now)
+          timing.rows += rows.length
+        } else if (last !== undefined && point === "afterPublish") {
           timing.publish += now - last
           open.set(id, now)
         } else if (last !== undefined) {
@@ -92,12 +97,13 @@ async function finish(): Promise<never> {
 
 const drain = async (stack: Library.Stack, depth: number, kafka: boolean): Promise<number> => {
   const label = `${kafka ? "relay" : "no-kafka sink"} depth ${depth}`
-  const timing = timings.get(label) ?? { batches: 0, publish: 0, mark: 0 }
+  const timing = timings.get(label) ?? { batches: 0, rows: 0, publish: 0, mark: 0, cpu: [] }
   timings.set(label, timing)
   const t = await topic()
   await Library.truncate(watcher)
   await Library.fillBacklog(watcher, t, backlog)
   const scope = await stack.run(Scope.make())
+  const before = Cpu.snapshot()
   const started = performance.now()
   await stack.run(
     Relay.start(relaySettings(depth, 50)).pipe(
@@ -107,6 +113,7 @@ const drain = async (stack: Library.Stack, depth: number, kafka: boolean): Promi
   )
   while ((await Library.unpublished(watcher)) > 0) await Env.sleep(20)
   const elapsed = performance.now() - started
+  timing.cpu.push(Cpu.between(before, Cpu.snapshot()))
   await stack.run(Scope.close(scope, Exit.void))
   if (kafka) {
     const landed = await Env.topicRecords(admin, t)
@@ -121,7 +128,16 @@ const raw = async () => {
   return (backlog / ms) * 1000
 }
 
-const variants: Array<[string, () => Promise<number>]> = [
+const avgCpu = (cs: ReadonlyArray<Cpu.CpuUse>): Cpu.CpuUse => ({
+  node: cs.reduce((sum, c) => sum + c.node, 0) / cs.length,
+  postgres: cs.reduce((sum, c) => sum + c.postgres, 0) / cs.length,
+  kafka: cs.reduce((sum, c) => sum + c.kafka, 0) / cs.length
+})
+
+// --only a,b: a subset of the variants by name prefix (raw sendBatch always runs: it is the baseline).
+const onlyArg = process.argv.indexOf("--only")
+const only = onlyArg === -1 ? undefined : process.argv[onlyArg + 1]!.split(",")
+const allVariants: Array<[string, () => Promise<number>]> = [
   ["raw sendBatch 100", raw],
   ["relay depth 1", () => drain(kafkaRelay, 1, true)],
   ["relay depth 2", () => drain(kafkaRelay, 2, true)],
@@ -129,6 +145,9 @@ const variants: Array<[string, () => Promise<number>]> = [
   ["no-kafka sink depth 1", () => drain(sinkRelay, 1, false)],
   ["no-kafka sink depth 2", () => drain(sinkRelay, 2, false)]
 ]
+const variants = allVariants.filter(
+  ([name]) => name.startsWith("raw") || only === undefined || only.some((o) => name.startsWith(o))
+)
 
 const relaySettings = (depth: number, pollMillis: number) => ({
   batchSize,
@@ -250,7 +269,7 @@ for (const [name] of variants) {
   const per =
     t === undefined || t.batches === 0
       ? ""
-      : `  per batch: publish ${(t.publish / t.batches).toFixed(1)} ms, mark ${(t.mark / t.batches).toFixed(1)} ms`
+      : `  per batch (${Math.round(t.rows / t.batches)} rows): publish ${(t.publish / t.batches).toFixed(1)} ms, mark ${(t.mark / t.batches).toFixed(1)} ms; ${Cpu.fmtCpu(avgCpu(t.cpu))}`
   console.log(
     `${name.padEnd(24)} ${fmt(rates.get(name)!, 0).padEnd(24)} msg/s  ×${fmt(ratios.get(name)!, 2)} raw  ×${fmt(vsDepth1.get(name)!, 2)} depth 1${per}`
   )
