@@ -254,6 +254,24 @@ export const suite = (name: string, options: Options): void => {
     )
 
     test(
+      "a key whose retried head is available later than thousands of its younger rows is still claimed",
+      Effect.gen(function* () {
+        // After a broker outage: each key's head was retried (availableAt pushed out), while the
+        // rows enqueued during the outage became available before it, and there are more of them
+        // than a claim reads in one scan (limit * 20 + 1000 for the PostgreSQL store).
+        const store = yield* OutboxStore
+        const head = yield* newMessage({ key: "a", availableAt: T0 + 100 })
+        const younger = yield* newMessages(Array.from({ length: 1_100 }, () => ({ key: "a" })))
+        yield* store.insert([head, ...younger])
+        assert.deepStrictEqual(ids(yield* store.claim(claimRequest({ limit: 1 }))), [])
+        const claimed = yield* store.claim(claimRequest({ limit: 1, maxPerKey: 3, now: T0 + 100 }))
+        assert.deepStrictEqual(ids(claimed), [head.id])
+        const more = yield* store.claim(claimRequest({ owner: "relay-b", limit: 5, now: T0 + 100 }))
+        assert.deepStrictEqual(ids(more), [], "nothing more of the key while its head is in flight")
+      })
+    )
+
+    test(
       "null keys are unordered; PREQUEUED and FAILURE rows neither get claimed nor block their key",
       Effect.gen(function* () {
         const store = yield* OutboxStore

@@ -145,32 +145,34 @@ export const claimFunctionV2 = (t: Tables) =>
    $claim$`
 
 /**
- * The claim's candidate scan since migration 3: as {@link candidateScan}, but a keyed row is a
- * candidate only when it is its key's head (no earlier `PENDING` row of the key, available or
- * backing off), so every key comes up at most once — the loop needs no list of keys seen (which
- * made it quadratic in the batch size) — and a key blocked by a row backing off is never locked.
- * The `LIMIT` bounds the rows read, before the filter: a hot key with a long backlog cannot turn
- * a claim into a table scan; and a run of one key's rows is dropped by comparing each row with
- * the one read before it (`lag`, no probe), so such a key costs one probe, not one per row.
+ * The claim's candidate scan since migration 3: the first `readLimit` available `PENDING` rows in
+ * availability order, one candidate per key (at the key's first row in that order) plus every
+ * key-less row. A key is a candidate only when nothing of it is `DISPATCHING` and its *head* (its
+ * first `PENDING` row by `seq`, wherever that sits in the scan) is available: a key blocked by a
+ * row backing off is never locked. The loop needs no list of keys seen (which made it quadratic
+ * in the batch size), and each key costs one head probe however many of its rows the scan read.
+ *
+ * The head is looked up, not required to be in the scan: a retried head is available later than
+ * the key's younger rows, so after a broker outage every key's head can sit behind thousands of
+ * its own later rows. Requiring the scanned row to be the head starved such keys for good (found
+ * by the broker-outage fault test: 5,700 rows PENDING, every claim empty).
  */
 export const candidateHeads = (t: Tables, now: string, readLimit: string) =>
   `SELECT c.id, c.key FROM (
-      SELECT m.id, m.key, m.seq,
-             lag(m.key) OVER w AS prev_key, lag(m.seq) OVER w AS prev_seq
-        FROM ${t.message} m
-       WHERE m.status = 'PENDING' AND m.available_at <= ${now}
-      WINDOW w AS (ORDER BY m.available_at, m.seq)
-       ORDER BY m.available_at, m.seq
-       LIMIT ${readLimit}
+      SELECT DISTINCT ON (r.key IS NULL, COALESCE(r.key, r.id::text)) r.id, r.key, r.pos
+        FROM (SELECT m.id, m.key, row_number() OVER (ORDER BY m.available_at, m.seq) AS pos
+                FROM ${t.message} m
+               WHERE m.status = 'PENDING' AND m.available_at <= ${now}
+               ORDER BY m.available_at, m.seq
+               LIMIT ${readLimit}) r
+       ORDER BY r.key IS NULL, COALESCE(r.key, r.id::text), r.pos
     ) c
     WHERE c.key IS NULL OR (
-      -- cheap first: the row just read is an earlier row of the same key (a hot key's run)
-      NOT (c.prev_key IS NOT DISTINCT FROM c.key AND c.prev_seq < c.seq)
-      AND NOT EXISTS (SELECT 1 FROM ${t.message} d WHERE d.key = c.key AND d.status = 'DISPATCHING')
-      -- the key's head, as an ordered LIMIT 1 (an index read even for a key holding most rows,
-      -- where the planner would take "NOT EXISTS an earlier row" as a sequential scan)
-      AND c.seq = (SELECT e.seq FROM ${t.message} e WHERE e.key = c.key AND e.status = 'PENDING'
-                    ORDER BY e.seq LIMIT 1))`
+      NOT EXISTS (SELECT 1 FROM ${t.message} d WHERE d.key = c.key AND d.status = 'DISPATCHING')
+      -- the key's head, as an ordered LIMIT 1 (an index read even for a key holding most rows)
+      AND (SELECT e.available_at FROM ${t.message} e WHERE e.key = c.key AND e.status = 'PENDING'
+            ORDER BY e.seq LIMIT 1) <= ${now})
+    ORDER BY c.pos`
 
 /**
  * One key's head: its first `PENDING` row in `seq` order (one entry of the `(key, seq) WHERE
@@ -230,7 +232,7 @@ export const claimFunction = (t: Tables) =>
        RAISE EXCEPTION 'outbox claim needs READ COMMITTED, the transaction is %',
          current_setting('transaction_isolation') USING ERRCODE = '25000';
      END IF;
-     -- Phase 1: discover and lock. Each key comes up once, at its head; the scan reads at most
+     -- Phase 1: discover and lock. Each key comes up once, with an available head; the scan reads at most
      -- limit * 20 + 1000 rows (a hot key with a long backlog must not make it a table scan).
      FOR candidate IN ${candidateHeads(t, "p_now", "LEAST(p_limit, 100000) * 20 + 1000")} LOOP
        IF candidate.key IS NULL THEN

@@ -103,13 +103,18 @@ describe("the Kafka broker stopped for 20 s mid-run", () => {
     const broker = Support.privateBroker({
       port: Number(process.env.FAULTS_KAFKA_PORT ?? 19092),
       controllerPort: Number(process.env.FAULTS_KAFKA_CONTROLLER_PORT ?? 19093),
-      state: join(tmpdir(), `effect-outbox-faults-broker-${process.pid}`)
+      // One fixed directory: a broker left running by an aborted run is found and stopped first.
+      state: join(tmpdir(), "effect-outbox-faults-broker")
     })
+    await broker.down()
     rmSync(broker.state, { recursive: true, force: true })
     await broker.up()
     const schema = Support.uniqueName("faults_broker")
     const topic = Support.uniqueName("faults-broker")
     let stack: Support.Stack | undefined
+    // Stopped in `finally` as well: a relay left running would hold the stack open and the test
+    // would hang in its cleanup instead of reporting why it failed.
+    let stopRelay: (() => Promise<void>) | undefined
     try {
       await Support.createTopics(broker.brokers, [topic])
       stack = await Support.makeStack({ schema, brokers: broker.brokers })
@@ -122,7 +127,7 @@ describe("the Kafka broker stopped for 20 s mid-run", () => {
             `SELECT count(*)::int AS n FROM ${t.message} WHERE status IN (${statuses})`
           )
         )[0]!.n
-      const stopRelay = await s.runPromise(Scope.make()).then(async (scope) => {
+      stopRelay = await s.runPromise(Scope.make()).then(async (scope) => {
         await s.runPromise(
           Relay.start({
             batchSize: 100,
@@ -163,6 +168,7 @@ describe("the Kafka broker stopped for 20 s mid-run", () => {
       }
       const drainedAt = Date.now()
       await stopRelay()
+      stopRelay = undefined
 
       const failed = await count("'FAILURE'")
       const retried = (
@@ -189,6 +195,7 @@ describe("the Kafka broker stopped for 20 s mid-run", () => {
       assert.strictEqual(v.orderViolations, 0)
       assert.strictEqual(await count("'PUBLISHED'"), ids.length)
     } finally {
+      if (stopRelay !== undefined) await stopRelay()
       if (stack !== undefined) {
         await Support.dropSchema(stack, schema)
         await stack.dispose()
