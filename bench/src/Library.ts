@@ -338,6 +338,47 @@ export const startRetention = async (
   return () => stack.run(Scope.close(scope, Exit.void))
 }
 
+/** Whether the server runs autovacuum (`SHOW autovacuum`). */
+export const autovacuumOn = (stack: Stack): Promise<boolean> =>
+  stack.run(
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const rows = yield* sql<{ autovacuum: string }>`SHOW autovacuum`
+      return rows[0]?.autovacuum === "on"
+    })
+  )
+
+/**
+ * Vacuums the outbox table every `everyMs` until the returned function is called: autovacuum's
+ * stand-in on a server that runs without it. A VACUUM that cannot remove rows (the xmin horizon
+ * held back) still runs, as autovacuum would.
+ */
+export const startVacuumLoop = (stack: Stack, everyMs: number): (() => Promise<void>) => {
+  let stopped = false
+  let wake: () => void = () => undefined
+  const loop = (async () => {
+    while (!stopped) {
+      await new Promise<void>((resolve) => {
+        wake = resolve
+        setTimeout(resolve, everyMs)
+      })
+      if (stopped) break
+      await stack.run(
+        Effect.gen(function* () {
+          const sql = yield* SqlClient.SqlClient
+          const t = yield* PgTables.PgTables
+          yield* sql.unsafe(`VACUUM ${t.message}`).unprepared
+        })
+      )
+    }
+  })()
+  return async () => {
+    stopped = true
+    wake()
+    await loop
+  }
+}
+
 /**
  * Opens a transaction that takes a transaction id and sits idle, holding back the xmin horizon
  * (VACUUM cannot remove anything deleted after it) until the returned function is called.

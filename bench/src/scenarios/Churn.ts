@@ -5,8 +5,12 @@
  * (as a long report query would), so VACUUM cannot reclaim what retention deletes; the relay's
  * achieved throughput in that half is compared with the first half.
  *
- * The issue asks for 10 minutes; the default here is 2 minutes (`--churn-seconds 600` for the
- * full length).
+ * The issue asks for 10 minutes: that is the default of a full run (`--churn-seconds N` to
+ * shorten it; `--quick` runs 20 s).
+ *
+ * A server running with `autovacuum = off` (this project's CI machine does) never reclaims what
+ * retention deletes, so no size can plateau. There the scenario vacuums the outbox table itself
+ * every 10 s, standing in for autovacuum, and says so in its note.
  */
 import * as Cpu from "../Cpu.ts"
 import * as Env from "../Env.ts"
@@ -33,6 +37,9 @@ export const run = async (options: Options): Promise<void> => {
   const relay = await Library.makeStack({ schema, pgConnections: 3 })
   const stopRelay = await Library.startRelay(relay, { batchSize: 100, pollMillis: 1000 })
   const stopRetention = await Library.startRetention(relay, 5_000, 1_000)
+  const stopVacuum = (await Library.autovacuumOn(writer)) ? undefined : Library.startVacuumLoop(writer, 10_000)
+  const vacuumNote =
+    stopVacuum === undefined ? "autovacuum on" : "autovacuum is off on this server: the run vacuums the table every 10 s"
 
   const samples: Array<{
     t: number
@@ -97,6 +104,7 @@ export const run = async (options: Options): Promise<void> => {
   await releaseHold()
   await sample(options.seconds)
   const end = await Library.tableSizes(writer)
+  await stopVacuum?.()
   await stopRetention()
   await stopRelay()
 
@@ -114,7 +122,7 @@ export const run = async (options: Options): Promise<void> => {
     },
     target: "bounded (normal half plateaus)",
     met: total(normalEnd) <= total(plateauStart) * 1.25,
-    note: `figures: end (start–peak). Normal half: ${mb(total(plateauStart)).toFixed(1)} MB at ${plateauStart.t.toFixed(0)} s → ${mb(total(normalEnd)).toFixed(1)} MB at ${half} s (${normalEnd.rows} rows); after the held-back half: ${mb(end.table).toFixed(1)} table + ${mb(end.indexes).toFixed(1)} index + ${mb(end.toast).toFixed(1)} toast MB, ${end.rows} rows`
+    note: `${vacuumNote}. figures: end (start–peak). Normal half: ${mb(total(plateauStart)).toFixed(1)} MB at ${plateauStart.t.toFixed(0)} s → ${mb(total(normalEnd)).toFixed(1)} MB at ${half} s (${normalEnd.rows} rows); after the held-back half: ${mb(end.table).toFixed(1)} table + ${mb(end.indexes).toFixed(1)} index + ${mb(end.toast).toFixed(1)} toast MB, ${end.rows} rows`
   })
   const row = Report.pair(
     {

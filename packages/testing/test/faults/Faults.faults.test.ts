@@ -127,7 +127,7 @@ describe("the Kafka broker stopped for 20 s mid-run", () => {
             `SELECT count(*)::int AS n FROM ${t.message} WHERE status IN (${statuses})`
           )
         )[0]!.n
-      stopRelay = await s.runPromise(Scope.make()).then(async (scope) => {
+      const stop = await s.runPromise(Scope.make()).then(async (scope) => {
         await s.runPromise(
           Relay.start({
             batchSize: 100,
@@ -139,6 +139,7 @@ describe("the Kafka broker stopped for 20 s mid-run", () => {
         )
         return () => s.runPromise(Scope.close(scope, Exit.void))
       })
+      stopRelay = stop
 
       // 200 events/s for 35 s; the broker is down from 5 s to 25 s.
       const ids: Array<string> = []
@@ -167,8 +168,8 @@ describe("the Kafka broker stopped for 20 s mid-run", () => {
         await Support.sleep(200)
       }
       const drainedAt = Date.now()
-      await stopRelay()
       stopRelay = undefined
+      await stop()
 
       const failed = await count("'FAILURE'")
       const retried = (
