@@ -87,6 +87,9 @@ describe("end to end on PostgreSQL and Kafka", () => {
         // Enqueue in transactions of 50; every fifth transaction rolls back.
         const committed = new Map<string, { key: string; seq: number }>()
         const rolledBack = new Set<string>()
+        // When each committed event's transaction began (at the latest) and committed (at the
+        // earliest we know), and its place in it: the order the library owes (docs/ordering.md).
+        const placeOf = new Map<string, { tx: number; began: number; ended: number; index: number }>()
         const transactions = Math.ceil(EVENTS / PER_TRANSACTION)
         yield* Effect.forEach(
           Array.from({ length: transactions }, (_, t) => t),
@@ -103,17 +106,33 @@ describe("end to end on PostgreSQL and Kafka", () => {
                 if (t % ROLLBACK_EVERY === ROLLBACK_EVERY - 1)
                   return yield* Effect.fail("rolled back on purpose" as const)
               })
+              const began = performance.now()
               const outcome = yield* Effect.result(transactor.withTransaction(work))
+              const ended = performance.now()
               drafts.forEach((d, j) => {
                 const event = JSON.parse(text(d.payload)) as { key: string; seq: number }
-                if (outcome._tag === "Success") committed.set(ids[j]!, event)
-                else rolledBack.add(ids[j]!)
+                if (outcome._tag === "Success") {
+                  committed.set(ids[j]!, event)
+                  placeOf.set(ids[j]!, { tx: t, began, ended, index: j })
+                } else rolledBack.add(ids[j]!)
               })
             }),
           { concurrency: 4, discard: true }
         )
-        // Transactions run 4 at a time, so per key the creation order is the commit order of their
-        // transactions, not `seq`: remember each key's ids in the outbox's insertion order.
+        // Transactions run 4 at a time and share keys. Per key, `a` must come before `b` when both
+        // are in one transaction in that order, or when `a`'s transaction committed before `b`'s
+        // began; overlapping transactions have no order between them.
+        const mustPrecede = (a: string, b: string) => {
+          const pa = placeOf.get(a)!
+          const pb = placeOf.get(b)!
+          return pa.tx === pb.tx ? pa.index < pb.index : pa.ended < pb.began
+        }
+        const inOrder = (sequence: ReadonlyArray<string>) => {
+          for (let i = 0; i < sequence.length; i++)
+            for (let j = i + 1; j < sequence.length; j++)
+              if (mustPrecede(sequence[j]!, sequence[i]!)) return `${sequence[j]} must precede ${sequence[i]}`
+          return undefined
+        }
         const stored = yield* sql<{
           id: string
           key: string
@@ -160,15 +179,19 @@ describe("end to end on PostgreSQL and Kafka", () => {
             firstSeen.set(id, { key: r.key!, partition: r.partition, offset: BigInt(r.offset) })
         }
         assert.strictEqual(firstSeen.size, committed.size, "every committed event reached the broker")
+        let ordered = 0
         for (const [key, ids] of creationOrder) {
           const placed = ids.map((id) => firstSeen.get(id)!)
           assert.strictEqual(new Set(placed.map((p) => p.partition)).size, 1, `${key} stays on one partition`)
-          for (let i = 1; i < placed.length; i++)
-            assert.isTrue(placed[i - 1]!.offset < placed[i]!.offset, `${key} published in creation order`)
+          const published = [...ids].sort((a, b) => Number(firstSeen.get(a)!.offset - firstSeen.get(b)!.offset))
+          assert.isUndefined(inOrder(published), `${key} published in order`)
           // …and its effects were applied in that order too.
           const appliedOrder = rows.filter((r) => r.key === key).map((r) => r.event_id)
-          assert.deepStrictEqual(appliedOrder, ids, `${key} effects in creation order`)
+          assert.isUndefined(inOrder(appliedOrder), `${key} effects in order`)
+          for (let i = 1; i < ids.length; i++) if (mustPrecede(ids[i - 1]!, ids[i]!)) ordered++
         }
+        // The check has teeth: most neighbouring pairs of a key are ordered ones.
+        assert.isAbove(ordered, committed.size / 2)
         yield* Effect.logInfo(
           `e2e: ${committed.size} committed, ${rolledBack.size} rolled back, ${records.length} records on the broker`
         )

@@ -96,15 +96,19 @@ describe("trace context on PostgreSQL and Kafka", () => {
           assert.strictEqual(publish.attributes.get("messaging.kafka.message.offset"), records[0]!.offset)
           assert.strictEqual(parentId(handler), enqueue.spanId)
         }).pipe(
-          // Leave the shared services as we found them, pass or fail.
+          Effect.provide(runtime),
+          Effect.scoped,
+          // Leave the shared services as we found them, pass or fail; once the runtime has shut
+          // down, so its relay does not poll a schema that is gone.
           Effect.ensuring(
             Effect.flatMap(
               Effect.service(SqlClient.SqlClient),
               (sql) => sql.unsafe(`DROP SCHEMA "${schema}" CASCADE`).unprepared
-            ).pipe(Effect.ignore)
+            ).pipe(
+              Effect.provide(PgClient.layer({ url: Redacted.make(services.databaseUrl), maxConnections: 1 })),
+              Effect.ignore
+            )
           ),
-          Effect.provide(runtime),
-          Effect.scoped,
           Effect.ensuring(
             Effect.promise(async () => {
               const admin = new Kafkajs.Kafka({
