@@ -353,30 +353,15 @@ export const autovacuumOn = (stack: Stack): Promise<boolean> =>
  * stand-in on a server that runs without it. A VACUUM that cannot remove rows (the xmin horizon
  * held back) still runs, as autovacuum would.
  */
-export const startVacuumLoop = (stack: Stack, everyMs: number): (() => Promise<void>) => {
-  let stopped = false
-  let wake: () => void = () => undefined
-  const loop = (async () => {
-    while (!stopped) {
-      await new Promise<void>((resolve) => {
-        wake = resolve
-        setTimeout(resolve, everyMs)
-      })
-      if (stopped) break
-      await stack.run(
-        Effect.gen(function* () {
-          const sql = yield* SqlClient.SqlClient
-          const t = yield* PgTables.PgTables
-          yield* sql.unsafe(`VACUUM ${t.message}`).unprepared
-        })
-      )
-    }
-  })()
-  return async () => {
-    stopped = true
-    wake()
-    await loop
-  }
+export const startVacuumLoop = async (stack: Stack, everyMs: number): Promise<() => Promise<void>> => {
+  const scope = await stack.run(Scope.make())
+  const vacuum = Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const t = yield* PgTables.PgTables
+    yield* sql.unsafe(`VACUUM ${t.message}`).unprepared
+  })
+  await stack.run(Effect.forkIn(Effect.forever(Effect.andThen(Effect.sleep(Duration.millis(everyMs)), vacuum)), scope))
+  return () => stack.run(Scope.close(scope, Exit.void))
 }
 
 /**

@@ -37,7 +37,7 @@ export const run = async (options: Options): Promise<void> => {
   const relay = await Library.makeStack({ schema, pgConnections: 3 })
   const stopRelay = await Library.startRelay(relay, { batchSize: 100, pollMillis: 1000 })
   const stopRetention = await Library.startRetention(relay, 5_000, 1_000)
-  const stopVacuum = (await Library.autovacuumOn(writer)) ? undefined : Library.startVacuumLoop(writer, 10_000)
+  const stopVacuum = (await Library.autovacuumOn(writer)) ? undefined : await Library.startVacuumLoop(writer, 10_000)
   const vacuumNote =
     stopVacuum === undefined ? "autovacuum on" : "autovacuum is off on this server: the run vacuums the table every 10 s"
 
