@@ -254,7 +254,7 @@ export const suite = (name: string, options: Options): void => {
     )
 
     test(
-      "a key whose retried head is available later than thousands of its younger rows is still claimed",
+      "a key whose retried head is available after more of its younger rows than one scan reads is still claimed",
       Effect.gen(function* () {
         // After a broker outage: each key's head was retried (availableAt pushed out), while the
         // rows enqueued during the outage became available before it, and there are more of them

@@ -112,8 +112,8 @@ describe("the Kafka broker stopped for 20 s mid-run", () => {
     const schema = Support.uniqueName("faults_broker")
     const topic = Support.uniqueName("faults-broker")
     let stack: Support.Stack | undefined
-    // Stopped in `finally` as well: a relay left running would hold the stack open and the test
-    // would hang in its cleanup instead of reporting why it failed.
+    // Stopped in `finally` as well (closing its scope again is a no-op): a relay left running
+    // would hold the stack open and the test would hang in its cleanup instead of reporting.
     let stopRelay: (() => Promise<void>) | undefined
     try {
       await Support.createTopics(broker.brokers, [topic])
@@ -168,7 +168,6 @@ describe("the Kafka broker stopped for 20 s mid-run", () => {
         await Support.sleep(200)
       }
       const drainedAt = Date.now()
-      stopRelay = undefined
       await stop()
 
       const failed = await count("'FAILURE'")
@@ -196,7 +195,7 @@ describe("the Kafka broker stopped for 20 s mid-run", () => {
       assert.strictEqual(v.orderViolations, 0)
       assert.strictEqual(await count("'PUBLISHED'"), ids.length)
     } finally {
-      if (stopRelay !== undefined) await stopRelay()
+      await stopRelay?.()
       if (stack !== undefined) {
         await Support.dropSchema(stack, schema)
         await stack.dispose()
