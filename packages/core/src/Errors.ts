@@ -86,6 +86,25 @@ export class RetriablePublishError extends Schema.TaggedError<RetriablePublishEr
 }
 
 /**
+ * The broker could not be reached or could not take records right now (connection refused or
+ * closed, request timeout, no leader, not coordinator, broker shutting down). It says nothing
+ * about the record itself, so the relay retries with backoff and jitter **without counting an
+ * attempt**: an outage of any length does not spend the attempt budget (issue #12, H1). Like a
+ * timeout, it does not prove the record is absent from the broker.
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export class BrokerUnavailableError extends Schema.TaggedError<BrokerUnavailableError>()("BrokerUnavailableError", {
+  topic: Schema.String,
+  reason: Schema.String
+}) {
+  override get message() {
+    return `publish to ${this.topic} failed (broker unavailable): ${this.reason}`
+  }
+}
+
+/**
  * The broker will never accept the record as it is (record too large, topic does not exist,
  * authorisation). Retrying is pointless.
  *
@@ -122,7 +141,11 @@ export class UnknownPartitionError extends Schema.TaggedError<UnknownPartitionEr
  * @since 0.1.0
  * @category errors
  */
-export type PublishError = RetriablePublishError | PermanentPublishError | UnknownPartitionError
+export type PublishError =
+  | RetriablePublishError
+  | BrokerUnavailableError
+  | PermanentPublishError
+  | UnknownPartitionError
 
 /**
  * Looking for a record on the broker failed; the caller cannot tell whether it is there.

@@ -257,6 +257,7 @@ const destination = (row: OutboxMessage) => `${row.topic}\u0000${row.partition ?
 const describe = (error: PublishError): string => {
   switch (error._tag) {
     case "RetriablePublishError":
+    case "BrokerUnavailableError":
     case "PermanentPublishError":
       return `${error._tag}: ${error.reason}`
     case "UnknownPartitionError":
