@@ -6,6 +6,7 @@
  */
 import {
   BrokerAdminError,
+  BrokerUnavailableError,
   ConsumerSourceError,
   PermanentPublishError,
   ProbeError,
@@ -64,6 +65,64 @@ export const producerStateTypes: ReadonlySet<string> = new Set([
   "INVALID_PRODUCER_ID_MAPPING",
   "PRODUCER_FENCED"
 ])
+
+/**
+ * Broker answers that say the broker cannot take records right now (no leader, coordinator
+ * moving or loading, too few in-sync replicas, a network or storage failure on its side):
+ * nothing about the record. Kafka spells some of them two ways (kafkajs keeps the old names).
+ *
+ * @since 0.2.0
+ * @category classification
+ */
+export const unavailableProtocolTypes: ReadonlySet<string> = new Set([
+  "LEADER_NOT_AVAILABLE",
+  "NOT_LEADER_FOR_PARTITION",
+  "NOT_LEADER_OR_FOLLOWER",
+  "REQUEST_TIMED_OUT",
+  "BROKER_NOT_AVAILABLE",
+  "NETWORK_EXCEPTION",
+  "NOT_COORDINATOR",
+  "NOT_COORDINATOR_FOR_GROUP",
+  "COORDINATOR_NOT_AVAILABLE",
+  "GROUP_COORDINATOR_NOT_AVAILABLE",
+  "COORDINATOR_LOAD_IN_PROGRESS",
+  "GROUP_LOAD_IN_PROGRESS",
+  "NOT_ENOUGH_REPLICAS",
+  "NOT_ENOUGH_REPLICAS_AFTER_APPEND",
+  "KAFKA_STORAGE_ERROR",
+  "FENCED_LEADER_EPOCH",
+  "UNKNOWN_LEADER_EPOCH",
+  "NOT_CONTROLLER"
+])
+
+/**
+ * kafkajs errors of the client side of an outage: no connection, no answer in time, no broker
+ * or metadata to send with.
+ *
+ * @since 0.2.0
+ * @category classification
+ */
+export const unavailableNames: ReadonlySet<string> = new Set([
+  "KafkaJSConnectionError",
+  "KafkaJSConnectionClosedError",
+  "KafkaJSRequestTimeoutError",
+  "KafkaJSTimeout",
+  "KafkaJSLockTimeout",
+  "KafkaJSNoBrokerAvailableError",
+  "KafkaJSBrokerNotFound",
+  "KafkaJSMetadataNotLoaded",
+  "KafkaJSTopicMetadataNotLoaded",
+  "KafkaJSGroupCoordinatorNotFound"
+])
+
+/**
+ * Broker verdicts on a record batch's size. On a batch of several records they mean "split and
+ * send again"; on one record alone, that the record can never be published to this topic.
+ *
+ * @since 0.2.0
+ * @category classification
+ */
+export const recordSizeTypes: ReadonlySet<string> = new Set(["MESSAGE_TOO_LARGE", "RECORD_LIST_TOO_LARGE"])
 
 const transientNames: ReadonlySet<string> = new Set([
   "KafkaJSConnectionError",
@@ -136,6 +195,31 @@ export const isRetriable = (error: unknown): boolean => {
 }
 
 /**
+ * Whether the error says the broker is unavailable (an outage: connection refused or closed,
+ * request timeout, no leader, not coordinator, …), also when `KafkaJSNumberOfRetriesExceeded`
+ * wraps it. Such an error says nothing about the record, so it does not count as an attempt.
+ *
+ * @since 0.2.0
+ * @category classification
+ */
+export const isBrokerUnavailable = (error: unknown): boolean => {
+  const root = rootCause(error)
+  if (root.type !== undefined) return unavailableProtocolTypes.has(root.type)
+  return root.name !== undefined && unavailableNames.has(root.name)
+}
+
+/**
+ * Whether the broker refused a record batch for its size (see `recordSizeTypes`).
+ *
+ * @since 0.2.0
+ * @category classification
+ */
+export const isRecordSizeError = (error: unknown): boolean => {
+  const type = rootCause(error).type
+  return type !== undefined && recordSizeTypes.has(type)
+}
+
+/**
  * Whether the producer that saw this error must be replaced before the next send. After an
  * uncertain failure (timeout, lost connection) kafkajs rolls its sequence numbers back; reusing
  * them for different records could make the broker discard those records as duplicates of a
@@ -151,11 +235,16 @@ export const requiresProducerReset = (error: unknown): boolean => {
 }
 
 /**
+ * An outage becomes `BrokerUnavailableError` (not an attempt), other transient errors
+ * `RetriablePublishError`, verdicts about the record or topic `PermanentPublishError`.
+ *
  * @since 0.1.0
  * @category mapping
  */
 export const toPublishError = (topic: string, error: unknown): PublishError =>
-  isRetriable(error)
+  isBrokerUnavailable(error)
+    ? new BrokerUnavailableError({ topic, reason: describe(error) })
+    : isRetriable(error)
     ? new RetriablePublishError({ topic, reason: describe(error) })
     : new PermanentPublishError({ topic, reason: describe(error) })
 

@@ -1,10 +1,13 @@
 /**
- * `Publisher` on kafkajs (R1.2–R1.5): an idempotent producer, one `sendBatch` per publish call,
- * explicit partitions, and a receipt per record in request order.
+ * `Publisher` on kafkajs (R1.2–R1.5): an idempotent producer, explicit partitions, and a receipt
+ * per record in request order. Each partition's records go in record batches under the topic's
+ * `max.message.bytes`, one `sendBatch` per batch, so every broker error is attributed to the
+ * records it concerns (review C1).
  *
  * @since 0.1.0
  */
 import {
+  BrokerUnavailableError,
   PermanentPublishError,
   type PublishError,
   RetriablePublishError,
@@ -12,14 +15,16 @@ import {
 } from "@effect-outbox/core/Errors"
 import { EVENT_ID_HEADER, type PublishReceipt } from "@effect-outbox/core/OutboxMessage"
 import { Publisher, type PublishOutcome, type PublishRequest } from "@effect-outbox/core/Publisher"
+import * as RecordSize from "@effect-outbox/core/RecordSize"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
 import * as Result from "effect/Result"
-import * as Semaphore from "effect/Semaphore"
 import Kafkajs from "kafkajs"
 import { KafkaClient } from "./KafkaClient.ts"
-import { describe, requiresProducerReset, rootCause, toPublishError } from "./KafkaErrors.ts"
+import * as ProducerLeases from "./internal/producerLeases.ts"
+import * as TopicLimits from "./internal/topicLimits.ts"
+import { describe, isRecordSizeError, requiresProducerReset, rootCause, toPublishError } from "./KafkaErrors.ts"
 
 /**
  * @since 0.1.0
@@ -69,6 +74,19 @@ type Target =
 
 const toBuffer = (bytes: Uint8Array): Buffer => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
 
+/** A record of a call, with the headers it is sent with and its place in the call. */
+interface Outgoing extends RecordSize.SizedRecord {
+  readonly index: number
+}
+
+/** A failed send whose verdict is already decided. */
+class SendError {
+  readonly verdict: PublishError
+  constructor(verdict: PublishError) {
+    this.verdict = verdict
+  }
+}
+
 /**
  * The headers sent with a record: the request's own (as given, they already carry `event-id`
  * and `traceparent`), with `event-id` guaranteed to be the request's id.
@@ -99,50 +117,31 @@ export const make = (options: KafkaPublisherOptions = {}) =>
 
     // One producer at a time; replaced (fresh producer id) after an uncertain failure, see
     // KafkaErrors.requiresProducerReset, and after a topic grew (kafkajs would otherwise drop
-    // records for partitions its cached metadata lacks).
-    let producer: Kafkajs.Producer | undefined
-    let resetRequested = false
+    // records for partitions its cached metadata lacks). Sends hold it by reference (M5).
     // kafkajs refreshes metadata for every topic a producer ever sent to, and once one of them
     // is deleted every refresh fails (UNKNOWN_TOPIC_OR_PARTITION) until the producer is
     // replaced. So we remember those topics and check they still exist, at most once a second.
     const targeted = new Set<string>()
     let targetsVerifiedAt = 0
-    const lock = yield* Semaphore.make(1)
-
-    const newProducer = () =>
-      client.kafka.producer({
-        idempotent: true,
-        maxInFlightRequests,
-        allowAutoTopicCreation: false,
-        // Bounded: an idempotent producer that gives up is replaced before the next send.
-        retry: { retries: options.retries ?? 5, initialRetryTime: 100, maxRetryTime: 2_000 }
-      })
-
-    const disconnect = (p: Kafkajs.Producer) => Effect.promise(() => p.disconnect().catch(() => undefined))
-
-    const acquireProducer = lock.withPermits(1)(
-      Effect.gen(function* () {
-        if (producer !== undefined && !resetRequested) return producer
-        if (producer !== undefined) {
-          const old = producer
-          producer = undefined
-          yield* Metric.update(producerResets, 1)
-          yield* Effect.forkDetach(disconnect(old))
-        }
-        resetRequested = false
-        targeted.clear()
-        const fresh = newProducer()
-        yield* Effect.tryPromise({ try: () => fresh.connect(), catch: (error) => error }).pipe(
-          Effect.tapError(() => disconnect(fresh))
-        )
-        producer = fresh
-        return fresh
-      })
-    )
-
-    yield* Effect.addFinalizer(() =>
-      lock.withPermits(1)(Effect.suspend(() => (producer === undefined ? Effect.void : disconnect(producer))))
-    )
+    const leases = yield* ProducerLeases.make<Kafkajs.Producer>({
+      create: () =>
+        client.kafka.producer({
+          idempotent: true,
+          maxInFlightRequests,
+          allowAutoTopicCreation: false,
+          // Bounded: an idempotent producer that gives up is replaced before the next send.
+          retry: { retries: options.retries ?? 5, initialRetryTime: 100, maxRetryTime: 2_000 }
+        }),
+      connect: (producer) => producer.connect(),
+      disconnect: (producer) => producer.disconnect(),
+      onReplace: Effect.andThen(
+        Metric.update(producerResets, 1),
+        Effect.sync(() => targeted.clear())
+      )
+    })
+    yield* Effect.addFinalizer(() => leases.closeAll)
+    const limits = TopicLimits.make(client.admin)
+    const uncompressed = options.compression === undefined || options.compression === Kafkajs.CompressionTypes.None
 
     const fetchLayout = (topic: string) =>
       Effect.tryPromise({
@@ -158,7 +157,7 @@ export const make = (options: KafkaPublisherOptions = {}) =>
           }
           const previous = layouts.get(topic)
           // The producer's own metadata may predate the growth: replace it.
-          if (previous !== undefined && previous.partitions.length < layout.partitions.length) resetRequested = true
+          if (previous !== undefined && previous.partitions.length < layout.partitions.length) leases.requestReset()
           layouts.set(topic, layout)
           return layout
         }),
@@ -216,9 +215,182 @@ export const make = (options: KafkaPublisherOptions = {}) =>
       return { _tag: "Send", topic: request.topic, partition }
     }
 
+    /** Records of one call bound for one partition, in request order. */
+    interface PartitionGroup {
+      readonly topic: string
+      readonly partition: number
+      readonly records: Array<Outgoing>
+    }
+
+    /**
+     * Sends one partition's records: in batches under the topic's size limit, one after the
+     * other (a batch starts only after the previous one was acknowledged, so a failure cannot
+     * let a younger record of a key overtake an older one), each its own `sendBatch`, so every
+     * error is attributable to the records it concerns.
+     */
+    const sendPartition = (group: PartitionGroup, deadline: number, outcomes: Array<PublishOutcome | undefined>) =>
+      Effect.gen(function* () {
+        const { partition, topic } = group
+        let limit = yield* limits.limitFor(topic)
+        const queue = RecordSize.splitByBatchBytes(group.records, limit)
+        // Keys with a record that failed for its own sake: their younger records are not sent.
+        const failedKeys = new Set<string>()
+        const notSent = (record: Outgoing, why: string) => {
+          outcomes[record.index] = Result.fail(
+            new RetriablePublishError({ topic, reason: `not sent: ${why}` })
+          )
+        }
+        while (queue.length > 0) {
+          const batch = queue.shift()!.filter((record) => {
+            if (record.key === null || !failedKeys.has(record.key)) return true
+            notSent(record, `an older record of key ${record.key} failed in this call`)
+            return false
+          })
+          if (batch.length === 0) continue
+          const single = batch.length === 1 ? batch[0]! : undefined
+          // Uncompressed, the size is exact: a record that cannot fit alone is not sent at all.
+          if (single !== undefined && uncompressed && RecordSize.singleRecordBatchBytes(single) > limit) {
+            outcomes[single.index] = Result.fail(
+              new PermanentPublishError({ topic, reason: RecordSize.describeTooLarge(single, limit) })
+            )
+            if (single.key !== null) failedKeys.add(single.key)
+            continue
+          }
+          const sent = yield* sendRecords(topic, partition, batch, deadline)
+          if (Result.isSuccess(sent)) {
+            batch.forEach((record, i) => {
+              outcomes[record.index] = Result.succeed({
+                topic,
+                partition,
+                offset: (sent.success + BigInt(i)).toString()
+              } satisfies PublishReceipt)
+            })
+            yield* Metric.update(publishedRecords, batch.length)
+            continue
+          }
+          const error = sent.failure
+          if (isRecordSizeError(error)) {
+            // The broker's limit is below what we sized by (the topic's setting changed, or the
+            // broker's own limit is lower): re-read it and send the batch in halves.
+            limits.invalidate(topic)
+            limit = Math.min(limit, yield* limits.limitFor(topic))
+            if (single === undefined) {
+              const half = Math.ceil(batch.length / 2)
+              queue.unshift(batch.slice(0, half), batch.slice(half))
+              continue
+            }
+            outcomes[single.index] = Result.fail(
+              new PermanentPublishError({
+                topic,
+                reason: `${describe(error)}; ${RecordSize.describeTooLarge(single, limit)}`
+              })
+            )
+            if (single.key !== null) failedKeys.add(single.key)
+            continue
+          }
+          // Any other error concerns the partition: this batch failed, the rest is not sent.
+          const verdict = error instanceof SendError ? error.verdict : toPublishError(topic, error)
+          for (const record of batch) outcomes[record.index] = Result.fail(verdict)
+          for (const record of queue.flat()) {
+            if (verdict._tag === "BrokerUnavailableError") outcomes[record.index] = Result.fail(verdict)
+            else notSent(record, `an older record batch of partition ${partition} failed (${verdict.message})`)
+          }
+          yield* Effect.logDebug(`kafka publish to ${topic}/${partition} failed: ${verdict.message}`)
+          return
+        }
+      })
+
+    /**
+     * One `sendBatch` of records for one partition: the base offset they were appended at, or
+     * the error (a `SendError` when we already know its verdict).
+     */
+    const sendRecords = (topic: string, partition: number, batch: ReadonlyArray<Outgoing>, deadline: number) => {
+      const sendOnce = Effect.flatMap(leases.acquire, (lease) => {
+        targeted.add(topic)
+        const sending = lease.producer.sendBatch({
+          acks: -1,
+          ...(options.compression === undefined ? {} : { compression: options.compression }),
+          topicMessages: [
+            {
+              topic,
+              messages: batch.map((record) => ({
+                key: record.key,
+                value: toBuffer(record.payload),
+                partition,
+                headers: { ...record.headers }
+              }))
+            }
+          ]
+        })
+        // The producer goes back when the send settles, not when we stop waiting for it: a reset
+        // meanwhile must not disconnect it under the send (M5).
+        void sending.then(lease.release, lease.release)
+        return Effect.tryPromise({ try: () => sending, catch: (error) => error })
+      })
+      const timeout = Math.max(1, deadline - Date.now())
+      return sendOnce.pipe(
+        // Interrupted (a caller's timeout): the send may still land; never reuse this producer.
+        Effect.onInterrupt(() => Effect.sync(leases.requestReset)),
+        // Our metadata says the topic exists, so an unknown topic is some other topic this
+        // producer once used and that was deleted since: replace the producer, try again.
+        Effect.catchIf(
+          (error) => rootCause(error).type === "UNKNOWN_TOPIC_OR_PARTITION",
+          () => Effect.suspend(() => (leases.requestReset(), sendOnce))
+        ),
+        Effect.timeoutOrElse({
+          duration: timeout,
+          // A broker that does not answer in time is unavailable (a frozen broker, a lost
+          // network): retried without counting an attempt; the records may have landed.
+          orElse: () =>
+            Effect.fail(
+              new SendError(
+                new BrokerUnavailableError({
+                  topic,
+                  reason: `no acknowledgement within ${timeoutMillis} ms; the records may have reached the broker`
+                })
+              )
+            )
+        }),
+        Effect.flatMap((metadata) => {
+          const found = metadata.find((m) => m.topicName === topic && m.partition === partition)
+          if (found !== undefined && found.errorCode === 0 && found.baseOffset !== undefined)
+            return Effect.succeed(BigInt(found.baseOffset))
+          // kafkajs's metadata did not know this partition and skipped it: nothing was sent.
+          leases.requestReset()
+          return Effect.fail(
+            new SendError(
+              new RetriablePublishError({
+                topic,
+                reason: `the producer had no metadata for partition ${partition}; it is being refreshed`
+              })
+            )
+          )
+        }),
+        Effect.catch((error) =>
+          Effect.gen(function* () {
+            if (error instanceof SendError) return yield* Effect.fail(error)
+            if (requiresProducerReset(error)) leases.requestReset()
+            // An unknown topic after our check said it exists: it was deleted a moment ago (the
+            // cached layout is stale). Re-read, and report a topic that is really gone as permanent.
+            if (rootCause(error).type === "UNKNOWN_TOPIC_OR_PARTITION") {
+              const fresh = yield* fetchLayout(topic).pipe(Effect.orElseSucceed(() => null))
+              if (fresh === undefined) {
+                return yield* Effect.fail(
+                  new SendError(new PermanentPublishError({ topic, reason: "the topic no longer exists on the broker" }))
+                )
+              }
+            }
+            return yield* Effect.fail(error)
+          })
+        ),
+        Effect.result
+      )
+    }
+
     const publish = (requests: ReadonlyArray<PublishRequest>): Effect.Effect<ReadonlyArray<PublishOutcome>> =>
       Effect.gen(function* () {
         if (requests.length === 0) return []
+        const deadline = Date.now() + timeoutMillis
         const topics = [...new Set(requests.map((r) => r.topic))]
         const outcomes: Array<PublishOutcome | undefined> = new Array(requests.length)
 
@@ -235,141 +407,36 @@ export const make = (options: KafkaPublisherOptions = {}) =>
           })
         }
 
-        // 2. One sendBatch: records grouped by topic, request order kept within each partition.
-        const byTopic = new Map<string, Array<Kafkajs.Message>>()
-        const sendable: Array<number> = []
-        requests.forEach((request, i) => {
-          const t = targets[i]!
+        // 2. Records grouped by partition, request order kept within each.
+        const groups = new Map<string, PartitionGroup>()
+        requests.forEach((request, index) => {
+          const t = targets[index]!
           if (t._tag === "Reject") {
-            outcomes[i] = Result.fail(t.error)
+            outcomes[index] = Result.fail(t.error)
             return
           }
-          sendable.push(i)
-          const messages = byTopic.get(t.topic) ?? []
-          messages.push({
-            key: request.key,
-            value: toBuffer(request.payload),
-            partition: t.partition,
-            headers: recordHeaders(request)
-          })
-          byTopic.set(t.topic, messages)
+          const slot = `${t.topic}\u0000${t.partition}`
+          const group = groups.get(slot) ?? { topic: t.topic, partition: t.partition, records: [] }
+          group.records.push({ index, key: request.key, headers: recordHeaders(request), payload: request.payload })
+          groups.set(slot, group)
         })
-        if (sendable.length === 0) return outcomes as ReadonlyArray<PublishOutcome>
+        if (groups.size === 0) return outcomes as ReadonlyArray<PublishOutcome>
 
-        const callTopics = new Set(byTopic.keys())
+        const callTopics = new Set([...groups.values()].map((g) => g.topic))
         const others = [...targeted].filter((t) => !callTopics.has(t))
         if (others.length > 0 && Date.now() - targetsVerifiedAt > 1_000) {
           targetsVerifiedAt = Date.now()
           const names = yield* Effect.tryPromise(() => client.admin.listTopics()).pipe(
             Effect.orElseSucceed(() => undefined)
           )
-          if (names !== undefined && others.some((t) => !names.includes(t))) resetRequested = true
-        }
-        const sendOnce = acquireProducer.pipe(
-          Effect.flatMap((p) => {
-            for (const t of callTopics) targeted.add(t)
-            return Effect.tryPromise({
-              try: () =>
-                p.sendBatch({
-                  acks: -1,
-                  ...(options.compression === undefined ? {} : { compression: options.compression }),
-                  topicMessages: [...byTopic].map(([topic, messages]) => ({ topic, messages }))
-                }),
-              catch: (error) => error
-            })
-          })
-        )
-        const sent = yield* sendOnce.pipe(
-          // Interrupted (a caller's timeout): the send may still land; never reuse this producer.
-          Effect.onInterrupt(() =>
-            Effect.sync(() => {
-              resetRequested = true
-            })
-          ),
-          // Our metadata says every target topic exists, so an unknown topic is some other topic
-          // this producer once used and that was deleted since: replace the producer, try again.
-          Effect.catchIf(
-            (error) => rootCause(error).type === "UNKNOWN_TOPIC_OR_PARTITION",
-            () =>
-              Effect.suspend(() => {
-                resetRequested = true
-                return sendOnce
-              })
-          ),
-          Effect.timeoutOrElse({
-            duration: timeoutMillis,
-            // Retriable (KafkaErrors classifies a plain Error as permanent): a broker that does
-            // not answer in time is the textbook transient failure (found by the broker-down
-            // fault test).
-            orElse: () =>
-              Effect.fail(
-                Object.assign(
-                  new Error(`no acknowledgement within ${timeoutMillis} ms; the records may have reached the broker`),
-                  { retriable: true }
-                )
-              )
-          }),
-          Effect.result
-        )
-
-        if (Result.isFailure(sent)) {
-          const error = sent.failure
-          if (requiresProducerReset(error)) resetRequested = true
-          // An unknown topic after our check said it exists: it was deleted a moment ago (the
-          // cached layout is stale). Re-read, and report a topic that is really gone as permanent.
-          const vanished = new Set<string>()
-          if (rootCause(error).type === "UNKNOWN_TOPIC_OR_PARTITION") {
-            for (const topic of callTopics) {
-              const fresh = yield* fetchLayout(topic).pipe(Effect.orElseSucceed(() => null))
-              if (fresh === undefined) vanished.add(topic)
-            }
-          }
-          for (const i of sendable) {
-            const topic = requests[i]!.topic
-            outcomes[i] = Result.fail(
-              vanished.has(topic)
-                ? new PermanentPublishError({ topic, reason: "the topic no longer exists on the broker" })
-                : toPublishError(topic, error)
-            )
-          }
-          yield* Effect.logDebug(`kafka publish of ${sendable.length} records failed: ${describe(error)}`)
-          return outcomes as ReadonlyArray<PublishOutcome>
+          if (names !== undefined && others.some((t) => !names.includes(t))) leases.requestReset()
         }
 
-        // 3. Receipts: a partition's records were appended contiguously from its baseOffset.
-        const base = new Map<string, bigint>()
-        for (const meta of sent.success) {
-          if (meta.errorCode === 0 && meta.baseOffset !== undefined)
-            base.set(`${meta.topicName}\u0000${meta.partition}`, BigInt(meta.baseOffset))
-        }
-        const nextIndex = new Map<string, bigint>()
-        let acknowledged = 0
-        for (const i of sendable) {
-          const t = targets[i] as Extract<Target, { _tag: "Send" }>
-          const slot = `${t.topic}\u0000${t.partition}`
-          const offset = base.get(slot)
-          if (offset === undefined) {
-            // kafkajs's metadata did not know this partition and skipped it: nothing was sent.
-            resetRequested = true
-            outcomes[i] = Result.fail(
-              new RetriablePublishError({
-                topic: t.topic,
-                reason: `the producer had no metadata for partition ${t.partition}; it is being refreshed`
-              })
-            )
-            continue
-          }
-          const index = nextIndex.get(slot) ?? 0n
-          nextIndex.set(slot, index + 1n)
-          const receipt: PublishReceipt = {
-            topic: t.topic,
-            partition: t.partition,
-            offset: (offset + index).toString()
-          }
-          outcomes[i] = Result.succeed(receipt)
-          acknowledged++
-        }
-        yield* Metric.update(publishedRecords, acknowledged)
+        // 3. Partitions in parallel (kafkajs pipelines them per broker), each in order.
+        yield* Effect.forEach(groups.values(), (group) => sendPartition(group, deadline, outcomes), {
+          concurrency: "unbounded",
+          discard: true
+        })
         return outcomes as ReadonlyArray<PublishOutcome>
       }).pipe(Effect.withSpan("kafka.publish", { attributes: { records: requests.length } }))
 

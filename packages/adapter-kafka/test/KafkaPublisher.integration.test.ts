@@ -143,7 +143,7 @@ layer(KafkaTest, { timeout: "90 seconds", excludeTestServices: true })("KafkaPub
       assert.isTrue(Result.isFailure(outcome!))
       if (Result.isFailure(outcome!)) {
         assert.strictEqual(outcome.failure._tag, "PermanentPublishError")
-        assert.match(outcome.failure.message, /MESSAGE_TOO_LARGE/)
+        assert.match(outcome.failure.message, /over the limit of 1048588.*max\.message\.bytes/)
       }
       const [next] = receipts(yield* publisher.publish([yield* request(topic, {})]))
       assert.strictEqual(next!.partition, 0)
@@ -204,4 +204,66 @@ layer(KafkaTest, { timeout: "90 seconds", excludeTestServices: true })("KafkaPub
       if (Result.isFailure(gone!)) assert.strictEqual(gone.failure._tag, "PermanentPublishError")
     })
   )
+
+  it.effect("a partition's records over the topic's max.message.bytes go in several batches, all in order", () =>
+    Effect.gen(function* () {
+      const topic = yield* topicWithLimit(100_000)
+      const publisher = yield* Publisher
+      // 30 records of 20 KB on one key: 600 KB for one partition, six times the topic's limit.
+      const batch = yield* Effect.forEach(Array.from({ length: 30 }), (_, i) =>
+        request(topic, { key: "hot", payload: `${i}:`.padEnd(20_000, "x") })
+      )
+      const out = receipts(yield* publisher.publish(batch))
+      assert.deepStrictEqual(out.map((r) => r.offset), batch.map((_, i) => String(i)))
+      const records = yield* (yield* TopicReader).read(topic).pipe(Stream.runCollect)
+      assert.deepStrictEqual(records.map((r) => r.headers["event-id"]), batch.map((r) => r.id))
+    })
+  )
+
+  it.effect("a limit lowered after the publisher read it: the broker's size error splits the batch and retries", () =>
+    Effect.gen(function* () {
+      const topic = yield* topicWithLimit(200_000)
+      const publisher = yield* Publisher
+      receipts(yield* publisher.publish([yield* request(topic, { key: "k" })]))
+      const { admin } = yield* KafkaClient
+      yield* Effect.promise(() =>
+        admin.alterConfigs({
+          validateOnly: false,
+          resources: [{
+            type: Kafkajs.ConfigResourceTypes.TOPIC,
+            name: topic,
+            configEntries: [{ name: "max.message.bytes", value: "50000" }]
+          }]
+        })
+      )
+      // Sized under the cached 200,000: one batch of 120 KB, which the broker now refuses.
+      const batch = yield* Effect.forEach(Array.from({ length: 6 }), (_, i) =>
+        request(topic, { key: "k", payload: `${i}:`.padEnd(20_000, "y") })
+      )
+      const out = receipts(yield* publisher.publish(batch))
+      assert.deepStrictEqual(out.map((r) => r.offset), ["1", "2", "3", "4", "5", "6"])
+      // One record over the new limit is refused alone; its neighbour on another key lands.
+      const [big, small] = yield* publisher.publish([
+        yield* request(topic, { key: "big", payload: "z".repeat(60_000) }),
+        yield* request(topic, { key: "small" })
+      ])
+      assert.isTrue(Result.isFailure(big!) && big.failure._tag === "PermanentPublishError")
+      assert.deepStrictEqual(receipts([small!]), [{ topic, partition: 0, offset: "7" }])
+    })
+  )
 })
+
+/** A one-partition topic whose `max.message.bytes` is `bytes`, deleted when the scope closes. */
+const topicWithLimit = (bytes: number) =>
+  Effect.gen(function* () {
+    const { admin } = yield* KafkaClient
+    const topic = `adapter-kafka-limit-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`
+    yield* Effect.addFinalizer(() => KafkaBrokerAdmin.deleteTopics(admin, [topic]))
+    yield* Effect.promise(() =>
+      admin.createTopics({
+        waitForLeaders: true,
+        topics: [{ topic, numPartitions: 1, configEntries: [{ name: "max.message.bytes", value: String(bytes) }] }]
+      })
+    )
+    return topic
+  })

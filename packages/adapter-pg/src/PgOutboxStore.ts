@@ -16,6 +16,7 @@
 import { OutboxStoreError } from "@effect-outbox/core/Errors"
 import type { OutboxStatus } from "@effect-outbox/core/Lifecycle"
 import type { NewOutboxMessage, OutboxMessage } from "@effect-outbox/core/OutboxMessage"
+import * as RecordSize from "@effect-outbox/core/RecordSize"
 import {
   type ListFilter,
   type OutboxStats,
@@ -46,7 +47,13 @@ export interface Options {
    * Default `false` here; `PgOutbox.layer` turns it on together with `PgWakeUp`.
    */
   readonly notify?: boolean | undefined
-  /** Payloads above this many bytes are refused before anything is written. Default 1 MiB. */
+  /**
+   * Records (key + headers + payload, `RecordSize.singleRecordBatchBytes`) above this many bytes
+   * are refused before anything is written: the same rule and default as `Outbox` (1,048,588),
+   * a last guard for callers that insert without it.
+   */
+  readonly maxRecordBytes?: number | undefined
+  /** @deprecated read as `maxRecordBytes` when that is not given. */
   readonly maxPayloadBytes?: number | undefined
   /** Append every applied transition to `<prefix>transition` in the same statement. Default `false`. */
   readonly recordTransitions?: boolean | undefined
@@ -60,7 +67,7 @@ const typedArray = (values: ReadonlyArray<unknown>, oid: number): PgTypes.Parame
 
 const ts = (ms: number) => PgTypes.timestamptz(ms)
 
-const validateInsert = (messages: ReadonlyArray<NewOutboxMessage>, maxPayloadBytes: number) => {
+const validateInsert = (messages: ReadonlyArray<NewOutboxMessage>, maxRecordBytes: number) => {
   const seen = new Set<string>()
   for (const m of messages) {
     if (typeof m.id !== "string" || !isUuid(m.id)) return invalid("outbox.insert", `id "${m.id}" is not a UUID`)
@@ -71,8 +78,8 @@ const validateInsert = (messages: ReadonlyArray<NewOutboxMessage>, maxPayloadByt
       return invalid("outbox.insert", `event ${m.id} has partition ${m.partition}; expected a non-negative int32`)
     }
     if (!(m.payload instanceof Uint8Array)) return invalid("outbox.insert", `event ${m.id} has a payload that is not bytes`)
-    if (m.payload.byteLength > maxPayloadBytes) {
-      return invalid("outbox.insert", `event ${m.id} has a ${m.payload.byteLength}-byte payload; the limit is ${maxPayloadBytes}`)
+    if (RecordSize.singleRecordBatchBytes(m) > maxRecordBytes) {
+      return invalid("outbox.insert", `event ${m.id}: ${RecordSize.describeTooLarge(m, maxRecordBytes)}`)
     }
     if (m.status !== "PENDING" && m.status !== "PREQUEUED") {
       return invalid("outbox.insert", `event ${m.id} starts as ${m.status}; only PENDING or PREQUEUED may be inserted`)
@@ -111,7 +118,7 @@ export const make = (options: Options = {}) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const t = yield* PgTables
-    const maxPayloadBytes = options.maxPayloadBytes ?? 1024 * 1024
+    const maxRecordBytes = options.maxRecordBytes ?? options.maxPayloadBytes ?? RecordSize.DEFAULT_MAX_MESSAGE_BYTES
     const notify = options.notify ?? false
     const message = sql.literal(t.message)
     const recordTransitions = options.recordTransitions ?? false
@@ -160,7 +167,7 @@ export const make = (options: Options = {}) =>
 
     const insert = (messages: ReadonlyArray<NewOutboxMessage>): Effect.Effect<void, OutboxStoreError> => {
       if (messages.length === 0) return Effect.void
-      const bad = validateInsert(messages, maxPayloadBytes)
+      const bad = validateInsert(messages, maxRecordBytes)
       if (bad !== undefined) return Effect.fail(bad)
       const columns = sql`SELECT u.id, u.topic, u.key, u.partition, u.headers, u.payload, u.status,
                                  u.available_at, u.created_at, u.created_at

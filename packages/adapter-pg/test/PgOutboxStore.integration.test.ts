@@ -85,7 +85,7 @@ describe("PgOutboxStore", () => {
         [good, draft({ partition: -1 })],
         [good, { ...good }]
       ]
-      const small = yield* PgOutboxStore.make({ maxPayloadBytes: 1024 })
+      const small = yield* PgOutboxStore.make({ maxRecordBytes: 1024 })
       for (const batch of cases) {
         const error = yield* Effect.flip(small.insert(batch))
         assert.strictEqual(error._tag, "OutboxStoreError")

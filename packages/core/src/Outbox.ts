@@ -20,6 +20,7 @@ import * as Metric from "effect/Metric"
 import type * as Option from "effect/Option"
 import { EventNotFoundError, type OutboxStoreError, OutboxValidationError } from "./Errors.ts"
 import * as OutboxMessage from "./OutboxMessage.ts"
+import * as RecordSize from "./RecordSize.ts"
 import { OutboxStore } from "./OutboxStore.ts"
 import * as Telemetry from "./Telemetry.ts"
 import { Transactor } from "./Transactor.ts"
@@ -31,18 +32,41 @@ import { WakeUp } from "./WakeUp.ts"
  * @category models
  */
 export interface Settings {
-  /** Largest accepted payload. Kafka's default `message.max.bytes` is about 1 MiB. */
-  readonly maxPayloadBytes: number
+  /**
+   * Largest accepted record: key, headers (with `event-id` and `traceparent`) and payload, as the
+   * record batch that would carry it alone (`RecordSize.singleRecordBatchBytes`). Keep it at or
+   * below the topics' `max.message.bytes`, so that every record the outbox accepts can be
+   * published. Default `RecordSize.DEFAULT_MAX_MESSAGE_BYTES` (1,048,588, Kafka's default).
+   */
+  readonly maxRecordBytes?: number | undefined
+  /**
+   * @deprecated Before 0.2.0 this limited the payload alone; it is now read as `maxRecordBytes`
+   * (the whole record) when that is not given.
+   */
+  readonly maxPayloadBytes?: number | undefined
 }
 
 /**
- * `OUTBOX_MAX_PAYLOAD_BYTES`, default 1,000,000.
+ * The record limit `settings` resolve to.
+ *
+ * @since 0.2.0
+ * @category config
+ */
+export const maxRecordBytes = (settings: Settings): number =>
+  settings.maxRecordBytes ?? settings.maxPayloadBytes ?? RecordSize.DEFAULT_MAX_MESSAGE_BYTES
+
+/**
+ * `OUTBOX_MAX_RECORD_BYTES` (the older `OUTBOX_MAX_PAYLOAD_BYTES` is read when it is not set),
+ * default 1,048,588: Kafka's default `max.message.bytes`, the limit the publishers split by.
  *
  * @since 0.1.0
  * @category config
  */
 export const config: Config.Config<Settings> = Config.all({
-  maxPayloadBytes: Config.Int("OUTBOX_MAX_PAYLOAD_BYTES").pipe(Config.withDefault(1_000_000))
+  maxRecordBytes: Config.Int("OUTBOX_MAX_RECORD_BYTES").pipe(
+    Config.orElse(() => Config.Int("OUTBOX_MAX_PAYLOAD_BYTES")),
+    Config.withDefault(RecordSize.DEFAULT_MAX_MESSAGE_BYTES)
+  )
 })
 
 /**
@@ -92,11 +116,11 @@ export const validateDraft = (
     )
   }
   if (!(draft.payload instanceof Uint8Array)) return invalid("payload", "must be a Uint8Array")
-  if (draft.payload.byteLength > settings.maxPayloadBytes) {
-    return invalid(
-      "payload",
-      `${draft.payload.byteLength} bytes exceeds the limit of ${settings.maxPayloadBytes} (OUTBOX_MAX_PAYLOAD_BYTES)`
-    )
+  // A payload alone over the limit fails here; the whole record is checked once its headers are
+  // final (validateRecordSize).
+  const limit = maxRecordBytes(settings)
+  if (draft.payload.byteLength > limit) {
+    return invalid("payload", `${draft.payload.byteLength} bytes exceeds the record limit of ${limit} (OUTBOX_MAX_RECORD_BYTES)`)
   }
   if (
     draft.partition !== undefined &&
@@ -123,6 +147,27 @@ export const validateDraft = (
     )
   }
   return undefined
+}
+
+/**
+ * Checks that a record, with the headers it will be published with, fits the record limit: the
+ * one size check of the library, so that nothing the outbox accepts is too large for the broker.
+ *
+ * @since 0.2.0
+ * @category validation
+ */
+export const validateRecordSize = (
+  record: RecordSize.SizedRecord,
+  settings: Settings,
+  index = 0
+): OutboxValidationError | undefined => {
+  const limit = maxRecordBytes(settings)
+  return RecordSize.singleRecordBatchBytes(record) > limit
+    ? new OutboxValidationError({
+      field: `drafts[${index}].record`,
+      reason: RecordSize.describeTooLarge(record, limit)
+    })
+    : undefined
 }
 
 /**
@@ -157,9 +202,11 @@ export const make = (settings: Settings) =>
         if (drafts.length === 0) return []
         const now = yield* Clock.currentTimeMillis
         const messages: Array<OutboxMessage.NewOutboxMessage> = []
-        for (const draft of drafts) {
+        for (const [index, draft] of drafts.entries()) {
           const id = draft.id ?? (yield* OutboxMessage.makeEventId)
           const headers = yield* Telemetry.injectTraceparent({ ...draft.headers, [OutboxMessage.EVENT_ID_HEADER]: id })
+          const tooLarge = validateRecordSize({ key: draft.key ?? null, headers, payload: draft.payload }, settings, index)
+          if (tooLarge !== undefined) return yield* tooLarge
           messages.push({
             id,
             topic: draft.topic,

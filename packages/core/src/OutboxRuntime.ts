@@ -125,7 +125,7 @@ export interface Settings {
  * | `OUTBOX_CONSUMER_RESTART` | `1 second` | first delay before restarting a stopped consumer |
  * | `OUTBOX_METRICS_ENABLED` | `true` | sample the outbox gauges and consumer lag |
  * | `OUTBOX_METRICS_INTERVAL` | `10 seconds` | how often |
- * | `OUTBOX_MAX_PAYLOAD_BYTES` | `1000000` | see `Outbox.config` |
+ * | `OUTBOX_MAX_RECORD_BYTES` | `1048588` | largest record (key + headers + payload), see `Outbox.config` |
  *
  * @since 0.1.0
  * @category config

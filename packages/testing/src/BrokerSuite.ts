@@ -235,6 +235,52 @@ export const suite = <R = never>(name: string, options: Options<R>): void => {
     }
 
     test(
+      "records whose total exceeds the partition's batch limit all land, in order, with receipts",
+      Effect.gen(function* () {
+        const publisher = yield* Publisher
+        const topic = yield* makeTopic(2)
+        // 24 records of 100 KB for partition 0 (2.4 MB, over Kafka's default 1 MiB batch
+        // limit), interleaved with small records for partition 1.
+        const requests = yield* Effect.forEach(Array.from({ length: 30 }), (_, i) =>
+          i % 5 === 4
+            ? publishRequest(topic, { partition: 1 })
+            : publishRequest(topic, { partition: 0, key: "hot", payload: new Uint8Array(100_000).fill(i) })
+        )
+        const receipts = (yield* publisher.publish(requests)).map(receiptOf)
+        assert.deepStrictEqual(receipts.map((r) => r.partition), requests.map((r) => r.partition))
+        assertIncreasing(receipts.filter((r) => r.partition === 0).map((r) => r.offset))
+        assertIncreasing(receipts.filter((r) => r.partition === 1).map((r) => r.offset))
+        const since = Date.now() - 60_000
+        const last = requests.findLast((r) => r.partition === 0)!
+        assert.deepStrictEqual(
+          yield* (yield* BrokerProbe).find({ topic, partition: 0, eventId: last.id, since }),
+          Option.some(receipts[requests.indexOf(last)]!)
+        )
+      })
+    )
+
+    test(
+      "one record over the limit fails permanently and does not fail its neighbours",
+      Effect.gen(function* () {
+        const publisher = yield* Publisher
+        const topic = yield* makeTopic(2)
+        const requests = [
+          yield* publishRequest(topic, { partition: 0, key: "a" }),
+          yield* publishRequest(topic, { partition: 0, key: "huge", payload: new Uint8Array(1_100_000) }),
+          yield* publishRequest(topic, { partition: 0, key: "b" }),
+          yield* publishRequest(topic, { partition: 1, key: "c" })
+        ]
+        const outcomes = yield* publisher.publish(requests)
+        const error = errorOf(outcomes[1])
+        assert.strictEqual(error._tag, "PermanentPublishError")
+        assert.strictEqual(error.topic, topic)
+        const receipts = [outcomes[0], outcomes[2], outcomes[3]].map(receiptOf)
+        assert.deepStrictEqual(receipts.map((r) => r.partition), [0, 0, 1])
+        assertIncreasing([receipts[0]!.offset, receipts[1]!.offset])
+      })
+    )
+
+    test(
       "an empty batch publishes nothing",
       Effect.gen(function* () {
         const publisher = yield* Publisher

@@ -89,6 +89,11 @@ export interface Options {
    * let simulations interleave relays with the broker round trip. Default: none.
    */
   readonly publishLatency?: Duration.Input
+  /**
+   * Kafka's `max.message.bytes`: a record whose record batch alone is larger fails with
+   * `PermanentPublishError`, as with the Kafka publisher. Default 1,048,588 (Kafka's default).
+   */
+  readonly maxMessageBytes?: number
 }
 
 /**
@@ -222,7 +227,7 @@ export const makeUnsafe = (options: Options = {}): Broker => {
 
   return {
     control,
-    publisher: MemoryPublisher.make(engine, latency),
+    publisher: MemoryPublisher.make(engine, latency, options.maxMessageBytes),
     probe: MemoryProbe.make(engine),
     admin: MemoryAdmin.make(engine),
     consumerSource: MemoryConsumerSource.make(engine, maxBatchSize)

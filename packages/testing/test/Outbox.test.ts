@@ -1,6 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Outbox from "@effect-outbox/core/Outbox"
 import { EVENT_ID_HEADER, type EventId, makeEventId } from "@effect-outbox/core/OutboxMessage"
+import * as RecordSize from "@effect-outbox/core/RecordSize"
 import * as Telemetry from "@effect-outbox/core/Telemetry"
 import { Transactor } from "@effect-outbox/core/Transactor"
 import { WakeUp } from "@effect-outbox/core/WakeUp"
@@ -178,6 +179,33 @@ describe("Outbox.enqueue (R1.1, R1.2)", () => {
         })
       )
     )
+
+    it.effect("rejects a record whose key and headers take it over the limit, naming every part", () =>
+      inWorld((world) =>
+        Effect.gen(function* () {
+          // The payload alone fits the 1,000-byte limit of this world; the whole record does not.
+          const tooLarge = draft("k", 2, { payload: new Uint8Array(700), headers: { note: "n".repeat(300) } })
+          const error = yield* Effect.flip(Outbox.enqueue([draft("k", 1), tooLarge]))
+          assert.strictEqual(error._tag, "OutboxValidationError")
+          if (error._tag === "OutboxValidationError") {
+            assert.strictEqual(error.field, "drafts[1].record")
+            assert.match(error.reason, /payload 700, key 1, headers \d+\), over the limit of 1000/)
+            assert.match(error.reason, /OUTBOX_MAX_RECORD_BYTES/)
+          }
+          assert.deepStrictEqual(yield* rows(world.database), [])
+        })
+      )
+    )
+
+    it("one limit: the default is Kafka's max.message.bytes, the size every publisher splits by", () => {
+      assert.strictEqual(Outbox.maxRecordBytes({}), RecordSize.DEFAULT_MAX_MESSAGE_BYTES)
+      assert.strictEqual(Outbox.maxRecordBytes({ maxPayloadBytes: 5_000 }), 5_000)
+      assert.strictEqual(Outbox.maxRecordBytes({ maxRecordBytes: 7_000, maxPayloadBytes: 5_000 }), 7_000)
+      const record = { key: "k", headers: { "event-id": "x" }, payload: new Uint8Array(1_000) }
+      const limit = RecordSize.singleRecordBatchBytes(record)
+      assert.isUndefined(Outbox.validateRecordSize(record, { maxRecordBytes: limit }))
+      assert.strictEqual(Outbox.validateRecordSize(record, { maxRecordBytes: limit - 1 })?._tag, "OutboxValidationError")
+    })
 
     it("accepts Kafka's legal topic characters", () => {
       for (const topic of ["orders", "orders.eu-1", "ORDERS_v2", "a".repeat(249)]) {

@@ -10,6 +10,7 @@ import {
   UnknownPartitionError
 } from "@effect-outbox/core/Errors"
 import type { Publisher, PublishOutcome, PublishRequest } from "@effect-outbox/core/Publisher"
+import * as RecordSize from "@effect-outbox/core/RecordSize"
 import * as Clock from "effect/Clock"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -17,7 +18,11 @@ import * as Result from "effect/Result"
 import { type BrokerEngine, tp } from "./brokerEngine.ts"
 import { partitionForKey } from "./murmur2.ts"
 
-export const make = (engine: BrokerEngine, latency: Duration.Duration | undefined): Publisher["Service"] => {
+export const make = (
+  engine: BrokerEngine,
+  latency: Duration.Duration | undefined,
+  maxMessageBytes: number = RecordSize.DEFAULT_MAX_MESSAGE_BYTES
+): Publisher["Service"] => {
   const { notify, publishFault, topics } = engine
   const roundRobin = new Map<string, number>()
 
@@ -78,8 +83,26 @@ export const make = (engine: BrokerEngine, latency: Duration.Duration | undefine
         continue
       }
       const log = topics.get(topic)![partition]!
+      // Kafka's record-batch limit, as the Kafka publisher meets it: a record that cannot fit in
+      // a batch alone fails permanently and younger records of its key are not sent; the others
+      // are appended (the real publisher splits them into batches under the limit).
+      const failedKeys = new Set<string>()
       for (const i of indices) {
         const request = requests[i]!
+        if (request.key !== null && failedKeys.has(request.key)) {
+          outcomes[i] = Result.fail(
+            new RetriablePublishError({ topic, reason: `not sent: an older record of key ${request.key} failed in this call` })
+          )
+          continue
+        }
+        const record = { key: request.key, headers: { ...request.headers }, payload: request.payload }
+        if (RecordSize.singleRecordBatchBytes(record) > maxMessageBytes) {
+          outcomes[i] = Result.fail(
+            new PermanentPublishError({ topic, reason: RecordSize.describeTooLarge(record, maxMessageBytes) })
+          )
+          if (request.key !== null) failedKeys.add(request.key)
+          continue
+        }
         const offset = log.length
         log.push({
           key: request.key,
