@@ -7,6 +7,8 @@ import * as KafkaErrors from "../src/KafkaErrors.ts"
 const protocol = (type: string, retriable: boolean) =>
   new Kafkajs.KafkaJSProtocolError({ message: `broker says ${type}`, type, code: 0, retriable } as never)
 
+const named = (name: string, message: string) => Object.assign(new Error(message), { name })
+
 const exhausted = (cause: Error) =>
   new Kafkajs.KafkaJSNumberOfRetriesExceeded(cause, { retryCount: 5, retryTime: 1000 })
 
@@ -24,27 +26,73 @@ describe("KafkaErrors", () => {
     }
   })
 
-  it("retriable broker errors, lost connections and timeouts are retriable", () => {
-    const cases = [
-      protocol("NOT_LEADER_FOR_PARTITION", true),
-      protocol("REQUEST_TIMED_OUT", true),
-      new Kafkajs.KafkaJSConnectionError("Connection error: ECONNREFUSED"),
+  it("an outage is BrokerUnavailableError: connection, timeout, no broker, no leader, no coordinator", () => {
+    const cases: ReadonlyArray<Error> = [
+      new Kafkajs.KafkaJSConnectionError("Connection error: connect ECONNREFUSED 127.0.0.1:9092"),
+      named("KafkaJSConnectionClosedError", "Closed connection"),
       new Kafkajs.KafkaJSRequestTimeoutError("Request Produce(key: 0, version: 7) timed out"),
-      Object.assign(new Error("Closed connection"), { name: "KafkaJSConnectionClosedError" })
+      named("KafkaJSNoBrokerAvailableError", "No broker available"),
+      named("KafkaJSBrokerNotFound", "Broker 1 not found in the cached metadata"),
+      // kafkajs's typings declare these without arguments; built by name as kafkajs throws them.
+      named("KafkaJSMetadataNotLoaded", "Cluster metadata not loaded"),
+      named("KafkaJSTopicMetadataNotLoaded", "Topic metadata not loaded"),
+      named("KafkaJSGroupCoordinatorNotFound", "Failed to find group coordinator"),
+      named("KafkaJSLockTimeout", "Timeout while acquiring lock"),
+      ...[
+        "LEADER_NOT_AVAILABLE",
+        "NOT_LEADER_FOR_PARTITION",
+        "NOT_LEADER_OR_FOLLOWER",
+        "NOT_COORDINATOR",
+        "NOT_COORDINATOR_FOR_GROUP",
+        "COORDINATOR_NOT_AVAILABLE",
+        "GROUP_COORDINATOR_NOT_AVAILABLE",
+        "COORDINATOR_LOAD_IN_PROGRESS",
+        "GROUP_LOAD_IN_PROGRESS",
+        "NETWORK_EXCEPTION",
+        "REQUEST_TIMED_OUT",
+        "BROKER_NOT_AVAILABLE",
+        "NOT_ENOUGH_REPLICAS"
+      ].map((type) => protocol(type, true))
     ]
-    for (const error of cases)
-      assert.strictEqual(KafkaErrors.toPublishError("orders", error)._tag, "RetriablePublishError", error.name)
+    for (const error of cases) {
+      const label = `${error.name} ${(error as { type?: string }).type ?? ""}`
+      assert.isTrue(KafkaErrors.isBrokerUnavailable(error), label)
+      const mapped = KafkaErrors.toPublishError("orders", error)
+      assert.strictEqual(mapped._tag, "BrokerUnavailableError", label)
+      assert.strictEqual(mapped.topic, "orders")
+      // Wrapped by kafkajs's retrier, it is still an outage.
+      assert.strictEqual(KafkaErrors.toPublishError("orders", exhausted(error))._tag, "BrokerUnavailableError", label)
+    }
   })
 
-  it("an exhausted retry is judged by the error it gave up on", () => {
-    assert.strictEqual(
-      KafkaErrors.toPublishError("t", exhausted(protocol("NOT_ENOUGH_REPLICAS", true)))._tag,
-      "RetriablePublishError"
-    )
-    assert.strictEqual(
-      KafkaErrors.toPublishError("t", exhausted(protocol("MESSAGE_TOO_LARGE", false)))._tag,
-      "PermanentPublishError"
-    )
+  it("errors about the record or the producer's state stay retriable or permanent, never 'unavailable'", () => {
+    const cases: ReadonlyArray<[Error, string]> = [
+      [protocol("OUT_OF_ORDER_SEQUENCE_NUMBER", false), "RetriablePublishError"],
+      [protocol("UNKNOWN_PRODUCER_ID", false), "RetriablePublishError"],
+      [protocol("UNKNOWN_TOPIC_OR_PARTITION", true), "RetriablePublishError"],
+      [protocol("CORRUPT_MESSAGE", true), "PermanentPublishError"],
+      [protocol("MESSAGE_TOO_LARGE", false), "PermanentPublishError"],
+      [protocol("RECORD_LIST_TOO_LARGE", false), "PermanentPublishError"],
+      [protocol("INVALID_RECORD", false), "PermanentPublishError"],
+      [protocol("TOPIC_AUTHORIZATION_FAILED", false), "PermanentPublishError"],
+      [exhausted(protocol("OUT_OF_ORDER_SEQUENCE_NUMBER", false)), "RetriablePublishError"],
+      [exhausted(protocol("MESSAGE_TOO_LARGE", false)), "PermanentPublishError"],
+      [Object.assign(new Error("something transient"), { retriable: true }), "RetriablePublishError"]
+    ]
+    for (const [error, tag] of cases) {
+      assert.isFalse(KafkaErrors.isBrokerUnavailable(error), error.message)
+      assert.strictEqual(KafkaErrors.toPublishError("orders", error)._tag, tag, error.message)
+    }
+  })
+
+  it("size verdicts are recognised, also wrapped, so the publisher can split the batch", () => {
+    assert.isTrue(KafkaErrors.isRecordSizeError(protocol("MESSAGE_TOO_LARGE", false)))
+    assert.isTrue(KafkaErrors.isRecordSizeError(exhausted(protocol("RECORD_LIST_TOO_LARGE", false))))
+    assert.isFalse(KafkaErrors.isRecordSizeError(protocol("INVALID_RECORD", false)))
+    assert.isFalse(KafkaErrors.isRecordSizeError(new Kafkajs.KafkaJSConnectionError("refused")))
+  })
+
+  it("an exhausted retry is described by the error it gave up on", () => {
     assert.match(
       KafkaErrors.describe(exhausted(protocol("NOT_ENOUGH_REPLICAS", true))),
       /NOT_ENOUGH_REPLICAS.*via KafkaJSNumberOfRetriesExceeded/

@@ -518,7 +518,11 @@ export const make = <S extends Schema.Top, E, R>(
           outcome!._tag === "Success" ? Effect.void : Effect.fail(outcome!.failure)
         )
         yield* publishOnce.pipe(
-          Effect.retry({ schedule: infrastructureSchedule, while: (e) => e._tag === "RetriablePublishError" }),
+          Effect.retry({
+            schedule: infrastructureSchedule,
+            // An outage (BrokerUnavailableError) is retried like any transient failure.
+            while: (e) => e._tag === "RetriablePublishError" || e._tag === "BrokerUnavailableError"
+          }),
           Effect.mapError(
             (e) =>
               new DeadLetter.DeadLetterPublishError({
