@@ -464,3 +464,30 @@ export const startRelay = async (
   )
   return () => stack.runPromise(Scope.close(scope, Exit.void))
 }
+
+// ------------------------------------------------------------------------------------------------
+// publisher (issue #12): a stack on the library's defaults
+// ------------------------------------------------------------------------------------------------
+
+/**
+ * Like `stackLayer`, but every library setting at its default: `Outbox.layer` (the record limit
+ * from `OUTBOX_MAX_RECORD_BYTES`, default 1,048,588) and the Kafka publisher's own timeouts.
+ */
+export const defaultsStackLayer = (options: { readonly schema: string; readonly brokers?: ReadonlyArray<string> }) => {
+  const client = PgClient.layer({ url: Redacted.make(databaseUrl), maxConnections: 4, applicationName: "effect-outbox-faults" })
+  const pg = PgOutbox.layer({ schema: options.schema }).pipe(Layer.provideMerge(client))
+  const broker = KafkaOutbox.layer({ brokers: options.brokers ?? sharedBrokers, clientId: "faults" })
+  const logLevel = Layer.succeed(References.MinimumLogLevel)(
+    (process.env.FAULTS_LOG_LEVEL ?? "Error") as LogLevel.LogLevel
+  )
+  return Layer.mergeAll(Outbox.layer, Inbox.Inbox.layer).pipe(
+    Layer.provideMerge(Layer.merge(pg, broker)),
+    Layer.provideMerge(logLevel)
+  )
+}
+
+export const makeDefaultsStack = async (options: Parameters<typeof defaultsStackLayer>[0]): Promise<Stack> => {
+  const runtime = ManagedRuntime.make(defaultsStackLayer(options))
+  await runtime.runPromise(Effect.void)
+  return runtime as unknown as Stack
+}
