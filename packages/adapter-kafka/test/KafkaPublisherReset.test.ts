@@ -1,0 +1,139 @@
+// Review M5: a producer reset (after a failure or a timeout) must not disconnect the producer
+// under other sends still running on it. kafkajs is replaced by a fake whose sends the test
+// settles by hand, so "still running" is exact rather than a race against a real broker.
+import { assert, describe, it } from "@effect/vitest"
+import type { EventId } from "@effect-outbox/core/OutboxMessage"
+import type { PublishRequest } from "@effect-outbox/core/Publisher"
+import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
+import * as Result from "effect/Result"
+import type Kafkajs from "kafkajs"
+import * as ProducerLeases from "../src/internal/producerLeases.ts"
+import { KafkaClient } from "../src/KafkaClient.ts"
+import * as KafkaPublisher from "../src/KafkaPublisher.ts"
+
+interface PendingSend {
+  readonly producer: number
+  readonly partition: number
+  readonly resolve: (metadata: Array<Kafkajs.RecordMetadata>) => void
+  readonly reject: (error: unknown) => void
+}
+
+/** A fake kafkajs: producers numbered from 1; disconnecting one fails its unsettled sends. */
+const fakeKafka = (topic: string) => {
+  const sends: Array<PendingSend> = []
+  const disconnected: Array<number> = []
+  let producers = 0
+  const producer = () => {
+    const id = ++producers
+    const mine = new Set<PendingSend>()
+    return {
+      connect: async () => undefined,
+      disconnect: async () => {
+        disconnected.push(id)
+        for (const send of mine) send.reject(Object.assign(new Error("The producer is disconnected"), { name: "KafkaJSError" }))
+      },
+      sendBatch: (batch: Kafkajs.ProducerBatch) =>
+        new Promise<Array<Kafkajs.RecordMetadata>>((resolve, reject) => {
+          const partition = batch.topicMessages![0]!.messages[0]!.partition!
+          const send: PendingSend = {
+            producer: id,
+            partition,
+            resolve: (m) => (mine.delete(send), resolve(m)),
+            reject: (e) => (mine.delete(send), reject(e))
+          }
+          mine.add(send)
+          sends.push(send)
+        })
+    }
+  }
+  const admin = {
+    fetchTopicMetadata: async () => ({
+      topics: [{ name: topic, partitions: [0, 1].map((partitionId) => ({ partitionId, leader: 1, replicas: [1], isr: [1] })) }]
+    }),
+    describeConfigs: async () => ({ resources: [{ configEntries: [{ configName: "max.message.bytes", configValue: "1048588" }] }] }),
+    listTopics: async () => [topic]
+  }
+  const client = KafkaClient.of({
+    kafka: { producer } as unknown as Kafkajs.Kafka,
+    admin: admin as unknown as Kafkajs.Admin,
+    clientId: "fake",
+    brokers: ["fake:9092"]
+  })
+  return { sends, disconnected, producers: () => producers, client }
+}
+
+const request = (topic: string, partition: number, n: number): PublishRequest => {
+  const id = `0193a0b4-5c6d-7e8f-9a0b-${String(n).padStart(12, "0")}` as EventId
+  return { id, topic, key: null, partition, headers: { "event-id": id }, payload: new Uint8Array(8) }
+}
+
+const waitFor = (condition: () => boolean) =>
+  Effect.gen(function* () {
+    for (let i = 0; i < 500 && !condition(); i++) yield* Effect.sleep("2 millis")
+    assert.isTrue(condition(), "condition not reached")
+  })
+
+describe("KafkaPublisher producer reset (M5)", () => {
+  it.live("a reset retires the producer; it is disconnected only when its last send has settled", () => {
+    const fake = fakeKafka("orders")
+    return Effect.gen(function* () {
+      const publisher = yield* KafkaPublisher.make()
+      // A: a send in flight on producer 1.
+      const a = yield* Effect.forkChild(publisher.publish([request("orders", 0, 1)]))
+      yield* waitFor(() => fake.sends.length === 1)
+      // B: another send on producer 1 loses its connection, which requests a reset.
+      const b = yield* Effect.forkChild(publisher.publish([request("orders", 1, 2)]))
+      yield* waitFor(() => fake.sends.length === 2)
+      fake.sends[1]!.reject(Object.assign(new Error("Connection error: ECONNRESET"), { name: "KafkaJSConnectionError" }))
+      const [bOutcome] = yield* Fiber.join(b)
+      assert.isTrue(Result.isFailure(bOutcome!) && bOutcome.failure._tag === "BrokerUnavailableError")
+      // C: the next send gets a fresh producer, and producer 1 stays connected for A.
+      const c = yield* Effect.forkChild(publisher.publish([request("orders", 1, 3)]))
+      yield* waitFor(() => fake.sends.length === 3)
+      assert.strictEqual(fake.sends[2]!.producer, 2)
+      yield* Effect.sleep("20 millis") // time for a disconnect of producer 1, were one started
+      assert.deepStrictEqual(fake.disconnected, [], "producer 1 still has a send running")
+      fake.sends[2]!.resolve([{ topicName: "orders", partition: 1, errorCode: 0, baseOffset: "7" }])
+      assert.deepStrictEqual((yield* Fiber.join(c)).map(Result.isSuccess), [true])
+      // A lands on producer 1; only then is producer 1 disconnected.
+      fake.sends[0]!.resolve([{ topicName: "orders", partition: 0, errorCode: 0, baseOffset: "41" }])
+      const [aOutcome] = yield* Fiber.join(a)
+      assert.isTrue(Result.isSuccess(aOutcome!))
+      if (Result.isSuccess(aOutcome!)) assert.deepStrictEqual(aOutcome.success, { topic: "orders", partition: 0, offset: "41" })
+      yield* waitFor(() => fake.disconnected.length === 1)
+      assert.deepStrictEqual(fake.disconnected, [1])
+      assert.strictEqual(fake.producers(), 2)
+    }).pipe(Effect.scoped, Effect.provideService(KafkaClient, fake.client))
+  })
+
+  it.effect("leases: retired producers in use stay live; closing disconnects every producer", () =>
+    Effect.gen(function* () {
+      const disconnected: Array<number> = []
+      let created = 0
+      const leases = yield* ProducerLeases.make<number>({
+        create: () => ++created,
+        connect: async () => undefined,
+        disconnect: async (p) => void disconnected.push(p)
+      })
+      const first = yield* leases.acquire
+      const second = yield* leases.acquire
+      assert.strictEqual(first.producer, second.producer)
+      leases.requestReset()
+      const third = yield* leases.acquire
+      assert.strictEqual(third.producer, 2)
+      assert.strictEqual(leases.live(), 2)
+      first.release()
+      first.release() // a second release of one lease is ignored
+      assert.deepStrictEqual(disconnected, [])
+      second.release()
+      assert.deepStrictEqual(disconnected, [1])
+      assert.strictEqual(leases.live(), 1)
+      // An idle current producer is not disconnected by a release, only by a reset or closing.
+      third.release()
+      assert.deepStrictEqual(disconnected, [1])
+      yield* leases.closeAll
+      assert.deepStrictEqual(disconnected, [1, 2])
+    })
+  )
+})
