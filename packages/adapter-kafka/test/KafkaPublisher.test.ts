@@ -1,6 +1,8 @@
-// Review M5: a producer reset (after a failure or a timeout) must not disconnect the producer
-// under other sends still running on it. kafkajs is replaced by a fake whose sends the test
-// settles by hand, so "still running" is exact rather than a race against a real broker.
+// KafkaPublisher over a fake kafkajs, for what a real broker cannot be made to do on demand:
+// review M5 (a producer reset must not disconnect the producer under sends still running on it;
+// the test settles sends by hand, so "still running" is exact) and C1 (each broker error is
+// attributed to the records it concerns; a size error splits the batch). The real-broker side is
+// KafkaPublisher.integration.test.ts and the conformance suite.
 import { assert, describe, it } from "@effect/vitest"
 import type { EventId } from "@effect-outbox/core/OutboxMessage"
 import type { PublishRequest } from "@effect-outbox/core/Publisher"
@@ -19,8 +21,14 @@ interface PendingSend {
   readonly reject: (error: unknown) => void
 }
 
-/** A fake kafkajs: producers numbered from 1; disconnecting one fails its unsettled sends. */
-const fakeKafka = (topic: string) => {
+/**
+ * A fake kafkajs: producers numbered from 1; disconnecting one fails its unsettled sends. With
+ * `auto`, each send is settled at once by it (metadata, or an error to throw).
+ */
+const fakeKafka = (
+  topic: string,
+  auto?: (partition: number, messages: ReadonlyArray<Kafkajs.Message>) => Array<Kafkajs.RecordMetadata> | Error
+) => {
   const sends: Array<PendingSend> = []
   const disconnected: Array<number> = []
   let producers = 0
@@ -44,6 +52,11 @@ const fakeKafka = (topic: string) => {
           }
           mine.add(send)
           sends.push(send)
+          if (auto !== undefined) {
+            const answer = auto(partition, batch.topicMessages![0]!.messages)
+            if (answer instanceof Error) send.reject(answer)
+            else send.resolve(answer)
+          }
         })
     }
   }
@@ -136,4 +149,57 @@ describe("KafkaPublisher producer reset (M5)", () => {
       assert.deepStrictEqual(disconnected, [1, 2])
     })
   )
+})
+
+describe("KafkaPublisher attributes each broker error to its own records (C1)", () => {
+  const protocolError = (type: string) =>
+    Object.assign(new Error(`broker says ${type}`), { name: "KafkaJSProtocolError", type, retriable: true })
+
+  it.live("one partition without a leader fails its records only; the other partition's receipts are kept", () => {
+    const offsets = new Map<number, number>()
+    const fake = fakeKafka("orders", (partition, messages) => {
+      if (partition === 0) return protocolError("NOT_LEADER_FOR_PARTITION")
+      const base = offsets.get(partition) ?? 0
+      offsets.set(partition, base + messages.length)
+      return [{ topicName: "orders", partition, errorCode: 0, baseOffset: String(base) }]
+    })
+    return Effect.gen(function* () {
+      const publisher = yield* KafkaPublisher.make()
+      const outcomes = yield* publisher.publish([1, 0, 1, 0, 1].map((p, i) => request("orders", p, i)))
+      assert.deepStrictEqual(
+        outcomes.map((o) => (Result.isSuccess(o) ? o.success.offset : o.failure._tag)),
+        ["0", "BrokerUnavailableError", "1", "BrokerUnavailableError", "2"]
+      )
+    }).pipe(Effect.scoped, Effect.provideService(KafkaClient, fake.client))
+  })
+
+  it.live("a size error on a batch of several records splits it; a record refused alone is permanent", () => {
+    let next = 0
+    const sizes: Array<number> = []
+    const fake = fakeKafka("orders", (partition, messages) => {
+      sizes.push(messages.length)
+      // This broker takes at most 2 records per batch (a limit below the one it described), and
+      // never the record with the 9-byte payload.
+      if (messages.length > 2 || messages.some((m) => (m.value as Buffer).length === 9)) {
+        return protocolError("MESSAGE_TOO_LARGE")
+      }
+      const base = next
+      next += messages.length
+      return [{ topicName: "orders", partition, errorCode: 0, baseOffset: String(base) }]
+    })
+    return Effect.gen(function* () {
+      const publisher = yield* KafkaPublisher.make()
+      const requests = [0, 1, 2, 3, 4, 5].map((i) => request("orders", 0, i))
+      requests[4] = { ...requests[4]!, payload: new Uint8Array(9) }
+      const outcomes = yield* publisher.publish(requests)
+      assert.deepStrictEqual(
+        outcomes.map((o) => (Result.isSuccess(o) ? o.success.offset : o.failure._tag)),
+        ["0", "1", "2", "3", "PermanentPublishError", "4"]
+      )
+      // 6 refused -> 3 + 3; 3 refused -> 2 + 1; 3 refused -> 2 (refused: 1 + 1) + 1.
+      assert.deepStrictEqual(sizes, [6, 3, 2, 1, 3, 2, 1, 1, 1])
+      const refused = outcomes[4]!
+      if (Result.isFailure(refused)) assert.match(refused.failure.message, /MESSAGE_TOO_LARGE.*over the limit/)
+    }).pipe(Effect.scoped, Effect.provideService(KafkaClient, fake.client))
+  })
 })
