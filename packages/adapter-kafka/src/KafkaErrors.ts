@@ -245,8 +245,8 @@ export const toPublishError = (topic: string, error: unknown): PublishError =>
   isBrokerUnavailable(error)
     ? new BrokerUnavailableError({ topic, reason: describe(error) })
     : isRetriable(error)
-    ? new RetriablePublishError({ topic, reason: describe(error) })
-    : new PermanentPublishError({ topic, reason: describe(error) })
+      ? new RetriablePublishError({ topic, reason: describe(error) })
+      : new PermanentPublishError({ topic, reason: describe(error) })
 
 /**
  * @since 0.1.0

@@ -21,9 +21,9 @@ import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
 import * as Result from "effect/Result"
 import Kafkajs from "kafkajs"
-import { KafkaClient } from "./KafkaClient.ts"
 import * as ProducerLeases from "./internal/producerLeases.ts"
 import * as TopicLimits from "./internal/topicLimits.ts"
+import { KafkaClient } from "./KafkaClient.ts"
 import { describe, isRecordSizeError, requiresProducerReset, rootCause, toPublishError } from "./KafkaErrors.ts"
 
 /**
@@ -236,9 +236,7 @@ export const make = (options: KafkaPublisherOptions = {}) =>
         // Keys with a record that failed for its own sake: their younger records are not sent.
         const failedKeys = new Set<string>()
         const notSent = (record: Outgoing, why: string) => {
-          outcomes[record.index] = Result.fail(
-            new RetriablePublishError({ topic, reason: `not sent: ${why}` })
-          )
+          outcomes[record.index] = Result.fail(new RetriablePublishError({ topic, reason: `not sent: ${why}` }))
         }
         while (queue.length > 0) {
           const batch = queue.shift()!.filter((record) => {
@@ -335,7 +333,11 @@ export const make = (options: KafkaPublisherOptions = {}) =>
         // producer once used and that was deleted since: replace the producer, try again.
         Effect.catchIf(
           (error) => rootCause(error).type === "UNKNOWN_TOPIC_OR_PARTITION",
-          () => Effect.suspend(() => (leases.requestReset(), sendOnce))
+          () =>
+            Effect.suspend(() => {
+              leases.requestReset()
+              return sendOnce
+            })
         ),
         Effect.timeoutOrElse({
           duration: timeout,
@@ -376,7 +378,9 @@ export const make = (options: KafkaPublisherOptions = {}) =>
               const fresh = yield* fetchLayout(topic).pipe(Effect.orElseSucceed(() => null))
               if (fresh === undefined) {
                 return yield* Effect.fail(
-                  new SendError(new PermanentPublishError({ topic, reason: "the topic no longer exists on the broker" }))
+                  new SendError(
+                    new PermanentPublishError({ topic, reason: "the topic no longer exists on the broker" })
+                  )
                 )
               }
             }

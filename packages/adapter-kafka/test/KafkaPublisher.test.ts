@@ -39,7 +39,8 @@ const fakeKafka = (
       connect: async () => undefined,
       disconnect: async () => {
         disconnected.push(id)
-        for (const send of mine) send.reject(Object.assign(new Error("The producer is disconnected"), { name: "KafkaJSError" }))
+        for (const send of mine)
+          send.reject(Object.assign(new Error("The producer is disconnected"), { name: "KafkaJSError" }))
       },
       sendBatch: (batch: Kafkajs.ProducerBatch) =>
         new Promise<Array<Kafkajs.RecordMetadata>>((resolve, reject) => {
@@ -47,8 +48,14 @@ const fakeKafka = (
           const send: PendingSend = {
             producer: id,
             partition,
-            resolve: (m) => (mine.delete(send), resolve(m)),
-            reject: (e) => (mine.delete(send), reject(e))
+            resolve: (m) => {
+              mine.delete(send)
+              resolve(m)
+            },
+            reject: (e) => {
+              mine.delete(send)
+              reject(e)
+            }
           }
           mine.add(send)
           sends.push(send)
@@ -62,9 +69,13 @@ const fakeKafka = (
   }
   const admin = {
     fetchTopicMetadata: async () => ({
-      topics: [{ name: topic, partitions: [0, 1].map((partitionId) => ({ partitionId, leader: 1, replicas: [1], isr: [1] })) }]
+      topics: [
+        { name: topic, partitions: [0, 1].map((partitionId) => ({ partitionId, leader: 1, replicas: [1], isr: [1] })) }
+      ]
     }),
-    describeConfigs: async () => ({ resources: [{ configEntries: [{ configName: "max.message.bytes", configValue: "1048588" }] }] }),
+    describeConfigs: async () => ({
+      resources: [{ configEntries: [{ configName: "max.message.bytes", configValue: "1048588" }] }]
+    }),
     listTopics: async () => [topic]
   }
   const client = KafkaClient.of({
@@ -98,7 +109,9 @@ describe("KafkaPublisher producer reset (M5)", () => {
       // B: another send on producer 1 loses its connection, which requests a reset.
       const b = yield* Effect.forkChild(publisher.publish([request("orders", 1, 2)]))
       yield* waitFor(() => fake.sends.length === 2)
-      fake.sends[1]!.reject(Object.assign(new Error("Connection error: ECONNRESET"), { name: "KafkaJSConnectionError" }))
+      fake.sends[1]!.reject(
+        Object.assign(new Error("Connection error: ECONNRESET"), { name: "KafkaJSConnectionError" })
+      )
       const [bOutcome] = yield* Fiber.join(b)
       assert.isTrue(Result.isFailure(bOutcome!) && bOutcome.failure._tag === "BrokerUnavailableError")
       // C: the next send gets a fresh producer, and producer 1 stays connected for A.
@@ -113,7 +126,8 @@ describe("KafkaPublisher producer reset (M5)", () => {
       fake.sends[0]!.resolve([{ topicName: "orders", partition: 0, errorCode: 0, baseOffset: "41" }])
       const [aOutcome] = yield* Fiber.join(a)
       assert.isTrue(Result.isSuccess(aOutcome!))
-      if (Result.isSuccess(aOutcome!)) assert.deepStrictEqual(aOutcome.success, { topic: "orders", partition: 0, offset: "41" })
+      if (Result.isSuccess(aOutcome!))
+        assert.deepStrictEqual(aOutcome.success, { topic: "orders", partition: 0, offset: "41" })
       yield* waitFor(() => fake.disconnected.length === 1)
       assert.deepStrictEqual(fake.disconnected, [1])
       assert.strictEqual(fake.producers(), 2)

@@ -1,8 +1,9 @@
 // The size rule the outbox enqueues and publishes by (core RecordSize), checked against the bytes
 // kafkajs actually puts on the wire: the broker compares exactly these with max.message.bytes.
+
+import { createRequire } from "node:module"
 import { assert, describe, it } from "@effect/vitest"
 import * as RecordSize from "@effect-outbox/core/RecordSize"
-import { createRequire } from "node:module"
 
 const require = createRequire(import.meta.url)
 const Record = require("kafkajs/src/protocol/recordBatch/record/v0") as (record: object) => unknown
@@ -60,7 +61,10 @@ describe("RecordSize", () => {
 
   it("a record too large for any batch gets a batch of its own; its neighbours are still packed", () => {
     const runs = RecordSize.splitByBatchBytes([record(10), record(10), record(50_000), record(10)], 20_000)
-    assert.deepStrictEqual(runs.map((run) => run.map((r) => r.payload.byteLength)), [[10, 10], [50_000], [10]])
+    assert.deepStrictEqual(
+      runs.map((run) => run.map((r) => r.payload.byteLength)),
+      [[10, 10], [50_000], [10]]
+    )
   })
 
   it("the default limit is Kafka's default max.message.bytes", () => {

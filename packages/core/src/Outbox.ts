@@ -20,6 +20,7 @@ import * as Metric from "effect/Metric"
 import type * as Option from "effect/Option"
 import { EventNotFoundError, type OutboxStoreError, OutboxValidationError } from "./Errors.ts"
 import * as OutboxMessage from "./OutboxMessage.ts"
+import * as PartitionLimit from "./PartitionLimit.ts"
 import * as RecordSize from "./RecordSize.ts"
 import { OutboxStore } from "./OutboxStore.ts"
 import * as Telemetry from "./Telemetry.ts"
@@ -44,6 +45,11 @@ export interface Settings {
    * (the whole record) when that is not given.
    */
   readonly maxPayloadBytes?: number | undefined
+  /**
+   * Highest explicit partition a draft may name (`PartitionLimit`, review M4). Default 1023
+   * (`OUTBOX_MAX_PARTITION`).
+   */
+  readonly maxPartition?: number | undefined
 }
 
 /**
@@ -57,7 +63,8 @@ export const maxRecordBytes = (settings: Settings): number =>
 
 /**
  * `OUTBOX_MAX_RECORD_BYTES` (the older `OUTBOX_MAX_PAYLOAD_BYTES` is read when it is not set),
- * default 1,048,588: Kafka's default `max.message.bytes`, the limit the publishers split by.
+ * default 1,048,588: Kafka's default `max.message.bytes`, the limit the publishers split by;
+ * `OUTBOX_MAX_PARTITION`, default 1023.
  *
  * @since 0.1.0
  * @category config
@@ -66,7 +73,8 @@ export const config: Config.Config<Settings> = Config.all({
   maxRecordBytes: Config.Int("OUTBOX_MAX_RECORD_BYTES").pipe(
     Config.orElse(() => Config.Int("OUTBOX_MAX_PAYLOAD_BYTES")),
     Config.withDefault(RecordSize.DEFAULT_MAX_MESSAGE_BYTES)
-  )
+  ),
+  maxPartition: PartitionLimit.config
 })
 
 /**
@@ -128,6 +136,10 @@ export const validateDraft = (
     !(Number.isInteger(draft.partition) && draft.partition >= 0)
   ) {
     return invalid("partition", `${draft.partition} is not an integer >= 0`)
+  }
+  if (draft.partition !== undefined && draft.partition !== null) {
+    const above = PartitionLimit.aboveMaximum(draft.partition, settings.maxPartition)
+    if (above !== undefined) return invalid("partition", above)
   }
   if (draft.id !== undefined && !(typeof draft.id === "string" && UUID.test(draft.id))) {
     return invalid("id", `${String(draft.id)} is not a UUID`)

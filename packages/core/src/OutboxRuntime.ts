@@ -126,6 +126,7 @@ export interface Settings {
  * | `OUTBOX_METRICS_ENABLED` | `true` | sample the outbox gauges and consumer lag |
  * | `OUTBOX_METRICS_INTERVAL` | `10 seconds` | how often |
  * | `OUTBOX_MAX_RECORD_BYTES` | `1048588` | largest record (key + headers + payload), see `Outbox.config` |
+ * | `OUTBOX_MAX_PARTITION` | `1023` | highest explicit partition; `sync` never grows past it (`PartitionLimit`) |
  *
  * @since 0.1.0
  * @category config

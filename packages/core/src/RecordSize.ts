@@ -103,10 +103,7 @@ export const singleRecordBatchBytes = (record: SizedRecord): number => RECORD_BA
  * @since 0.2.0
  * @category sizes
  */
-export const splitByBatchBytes = <A extends SizedRecord>(
-  records: ReadonlyArray<A>,
-  limit: number
-): Array<Array<A>> => {
+export const splitByBatchBytes = <A extends SizedRecord>(records: ReadonlyArray<A>, limit: number): Array<Array<A>> => {
   const runs: Array<Array<A>> = []
   let run: Array<A> = []
   let bytes = RECORD_BATCH_OVERHEAD
@@ -132,8 +129,10 @@ export const splitByBatchBytes = <A extends SizedRecord>(
  */
 export const describeTooLarge = (record: SizedRecord, limit: number): string => {
   const headerBytes = Object.entries(record.headers).reduce((sum, [n, v]) => sum + utf8(n) + utf8(v), 0)
-  return `the record takes ${singleRecordBatchBytes(record)} bytes in a record batch (payload ${record.payload.byteLength}, ` +
+  return (
+    `the record takes ${singleRecordBatchBytes(record)} bytes in a record batch (payload ${record.payload.byteLength}, ` +
     `key ${record.key === null ? 0 : utf8(record.key)}, headers ${headerBytes}), over the limit of ${limit}: ` +
     `make the payload smaller (store large content elsewhere and send a reference), or raise the topic's ` +
     `max.message.bytes and the outbox limit (OUTBOX_MAX_RECORD_BYTES) together`
+  )
 }

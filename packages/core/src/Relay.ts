@@ -56,6 +56,7 @@ import { BrokerAdmin } from "./BrokerAdmin.ts"
 import { type OutboxStoreError, type PublishError, RetriablePublishError } from "./Errors.ts"
 import type { EventId, OutboxMessage } from "./OutboxMessage.ts"
 import type { OutboxStore } from "./OutboxStore.ts"
+import * as PartitionLimit from "./PartitionLimit.ts"
 import { Publisher, type PublishOutcome, type PublishRequest } from "./Publisher.ts"
 import * as Telemetry from "./Telemetry.ts"
 import * as Transition from "./Transition.ts"
@@ -100,6 +101,8 @@ export interface Settings {
   /** Delay before the n-th retry: the schedule's n-th delay. A finished schedule means give up. */
   readonly backoff: Schedule.Schedule<unknown>
   readonly unknownPartition: UnknownPartitionPolicy
+  /** `"sync"` never grows a topic past this partition (`OUTBOX_MAX_PARTITION`, default 1023, M4). */
+  readonly maxPartition?: number
   /** Graceful shutdown waits this long for the batches in flight before handing them back. */
   readonly shutdownTimeout: Duration.Duration
   /**
@@ -159,6 +162,7 @@ export const config: Config.Config<Settings> = Config.all({
   unknownPartition: Config.Literals(["fail", "sync"], "OUTBOX_RELAY_UNKNOWN_PARTITION").pipe(
     Config.withDefault<UnknownPartitionPolicy>("fail")
   ),
+  maxPartition: PartitionLimit.config,
   shutdownTimeout: Config.Duration("OUTBOX_RELAY_SHUTDOWN_TIMEOUT").pipe(Config.withDefault(defaults.shutdownTimeout)),
   pipelineDepth: Config.Int("OUTBOX_RELAY_PIPELINE_DEPTH").pipe(Config.withDefault(defaults.pipelineDepth))
 }).pipe(
@@ -536,6 +540,8 @@ export const make = (settings: Partial<Settings> = {}): Effect.Effect<Relay> =>
         const count = yield* admin.value.partitionCount(topic)
         if (Option.isNone(count)) return `topic ${topic} does not exist`
         if (count.value > partition) return undefined
+        const above = PartitionLimit.aboveMaximum(partition, s.maxPartition)
+        if (above !== undefined) return `${above}; the topic is not grown`
         yield* admin.value.growPartitions(topic, partition + 1)
         yield* Effect.logWarning(`outbox relay grew ${topic} from ${count.value} to ${partition + 1} partitions (R3.3)`)
         return undefined

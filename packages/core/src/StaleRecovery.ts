@@ -32,6 +32,7 @@ import { BrokerProbe } from "./BrokerProbe.ts"
 import type { OutboxStoreError, ProbeError } from "./Errors.ts"
 import type { OutboxMessage, PublishReceipt } from "./OutboxMessage.ts"
 import { OutboxStore } from "./OutboxStore.ts"
+import * as PartitionLimit from "./PartitionLimit.ts"
 import type { UnknownPartitionPolicy } from "./Relay.ts"
 import * as Telemetry from "./Telemetry.ts"
 import * as Transition from "./Transition.ts"
@@ -46,6 +47,8 @@ export interface Settings {
   /** Time between rounds. */
   readonly interval: Duration.Duration
   readonly unknownPartition: UnknownPartitionPolicy
+  /** `"sync"` never grows a topic past this partition (`OUTBOX_MAX_PARTITION`, default 1023, M4). */
+  readonly maxPartition?: number
 }
 
 /**
@@ -69,7 +72,8 @@ export const config: Config.Config<Settings> = Config.all({
   interval: Config.Duration("OUTBOX_STALE_INTERVAL").pipe(Config.withDefault(defaults.interval)),
   unknownPartition: Config.Literals(["fail", "sync"], "OUTBOX_RELAY_UNKNOWN_PARTITION").pipe(
     Config.withDefault<UnknownPartitionPolicy>("fail")
-  )
+  ),
+  maxPartition: PartitionLimit.config
 })
 
 /**
@@ -216,6 +220,8 @@ const judge = (row: OutboxMessage, s: Settings): Effect.Effect<Verdict, never, B
         reason: `${what}; unknown-partition recovery is off (OUTBOX_RELAY_UNKNOWN_PARTITION=fail): fix the partition or grow the topic, then requeue`
       }
     }
+    const above = PartitionLimit.aboveMaximum(row.partition, s.maxPartition)
+    if (above !== undefined) return { _tag: "unknown_partition", retry: false, reason: `${what}; ${above}` }
     const grown = yield* admin.value.growPartitions(row.topic, row.partition + 1).pipe(Effect.option)
     return Option.isSome(grown) ? { _tag: "unknown_partition", retry: true, reason: what } : found
   })

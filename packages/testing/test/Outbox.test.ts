@@ -150,6 +150,7 @@ describe("Outbox.enqueue (R1.1, R1.2)", () => {
       ["a payload over the limit", { payload: new Uint8Array(1_001) }, "payload"],
       ["a negative partition", { partition: -1 }, "partition"],
       ["a fractional partition", { partition: 1.5 }, "partition"],
+      ["a partition above OUTBOX_MAX_PARTITION (default 1023)", { partition: 1024 }, "partition"],
       ["an id that is not a UUID", { id: "not-a-uuid" as EventId }, "id"],
       ["a conflicting event-id header", { headers: { "event-id": "someone-else" } }, "event-id"]
     ]
@@ -205,6 +206,15 @@ describe("Outbox.enqueue (R1.1, R1.2)", () => {
       const limit = RecordSize.singleRecordBatchBytes(record)
       assert.isUndefined(Outbox.validateRecordSize(record, { maxRecordBytes: limit }))
       assert.strictEqual(Outbox.validateRecordSize(record, { maxRecordBytes: limit - 1 })?._tag, "OutboxValidationError")
+    })
+
+    it("the partition maximum is a setting: within it passes, above it names the setting (M4)", () => {
+      const draft = (partition: number) => ({ topic: "orders", partition, payload: new Uint8Array(1) })
+      assert.isUndefined(Outbox.validateDraft(draft(1023), {}))
+      assert.isUndefined(Outbox.validateDraft(draft(7), { maxPartition: 7 }))
+      const error = Outbox.validateDraft(draft(8), { maxPartition: 7 })
+      assert.strictEqual(error?.field, "drafts[0].partition")
+      assert.match(error!.reason, /partition 8 is above the maximum 7 \(OUTBOX_MAX_PARTITION\)/)
     })
 
     it("accepts Kafka's legal topic characters", () => {

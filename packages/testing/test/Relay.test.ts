@@ -221,6 +221,21 @@ describe("Relay", () => {
     )
   )
 
+  it.effect("with the switch on, a partition above OUTBOX_MAX_PARTITION never grows the topic (M4)", () =>
+    inWorld((world) =>
+      Effect.gen(function* () {
+        const id = yield* Outbox.enqueue(draft("a", 1, { partition: 5 }))
+        const relay = yield* Relay.make({ owner: "r1", unknownPartition: "sync", maxPartition: 4, backoff: fixed })
+        yield* relay.runOnce
+        assert.strictEqual((yield* world.broker.control.topics).get("orders"), 3)
+        const stored = yield* row(world.database, id)
+        assert.strictEqual(stored.status, "FAILURE")
+        assert.include(stored.lastError!, "partition 5 is above the maximum 4 (OUTBOX_MAX_PARTITION)")
+        assert.include(stored.lastError!, "not grown")
+      })
+    )
+  )
+
   it.effect("a lost acknowledgement re-sends: at least once, first appearance still in order (R1.5)", () =>
     inWorld(
       (world) =>

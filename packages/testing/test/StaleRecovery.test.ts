@@ -169,6 +169,22 @@ describe("StaleRecovery (R3)", () => {
     )
   )
 
+  it.effect("unknown partition with the switch on, above OUTBOX_MAX_PARTITION: FAILURE, the topic not grown (M4)", () =>
+    inWorld((world) =>
+      Effect.gen(function* () {
+        const id = yield* Outbox.enqueue(draft("a", 1, { partition: 5 }))
+        yield* crashAt("afterClaim")
+        yield* TestClock.adjust("31 seconds")
+        const result = yield* StaleRecovery.runOnce({ unknownPartition: "sync", maxPartition: 4 })
+        assert.strictEqual(result.failed, 1)
+        assert.strictEqual((yield* world.broker.control.topics).get("orders"), 3)
+        const stored = yield* row(world.database, id)
+        assert.strictEqual(stored.status, "FAILURE")
+        assert.include(stored.lastError!, "above the maximum 4 (OUTBOX_MAX_PARTITION)")
+      })
+    )
+  )
+
   it.effect("runs periodically", () =>
     inWorld((world) =>
       Effect.gen(function* () {

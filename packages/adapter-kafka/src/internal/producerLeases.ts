@@ -90,14 +90,16 @@ export const make = <P>(driver: ProducerDriver<P>): Effect.Effect<ProducerLeases
       })
     )
 
-    const closeAll = lock.withPermits(1)(
-      Effect.promise(() => {
-        const all = [...live]
-        live.clear()
-        current = undefined
-        return Promise.all(all.map((slot) => driver.disconnect(slot.producer).catch(() => undefined)))
-      })
-    ).pipe(Effect.asVoid)
+    const closeAll = lock
+      .withPermits(1)(
+        Effect.promise(() => {
+          const all = [...live]
+          live.clear()
+          current = undefined
+          return Promise.all(all.map((slot) => driver.disconnect(slot.producer).catch(() => undefined)))
+        })
+      )
+      .pipe(Effect.asVoid)
 
     return {
       acquire,
