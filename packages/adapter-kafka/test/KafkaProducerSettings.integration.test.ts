@@ -1,6 +1,6 @@
 // What the publisher asks of kafkajs: an idempotent producer with acks=-1, at most 5 requests in
-// flight, and one sendBatch per publish call however many records it carries. And what happens
-// when no broker answers.
+// flight, and one sendBatch per partition batch (so each broker error concerns its own records).
+// And what happens when no broker answers.
 
 import { assert, describe, it } from "@effect/vitest"
 import { BrokerAdmin } from "@effect-outbox/core/BrokerAdmin"
@@ -21,7 +21,7 @@ import { brokers, freshTopic, request } from "./support.ts"
 /** A KafkaClient whose producers report their config and every send call. */
 const recordingClient = (calls: {
   configs: Array<Kafkajs.ProducerConfig>
-  sends: Array<{ method: string; records: number; acks: number | undefined }>
+  sends: Array<{ method: string; records: number; acks: number | undefined; partitions: Array<number> }>
 }) =>
   Layer.effect(KafkaClient)(
     Effect.gen(function* () {
@@ -37,12 +37,15 @@ const recordingClient = (calls: {
           calls.sends.push({
             method: "sendBatch",
             records: (batch.topicMessages ?? []).reduce((n, t) => n + t.messages.length, 0),
-            acks: batch.acks
+            acks: batch.acks,
+            partitions: [
+              ...new Set((batch.topicMessages ?? []).flatMap((t) => t.messages.map((m) => m.partition ?? -1)))
+            ]
           })
           return sendBatch(batch)
         }
         producer.send = (record) => {
-          calls.sends.push({ method: "send", records: record.messages.length, acks: record.acks })
+          calls.sends.push({ method: "send", records: record.messages.length, acks: record.acks, partitions: [] })
           return send(record)
         }
         return producer
@@ -53,11 +56,11 @@ const recordingClient = (calls: {
 
 describe("KafkaPublisher producer settings", () => {
   it.live(
-    "an idempotent acks=-1 producer, one sendBatch per publish call",
+    "an idempotent acks=-1 producer, one sendBatch per partition of a publish call",
     () => {
       const calls = {
         configs: [] as Array<Kafkajs.ProducerConfig>,
-        sends: [] as Array<{ method: string; records: number; acks: number | undefined }>
+        sends: [] as Array<{ method: string; records: number; acks: number | undefined; partitions: Array<number> }>
       }
       return Effect.gen(function* () {
         const topic = yield* freshTopic(3, "settings")
@@ -68,7 +71,16 @@ describe("KafkaPublisher producer settings", () => {
         )
         const outcomes = yield* publisher.publish(batch)
         assert.isTrue(outcomes.every(Result.isSuccess))
-        assert.deepStrictEqual(calls.sends, [{ method: "sendBatch", records: 50, acks: -1 }])
+        const used = new Set(outcomes.flatMap((o) => (Result.isSuccess(o) ? [o.success.partition] : [])))
+        // 50 small records fit one batch per partition: one call each, every record sent once.
+        assert.strictEqual(calls.sends.length, used.size)
+        for (const send of calls.sends) {
+          assert.strictEqual(send.method, "sendBatch")
+          assert.strictEqual(send.acks, -1)
+          assert.strictEqual(send.partitions.length, 1)
+        }
+        assert.deepStrictEqual(new Set(calls.sends.map((s) => s.partitions[0])), used)
+        assert.strictEqual(calls.sends.reduce((n, s) => n + s.records, 0), 50)
         assert.strictEqual(calls.configs.length, 1)
         const config = calls.configs[0]!
         assert.isTrue(config.idempotent)
@@ -103,13 +115,13 @@ describe("no broker answering", () => {
   )
 
   it.live(
-    "publishing fails retriable, the probe and the admin fail typed, all within bounds",
+    "publishing fails as broker unavailable, the probe and the admin fail typed, all within bounds",
     () =>
       Effect.gen(function* () {
         const started = Date.now()
         const [outcome] = yield* (yield* Publisher).publish([yield* request("anything", { partition: 0 })])
         assert.isTrue(Result.isFailure(outcome!))
-        if (Result.isFailure(outcome!)) assert.strictEqual(outcome.failure._tag, "RetriablePublishError")
+        if (Result.isFailure(outcome!)) assert.strictEqual(outcome.failure._tag, "BrokerUnavailableError")
         const probeError = yield* Effect.flip(
           (yield* BrokerProbe).find({ topic: "anything", partition: 0, eventId: yield* makeEventId, since: 0 })
         )
