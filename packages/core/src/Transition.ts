@@ -15,7 +15,7 @@ import * as Metric from "effect/Metric"
 import { IllegalTransitionError, type OutboxStoreError } from "./Errors.ts"
 import * as Lifecycle from "./Lifecycle.ts"
 import type { EventId, OutboxMessage, PublishReceipt } from "./OutboxMessage.ts"
-import { OutboxStore, type TransitionOutcome, type TransitionPatch } from "./OutboxStore.ts"
+import { type FailedHeadPolicy, OutboxStore, type TransitionOutcome, type TransitionPatch } from "./OutboxStore.ts"
 import * as Telemetry from "./Telemetry.ts"
 
 /**
@@ -125,6 +125,7 @@ export const claim = (options: {
   readonly limit: number
   readonly maxPerKey: number
   readonly leaseMillis: number
+  readonly failedHead?: FailedHeadPolicy
 }): Effect.Effect<ReadonlyArray<OutboxMessage>, OutboxStoreError, OutboxStore> =>
   Effect.gen(function* () {
     const store = yield* OutboxStore
