@@ -473,7 +473,7 @@ export const make = (settings: Partial<Settings> = {}): Effect.Effect<Relay> =>
         const failedKey = new Map<string, EventId>()
         const published: Array<Transition.Published> = []
         const failures: Array<Transition.PublishFailure> = []
-        const giveUp: Array<{ readonly row: OutboxMessage; readonly failure: Transition.PublishFailure }> = []
+        const giveUp: Array<GiveUp> = []
         const heldBack: Array<Transition.Released> = notSent.map((row) => ({
           id: row.id,
           owner: lease,
@@ -499,7 +499,9 @@ export const make = (settings: Partial<Settings> = {}): Effect.Effect<Relay> =>
           }
           if (row.key !== null) failedKey.set(row.key, row.id)
           const failure = yield* classify(row, outcome.failure, now, lease, outageRetryAt)
-          if (failure.retryAt === null) giveUp.push({ row, failure })
+          if (failure.retryAt === null) {
+            giveUp.push({ row, failure, retriable: outcome.failure._tag === "RetriablePublishError" })
+          }
           else {
             failures.push(failure)
             retried++
@@ -507,9 +509,20 @@ export const make = (settings: Partial<Settings> = {}): Effect.Effect<Relay> =>
         }
         // Before FAILURE, ask the broker: a record that landed (a timeout, a lost acknowledgement)
         // is PUBLISHED, not FAILURE.
-        for (const verdict of yield* probeBeforeFailure(giveUp)) {
+        const verdicts = yield* probeBeforeFailure(giveUp)
+        // A retriable failure is given up only when the broker can be asked and says the record
+        // is absent: a probe that fails means the broker is unreachable, which is an outage.
+        const waitUntil = verdicts.some((v) => v._tag === "unreachable")
+          ? outageRetryAt > now
+            ? outageRetryAt
+            : yield* enterOutage(now, "probing before FAILURE failed")
+          : now
+        for (const verdict of verdicts) {
           if (verdict._tag === "found") published.push(verdict.published)
-          else {
+          else if (verdict._tag === "unreachable") {
+            failures.push({ ...verdict.failure, retryAt: waitUntil })
+            retried++
+          } else {
             failures.push(verdict.failure)
             failed++
           }
@@ -577,18 +590,22 @@ export const make = (settings: Partial<Settings> = {}): Effect.Effect<Relay> =>
     // backoff; a publish that got through ends the outage. Returns when the rows may retry.
     const noteOutage = (outcomes: ReadonlyArray<PublishOutcome>, now: number) =>
       Effect.gen(function* () {
-        if (!outcomes.some(isUnavailable)) {
+        const first = outcomes.find(isUnavailable)
+        if (first === undefined) {
           if (outages > 0 && outcomes.some(Result.isSuccess)) {
             yield* Effect.logInfo(`outbox relay ${owner}: the broker answers again after ${outages} failed publishes`)
             outages = 0
           }
           return now
         }
+        return yield* enterOutage(now, Result.isFailure(first) ? describe(first.failure) : "")
+      })
+
+    const enterOutage = (now: number, reason: string) =>
+      Effect.gen(function* () {
         outages++
         const delay = yield* outageDelay(s.outageBackoff, outages)
         pausedUntil = Math.max(pausedUntil, now + delay)
-        const first = outcomes.find(isUnavailable)
-        const reason = first !== undefined && Result.isFailure(first) ? describe(first.failure) : ""
         yield* Effect.logWarning(
           `outbox relay ${owner}: broker unavailable (${outages} in a row), no attempt counted; claiming again in ${delay} ms: ${reason}`
         )
@@ -596,17 +613,16 @@ export const make = (settings: Partial<Settings> = {}): Effect.Effect<Relay> =>
       })
 
     // Rows about to go to FAILURE: probe the broker for each. Found: PUBLISHED with its receipt.
-    // Absent, a probe error or no BrokerProbe: FAILURE (the reason says when it is not proven
+    // A probe error on a retriable failure: "unreachable" (retried as an outage). Absent, a probe
+    // error on a permanent one, or no BrokerProbe: FAILURE (the reason says when it is not proven
     // absent), with a warning per row.
-    const probeBeforeFailure = (
-      candidates: ReadonlyArray<{ readonly row: OutboxMessage; readonly failure: Transition.PublishFailure }>
-    ) =>
+    const probeBeforeFailure = (candidates: ReadonlyArray<GiveUp>) =>
       Effect.gen(function* () {
         if (candidates.length === 0) return []
         const probe = yield* Effect.serviceOption(BrokerProbe)
         return yield* Effect.forEach(
           candidates,
-          ({ failure, row }) =>
+          ({ failure, retriable, row }) =>
             Effect.gen(function* () {
               let note = "; not probed (no BrokerProbe): the record may be on the broker"
               if (Option.isSome(probe)) {
@@ -620,6 +636,12 @@ export const make = (settings: Partial<Settings> = {}): Effect.Effect<Relay> =>
                   return {
                     _tag: "found" as const,
                     published: { id: row.id, receipt: found.success.value } satisfies Transition.Published
+                  }
+                }
+                if (Result.isFailure(found) && retriable) {
+                  return {
+                    _tag: "unreachable" as const,
+                    failure: { ...failure, reason: `${failure.reason}; probe before FAILURE failed: ${found.failure.message}` }
                   }
                 }
                 note = Result.isSuccess(found)
@@ -756,6 +778,13 @@ export const make = (settings: Partial<Settings> = {}): Effect.Effect<Relay> =>
   })
 
 const stopKey = Symbol.for("@effect-outbox/core/Relay/stop")
+
+// A failed row about to go to FAILURE, and whether its error was retriable (its attempts ran out).
+interface GiveUp {
+  readonly row: OutboxMessage
+  readonly failure: Transition.PublishFailure
+  readonly retriable: boolean
+}
 
 // A claimed batch: its rows, the lease owner they are held under, and the claim's number.
 interface Claimed {

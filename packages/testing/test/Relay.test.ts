@@ -351,6 +351,25 @@ describe("Relay", () => {
     )
   )
 
+  it.effect("retries exhausted but the probe cannot reach the broker: an outage, not FAILURE", () =>
+    inWorld((world) =>
+      Effect.gen(function* () {
+        const id = yield* Outbox.enqueue(draft("a", 1))
+        yield* world.broker.control.failPublish({ fault: "retriable", count: 1 })
+        yield* world.broker.control.failNext({ operation: "probe", count: 1 })
+        const relay = yield* Relay.make({ owner: "r1", maxAttempts: 1, outageBackoff: fixed })
+        const result = yield* relay.runOnce
+        assert.strictEqual(result.failed, 0)
+        const stored = yield* row(world.database, id)
+        assert.strictEqual(stored.status, "PENDING")
+        assert.strictEqual(stored.availableAt, 100, "retried after the outage backoff")
+        assert.include(stored.lastError!, "probe before FAILURE failed")
+        yield* TestClock.adjust("100 millis")
+        assert.strictEqual((yield* relay.runOnce).published, 1)
+      })
+    )
+  )
+
   it.effect("a publish call that hangs past publishTimeout is an outage: retried, no attempt counted", () =>
     inWorld((world) =>
       Effect.gen(function* () {
