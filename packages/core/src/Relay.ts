@@ -161,7 +161,7 @@ export const defaults: Settings = {
   pollInterval: Duration.seconds(1),
   maxAttempts: 10,
   backoff: backoff("500 millis", "1 minute"),
-  outageBackoff: backoff("1 second", "30 seconds"),
+  outageBackoff: backoff("500 millis", "10 seconds"),
   failedHead: "block",
   unknownPartition: "fail",
   shutdownTimeout: Duration.seconds(10),
@@ -184,8 +184,8 @@ export const config: Config.Config<Settings> = Config.all({
   maxAttempts: Config.Int("OUTBOX_RELAY_MAX_ATTEMPTS").pipe(Config.withDefault(defaults.maxAttempts)),
   backoffBase: Config.Duration("OUTBOX_RELAY_BACKOFF_BASE").pipe(Config.withDefault(Duration.millis(500))),
   backoffMax: Config.Duration("OUTBOX_RELAY_BACKOFF_MAX").pipe(Config.withDefault(Duration.minutes(1))),
-  outageBackoffBase: Config.Duration("OUTBOX_RELAY_OUTAGE_BACKOFF_BASE").pipe(Config.withDefault(Duration.seconds(1))),
-  outageBackoffMax: Config.Duration("OUTBOX_RELAY_OUTAGE_BACKOFF_MAX").pipe(Config.withDefault(Duration.seconds(30))),
+  outageBackoffBase: Config.Duration("OUTBOX_RELAY_OUTAGE_BACKOFF_BASE").pipe(Config.withDefault(Duration.millis(500))),
+  outageBackoffMax: Config.Duration("OUTBOX_RELAY_OUTAGE_BACKOFF_MAX").pipe(Config.withDefault(Duration.seconds(10))),
   failedHead: Config.Literals(["block", "skip"], "OUTBOX_RELAY_FAILED_HEAD").pipe(
     Config.withDefault<FailedHeadPolicy>("block")
   ),
