@@ -10,7 +10,7 @@ import * as Layer from "effect/Layer"
 import * as Migrator from "effect/sql/Migrator"
 import * as SqlClient from "effect/sql/SqlClient"
 import { fromSqlError } from "./internal/errors.ts"
-import { claimFunction, claimFunctionV2, notQueued, statusList } from "./internal/sql.ts"
+import { claimFunction, claimFunctionV2, claimFunctionV4, notQueued, statusList, statusListV1 } from "./internal/sql.ts"
 import { PgTables, type Tables } from "./PgTables.ts"
 
 const q = (identifier: string) => `"${identifier}"`
@@ -26,7 +26,7 @@ const statements = (sql: SqlClient.SqlClient, list: ReadonlyArray<string>) =>
  */
 export const migrations = (t: Tables): Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>> => {
   const p = t.tablePrefix
-  const statuses = statusList.map((s) => `'${s}'`).join(", ")
+  const statuses = statusListV1.map((s) => `'${s}'`).join(", ")
   return {
     "1_tables": Effect.flatMap(SqlClient.SqlClient, (sql) =>
       statements(sql, [
@@ -118,6 +118,31 @@ export const migrations = (t: Tables): Record<string, Effect.Effect<void, unknow
            autovacuum_analyze_scale_factor = 0, autovacuum_analyze_threshold = 5000,
            autovacuum_vacuum_cost_delay = 0)`,
         claimFunction(t)
+      ])),
+    // Issue #12: a FAILURE row blocks its key's younger rows (unless the relay says
+    // failedHead "skip"), the operator's SKIPPED status, and the lease expiry from the database
+    // clock (M9). The claim function gets a new signature, so the old one is dropped: a relay of
+    // an older version fails loudly instead of claiming past a FAILURE head.
+    "4_failure_blocks_key": Effect.flatMap(SqlClient.SqlClient, (sql) =>
+      statements(sql, [
+        // Migration 1's CHECK is a column constraint named by PostgreSQL; find and replace it.
+        `DO $replace$
+         DECLARE c record;
+         BEGIN
+           FOR c IN SELECT conname FROM pg_constraint
+                     WHERE conrelid = '${t.message}'::regclass AND contype = 'c'
+                       AND pg_get_constraintdef(oid) LIKE '%status%' LOOP
+             EXECUTE format('ALTER TABLE ${t.message} DROP CONSTRAINT %I', c.conname);
+           END LOOP;
+         END
+         $replace$`,
+        `ALTER TABLE ${t.message} ADD CONSTRAINT ${p}message_status_check
+           CHECK (status IN (${statusList.map((s) => `'${s}'`).join(", ")}))`,
+        // "Does this key have a FAILURE row before its head?": tiny, only FAILURE rows.
+        `CREATE INDEX IF NOT EXISTS ${p}message_failure_key_idx ON ${t.message} (key, seq)
+           WHERE status = 'FAILURE' AND key IS NOT NULL`,
+        `DROP FUNCTION IF EXISTS ${t.claimFunction}(text, integer, integer, timestamptz, timestamptz)`,
+        claimFunctionV4(t)
       ]))
   }
 }

@@ -218,7 +218,8 @@ export const make = (options: Options = {}) =>
         if (request.limit <= 0) return Effect.succeed([])
         return sql<MessageRow>`SELECT * FROM ${sql.literal(t.claimFunction)}(
             ${request.owner}::text, ${Math.trunc(request.limit)}::int4, ${Math.max(1, Math.trunc(request.maxPerKey))}::int4,
-            ${ts(request.now)}, ${ts(request.now + request.leaseMillis)})`.withoutTransform.pipe(
+            ${ts(request.now)}, ${Math.max(0, Math.trunc(request.leaseMillis))}::int8,
+            ${(request.failedHead ?? "block") === "block"}::bool)`.withoutTransform.pipe(
           Effect.map((rows) => rows.map(toMessage).sort(bySeq)),
           run("outbox.claim")
         )
@@ -271,18 +272,21 @@ export const make = (options: Options = {}) =>
       },
 
       stats: (now) =>
-        sql<{ by_status: Record<string, number> | string; oldest: Date | null; stale: number }>`SELECT
+        sql<{ by_status: Record<string, number> | string; oldest: Date | null; stale: number; blocked: number }>`SELECT
             (SELECT COALESCE(jsonb_object_agg(s.status, s.n), '{}'::jsonb)
                FROM (${sql.literal(countByStatus(t))}) s) AS by_status,
             (SELECT min(created_at) FROM ${message} WHERE status = 'PENDING') AS oldest,
             (SELECT count(*)::int FROM ${message}
-              WHERE status = 'DISPATCHING' AND lease_expires_at < ${ts(now)}) AS stale`.withoutTransform.pipe(
+              WHERE status = 'DISPATCHING' AND lease_expires_at < ${ts(now)}) AS stale,
+            (SELECT count(DISTINCT key)::int FROM ${message}
+              WHERE status = 'FAILURE' AND key IS NOT NULL) AS blocked`.withoutTransform.pipe(
           Effect.map(([row]): OutboxStats => ({
             byStatus: (typeof row!.by_status === "string" ? JSON.parse(row!.by_status) : row!.by_status) as OutboxStats[
               "byStatus"
             ],
             oldestPendingCreatedAt: row!.oldest === null ? null : millis(row!.oldest),
-            staleLeases: row!.stale
+            staleLeases: row!.stale,
+            blockedKeys: row!.blocked
           })),
           run("outbox.stats")
         ),

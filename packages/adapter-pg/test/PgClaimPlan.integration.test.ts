@@ -4,7 +4,7 @@ import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as SqlClient from "effect/sql/SqlClient"
-import { candidateHeads, countByStatus, keyHead, keyPrefixUpTo } from "../src/internal/sql.ts"
+import { candidateHeadsV4, countByStatus, firstFailure, keyHead, keyPrefixUpTo } from "../src/internal/sql.ts"
 import { fastStatement } from "../src/internal/transition.ts"
 import * as PgOutboxStore from "../src/PgOutboxStore.ts"
 import { PgTables } from "../src/PgTables.ts"
@@ -22,7 +22,8 @@ describe("claim query plans at 100k rows", () => {
         INSERT INTO ${t.message} (id, topic, key, payload, status, available_at, created_at, updated_at,
                                   lease_owner, lease_expires_at)
         SELECT gen_random_uuid(), 'orders', 'user-' || (g % 5000), '\\x00'::bytea,
-               CASE WHEN g <= 88000 THEN 'PUBLISHED' WHEN g <= 99000 THEN 'PENDING' ELSE 'DISPATCHING' END,
+               CASE WHEN g <= 87900 THEN 'PUBLISHED' WHEN g <= 88000 THEN 'FAILURE'
+                    WHEN g <= 99000 THEN 'PENDING' ELSE 'DISPATCHING' END,
                now() - interval '1 hour' + g * interval '1 millisecond', now(), now(),
                CASE WHEN g > 99000 THEN 'relay' END, CASE WHEN g > 99000 THEN now() + interval '1 minute' END
           FROM generate_series(1, 100000) AS g`).unprepared
@@ -31,7 +32,8 @@ describe("claim query plans at 100k rows", () => {
       assert.strictEqual(n, 100_000)
 
       const queries = {
-        candidates: candidateHeads(t, "$1", "3000"),
+        candidates: candidateHeadsV4(t, "$1", "3000", "true"),
+        failure: `SELECT ${firstFailure(t, "'user-42'")} -- $1`,
         head: `${keyHead(t, "'user-42'")} -- $1`,
         prefix: keyPrefixUpTo(t, "'user-42'", "$1", "10", "90000"),
         inFlight: `SELECT 1 FROM ${t.message} d WHERE d.key = 'user-42' AND d.status = 'DISPATCHING'`,
@@ -82,9 +84,12 @@ describe("claim query plans at 100k rows", () => {
       assert.match(plans["candidates/force_generic_plan"]!, /message_dispatching_idx/)
       // the head check probes the key's own waiting rows
       assert.match(plans["candidates/force_generic_plan"]!, /message_pending_key_idx/)
+      // a FAILURE row blocks its key (issue #12): one entry of the FAILURE index per head
+      assert.match(plans["candidates/force_generic_plan"]!, /message_failure_key_idx/)
       assert.match(plans["purge/force_custom_plan"]!, /message_status_idx/)
       for (const mode of ["force_custom_plan", "force_generic_plan"]) {
         assert.match(plans[`head/${mode}`]!, /message_pending_key_idx/)
+        assert.match(plans[`failure/${mode}`]!, /message_failure_key_idx/)
         assert.match(plans[`prefix/${mode}`]!, /message_pending_key_idx/)
         assert.match(plans[`inFlight/${mode}`]!, /message_dispatching_idx/)
         assert.match(plans[`stale/${mode}`]!, /message_dispatching_idx/)
@@ -125,7 +130,7 @@ describe("claim query plans at 100k rows", () => {
       yield* sql.withTransaction(Effect.gen(function*() {
         for (const mode of ["force_custom_plan", "force_generic_plan"]) {
           yield* sql.unsafe(`SET LOCAL plan_cache_mode = ${mode}`).unprepared
-          yield* sql.unsafe(`PREPARE plan_hot_${mode} (timestamptz) AS ${candidateHeads(t, "$1", "3000")}`).unprepared
+          yield* sql.unsafe(`PREPARE plan_hot_${mode} (timestamptz) AS ${candidateHeadsV4(t, "$1", "3000", "true")}`).unprepared
           const rows = yield* sql.unsafe<{ "QUERY PLAN": string }>(`EXPLAIN EXECUTE plan_hot_${mode} (now())`).unprepared
           const plan = rows.map((r) => r["QUERY PLAN"]).join("\n")
           assert.notMatch(plan, /Seq Scan/, `hot key, ${mode}:\n${plan}`)

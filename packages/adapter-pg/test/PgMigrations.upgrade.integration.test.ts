@@ -34,8 +34,8 @@ const indexesOf = (schema: string) =>
       WHERE schemaname = ${schema} AND tablename = 'outbox_message' ORDER BY 1`)
     .pipe(Effect.map((rows) => rows.map((r) => r.name)))
 
-describe("PgMigrations: 2 -> 3 on a populated table", () => {
-  it.effect("rows written at migration 2 claim, mark, recover and purge after migration 3", () =>
+describe("PgMigrations: 2 -> 4 on a populated table", () => {
+  it.effect("rows written at migration 2 claim, mark, recover and purge after migrations 3 and 4", () =>
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
       const schema = freshSchema()
@@ -53,13 +53,16 @@ describe("PgMigrations: 2 -> 3 on a populated table", () => {
       // At migration 2 (claimed by the v2 function): k1 in flight, k2 and k3 waiting, one published,
       // one deferred, one key-less.
       const store = yield* PgOutboxStore.make().pipe(Effect.provideService(PgTables.PgTables, t))
+      // An old relay calls the function of migration 2 (host-clock lease end).
+      const oldClaim = sql<{ id: string }>`SELECT id FROM ${sql.literal(t.claimFunction)}(
+          'old-relay'::text, 1::int4, 10::int4, ${new Date(T0)}::timestamptz, ${new Date(T0 + 1_000)}::timestamptz)`
       const inFlight = draft("k1")
       yield* store.insert([inFlight])
-      const claimedBefore = yield* store.claim({ owner: "old-relay", limit: 1, maxPerKey: 10, leaseMillis: 1_000, now: T0 })
+      const claimedBefore = yield* oldClaim
       assert.deepStrictEqual(claimedBefore.map((m) => m.id), [inFlight.id])
       const done = draft("k9")
       yield* store.insert([done])
-      yield* store.claim({ owner: "old-relay", limit: 1, maxPerKey: 10, leaseMillis: 1_000, now: T0 })
+      yield* oldClaim
       yield* store.transition([{ id: done.id, from: ["DISPATCHING"], to: "PUBLISHED", now: T0 + 1, patch: {} }])
       const k1Later = draft("k1")
       const k2 = [draft("k2"), draft("k2"), draft("k2")]
@@ -69,9 +72,10 @@ describe("PgMigrations: 2 -> 3 on a populated table", () => {
       yield* store.insert([k1Later, ...k2, ...k3, loose, deferred])
 
       const upgraded = yield* PgMigrations.run.pipe(Effect.provideService(PgTables.PgTables, t))
-      assert.deepStrictEqual(upgraded, [[3, "hot_path"]])
+      assert.deepStrictEqual(upgraded, [[3, "hot_path"], [4, "failure_blocks_key"]])
       assert.deepStrictEqual(yield* indexesOf(schema), [
         "outbox_message_dispatching_idx",
+        "outbox_message_failure_key_idx",
         "outbox_message_pending_idx",
         "outbox_message_pending_key_idx",
         "outbox_message_pkey",

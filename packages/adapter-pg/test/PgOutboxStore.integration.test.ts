@@ -108,7 +108,8 @@ describe("PgOutboxStore", () => {
       for (const m of claimed) {
         assert.strictEqual(m.status, "DISPATCHING")
         assert.strictEqual(m.leaseOwner, "relay-a")
-        assert.strictEqual(m.leaseExpiresAt, T0 + 31_000)
+        // the lease end is the database clock's now() + 30 s (M9), not the relay's now + 30 s
+        assert.isBelow(Math.abs(m.leaseExpiresAt! - (Date.now() + 30_000)), 60_000)
         assert.strictEqual(m.updatedAt, T0 + 1_000)
       }
       assert.deepStrictEqual(yield* store.claim(claimReq()), [])
@@ -258,15 +259,17 @@ describe("PgOutboxStore", () => {
       const store = yield* OutboxStore
       const a = draft({ createdAt: T0 - 10 }), b = draft({ topic: "users" }), c = draft({ status: "PREQUEUED" })
       yield* store.insert([a, b, c])
-      yield* store.claim(claimReq({ limit: 1 }))
-      assert.deepStrictEqual((yield* store.findStale(T0 + 31_000, 10)).map((m) => m.id), [])
-      assert.deepStrictEqual((yield* store.findStale(T0 + 31_001, 10)).map((m) => m.id), [a.id])
+      const [leased] = yield* store.claim(claimReq({ limit: 1 }))
+      // the lease ends 30 s after the database's now() (M9)
+      const end = leased!.leaseExpiresAt!
+      assert.deepStrictEqual((yield* store.findStale(end, 10)).map((m) => m.id), [])
+      assert.deepStrictEqual((yield* store.findStale(end + 1, 10)).map((m) => m.id), [a.id])
       assert.deepStrictEqual((yield* store.list({ statuses: ["PENDING", "PREQUEUED"], limit: 10 })).map((m) => m.id), [b.id, c.id])
       assert.deepStrictEqual((yield* store.list({ topic: "users", limit: 10 })).map((m) => m.id), [b.id])
       assert.deepStrictEqual((yield* store.list({ ids: [c.id, a.id], limit: 10 })).map((m) => m.id), [a.id, c.id])
       assert.deepStrictEqual((yield* store.list({ createdBefore: T0, limit: 10 })).map((m) => m.id), [a.id])
       assert.deepStrictEqual((yield* store.list({ limit: 1 })).map((m) => m.id), [a.id])
-      const stats = yield* store.stats(T0 + 40_000)
+      const stats = yield* store.stats(end + 10_000)
       assert.deepStrictEqual(stats.byStatus, { DISPATCHING: 1, PENDING: 1, PREQUEUED: 1 })
       assert.strictEqual(stats.oldestPendingCreatedAt, T0)
       assert.strictEqual(stats.staleLeases, 1)

@@ -32,7 +32,7 @@ import * as Render from "./Render.ts"
  * @category commands
  */
 export const root = Command.make("effect-outbox").pipe(
-  Command.withDescription("Operate an effect-outbox: inspect, requeue, release, recover, replay dead letters, purge."),
+  Command.withDescription("Operate an effect-outbox: inspect, requeue, skip, release, recover, replay dead letters, purge."),
   Command.withSharedFlags({
     databaseUrl: Flag.Redacted("database-url").pipe(
       Flag.withDescription("PostgreSQL connection string (default: $DATABASE_URL)"),
@@ -255,6 +255,32 @@ export const requeue = Command.make(
 ).pipe(Command.withDescription("FAILURE -> PENDING for the selected rows (audited; dry run unless --execute)"))
 
 /**
+ * @since 0.2.0
+ * @category commands
+ */
+export const skip = Command.make(
+  "skip",
+  {
+    ...selectionFlags,
+    reason: Flag.String("reason").pipe(Flag.withDescription("why, for the audit log (required)"), Flag.withDefault(""))
+  },
+  (input) =>
+    withDatabase(
+      Operations.skip({
+        ...selection(input),
+        operator: input.operator,
+        reason: input.reason,
+        execute: input.execute
+      }),
+      Render.change
+    )
+).pipe(
+  Command.withDescription(
+    "FAILURE -> SKIPPED for the selected rows: give up on them so their keys go on (audited; dry run unless --execute)"
+  )
+)
+
+/**
  * @since 0.1.0
  * @category commands
  */
@@ -396,7 +422,7 @@ export const purge = Command.make(
  * @since 0.1.0
  * @category commands
  */
-export const command = root.pipe(Command.withSubcommands([status, inspect, requeue, release, recoverStale, dlt, purge]))
+export const command = root.pipe(Command.withSubcommands([status, inspect, requeue, skip, release, recoverStale, dlt, purge]))
 
 /**
  * Runs the CLI on `args` (without the `node` and script entries).

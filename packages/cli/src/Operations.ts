@@ -57,6 +57,11 @@ export interface Status {
   readonly byStatus: OutboxStats["byStatus"]
   readonly oldestPendingAgeMillis: number | null
   readonly staleLeases: number
+  /**
+   * Keys with a `FAILURE` row: under the relay's default `failedHead: "block"` their younger
+   * events wait until the row is requeued or skipped. Counted over every topic.
+   */
+  readonly blockedKeys: number
   /** The most recent `FAILURE` rows, newest first by sequence. */
   readonly failures: ReadonlyArray<{
     readonly id: string
@@ -148,12 +153,14 @@ export const status = (options: { readonly topic?: string | undefined; readonly 
       stale += topic.staleLeases
     }
     const recent = yield* readModel.recentFailures(options.topic, options.failures ?? 10)
+    const stats = yield* OutboxStore.use((store) => store.stats(now))
     return {
       now,
       total: Object.values(byStatus).reduce((a, b) => a + (b ?? 0), 0),
       byStatus,
       oldestPendingAgeMillis: oldest === null ? null : Math.max(0, now - oldest),
       staleLeases: stale,
+      blockedKeys: stats.blockedKeys ?? 0,
       failures: recent.map((row) => ({
         id: row.id,
         topic: row.topic,
@@ -263,7 +270,7 @@ const select = (status: OutboxStatus, selection: Selection) =>
  * @category models
  */
 export interface ChangeReport {
-  readonly action: "requeue" | "release"
+  readonly action: "requeue" | "release" | "skip"
   readonly dryRun: boolean
   readonly selected: ReadonlyArray<OutboxMessage>
   readonly outcomes: ReadonlyArray<TransitionOutcome>
@@ -304,6 +311,45 @@ export const requeue = (
     })
     if (outcomes.some((o) => o.outcome === "applied")) yield* WakeUp.use((w) => w.notify)
     return { action: "requeue", dryRun: false, selected, outcomes } satisfies ChangeReport
+  })
+
+// -- skip ------------------------------------------------------------------------------------
+
+/**
+ * `FAILURE → SKIPPED` for the selected rows, through `Transition.skip`: the operator gives up on
+ * them for good, and their keys' younger events go on without them (a `FAILURE` row blocks its
+ * key by default). Audited like a requeue; a dry run only lists the rows.
+ *
+ * @since 0.2.0
+ * @category change
+ */
+export const skip = (
+  request: Selection & {
+    readonly operator: string
+    readonly reason: string
+    readonly execute: boolean
+  }
+): Effect.Effect<ChangeReport, OperatorError | OutboxStoreError | IllegalTransitionError, OutboxStore | WakeUp> =>
+  Effect.gen(function* () {
+    if (request.reason.trim() === "") {
+      return yield* new OperatorError({ reason: "--reason is required: the skip is audited" })
+    }
+    if (request.operator.trim() === "") {
+      return yield* new OperatorError({ reason: "--operator is required (defaults to $USER): the skip is audited" })
+    }
+    if (!Lifecycle.canSkip("FAILURE")) return yield* new OperatorError({ reason: "the lifecycle forbids skip" })
+    const selected = yield* select("FAILURE", request)
+    if (!request.execute || selected.length === 0) {
+      return { action: "skip", dryRun: !request.execute, selected, outcomes: [] } satisfies ChangeReport
+    }
+    const outcomes = yield* Transition.skip({
+      ids: selected.map((row) => row.id),
+      operator: request.operator,
+      reason: request.reason
+    })
+    // The skipped rows' keys may have events waiting: wake the relays.
+    if (outcomes.some((o) => o.outcome === "applied")) yield* WakeUp.use((w) => w.notify)
+    return { action: "skip", dryRun: false, selected, outcomes } satisfies ChangeReport
   })
 
 // -- release ---------------------------------------------------------------------------------

@@ -42,7 +42,9 @@ export const status = (report: Operations.Status): string => {
     `events ${report.total}  ${counts}`,
     `oldest pending: ${report.oldestPendingAgeMillis === null ? "none" : `${age(report.oldestPendingAgeMillis)} ago`}`,
     `stale leases: ${report.staleLeases}`,
-    `failures: ${report.byStatus.FAILURE ?? 0}`
+    `failures: ${report.byStatus.FAILURE ?? 0}`,
+    `blocked keys: ${report.blockedKeys}` +
+      (report.blockedKeys > 0 ? " (their younger events wait behind a FAILURE row: requeue or skip it)" : "")
   ]
   if (report.topics.length > 0) {
     lines.push(
@@ -151,7 +153,12 @@ const rows = (messages: ReadonlyArray<OutboxMessage>) =>
  * @category rendering
  */
 export const change = (report: Operations.ChangeReport): string => {
-  const move = report.action === "requeue" ? "FAILURE -> PENDING" : "PREQUEUED -> PENDING"
+  const move =
+    report.action === "requeue"
+      ? "FAILURE -> PENDING"
+      : report.action === "skip"
+        ? "FAILURE -> SKIPPED"
+        : "PREQUEUED -> PENDING"
   if (report.selected.length === 0) return `${report.action}: no matching rows`
   if (report.dryRun) {
     return `${rows(report.selected)}\n\ndry run: ${report.selected.length} rows would move ${move}; add --execute to apply`

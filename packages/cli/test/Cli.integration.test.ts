@@ -220,6 +220,45 @@ describe("effect-outbox CLI", () => {
       }).pipe(Effect.scoped)
   )
 
+  it.live(
+    "skip: dry run by default, --execute moves FAILURE -> SKIPPED with an audit line; status counts blocked keys; the key goes on",
+    () =>
+      Effect.gen(function* () {
+        const f = yield* fixture
+        const [a, b] = yield* f.use(failed("payments", [1, 2]))
+        // a younger event of a's key waits behind its FAILURE head
+        const younger = yield* f.use(enqueue("payments", 1))
+
+        const status = JSON.parse((yield* f.cli("status", "--json")).out)
+        assert.strictEqual(status.blockedKeys, 2)
+        assert.include((yield* f.cli("status")).out, "blocked keys: 2")
+        assert.deepStrictEqual(yield* f.use(Transition.claim({ owner: "r", limit: 10, maxPerKey: 10, leaseMillis: 60_000 })), [])
+
+        const noReason = yield* f.cli("skip", "--id", a!, "--execute")
+        assert.isFalse(noReason.ok)
+        assert.include(noReason.err, "--reason is required")
+
+        const dry = yield* f.cli("skip", "--id", a!, "--reason", "obsolete order")
+        assert.isTrue(dry.ok, dry.err)
+        assert.include(dry.out, "dry run: 1 rows would move FAILURE -> SKIPPED")
+        assert.strictEqual((yield* f.use(rowOf(a!))).status, "FAILURE")
+
+        const done = yield* f.cli("skip", "--id", a!, "--reason", "obsolete order", "--operator", "carol", "--execute")
+        assert.isTrue(done.ok, done.err)
+        assert.include(done.out, "skip: 1/1 rows moved FAILURE -> SKIPPED")
+        const skipped = yield* f.use(rowOf(a!))
+        assert.strictEqual(skipped.status, "SKIPPED")
+        assert.include(skipped.lastError!, "skipped by carol: obsolete order")
+        assert.strictEqual((yield* f.use(rowOf(b!))).status, "FAILURE")
+        assert.isTrue(f.audit.some((line) => line.includes("AUDIT outbox skip by carol") && line.includes("obsolete order")))
+        assert.strictEqual(JSON.parse((yield* f.cli("status", "--json")).out).blockedKeys, 1)
+
+        // the key goes on without it
+        const claimed = yield* f.use(Transition.claim({ owner: "r", limit: 10, maxPerKey: 10, leaseMillis: 60_000 }))
+        assert.deepStrictEqual(claimed.map((row) => row.id), [younger])
+      }).pipe(Effect.scoped)
+  )
+
   it.live("release: PREQUEUED -> PENDING for the selected rows only", () =>
     Effect.gen(function* () {
       const f = yield* fixture

@@ -1,5 +1,5 @@
 /**
- * The outbox lifecycle: the eight statuses, the transition table, and the compare-and-set rules
+ * The outbox lifecycle: the nine statuses, the transition table, and the compare-and-set rules
  * every status change obeys (SPEC R2). Pure and total; the one place to read the state machine.
  *
  * @since 0.1.0
@@ -18,7 +18,8 @@ export const OutboxStatus = Schema.Literals([
   "UNDER_PROCESSING",
   "SUCCESS",
   "PUSHED_FAILURE",
-  "FAILURE"
+  "FAILURE",
+  "SKIPPED"
 ])
 
 /**
@@ -36,8 +37,9 @@ export type OutboxStatus = typeof OutboxStatus.Type
 export const statuses: ReadonlyArray<OutboxStatus> = OutboxStatus.literals
 
 /**
- * The ordinary transitions (R2.1–R2.5). `FAILURE → PENDING` is deliberately absent: leaving
- * `FAILURE` is the operator's audited requeue ({@link canRequeue}), never an ordinary move.
+ * The ordinary transitions (R2.1–R2.5). `FAILURE → PENDING` and `FAILURE → SKIPPED` are
+ * deliberately absent: leaving `FAILURE` is the operator's audited requeue ({@link canRequeue})
+ * or skip ({@link canSkip}), never an ordinary move.
  *
  * - `PREQUEUED → PENDING`: deferred work released (R2.2).
  * - `PENDING → DISPATCHING`: claimed under a lease.
@@ -60,7 +62,8 @@ export const transitions: { readonly [S in OutboxStatus]: ReadonlyArray<OutboxSt
   UNDER_PROCESSING: ["SUCCESS", "PUSHED_FAILURE"],
   SUCCESS: [],
   PUSHED_FAILURE: [],
-  FAILURE: []
+  FAILURE: [],
+  SKIPPED: []
 }
 
 /**
@@ -86,6 +89,17 @@ export const isTerminal = (status: OutboxStatus): boolean => transitions[status]
 export const canRequeue = (from: OutboxStatus): boolean => from === "FAILURE"
 
 /**
+ * The operator's explicit, audited way to give up on a `FAILURE` row for good: `FAILURE →
+ * SKIPPED`. `SKIPPED` is terminal and, unlike `FAILURE`, does not block its key (issue #12): the
+ * key's younger events go on without it. The record was never confirmed by the broker (it may
+ * still be there if the last send timed out; the relay probes before `FAILURE`).
+ *
+ * @since 0.2.0
+ * @category predicates
+ */
+export const canSkip = (from: OutboxStatus): boolean => from === "FAILURE"
+
+/**
  * Statuses that lie beyond `status` on the lifecycle's forward path. A late compare-and-set
  * aimed at `status` finds a row already in one of these and accepts it as a no-op (R2.6):
  * processing that ran ahead of the publisher's acknowledgement is never moved backwards.
@@ -101,5 +115,6 @@ export const advancedBeyond: { readonly [S in OutboxStatus]: ReadonlyArray<Outbo
   UNDER_PROCESSING: ["SUCCESS", "PUSHED_FAILURE"],
   SUCCESS: [],
   PUSHED_FAILURE: [],
-  FAILURE: []
+  FAILURE: [],
+  SKIPPED: []
 }

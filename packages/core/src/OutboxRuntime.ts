@@ -283,6 +283,7 @@ export const sampleMetrics: Effect.Effect<void, OutboxStoreError, OutboxStore> =
     stats.oldestPendingCreatedAt === null ? 0 : Math.max(0, now - stats.oldestPendingCreatedAt)
   )
   yield* Metric.update(staleLeasesGauge, stats.staleLeases)
+  if (stats.blockedKeys !== undefined) yield* Metric.update(Telemetry.blockedKeys, stats.blockedKeys)
   yield* Metric.update(
     unfinishedGauge,
     count("PENDING") + count("DISPATCHING") + count("PUBLISHED") + count("UNDER_PROCESSING")

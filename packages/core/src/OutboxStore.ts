@@ -24,8 +24,13 @@ import type { EventId, NewOutboxMessage, OutboxMessage, PublishReceipt } from ".
  * unordered. At most `maxPerKey` rows of one key are claimed per batch. Concurrent claims by
  * several relays never hand out rows of the same key to two owners.
  *
- * "Not finished with publication" means `PENDING` or `DISPATCHING`; `PREQUEUED` rows and
- * `FAILURE` rows do not block their key.
+ * "Not finished with publication" means `PENDING` or `DISPATCHING`; `PREQUEUED` rows do not
+ * block their key. A `FAILURE` row blocks the younger rows (greater `seq`) of its key unless
+ * `failedHead` is `"skip"` (see {@link FailedHeadPolicy}).
+ *
+ * `now` decides availability (`availableAt <= now`) and is written as `updatedAt`. The lease
+ * expiry is `leaseMillis` after the store's own clock (the database clock for PostgreSQL, M9),
+ * so relays on hosts with skewed clocks agree with stale recovery on when a lease ends.
  *
  * @since 0.1.0
  * @category models
@@ -36,7 +41,22 @@ export interface ClaimRequest {
   readonly maxPerKey: number
   readonly leaseMillis: number
   readonly now: number
+  /** Default `"block"`. */
+  readonly failedHead?: FailedHeadPolicy
 }
+
+/**
+ * What a `FAILURE` row means for the younger rows of its key (issue #12).
+ *
+ * - `"block"` (default): they are not claimed until an operator requeues the `FAILURE` row
+ *   (`FAILURE → PENDING`) or skips it (`FAILURE → SKIPPED`): the key's order holds.
+ * - `"skip"`: a `FAILURE` row does not block its key; younger rows overtake it (the behaviour
+ *   before issue #12, for streams where order matters less than progress).
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export type FailedHeadPolicy = "block" | "skip"
 
 /**
  * What a transition writes besides the status. Absent fields are left as they are.
@@ -94,6 +114,11 @@ export interface OutboxStats {
   readonly byStatus: { readonly [S in OutboxStatus]?: number }
   readonly oldestPendingCreatedAt: number | null
   readonly staleLeases: number
+  /**
+   * Keys with a `FAILURE` row: under the default `failedHead: "block"` their younger events wait
+   * for an operator's requeue or skip. Absent from stores that do not count it.
+   */
+  readonly blockedKeys?: number
 }
 
 /**

@@ -14,7 +14,15 @@
  * 3. Once a row of a key fails, the later rows of that key in the batch are handed back to
  *    `PENDING` (no attempt counted) instead of being marked published or failed on their own:
  *    a key's published rows always form a prefix of its creation order, and the held-back rows
- *    follow the failed one when it is retried or given up.
+ *    follow the failed one when it is retried. A row given up (`FAILURE`) keeps blocking its
+ *    key by default (`failedHead: "block"`) until an operator requeues or skips it.
+ *
+ * Outages (issue #12, H1): a `BrokerUnavailableError` (or this relay's own publish timeout) says
+ * nothing about the record, so it never counts an attempt. The rows go back to `PENDING` after an
+ * outage backoff (`outageBackoff`, jittered, growing with each outage in a row) and the loop
+ * claims nothing until then. Only errors about the record count towards `maxAttempts`, and
+ * before any row goes to `FAILURE` the broker is probed (`BrokerProbe`, when provided): a record
+ * that landed ends `PUBLISHED`.
  *
  * Pipelining: the loop ({@link Relay.run}) keeps up to `pipelineDepth` batches in flight. It
  * claims batch N+1 while batch N is published, and batch N is marked while N+1 is on the wire.
@@ -53,9 +61,15 @@ import type * as Scope from "effect/Scope"
 import * as Semaphore from "effect/Semaphore"
 import * as Stream from "effect/Stream"
 import { BrokerAdmin } from "./BrokerAdmin.ts"
-import { type OutboxStoreError, type PublishError, RetriablePublishError } from "./Errors.ts"
+import { BrokerProbe } from "./BrokerProbe.ts"
+import {
+  BrokerUnavailableError,
+  type OutboxStoreError,
+  type PublishError,
+  RetriablePublishError
+} from "./Errors.ts"
 import type { EventId, OutboxMessage } from "./OutboxMessage.ts"
-import type { OutboxStore } from "./OutboxStore.ts"
+import type { FailedHeadPolicy, OutboxStore } from "./OutboxStore.ts"
 import * as PartitionLimit from "./PartitionLimit.ts"
 import { Publisher, type PublishOutcome, type PublishRequest } from "./Publisher.ts"
 import * as Telemetry from "./Telemetry.ts"
@@ -100,6 +114,18 @@ export interface Settings {
   readonly maxAttempts: number
   /** Delay before the n-th retry: the schedule's n-th delay. A finished schedule means give up. */
   readonly backoff: Schedule.Schedule<unknown>
+  /**
+   * Delay after the n-th failed publish in a row that found the broker unavailable (connection
+   * refused, no leader, request or publish timeout): the schedule's n-th delay (its last one once
+   * it finishes). No attempt is counted and the relay claims nothing until it has passed.
+   */
+  readonly outageBackoff: Schedule.Schedule<unknown>
+  /**
+   * What a `FAILURE` row means for the younger rows of its key. `"block"` (default): they wait
+   * until an operator requeues or skips it, so the key's order holds. `"skip"`: they go on
+   * without it (the behaviour before issue #12).
+   */
+  readonly failedHead: FailedHeadPolicy
   readonly unknownPartition: UnknownPartitionPolicy
   /** `"sync"` never grows a topic past this partition (`OUTBOX_MAX_PARTITION`, default 1023, M4). */
   readonly maxPartition?: number
@@ -138,6 +164,8 @@ export const defaults: Settings = {
   pollInterval: Duration.seconds(1),
   maxAttempts: 10,
   backoff: backoff("500 millis", "1 minute"),
+  outageBackoff: backoff("500 millis", "10 seconds"),
+  failedHead: "block",
   unknownPartition: "fail",
   shutdownTimeout: Duration.seconds(10),
   pipelineDepth: 2
@@ -159,6 +187,11 @@ export const config: Config.Config<Settings> = Config.all({
   maxAttempts: Config.Int("OUTBOX_RELAY_MAX_ATTEMPTS").pipe(Config.withDefault(defaults.maxAttempts)),
   backoffBase: Config.Duration("OUTBOX_RELAY_BACKOFF_BASE").pipe(Config.withDefault(Duration.millis(500))),
   backoffMax: Config.Duration("OUTBOX_RELAY_BACKOFF_MAX").pipe(Config.withDefault(Duration.minutes(1))),
+  outageBackoffBase: Config.Duration("OUTBOX_RELAY_OUTAGE_BACKOFF_BASE").pipe(Config.withDefault(Duration.millis(500))),
+  outageBackoffMax: Config.Duration("OUTBOX_RELAY_OUTAGE_BACKOFF_MAX").pipe(Config.withDefault(Duration.seconds(10))),
+  failedHead: Config.Literals(["block", "skip"], "OUTBOX_RELAY_FAILED_HEAD").pipe(
+    Config.withDefault<FailedHeadPolicy>("block")
+  ),
   unknownPartition: Config.Literals(["fail", "sync"], "OUTBOX_RELAY_UNKNOWN_PARTITION").pipe(
     Config.withDefault<UnknownPartitionPolicy>("fail")
   ),
@@ -167,11 +200,12 @@ export const config: Config.Config<Settings> = Config.all({
   pipelineDepth: Config.Int("OUTBOX_RELAY_PIPELINE_DEPTH").pipe(Config.withDefault(defaults.pipelineDepth))
 }).pipe(
   Config.map(
-    ({ backoffBase, backoffMax, maxPerKey, owner, ...rest }): Settings => ({
+    ({ backoffBase, backoffMax, maxPerKey, outageBackoffBase, outageBackoffMax, owner, ...rest }): Settings => ({
       ...rest,
       ...(Option.isSome(owner) ? { owner: owner.value } : {}),
       maxPerKey: Option.getOrElse(maxPerKey, () => rest.batchSize),
-      backoff: backoff(backoffBase, backoffMax)
+      backoff: backoff(backoffBase, backoffMax),
+      outageBackoff: backoff(outageBackoffBase, outageBackoffMax)
     })
   )
 )
@@ -241,6 +275,28 @@ export const retryDelay = (
     Effect.exit,
     Effect.map((exit) => (Exit.isSuccess(exit) ? Option.some(exit.value) : Option.none()))
   )
+
+/**
+ * The delay in millis after the `n`-th outage in a row (1-based): the schedule's n-th delay, or
+ * its last one when it finished earlier (an outage is never given up on).
+ *
+ * @since 0.2.0
+ * @category backoff
+ */
+export const outageDelay = (schedule: Schedule.Schedule<unknown>, n: number): Effect.Effect<number> =>
+  Effect.gen(function* () {
+    const step = yield* Schedule.toStep(schedule)
+    let delay = 0
+    for (let i = 0; i < n; i++) {
+      const next = yield* Effect.exit(step(0, undefined))
+      if (Exit.isFailure(next)) break
+      delay = Duration.toMillis(next.value[1])
+    }
+    return Math.max(0, Math.round(delay))
+  })
+
+const isUnavailable = (outcome: PublishOutcome): boolean =>
+  Result.isFailure(outcome) && outcome.failure._tag === "BrokerUnavailableError"
 
 type Requirements = OutboxStore | Publisher
 
@@ -335,6 +391,10 @@ export const make = (settings: Partial<Settings> = {}): Effect.Effect<Relay> =>
     // Claims started so far; a batch compares it at its end to learn whether a claim ran while
     // it held its keys.
     let claims = 0
+    // Publishes in a row that found the broker unavailable, and the time before which the loop
+    // claims nothing (the outage backoff): an outage churns no rows.
+    let outages = 0
+    let pausedUntil = 0
 
     const claimBatch = Effect.suspend(() => {
       const serial = ++claims
@@ -343,7 +403,8 @@ export const make = (settings: Partial<Settings> = {}): Effect.Effect<Relay> =>
         owner: lease,
         limit: s.batchSize,
         maxPerKey: s.maxPerKey,
-        leaseMillis: Duration.toMillis(s.lease)
+        leaseMillis: Duration.toMillis(s.lease),
+        failedHead: s.failedHead
       }).pipe(
         Effect.map((rows): Claimed => ({ rows, lease, serial })),
         Effect.tap((claimed) =>
@@ -409,11 +470,14 @@ export const make = (settings: Partial<Settings> = {}): Effect.Effect<Relay> =>
         const outcomes = yield* publish(send)
         yield* hooks.at("afterPublish", owner, rows)
 
-        // Rule 3: walk in seq order; after a key's first failure, hold its later rows back.
         const now = yield* Clock.currentTimeMillis
+        const outageRetryAt = yield* noteOutage(outcomes, now)
+
+        // Rule 3: walk in seq order; after a key's first failure, hold its later rows back.
         const failedKey = new Map<string, EventId>()
         const published: Array<Transition.Published> = []
         const failures: Array<Transition.PublishFailure> = []
+        const giveUp: Array<GiveUp> = []
         const heldBack: Array<Transition.Released> = notSent.map((row) => ({
           id: row.id,
           owner: lease,
@@ -438,10 +502,34 @@ export const make = (settings: Partial<Settings> = {}): Effect.Effect<Relay> =>
             continue
           }
           if (row.key !== null) failedKey.set(row.key, row.id)
-          const failure = yield* classify(row, outcome.failure, now, lease)
-          failures.push(failure)
-          if (failure.retryAt === null) failed++
-          else retried++
+          const failure = yield* classify(row, outcome.failure, now, lease, outageRetryAt)
+          if (failure.retryAt === null) {
+            giveUp.push({ row, failure, retriable: outcome.failure._tag === "RetriablePublishError" })
+          }
+          else {
+            failures.push(failure)
+            retried++
+          }
+        }
+        // Before FAILURE, ask the broker: a record that landed (a timeout, a lost acknowledgement)
+        // is PUBLISHED, not FAILURE.
+        const verdicts = yield* probeBeforeFailure(giveUp)
+        // A retriable failure is given up only when the broker can be asked and says the record
+        // is absent: a probe that fails means the broker is unreachable, which is an outage.
+        const waitUntil = verdicts.some((v) => v._tag === "unreachable")
+          ? outageRetryAt > now
+            ? outageRetryAt
+            : yield* enterOutage(now, "probing before FAILURE failed")
+          : now
+        for (const verdict of verdicts) {
+          if (verdict._tag === "found") published.push(verdict.published)
+          else if (verdict._tag === "unreachable") {
+            failures.push({ ...verdict.failure, retryAt: waitUntil })
+            retried++
+          } else {
+            failures.push(verdict.failure)
+            failed++
+          }
         }
 
         // One batched store call for the whole batch's outcome.
@@ -449,8 +537,11 @@ export const make = (settings: Partial<Settings> = {}): Effect.Effect<Relay> =>
         yield* hooks.at("afterMark", owner, rows)
 
         yield* Metric.update(Telemetry.published, published.length)
-        if (retried > 0)
-          yield* Metric.update(Metric.withAttributes(Telemetry.publishFailed, { kind: "retriable" }), retried)
+        const unavailable = send.filter((_, i) => isUnavailable(outcomes[i]!)).length
+        if (unavailable > 0)
+          yield* Metric.update(Metric.withAttributes(Telemetry.publishFailed, { kind: "unavailable" }), unavailable)
+        if (retried - unavailable > 0)
+          yield* Metric.update(Metric.withAttributes(Telemetry.publishFailed, { kind: "retriable" }), retried - unavailable)
         if (failed > 0)
           yield* Metric.update(Metric.withAttributes(Telemetry.publishFailed, { kind: "permanent" }), failed)
         if (heldBack.length > 0) {
@@ -479,10 +570,11 @@ export const make = (settings: Partial<Settings> = {}): Effect.Effect<Relay> =>
         yield* Metric.update(Telemetry.publishLatency, end - start)
         return rows.map((row, i): PublishOutcome => {
           if (Option.isNone(answer)) {
+            // No answer says nothing about the record: the broker is unreachable or frozen.
             return Result.fail(
-              new RetriablePublishError({
+              new BrokerUnavailableError({
                 topic: row.topic,
-                reason: `publish timed out after ${Duration.format(s.publishTimeout)}`
+                reason: `publish timed out after ${Duration.format(s.publishTimeout)} (the record may have landed)`
               })
             )
           }
@@ -498,11 +590,93 @@ export const make = (settings: Partial<Settings> = {}): Effect.Effect<Relay> =>
         })
       }).pipe(Effect.withSpan(Telemetry.spans.publish, { attributes: { "outbox.batch_size": rows.length } }))
 
-    // Decides a failed row's fate: retry at a backoff time, or FAILURE with a reason.
-    const classify = (row: OutboxMessage, error: PublishError, now: number, lease: string) =>
+    // An outage (any outcome saying the broker is unavailable) pauses claiming for the outage
+    // backoff; a publish that got through ends the outage. Returns when the rows may retry.
+    const noteOutage = (outcomes: ReadonlyArray<PublishOutcome>, now: number) =>
       Effect.gen(function* () {
-        const attempts = row.attempts + 1
+        const first = outcomes.find(isUnavailable)
+        if (first === undefined) {
+          if (outages > 0 && outcomes.some(Result.isSuccess)) {
+            yield* Effect.logInfo(`outbox relay ${owner}: the broker answers again after ${outages} failed publishes`)
+            outages = 0
+          }
+          return now
+        }
+        return yield* enterOutage(now, Result.isFailure(first) ? describe(first.failure) : "")
+      })
+
+    const enterOutage = (now: number, reason: string) =>
+      Effect.gen(function* () {
+        outages++
+        const delay = yield* outageDelay(s.outageBackoff, outages)
+        pausedUntil = Math.max(pausedUntil, now + delay)
+        yield* Effect.logWarning(
+          `outbox relay ${owner}: broker unavailable (${outages} in a row), no attempt counted; claiming again in ${delay} ms: ${reason}`
+        )
+        return now + delay
+      })
+
+    // Rows about to go to FAILURE: probe the broker for each. Found: PUBLISHED with its receipt.
+    // A probe error on a retriable failure: "unreachable" (retried as an outage). Absent, a probe
+    // error on a permanent one, or no BrokerProbe: FAILURE (the reason says when it is not proven
+    // absent), with a warning per row.
+    const probeBeforeFailure = (candidates: ReadonlyArray<GiveUp>) =>
+      Effect.gen(function* () {
+        if (candidates.length === 0) return []
+        const probe = yield* Effect.serviceOption(BrokerProbe)
+        return yield* Effect.forEach(
+          candidates,
+          ({ failure, retriable, row }) =>
+            Effect.gen(function* () {
+              let note = "; not probed (no BrokerProbe): the record may be on the broker"
+              if (Option.isSome(probe)) {
+                const found = yield* probe.value
+                  .find({ topic: row.topic, partition: row.partition, eventId: row.id, since: row.createdAt })
+                  .pipe(Effect.result)
+                if (Result.isSuccess(found) && Option.isSome(found.success)) {
+                  yield* Effect.logWarning(
+                    `outbox relay ${owner}: event ${row.id} was about to go to FAILURE but is on the broker: PUBLISHED (${failure.reason})`
+                  )
+                  return {
+                    _tag: "found" as const,
+                    published: { id: row.id, receipt: found.success.value } satisfies Transition.Published
+                  }
+                }
+                if (Result.isFailure(found) && retriable) {
+                  return {
+                    _tag: "unreachable" as const,
+                    failure: { ...failure, reason: `${failure.reason}; probe before FAILURE failed: ${found.failure.message}` }
+                  }
+                }
+                note = Result.isSuccess(found)
+                  ? ""
+                  : `; probe before FAILURE failed (${found.failure.message}): the record may be on the broker`
+              }
+              const given = { ...failure, reason: failure.reason + note }
+              yield* Effect.logWarning(
+                `outbox relay ${owner}: event ${row.id} (topic ${row.topic}, key ${row.key ?? "none"}) -> FAILURE: ${given.reason}`
+              ).pipe(Effect.annotateLogs({ eventId: row.id, topic: row.topic }))
+              return { _tag: "failure" as const, failure: given }
+            }),
+          { concurrency: 8 }
+        )
+      })
+
+    // Decides a failed row's fate: retry at a backoff time, or FAILURE with a reason. An
+    // unavailable broker retries at `outageRetryAt` with the attempts unchanged.
+    const classify = (row: OutboxMessage, error: PublishError, now: number, lease: string, outageRetryAt: number) =>
+      Effect.gen(function* () {
         const reason = describe(error)
+        if (error._tag === "BrokerUnavailableError") {
+          return {
+            id: row.id,
+            owner: lease,
+            attempts: row.attempts,
+            reason: `${reason} (broker unavailable: no attempt counted)`,
+            retryAt: outageRetryAt
+          } satisfies Transition.PublishFailure
+        }
+        const attempts = row.attempts + 1
         const give = (why: string): Transition.PublishFailure => ({
           id: row.id,
           owner: lease,
@@ -566,6 +740,13 @@ export const make = (settings: Partial<Settings> = {}): Effect.Effect<Relay> =>
           yield* Semaphore.release(slots, 1)
           break
         }
+        // The broker is unavailable: claim nothing until the outage backoff has passed.
+        const pause = pausedUntil - (yield* Clock.currentTimeMillis)
+        if (pause > 0) {
+          yield* Effect.sleep(Duration.millis(pause)).pipe(Effect.raceFirst(Deferred.await(stopped)))
+          yield* Semaphore.release(slots, 1)
+          continue
+        }
         const claimed = yield* Deferred.make<number, OutboxStoreError>()
         // A child fiber: interrupting the loop (a crash) interrupts every batch in flight.
         yield* Effect.forkChild(
@@ -603,6 +784,13 @@ export const make = (settings: Partial<Settings> = {}): Effect.Effect<Relay> =>
   })
 
 const stopKey = Symbol.for("@effect-outbox/core/Relay/stop")
+
+// A failed row about to go to FAILURE, and whether its error was retriable (its attempts ran out).
+interface GiveUp {
+  readonly row: OutboxMessage
+  readonly failure: Transition.PublishFailure
+  readonly retriable: boolean
+}
 
 // A claimed batch: its rows, the lease owner they are held under, and the claim's number.
 interface Claimed {

@@ -28,6 +28,7 @@ export const spans = {
   claim: "outbox.claim",
   transition: "outbox.transition",
   requeue: "outbox.requeue",
+  skip: "outbox.skip",
   relayBatch: "outbox.relay.batch",
   publish: "outbox.relay.publish",
   staleRecovery: "outbox.stale_recovery",
@@ -124,6 +125,18 @@ export const purged = Metric.counter("outbox_purged_total", {
 export const requeued = Metric.counter("outbox_requeued_total", {
   description: "FAILURE rows requeued by an operator",
   incremental: true
+})
+
+/**
+ * Keys with a `FAILURE` row (sampled from the store). Under the relay's default
+ * `failedHead: "block"` the younger events of each such key wait until an operator requeues or
+ * skips the row: alert when it stays above 0.
+ *
+ * @since 0.2.0
+ * @category metrics
+ */
+export const blockedKeys = Metric.gauge("outbox_blocked_keys", {
+  description: "Keys whose younger outbox events wait behind a FAILURE row (requeue or skip it)"
 })
 
 /**

@@ -15,7 +15,7 @@ import * as Metric from "effect/Metric"
 import { IllegalTransitionError, type OutboxStoreError } from "./Errors.ts"
 import * as Lifecycle from "./Lifecycle.ts"
 import type { EventId, OutboxMessage, PublishReceipt } from "./OutboxMessage.ts"
-import { OutboxStore, type TransitionOutcome, type TransitionPatch } from "./OutboxStore.ts"
+import { type FailedHeadPolicy, OutboxStore, type TransitionOutcome, type TransitionPatch } from "./OutboxStore.ts"
 import * as Telemetry from "./Telemetry.ts"
 
 /**
@@ -125,6 +125,7 @@ export const claim = (options: {
   readonly limit: number
   readonly maxPerKey: number
   readonly leaseMillis: number
+  readonly failedHead?: FailedHeadPolicy
 }): Effect.Effect<ReadonlyArray<OutboxMessage>, OutboxStoreError, OutboxStore> =>
   Effect.gen(function* () {
     const store = yield* OutboxStore
@@ -429,3 +430,49 @@ export const requeue = (request: {
     )
     return outcomes
   }).pipe(Effect.withSpan(Telemetry.spans.requeue, { attributes: { "outbox.operator": request.operator } }))
+
+/**
+ * An operator's skip (issue #12): `FAILURE → SKIPPED`, checked by `Lifecycle.canSkip` and
+ * recorded as an audit log line naming the operator and the reason. A `FAILURE` row blocks the
+ * younger rows of its key (the relay's default `failedHead: "block"`); a `SKIPPED` one does not,
+ * so the key goes on without it. The reason is kept as the row's `lastError`, after the failure.
+ *
+ * @since 0.2.0
+ * @category operator
+ */
+export const skip = (request: {
+  readonly ids: ReadonlyArray<EventId>
+  readonly operator: string
+  readonly reason: string
+}): Effect.Effect<ReadonlyArray<TransitionOutcome>, OutboxStoreError | IllegalTransitionError, OutboxStore> =>
+  Effect.gen(function* () {
+    if (request.operator.trim() === "" || request.reason.trim() === "") {
+      return yield* Effect.die(new Error("skip needs a non-empty operator and reason for the audit log"))
+    }
+    const from: Lifecycle.OutboxStatus = "FAILURE"
+    if (!Lifecycle.canSkip(from)) return yield* new IllegalTransitionError({ from: [from], to: "SKIPPED" })
+    const outcomes = yield* write(
+      request.ids.map((id) => ({
+        id,
+        from: [from],
+        to: "SKIPPED",
+        patch: { lastError: `skipped by ${request.operator}: ${request.reason}`, lease: null }
+      }))
+    )
+    const applied = outcomes.filter((outcome) => outcome.outcome === "applied")
+    yield* Effect.logWarning(
+      `AUDIT outbox skip by ${request.operator}: ${applied.length}/${request.ids.length} FAILURE rows -> SKIPPED (${request.reason})`
+    ).pipe(
+      Effect.annotateLogs({
+        audit: "outbox.skip",
+        operator: request.operator,
+        reason: request.reason,
+        skippedIds: applied.map((outcome) => outcome.id).join(","),
+        notSkipped: outcomes
+          .filter((outcome) => outcome.outcome !== "applied")
+          .map((o) => `${o.id}:${o.current ?? "missing"}`)
+          .join(",")
+      })
+    )
+    return outcomes
+  }).pipe(Effect.withSpan(Telemetry.spans.skip, { attributes: { "outbox.operator": request.operator } }))

@@ -26,7 +26,8 @@ const all: ReadonlyArray<Status> = [
   "UNDER_PROCESSING",
   "SUCCESS",
   "PUSHED_FAILURE",
-  "FAILURE"
+  "FAILURE",
+  "SKIPPED"
 ]
 
 // Forward rank of the happy path; a move to a lower rank is "backwards".
@@ -38,7 +39,8 @@ const rank: Record<Status, number> = {
   UNDER_PROCESSING: 4,
   SUCCESS: 5,
   PUSHED_FAILURE: 5,
-  FAILURE: 5
+  FAILURE: 5,
+  SKIPPED: 6
 }
 
 const reachable = (from: Status): Set<Status> => {
@@ -54,11 +56,11 @@ const reachable = (from: Status): Set<Status> => {
 }
 
 describe("Lifecycle", () => {
-  it("has exactly the eight statuses, in lifecycle order", () => {
+  it("has exactly the nine statuses, in lifecycle order", () => {
     assert.deepStrictEqual([...Lifecycle.statuses], [...all])
   })
 
-  describe("the transition table, all 64 pairs", () => {
+  describe("the transition table, all 81 pairs", () => {
     for (const from of all) {
       for (const to of all) {
         const expected = allowed.has(`${from} -> ${to}`)
@@ -69,13 +71,15 @@ describe("Lifecycle", () => {
     }
   })
 
-  it("SUCCESS, PUSHED_FAILURE and FAILURE are the terminal statuses (R2.4)", () => {
-    assert.deepStrictEqual(all.filter(Lifecycle.isTerminal), ["SUCCESS", "PUSHED_FAILURE", "FAILURE"])
+  it("SUCCESS, PUSHED_FAILURE, FAILURE and SKIPPED are the terminal statuses (R2.4)", () => {
+    assert.deepStrictEqual(all.filter(Lifecycle.isTerminal), ["SUCCESS", "PUSHED_FAILURE", "FAILURE", "SKIPPED"])
   })
 
-  it("leaving FAILURE is only the operator's requeue, never an ordinary move (R2.4)", () => {
+  it("leaving FAILURE is only the operator's requeue or skip, never an ordinary move (R2.4)", () => {
     assert.deepStrictEqual(all.filter(Lifecycle.canRequeue), ["FAILURE"])
+    assert.deepStrictEqual(all.filter(Lifecycle.canSkip), ["FAILURE"])
     for (const to of all) assert.isFalse(Lifecycle.canTransition("FAILURE", to))
+    for (const to of all) assert.isFalse(Lifecycle.canTransition("SKIPPED", to))
   })
 
   it("processing may start from DISPATCHING as well as PUBLISHED (R2.5)", () => {
@@ -91,8 +95,9 @@ describe("Lifecycle", () => {
     assert.notInclude(Lifecycle.advancedBeyond.PUBLISHED, "FAILURE")
   })
 
-  it("every status is reachable from creation (PENDING or PREQUEUED)", () => {
+  it("every status is reachable from creation (PENDING or PREQUEUED), SKIPPED through the operator's skip", () => {
     const fromCreation = new Set<Status>(["PREQUEUED", "PENDING", ...reachable("PREQUEUED"), ...reachable("PENDING")])
+    if (fromCreation.has("FAILURE") && Lifecycle.canSkip("FAILURE")) fromCreation.add("SKIPPED")
     assert.deepStrictEqual(
       all.filter((s) => !fromCreation.has(s)),
       []

@@ -4,7 +4,8 @@
  * history and the broker log. Simulations call {@link check} after every run; a non-empty result
  * is a bug (or a deliberately wrong relay).
  *
- * - `loss`: every committed event ends `PUBLISHED` or later, or `FAILURE`; a `PUBLISHED` row has
+ * - `loss`: every committed event ends `PUBLISHED` or later, or `FAILURE`, or `PENDING` behind a
+ *   `FAILURE` row of its key (the relay's default `failedHead: "block"`); a `PUBLISHED` row has
  *   a receipt pointing at a broker record carrying its event id (rows a consumer moved on before
  *   the receipt was recorded must at least be on the broker).
  * - `phantom`: nothing from a rolled-back transaction is stored or on the broker.
@@ -56,6 +57,8 @@ export interface Observation {
   readonly log: ReadonlyArray<ConsumerRecord>
   /** Whether the operator's `FAILURE → PENDING` requeue may appear in the history. */
   readonly allowRequeue?: boolean
+  /** The relays' `failedHead` setting (default `"block"`: a `PENDING` row may wait behind a `FAILURE` row of its key). */
+  readonly failedHead?: "block" | "skip"
 }
 
 /**
@@ -155,6 +158,12 @@ export const check = (observation: Observation): ReadonlyArray<Violation> => {
         fail("failure_reason", `event ${row.id} is FAILURE without a reason`)
       continue
     }
+    const behindFailure =
+      row.status === "PENDING" &&
+      row.key !== null &&
+      (observation.failedHead ?? "block") === "block" &&
+      observation.rows.some((other) => other.key === row.key && other.seq < row.seq && other.status === "FAILURE")
+    if (behindFailure) continue
     if (!ADVANCED.has(row.status)) {
       fail(
         "loss",

@@ -179,10 +179,14 @@ export const suite = (name: string, options: Options): void => {
         const claimed = yield* store.claim(claimRequest({ owner: "relay-1", leaseMillis: 1_000, maxPerKey: 2 }))
         // a: first two (maxPerKey 2), b: both.
         assert.deepStrictEqual(ids(claimed), [messages[0]!.id, messages[1]!.id, messages[2]!.id, messages[4]!.id])
+        // The lease runs leaseMillis from the store's clock: the request's `now` in memory, the
+        // database's for PostgreSQL (M9).
+        const leaseStart = claimed[0]!.leaseExpiresAt! - 1_000
+        assert.isTrue(leaseStart === T0 || Math.abs(leaseStart - Date.now()) < 60_000, `lease from ${leaseStart}`)
         for (const row of claimed) {
           assert.strictEqual(row.status, "DISPATCHING")
           assert.strictEqual(row.leaseOwner, "relay-1")
-          assert.strictEqual(row.leaseExpiresAt, T0 + 1_000)
+          assert.strictEqual(row.leaseExpiresAt, leaseStart + 1_000)
           assert.strictEqual(row.attempts, 0)
         }
         assert.strictEqual(yield* statusOf(messages[3]!.id), "PENDING")
@@ -272,7 +276,7 @@ export const suite = (name: string, options: Options): void => {
     )
 
     test(
-      "null keys are unordered; PREQUEUED and FAILURE rows neither get claimed nor block their key",
+      "null keys are unordered; PREQUEUED rows, and FAILURE rows under failedHead skip, neither get claimed nor block their key",
       Effect.gen(function* () {
         const store = yield* OutboxStore
         const messages = yield* newMessages([
@@ -290,8 +294,63 @@ export const suite = (name: string, options: Options): void => {
         yield* store.transition([{ id: messages[3]!.id, from: ["DISPATCHING"], to: "FAILURE", patch: {}, now: T0 }])
         const f2 = yield* newMessage({ key: "f" })
         yield* store.insert([f2])
-        assert.deepStrictEqual(ids(yield* store.claim(claimRequest())), [f2.id])
+        assert.deepStrictEqual(ids(yield* store.claim(claimRequest({ failedHead: "skip" }))), [f2.id])
         assert.strictEqual(yield* statusOf(messages[1]!.id), "PREQUEUED")
+      })
+    )
+
+    test(
+      "a FAILURE row blocks the younger rows of its key by default, until requeued or SKIPPED; older rows and failedHead skip go on",
+      Effect.gen(function* () {
+        const store = yield* OutboxStore
+        // a, c, d: the head fails. b: published.
+        const m = yield* newMessages([
+          { key: "a" },
+          { key: "a" },
+          { key: "c" },
+          { key: "c" },
+          { key: "d" },
+          { key: "d" },
+          { key: "b" }
+        ])
+        const [a1, a2, c1, c2, d1, d2, b1] = m
+        yield* store.insert(m)
+        assert.deepStrictEqual(ids(yield* store.claim(claimRequest({ maxPerKey: 1 }))), ids([a1!, c1!, d1!, b1!]))
+        yield* store.transition([
+          ...[a1!, c1!, d1!].map((row) => ({
+            id: row.id,
+            from: ["DISPATCHING"] as const,
+            to: "FAILURE" as const,
+            patch: { attempts: 10, lastError: "gave up" },
+            now: T0
+          })),
+          { id: b1!.id, from: ["DISPATCHING"], to: "PUBLISHED", patch: {}, now: T0 }
+        ])
+        const a3 = yield* newMessage({ key: "a" })
+        yield* store.insert([a3])
+        assert.deepStrictEqual(ids(yield* store.claim(claimRequest())), [], "every key waits behind its FAILURE head")
+        const stats = yield* store.stats(T0)
+        if (stats.blockedKeys !== undefined) assert.strictEqual(stats.blockedKeys, 3)
+        // Skipped: the key goes on without it, in order.
+        yield* store.transition([{ id: a1!.id, from: ["FAILURE"], to: "SKIPPED", patch: {}, now: T0 }])
+        assert.deepStrictEqual(ids(yield* store.claim(claimRequest())), ids([a2!, a3]))
+        // Requeued: the head itself comes first.
+        yield* store.transition([{ id: c1!.id, from: ["FAILURE"], to: "PENDING", patch: { attempts: 0 }, now: T0 }])
+        assert.deepStrictEqual(ids(yield* store.claim(claimRequest())), ids([c1!, c2!]))
+        // The old rule, explicitly: d's younger row overtakes its FAILURE head.
+        assert.deepStrictEqual(ids(yield* store.claim(claimRequest({ failedHead: "skip" }))), ids([d2!]))
+        assert.strictEqual(yield* statusOf(d1!.id), "FAILURE")
+        // Only younger rows wait: a row older than its key's FAILURE row is still claimed.
+        const [e1, e2] = yield* newMessages([{ key: "e" }, { key: "e" }])
+        yield* store.insert([e1!, e2!])
+        assert.deepStrictEqual(ids(yield* store.claim(claimRequest())), ids([e1!, e2!]))
+        yield* store.transition([
+          { id: e1!.id, from: ["DISPATCHING"], to: "PENDING", patch: { lease: null }, now: T0 },
+          { id: e2!.id, from: ["DISPATCHING"], to: "FAILURE", patch: { lease: null }, now: T0 }
+        ])
+        const e3 = yield* newMessage({ key: "e" })
+        yield* store.insert([e3])
+        assert.deepStrictEqual(ids(yield* store.claim(claimRequest())), ids([e1!]))
       })
     )
 
@@ -339,14 +398,16 @@ export const suite = (name: string, options: Options): void => {
         const store = yield* OutboxStore
         const messages = yield* newMessages([{ key: "a" }, { key: "b" }, { key: "c" }])
         yield* store.insert(messages)
-        yield* store.claim(claimRequest({ owner: "r1", limit: 1, leaseMillis: 2_000 }))
+        const [first] = yield* store.claim(claimRequest({ owner: "r1", limit: 1, leaseMillis: 2_000 }))
         yield* store.claim(claimRequest({ owner: "r2", limit: 1, leaseMillis: 1_000 }))
         yield* store.claim(claimRequest({ owner: "r3", limit: 1, leaseMillis: 60_000 }))
-        assert.deepStrictEqual(yield* store.findStale(T0 + 500, 10), [])
-        assert.deepStrictEqual(ids(yield* store.findStale(T0 + 1_500, 10)), [messages[1]!.id])
-        assert.deepStrictEqual(ids(yield* store.findStale(T0 + 2_500, 10)), [messages[1]!.id, messages[0]!.id])
-        assert.deepStrictEqual(ids(yield* store.findStale(T0 + 2_500, 1)), [messages[1]!.id])
-        const stats = yield* store.stats(T0 + 2_500)
+        // Leases run from the store's clock (the database's for PostgreSQL, M9).
+        const t0 = first!.leaseExpiresAt! - 2_000
+        assert.deepStrictEqual(yield* store.findStale(t0 + 500, 10), [])
+        assert.deepStrictEqual(ids(yield* store.findStale(t0 + 1_500, 10)), [messages[1]!.id])
+        assert.deepStrictEqual(ids(yield* store.findStale(t0 + 2_500, 10)), [messages[1]!.id, messages[0]!.id])
+        assert.deepStrictEqual(ids(yield* store.findStale(t0 + 2_500, 1)), [messages[1]!.id])
+        const stats = yield* store.stats(t0 + 2_500)
         assert.strictEqual(stats.staleLeases, 2)
         assert.strictEqual(stats.byStatus.DISPATCHING, 3)
       })

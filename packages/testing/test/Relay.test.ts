@@ -1,13 +1,16 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Outbox from "@effect-outbox/core/Outbox"
 import type { OutboxMessage } from "@effect-outbox/core/OutboxMessage"
-import { Publisher } from "@effect-outbox/core/Publisher"
+import { BrokerUnavailableError } from "@effect-outbox/core/Errors"
+import { Publisher, type PublishOutcome, type PublishRequest } from "@effect-outbox/core/Publisher"
 import * as Relay from "@effect-outbox/core/Relay"
+import * as Transition from "@effect-outbox/core/Transition"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
+import * as Result from "effect/Result"
 import * as Schedule from "effect/Schedule"
 import * as Scope from "effect/Scope"
 import * as TestClock from "effect/testing/TestClock"
@@ -25,6 +28,17 @@ const statuses = (all: ReadonlyArray<OutboxMessage>) => all.map((r) => r.status)
 
 // A fixed backoff keeps availableAt assertions exact.
 const fixed = Schedule.spaced("100 millis")
+
+// A broker that cannot be reached: every record gets BrokerUnavailableError.
+const unavailable = {
+  publish: (requests: ReadonlyArray<PublishRequest>) =>
+    Effect.succeed(
+      requests.map(
+        (r): PublishOutcome =>
+          Result.fail(new BrokerUnavailableError({ topic: r.topic, reason: "connection refused (test)" }))
+      )
+    )
+}
 
 describe("Relay", () => {
   it.effect("publishes a whole batch in ONE publish call and records every receipt (R1.3)", () =>
@@ -161,11 +175,108 @@ describe("Relay", () => {
         assert.strictEqual(held.attempts, 0, "a held-back row is not charged an attempt")
         assert.include(held.lastError!, `held back behind failed row ${a1}`)
         assert.strictEqual((yield* row(world.database, b1!)).status, "PUBLISHED")
-        // The failed head no longer blocks its key.
+        // By default the failed head blocks its key: a2 waits for an operator.
         yield* world.broker.control.setPublishHook(undefined)
-        assert.strictEqual((yield* relay.runOnce).published, 1)
+        assert.strictEqual((yield* relay.runOnce).claimed, 0)
+        assert.strictEqual((yield* row(world.database, a2!)).status, "PENDING")
+        // With failedHead "skip" (the old rule) the younger row goes on without it.
+        const skipping = yield* Relay.make({ owner: "r2", failedHead: "skip" })
+        assert.strictEqual((yield* skipping.runOnce).published, 1)
         assert.strictEqual((yield* row(world.database, a2!)).status, "PUBLISHED")
       })
+    )
+  )
+
+  it.effect("a FAILURE head blocks its key until requeued; then the key follows in order", () =>
+    inWorld(
+      (world) =>
+        Effect.gen(function* () {
+          const [a1, a2, a3] = yield* Outbox.enqueue([draft("a", 1), draft("a", 2), draft("a", 3)])
+          yield* world.broker.control.failPublish({ fault: "permanent", count: 1 })
+          const relay = yield* Relay.make({ owner: "r1" })
+          yield* relay.runOnce
+          assert.strictEqual((yield* row(world.database, a1!)).status, "FAILURE")
+          yield* Outbox.enqueue(draft("a", 4))
+          for (let i = 0; i < 3; i++) assert.strictEqual((yield* relay.runOnce).claimed, 0, "the key waits")
+          yield* Transition.requeue({ ids: [a1!], operator: "test", reason: "fixed" })
+          yield* relay.runOnce
+          for (const id of [a1!, a2!, a3!]) assert.strictEqual((yield* row(world.database, id)).status, "PUBLISHED")
+          assert.deepStrictEqual(yield* logTexts(world.broker), ["a:1", "a:2", "a:3", "a:4"])
+        }),
+      { orders: 1 }
+    )
+  )
+
+  it.effect("a broker-unavailable error backs off without counting an attempt, however long it lasts (H1)", () =>
+    inWorld((world) =>
+      Effect.gen(function* () {
+        const id = yield* Outbox.enqueue(draft("a", 1))
+        const relay = yield* Relay.make({ owner: "r1", maxAttempts: 2, outageBackoff: fixed })
+        for (let i = 0; i < 5; i++) {
+          const result = yield* relay.runOnce.pipe(Effect.provideService(Publisher, unavailable))
+          assert.strictEqual(result.retried, 1)
+          const stored = yield* row(world.database, id)
+          assert.strictEqual(stored.status, "PENDING")
+          assert.strictEqual(stored.attempts, 0, "an outage counts no attempt")
+          assert.include(stored.lastError!, "BrokerUnavailableError")
+          yield* TestClock.adjust("100 millis")
+        }
+        assert.strictEqual((yield* relay.runOnce).published, 1)
+        assert.strictEqual((yield* row(world.database, id)).status, "PUBLISHED")
+      })
+    )
+  )
+
+  it.effect("while the broker is unavailable the loop claims nothing until the outage backoff passed", () =>
+    inWorld((world) =>
+      Effect.gen(function* () {
+        yield* Outbox.enqueue(draft("a", 1))
+        let calls = 0
+        const counting = {
+          publish: (requests: Parameters<typeof unavailable.publish>[0]) => {
+            calls++
+            return unavailable.publish(requests)
+          }
+        }
+        const scope = yield* Scope.make()
+        yield* Relay.start({
+          owner: "r1",
+          pollInterval: Duration.millis(100),
+          outageBackoff: Schedule.spaced("10 seconds")
+        }).pipe(Scope.provide(scope), Effect.provideService(Publisher, counting))
+        for (let i = 0; i < 90; i++) yield* TestClock.adjust("100 millis")
+        assert.strictEqual(calls, 1, "one publish in 9 s: the relay waits out the outage backoff")
+        for (let i = 0; i < 20; i++) yield* TestClock.adjust("100 millis")
+        assert.strictEqual(calls, 2)
+        const stored = (yield* rows(world.database))[0]!
+        assert.strictEqual(stored.attempts, 0)
+        yield* Scope.close(scope, Exit.void)
+      })
+    )
+  )
+
+  it.effect("before FAILURE the broker is probed: a record that landed ends PUBLISHED", () =>
+    inWorld(
+      (world) =>
+        Effect.gen(function* () {
+          const [landed] = yield* Outbox.enqueue([draft("a", 1, { partition: 0 })])
+          const [absent] = yield* Outbox.enqueue([draft("b", 1, { partition: 1 })])
+          // The broker writes a's record, then the acknowledgement is lost; b's batch is refused.
+          yield* world.broker.control.setPublishHook((batch) =>
+            batch.requests.some((r) => r.key === "a") ? "lost_ack" : "retriable"
+          )
+          const relay = yield* Relay.make({ owner: "r1", maxAttempts: 1 })
+          const result = yield* relay.runOnce
+          assert.strictEqual(result.published, 1)
+          assert.strictEqual(result.failed, 1)
+          const a = yield* row(world.database, landed!)
+          assert.strictEqual(a.status, "PUBLISHED", "found on the broker, not FAILURE")
+          assert.strictEqual(a.receipt!.offset, "0")
+          const b = yield* row(world.database, absent!)
+          assert.strictEqual(b.status, "FAILURE")
+          assert.include(b.lastError!, "gave up after 1 attempts")
+        }),
+      { orders: 2 }
     )
   )
 
@@ -255,7 +366,26 @@ describe("Relay", () => {
     )
   )
 
-  it.effect("a publish call that hangs past publishTimeout is a retriable failure", () =>
+  it.effect("retries exhausted but the probe cannot reach the broker: an outage, not FAILURE", () =>
+    inWorld((world) =>
+      Effect.gen(function* () {
+        const id = yield* Outbox.enqueue(draft("a", 1))
+        yield* world.broker.control.failPublish({ fault: "retriable", count: 1 })
+        yield* world.broker.control.failNext({ operation: "probe", count: 1 })
+        const relay = yield* Relay.make({ owner: "r1", maxAttempts: 1, outageBackoff: fixed })
+        const result = yield* relay.runOnce
+        assert.strictEqual(result.failed, 0)
+        const stored = yield* row(world.database, id)
+        assert.strictEqual(stored.status, "PENDING")
+        assert.strictEqual(stored.availableAt, 100, "retried after the outage backoff")
+        assert.include(stored.lastError!, "probe before FAILURE failed")
+        yield* TestClock.adjust("100 millis")
+        assert.strictEqual((yield* relay.runOnce).published, 1)
+      })
+    )
+  )
+
+  it.effect("a publish call that hangs past publishTimeout is an outage: retried, no attempt counted", () =>
     inWorld((world) =>
       Effect.gen(function* () {
         const id = yield* Outbox.enqueue(draft("a", 1))
@@ -268,7 +398,9 @@ describe("Relay", () => {
         assert.strictEqual(result.retried, 1)
         const stored = yield* row(world.database, id)
         assert.strictEqual(stored.status, "PENDING")
+        assert.strictEqual(stored.attempts, 0)
         assert.include(stored.lastError!, "timed out")
+        assert.include(stored.lastError!, "BrokerUnavailableError")
       })
     )
   )

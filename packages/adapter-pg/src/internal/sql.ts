@@ -1,7 +1,7 @@
 import type { Tables } from "../PgTables.ts"
 
-/** Every status, for the CHECK constraint. Kept in step with core's `Lifecycle.statuses`. */
-export const statusList = [
+/** The statuses of migration 1's CHECK constraint. Frozen: migration 4 adds `SKIPPED`. */
+export const statusListV1 = [
   "PREQUEUED",
   "PENDING",
   "DISPATCHING",
@@ -11,6 +11,9 @@ export const statusList = [
   "PUSHED_FAILURE",
   "FAILURE"
 ] as const
+
+/** Every status, for the CHECK constraint (since migration 4). Kept in step with core's `Lifecycle.statuses`. */
+export const statusList = [...statusListV1, "SKIPPED"] as const
 
 /**
  * The relay's working statuses. Since migration 3 the `(status, updated_at)` index leaves them
@@ -273,6 +276,121 @@ export const claimFunction = (t: Tables) =>
      )
      UPDATE ${t.message} m
         SET status = 'DISPATCHING', lease_owner = p_owner, lease_expires_at = p_lease_until, updated_at = p_now
+       FROM chosen
+      WHERE m.id = chosen.id AND m.status = 'PENDING'
+     RETURNING m.*;
+   END
+   $claim$`
+
+/**
+ * A key's first `FAILURE` row by `seq` (one entry of the `(key, seq) WHERE FAILURE` index of
+ * migration 4), or NULL. Under `failedHead: "block"` it blocks every younger row of its key.
+ */
+export const firstFailure = (t: Tables, key: string) =>
+  `(SELECT f.seq FROM ${t.message} f WHERE f.key = ${key} AND f.status = 'FAILURE' ORDER BY f.seq LIMIT 1)`
+
+/**
+ * The candidate scan since migration 4: as {@link candidateHeads}, and when `failedBlocks` (a
+ * boolean expression) holds, a key whose head is younger than a `FAILURE` row of the key is no
+ * candidate (issue #12: a failed head keeps its key's order). The head and the first failure
+ * are one index entry each.
+ */
+export const candidateHeadsV4 = (t: Tables, now: string, readLimit: string, failedBlocks: string) =>
+  `SELECT c.id, c.key FROM (
+      SELECT DISTINCT ON (r.key IS NULL, COALESCE(r.key, r.id::text)) r.id, r.key, r.pos
+        FROM (SELECT m.id, m.key, row_number() OVER (ORDER BY m.available_at, m.seq) AS pos
+                FROM ${t.message} m
+               WHERE m.status = 'PENDING' AND m.available_at <= ${now}
+               ORDER BY m.available_at, m.seq
+               LIMIT ${readLimit}) r
+       ORDER BY r.key IS NULL, COALESCE(r.key, r.id::text), r.pos
+    ) c
+    WHERE c.key IS NULL OR (
+      NOT EXISTS (SELECT 1 FROM ${t.message} d WHERE d.key = c.key AND d.status = 'DISPATCHING')
+      AND EXISTS (
+        SELECT 1 FROM (SELECT e.seq, e.available_at FROM ${t.message} e
+                        WHERE e.key = c.key AND e.status = 'PENDING' ORDER BY e.seq LIMIT 1) h
+         WHERE h.available_at <= ${now}
+           AND NOT (${failedBlocks} AND COALESCE(${firstFailure(t, "c.key")} < h.seq, false))))
+    ORDER BY c.pos`
+
+/**
+ * The claim function since migration 4 (issue #12). The algorithm of {@link claimFunction},
+ * with two changes:
+ *
+ * - `p_failed_head_blocks` (the relay's `failedHead: "block"`, the default): a `FAILURE` row
+ *   blocks the younger rows of its key. A key whose head is younger than its first `FAILURE`
+ *   row is no candidate, and a key's prefix ends before its first `FAILURE` row.
+ * - The lease expiry is the database clock's `now()` plus `p_lease_millis` (M9), not a time the
+ *   relay host computed: stale recovery compares it with the same clock. `p_now` (the relay's
+ *   clock) still decides availability, as `available_at` is written from the same clock.
+ */
+export const claimFunctionV4 = (t: Tables) =>
+  `CREATE OR REPLACE FUNCTION ${t.claimFunction}(
+     p_owner text, p_limit integer, p_max_per_key integer, p_now timestamptz, p_lease_millis bigint,
+     p_failed_head_blocks boolean)
+   RETURNS SETOF ${t.message}
+   LANGUAGE plpgsql VOLATILE AS $claim$
+   DECLARE
+     candidate record;
+     locked_keys text[] := '{}';
+     unkeyed uuid[] := '{}';
+     slots integer := 0;
+   BEGIN
+     IF p_limit <= 0 OR p_max_per_key <= 0 THEN
+       RETURN;
+     END IF;
+     -- The second snapshot is what makes the key lock meaningful; REPEATABLE READ would reuse
+     -- the first one and could hand a key's later rows to a second relay.
+     IF current_setting('transaction_isolation') <> 'read committed' THEN
+       RAISE EXCEPTION 'outbox claim needs READ COMMITTED, the transaction is %',
+         current_setting('transaction_isolation') USING ERRCODE = '25000';
+     END IF;
+     -- Phase 1: discover and lock. Each key comes up once, with an available head not blocked by a
+     -- FAILURE row; the scan reads at most limit * 20 + 1000 rows.
+     FOR candidate IN ${candidateHeadsV4(t, "p_now", "LEAST(p_limit, 100000) * 20 + 1000", "p_failed_head_blocks")} LOOP
+       IF candidate.key IS NULL THEN
+         unkeyed := unkeyed || candidate.id;
+         slots := slots + 1;
+       ELSIF pg_try_advisory_xact_lock(${t.locks.claimKey}, hashtext(candidate.key)) THEN
+         locked_keys := locked_keys || candidate.key;
+         slots := slots + 1;
+       END IF;
+       EXIT WHEN slots >= p_limit;
+     END LOOP;
+     IF slots = 0 THEN
+       RETURN;
+     END IF;
+     -- Phase 2: decide under the locks, in one statement (a snapshot taken after they were granted).
+     RETURN QUERY
+     WITH heads AS (
+       SELECT k.key, h.seq,
+              CASE WHEN p_failed_head_blocks THEN ${firstFailure(t, "k.key")} END AS failed_seq
+         FROM (SELECT DISTINCT u.key FROM unnest(locked_keys) AS u(key)) AS k
+         CROSS JOIN LATERAL (${keyHead(t, "k.key")}) h
+        WHERE h.available_at <= p_now
+          AND NOT EXISTS (SELECT 1 FROM ${t.message} d WHERE d.key = k.key AND d.status = 'DISPATCHING')
+     ), open_heads AS (
+       SELECT * FROM heads WHERE heads.failed_seq IS NULL OR heads.failed_seq > heads.seq
+     ), loose AS (
+       SELECT m.id, m.seq FROM ${t.message} m
+        WHERE m.id = ANY (unkeyed) AND m.status = 'PENDING' AND m.available_at <= p_now
+        FOR UPDATE SKIP LOCKED
+     ), cut AS (
+       SELECT COALESCE(
+                (SELECT s.seq FROM (SELECT open_heads.seq FROM open_heads UNION ALL SELECT loose.seq FROM loose) s
+                  ORDER BY s.seq OFFSET p_limit - 1 LIMIT 1),
+                9223372036854775807) AS seq
+     ), keyed AS (
+       SELECT p.id, p.seq
+         FROM open_heads k CROSS JOIN cut
+         CROSS JOIN LATERAL (${keyPrefixUpTo(t, "k.key", "p_now", "p_max_per_key", "LEAST(cut.seq, COALESCE(k.failed_seq - 1, 9223372036854775807))")}) p
+     ), chosen AS (
+       SELECT c.id FROM (SELECT * FROM keyed UNION ALL SELECT * FROM loose) c ORDER BY c.seq LIMIT p_limit
+     )
+     UPDATE ${t.message} m
+        SET status = 'DISPATCHING', lease_owner = p_owner,
+            lease_expires_at = now() + p_lease_millis * interval '1 millisecond', updated_at = p_now
        FROM chosen
       WHERE m.id = chosen.id AND m.status = 'PENDING'
      RETURNING m.*;

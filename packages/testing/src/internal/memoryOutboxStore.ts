@@ -149,7 +149,9 @@ export const make = (engine: Engine): OutboxStore["Service"] => {
         const byStatus: { [S in OutboxStatus]?: number } = {}
         let oldestPendingCreatedAt: number | null = null
         let staleLeases = 0
+        const failedKeys = new Set<string>()
         for (const row of Store.visibleRows(store, tx)) {
+          if (row.status === "FAILURE" && row.key !== null) failedKeys.add(row.key)
           byStatus[row.status] = (byStatus[row.status] ?? 0) + 1
           if (row.status === "PENDING") {
             oldestPendingCreatedAt =
@@ -157,7 +159,7 @@ export const make = (engine: Engine): OutboxStore["Service"] => {
           }
           if (row.status === "DISPATCHING" && row.leaseExpiresAt !== null && row.leaseExpiresAt < now) staleLeases++
         }
-        return { byStatus, oldestPendingCreatedAt, staleLeases }
+        return { byStatus, oldestPendingCreatedAt, staleLeases, blockedKeys: failedKeys.size }
       }),
 
     purge: (request) =>

@@ -11,7 +11,8 @@ import type { ClaimRequest, TransitionOutcome, TransitionRequest } from "@effect
  * Chooses the rows a claim moves to `DISPATCHING` (see `ClaimRequest`). `rows` are ordered by
  * `seq`; `lockedElsewhere(row)` says another open transaction holds the row (it is skipped, and
  * because its state is unknown to us it blocks its key, the conservative reading of
- * `SKIP LOCKED`).
+ * `SKIP LOCKED`). Under `failedHead: "block"` (the default) a `FAILURE` row blocks the rows of
+ * its key that come after it.
  */
 export const selectClaimable = (
   rows: ReadonlyArray<OutboxMessage>,
@@ -24,10 +25,13 @@ export const selectClaimable = (
     if (row.status === "DISPATCHING") blocked.add(row.key)
     else if (row.status === "PENDING" && lockedElsewhere(row)) blocked.add(row.key)
   }
+  const failedHeadBlocks = (request.failedHead ?? "block") === "block"
   const perKey = new Map<string, number>()
   const chosen: Array<OutboxMessage> = []
   for (const row of rows) {
     if (chosen.length >= request.limit) break
+    // Rows come in seq order: a FAILURE row blocks every later row of its key.
+    if (row.status === "FAILURE" && row.key !== null && failedHeadBlocks) blocked.add(row.key)
     if (row.status !== "PENDING") continue
     const available = row.availableAt <= request.now && !lockedElsewhere(row)
     if (row.key === null) {

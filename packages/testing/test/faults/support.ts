@@ -314,6 +314,8 @@ export const verdict = (
 export interface TableRow extends Omit<Verdict, "lostIds"> {
   readonly scenario: string
   readonly note?: string
+  /** Rows left in `FAILURE` at the end (blank when a scenario does not count them). */
+  readonly failureRows?: number
 }
 
 const rows: Array<TableRow> = []
@@ -323,11 +325,27 @@ export const record = (row: TableRow): void => {
 }
 
 export const table = (): string => {
-  const header = ["scenario", "events", "lost", "duplicates delivered", "duplicate effects", "order violations", "note"]
+  const header = [
+    "scenario",
+    "events",
+    "lost",
+    "duplicates delivered",
+    "duplicate effects",
+    "order violations",
+    "FAILURE rows",
+    "note"
+  ]
   const body = rows.map((r) =>
-    [r.scenario, r.events, r.lost, r.duplicatesDelivered, r.duplicateEffects, r.orderViolations, r.note ?? ""].map(
-      String
-    )
+    [
+      r.scenario,
+      r.events,
+      r.lost,
+      r.duplicatesDelivered,
+      r.duplicateEffects,
+      r.orderViolations,
+      r.failureRows ?? "",
+      r.note ?? ""
+    ].map(String)
   )
   const widths = header.map((h, i) => Math.max(h.length, ...body.map((b) => b[i]!.length)))
   const line = (cells: ReadonlyArray<string>) => `| ${cells.map((c, i) => c.padEnd(widths[i]!)).join(" | ")} |`
@@ -490,4 +508,27 @@ export const makeDefaultsStack = async (options: Parameters<typeof defaultsStack
   const runtime = ManagedRuntime.make(defaultsStackLayer(options))
   await runtime.runPromise(Effect.void)
   return runtime as unknown as Stack
+}
+
+// relay (issue #12): freezing a private broker
+// ------------------------------------------------------------------------------------------------
+
+/** The pids of the broker JVM started with `state` (found by its config path). */
+export const brokerJvmPids = (state: string): Array<number> =>
+  readdirSync("/proc")
+    .filter((d) => /^\d+$/.test(d))
+    .flatMap((d) => {
+      try {
+        const cmdline = readFileSync(`/proc/${d}/cmdline`, "utf8")
+        return cmdline.includes("kafka.Kafka") && cmdline.includes(join(state, "server.properties")) ? [Number(d)] : []
+      } catch {
+        return []
+      }
+    })
+
+/** Freezes (`SIGSTOP`) or thaws (`SIGCONT`) the broker JVM of `state`; returns how many it signalled. */
+export const signalBroker = (state: string, signal: "SIGSTOP" | "SIGCONT"): number => {
+  const pids = brokerJvmPids(state)
+  for (const pid of pids) process.kill(pid, signal)
+  return pids.length
 }
