@@ -195,13 +195,27 @@ export const status = Command.make(
   {
     topic: Flag.String("topic").pipe(Flag.withDescription("only this topic"), Flag.optional),
     failures: Flag.Int("failures").pipe(Flag.withDescription("recent failures to list"), Flag.withDefault(10)),
+    stuckAfter: Flag.String("stuck-after").pipe(
+      Flag.withDescription("list UNDER_PROCESSING rows not updated for this long (default 15m)"),
+      Flag.withDefault("15m")
+    ),
     groups: Flag.String("group").pipe(
       Flag.withDescription("a consumer group whose lag on the outbox's topics to show (repeatable; needs --brokers)"),
       Flag.between(0, 100)
     )
   },
   (input) => {
-    const report = Operations.status({ topic: Option.getOrUndefined(input.topic), failures: input.failures })
+    const stuckAfterMillis = parseDuration(input.stuckAfter)
+    if (Option.isNone(stuckAfterMillis)) {
+      return Effect.fail(
+        userError(new Operations.OperatorError({ reason: `--stuck-after "${input.stuckAfter}" is not a duration (try 15m, 1h)` }))
+      )
+    }
+    const report = Operations.status({
+      topic: Option.getOrUndefined(input.topic),
+      failures: input.failures,
+      stuckAfterMillis: stuckAfterMillis.value
+    })
     return input.groups.length === 0
       ? withDatabase(report, Render.status)
       : withDatabaseAndBroker(

@@ -74,6 +74,16 @@ export const status = (report: Operations.Status): string => {
           )
     )
   }
+  if (report.stuckProcessing.rows.length > 0) {
+    lines.push(
+      "",
+      `stuck in processing (UNDER_PROCESSING, not updated for ${age(report.stuckProcessing.stuckAfterMillis)}; ` +
+        "a running service's reconciler finishes those already processed):",
+      ...report.stuckProcessing.rows.map(
+        (row) => `  ${row.id}  ${row.topic}  since ${new Date(row.updatedAt).toISOString()}\n    repair: ${row.repair}`
+      )
+    )
+  }
   if (report.failures.length > 0) {
     lines.push(
       "",

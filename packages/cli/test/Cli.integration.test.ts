@@ -142,6 +142,34 @@ describe("effect-outbox CLI", () => {
     }).pipe(Effect.scoped)
   )
 
+  it.live("status: rows stuck UNDER_PROCESSING past --stuck-after are listed with their repair (R4.4)", () =>
+    Effect.gen(function* () {
+      const f = yield* fixture
+      const id = yield* f.use(enqueue("orders", 1))
+      yield* f.use(Transition.claim({ owner: "relay-1", limit: 10, maxPerKey: 10, leaseMillis: 60_000 }))
+      yield* f.use(Transition.markPublished([{ id, receipt: { topic: "orders", partition: 1, offset: "9" } }]))
+      yield* f.use(Transition.startProcessing(id))
+      yield* Effect.sleep("50 millis")
+
+      const fresh = JSON.parse((yield* f.cli("status", "--json")).out)
+      assert.deepStrictEqual(fresh.stuckProcessing.rows, [], "not stuck under the default 15 minutes")
+      const json = yield* f.cli("status", "--stuck-after", "10ms", "--json")
+      assert.isTrue(json.ok, json.err)
+      const report = JSON.parse(json.out)
+      assert.strictEqual(report.stuckProcessing.stuckAfterMillis, 10)
+      assert.deepStrictEqual(
+        report.stuckProcessing.rows.map((r: { id: string }) => r.id),
+        [id]
+      )
+      const human = yield* f.cli("status", "--stuck-after", "10ms")
+      assert.include(human.out, "stuck in processing")
+      assert.include(human.out, `effect-outbox dlt replay orders.DLT --event-id ${id} --execute`)
+      assert.include(human.out, "orders/1@9")
+      const bad = yield* f.cli("status", "--stuck-after", "soon")
+      assert.isFalse(bad.ok)
+    }).pipe(Effect.scoped)
+  )
+
   it.live("inspect: the row, its receipt, its recorded history; an unknown id is a clear error", () =>
     Effect.gen(function* () {
       const f = yield* fixture

@@ -49,6 +49,7 @@ import * as Lifecycle from "./Lifecycle.ts"
 import * as Outbox from "./Outbox.ts"
 import { OutboxStore } from "./OutboxStore.ts"
 import { Publisher } from "./Publisher.ts"
+import * as Reconciler from "./Reconciler.ts"
 import * as Relay from "./Relay.ts"
 import * as Retention from "./Retention.ts"
 import * as StaleRecovery from "./StaleRecovery.ts"
@@ -68,6 +69,10 @@ export interface ConsumerDeclaration<R> {
   readonly topics: ReadonlyArray<string>
   /** Whether a new group starts at the beginning (how its lag counts before its first commit). */
   readonly fromBeginning?: boolean | undefined
+  /** Whether it drives the outbox lifecycle of its topics' rows (default on): the reconciler sweeps for it. */
+  readonly lifecycle?: boolean | undefined
+  /** Its dedupe identity (default `"event-id"`), for the reconciler's inbox look-up. */
+  readonly identity?: Inbox.IdentityStrategy | undefined
   /** Runs until interrupted; fails when the consumer stops on an error. */
   readonly run: Effect.Effect<never, Consumer.ConsumerError, Consumer.Requirements | R>
 }
@@ -84,6 +89,8 @@ export const consumer = <S extends Schema.Top, E, R>(
   groupId: options.groupId,
   topics: options.topics,
   fromBeginning: options.fromBeginning,
+  lifecycle: options.lifecycle,
+  identity: options.identity,
   run: Consumer.run(options)
 })
 
@@ -96,6 +103,11 @@ export interface Settings {
   /** `false` runs no relay in this process (another deployment publishes). */
   readonly relay: false | (Partial<Relay.Settings> & { readonly instances: number })
   readonly staleRecovery: false | Partial<StaleRecovery.Settings>
+  /**
+   * The sweep for rows left `UNDER_PROCESSING` (R4.4), run when a declared consumer drives the
+   * lifecycle here; `false` runs none.
+   */
+  readonly reconciler: false | Partial<Reconciler.Settings>
   readonly retention: false | Partial<Retention.Settings>
   /** Processed-message records older than this are purged with the retention rounds; `false` keeps them. */
   readonly inboxRetention: false | Duration.Duration
@@ -119,6 +131,7 @@ export interface Settings {
  * | `OUTBOX_RELAY_INSTANCES` | `1` | relays in this process |
  * | `OUTBOX_RELAY_*` | see `Relay.config` | batch size, lease, poll interval, backoff, … |
  * | `OUTBOX_STALE_RECOVERY_ENABLED` | `true` | `OUTBOX_STALE_*` see `StaleRecovery.config` |
+ * | `OUTBOX_RECONCILE_ENABLED` | `true` | `OUTBOX_RECONCILE_*` see `Reconciler.config` |
  * | `OUTBOX_RETENTION_ENABLED` | `true` | `OUTBOX_RETENTION_*` see `Retention.config` |
  * | `OUTBOX_INBOX_RETENTION` | `30 days` | age of purged inbox records; `off` keeps them |
  * | `OUTBOX_CONSUMERS_ENABLED` | `true` | start the declared consumers |
@@ -137,6 +150,8 @@ export const config: Config.Config<Settings> = Config.all({
   relay: Relay.config,
   staleEnabled: Config.Boolean("OUTBOX_STALE_RECOVERY_ENABLED").pipe(Config.withDefault(true)),
   staleRecovery: StaleRecovery.config,
+  reconcilerEnabled: Config.Boolean("OUTBOX_RECONCILE_ENABLED").pipe(Config.withDefault(true)),
+  reconciler: Reconciler.config,
   retentionEnabled: Config.Boolean("OUTBOX_RETENTION_ENABLED").pipe(Config.withDefault(true)),
   retention: Retention.config,
   inboxRetention: Config.String("OUTBOX_INBOX_RETENTION").pipe(Config.withDefault("30 days")),
@@ -168,6 +183,7 @@ export const config: Config.Config<Settings> = Config.all({
       outbox: raw.outbox,
       relay: raw.relayEnabled ? { ...raw.relay, instances: raw.instances } : false,
       staleRecovery: raw.staleEnabled ? raw.staleRecovery : false,
+      reconciler: raw.reconcilerEnabled ? raw.reconciler : false,
       retention: raw.retentionEnabled ? raw.retention : false,
       inboxRetention: inboxRetention.value,
       runConsumers: raw.consumers,
@@ -319,6 +335,8 @@ const start = <C extends ReadonlyArray<ConsumerDeclaration<any>>>(settings: Sett
       )
     }
     if (settings.staleRecovery !== false) yield* StaleRecovery.start(settings.staleRecovery)
+    const drivers = settings.runConsumers ? declared.filter((declaration) => declaration.lifecycle !== false) : []
+    if (settings.reconciler !== false && drivers.length > 0) yield* Reconciler.start(drivers, settings.reconciler)
     const relays: Array<string> = []
     if (settings.relay !== false) {
       const { instances, ...relaySettings } = settings.relay
@@ -387,7 +405,8 @@ const start = <C extends ReadonlyArray<ConsumerDeclaration<any>>>(settings: Sett
     yield* Effect.addFinalizer(() => Effect.logInfo("outbox runtime stopped"))
     yield* Effect.logInfo(
       `outbox runtime started: ${relays.length} relay(s), ${consumers.length} consumer(s)` +
-        `, stale recovery ${settings.staleRecovery === false ? "off" : "on"}, retention ${settings.retention === false ? "off" : "on"}`
+        `, stale recovery ${settings.staleRecovery === false ? "off" : "on"}` +
+        `, reconciler ${settings.reconciler === false || drivers.length === 0 ? "off" : "on"}, retention ${settings.retention === false ? "off" : "on"}`
     )
     return { settings, relays, consumers }
   })
@@ -412,6 +431,7 @@ export const layer = <const C extends ReadonlyArray<ConsumerDeclaration<any>> = 
       outbox: options.outbox ?? fromConfig.outbox,
       relay: options.relay ?? fromConfig.relay,
       staleRecovery: options.staleRecovery ?? fromConfig.staleRecovery,
+      reconciler: options.reconciler ?? fromConfig.reconciler,
       retention: options.retention ?? fromConfig.retention,
       inboxRetention: options.inboxRetention ?? fromConfig.inboxRetention,
       runConsumers: options.runConsumers ?? fromConfig.runConsumers,

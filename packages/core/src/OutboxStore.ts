@@ -105,6 +105,8 @@ export interface ListFilter {
   readonly topic?: string
   readonly ids?: ReadonlyArray<EventId>
   readonly createdBefore?: number
+  /** Epoch millis: rows last updated before this (rows stuck in a status, for the reconciler). */
+  readonly updatedBefore?: number
   readonly limit: number
 }
 

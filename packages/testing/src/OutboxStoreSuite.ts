@@ -504,6 +504,28 @@ export const suite = (name: string, options: Options): void => {
     )
 
     test(
+      "list filters by last update: the rows stuck in a status since before a time",
+      Effect.gen(function* () {
+        const store = yield* OutboxStore
+        const messages = yield* newMessages([{ key: "a" }, { key: "b" }, { key: "c" }])
+        yield* store.insert(messages)
+        yield* store.claim(claimRequest())
+        const start = (m: NewOutboxMessage, now: number) =>
+          store.transition([{ id: m.id, from: ["DISPATCHING"], to: "UNDER_PROCESSING", patch: {}, now }])
+        yield* start(messages[0]!, T0 + 10)
+        yield* start(messages[1]!, T0 + 500)
+        // messages[2] stays DISPATCHING (claimed at T0).
+        const stuck = yield* store.list({ limit: 10, statuses: ["UNDER_PROCESSING"], updatedBefore: T0 + 100 })
+        assert.deepStrictEqual(ids(stuck), [messages[0]!.id])
+        assert.deepStrictEqual(ids(yield* store.list({ limit: 10, updatedBefore: T0 + 100 })), [
+          messages[0]!.id,
+          messages[2]!.id
+        ])
+        assert.deepStrictEqual(ids(yield* store.list({ limit: 10, updatedBefore: T0 })), [])
+      })
+    )
+
+    test(
       "stats count rows by status and report the oldest pending creation time",
       Effect.gen(function* () {
         const store = yield* OutboxStore
