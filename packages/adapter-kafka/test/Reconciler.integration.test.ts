@@ -29,9 +29,10 @@ import { KafkaTest, namedTopic } from "./support.ts"
 const schema = freshSchema()
 const DropSchema = Layer.effectDiscard(
   Effect.addFinalizer(() =>
-    Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).unprepared).pipe(
-      Effect.ignore
-    )
+    Effect.flatMap(
+      SqlClient.SqlClient,
+      (sql) => sql.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).unprepared
+    ).pipe(Effect.ignore)
   )
 )
 const Storage = Layer.mergeAll(Outbox.layerWith({ maxPayloadBytes: 1_000_000 }), Inbox.Inbox.layer, DropSchema).pipe(

@@ -317,22 +317,8 @@ const start = <C extends ReadonlyArray<ConsumerDeclaration<any>>>(settings: Sett
     // Finalizers run in reverse: consumers stop first, then relays, then recovery and retention.
     if (settings.retention !== false) yield* Retention.start(settings.retention)
     if (settings.inboxRetention !== false) {
-      const olderThan = settings.inboxRetention
-      const interval =
-        settings.retention === false
-          ? Retention.defaults.interval
-          : (settings.retention.interval ?? Retention.defaults.interval)
-      const store = yield* InboxStore
-      yield* Effect.forkScoped(
-        Effect.flatMap(Clock.currentTimeMillis, (now) => store.purge(now - Duration.toMillis(olderThan), 1000)).pipe(
-          Effect.tap((n) =>
-            n > 0 ? Effect.logInfo(`inbox retention purged ${n} processed-message records`) : Effect.void
-          ),
-          Effect.catch((error) => Effect.logWarning(`inbox retention round failed: ${error.message}`)),
-          Effect.andThen(Effect.sleep(interval)),
-          Effect.forever
-        )
-      )
+      // Same batches and schedule as the outbox's retention (its defaults when that is off).
+      yield* Retention.startInbox(settings.inboxRetention, settings.retention === false ? {} : settings.retention)
     }
     if (settings.staleRecovery !== false) yield* StaleRecovery.start(settings.staleRecovery)
     const drivers = settings.runConsumers ? declared.filter((declaration) => declaration.lifecycle !== false) : []

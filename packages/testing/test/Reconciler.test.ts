@@ -44,8 +44,7 @@ const startedRow = (key: string, receiptOffset: string) =>
     return id!
   })
 
-const processedBy = (group: string, identity: string) =>
-  Inbox.processOnce({ consumer: group, identity }, Effect.void)
+const processedBy = (group: string, identity: string) => Inbox.processOnce({ consumer: group, identity }, Effect.void)
 
 describe("Reconciler (R4.4)", () => {
   it.effect("an UNDER_PROCESSING row with the driving group's inbox record moves to SUCCESS", () =>

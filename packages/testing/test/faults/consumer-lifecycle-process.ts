@@ -59,10 +59,7 @@ const service = OutboxRuntime.layer({
       handler: (m) => Support.insertEffect(schema, m.idempotencyKey)
     })
   ]
-}).pipe(
-  Layer.provide(killingStore),
-  Layer.provideMerge(Support.stackLayer({ schema }))
-)
+}).pipe(Layer.provide(killingStore), Layer.provideMerge(Support.stackLayer({ schema })))
 
 const runtime = ManagedRuntime.make(service)
 await runtime.runPromise(Effect.void)
