@@ -202,6 +202,10 @@ export const status = Command.make(
     groups: Flag.String("group").pipe(
       Flag.withDescription("a consumer group whose lag on the outbox's topics to show (repeatable; needs --brokers)"),
       Flag.between(0, 100)
+    ),
+    deadLetters: Flag.Boolean("dead-letters").pipe(
+      Flag.withDescription("dead letters on each topic's <topic>.DLT, and how many are not replayed (needs --brokers)"),
+      Flag.withDefault(false)
     )
   },
   (input) => {
@@ -216,21 +220,27 @@ export const status = Command.make(
       failures: input.failures,
       stuckAfterMillis: stuckAfterMillis.value
     })
-    return input.groups.length === 0
+    return input.groups.length === 0 && !input.deadLetters
       ? withDatabase(report, Render.status)
       : withDatabaseAndBroker(
-          Effect.flatMap(report, (status) =>
-            Effect.map(
-              Operations.consumerLag({ groups: input.groups, topics: status.topics.map((t) => t.topic) }),
-              (consumerLag): Operations.Status => ({ ...status, consumerLag })
-            )
-          ),
+          Effect.gen(function* () {
+            const status = yield* report
+            const topics = status.topics.map((t) => t.topic)
+            const consumerLag =
+              input.groups.length === 0 ? undefined : yield* Operations.consumerLag({ groups: input.groups, topics })
+            const deadLetters = input.deadLetters ? yield* Operations.deadLetterDepth(topics) : undefined
+            return {
+              ...status,
+              ...(consumerLag === undefined ? {} : { consumerLag }),
+              ...(deadLetters === undefined ? {} : { deadLetters })
+            } satisfies Operations.Status
+          }),
           Render.status
         )
   }
 ).pipe(
   Command.withDescription(
-    "counts by status and topic, oldest pending age, stale leases, failures; with --group, consumer lag"
+    "counts by status and topic, oldest pending age, stale leases, stuck rows, failures; with --group, consumer lag; with --dead-letters, dead letters not yet replayed"
   )
 )
 

@@ -8,6 +8,7 @@
  */
 import type { BrokerAdmin } from "@effect-outbox/core/BrokerAdmin"
 import * as DeadLetter from "@effect-outbox/core/DeadLetter"
+import * as DeadLetterDepth from "@effect-outbox/core/DeadLetterDepth"
 import type {
   BrokerAdminError,
   ConsumerSourceError,
@@ -69,6 +70,11 @@ export interface Status {
   readonly topics: ReadonlyArray<TopicCounts & { readonly oldestPendingAgeMillis: number | null }>
   /** Present when consumer groups were asked for (`--group`): their lag on the outbox's topics. */
   readonly consumerLag?: ReadonlyArray<GroupLag>
+  /**
+   * Present when asked for (`--dead-letters`): per `<topic>.DLT` of the outbox's topics that
+   * exists, the dead letters not yet replayed and all it holds (`DeadLetterDepth`).
+   */
+  readonly deadLetters?: ReadonlyArray<DeadLetterDepth.Depth>
   /**
    * Rows `UNDER_PROCESSING` not updated for `stuckAfterMillis` (at most `limit` listed, oldest
    * first): a consumer died or its bookkeeping failed. A running service's reconciler moves the
@@ -138,6 +144,21 @@ export const consumerLag = (options: {
       })
     )
   ).pipe(Effect.map((perGroup) => perGroup.flat()))
+
+/**
+ * The dead-letter depth of each topic's dead-letter topic (`<topic>.DLT`): dead letters not yet
+ * replayed, and all it holds. Dead-letter topics missing on the broker are left out.
+ *
+ * @since 0.1.0
+ * @category status
+ */
+export const deadLetterDepth = (
+  topics: ReadonlyArray<string>
+): Effect.Effect<ReadonlyArray<DeadLetterDepth.Depth>, BrokerAdminError, BrokerAdmin> =>
+  Effect.map(
+    Effect.forEach(topics, (topic) => DeadLetterDepth.sample(DeadLetter.defaultTopic(topic))),
+    (depths) => depths.flatMap(Option.toArray)
+  )
 
 /**
  * Counts by status (overall and per topic), the oldest pending age, stale leases and the latest

@@ -74,6 +74,22 @@ export const status = (report: Operations.Status): string => {
           )
     )
   }
+  if (report.deadLetters !== undefined) {
+    lines.push(
+      "",
+      report.deadLetters.length === 0
+        ? "dead letters: no dead-letter topic exists for these topics"
+        : table(
+            ["dead-letter topic", "not replayed", "total", "per partition (replay position/end)"],
+            report.deadLetters.map((d) => [
+              d.deadLetterTopic,
+              String(d.pending),
+              String(d.total),
+              d.partitions.map((p) => `${p.partition}:${p.position ?? "-"}/${p.end}`).join(" ")
+            ])
+          )
+    )
+  }
   if (report.stuckProcessing.rows.length > 0) {
     lines.push(
       "",

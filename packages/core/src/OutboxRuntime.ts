@@ -41,6 +41,8 @@ import type * as Schema from "effect/Schema"
 import { BrokerAdmin } from "./BrokerAdmin.ts"
 import type { BrokerProbe } from "./BrokerProbe.ts"
 import * as Consumer from "./Consumer.ts"
+import * as DeadLetter from "./DeadLetter.ts"
+import * as DeadLetterDepth from "./DeadLetterDepth.ts"
 import type { ConsumerSource } from "./ConsumerSource.ts"
 import type { OutboxStoreError, OutboxValidationError } from "./Errors.ts"
 import * as Inbox from "./Inbox.ts"
@@ -73,6 +75,8 @@ export interface ConsumerDeclaration<R> {
   readonly lifecycle?: boolean | undefined
   /** Its dedupe identity (default `"event-id"`), for the reconciler's inbox look-up. */
   readonly identity?: Inbox.IdentityStrategy | undefined
+  /** Its dead-letter topic per topic (default `<topic>.DLT`), for the dead-letter depth gauge. */
+  readonly deadLetterTopic?: ((topic: string) => string) | undefined
   /** Runs until interrupted; fails when the consumer stops on an error. */
   readonly run: Effect.Effect<never, Consumer.ConsumerError, Consumer.Requirements | R>
 }
@@ -91,6 +95,7 @@ export const consumer = <S extends Schema.Top, E, R>(
   fromBeginning: options.fromBeginning,
   lifecycle: options.lifecycle,
   identity: options.identity,
+  deadLetterTopic: options.deadLetterTopic,
   run: Consumer.run(options)
 })
 
@@ -117,7 +122,8 @@ export interface Settings {
   readonly consumerRestart: Duration.Duration
   /**
    * How often the outbox gauges are sampled from the store, and the running consumers' lag
-   * (`Telemetry.consumerLag`) from the broker when `BrokerAdmin` is provided; `false` samples none.
+   * (`Telemetry.consumerLag`) and dead-letter depth (`DeadLetterDepth.pendingGauge`) from the
+   * broker when `BrokerAdmin` is provided; `false` samples none.
    */
   readonly metricsInterval: false | Duration.Duration
 }
@@ -307,6 +313,13 @@ export const sampleMetrics: Effect.Effect<void, OutboxStoreError, OutboxStore> =
   }
 })
 
+/** The dead-letter topics of `declarations`, each once. */
+const deadLetterTopics = (declarations: ReadonlyArray<ConsumerDeclaration<any>>): ReadonlyArray<string> => [
+  ...new Set(
+    declarations.flatMap((d) => d.topics.map((topic) => (d.deadLetterTopic ?? DeadLetter.defaultTopic)(topic)))
+  )
+]
+
 const restartSchedule = (first: Duration.Duration) =>
   Schedule.exponential(first).pipe(
     Schedule.modifyDelay(({ duration }) => Effect.succeed(Duration.min(duration, Duration.minutes(1))))
@@ -381,6 +394,17 @@ const start = <C extends ReadonlyArray<ConsumerDeclaration<any>>>(settings: Sett
               ),
             { discard: true }
           ).pipe(
+            // Dead letters not yet replayed, per dead-letter topic (R5.3).
+            Effect.andThen(
+              Effect.forEach(
+                deadLetterTopics(running),
+                (topic) =>
+                  DeadLetterDepth.sample(topic).pipe(
+                    Effect.catch((error) => Effect.logDebug(`dead-letter depth of ${topic} failed: ${error.message}`))
+                  ),
+                { discard: true }
+              )
+            ),
             Effect.provideService(BrokerAdmin, admin.value),
             Effect.andThen(Effect.sleep(interval)),
             Effect.forever
