@@ -256,7 +256,8 @@ export const make = (options: Options = {}) =>
           filter.topic === undefined ? undefined : sql`topic = ${filter.topic}`,
           ids === undefined ? undefined : sql`id = ANY (${typedArray(ids, PgTypes.OID.uuid)})`,
           filter.createdBefore === undefined ? undefined : sql`created_at < ${ts(filter.createdBefore)}`,
-          filter.updatedBefore === undefined ? undefined : sql`updated_at < ${ts(filter.updatedBefore)}`
+          filter.updatedBefore === undefined ? undefined : sql`updated_at < ${ts(filter.updatedBefore)}`,
+          filter.afterSeq === undefined ? undefined : sql`seq > ${Math.trunc(filter.afterSeq)}`
         ].filter((c) => c !== undefined)
         return sql<MessageRow>`SELECT * FROM ${message} WHERE ${sql.and(clauses)}
           ORDER BY seq LIMIT ${Math.max(0, Math.trunc(filter.limit))}`.withoutTransform.pipe(

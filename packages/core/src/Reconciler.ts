@@ -53,8 +53,10 @@ export interface Settings {
   readonly minAge: Duration.Duration
   /** Rows `UNDER_PROCESSING` without an inbox record for longer than this are reported stuck. */
   readonly stuckAfter: Duration.Duration
-  /** Rows examined per round (oldest first). */
+  /** Rows read per page (oldest first). */
   readonly batchSize: number
+  /** Pages per round at most: a round never runs unbounded. */
+  readonly maxBatchesPerRound: number
   /** Time between rounds. */
   readonly interval: Duration.Duration
 }
@@ -67,12 +69,13 @@ export const defaults: Settings = {
   minAge: Duration.minutes(1),
   stuckAfter: Duration.minutes(15),
   batchSize: 1000,
+  maxBatchesPerRound: 10,
   interval: Duration.minutes(1)
 }
 
 /**
  * `OUTBOX_RECONCILE_MIN_AGE`, `OUTBOX_RECONCILE_STUCK_AFTER`, `OUTBOX_RECONCILE_BATCH_SIZE`,
- * `OUTBOX_RECONCILE_INTERVAL`.
+ * `OUTBOX_RECONCILE_MAX_BATCHES`, `OUTBOX_RECONCILE_INTERVAL`.
  *
  * @since 0.1.0
  * @category config
@@ -81,6 +84,7 @@ export const config: Config.Config<Settings> = Config.all({
   minAge: Config.Duration("OUTBOX_RECONCILE_MIN_AGE").pipe(Config.withDefault(defaults.minAge)),
   stuckAfter: Config.Duration("OUTBOX_RECONCILE_STUCK_AFTER").pipe(Config.withDefault(defaults.stuckAfter)),
   batchSize: Config.Int("OUTBOX_RECONCILE_BATCH_SIZE").pipe(Config.withDefault(defaults.batchSize)),
+  maxBatchesPerRound: Config.Int("OUTBOX_RECONCILE_MAX_BATCHES").pipe(Config.withDefault(defaults.maxBatchesPerRound)),
   interval: Config.Duration("OUTBOX_RECONCILE_INTERVAL").pipe(Config.withDefault(defaults.interval))
 })
 
@@ -166,14 +170,22 @@ export const runOnce = (
     const store = yield* OutboxStore
     const inbox = yield* InboxStore
     const now = yield* Clock.currentTimeMillis
-    const rows = yield* store.list({
-      statuses: ["UNDER_PROCESSING"],
-      updatedBefore: now - Duration.toMillis(s.minAge),
-      limit: s.batchSize
-    })
     const reconciled: Array<OutboxMessage["id"]> = []
     const stuck: Array<OutboxMessage> = []
     const stuckBefore = now - Duration.toMillis(s.stuckAfter)
+    // Page by `seq`, so rows left stuck at the head never hide the ones behind them.
+    const rows: Array<OutboxMessage> = []
+    for (let page = 0; page < s.maxBatchesPerRound; page++) {
+      const last = rows[rows.length - 1]
+      const batch = yield* store.list({
+        statuses: ["UNDER_PROCESSING"],
+        updatedBefore: now - Duration.toMillis(s.minAge),
+        ...(last === undefined ? {} : { afterSeq: last.seq }),
+        limit: s.batchSize
+      })
+      rows.push(...batch)
+      if (batch.length < s.batchSize) break
+    }
     for (const row of rows) {
       const keys = drivers.filter((d) => d.topics.includes(row.topic)).flatMap((d) => keysOf(row, d))
       const processed = yield* Effect.findFirst(keys, (key) => inbox.exists(key))

@@ -524,6 +524,11 @@ export const suite = (name: string, options: Options): void => {
           messages[2]!.id
         ])
         assert.deepStrictEqual(ids(yield* store.list({ limit: 10, updatedBefore: T0 })), [])
+        // Paging in seq order.
+        const [first] = yield* store.list({ limit: 1, updatedBefore: T0 + 100 })
+        assert.deepStrictEqual(ids(yield* store.list({ limit: 10, updatedBefore: T0 + 100, afterSeq: first!.seq })), [
+          messages[2]!.id
+        ])
       })
     )
 

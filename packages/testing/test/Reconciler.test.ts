@@ -102,6 +102,27 @@ describe("Reconciler (R4.4)", () => {
     )
   )
 
+  it.effect("rows stuck at the head do not hide a processed row behind them: the sweep pages by seq", () =>
+    inWorld((world) =>
+      Effect.gen(function* () {
+        const stuckIds = [yield* startedRow("a", "0"), yield* startedRow("b", "1"), yield* startedRow("c", "2")]
+        const done = yield* startedRow("d", "3")
+        yield* processedBy("billing", Inbox.eventIdentity(done))
+        yield* TestClock.adjust("20 minutes")
+        const result = yield* Reconciler.runOnce([billing], { batchSize: 2 })
+        assert.strictEqual(result.examined, 4)
+        assert.deepStrictEqual(result.reconciled, [done])
+        assert.deepStrictEqual(
+          result.stuck.map((r) => r.id),
+          stuckIds
+        )
+        assert.strictEqual((yield* row(world.database, done)).status, "SUCCESS")
+        const capped = yield* Reconciler.runOnce([billing], { batchSize: 1, maxBatchesPerRound: 2 })
+        assert.strictEqual(capped.examined, 2, "a round reads at most maxBatchesPerRound pages")
+      })
+    )
+  )
+
   it.effect("a row without a record past stuckAfter is reported stuck with its repair, and left as it is", () =>
     inWorld((world) =>
       Effect.gen(function* () {

@@ -140,7 +140,8 @@ export const make = (engine: Engine): OutboxStore["Service"] => {
               (filter.topic === undefined || row.topic === filter.topic) &&
               (filter.ids === undefined || filter.ids.includes(row.id)) &&
               (filter.createdBefore === undefined || row.createdAt < filter.createdBefore) &&
-              (filter.updatedBefore === undefined || row.updatedAt < filter.updatedBefore)
+              (filter.updatedBefore === undefined || row.updatedAt < filter.updatedBefore) &&
+              (filter.afterSeq === undefined || row.seq > filter.afterSeq)
           )
           .slice(0, Math.max(0, filter.limit))
       ),
