@@ -216,6 +216,32 @@ export const groupOffsets = (
   }).pipe(Effect.withSpan("kafka.admin.groupOffsets", { attributes: { groupId: request.groupId } }))
 
 /**
+ * Sets a group's committed offsets (`setOffsets`; the group must have no live members).
+ *
+ * @since 0.1.0
+ * @category operations
+ */
+export const commitGroupOffsets = (
+  admin: Kafkajs.Admin,
+  request: {
+    readonly groupId: string
+    readonly topic: string
+    readonly partitions: ReadonlyArray<{ readonly partition: number; readonly offset: string }>
+  }
+): Effect.Effect<void, BrokerAdminError> =>
+  request.partitions.length === 0
+    ? Effect.void
+    : Effect.tryPromise({
+        try: () =>
+          admin.setOffsets({
+            groupId: request.groupId,
+            topic: request.topic,
+            partitions: request.partitions.map((p) => ({ partition: p.partition, offset: p.offset }))
+          }),
+        catch: (error) => toAdminError("commitGroupOffsets", request.topic, error)
+      }).pipe(Effect.withSpan("kafka.admin.commitGroupOffsets", { attributes: { groupId: request.groupId } }))
+
+/**
  * Deletes topics (tests and tooling; not part of the port). Missing topics are ignored.
  *
  * @since 0.1.0
@@ -244,7 +270,8 @@ export const make = (
       partitionCount: (topic) => partitionCount(admin, topic),
       ensureTopic: (request) => ensureTopic(admin, request, options),
       growPartitions: (topic, partitions) => growPartitions(admin, topic, partitions, options),
-      groupOffsets: (request) => groupOffsets(admin, request)
+      groupOffsets: (request) => groupOffsets(admin, request),
+      commitGroupOffsets: (request) => commitGroupOffsets(admin, request)
     })
   })
 

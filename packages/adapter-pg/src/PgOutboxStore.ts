@@ -9,7 +9,8 @@
  *   then a fresh snapshot, so two relays never split a key (see `docs/postgres.md`).
  * - `transition` is one statement per batch: lock the rows, decide each compare-and-set, update,
  *   report outcomes in request order.
- * - `purge` deletes in bounded batches, skips locked rows and lets one cleaner run at a time.
+ * - `purge` deletes in bounded batches, skips locked rows and lets one cleaner run at a time; the
+ *   recorded transitions (`<prefix>transition`) of the rows it deletes go in the same statement.
  *
  * @since 0.1.0
  */
@@ -262,7 +263,9 @@ export const make = (options: Options = {}) =>
           statuses === undefined ? undefined : sql`status = ANY (${typedArray(statuses, PgTypes.OID.text)})`,
           filter.topic === undefined ? undefined : sql`topic = ${filter.topic}`,
           ids === undefined ? undefined : sql`id = ANY (${typedArray(ids, PgTypes.OID.uuid)})`,
-          filter.createdBefore === undefined ? undefined : sql`created_at < ${ts(filter.createdBefore)}`
+          filter.createdBefore === undefined ? undefined : sql`created_at < ${ts(filter.createdBefore)}`,
+          filter.updatedBefore === undefined ? undefined : sql`updated_at < ${ts(filter.updatedBefore)}`,
+          filter.afterSeq === undefined ? undefined : sql`seq > ${Math.trunc(filter.afterSeq)}`
         ].filter((c) => c !== undefined)
         return sql<MessageRow>`SELECT * FROM ${message} WHERE ${sql.and(clauses)}
           ORDER BY seq LIMIT ${Math.max(0, Math.trunc(filter.limit))}`.withoutTransform.pipe(
@@ -308,7 +311,9 @@ export const make = (options: Options = {}) =>
                LIMIT ${Math.trunc(limit)}
                  FOR UPDATE OF m SKIP LOCKED
             ), deleted AS (
-              DELETE FROM ${message} m USING victims v WHERE m.id = v.id RETURNING 1
+              DELETE FROM ${message} m USING victims v WHERE m.id = v.id RETURNING m.id
+            ), history AS (
+              DELETE FROM ${sql.literal(t.transition)} h USING deleted d WHERE h.event_id = d.id
             )
             SELECT count(*)::int AS n FROM deleted`.withoutTransform.pipe(
           Effect.map(([row]) => row!.n),

@@ -195,28 +195,52 @@ export const status = Command.make(
   {
     topic: Flag.String("topic").pipe(Flag.withDescription("only this topic"), Flag.optional),
     failures: Flag.Int("failures").pipe(Flag.withDescription("recent failures to list"), Flag.withDefault(10)),
+    stuckAfter: Flag.String("stuck-after").pipe(
+      Flag.withDescription("list UNDER_PROCESSING rows not updated for this long (default 15m)"),
+      Flag.withDefault("15m")
+    ),
     groups: Flag.String("group").pipe(
       Flag.withDescription("a consumer group whose lag on the outbox's topics to show (repeatable; needs --brokers)"),
       Flag.between(0, 100)
+    ),
+    deadLetters: Flag.Boolean("dead-letters").pipe(
+      Flag.withDescription("dead letters on each topic's <topic>.DLT, and how many are not replayed (needs --brokers)"),
+      Flag.withDefault(false)
     )
   },
   (input) => {
-    const report = Operations.status({ topic: Option.getOrUndefined(input.topic), failures: input.failures })
-    return input.groups.length === 0
+    const stuckAfterMillis = parseDuration(input.stuckAfter)
+    if (Option.isNone(stuckAfterMillis)) {
+      return Effect.fail(
+        userError(new Operations.OperatorError({ reason: `--stuck-after "${input.stuckAfter}" is not a duration (try 15m, 1h)` }))
+      )
+    }
+    const report = Operations.status({
+      topic: Option.getOrUndefined(input.topic),
+      failures: input.failures,
+      stuckAfterMillis: stuckAfterMillis.value
+    })
+    return input.groups.length === 0 && !input.deadLetters
       ? withDatabase(report, Render.status)
       : withDatabaseAndBroker(
-          Effect.flatMap(report, (status) =>
-            Effect.map(
-              Operations.consumerLag({ groups: input.groups, topics: status.topics.map((t) => t.topic) }),
-              (consumerLag): Operations.Status => ({ ...status, consumerLag })
-            )
-          ),
+          Effect.gen(function* () {
+            const status = yield* report
+            const topics = status.topics.map((t) => t.topic)
+            const consumerLag =
+              input.groups.length === 0 ? undefined : yield* Operations.consumerLag({ groups: input.groups, topics })
+            const deadLetters = input.deadLetters ? yield* Operations.deadLetterDepth(topics) : undefined
+            return {
+              ...status,
+              ...(consumerLag === undefined ? {} : { consumerLag }),
+              ...(deadLetters === undefined ? {} : { deadLetters })
+            } satisfies Operations.Status
+          }),
           Render.status
         )
   }
 ).pipe(
   Command.withDescription(
-    "counts by status and topic, oldest pending age, stale leases, failures; with --group, consumer lag"
+    "counts by status and topic, oldest pending age, stale leases, stuck rows, failures; with --group, consumer lag; with --dead-letters, dead letters not yet replayed"
   )
 )
 

@@ -8,6 +8,7 @@
  */
 import type { BrokerAdmin } from "@effect-outbox/core/BrokerAdmin"
 import * as DeadLetter from "@effect-outbox/core/DeadLetter"
+import * as DeadLetterDepth from "@effect-outbox/core/DeadLetterDepth"
 import type {
   BrokerAdminError,
   ConsumerSourceError,
@@ -18,6 +19,7 @@ import type { OutboxStatus } from "@effect-outbox/core/Lifecycle"
 import * as Lifecycle from "@effect-outbox/core/Lifecycle"
 import { EventId, type OutboxMessage } from "@effect-outbox/core/OutboxMessage"
 import { type OutboxStats, OutboxStore, type TransitionOutcome } from "@effect-outbox/core/OutboxStore"
+import * as Reconciler from "@effect-outbox/core/Reconciler"
 import * as Retention from "@effect-outbox/core/Retention"
 import * as StaleRecovery from "@effect-outbox/core/StaleRecovery"
 import * as Telemetry from "@effect-outbox/core/Telemetry"
@@ -73,6 +75,25 @@ export interface Status {
   readonly topics: ReadonlyArray<TopicCounts & { readonly oldestPendingAgeMillis: number | null }>
   /** Present when consumer groups were asked for (`--group`): their lag on the outbox's topics. */
   readonly consumerLag?: ReadonlyArray<GroupLag>
+  /**
+   * Present when asked for (`--dead-letters`): per `<topic>.DLT` of the outbox's topics that
+   * exists, the dead letters not yet replayed and all it holds (`DeadLetterDepth`).
+   */
+  readonly deadLetters?: ReadonlyArray<DeadLetterDepth.Depth>
+  /**
+   * Rows `UNDER_PROCESSING` not updated for `stuckAfterMillis` (at most `limit` listed, oldest
+   * first): a consumer died or its bookkeeping failed. A running service's reconciler moves the
+   * ones already processed to `SUCCESS`; each carries the repair for the rest (R4.4).
+   */
+  readonly stuckProcessing: {
+    readonly stuckAfterMillis: number
+    readonly rows: ReadonlyArray<{
+      readonly id: string
+      readonly topic: string
+      readonly updatedAt: number
+      readonly repair: string
+    }>
+  }
 }
 
 /**
@@ -130,15 +151,38 @@ export const consumerLag = (options: {
   ).pipe(Effect.map((perGroup) => perGroup.flat()))
 
 /**
+ * The dead-letter depth of each topic's dead-letter topic (`<topic>.DLT`): dead letters not yet
+ * replayed, and all it holds. Dead-letter topics missing on the broker are left out.
+ *
+ * @since 0.1.0
+ * @category status
+ */
+export const deadLetterDepth = (
+  topics: ReadonlyArray<string>
+): Effect.Effect<ReadonlyArray<DeadLetterDepth.Depth>, BrokerAdminError, BrokerAdmin> =>
+  Effect.map(
+    Effect.forEach(topics, (topic) => DeadLetterDepth.sample(DeadLetter.defaultTopic(topic))),
+    (depths) => depths.flatMap(Option.toArray)
+  )
+
+/**
  * Counts by status (overall and per topic), the oldest pending age, stale leases and the latest
  * failures.
  *
  * @since 0.1.0
  * @category status
  */
-export const status = (options: { readonly topic?: string | undefined; readonly failures?: number | undefined } = {}) =>
+export const status = (
+  options: {
+    readonly topic?: string | undefined
+    readonly failures?: number | undefined
+    /** Age of the last update past which an `UNDER_PROCESSING` row is listed as stuck (default 15 min). */
+    readonly stuckAfterMillis?: number | undefined
+  } = {}
+) =>
   Effect.gen(function* () {
     const readModel = yield* ReadModel
+    const store = yield* OutboxStore
     const now = Date.now()
     const all = yield* readModel.perTopic(now)
     const topics = all.filter((t) => options.topic === undefined || t.topic === options.topic)
@@ -153,7 +197,14 @@ export const status = (options: { readonly topic?: string | undefined; readonly 
       stale += topic.staleLeases
     }
     const recent = yield* readModel.recentFailures(options.topic, options.failures ?? 10)
-    const stats = yield* OutboxStore.use((store) => store.stats(now))
+    const stats = yield* store.stats(now)
+    const stuckAfterMillis = options.stuckAfterMillis ?? Duration.toMillis(Reconciler.defaults.stuckAfter)
+    const stuck = yield* store.list({
+      statuses: ["UNDER_PROCESSING"],
+      updatedBefore: now - stuckAfterMillis,
+      ...(options.topic === undefined ? {} : { topic: options.topic }),
+      limit: options.failures ?? 10
+    })
     return {
       now,
       total: Object.values(byStatus).reduce((a, b) => a + (b ?? 0), 0),
@@ -171,7 +222,16 @@ export const status = (options: { readonly topic?: string | undefined; readonly 
       topics: topics.map((t) => ({
         ...t,
         oldestPendingAgeMillis: t.oldestPendingCreatedAt === null ? null : Math.max(0, now - t.oldestPendingCreatedAt)
-      }))
+      })),
+      stuckProcessing: {
+        stuckAfterMillis,
+        rows: stuck.map((row) => ({
+          id: row.id,
+          topic: row.topic,
+          updatedAt: row.updatedAt,
+          repair: Reconciler.repairHint(row)
+        }))
+      }
     } satisfies Status
   })
 

@@ -76,6 +76,32 @@ export const status = (report: Operations.Status): string => {
           )
     )
   }
+  if (report.deadLetters !== undefined) {
+    lines.push(
+      "",
+      report.deadLetters.length === 0
+        ? "dead letters: no dead-letter topic exists for these topics"
+        : table(
+            ["dead-letter topic", "not replayed", "total", "per partition (replay position/end)"],
+            report.deadLetters.map((d) => [
+              d.deadLetterTopic,
+              String(d.pending),
+              String(d.total),
+              d.partitions.map((p) => `${p.partition}:${p.position ?? "-"}/${p.end}`).join(" ")
+            ])
+          )
+    )
+  }
+  if (report.stuckProcessing.rows.length > 0) {
+    lines.push(
+      "",
+      `stuck in processing (UNDER_PROCESSING, not updated for ${age(report.stuckProcessing.stuckAfterMillis)}; ` +
+        "a running service's reconciler finishes those already processed):",
+      ...report.stuckProcessing.rows.map(
+        (row) => `  ${row.id}  ${row.topic}  since ${new Date(row.updatedAt).toISOString()}\n    repair: ${row.repair}`
+      )
+    )
+  }
   if (report.failures.length > 0) {
     lines.push(
       "",

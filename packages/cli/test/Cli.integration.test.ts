@@ -142,6 +142,34 @@ describe("effect-outbox CLI", () => {
     }).pipe(Effect.scoped)
   )
 
+  it.live("status: rows stuck UNDER_PROCESSING past --stuck-after are listed with their repair (R4.4)", () =>
+    Effect.gen(function* () {
+      const f = yield* fixture
+      const id = yield* f.use(enqueue("orders", 1))
+      yield* f.use(Transition.claim({ owner: "relay-1", limit: 10, maxPerKey: 10, leaseMillis: 60_000 }))
+      yield* f.use(Transition.markPublished([{ id, receipt: { topic: "orders", partition: 1, offset: "9" } }]))
+      yield* f.use(Transition.startProcessing(id))
+      yield* Effect.sleep("50 millis")
+
+      const fresh = JSON.parse((yield* f.cli("status", "--json")).out)
+      assert.deepStrictEqual(fresh.stuckProcessing.rows, [], "not stuck under the default 15 minutes")
+      const json = yield* f.cli("status", "--stuck-after", "10ms", "--json")
+      assert.isTrue(json.ok, json.err)
+      const report = JSON.parse(json.out)
+      assert.strictEqual(report.stuckProcessing.stuckAfterMillis, 10)
+      assert.deepStrictEqual(
+        report.stuckProcessing.rows.map((r: { id: string }) => r.id),
+        [id]
+      )
+      const human = yield* f.cli("status", "--stuck-after", "10ms")
+      assert.include(human.out, "stuck in processing")
+      assert.include(human.out, `effect-outbox dlt replay orders.DLT --event-id ${id} --execute`)
+      assert.include(human.out, "orders/1@9")
+      const bad = yield* f.cli("status", "--stuck-after", "soon")
+      assert.isFalse(bad.ok)
+    }).pipe(Effect.scoped)
+  )
+
   it.live("inspect: the row, its receipt, its recorded history; an unknown id is a clear error", () =>
     Effect.gen(function* () {
       const f = yield* fixture
@@ -489,6 +517,60 @@ describe("effect-outbox CLI", () => {
       assert.strictEqual(after[0]!.headers["event-id"], ids[1])
       assert.strictEqual(after[0]!.headers[DeadLetter.headers.replayAttempt], "1")
       assert.isUndefined(after[0]!.headers[DeadLetter.headers.errorMessage])
+    }).pipe(Effect.scoped)
+  )
+
+  it.live("status --dead-letters: per <topic>.DLT, dead letters not yet replayed; replay brings it down (R5.3)", () =>
+    Effect.gen(function* () {
+      const f = yield* fixture
+      const topic = `cli-depth-${randomUUID().slice(0, 8)}`
+      const dlt = `${topic}.DLT`
+      yield* Effect.addFinalizer(() => Effect.promise(() => deleteTopics([topic, dlt]).catch(() => undefined)))
+      const kafka = yield* Layer.buildWithScope(
+        KafkaOutbox.layer({ brokers: brokers.split(","), clientId: "cli-test" }),
+        yield* Effect.scope
+      )
+      const inKafka = <A, E>(effect: Effect.Effect<A, E, any>) =>
+        Effect.provideContext(effect, kafka) as Effect.Effect<A, E>
+      yield* inKafka(
+        BrokerAdmin.use((admin) =>
+          Effect.andThen(admin.ensureTopic({ topic, partitions: 1 }), admin.ensureTopic({ topic: dlt, partitions: 1 }))
+        )
+      )
+      // The outbox knows the topic (status lists the DLTs of the outbox's topics).
+      yield* f.use(enqueue(topic, 1))
+      const ids = [0, 1, 2].map((i) => `0190a0a0-0000-7000-8000-00000000001${i}` as EventId)
+      const letters = yield* Effect.forEach(ids, (id, i) =>
+        DeadLetter.toPublishRequest(
+          {
+            topic,
+            partition: 0,
+            offset: String(i),
+            key: `k${i}`,
+            headers: { "event-id": id },
+            value: jsonPayload({ broken: i }),
+            timestamp: Date.now()
+          },
+          dlt,
+          { error: new Error(`poison ${i}`), attempts: 1, classification: "permanent", consumerGroup: "billing" }
+        )
+      )
+      yield* inKafka(Publisher.use((p) => p.publish(letters)))
+      const depth = Effect.map(f.cli("status", "--dead-letters", "--json"), (r) => {
+        assert.isTrue(r.ok, r.err)
+        const report = JSON.parse(r.out)
+        return report.deadLetters.find((d: { deadLetterTopic: string }) => d.deadLetterTopic === dlt)
+      })
+
+      assert.deepStrictEqual([(yield* depth).pending, (yield* depth).total], [3, 3])
+      const human = yield* f.cli("status", "--dead-letters")
+      assert.match(human.out, new RegExp(`${dlt.replaceAll(".", "\\.")}\\s+3\\s+3`))
+      assert.isTrue((yield* f.cli("dlt", "replay", dlt, "--event-id", ids[0]!, "--execute")).ok)
+      assert.deepStrictEqual([(yield* depth).pending, (yield* depth).total], [2, 3])
+      assert.isTrue((yield* f.cli("dlt", "replay", dlt, "--all", "--execute")).ok)
+      assert.deepStrictEqual([(yield* depth).pending, (yield* depth).total], [0, 3])
+      const plain = JSON.parse((yield* f.cli("status", "--json")).out)
+      assert.isUndefined(plain.deadLetters, "the broker is asked only with --dead-letters")
     }).pipe(Effect.scoped)
   )
 

@@ -59,5 +59,15 @@ export class BrokerAdmin extends Context.Service<
       readonly groupId: string
       readonly topics: ReadonlyArray<string>
     }) => Effect.Effect<ReadonlyArray<GroupOffsets>, BrokerAdminError>
+    /**
+     * Sets a group's committed offsets (the next offset to read) on partitions of `topic`. For
+     * a group without live members, such as the dead-letter replay position (`DeadLetterDepth`);
+     * a group with members may refuse.
+     */
+    readonly commitGroupOffsets: (request: {
+      readonly groupId: string
+      readonly topic: string
+      readonly partitions: ReadonlyArray<{ readonly partition: number; readonly offset: string }>
+    }) => Effect.Effect<void, BrokerAdminError>
   }
 >()("@effect-outbox/core/BrokerAdmin") {}

@@ -14,7 +14,9 @@ import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
+import { BrokerAdmin } from "./BrokerAdmin.ts"
 import type { ConsumerRecord } from "./ConsumerSource.ts"
+import * as DeadLetterDepth from "./DeadLetterDepth.ts"
 import type { ConsumerSourceError, PublishError } from "./Errors.ts"
 import { EVENT_ID_HEADER, EventId, type Headers, makeEventId } from "./OutboxMessage.ts"
 import { Publisher, type PublishRequest } from "./Publisher.ts"
@@ -306,7 +308,8 @@ export interface ReplayResult {
  * Republishes the dead letters of `from` that pass `filter` to their original topic (or `to`),
  * in the dead-letter topic's order per partition (R5.3). The dead letters stay on the DLT (a
  * topic is append-only); replaying twice publishes twice, which is harmless: the event id is
- * kept and the consumer's event-id identity deduplicates.
+ * kept and the consumer's event-id identity deduplicates. With `BrokerAdmin` in context, the
+ * replay position behind the dead-letter depth moves over what was replayed (`DeadLetterDepth`).
  *
  * @since 0.1.0
  * @category operations
@@ -348,6 +351,22 @@ export const replay = (
       `replayed ${replayedLetters.length} dead letters from ${options.from} (${failed.length} failed, ${skipped} skipped)`
     ).pipe(
       Effect.annotateLogs({ deadLetterTopic: options.from, replayed: replayedLetters.length, failed: failed.length })
+    )
+    // The replay position behind the dead-letter depth gauge (DeadLetterDepth), when the
+    // broker's admin is at hand; a failure to record it is reported, the replay stands.
+    yield* Effect.serviceOption(BrokerAdmin).pipe(
+      Effect.flatMap((admin) =>
+        Option.isNone(admin)
+          ? Effect.void
+          : DeadLetterDepth.advance(
+              options.from,
+              replayedLetters.map((letter) => letter.record),
+              (record) => record.headers[headers.originalTopic] !== undefined
+            ).pipe(Effect.provideService(BrokerAdmin, admin.value))
+      ),
+      Effect.catch((error) =>
+        Effect.logWarning(`replayed, but the replay position of ${options.from} was not recorded: ${error.message}`)
+      )
     )
     return { replayed: replayedLetters, skipped, failed }
   }).pipe(Effect.withSpan("outbox.dead_letter.replay", { attributes: { "outbox.dlt": options.from } }))

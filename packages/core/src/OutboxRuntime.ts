@@ -41,6 +41,8 @@ import type * as Schema from "effect/Schema"
 import { BrokerAdmin } from "./BrokerAdmin.ts"
 import type { BrokerProbe } from "./BrokerProbe.ts"
 import * as Consumer from "./Consumer.ts"
+import * as DeadLetter from "./DeadLetter.ts"
+import * as DeadLetterDepth from "./DeadLetterDepth.ts"
 import type { ConsumerSource } from "./ConsumerSource.ts"
 import type { OutboxStoreError, OutboxValidationError } from "./Errors.ts"
 import * as Inbox from "./Inbox.ts"
@@ -49,6 +51,7 @@ import * as Lifecycle from "./Lifecycle.ts"
 import * as Outbox from "./Outbox.ts"
 import { OutboxStore } from "./OutboxStore.ts"
 import { Publisher } from "./Publisher.ts"
+import * as Reconciler from "./Reconciler.ts"
 import * as Relay from "./Relay.ts"
 import * as Retention from "./Retention.ts"
 import * as StaleRecovery from "./StaleRecovery.ts"
@@ -68,6 +71,12 @@ export interface ConsumerDeclaration<R> {
   readonly topics: ReadonlyArray<string>
   /** Whether a new group starts at the beginning (how its lag counts before its first commit). */
   readonly fromBeginning?: boolean | undefined
+  /** Whether it drives the outbox lifecycle of its topics' rows (default on): the reconciler sweeps for it. */
+  readonly lifecycle?: boolean | undefined
+  /** Its dedupe identity (default `"event-id"`), for the reconciler's inbox look-up. */
+  readonly identity?: Inbox.IdentityStrategy | undefined
+  /** Its dead-letter topic per topic (default `<topic>.DLT`), for the dead-letter depth gauge. */
+  readonly deadLetterTopic?: ((topic: string) => string) | undefined
   /** Runs until interrupted; fails when the consumer stops on an error. */
   readonly run: Effect.Effect<never, Consumer.ConsumerError, Consumer.Requirements | R>
 }
@@ -84,6 +93,9 @@ export const consumer = <S extends Schema.Top, E, R>(
   groupId: options.groupId,
   topics: options.topics,
   fromBeginning: options.fromBeginning,
+  lifecycle: options.lifecycle,
+  identity: options.identity,
+  deadLetterTopic: options.deadLetterTopic,
   run: Consumer.run(options)
 })
 
@@ -96,6 +108,11 @@ export interface Settings {
   /** `false` runs no relay in this process (another deployment publishes). */
   readonly relay: false | (Partial<Relay.Settings> & { readonly instances: number })
   readonly staleRecovery: false | Partial<StaleRecovery.Settings>
+  /**
+   * The sweep for rows left `UNDER_PROCESSING` (R4.4), run when a declared consumer drives the
+   * lifecycle here; `false` runs none.
+   */
+  readonly reconciler: false | Partial<Reconciler.Settings>
   readonly retention: false | Partial<Retention.Settings>
   /** Processed-message records older than this are purged with the retention rounds; `false` keeps them. */
   readonly inboxRetention: false | Duration.Duration
@@ -105,7 +122,8 @@ export interface Settings {
   readonly consumerRestart: Duration.Duration
   /**
    * How often the outbox gauges are sampled from the store, and the running consumers' lag
-   * (`Telemetry.consumerLag`) from the broker when `BrokerAdmin` is provided; `false` samples none.
+   * (`Telemetry.consumerLag`) and dead-letter depth (`DeadLetterDepth.pendingGauge`) from the
+   * broker when `BrokerAdmin` is provided; `false` samples none.
    */
   readonly metricsInterval: false | Duration.Duration
 }
@@ -119,6 +137,7 @@ export interface Settings {
  * | `OUTBOX_RELAY_INSTANCES` | `1` | relays in this process |
  * | `OUTBOX_RELAY_*` | see `Relay.config` | batch size, lease, poll interval, backoff, … |
  * | `OUTBOX_STALE_RECOVERY_ENABLED` | `true` | `OUTBOX_STALE_*` see `StaleRecovery.config` |
+ * | `OUTBOX_RECONCILE_ENABLED` | `true` | `OUTBOX_RECONCILE_*` see `Reconciler.config` |
  * | `OUTBOX_RETENTION_ENABLED` | `true` | `OUTBOX_RETENTION_*` see `Retention.config` |
  * | `OUTBOX_INBOX_RETENTION` | `30 days` | age of purged inbox records; `off` keeps them |
  * | `OUTBOX_CONSUMERS_ENABLED` | `true` | start the declared consumers |
@@ -138,6 +157,8 @@ export const config: Config.Config<Settings> = Config.all({
   relay: Relay.config,
   staleEnabled: Config.Boolean("OUTBOX_STALE_RECOVERY_ENABLED").pipe(Config.withDefault(true)),
   staleRecovery: StaleRecovery.config,
+  reconcilerEnabled: Config.Boolean("OUTBOX_RECONCILE_ENABLED").pipe(Config.withDefault(true)),
+  reconciler: Reconciler.config,
   retentionEnabled: Config.Boolean("OUTBOX_RETENTION_ENABLED").pipe(Config.withDefault(true)),
   retention: Retention.config,
   inboxRetention: Config.String("OUTBOX_INBOX_RETENTION").pipe(Config.withDefault("30 days")),
@@ -169,6 +190,7 @@ export const config: Config.Config<Settings> = Config.all({
       outbox: raw.outbox,
       relay: raw.relayEnabled ? { ...raw.relay, instances: raw.instances } : false,
       staleRecovery: raw.staleEnabled ? raw.staleRecovery : false,
+      reconciler: raw.reconcilerEnabled ? raw.reconciler : false,
       retention: raw.retentionEnabled ? raw.retention : false,
       inboxRetention: inboxRetention.value,
       runConsumers: raw.consumers,
@@ -293,6 +315,13 @@ export const sampleMetrics: Effect.Effect<void, OutboxStoreError, OutboxStore> =
   }
 })
 
+/** The dead-letter topics of `declarations`, each once. */
+const deadLetterTopics = (declarations: ReadonlyArray<ConsumerDeclaration<any>>): ReadonlyArray<string> => [
+  ...new Set(
+    declarations.flatMap((d) => d.topics.map((topic) => (d.deadLetterTopic ?? DeadLetter.defaultTopic)(topic)))
+  )
+]
+
 const restartSchedule = (first: Duration.Duration) =>
   Schedule.exponential(first).pipe(
     Schedule.modifyDelay(({ duration }) => Effect.succeed(Duration.min(duration, Duration.minutes(1))))
@@ -303,24 +332,12 @@ const start = <C extends ReadonlyArray<ConsumerDeclaration<any>>>(settings: Sett
     // Finalizers run in reverse: consumers stop first, then relays, then recovery and retention.
     if (settings.retention !== false) yield* Retention.start(settings.retention)
     if (settings.inboxRetention !== false) {
-      const olderThan = settings.inboxRetention
-      const interval =
-        settings.retention === false
-          ? Retention.defaults.interval
-          : (settings.retention.interval ?? Retention.defaults.interval)
-      const store = yield* InboxStore
-      yield* Effect.forkScoped(
-        Effect.flatMap(Clock.currentTimeMillis, (now) => store.purge(now - Duration.toMillis(olderThan), 1000)).pipe(
-          Effect.tap((n) =>
-            n > 0 ? Effect.logInfo(`inbox retention purged ${n} processed-message records`) : Effect.void
-          ),
-          Effect.catch((error) => Effect.logWarning(`inbox retention round failed: ${error.message}`)),
-          Effect.andThen(Effect.sleep(interval)),
-          Effect.forever
-        )
-      )
+      // Same batches and schedule as the outbox's retention (its defaults when that is off).
+      yield* Retention.startInbox(settings.inboxRetention, settings.retention === false ? {} : settings.retention)
     }
     if (settings.staleRecovery !== false) yield* StaleRecovery.start(settings.staleRecovery)
+    const drivers = settings.runConsumers ? declared.filter((declaration) => declaration.lifecycle !== false) : []
+    if (settings.reconciler !== false && drivers.length > 0) yield* Reconciler.start(drivers, settings.reconciler)
     const relays: Array<string> = []
     if (settings.relay !== false) {
       const { instances, ...relaySettings } = settings.relay
@@ -379,6 +396,17 @@ const start = <C extends ReadonlyArray<ConsumerDeclaration<any>>>(settings: Sett
               ),
             { discard: true }
           ).pipe(
+            // Dead letters not yet replayed, per dead-letter topic (R5.3).
+            Effect.andThen(
+              Effect.forEach(
+                deadLetterTopics(running),
+                (topic) =>
+                  DeadLetterDepth.sample(topic).pipe(
+                    Effect.catch((error) => Effect.logDebug(`dead-letter depth of ${topic} failed: ${error.message}`))
+                  ),
+                { discard: true }
+              )
+            ),
             Effect.provideService(BrokerAdmin, admin.value),
             Effect.andThen(Effect.sleep(interval)),
             Effect.forever
@@ -389,7 +417,8 @@ const start = <C extends ReadonlyArray<ConsumerDeclaration<any>>>(settings: Sett
     yield* Effect.addFinalizer(() => Effect.logInfo("outbox runtime stopped"))
     yield* Effect.logInfo(
       `outbox runtime started: ${relays.length} relay(s), ${consumers.length} consumer(s)` +
-        `, stale recovery ${settings.staleRecovery === false ? "off" : "on"}, retention ${settings.retention === false ? "off" : "on"}`
+        `, stale recovery ${settings.staleRecovery === false ? "off" : "on"}` +
+        `, reconciler ${settings.reconciler === false || drivers.length === 0 ? "off" : "on"}, retention ${settings.retention === false ? "off" : "on"}`
     )
     return { settings, relays, consumers }
   })
@@ -414,6 +443,7 @@ export const layer = <const C extends ReadonlyArray<ConsumerDeclaration<any>> = 
       outbox: options.outbox ?? fromConfig.outbox,
       relay: options.relay ?? fromConfig.relay,
       staleRecovery: options.staleRecovery ?? fromConfig.staleRecovery,
+      reconciler: options.reconciler ?? fromConfig.reconciler,
       retention: options.retention ?? fromConfig.retention,
       inboxRetention: options.inboxRetention ?? fromConfig.inboxRetention,
       runConsumers: options.runConsumers ?? fromConfig.runConsumers,

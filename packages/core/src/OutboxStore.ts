@@ -130,6 +130,10 @@ export interface ListFilter {
   readonly topic?: string
   readonly ids?: ReadonlyArray<EventId>
   readonly createdBefore?: number
+  /** Epoch millis: rows last updated before this (rows stuck in a status, for the reconciler). */
+  readonly updatedBefore?: number
+  /** Rows after this sequence number: the next page of a listing in `seq` order. */
+  readonly afterSeq?: number
   readonly limit: number
 }
 

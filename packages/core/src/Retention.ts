@@ -3,6 +3,12 @@
  * batches on a schedule, so the table does not grow without bound and a purge never holds long
  * locks.
  *
+ * A round deletes batch after batch while they come back full, up to `maxBatchesPerRound`; a
+ * round that stops at that bound (a backlog remains) is followed by the next one after
+ * `catchUpInterval` instead of `interval`, so retention keeps pace with any churn the database can
+ * delete (measured in `docs/performance.md`), while a single round still never runs unbounded.
+ * The same loop purges the inbox's processed-message records ({@link startInbox}).
+ *
  * Which rows count as finished is configurable. The default is `SUCCESS`, `PUSHED_FAILURE`
  * (consumption ended) and `PUBLISHED` (on the broker; a deployment whose consumers report back
  * through the outbox should drop `PUBLISHED` so rows are kept until processed). `FAILURE` is not
@@ -19,6 +25,7 @@ import * as Metric from "effect/Metric"
 import type * as Scope from "effect/Scope"
 import { type OutboxStoreError, OutboxValidationError } from "./Errors.ts"
 import * as Lifecycle from "./Lifecycle.ts"
+import { InboxStore } from "./InboxStore.ts"
 import { OutboxStore } from "./OutboxStore.ts"
 import * as Telemetry from "./Telemetry.ts"
 
@@ -37,6 +44,8 @@ export interface Settings {
   readonly maxBatchesPerRound: number
   /** Time between rounds. */
   readonly interval: Duration.Duration
+  /** Time before the next round when a round stopped at `maxBatchesPerRound` (a backlog remains). */
+  readonly catchUpInterval: Duration.Duration
 }
 
 /**
@@ -48,12 +57,14 @@ export const defaults: Settings = {
   olderThan: Duration.days(7),
   batchSize: 1000,
   maxBatchesPerRound: 100,
-  interval: Duration.minutes(5)
+  interval: Duration.minutes(5),
+  catchUpInterval: Duration.seconds(1)
 }
 
 /**
  * `OUTBOX_RETENTION_STATUSES` (comma-separated), `OUTBOX_RETENTION_OLDER_THAN`,
- * `OUTBOX_RETENTION_BATCH_SIZE`, `OUTBOX_RETENTION_MAX_BATCHES`, `OUTBOX_RETENTION_INTERVAL`.
+ * `OUTBOX_RETENTION_BATCH_SIZE`, `OUTBOX_RETENTION_MAX_BATCHES`, `OUTBOX_RETENTION_INTERVAL`,
+ * `OUTBOX_RETENTION_CATCH_UP_INTERVAL`.
  *
  * @since 0.1.0
  * @category config
@@ -71,7 +82,10 @@ export const config: Config.Config<Settings> = Config.all({
   olderThan: Config.Duration("OUTBOX_RETENTION_OLDER_THAN").pipe(Config.withDefault(defaults.olderThan)),
   batchSize: Config.Int("OUTBOX_RETENTION_BATCH_SIZE").pipe(Config.withDefault(defaults.batchSize)),
   maxBatchesPerRound: Config.Int("OUTBOX_RETENTION_MAX_BATCHES").pipe(Config.withDefault(defaults.maxBatchesPerRound)),
-  interval: Config.Duration("OUTBOX_RETENTION_INTERVAL").pipe(Config.withDefault(defaults.interval))
+  interval: Config.Duration("OUTBOX_RETENTION_INTERVAL").pipe(Config.withDefault(defaults.interval)),
+  catchUpInterval: Config.Duration("OUTBOX_RETENTION_CATCH_UP_INTERVAL").pipe(
+    Config.withDefault(defaults.catchUpInterval)
+  )
 }).pipe(Config.map((raw) => ({ ...raw, statuses: raw.statuses as ReadonlyArray<Lifecycle.OutboxStatus> })))
 
 /**
@@ -100,6 +114,58 @@ export const validate = (settings: Settings): OutboxValidationError | undefined 
 }
 
 /**
+ * What one round of a purge loop did.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Round {
+  readonly deleted: number
+  /** The round stopped at `maxBatchesPerRound` with its last batch full: a backlog remains. */
+  readonly behind: boolean
+}
+
+/**
+ * Calls `purgeBatch(limit)` until a batch comes back short or `maxBatchesPerRound` batches ran.
+ *
+ * @since 0.1.0
+ * @category retention
+ */
+export const drain = <E, R>(
+  purgeBatch: (limit: number) => Effect.Effect<number, E, R>,
+  bounds: Pick<Settings, "batchSize" | "maxBatchesPerRound">
+): Effect.Effect<Round, E, R> =>
+  Effect.gen(function* () {
+    let deleted = 0
+    for (let batch = 0; batch < bounds.maxBatchesPerRound; batch++) {
+      const n = yield* purgeBatch(bounds.batchSize)
+      deleted += n
+      if (n < bounds.batchSize) return { deleted, behind: false }
+    }
+    return { deleted, behind: true }
+  })
+
+const round = (
+  s: Settings
+): Effect.Effect<Round, OutboxStoreError | OutboxValidationError, OutboxStore> =>
+  Effect.gen(function* () {
+    const invalid = validate(s)
+    if (invalid !== undefined) return yield* invalid
+    const store = yield* OutboxStore
+    const now = yield* Clock.currentTimeMillis
+    const olderThan = now - Duration.toMillis(s.olderThan)
+    const result = yield* drain((limit) => store.purge({ statuses: s.statuses, olderThan, limit }), s)
+    if (result.deleted > 0) {
+      yield* Metric.update(Telemetry.purged, result.deleted)
+      yield* Effect.logInfo(
+        `outbox retention purged ${result.deleted} rows (${s.statuses.join(", ")}) older than ${Duration.format(s.olderThan)}` +
+          (result.behind ? "; more remain, next round soon" : "")
+      )
+    }
+    return result
+  }).pipe(Effect.withSpan(Telemetry.spans.retention))
+
+/**
  * One round: deletes eligible rows in batches of `batchSize` until a batch comes back short or
  * `maxBatchesPerRound` is reached. Returns how many rows were deleted.
  *
@@ -109,31 +175,25 @@ export const validate = (settings: Settings): OutboxValidationError | undefined 
 export const runOnce = (
   settings: Partial<Settings> = {}
 ): Effect.Effect<number, OutboxStoreError | OutboxValidationError, OutboxStore> =>
-  Effect.gen(function* () {
-    const s: Settings = { ...defaults, ...settings }
-    const invalid = validate(s)
-    if (invalid !== undefined) return yield* invalid
-    const store = yield* OutboxStore
-    const now = yield* Clock.currentTimeMillis
-    const olderThan = now - Duration.toMillis(s.olderThan)
-    let total = 0
-    for (let batch = 0; batch < s.maxBatchesPerRound; batch++) {
-      const deleted = yield* store.purge({ statuses: s.statuses, olderThan, limit: s.batchSize })
-      total += deleted
-      if (deleted < s.batchSize) break
-    }
-    if (total > 0) {
-      yield* Metric.update(Telemetry.purged, total)
-      yield* Effect.logInfo(
-        `outbox retention purged ${total} rows (${s.statuses.join(", ")}) older than ${Duration.format(s.olderThan)}`
-      )
-    }
-    return total
-  }).pipe(Effect.withSpan(Telemetry.spans.retention))
+  Effect.map(round({ ...defaults, ...settings }), (r) => r.deleted)
+
+// Rounds forever: the next after `catchUpInterval` while behind, else after `interval`.
+const loop = <E extends { readonly message: string }, R>(
+  name: string,
+  once: Effect.Effect<Round, E, R>,
+  s: Pick<Settings, "interval" | "catchUpInterval">
+): Effect.Effect<never, never, R> =>
+  once.pipe(
+    Effect.catch((error) =>
+      Effect.as(Effect.logWarning(`${name} round failed: ${error.message}`), { deleted: 0, behind: false })
+    ),
+    Effect.flatMap((r) => Effect.sleep(r.behind ? s.catchUpInterval : s.interval)),
+    Effect.forever
+  )
 
 /**
- * A round every `interval`, forever. Invalid settings fail at once; store errors are logged and
- * retried next round.
+ * A round every `interval` (every `catchUpInterval` while behind), forever. Invalid settings fail
+ * at once; store errors are logged and retried next round.
  *
  * @since 0.1.0
  * @category retention
@@ -142,13 +202,7 @@ export const run = (settings: Partial<Settings> = {}): Effect.Effect<never, Outb
   const s: Settings = { ...defaults, ...settings }
   const invalid = validate(s)
   if (invalid !== undefined) return Effect.fail(invalid)
-  return runOnce(s).pipe(
-    Effect.catchTag("OutboxStoreError", (error) =>
-      Effect.logWarning(`outbox retention round failed: ${error.message}`)
-    ),
-    Effect.andThen(Effect.sleep(s.interval)),
-    Effect.forever
-  )
+  return loop("outbox retention", round(s), s)
 }
 
 /**
@@ -177,3 +231,54 @@ export const layer: Layer.Layer<never, Config.ConfigError | OutboxValidationErro
     yield* start(yield* config)
   })
 )
+
+/**
+ * Processed-message records removed by inbox retention.
+ *
+ * @since 0.1.0
+ * @category metrics
+ */
+export const inboxPurged = Metric.counter("outbox_inbox_purged_total", {
+  description: "Processed-message (inbox) records removed by retention",
+  incremental: true
+})
+
+/**
+ * One round of inbox retention: processed-message records older than `olderThan`, in the same
+ * bounded batches as the outbox's.
+ *
+ * @since 0.1.0
+ * @category retention
+ */
+export const runInboxOnce = (
+  olderThan: Duration.Duration,
+  settings: Partial<Settings> = {}
+): Effect.Effect<Round, OutboxStoreError, InboxStore> =>
+  Effect.gen(function* () {
+    const s: Settings = { ...defaults, ...settings }
+    const store = yield* InboxStore
+    const cutOff = (yield* Clock.currentTimeMillis) - Duration.toMillis(olderThan)
+    const result = yield* drain((limit) => store.purge(cutOff, limit), s)
+    if (result.deleted > 0) {
+      yield* Metric.update(inboxPurged, result.deleted)
+      yield* Effect.logInfo(
+        `inbox retention purged ${result.deleted} processed-message records` +
+          (result.behind ? "; more remain, next round soon" : "")
+      )
+    }
+    return result
+  }).pipe(Effect.withSpan("outbox.retention.inbox"))
+
+/**
+ * Inbox retention rounds in the current scope, on the outbox retention's schedule.
+ *
+ * @since 0.1.0
+ * @category retention
+ */
+export const startInbox = (
+  olderThan: Duration.Duration,
+  settings: Partial<Settings> = {}
+): Effect.Effect<void, never, InboxStore | Scope.Scope> => {
+  const s: Settings = { ...defaults, ...settings }
+  return Effect.asVoid(Effect.forkScoped(loop("inbox retention", runInboxOnce(olderThan, s), s)))
+}

@@ -324,5 +324,33 @@ export const suite = <R = never>(name: string, options: Options<R>): void => {
         assert.isTrue(Option.isNone(yield* probe.find({ topic: empty, partition: 0, eventId: never.id, since })))
       })
     )
+
+    test(
+      "BrokerAdmin.commitGroupOffsets sets a member-less group's position, read back by groupOffsets",
+      Effect.gen(function* () {
+        const publisher = yield* Publisher
+        const admin = yield* BrokerAdmin
+        const topic = yield* makeTopic(2)
+        const requests = yield* Effect.forEach([0, 0, 0, 1], (partition) => publishRequest(topic, { partition }))
+        const receipts = (yield* publisher.publish(requests)).map(receiptOf)
+        const groupId = uniqueName("replay-position")
+        const before = yield* admin.groupOffsets({ groupId, topics: [topic] })
+        assert.deepStrictEqual(
+          before.map((o) => o.committed),
+          [null, null]
+        )
+        const next = String(BigInt(receipts[1]!.offset) + 1n)
+        yield* admin.commitGroupOffsets({ groupId, topic, partitions: [{ partition: 0, offset: next }] })
+        const after = yield* admin.groupOffsets({ groupId, topics: [topic] })
+        assert.deepStrictEqual(
+          after.map((o) => [o.partition, o.committed]),
+          [
+            [0, next],
+            [1, null]
+          ]
+        )
+        yield* admin.commitGroupOffsets({ groupId, topic, partitions: [] })
+      })
+    )
   })
 }

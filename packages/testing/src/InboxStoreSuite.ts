@@ -6,8 +6,10 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { InboxStore, type ProcessedKey } from "@effect-outbox/core/InboxStore"
+import * as Retention from "@effect-outbox/core/Retention"
 import { Transactor } from "@effect-outbox/core/Transactor"
 import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import type * as Layer from "effect/Layer"
@@ -290,6 +292,25 @@ export const suite = (name: string, options: Options): void => {
         assert.deepStrictEqual(left, [false, false, false])
         // A purged key may be recorded again.
         assert.strictEqual(yield* inbox.record(key("event:0"), T0 + 200), "recorded")
+      })
+    )
+
+    test(
+      "inbox retention purges a backlog larger than one batch in one round (M1)",
+      Effect.gen(function* () {
+        const inbox = yield* InboxStore
+        const backlog = 1_250
+        const keys = Array.from({ length: backlog }, (_, i) => key(`event:old-${i}`))
+        for (let i = 0; i < backlog; i += 500) yield* inbox.recordBatch(keys.slice(i, i + 500), T0)
+        yield* inbox.record(key("event:young"), Date.now() + 60_000)
+        const round = yield* Retention.runInboxOnce(Duration.zero, { batchSize: 100, maxBatchesPerRound: 100 })
+        assert.deepStrictEqual(round, { deleted: backlog, behind: false })
+        assert.isFalse(yield* inbox.exists(keys[backlog - 1]!))
+        assert.isTrue(yield* inbox.exists(key("event:young")))
+        // Bounded: a round stops at its cap and says it is behind.
+        yield* inbox.recordBatch(keys.slice(0, 300), T0)
+        const capped = yield* Retention.runInboxOnce(Duration.zero, { batchSize: 100, maxBatchesPerRound: 2 })
+        assert.deepStrictEqual(capped, { deleted: 200, behind: true })
       })
     )
   })

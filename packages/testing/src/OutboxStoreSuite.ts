@@ -13,8 +13,10 @@ import { assert, describe, it } from "@effect/vitest"
 import type { OutboxStatus } from "@effect-outbox/core/Lifecycle"
 import type { NewOutboxMessage, OutboxMessage } from "@effect-outbox/core/OutboxMessage"
 import { type ClaimRequest, OutboxStore } from "@effect-outbox/core/OutboxStore"
+import * as Retention from "@effect-outbox/core/Retention"
 import { Transactor } from "@effect-outbox/core/Transactor"
 import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import type * as Layer from "effect/Layer"
@@ -565,6 +567,33 @@ export const suite = (name: string, options: Options): void => {
     )
 
     test(
+      "list filters by last update: the rows stuck in a status since before a time",
+      Effect.gen(function* () {
+        const store = yield* OutboxStore
+        const messages = yield* newMessages([{ key: "a" }, { key: "b" }, { key: "c" }])
+        yield* store.insert(messages)
+        yield* store.claim(claimRequest())
+        const start = (m: NewOutboxMessage, now: number) =>
+          store.transition([{ id: m.id, from: ["DISPATCHING"], to: "UNDER_PROCESSING", patch: {}, now }])
+        yield* start(messages[0]!, T0 + 10)
+        yield* start(messages[1]!, T0 + 500)
+        // messages[2] stays DISPATCHING (claimed at T0).
+        const stuck = yield* store.list({ limit: 10, statuses: ["UNDER_PROCESSING"], updatedBefore: T0 + 100 })
+        assert.deepStrictEqual(ids(stuck), [messages[0]!.id])
+        assert.deepStrictEqual(ids(yield* store.list({ limit: 10, updatedBefore: T0 + 100 })), [
+          messages[0]!.id,
+          messages[2]!.id
+        ])
+        assert.deepStrictEqual(ids(yield* store.list({ limit: 10, updatedBefore: T0 })), [])
+        // Paging in seq order.
+        const [first] = yield* store.list({ limit: 1, updatedBefore: T0 + 100 })
+        assert.deepStrictEqual(ids(yield* store.list({ limit: 10, updatedBefore: T0 + 100, afterSeq: first!.seq })), [
+          messages[2]!.id
+        ])
+      })
+    )
+
+    test(
       "stats count rows by status and report the oldest pending creation time",
       Effect.gen(function* () {
         const store = yield* OutboxStore
@@ -653,6 +682,30 @@ export const suite = (name: string, options: Options): void => {
         assert.strictEqual(yield* store.purge({ statuses: ["PUBLISHED", "FAILURE"], olderThan: T0 + 100, limit: 2 }), 0)
         const left: ReadonlyArray<OutboxMessage> = yield* store.list({ limit: 10 })
         assert.deepStrictEqual(ids(left), [messages[3]!.id, messages[4]!.id])
+      })
+    )
+
+    test(
+      "retention purges a backlog larger than one batch in one round, batch after batch (M1)",
+      Effect.gen(function* () {
+        const store = yield* OutboxStore
+        const backlog = 1_250
+        const messages = yield* newMessages(Array.from({ length: backlog + 1 }, (_, i) => ({ key: `k${i}` })))
+        yield* store.insert(messages)
+        yield* store.claim(claimRequest({ limit: backlog + 1 }))
+        yield* store.transition(
+          messages.slice(0, backlog).map((m) => ({
+            id: m.id,
+            from: ["DISPATCHING"] as const,
+            to: "PUBLISHED" as const,
+            patch: {},
+            now: T0 + 10
+          }))
+        )
+        const purged = yield* Retention.runOnce({ olderThan: Duration.zero, batchSize: 100, maxBatchesPerRound: 100 })
+        assert.strictEqual(purged, backlog)
+        const left = yield* store.list({ limit: 10 })
+        assert.deepStrictEqual(ids(left), [messages[backlog]!.id], "only the DISPATCHING row is left")
       })
     )
   })

@@ -122,4 +122,27 @@ describe("Retention (R1.7)", () => {
       })
     )
   )
+
+  it.effect("a round that stops at its bound is followed by the next after catchUpInterval, not interval (M1)", () =>
+    inWorld((world) =>
+      Effect.gen(function* () {
+        yield* Outbox.enqueue(Array.from({ length: 7 }, (_, i) => draft(`k${i}`, 1)))
+        yield* (yield* Relay.make({ owner: "r1" })).runOnce
+        yield* TestClock.adjust(Duration.days(8))
+        const fiber = yield* Effect.forkChild(
+          Retention.run({
+            batchSize: 2,
+            maxBatchesPerRound: 1,
+            interval: Duration.minutes(30),
+            catchUpInterval: Duration.seconds(1)
+          })
+        )
+        yield* TestClock.adjust(Duration.millis(1))
+        assert.strictEqual((yield* rows(world.database)).length, 5, "one bounded round")
+        yield* TestClock.adjust(Duration.seconds(3))
+        assert.strictEqual((yield* rows(world.database)).length, 0, "behind: rounds a second apart until caught up")
+        yield* Fiber.interrupt(fiber)
+      })
+    )
+  )
 })

@@ -80,6 +80,18 @@ export const make = (engine: BrokerEngine): BrokerAdmin["Service"] => {
           }
           return out
         })
+      ),
+    commitGroupOffsets: ({ groupId, partitions, topic }) =>
+      Effect.andThen(
+        adminFault("commitGroupOffsets", topic),
+        Effect.sync(() => {
+          let group = groups.get(groupId)
+          if (group === undefined) {
+            group = { committed: new Map(), members: [] }
+            groups.set(groupId, group)
+          }
+          for (const p of partitions) group.committed.set(tp(topic, p.partition), Number(p.offset))
+        })
       )
   }
 }

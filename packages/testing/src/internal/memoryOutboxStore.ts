@@ -139,7 +139,9 @@ export const make = (engine: Engine): OutboxStore["Service"] => {
               (filter.statuses === undefined || filter.statuses.includes(row.status)) &&
               (filter.topic === undefined || row.topic === filter.topic) &&
               (filter.ids === undefined || filter.ids.includes(row.id)) &&
-              (filter.createdBefore === undefined || row.createdAt < filter.createdBefore)
+              (filter.createdBefore === undefined || row.createdAt < filter.createdBefore) &&
+              (filter.updatedBefore === undefined || row.updatedAt < filter.updatedBefore) &&
+              (filter.afterSeq === undefined || row.seq > filter.afterSeq)
           )
           .slice(0, Math.max(0, filter.limit))
       ),
