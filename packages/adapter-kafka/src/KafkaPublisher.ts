@@ -32,8 +32,10 @@ import { describe, isRecordSizeError, requiresProducerReset, rootCause, toPublis
  */
 export interface KafkaPublisherOptions {
   /**
-   * Upper bound on one publish call, retries included. A call that runs out reports
-   * `RetriablePublishError` for its records: they may or may not have landed (R3.2).
+   * Upper bound on one publish call, retries included (default 8000). A partition batch that runs
+   * out reports `BrokerUnavailableError` for its records: they may or may not have landed (R3.2).
+   * Below the relay's default `publishTimeout` (10 s) on purpose: the publisher answers first, so
+   * the receipts of partitions that did land are kept instead of the whole call timing out.
    */
   readonly publishTimeoutMillis?: number | undefined
   /** kafkajs retries inside one call before giving up (default 5). */
@@ -107,7 +109,7 @@ export const make = (options: KafkaPublisherOptions = {}) =>
   Effect.gen(function* () {
     const client = yield* KafkaClient
     const maxAge = options.metadataMaxAgeMillis ?? 5_000
-    const timeoutMillis = options.publishTimeoutMillis ?? 30_000
+    const timeoutMillis = options.publishTimeoutMillis ?? 8_000
     const maxInFlightRequests = Math.min(5, Math.max(1, options.maxInFlightRequests ?? 5))
     // Keyed records without an explicit partition get the Java client's murmur2 partition, so
     // the same key lands where other Kafka clients would put it; we compute it ourselves to

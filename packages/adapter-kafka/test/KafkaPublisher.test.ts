@@ -62,7 +62,7 @@ const fakeKafka = (
           if (auto !== undefined) {
             const answer = auto(partition, batch.topicMessages![0]!.messages)
             if (answer instanceof Error) send.reject(answer)
-            else send.resolve(answer)
+            else if (answer.length > 0) send.resolve(answer) // empty: leave the send unanswered
           }
         })
     }
@@ -184,6 +184,28 @@ describe("KafkaPublisher attributes each broker error to its own records (C1)", 
         outcomes.map((o) => (Result.isSuccess(o) ? o.success.offset : o.failure._tag)),
         ["0", "BrokerUnavailableError", "1", "BrokerUnavailableError", "2"]
       )
+    }).pipe(Effect.scoped, Effect.provideService(KafkaClient, fake.client))
+  })
+
+  it.live("a partition that does not answer in time is unavailable; the other partition's receipt is kept", () => {
+    const fake = fakeKafka("orders", (partition, messages) =>
+      partition === 0
+        ? [] // never settles (see below)
+        : [{ topicName: "orders", partition, errorCode: 0, baseOffset: String(messages.length - 1) }]
+    )
+    return Effect.gen(function* () {
+      const publisher = yield* KafkaPublisher.make({ publishTimeoutMillis: 300 })
+      const outcomes = yield* publisher.publish([request("orders", 0, 1), request("orders", 1, 2)])
+      assert.deepStrictEqual(
+        outcomes.map((o) => (Result.isSuccess(o) ? o.success.offset : o.failure._tag)),
+        ["BrokerUnavailableError", "0"]
+      )
+      if (Result.isFailure(outcomes[0]!)) assert.match(outcomes[0].failure.message, /may have reached the broker/)
+      // The timed-out producer is replaced for the next send, but not disconnected under its
+      // unanswered send.
+      yield* publisher.publish([request("orders", 1, 3)])
+      assert.strictEqual(fake.sends.at(-1)!.producer, 2)
+      assert.deepStrictEqual(fake.disconnected, [])
     }).pipe(Effect.scoped, Effect.provideService(KafkaClient, fake.client))
   })
 
