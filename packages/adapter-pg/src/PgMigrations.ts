@@ -118,6 +118,16 @@ export const migrations = (t: Tables): Record<string, Effect.Effect<void, unknow
            autovacuum_analyze_scale_factor = 0, autovacuum_analyze_threshold = 5000,
            autovacuum_vacuum_cost_delay = 0)`,
         claimFunction(t)
+      ])),
+    // Stale recovery that converges (issue #12, review H3): one recoverer at a time per outbox,
+    // through a named lease whose expiry the database clock judges.
+    "5_stale_recovery": Effect.flatMap(SqlClient.SqlClient, (sql) =>
+      statements(sql, [
+        `CREATE TABLE IF NOT EXISTS ${t.lease} (
+           name text PRIMARY KEY,
+           owner text NOT NULL,
+           expires_at timestamptz NOT NULL
+         )`
       ]))
   }
 }
