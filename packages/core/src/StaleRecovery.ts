@@ -36,6 +36,7 @@ import * as Config from "effect/Config"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
@@ -65,10 +66,11 @@ export interface Settings {
    */
   readonly giveUpAfter: Duration.Duration
   /**
-   * How long the recovery lease lasts without renewal; it is renewed every round. A crashed
-   * recoverer's lease lapses after this, and another relay takes over.
+   * How long the recovery lease lasts without renewal; it is renewed every round and while
+   * probing. A crashed recoverer's lease lapses after this, and another relay takes over.
+   * Default: 4 × `interval`, at least 10 s.
    */
-  readonly leaseTtl: Duration.Duration
+  readonly leaseTtl?: Duration.Duration | undefined
   /** The name this recoverer holds the lease under. Default: a fresh `stale-recovery-<uuid>`. */
   readonly owner?: string | undefined
 }
@@ -81,9 +83,11 @@ export const defaults: Settings = {
   batchSize: 100,
   interval: Duration.seconds(15),
   unknownPartition: "fail",
-  giveUpAfter: Duration.minutes(5),
-  leaseTtl: Duration.minutes(2)
+  giveUpAfter: Duration.minutes(5)
 }
+
+const leaseTtlMillis = (s: Settings): number =>
+  s.leaseTtl !== undefined ? Duration.toMillis(s.leaseTtl) : Math.max(4 * Duration.toMillis(s.interval), 10_000)
 
 /**
  * `OUTBOX_STALE_BATCH_SIZE`, `OUTBOX_STALE_INTERVAL`, `OUTBOX_RELAY_UNKNOWN_PARTITION`,
@@ -99,7 +103,10 @@ export const config: Config.Config<Settings> = Config.all({
     Config.withDefault<UnknownPartitionPolicy>("fail")
   ),
   giveUpAfter: Config.Duration("OUTBOX_STALE_GIVE_UP_AFTER").pipe(Config.withDefault(defaults.giveUpAfter)),
-  leaseTtl: Config.Duration("OUTBOX_STALE_LEASE_TTL").pipe(Config.withDefault(defaults.leaseTtl))
+  leaseTtl: Config.Duration("OUTBOX_STALE_LEASE_TTL").pipe(
+    Config.option,
+    Config.map((ttl) => (Option.isSome(ttl) ? ttl.value : undefined))
+  )
 })
 
 /**
@@ -210,7 +217,7 @@ const round = (
   Effect.gen(function* () {
     const store = yield* OutboxStore
     const hooks = yield* Hooks
-    const ttlMillis = Duration.toMillis(s.leaseTtl)
+    const ttlMillis = leaseTtlMillis(s)
     const lease = yield* store.acquireRecoveryLease({ owner, ttlMillis })
     if (!lease.acquired) {
       yield* Effect.logDebug(`outbox stale recovery: ${lease.owner} holds the recovery lease; skipping this round`)
@@ -221,7 +228,17 @@ const round = (
     const stale = [...page.rows].sort((a, b) => a.seq - b.seq)
     if (stale.length === 0) return emptyRound(page.next)
 
-    const verdicts = yield* Effect.forEach(stale, (row) => judge(row, s), { concurrency: 8 })
+    // Probes may take long (30 s each by default): keep the lease alive meanwhile.
+    const heartbeat = yield* Effect.forkChild(
+      store.acquireRecoveryLease({ owner, ttlMillis }).pipe(
+        Effect.ignore,
+        Effect.delay(Duration.millis(Math.max(1, Math.floor(ttlMillis / 3)))),
+        Effect.forever
+      )
+    )
+    const verdicts = yield* Effect.forEach(stale, (row) => judge(row, s), { concurrency: 8 }).pipe(
+      Effect.ensuring(Fiber.interrupt(heartbeat))
+    )
     yield* hooks.afterProbe(stale)
 
     const giveUpMillis = Duration.toMillis(s.giveUpAfter)
