@@ -25,6 +25,7 @@ import {
   type TransitionRequest
 } from "@effect-outbox/core/OutboxStore"
 import * as PgTypes from "@effect/sql-pg/PgTypes"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
@@ -51,6 +52,12 @@ export interface Options {
   readonly maxPayloadBytes?: number | undefined
   /** Append every applied transition to `<prefix>transition` in the same statement. Default `false`. */
   readonly recordTransitions?: boolean | undefined
+  /**
+   * The relay's calls (`claim`, `transition`, `findStale`) give up after this long with a
+   * retriable `OutboxStoreError` and cancel their statement, so a half-open connection or a
+   * stuck lock cannot hang a relay (review M6); the relay retries at its next poll. Default 30 s.
+   */
+  readonly callTimeout?: Duration.Input | undefined
 }
 
 const knownStatuses: ReadonlySet<string> = new Set(statusList)
@@ -119,6 +126,20 @@ export const make = (options: Options = {}) =>
     const recordTransitions = options.recordTransitions ?? false
     const genericSql = genericStatement(t, recordTransitions)
     const fastSql = fastStatement(t, recordTransitions)
+    const callTimeout = Duration.fromInputUnsafe(options.callTimeout ?? Duration.seconds(30))
+    const bounded = (operation: string) => <A, R>(effect: Effect.Effect<A, OutboxStoreError, R>) =>
+      Effect.timeoutOrElse(effect, {
+        duration: callTimeout,
+        orElse: () =>
+          Effect.fail(
+            new OutboxStoreError({
+              operation,
+              reason: `no answer from PostgreSQL within ${Duration.format(callTimeout)} (a half-open connection, ` +
+                `or a lock held elsewhere); the statement was cancelled, retry`,
+              retriable: true
+            })
+          )
+      })
 
     type Row = { readonly outcome: TransitionOutcome["outcome"]; readonly current: OutboxStatus | null }
     type Round = ReadonlyArray<readonly [TransitionRequest, number]>
@@ -215,7 +236,8 @@ export const make = (options: Options = {}) =>
             ${request.owner}::text, ${Math.trunc(request.limit)}::int4, ${Math.max(1, Math.trunc(request.maxPerKey))}::int4,
             ${ts(request.now)}, ${ts(request.now + request.leaseMillis)})`.withoutTransform.pipe(
           Effect.map((rows) => rows.map(toMessage).sort(bySeq)),
-          run("outbox.claim")
+          run("outbox.claim"),
+          bounded("outbox.claim")
         )
       },
 
@@ -229,7 +251,8 @@ export const make = (options: Options = {}) =>
             }
             return out
           }),
-          run("outbox.transition")
+          run("outbox.transition"),
+          bounded("outbox.transition")
         )
       },
 
@@ -271,7 +294,8 @@ export const make = (options: Options = {}) =>
                 : undefined
             }
           }),
-          run("outbox.findStale")
+          run("outbox.findStale"),
+          bounded("outbox.findStale")
         )
       },
 
