@@ -344,7 +344,10 @@ export const suite = (name: string, options: Options): void => {
         yield* store.claim(claimRequest({ owner: "r3", limit: 1, leaseMillis: 60_000 }))
         assert.deepStrictEqual((yield* store.findStale({ now: T0 + 500, limit: 10 })).rows, [])
         assert.deepStrictEqual(ids((yield* store.findStale({ now: T0 + 1_500, limit: 10 })).rows), [messages[1]!.id])
-        assert.deepStrictEqual(ids((yield* store.findStale({ now: T0 + 2_500, limit: 10 })).rows), [messages[1]!.id, messages[0]!.id])
+        assert.deepStrictEqual(ids((yield* store.findStale({ now: T0 + 2_500, limit: 10 })).rows), [
+          messages[1]!.id,
+          messages[0]!.id
+        ])
         assert.deepStrictEqual(ids((yield* store.findStale({ now: T0 + 2_500, limit: 1 })).rows), [messages[1]!.id])
         const stats = yield* store.stats(T0 + 2_500)
         assert.strictEqual(stats.staleLeases, 2)
@@ -357,7 +360,13 @@ export const suite = (name: string, options: Options): void => {
       Effect.gen(function* () {
         const store = yield* OutboxStore
         // One claim per lease: r1 gets a1, a2 and n1 (expiring first), r2 gets b1 and n2.
-        const [a1, n1, a2, b1, n2] = yield* newMessages([{ key: "a" }, { key: null }, { key: "a" }, { key: "b" }, { key: null }])
+        const [a1, n1, a2, b1, n2] = yield* newMessages([
+          { key: "a" },
+          { key: null },
+          { key: "a" },
+          { key: "b" },
+          { key: null }
+        ])
         yield* store.insert([a1!, n1!, a2!])
         yield* store.claim(claimRequest({ owner: "r1", leaseMillis: 1_000 }))
         yield* store.insert([b1!, n2!])

@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
-import * as Outbox from "@effect-outbox/core/Outbox"
 import { BrokerProbe, type ProbeRequest } from "@effect-outbox/core/BrokerProbe"
 import { ProbeError } from "@effect-outbox/core/Errors"
+import * as Outbox from "@effect-outbox/core/Outbox"
 import { OutboxStore } from "@effect-outbox/core/OutboxStore"
 import { Publisher } from "@effect-outbox/core/Publisher"
 import * as Relay from "@effect-outbox/core/Relay"
@@ -73,7 +73,10 @@ describe("StaleRecovery (R3)", () => {
         yield* TestClock.adjust("31 seconds")
         const result = yield* StaleRecovery.runOnce()
         const { failed, found, left, requeued, stale } = result
-        assert.deepStrictEqual({ stale, found, requeued, failed, left }, { stale: 1, found: 1, requeued: 0, failed: 0, left: 0 })
+        assert.deepStrictEqual(
+          { stale, found, requeued, failed, left },
+          { stale: 1, found: 1, requeued: 0, failed: 0, left: 0 }
+        )
         const stored = yield* row(world.database, id)
         assert.strictEqual(stored.status, "PUBLISHED")
         const [record] = yield* world.broker.control.records("orders")
@@ -239,7 +242,9 @@ describe("StaleRecovery (R3)", () => {
         const first = yield* StaleRecovery.runOnce({ batchSize: 2, owner: "r" }).pipe(spy.provide)
         assert.strictEqual(first.left, 2)
         assert.isDefined(first.next)
-        const second = yield* StaleRecovery.runOnce({ batchSize: 2, owner: "r" }, { after: first.next }).pipe(spy.provide)
+        const second = yield* StaleRecovery.runOnce({ batchSize: 2, owner: "r" }, { after: first.next }).pipe(
+          spy.provide
+        )
         assert.strictEqual(second.requeued, 2)
         assert.strictEqual((yield* row(world.database, good1!)).status, "PENDING")
         assert.strictEqual((yield* row(world.database, good2!)).status, "PENDING")

@@ -6,6 +6,7 @@
 // applied.
 
 import { PgClient } from "@effect/sql-pg"
+import { afterAll, assert, describe, it } from "@effect/vitest"
 import * as KafkaOutbox from "@effect-outbox/adapter-kafka/KafkaOutbox"
 import * as PgOutbox from "@effect-outbox/adapter-pg/PgOutbox"
 import * as PgTables from "@effect-outbox/adapter-pg/PgTables"
@@ -14,9 +15,8 @@ import type { OutboxDraft } from "@effect-outbox/core/OutboxMessage"
 import { Publisher } from "@effect-outbox/core/Publisher"
 import * as Relay from "@effect-outbox/core/Relay"
 import * as StaleRecovery from "@effect-outbox/core/StaleRecovery"
-import * as Transition from "@effect-outbox/core/Transition"
 import { Transactor } from "@effect-outbox/core/Transactor"
-import { afterAll, assert, describe, it } from "@effect/vitest"
+import * as Transition from "@effect-outbox/core/Transition"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -36,7 +36,7 @@ afterAll(() => {
 const ROWS = 300
 const OLD_ROWS = 150
 const ROWS_PER_KEY = 3
-const HISTORY = Number(process.env.FAULTS_STALE_HISTORY ?? 60_000)
+const HISTORY = Number(process.env.FAULTS_STALE_HISTORY ?? 500_000)
 const DEAD_OWNER = "dead-relay"
 
 // A stack like Support.stackLayer, recording transitions, with the stale-recovery log lines
@@ -99,9 +99,7 @@ describe("stale recovery: two relays, 300 expired leases, half on rows created d
         key: `k${Math.floor(i / ROWS_PER_KEY)}`,
         payload: Support.payloadOf({ index: i, pad: "x".repeat(100) })
       }))
-      const ids = await setup.runPromise(
-        Transactor.use((tx) => tx.withTransaction(Outbox.enqueue(drafts)))
-      )
+      const ids = await setup.runPromise(Transactor.use((tx) => tx.withTransaction(Outbox.enqueue(drafts))))
       await query(
         `UPDATE ${t.message} SET created_at = now() - interval '3 days', updated_at = now() - interval '3 days'
           WHERE seq IN (SELECT seq FROM ${t.message} ORDER BY seq LIMIT ${OLD_ROWS})`
@@ -134,7 +132,7 @@ describe("stale recovery: two relays, 300 expired leases, half on rows created d
       )
       assert.strictEqual(claimed.length, ROWS)
       const byId = new Map(claimed.map((row) => [row.id, row]))
-      const sent = ids.filter((_, i) => i % ROWS_PER_KEY < (Math.floor(i / ROWS_PER_KEY) % (ROWS_PER_KEY + 1)))
+      const sent = ids.filter((_, i) => i % ROWS_PER_KEY < Math.floor(i / ROWS_PER_KEY) % (ROWS_PER_KEY + 1))
       const outcomes = await setup.runPromise(
         Publisher.use((publisher) =>
           publisher.publish(
@@ -188,7 +186,10 @@ describe("stale recovery: two relays, 300 expired leases, half on rows created d
       const perRow = new Map<string, number>()
       for (const j of judged) perRow.set(j.event_id, (perRow.get(j.event_id) ?? 0) + 1)
       assert.strictEqual(perRow.size, ROWS, "every row judged")
-      assert.isTrue([...perRow.values()].every((n) => n === 1), "no row judged twice")
+      assert.isTrue(
+        [...perRow.values()].every((n) => n === 1),
+        "no row judged twice"
+      )
       const foundApplied = judged.filter((j) => j.to_status === "PUBLISHED").length
       const requeuedApplied = judged.filter((j) => j.to_status === "PENDING").length
       assert.strictEqual(foundApplied, sent.length, "the rows the dead relay sent are found, no duplicate")
@@ -197,10 +198,23 @@ describe("stale recovery: two relays, 300 expired leases, half on rows created d
       // Within 3 rounds, and the logs count what applied.
       const rounds = lines.filter((line) => / [1-9]\d* expired leases/.test(line)).map(parse)
       assert.isAtMost(rounds.length, 3, lines.join("\n"))
-      assert.strictEqual(rounds.reduce((n, r) => n + r.stale, 0), ROWS, lines.join("\n"))
-      assert.strictEqual(rounds.reduce((n, r) => n + r.found, 0), foundApplied)
-      assert.strictEqual(rounds.reduce((n, r) => n + r.requeued, 0), requeuedApplied)
-      assert.strictEqual(rounds.reduce((n, r) => n + r.failed, 0), 0)
+      assert.strictEqual(
+        rounds.reduce((n, r) => n + r.stale, 0),
+        ROWS,
+        lines.join("\n")
+      )
+      assert.strictEqual(
+        rounds.reduce((n, r) => n + r.found, 0),
+        foundApplied
+      )
+      assert.strictEqual(
+        rounds.reduce((n, r) => n + r.requeued, 0),
+        requeuedApplied
+      )
+      assert.strictEqual(
+        rounds.reduce((n, r) => n + r.failed, 0),
+        0
+      )
 
       const records = (await Support.readTopic(Support.sharedBrokers, topic)).filter((r) => r.eventId !== undefined)
       const committed = ids.map((id, i) => ({ id, key: drafts[i]!.key ?? null }))
