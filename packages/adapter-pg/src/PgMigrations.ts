@@ -143,6 +143,16 @@ export const migrations = (t: Tables): Record<string, Effect.Effect<void, unknow
            WHERE status = 'FAILURE' AND key IS NOT NULL`,
         `DROP FUNCTION IF EXISTS ${t.claimFunction}(text, integer, integer, timestamptz, timestamptz)`,
         claimFunctionV4(t)
+      ])),
+    // Stale recovery that converges (issue #12, review H3): one recoverer at a time per outbox,
+    // through a named lease whose expiry the database clock judges.
+    "5_stale_recovery": Effect.flatMap(SqlClient.SqlClient, (sql) =>
+      statements(sql, [
+        `CREATE TABLE IF NOT EXISTS ${t.lease} (
+           name text PRIMARY KEY,
+           owner text NOT NULL,
+           expires_at timestamptz NOT NULL
+         )`
       ]))
   }
 }

@@ -86,6 +86,8 @@ export const layer = (
  * | `OUTBOX_NOTIFY` | `true` | send `NOTIFY` on enqueue |
  * | `OUTBOX_LISTEN` | `true` | relays `LISTEN` (else poll only) |
  * | `OUTBOX_RECORD_TRANSITIONS` | `false` | append transitions to `<prefix>transition` |
+ * | `DATABASE_KEEPALIVE` | `30 seconds` | idle time before TCP keep-alive probes (a dead peer is noticed in about a minute, not 15) |
+ * | `OUTBOX_DB_CALL_TIMEOUT` | `30 seconds` | claim / transition / findStale give up after this (see `PgOutboxStore.Options.callTimeout`) |
  *
  * @since 0.1.0
  * @category layers
@@ -102,12 +104,16 @@ export const layerConfig: Layer.Layer<
   const notify = yield* Config.Boolean("OUTBOX_NOTIFY").pipe(Config.withDefault(true))
   const listen = yield* Config.Boolean("OUTBOX_LISTEN").pipe(Config.withDefault(true))
   const recordTransitions = yield* Config.Boolean("OUTBOX_RECORD_TRANSITIONS").pipe(Config.withDefault(false))
-  const client = PgClient.layer({ url, maxConnections })
+  const keepAlive = yield* Config.Duration("DATABASE_KEEPALIVE").pipe(Config.withDefault(Duration.seconds(30)))
+  const callTimeout = yield* Config.Duration("OUTBOX_DB_CALL_TIMEOUT").pipe(Config.withDefault(Duration.seconds(30)))
+  // TCP keep-alive: without it a half-open connection (a peer that vanished) is noticed only
+  // when the OS gives up retransmitting, about 15 minutes (review M6).
+  const client = PgClient.layer({ url, maxConnections, keepAlive })
   return layer({
     schema,
     tablePrefix,
     migrate,
-    store: { recordTransitions },
+    store: { recordTransitions, callTimeout },
     wakeUp: { notify, listen, fallbackPollInterval: Duration.seconds(1) }
   }).pipe(Layer.provideMerge(client))
 }))

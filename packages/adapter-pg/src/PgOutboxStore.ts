@@ -22,10 +22,12 @@ import {
   type ListFilter,
   type OutboxStats,
   OutboxStore,
+  type StalePage,
   type TransitionOutcome,
   type TransitionRequest
 } from "@effect-outbox/core/OutboxStore"
 import * as PgTypes from "@effect/sql-pg/PgTypes"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
@@ -58,6 +60,12 @@ export interface Options {
   readonly maxPayloadBytes?: number | undefined
   /** Append every applied transition to `<prefix>transition` in the same statement. Default `false`. */
   readonly recordTransitions?: boolean | undefined
+  /**
+   * The relay's calls (`claim`, `transition`, `findStale`) give up after this long with a
+   * retriable `OutboxStoreError` and cancel their statement, so a half-open connection or a
+   * stuck lock cannot hang a relay (review M6); the relay retries at its next poll. Default 30 s.
+   */
+  readonly callTimeout?: Duration.Input | undefined
 }
 
 const knownStatuses: ReadonlySet<string> = new Set(statusList)
@@ -122,9 +130,24 @@ export const make = (options: Options = {}) =>
     const maxRecordBytes = options.maxRecordBytes ?? options.maxPayloadBytes ?? RecordSize.DEFAULT_MAX_MESSAGE_BYTES
     const notify = options.notify ?? false
     const message = sql.literal(t.message)
+    const lease = sql.literal(t.lease)
     const recordTransitions = options.recordTransitions ?? false
     const genericSql = genericStatement(t, recordTransitions)
     const fastSql = fastStatement(t, recordTransitions)
+    const callTimeout = Duration.fromInputUnsafe(options.callTimeout ?? Duration.seconds(30))
+    const bounded = (operation: string) => <A, R>(effect: Effect.Effect<A, OutboxStoreError, R>) =>
+      Effect.timeoutOrElse(effect, {
+        duration: callTimeout,
+        orElse: () =>
+          Effect.fail(
+            new OutboxStoreError({
+              operation,
+              reason: `no answer from PostgreSQL within ${Duration.format(callTimeout)} (a half-open connection, ` +
+                `or a lock held elsewhere); the statement was cancelled, retry`,
+              retriable: true
+            })
+          )
+      })
 
     type Row = { readonly outcome: TransitionOutcome["outcome"]; readonly current: OutboxStatus | null }
     type Round = ReadonlyArray<readonly [TransitionRequest, number]>
@@ -222,7 +245,8 @@ export const make = (options: Options = {}) =>
             ${ts(request.now)}, ${Math.max(0, Math.trunc(request.leaseMillis))}::int8,
             ${(request.failedHead ?? "block") === "block"}::bool)`.withoutTransform.pipe(
           Effect.map((rows) => rows.map(toMessage).sort(bySeq)),
-          run("outbox.claim")
+          run("outbox.claim"),
+          bounded("outbox.claim")
         )
       },
 
@@ -236,16 +260,75 @@ export const make = (options: Options = {}) =>
             }
             return out
           }),
-          run("outbox.transition")
+          run("outbox.transition"),
+          bounded("outbox.transition")
         )
       },
 
-      findStale: (now, limit) =>
-        sql<MessageRow>`SELECT * FROM ${message}
-          WHERE status = 'DISPATCHING' AND lease_expires_at < ${ts(now)}
-          ORDER BY lease_expires_at, seq LIMIT ${Math.max(0, Math.trunc(limit))}`.withoutTransform.pipe(
-          Effect.map((rows) => rows.map(toMessage)),
-          run("outbox.findStale")
+      findStale: (request) => {
+        const limit = Math.max(0, Math.trunc(request.limit))
+        // Expiry by the database clock unless a caller drives time (M9); the cursor compares
+        // whole milliseconds, as the page reports them.
+        const clock = request.now === undefined ? sql`now()` : sql`${ts(request.now)}::timestamptz`
+        const after = request.after === undefined
+          ? sql`true`
+          : sql`(lease_ms, seq) > (${request.after.leaseExpiresAt}::float8, ${request.after.seq}::int8)`
+        return sql<MessageRow & { clock_ms: number; lease_ms: number | null; in_page: boolean | null }>`
+          WITH clock AS (SELECT ${clock} AS now),
+          expired AS (
+            SELECT m.*, floor(extract(epoch FROM m.lease_expires_at) * 1000)::float8 AS lease_ms
+              FROM ${message} m, clock
+             WHERE m.status = 'DISPATCHING' AND m.lease_expires_at < clock.now
+          ),
+          page AS (
+            SELECT id, key FROM expired WHERE ${after} ORDER BY lease_ms, seq LIMIT ${limit}
+          )
+          SELECT (extract(epoch FROM clock.now) * 1000)::float8 AS clock_ms, r.*
+            FROM clock LEFT JOIN (
+              SELECT e.*, e.id IN (SELECT id FROM page) AS in_page
+                FROM expired e
+               WHERE e.id IN (SELECT id FROM page)
+                  OR e.key IN (SELECT key FROM page WHERE key IS NOT NULL)
+            ) r ON true
+           ORDER BY r.lease_ms, r.seq`.withoutTransform.pipe(
+          Effect.map((rows): StalePage => {
+            const found = rows.filter((row) => row.id !== null)
+            const page = found.filter((row) => row.in_page === true)
+            const last = page[page.length - 1]
+            return {
+              rows: found.map(toMessage),
+              now: Number(rows[0]!.clock_ms),
+              next: last !== undefined && page.length >= limit
+                ? { leaseExpiresAt: Number(last.lease_ms), seq: Number(last.seq) }
+                : undefined
+            }
+          }),
+          run("outbox.findStale"),
+          bounded("outbox.findStale")
+        )
+      },
+
+      acquireRecoveryLease: ({ owner, ttlMillis }) =>
+        sql<{ acquired: boolean; owner: string; expires_at: Date | number | string }>`
+          WITH taken AS (
+            INSERT INTO ${lease} AS l (name, owner, expires_at)
+            VALUES ('stale_recovery', ${owner}, now() + ${Math.max(0, ttlMillis)}::float8 * interval '1 millisecond')
+            ON CONFLICT (name) DO UPDATE SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at
+              WHERE l.owner = EXCLUDED.owner OR l.expires_at <= now()
+            RETURNING l.owner, l.expires_at
+          )
+          SELECT true AS acquired, owner, expires_at FROM taken
+          UNION ALL
+          SELECT false, owner, expires_at FROM ${lease}
+           WHERE name = 'stale_recovery' AND NOT EXISTS (SELECT 1 FROM taken)`.withoutTransform.pipe(
+          Effect.map(([row]) => ({ acquired: row!.acquired, owner: row!.owner, expiresAt: millis(row!.expires_at) })),
+          run("outbox.acquireRecoveryLease")
+        ),
+
+      releaseRecoveryLease: (owner) =>
+        sql`DELETE FROM ${lease} WHERE name = 'stale_recovery' AND owner = ${owner}`.withoutTransform.pipe(
+          Effect.asVoid,
+          run("outbox.releaseRecoveryLease")
         ),
 
       get: (id) =>

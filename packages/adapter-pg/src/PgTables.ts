@@ -40,6 +40,8 @@ export interface Tables {
   readonly processed: string
   readonly partitionAssignment: string
   readonly transition: string
+  /** Named leases (one holder at a time, expiry by the database clock): stale recovery's. */
+  readonly lease: string
   readonly claimFunction: string
   /** The migrator's bookkeeping table, unquoted `schema.table` (the migrator quotes it). */
   readonly migrations: string
@@ -115,6 +117,7 @@ export const make = (options: Options = {}): Effect.Effect<Tables, OutboxValidat
       processed: table("processed"),
       partitionAssignment: table("partition_assignment"),
       transition: table("transition"),
+      lease: table("lease"),
       claimFunction: table("claim"),
       migrations: `${schema}.${tablePrefix}migrations`,
       channel,

@@ -6,10 +6,12 @@
  *   on commit, drops it on rollback, and folds identical notifications of one transaction into
  *   one, so a transaction that enqueues many times still wakes relays once. A transaction (level)
  *   that already queued it, here or in a `PgOutboxStore` insert with `notify` on, skips the call.
- * - `signals` holds one pooled connection in `LISTEN` per subscriber. It emits once on every
- *   (re)connect (notifications sent while it was down are lost, the signal makes the relay look),
- *   once per notification, and, while the connection is down, once per `fallbackPollInterval`
- *   until `LISTEN` succeeds again. It never fails.
+ * - `signals` shares ONE pooled connection in `LISTEN` among all its subscribers (every relay
+ *   of the process built from this layer), opened when the first subscribes and held for the
+ *   layer's life; each signal fans out to every subscriber (review M6: a connection per relay
+ *   pinned the pool). It emits once on every (re)connect (notifications sent while it was down
+ *   are lost, the signal makes the relay look), once per notification, and, while the connection
+ *   is down, once per `fallbackPollInterval` until `LISTEN` succeeds again. It never fails.
  *
  * The cost: every notifying transaction takes a database-wide lock at commit to append to the
  * notification queue, which serialises the commits of concurrent writers. `notify: false` removes
@@ -22,6 +24,7 @@ import { PgClient } from "@effect/sql-pg/PgClient"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as PubSub from "effect/PubSub"
 import * as Ref from "effect/Ref"
 import * as Schedule from "effect/Schedule"
 import * as SqlClient from "effect/sql/SqlClient"
@@ -65,7 +68,7 @@ export const make = (options: Options = {}) =>
       markNotified(level)
     }).pipe(run("wakeup.notify"))
 
-    const signals: Stream.Stream<void> = options.listen === false ? Stream.never : Stream.unwrap(
+    const listener: Stream.Stream<void> = Stream.unwrap(
       Effect.gen(function*() {
         // Only a failed LISTEN switches polling on; the first connect is not "down".
         const down = yield* Ref.make(false)
@@ -99,6 +102,25 @@ export const make = (options: Options = {}) =>
           Stream.concat(Stream.never)
         )
       )
+    )
+
+    // One listener for the layer, started by the first subscriber, fanned out through a hub.
+    // Signals are hints: a slow subscriber loses surplus ones, never the latest.
+    const layerScope = yield* Effect.scope
+    const hub = yield* PubSub.sliding<void>(16)
+    let started = false
+    const startListener = Effect.suspend(() => {
+      if (started) return Effect.void
+      started = true
+      return Effect.asVoid(Effect.forkIn(Stream.runForEach(listener, () => PubSub.publish(hub, undefined)), layerScope))
+    })
+    const signals: Stream.Stream<void> = options.listen === false ? Stream.never : Stream.unwrap(
+      Effect.gen(function*() {
+        // Subscribe before the listener can publish its first (connect) signal.
+        const subscription = yield* PubSub.subscribe(hub)
+        yield* startListener
+        return Stream.fromSubscription(subscription)
+      })
     )
 
     return WakeUp.of({ notify, signals })

@@ -24,10 +24,17 @@ describe("PgMigrations", () => {
       yield* dropAfter(schema)
       const tables = yield* PgTables.make({ schema })
       const first = yield* PgMigrations.run.pipe(Effect.provideService(PgTables.PgTables, tables))
-      assert.deepStrictEqual(first, [[1, "tables"], [2, "claim_function"], [3, "hot_path"], [4, "failure_blocks_key"]])
+      assert.deepStrictEqual(first, [
+        [1, "tables"],
+        [2, "claim_function"],
+        [3, "hot_path"],
+        [4, "failure_blocks_key"],
+        [5, "stale_recovery"]
+      ])
       const second = yield* PgMigrations.run.pipe(Effect.provideService(PgTables.PgTables, tables))
       assert.deepStrictEqual(second, [])
       assert.deepStrictEqual(yield* tablesIn(schema), [
+        "outbox_lease",
         "outbox_message",
         "outbox_migrations",
         "outbox_partition_assignment",
@@ -46,7 +53,7 @@ describe("PgMigrations", () => {
         () => PgMigrations.run.pipe(Effect.provideService(PgTables.PgTables, tables)),
         { concurrency: "unbounded" }
       )
-      assert.deepStrictEqual(results.flat().map(([id]) => id).sort(), [1, 2, 3, 4])
+      assert.deepStrictEqual(results.flat().map(([id]) => id).sort(), [1, 2, 3, 4, 5])
     }).pipe(Effect.scoped, Effect.provide(pgClient(8))))
 
   it.effect("two outboxes live side by side in one schema under different prefixes", () =>

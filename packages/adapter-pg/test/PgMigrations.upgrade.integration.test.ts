@@ -72,7 +72,7 @@ describe("PgMigrations: 2 -> 4 on a populated table", () => {
       yield* store.insert([k1Later, ...k2, ...k3, loose, deferred])
 
       const upgraded = yield* PgMigrations.run.pipe(Effect.provideService(PgTables.PgTables, t))
-      assert.deepStrictEqual(upgraded, [[3, "hot_path"], [4, "failure_blocks_key"]])
+      assert.deepStrictEqual(upgraded, [[3, "hot_path"], [4, "failure_blocks_key"], [5, "stale_recovery"]])
       assert.deepStrictEqual(yield* indexesOf(schema), [
         "outbox_message_dispatching_idx",
         "outbox_message_failure_key_idx",
@@ -108,7 +108,7 @@ describe("PgMigrations: 2 -> 4 on a populated table", () => {
       })
 
       // The old relay's lease has expired: stale recovery finds its row through the new index.
-      const stale = yield* store.findStale(T0 + 5_000, 10)
+      const stale = (yield* store.findStale({ now: T0 + 5_000, limit: 10 })).rows
       assert.deepStrictEqual(stale.map((m) => m.id), [inFlight.id])
       const requeued = yield* store.transition([{
         id: inFlight.id,

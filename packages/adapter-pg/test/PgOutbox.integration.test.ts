@@ -13,6 +13,7 @@ import * as Option from "effect/Option"
 import * as SqlClient from "effect/sql/SqlClient"
 import * as InMemoryBroker from "../../testing/src/InMemoryBroker.ts"
 import * as PgOutbox from "../src/PgOutbox.ts"
+import * as PgTables from "../src/PgTables.ts"
 import { freshSchema, pgClient } from "./support.ts"
 
 const schema = freshSchema()
@@ -67,5 +68,24 @@ describe("PgOutbox.layer with the core relay", () => {
       assert.deepStrictEqual(stored.receipt, { topic: "orders", partition: records[0]!.partition, offset: records[0]!.offset })
       const stats = yield* store.stats(Date.now())
       assert.deepStrictEqual(stats.byStatus, { PUBLISHED: 1 })
+    }).pipe(Effect.scoped, Effect.provide(Live)), 30_000)
+  it.live("four relays in one process share ONE LISTEN connection; a wake-up still publishes at once (M6)", () =>
+    Effect.gen(function*() {
+      const broker = yield* InMemoryBroker.InMemoryBroker
+      const transactor = yield* Transactor
+      const sql = yield* SqlClient.SqlClient
+      const t = yield* PgTables.PgTables
+      for (const owner of ["relay-a", "relay-b", "relay-c", "relay-d"]) {
+        yield* Relay.start({ owner, pollInterval: Duration.seconds(30) })
+      }
+      yield* Effect.sleep("500 millis")
+      const listening = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM pg_stat_activity
+        WHERE query = ${`LISTEN "${t.channel}"`} AND pid <> pg_backend_pid()`
+      assert.strictEqual(listening[0]!.n, 1)
+      yield* transactor.withTransaction(
+        Outbox.enqueue(["k1", "k2", "k3", "k4"].map((key, n) => ({ topic: "orders", key, payload: jsonPayload({ n }) })))
+      )
+      const records = yield* waitFor(broker.records("orders"), (r) => r.length === 4, 5_000)
+      assert.strictEqual(records.length, 4, "published on the wake-up, long before the 30 s poll")
     }).pipe(Effect.scoped, Effect.provide(Live)), 30_000)
 })

@@ -2,7 +2,10 @@
 import { assert, describe, it } from "@effect/vitest"
 import type { EventId, NewOutboxMessage } from "@effect-outbox/core/OutboxMessage"
 import { OutboxStore } from "@effect-outbox/core/OutboxStore"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as SqlClient from "effect/sql/SqlClient"
@@ -262,8 +265,8 @@ describe("PgOutboxStore", () => {
       const [leased] = yield* store.claim(claimReq({ limit: 1 }))
       // the lease ends 30 s after the database's now() (M9)
       const end = leased!.leaseExpiresAt!
-      assert.deepStrictEqual((yield* store.findStale(end, 10)).map((m) => m.id), [])
-      assert.deepStrictEqual((yield* store.findStale(end + 1, 10)).map((m) => m.id), [a.id])
+      assert.deepStrictEqual((yield* store.findStale({ now: end, limit: 10 })).rows.map((m) => m.id), [])
+      assert.deepStrictEqual((yield* store.findStale({ now: end + 1, limit: 10 })).rows.map((m) => m.id), [a.id])
       assert.deepStrictEqual((yield* store.list({ statuses: ["PENDING", "PREQUEUED"], limit: 10 })).map((m) => m.id), [b.id, c.id])
       assert.deepStrictEqual((yield* store.list({ topic: "users", limit: 10 })).map((m) => m.id), [b.id])
       assert.deepStrictEqual((yield* store.list({ ids: [c.id, a.id], limit: 10 })).map((m) => m.id), [a.id, c.id])
@@ -290,4 +293,51 @@ describe("PgOutboxStore", () => {
       assert.strictEqual(yield* store.purge({ statuses: ["PUBLISHED"], olderThan: T0 + 13, limit: 2 }), 0)
       assert.deepStrictEqual((yield* store.list({ limit: 10 })).map((m) => m.status), ["PUBLISHED", "FAILURE"])
     }).pipe(Effect.provide(StoreLive())))
+  it.effect("findStale and the recovery lease judge time by the database clock, not the host's (M9)", () =>
+    Effect.gen(function*() {
+      // it.effect: the Effect clock here says 1970; the database says today.
+      const store = yield* OutboxStore
+      const wall = Date.now()
+      const dead = draft({ key: "a" }), live = draft({ key: "b" })
+      yield* store.insert([dead])
+      yield* store.claim(claimReq({ owner: "dead", now: wall - 60_000 }))
+      yield* store.insert([live])
+      yield* store.claim(claimReq({ owner: "live", now: wall }))
+      const page = yield* store.findStale({ limit: 10 })
+      assert.deepStrictEqual(page.rows.map((m) => m.id), [dead.id])
+      assert.isTrue(Math.abs(page.now - wall) < 60_000, "the page reports the database clock")
+      const lease = yield* store.acquireRecoveryLease({ owner: "r", ttlMillis: 60_000 })
+      assert.isTrue(lease.acquired)
+      assert.isTrue(Math.abs(lease.expiresAt - (wall + 60_000)) < 30_000, "expiry = database now() + ttl")
+    }).pipe(Effect.provide(StoreLive())))
+
+  it.live("a call that gets no answer gives up after callTimeout with a retriable error; the store works after (M6)", () =>
+    Effect.gen(function*() {
+      const store = yield* OutboxStore
+      const sql = yield* SqlClient.SqlClient
+      const t = yield* PgTables
+      const m = draft({ key: "a" })
+      yield* store.insert([m])
+      yield* store.claim(claimReq({ owner: "r" }))
+      // Another session holds the row: the compare-and-set waits, as on a connection that hangs.
+      const locked = yield* Deferred.make<void>()
+      const release = yield* Deferred.make<void>()
+      const blocker = yield* Effect.forkChild(sql.withTransaction(Effect.gen(function*() {
+        yield* sql`SELECT 1 FROM ${sql.literal(t.message)} WHERE id = ${m.id}::uuid FOR UPDATE`
+        yield* Deferred.succeed(locked, undefined)
+        yield* Deferred.await(release)
+      })))
+      yield* Deferred.await(locked)
+      const move = { id: m.id, from: ["DISPATCHING" as const], to: "PENDING" as const, leaseOwner: "r", patch: {}, now: T0 }
+      const started = Date.now()
+      const error = yield* Effect.flip(store.transition([move]))
+      assert.strictEqual(error.operation, "outbox.transition")
+      assert.isTrue(error.retriable)
+      assert.include(error.reason, "no answer from PostgreSQL within")
+      assert.isBelow(Date.now() - started, 10_000)
+      yield* Deferred.succeed(release, undefined)
+      yield* Fiber.join(blocker)
+      const [outcome] = yield* store.transition([move])
+      assert.strictEqual(outcome!.outcome, "applied")
+    }).pipe(Effect.provide(StoreLive({ callTimeout: Duration.millis(500) }))), 30_000)
 })

@@ -131,4 +131,26 @@ describe("PgWakeUp", () => {
       assert.strictEqual(yield* Ref.get(delivered), 0)
       assert.strictEqual(yield* Ref.get(signals), 0)
     }).pipe(Effect.scoped, Effect.provide(Live({ notify: false, listen: false }))))
+  it.live("many subscribers (the relays of one process) share ONE LISTEN connection; each gets every signal (M6)", () =>
+    Effect.gen(function*() {
+      const wakeUp = yield* WakeUp
+      const sql = yield* SqlClient.SqlClient
+      const t = yield* PgTables
+      const listeners = sql<{ n: number }>`SELECT count(*)::int AS n FROM pg_stat_activity
+        WHERE query = ${`LISTEN "${t.channel}"`} AND pid <> pg_backend_pid()`
+      assert.strictEqual((yield* listeners)[0]!.n, 0, "nothing listens before a subscriber")
+      const counts = yield* Effect.forEach(Array.from({ length: 6 }), () => counting(wakeUp.signals))
+      yield* Effect.sleep("400 millis")
+      assert.strictEqual((yield* listeners)[0]!.n, 1, "one LISTEN connection for six subscribers")
+      assert.deepStrictEqual(yield* Effect.forEach(counts, Ref.get), [1, 1, 1, 1, 1, 1], "each saw the connect")
+      yield* wakeUp.notify
+      yield* Effect.sleep("300 millis")
+      assert.deepStrictEqual(yield* Effect.forEach(counts, Ref.get), [2, 2, 2, 2, 2, 2], "each saw the wake-up")
+      // A late subscriber joins the same connection.
+      const late = yield* counting(wakeUp.signals)
+      yield* wakeUp.notify
+      yield* Effect.sleep("300 millis")
+      assert.strictEqual(yield* Ref.get(late), 1)
+      assert.strictEqual((yield* listeners)[0]!.n, 1)
+    }).pipe(Effect.scoped, Effect.provide(Live())))
 })

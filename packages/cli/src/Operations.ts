@@ -6,6 +6,7 @@
  *
  * @since 0.1.0
  */
+import { randomUUID } from "node:crypto"
 import type { BrokerAdmin } from "@effect-outbox/core/BrokerAdmin"
 import * as DeadLetter from "@effect-outbox/core/DeadLetter"
 import * as DeadLetterDepth from "@effect-outbox/core/DeadLetterDepth"
@@ -460,8 +461,10 @@ export interface StaleReport {
 }
 
 /**
- * Lists the `DISPATCHING` rows whose lease expired; with `execute`, runs one round of
- * `StaleRecovery` on them (probe the broker, then mark published or requeue, R3.2).
+ * Lists the `DISPATCHING` rows whose lease expired (by the database clock, M9); with `execute`,
+ * runs `StaleRecovery` rounds on them (probe the broker, then mark published or requeue, R3.2),
+ * paging through every expired lease once, under the recovery lease: while a relay's recovery
+ * holds it, nothing is changed and `heldBy` names the holder.
  *
  * @since 0.1.0
  * @category change
@@ -470,7 +473,30 @@ export const recoverStale = (request: { readonly limit: number }) =>
   Effect.gen(function* () {
     const { stale } = yield* listStale(request)
     if (stale.length === 0) return { dryRun: false, stale, result: null } satisfies StaleReport
-    const result = yield* StaleRecovery.runOnce({ batchSize: request.limit })
+    const owner = `cli-recover-stale-${randomUUID()}`
+    const result = yield* Effect.gen(function* () {
+      let total = yield* StaleRecovery.runOnce({ batchSize: request.limit, owner })
+      // Page on (each page once) while there is more; a page of rows that cannot be probed
+      // does not stop the pages after it (review H3).
+      while (total.heldBy === undefined && total.next !== undefined) {
+        const page = yield* StaleRecovery.runOnce(
+          { batchSize: request.limit, owner },
+          { after: total.next, startOver: false }
+        )
+        if (page.stale === 0) break
+        total = {
+          ...page,
+          stale: total.stale + page.stale,
+          found: total.found + page.found,
+          requeued: total.requeued + page.requeued,
+          gaveUp: total.gaveUp + page.gaveUp,
+          failed: total.failed + page.failed,
+          left: total.left + page.left,
+          skipped: total.skipped + page.skipped
+        }
+      }
+      return total
+    }).pipe(Effect.ensuring(StaleRecovery.release(owner)))
     return { dryRun: false, stale, result } satisfies StaleReport
   })
 
@@ -483,7 +509,7 @@ export const recoverStale = (request: { readonly limit: number }) =>
 export const listStale = (request: { readonly limit: number }) =>
   Effect.gen(function* () {
     const store = yield* OutboxStore
-    const stale = yield* store.findStale(Date.now(), request.limit)
+    const { rows: stale } = yield* store.findStale({ limit: request.limit })
     return { dryRun: true, stale, result: null } satisfies StaleReport
   })
 

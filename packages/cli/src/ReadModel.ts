@@ -68,6 +68,7 @@ export interface RecentFailure {
 export class ReadModel extends Context.Service<
   ReadModel,
   {
+    /** Stale leases are judged by the database clock (review M9), whatever the caller's `now`. */
     readonly perTopic: (now: number) => Effect.Effect<ReadonlyArray<TopicCounts>, OutboxStoreError>
     readonly history: (id: string) => Effect.Effect<ReadonlyArray<HistoryEntry>, OutboxStoreError>
     readonly processedBy: (id: string) => Effect.Effect<ReadonlyArray<ProcessedBy>, OutboxStoreError>
@@ -112,14 +113,14 @@ export const layerPg: Layer.Layer<ReadModel, never, SqlClient.SqlClient | PgTabl
     const sql = yield* SqlClient.SqlClient
     const t = yield* PgTables
     return {
-      perTopic: (now) =>
+      perTopic: () =>
         sql
           .unsafe<{ topic: string; status: string; n: number; oldest: Date | null; stale: number }>(
             `SELECT topic, status, count(*)::int AS n,
                   min(created_at) FILTER (WHERE status = 'PENDING') AS oldest,
-                  (count(*) FILTER (WHERE status = 'DISPATCHING' AND lease_expires_at < to_timestamp($1::float8 / 1000)))::int AS stale
+                  (count(*) FILTER (WHERE status = 'DISPATCHING' AND lease_expires_at < now()))::int AS stale
              FROM ${t.message} GROUP BY topic, status ORDER BY topic, status`,
-            [now]
+            []
           )
           .withoutTransform.pipe(
             Effect.map((rows) => {

@@ -380,6 +380,22 @@ describe("effect-outbox CLI", () => {
       }).pipe(Effect.scoped)
   )
 
+  it.live("recover-stale --execute changes nothing while a relay's recovery holds the recovery lease", () =>
+    Effect.gen(function* () {
+      const f = yield* fixture
+      const topic = `cli-stale-held-${randomUUID().slice(0, 8)}`
+      const id = yield* f.use(enqueue(topic, 1, { key: "a" }))
+      yield* f.use(Transition.claim({ owner: "crashed-relay", limit: 10, maxPerKey: 10, leaseMillis: 1 }))
+      yield* f.use(OutboxStore.use((store) => store.acquireRecoveryLease({ owner: "relay-7", ttlMillis: 60_000 })))
+      yield* Effect.sleep("20 millis")
+      const run = yield* f.cli("recover-stale", "--execute")
+      assert.isTrue(run.ok, run.err)
+      assert.include(run.out, "nothing changed: relay-7 holds the recovery lease")
+      assert.strictEqual((yield* f.use(rowOf(id))).status, "DISPATCHING")
+      yield* f.use(OutboxStore.use((store) => store.releaseRecoveryLease("relay-7")))
+    }).pipe(Effect.scoped)
+  )
+
   it.live("status --group: each group's consumer lag on the outbox's topics, from the broker (human and --json)", () =>
     Effect.gen(function* () {
       const f = yield* fixture

@@ -138,6 +138,62 @@ export interface ListFilter {
 }
 
 /**
+ * Where a page of {@link StaleRequest} ends: the last row of the page, in (lease expiry, `seq`)
+ * order.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface StaleCursor {
+  readonly leaseExpiresAt: number
+  readonly seq: number
+}
+
+/**
+ * A page of expired leases: `DISPATCHING` rows whose lease expired before the store's clock,
+ * in (lease expiry, `seq`) order, after `after`, at most `limit` of them — plus every other
+ * expired `DISPATCHING` row of the keys in the page, wherever it sorts, so a page never splits
+ * a key's rows (they come from one claim; stale recovery decides a key's rows together).
+ *
+ * The clock is the store's own (M9): the database's `now()`, never the caller's host, so a
+ * skewed relay or an operator's laptop cannot take a live lease for a dead one. `now` is for
+ * stores without a clock of their own and for tests that drive time; production code leaves it out.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface StaleRequest {
+  readonly limit: number
+  readonly after?: StaleCursor | undefined
+  readonly now?: number | undefined
+}
+
+/**
+ * `now` is the clock the page was judged by; `next` is where the following page starts, absent
+ * when this page was the last (the caller starts over from the oldest lease).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface StalePage {
+  readonly rows: ReadonlyArray<OutboxMessage>
+  readonly now: number
+  readonly next: StaleCursor | undefined
+}
+
+/**
+ * The answer of `acquireRecoveryLease`: who holds the stale-recovery lease now, until when.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface RecoveryLease {
+  readonly acquired: boolean
+  readonly owner: string
+  readonly expiresAt: number
+}
+
+/**
  * @since 0.1.0
  * @category services
  */
@@ -150,12 +206,19 @@ export class OutboxStore extends Context.Service<OutboxStore, {
   readonly transition: (
     requests: ReadonlyArray<TransitionRequest>
   ) => Effect.Effect<ReadonlyArray<TransitionOutcome>, OutboxStoreError>
+  /** One page of expired leases: see {@link StaleRequest}. */
+  readonly findStale: (request: StaleRequest) => Effect.Effect<StalePage, OutboxStoreError>
   /**
-   * Rows in `DISPATCHING` whose lease expired before `now`, ordered by lease expiry then `seq`.
-   * (A key's stale rows share one claim and one expiry, so a `limit` never cuts a key's prefix
-   * from the front: stale recovery relies on it.)
+   * Takes (or renews, for its holder) the stale-recovery lease of this outbox table until the
+   * store's clock + `ttlMillis`: one recoverer at a time. Free, expired or already `owner`'s:
+   * acquired; else the current holder is reported.
    */
-  readonly findStale: (now: number, limit: number) => Effect.Effect<ReadonlyArray<OutboxMessage>, OutboxStoreError>
+  readonly acquireRecoveryLease: (request: {
+    readonly owner: string
+    readonly ttlMillis: number
+  }) => Effect.Effect<RecoveryLease, OutboxStoreError>
+  /** Gives the stale-recovery lease up, when `owner` holds it (else nothing happens). */
+  readonly releaseRecoveryLease: (owner: string) => Effect.Effect<void, OutboxStoreError>
   readonly get: (id: EventId) => Effect.Effect<Option.Option<OutboxMessage>, OutboxStoreError>
   readonly list: (filter: ListFilter) => Effect.Effect<ReadonlyArray<OutboxMessage>, OutboxStoreError>
   readonly stats: (now: number) => Effect.Effect<OutboxStats, OutboxStoreError>

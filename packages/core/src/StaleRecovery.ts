@@ -1,16 +1,29 @@
 /**
  * Stale dispatch recovery (R3): rows left `DISPATCHING` past their lease (a relay crashed or
  * hung) are taken back. A timeout does not prove that nothing reached Kafka, so each row's
- * target is probed for a record carrying its event id first:
+ * target is probed for a record carrying its event id first, from the row's claim time on (the
+ * record cannot be older than the claim that sent it):
  *
- * - found → `PUBLISHED` with that receipt;
- * - not found → back to `PENDING` (conditional on the stale lease, so a row re-claimed in the
- *   meantime is left alone);
- * - probe error → left for the next round.
+ * - found → `PUBLISHED` with that receipt, conditional on the lease it judged (a row re-claimed
+ *   meanwhile is left alone);
+ * - not found → back to `PENDING`, conditional on the same lease;
+ * - probe error → left for a later round; once its lease expired more than `giveUpAfter` ago it
+ *   is requeued anyway, with the reason (a duplicate is possible; consumers dedupe by event id).
+ *
+ * The rules that make it converge (review H3, M9):
+ *
+ * - one recoverer at a time per outbox table: a round runs only under the store's recovery lease
+ *   (`OutboxStore.acquireRecoveryLease`), renewed before it settles anything, so two relays never
+ *   judge the same rows;
+ * - expiry is judged by the store's clock (the database's `now()`), never the host's;
+ * - rounds page through the expired leases (`OutboxStore.findStale` with a cursor) and start over
+ *   after the last page, so rows that cannot be probed never hide the others;
+ * - logs and metrics count the transitions that applied, not the ones attempted.
  *
  * Rows of one key are handled in creation order and, like in the relay, once a row of a key is
  * requeued or left, the later rows of that key are requeued or left too: a key's published rows
- * always form a prefix of its creation order (see `docs/ordering.md`).
+ * always form a prefix of its creation order (see `docs/ordering.md`). A page always holds all
+ * of a key's expired rows.
  *
  * A row whose explicit partition the topic does not have takes the unknown-partition path (R3.3)
  * behind the `unknownPartition` switch: `"sync"` grows the topic and requeues, `"fail"` moves it
@@ -18,11 +31,12 @@
  *
  * @since 0.1.0
  */
-import * as Clock from "effect/Clock"
+import { randomUUID } from "node:crypto"
 import * as Config from "effect/Config"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
@@ -31,7 +45,7 @@ import { BrokerAdmin } from "./BrokerAdmin.ts"
 import { BrokerProbe } from "./BrokerProbe.ts"
 import type { OutboxStoreError, ProbeError } from "./Errors.ts"
 import type { OutboxMessage, PublishReceipt } from "./OutboxMessage.ts"
-import { OutboxStore } from "./OutboxStore.ts"
+import { OutboxStore, type StaleCursor, type TransitionOutcome } from "./OutboxStore.ts"
 import * as PartitionLimit from "./PartitionLimit.ts"
 import type { UnknownPartitionPolicy } from "./Relay.ts"
 import * as Telemetry from "./Telemetry.ts"
@@ -42,13 +56,26 @@ import * as Transition from "./Transition.ts"
  * @category models
  */
 export interface Settings {
-  /** Stale rows handled per round. */
+  /** Stale rows judged per round (a page; a key's rows are never split, so a page may hold more). */
   readonly batchSize: number
   /** Time between rounds. */
   readonly interval: Duration.Duration
   readonly unknownPartition: UnknownPartitionPolicy
   /** `"sync"` never grows a topic past this partition (`OUTBOX_MAX_PARTITION`, default 1023, M4). */
   readonly maxPartition?: number
+  /**
+   * A row whose lease expired longer ago than this and whose probe still fails is requeued
+   * with the probe's error as its reason (a duplicate is possible), instead of waiting forever.
+   */
+  readonly giveUpAfter: Duration.Duration
+  /**
+   * How long the recovery lease lasts without renewal; it is renewed every round and while
+   * probing. A crashed recoverer's lease lapses after this, and another relay takes over.
+   * Default: 4 × `interval`, at least 10 s.
+   */
+  readonly leaseTtl?: Duration.Duration | undefined
+  /** The name this recoverer holds the lease under. Default: a fresh `stale-recovery-<uuid>`. */
+  readonly owner?: string | undefined
 }
 
 /**
@@ -58,11 +85,16 @@ export interface Settings {
 export const defaults: Settings = {
   batchSize: 100,
   interval: Duration.seconds(15),
-  unknownPartition: "fail"
+  unknownPartition: "fail",
+  giveUpAfter: Duration.minutes(5)
 }
 
+const leaseTtlMillis = (s: Settings): number =>
+  s.leaseTtl !== undefined ? Duration.toMillis(s.leaseTtl) : Math.max(4 * Duration.toMillis(s.interval), 10_000)
+
 /**
- * `OUTBOX_STALE_BATCH_SIZE`, `OUTBOX_STALE_INTERVAL`, `OUTBOX_RELAY_UNKNOWN_PARTITION`.
+ * `OUTBOX_STALE_BATCH_SIZE`, `OUTBOX_STALE_INTERVAL`, `OUTBOX_RELAY_UNKNOWN_PARTITION`,
+ * `OUTBOX_STALE_GIVE_UP_AFTER`, `OUTBOX_STALE_LEASE_TTL`.
  *
  * @since 0.1.0
  * @category config
@@ -73,7 +105,12 @@ export const config: Config.Config<Settings> = Config.all({
   unknownPartition: Config.Literals(["fail", "sync"], "OUTBOX_RELAY_UNKNOWN_PARTITION").pipe(
     Config.withDefault<UnknownPartitionPolicy>("fail")
   ),
-  maxPartition: PartitionLimit.config
+  maxPartition: PartitionLimit.config,
+  giveUpAfter: Config.Duration("OUTBOX_STALE_GIVE_UP_AFTER").pipe(Config.withDefault(defaults.giveUpAfter)),
+  leaseTtl: Config.Duration("OUTBOX_STALE_LEASE_TTL").pipe(
+    Config.option,
+    Config.map((ttl) => (Option.isSome(ttl) ? ttl.value : undefined))
+  )
 })
 
 /**
@@ -95,18 +132,40 @@ export const Hooks = Context.Reference<HooksShape>("@effect-outbox/core/StaleRec
 })
 
 /**
- * What one round did.
+ * What one round did. `found`, `requeued` and `failed` count transitions that applied; a row
+ * that moved meanwhile (re-claimed, settled by its relay) counts in `skipped`.
  *
  * @since 0.1.0
  * @category models
  */
 export interface RoundResult {
+  /** Expired leases judged this round. */
   readonly stale: number
   readonly found: number
+  /** Requeued, including `gaveUp`. */
   readonly requeued: number
+  /** Requeued because the probe kept failing past `giveUpAfter`. */
+  readonly gaveUp: number
   readonly failed: number
   readonly left: number
+  readonly skipped: number
+  /** Where the next round starts (absent: from the oldest lease). */
+  readonly next: StaleCursor | undefined
+  /** Another recoverer's name when it holds the lease: this round did nothing. */
+  readonly heldBy: string | undefined
 }
+
+const emptyRound = (next: StaleCursor | undefined, heldBy?: string): RoundResult => ({
+  stale: 0,
+  found: 0,
+  requeued: 0,
+  gaveUp: 0,
+  failed: 0,
+  left: 0,
+  skipped: 0,
+  next,
+  heldBy
+})
 
 type Verdict =
   | { readonly _tag: "found"; readonly receipt: PublishReceipt }
@@ -114,30 +173,84 @@ type Verdict =
   | { readonly _tag: "unknown_partition"; readonly reason: string; readonly retry: boolean }
   | { readonly _tag: "error"; readonly reason: string }
 
+const applied = (outcomes: ReadonlyArray<TransitionOutcome>) =>
+  outcomes.filter((outcome) => outcome.outcome === "applied").length
+
 /**
- * One round: find expired leases, probe, settle.
+ * One round: take the recovery lease, read a page of expired leases, probe, renew the lease,
+ * settle. `after` is the previous round's `next` (absent: from the oldest lease); when the page
+ * after it is empty the round starts over from the oldest lease. The lease is kept (renewed
+ * each round) until {@link release} or its TTL lapses.
  *
  * @since 0.1.0
  * @category recovery
  */
 export const runOnce = (
-  settings: Partial<Settings> = {}
+  settings: Partial<Settings> = {},
+  options: {
+    readonly after?: StaleCursor | undefined
+    /** After the last page, start over from the oldest lease in the same round (default `true`). */
+    readonly startOver?: boolean | undefined
+  } = {}
+): Effect.Effect<RoundResult, OutboxStoreError, OutboxStore | BrokerProbe> =>
+  settings.owner !== undefined
+    ? round({ ...defaults, ...settings }, settings.owner, options.after, options.startOver ?? true)
+    : // A one-off round (the CLI, a test): its own name, and the lease given back at the end.
+      Effect.suspend(() => {
+        const owner = freshOwner()
+        return round({ ...defaults, ...settings }, owner, options.after, options.startOver ?? true).pipe(Effect.ensuring(release(owner)))
+      })
+
+/**
+ * Gives the recovery lease up, if `owner` holds it (errors are logged: the lease lapses anyway).
+ *
+ * @since 0.1.0
+ * @category recovery
+ */
+export const release = (owner: string): Effect.Effect<void, never, OutboxStore> =>
+  OutboxStore.use((store) => store.releaseRecoveryLease(owner)).pipe(
+    Effect.catch((error) => Effect.logWarning(`outbox stale recovery: could not release its lease: ${error.message}`))
+  )
+
+const round = (
+  s: Settings,
+  owner: string,
+  after: StaleCursor | undefined,
+  startOver: boolean
 ): Effect.Effect<RoundResult, OutboxStoreError, OutboxStore | BrokerProbe> =>
   Effect.gen(function* () {
-    const s: Settings = { ...defaults, ...settings }
     const store = yield* OutboxStore
     const hooks = yield* Hooks
-    const now = yield* Clock.currentTimeMillis
-    const stale = [...(yield* store.findStale(now, s.batchSize))].sort((a, b) => a.seq - b.seq)
-    if (stale.length === 0) return { stale: 0, found: 0, requeued: 0, failed: 0, left: 0 }
+    const ttlMillis = leaseTtlMillis(s)
+    const lease = yield* store.acquireRecoveryLease({ owner, ttlMillis })
+    if (!lease.acquired) {
+      yield* Effect.logDebug(`outbox stale recovery: ${lease.owner} holds the recovery lease; skipping this round`)
+      return emptyRound(after, lease.owner)
+    }
+    let page = yield* store.findStale({ limit: s.batchSize, after })
+    if (page.rows.length === 0 && after !== undefined && startOver) page = yield* store.findStale({ limit: s.batchSize })
+    const stale = [...page.rows].sort((a, b) => a.seq - b.seq)
+    if (stale.length === 0) return emptyRound(page.next)
 
-    const verdicts = yield* Effect.forEach(stale, (row) => judge(row, s), { concurrency: 8 })
+    // Probes may take long (30 s each by default): keep the lease alive meanwhile.
+    const heartbeat = yield* Effect.forkChild(
+      store.acquireRecoveryLease({ owner, ttlMillis }).pipe(
+        Effect.ignore,
+        Effect.delay(Duration.millis(Math.max(1, Math.floor(ttlMillis / 3)))),
+        Effect.forever
+      )
+    )
+    const verdicts = yield* Effect.forEach(stale, (row) => judge(row, s), { concurrency: 8 }).pipe(
+      Effect.ensuring(Fiber.interrupt(heartbeat))
+    )
     yield* hooks.afterProbe(stale)
 
-    const published: Array<Transition.Published> = []
-    const requeue: Array<{ id: OutboxMessage["id"]; staleOwner: string }> = []
+    const giveUpMillis = Duration.toMillis(s.giveUpAfter)
+    const published: Array<Transition.FoundStale> = []
+    const requeue: Array<{ id: OutboxMessage["id"]; staleOwner: string; reason?: string }> = []
     const failed: Array<{ id: OutboxMessage["id"]; owner: string; reason: string }> = []
     let left = 0
+    let gaveUpAttempted = 0
     // Per key, the first row that is not found decides the fate of the later ones.
     const blocked = new Map<string, "requeue" | "leave">()
     stale.forEach((row, i) => {
@@ -154,7 +267,7 @@ export const runOnce = (
       }
       switch (verdict._tag) {
         case "found":
-          published.push({ id: row.id, receipt: verdict.receipt })
+          published.push({ id: row.id, receipt: verdict.receipt, staleOwner })
           return
         case "absent":
           requeue.push({ id: row.id, staleOwner })
@@ -169,35 +282,75 @@ export const runOnce = (
             // The failed row no longer blocks its key; the later rows are probed on their own.
           }
           return
-        case "error":
+        case "error": {
+          const expiredFor = page.now - (row.leaseExpiresAt ?? page.now)
+          if (expiredFor > giveUpMillis) {
+            gaveUpAttempted++
+            requeue.push({
+              id: row.id,
+              staleOwner,
+              reason:
+                `lease of ${staleOwner} expired ${Math.round(expiredFor / 1000)} s ago and the broker could not be ` +
+                `probed (${verdict.reason}); requeued without a verdict, a duplicate is possible`
+            })
+            if (row.key !== null) blocked.set(row.key, "requeue")
+            return
+          }
           left++
           if (row.key !== null) blocked.set(row.key, "leave")
           return
+        }
       }
     })
 
-    if (published.length > 0) yield* Transition.markPublished(published)
-    if (requeue.length > 0) yield* Transition.requeueStale(requeue)
-    if (failed.length > 0) yield* Transition.failDispatching(failed)
+    // Probing may outlast the lease: settle only while still the one recoverer.
+    const renewed = yield* store.acquireRecoveryLease({ owner, ttlMillis })
+    if (!renewed.acquired) {
+      yield* Effect.logWarning(
+        `outbox stale recovery: lost the recovery lease to ${renewed.owner} while probing; ` +
+          `${stale.length} rows left to it (raise OUTBOX_STALE_LEASE_TTL if rounds take this long)`
+      )
+      return { ...emptyRound(after, renewed.owner), stale: stale.length, left: stale.length }
+    }
+
+    const found = published.length > 0 ? applied(yield* Transition.markFoundStale(published)) : 0
+    const requeueOutcomes = requeue.length > 0 ? yield* Transition.requeueStale(requeue) : []
+    const requeued = applied(requeueOutcomes)
+    const gaveUp = requeueOutcomes.filter((o, i) => o.outcome === "applied" && requeue[i]!.reason !== undefined).length
+    const failedCount = failed.length > 0 ? applied(yield* Transition.failDispatching(failed)) : 0
+    const skipped = published.length + requeue.length + failed.length - found - requeued - failedCount
 
     const count = (result: string, n: number) =>
       n === 0 ? Effect.void : Metric.update(Metric.withAttributes(Telemetry.staleRecovered, { result }), n)
-    yield* count("found", published.length)
-    yield* count("requeued", requeue.length)
-    yield* count("failed", failed.length)
+    yield* count("found", found)
+    yield* count("requeued", requeued - gaveUp)
+    yield* count("gave_up", gaveUp)
+    yield* count("failed", failedCount)
     yield* count("probe_error", left)
     yield* Effect.logInfo(
-      `outbox stale recovery: ${stale.length} expired leases, ${published.length} found on the broker, ` +
-        `${requeue.length} requeued, ${failed.length} failed, ${left} left for the next round`
+      `outbox stale recovery: ${stale.length} expired leases, ${found} found on the broker, ` +
+        `${requeued} requeued (${gaveUp} without a verdict after ${gaveUpAttempted} probe give-ups), ` +
+        `${failedCount} failed, ${left} left for a later round, ${skipped} moved meanwhile`
+    ).pipe(
+      Effect.annotateLogs({
+        "outbox.stale.found": found,
+        "outbox.stale.requeued": requeued,
+        "outbox.stale.failed": failedCount,
+        "outbox.stale.left": left,
+        "outbox.stale.skipped": skipped
+      })
     )
-    return { stale: stale.length, found: published.length, requeued: requeue.length, failed: failed.length, left }
+    return { stale: stale.length, found, requeued, gaveUp, failed: failedCount, left, skipped, next: page.next, heldBy: undefined }
   }).pipe(Effect.withSpan(Telemetry.spans.staleRecovery))
+
+const freshOwner = () => `stale-recovery-${randomUUID()}`
 
 const judge = (row: OutboxMessage, s: Settings): Effect.Effect<Verdict, never, BrokerProbe> =>
   Effect.gen(function* () {
     const probe = yield* BrokerProbe
     const found = yield* probe
-      .find({ topic: row.topic, partition: row.partition, eventId: row.id, since: row.createdAt })
+      // A DISPATCHING row was last written by its claim: `updatedAt` is the claim time.
+      .find({ topic: row.topic, partition: row.partition, eventId: row.id, since: Math.max(row.createdAt, row.updatedAt) })
       .pipe(
         Effect.map(
           (receipt): Verdict =>
@@ -227,19 +380,30 @@ const judge = (row: OutboxMessage, s: Settings): Effect.Effect<Verdict, never, B
   })
 
 /**
- * Runs a round every `interval`, forever. Errors of a round are logged; the next round retries.
+ * Runs a round every `interval`, forever, paging through the expired leases under one recovery
+ * lease (renewed each round, given back when interrupted). Errors of a round are logged; the
+ * next round retries.
  *
  * @since 0.1.0
  * @category recovery
  */
-export const run = (settings: Partial<Settings> = {}): Effect.Effect<never, never, OutboxStore | BrokerProbe> => {
-  const s: Settings = { ...defaults, ...settings }
-  return runOnce(s).pipe(
-    Effect.catch((error) => Effect.logWarning(`outbox stale recovery round failed: ${error.message}`)),
-    Effect.andThen(Effect.sleep(s.interval)),
-    Effect.forever
-  )
-}
+export const run = (settings: Partial<Settings> = {}): Effect.Effect<never, never, OutboxStore | BrokerProbe> =>
+  Effect.suspend(() => {
+    const s: Settings = { ...defaults, ...settings }
+    const owner = s.owner ?? freshOwner()
+    let after: StaleCursor | undefined
+    return Effect.suspend(() => round(s, owner, after, true)).pipe(
+      Effect.tap((result) =>
+        Effect.sync(() => {
+          after = result.next
+        })
+      ),
+      Effect.catch((error) => Effect.logWarning(`outbox stale recovery round failed: ${error.message}`)),
+      Effect.andThen(Effect.sleep(s.interval)),
+      Effect.forever,
+      Effect.ensuring(release(owner))
+    )
+  })
 
 /**
  * Starts {@link run} in the current scope.

@@ -303,7 +303,7 @@ export const release = (
  * @category transitions
  */
 export const requeueStale = (
-  items: ReadonlyArray<{ readonly id: EventId; readonly staleOwner: string }>
+  items: ReadonlyArray<{ readonly id: EventId; readonly staleOwner: string; readonly reason?: string | undefined }>
 ): Effect.Effect<ReadonlyArray<TransitionOutcome>, OutboxStoreError, OutboxStore> =>
   applyKnown(
     items.map((item) => ({
@@ -311,8 +311,35 @@ export const requeueStale = (
       from: ["DISPATCHING"],
       to: "PENDING",
       leaseOwner: item.staleOwner,
-      patch: { lease: null, lastError: `lease of ${item.staleOwner} expired; no broker record found` }
+      patch: { lease: null, lastError: item.reason ?? `lease of ${item.staleOwner} expired; no broker record found` }
     }))
+  )
+
+/**
+ * A stale row the probe found on the broker.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface FoundStale extends Published {
+  /** The expired lease the recovery judged. */
+  readonly staleOwner: string
+}
+
+/**
+ * Stale recovery found the record on the broker: `DISPATCHING → PUBLISHED` with its receipt,
+ * conditional on the lease it judged still holding the row (a row requeued and re-claimed
+ * meanwhile is another dispatch, left to its relay). Rows already advanced beyond `PUBLISHED`
+ * get the receipt recorded (R2.6).
+ *
+ * @since 0.1.0
+ * @category transitions
+ */
+export const markFoundStale = (
+  items: ReadonlyArray<FoundStale>
+): Effect.Effect<ReadonlyArray<TransitionOutcome>, OutboxStoreError, OutboxStore> =>
+  Effect.flatMap(Clock.currentTimeMillis, (now) =>
+    applyKnown(items.map((item) => ({ ...publishedMove(item, now), leaseOwner: item.staleOwner })))
   )
 
 /**

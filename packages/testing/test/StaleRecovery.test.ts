@@ -1,4 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
+import { BrokerProbe, type ProbeRequest } from "@effect-outbox/core/BrokerProbe"
+import { ProbeError } from "@effect-outbox/core/Errors"
 import * as Outbox from "@effect-outbox/core/Outbox"
 import { OutboxStore } from "@effect-outbox/core/OutboxStore"
 import { Publisher } from "@effect-outbox/core/Publisher"
@@ -9,6 +11,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
+import * as Option from "effect/Option"
 import * as TestClock from "effect/testing/TestClock"
 import { draft, makeWorld, row } from "./support/outboxEnv.ts"
 
@@ -32,6 +35,23 @@ const crashAt = (point: Relay.CrashPoint) =>
     assert.isTrue(Exit.hasInterrupts(exit))
   })
 
+// The world's probe, seen through a spy; `fails(request)` turns chosen probes into errors.
+const spyProbe = (fails: (request: ProbeRequest) => boolean = () => false) =>
+  Effect.gen(function* () {
+    const inner = yield* BrokerProbe
+    const seen: Array<ProbeRequest> = []
+    const probe = BrokerProbe.of({
+      find: (request) =>
+        Effect.suspend(() => {
+          seen.push(request)
+          return fails(request)
+            ? Effect.fail(new ProbeError({ topic: request.topic, reason: "scan budget exhausted" }))
+            : inner.find(request)
+        })
+    })
+    return { seen, provide: Effect.provideService(BrokerProbe, probe) }
+  })
+
 describe("StaleRecovery (R3)", () => {
   it.effect("leaves leases that have not expired alone", () =>
     inWorld((world) =>
@@ -52,7 +72,11 @@ describe("StaleRecovery (R3)", () => {
         yield* crashAt("afterPublish")
         yield* TestClock.adjust("31 seconds")
         const result = yield* StaleRecovery.runOnce()
-        assert.deepStrictEqual(result, { stale: 1, found: 1, requeued: 0, failed: 0, left: 0 })
+        const { failed, found, left, requeued, stale } = result
+        assert.deepStrictEqual(
+          { stale, found, requeued, failed, left },
+          { stale: 1, found: 1, requeued: 0, failed: 0, left: 0 }
+        )
         const stored = yield* row(world.database, id)
         assert.strictEqual(stored.status, "PUBLISHED")
         const [record] = yield* world.broker.control.records("orders")
@@ -194,6 +218,175 @@ describe("StaleRecovery (R3)", () => {
         yield* TestClock.adjust("40 seconds")
         assert.strictEqual((yield* row(world.database, id)).status, "PUBLISHED")
         yield* Fiber.interrupt(fiber)
+      })
+    )
+  )
+  it.effect("the probe window starts at the claim time, not at the row's creation (H3)", () =>
+    inWorld(() =>
+      Effect.gen(function* () {
+        yield* Outbox.enqueue(draft("a", 1))
+        // The row waited three days (a backlog, an operator's requeue) before its claim.
+        yield* TestClock.adjust("3 days")
+        const claimedAt = yield* Effect.clockWith((clock) => clock.currentTimeMillis)
+        yield* crashAt("afterPublish")
+        yield* TestClock.adjust("31 seconds")
+        const spy = yield* spyProbe()
+        const result = yield* StaleRecovery.runOnce().pipe(spy.provide)
+        assert.strictEqual(result.found, 1)
+        assert.deepStrictEqual(
+          spy.seen.map((r) => r.since),
+          [claimedAt]
+        )
+      })
+    )
+  )
+
+  it.effect("rows that cannot be probed do not hide the others: rounds page past them (H3)", () =>
+    inWorld((world) =>
+      Effect.gen(function* () {
+        // Two rows whose probe always fails, then two that can be judged, one lease each... all
+        // in one claim here, in seq order; pages of two.
+        const [bad1, bad2, good1, good2] = yield* Outbox.enqueue([
+          draft("x", 1, { topic: "legacy" }),
+          draft("y", 1, { topic: "legacy" }),
+          draft("a", 1),
+          draft("b", 1)
+        ])
+        yield* crashAt("afterClaim")
+        yield* TestClock.adjust("31 seconds")
+        const spy = yield* spyProbe((r) => r.topic === "legacy")
+        const first = yield* StaleRecovery.runOnce({ batchSize: 2, owner: "r" }).pipe(spy.provide)
+        assert.strictEqual(first.left, 2)
+        assert.isDefined(first.next)
+        const second = yield* StaleRecovery.runOnce({ batchSize: 2, owner: "r" }, { after: first.next }).pipe(
+          spy.provide
+        )
+        assert.strictEqual(second.requeued, 2)
+        assert.strictEqual((yield* row(world.database, good1!)).status, "PENDING")
+        assert.strictEqual((yield* row(world.database, good2!)).status, "PENDING")
+        assert.strictEqual((yield* row(world.database, bad1!)).status, "DISPATCHING")
+        assert.strictEqual((yield* row(world.database, bad2!)).status, "DISPATCHING")
+        // After the last page the next round starts over from the oldest lease.
+        const third = yield* StaleRecovery.runOnce({ batchSize: 2, owner: "r" }, { after: second.next }).pipe(
+          spy.provide
+        )
+        assert.strictEqual(third.left, 2)
+      })
+    )
+  )
+
+  it.effect("a row that still cannot be probed after giveUpAfter is requeued with the reason (H3)", () =>
+    inWorld((world) =>
+      Effect.gen(function* () {
+        const [a1, a2] = yield* Outbox.enqueue([draft("a", 1), draft("a", 2)])
+        yield* crashAt("afterClaim")
+        yield* TestClock.adjust("31 seconds")
+        const spy = yield* spyProbe(() => true)
+        const early = yield* StaleRecovery.runOnce({ giveUpAfter: Duration.minutes(5) }).pipe(spy.provide)
+        assert.strictEqual(early.left, 2)
+        yield* TestClock.adjust("5 minutes")
+        const late = yield* StaleRecovery.runOnce({ giveUpAfter: Duration.minutes(5) }).pipe(spy.provide)
+        assert.strictEqual(late.requeued, 2)
+        assert.strictEqual(late.gaveUp, 1) // a2 follows a1 to keep the key's order
+        const head = yield* row(world.database, a1!)
+        assert.strictEqual(head.status, "PENDING")
+        assert.include(head.lastError!, "could not be probed")
+        assert.include(head.lastError!, "scan budget exhausted")
+        assert.strictEqual((yield* row(world.database, a2!)).status, "PENDING")
+      })
+    )
+  )
+
+  it.effect("one recoverer at a time: while one holds the recovery lease, another's round changes nothing", () =>
+    inWorld((world) =>
+      Effect.gen(function* () {
+        const id = yield* Outbox.enqueue(draft("a", 1))
+        yield* crashAt("afterPublish")
+        yield* TestClock.adjust("31 seconds")
+        const store = yield* OutboxStore
+        assert.isTrue((yield* store.acquireRecoveryLease({ owner: "relay-1", ttlMillis: 120_000 })).acquired)
+        const other = yield* StaleRecovery.runOnce({ owner: "relay-2" })
+        assert.strictEqual(other.heldBy, "relay-1")
+        assert.strictEqual(other.stale, 0)
+        assert.strictEqual((yield* row(world.database, id)).status, "DISPATCHING")
+        // A one-off round (the CLI) waits its turn too, and leaves the holder's lease alone.
+        assert.strictEqual((yield* StaleRecovery.runOnce()).heldBy, "relay-1")
+        // The holder's lease lapses (it crashed): the other takes over.
+        yield* TestClock.adjust("2 minutes")
+        const next = yield* StaleRecovery.runOnce({ owner: "relay-2" })
+        assert.strictEqual(next.found, 1)
+        assert.strictEqual((yield* row(world.database, id)).status, "PUBLISHED")
+      })
+    )
+  )
+
+  it.effect("a lease lost while probing: nothing is settled", () =>
+    inWorld((world) =>
+      Effect.gen(function* () {
+        const id = yield* Outbox.enqueue(draft("a", 1))
+        yield* crashAt("afterPublish")
+        yield* TestClock.adjust("31 seconds")
+        const store = yield* OutboxStore
+        const hooks: StaleRecovery.HooksShape = {
+          // The round outlasts its lease and another recoverer takes it over.
+          afterProbe: () =>
+            Effect.gen(function* () {
+              yield* TestClock.adjust("3 minutes")
+              yield* store.acquireRecoveryLease({ owner: "usurper", ttlMillis: 120_000 })
+            }).pipe(Effect.orDie)
+        }
+        const result = yield* StaleRecovery.runOnce({ owner: "slow" }).pipe(
+          Effect.provideService(StaleRecovery.Hooks, hooks)
+        )
+        assert.strictEqual(result.heldBy, "usurper")
+        assert.strictEqual(result.found, 0)
+        assert.strictEqual((yield* row(world.database, id)).status, "DISPATCHING")
+      })
+    )
+  )
+
+  it.effect("a found mark checks the lease it judged; counts report what applied, not what was tried", () =>
+    inWorld((world) =>
+      Effect.gen(function* () {
+        const id = yield* Outbox.enqueue(draft("a", 1))
+        yield* crashAt("afterPublish")
+        yield* TestClock.adjust("31 seconds")
+        const store = yield* OutboxStore
+        const hooks: StaleRecovery.HooksShape = {
+          // Between probe and settle, the row is requeued and re-claimed: a new dispatch.
+          afterProbe: () =>
+            Effect.gen(function* () {
+              yield* Transition.requeueStale([{ id, staleOwner: "crashed#1" }])
+              yield* Transition.claim({ owner: "other", limit: 1, maxPerKey: 1, leaseMillis: 30_000 })
+            }).pipe(Effect.orDie, Effect.provideService(OutboxStore, store))
+        }
+        const result = yield* StaleRecovery.runOnce().pipe(Effect.provideService(StaleRecovery.Hooks, hooks))
+        assert.strictEqual(result.found, 0)
+        assert.strictEqual(result.skipped, 1)
+        const stored = yield* row(world.database, id)
+        assert.strictEqual(stored.status, "DISPATCHING")
+        assert.strictEqual(stored.leaseOwner, "other")
+      })
+    )
+  )
+
+  it.effect("rounds of `run` page on from where the last one ended", () =>
+    inWorld((world) =>
+      Effect.gen(function* () {
+        const ids = yield* Outbox.enqueue([draft("x", 1, { topic: "legacy" }), draft("a", 1), draft("b", 1)])
+        yield* crashAt("afterClaim")
+        const spy = yield* spyProbe((r) => r.topic === "legacy")
+        const fiber = yield* Effect.forkChild(
+          StaleRecovery.run({ interval: Duration.seconds(10), batchSize: 1 }).pipe(spy.provide)
+        )
+        yield* TestClock.adjust("60 seconds")
+        assert.strictEqual((yield* row(world.database, ids[0]!)).status, "DISPATCHING")
+        assert.strictEqual((yield* row(world.database, ids[1]!)).status, "PENDING")
+        assert.strictEqual((yield* row(world.database, ids[2]!)).status, "PENDING")
+        yield* Fiber.interrupt(fiber)
+        // Interrupted, it gave its lease back: another recoverer may start at once.
+        const store = yield* OutboxStore
+        assert.isTrue((yield* store.acquireRecoveryLease({ owner: "next", ttlMillis: 1_000 })).acquired)
       })
     )
   )

@@ -6,11 +6,48 @@
 import { OutboxStoreError } from "@effect-outbox/core/Errors"
 import type { OutboxStatus } from "@effect-outbox/core/Lifecycle"
 import type { OutboxMessage } from "@effect-outbox/core/OutboxMessage"
-import type { OutboxStats, OutboxStore, TransitionOutcome } from "@effect-outbox/core/OutboxStore"
+import type {
+  OutboxStats,
+  OutboxStore,
+  StalePage,
+  StaleRequest,
+  TransitionOutcome
+} from "@effect-outbox/core/OutboxStore"
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import type { Engine } from "./memoryEngine.ts"
 import * as Store from "./memoryStore.ts"
 import { applyTransition, claimed, selectClaimable } from "./outboxRules.ts"
+
+const byLease = (a: OutboxMessage, b: OutboxMessage) => a.leaseExpiresAt! - b.leaseExpiresAt! || a.seq - b.seq
+
+/** The page of `OutboxStore.findStale`: see `StaleRequest`. */
+const stalePage = (rows: ReadonlyArray<OutboxMessage>, request: StaleRequest, now: number): StalePage => {
+  const expired = rows
+    .filter((row) => row.status === "DISPATCHING" && row.leaseExpiresAt !== null && row.leaseExpiresAt < now)
+    .sort(byLease)
+  const after = request.after
+  const limit = Math.max(0, request.limit)
+  const page = expired
+    .filter(
+      (row) =>
+        after === undefined ||
+        row.leaseExpiresAt! > after.leaseExpiresAt ||
+        (row.leaseExpiresAt === after.leaseExpiresAt && row.seq > after.seq)
+    )
+    .slice(0, limit)
+  const inPage = new Set(page.map((row) => row.id))
+  const keys = new Set(page.flatMap((row) => (row.key === null ? [] : [row.key])))
+  const sameKeys = expired.filter((row) => row.key !== null && keys.has(row.key) && !inPage.has(row.id))
+  const last = page[page.length - 1]
+  return {
+    rows: [...page, ...sameKeys].sort(byLease),
+    now,
+    next:
+      last !== undefined && page.length >= limit ? { leaseExpiresAt: last.leaseExpiresAt!, seq: last.seq } : undefined
+  }
+}
 
 export const make = (engine: Engine): OutboxStore["Service"] => {
   const { call, read, store } = engine
@@ -121,13 +158,26 @@ export const make = (engine: Engine): OutboxStore["Service"] => {
         }
       ),
 
-    findStale: (now, limit) =>
-      read("outbox.findStale", (tx) =>
-        Store.visibleRows(store, tx)
-          .filter((row) => row.status === "DISPATCHING" && row.leaseExpiresAt !== null && row.leaseExpiresAt < now)
-          .sort((a, b) => a.leaseExpiresAt! - b.leaseExpiresAt! || a.seq - b.seq)
-          .slice(0, Math.max(0, limit))
+    // The memory store's clock is the Effect `Clock` (the `TestClock` in tests).
+    findStale: (request) =>
+      Effect.flatMap(request.now === undefined ? Clock.currentTimeMillis : Effect.succeed(request.now), (now) =>
+        read("outbox.findStale", (tx) => stalePage(Store.visibleRows(store, tx), request, now))
       ),
+
+    acquireRecoveryLease: ({ owner, ttlMillis }) =>
+      Effect.map(Clock.currentTimeMillis, (now) => {
+        const held = store.recoveryLease
+        if (held !== undefined && held.owner !== owner && held.expiresAt > now) {
+          return { acquired: false, owner: held.owner, expiresAt: held.expiresAt }
+        }
+        store.recoveryLease = { owner, expiresAt: now + ttlMillis }
+        return { acquired: true, owner, expiresAt: now + ttlMillis }
+      }),
+
+    releaseRecoveryLease: (owner) =>
+      Effect.sync(() => {
+        if (store.recoveryLease?.owner === owner) store.recoveryLease = undefined
+      }),
 
     get: (id) => read("outbox.get", (tx) => Option.fromUndefinedOr(Store.readRow(store, tx, id))),
 

@@ -58,6 +58,8 @@ export interface Store {
   readonly history: Array<StatusChange>
   /** Resource name → the open transaction holding it. */
   readonly locks: Map<string, Transaction>
+  /** The stale-recovery lease (applied at once, outside transactions). */
+  recoveryLease: { owner: string; expiresAt: number } | undefined
   nextSeq: number
   commits: number
   rollbacks: number
@@ -69,6 +71,7 @@ export const makeStore = (): Store => ({
   assignments: new Map(),
   history: [],
   locks: new Map(),
+  recoveryLease: undefined,
   nextSeq: 1,
   commits: 0,
   rollbacks: 0
