@@ -38,7 +38,8 @@ import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import type Kafkajs from "kafkajs"
 import { KafkaClient } from "./KafkaClient.ts"
-import { describe, toConsumerError } from "./KafkaErrors.ts"
+import { describe, rootCause, toConsumerError } from "./KafkaErrors.ts"
+import { brokerCall, retrying } from "./KafkaRetry.ts"
 
 /**
  * @since 0.1.0
@@ -85,6 +86,20 @@ interface Handoff {
 const isRebalancing = (error: unknown): boolean => {
   const type = (error as { readonly type?: unknown } | null)?.type
   return type === "REBALANCE_IN_PROGRESS" || type === "NOT_COORDINATOR_FOR_GROUP" || type === "ILLEGAL_GENERATION"
+}
+
+/**
+ * A coordinator that is loading or moved (a fresh broker, a coordinator failover) accepts the
+ * same commit a moment later. Membership errors need a rejoin first, which happens only after
+ * the batch is released: they are the caller's to handle, not retried here.
+ */
+const isCoordinatorMoving = (error: unknown): boolean => {
+  const type = rootCause(error).type
+  return (
+    type === "NOT_COORDINATOR_FOR_GROUP" ||
+    type === "GROUP_COORDINATOR_NOT_AVAILABLE" ||
+    type === "GROUP_LOAD_IN_PROGRESS"
+  )
 }
 
 const headersOf = (headers: Kafkajs.IHeaders | undefined): Record<string, string> => {
@@ -193,66 +208,65 @@ export const subscribe = (
     }
 
     yield* Effect.acquireRelease(
-      Effect.tryPromise({
-        try: async () => {
-          try {
-            await consumer.connect()
-            await consumer.subscribe({ topics: [...request.topics], fromBeginning: request.fromBeginning ?? false })
-            await consumer.run({
-              autoCommit: false,
-              eachBatchAutoResolve: false,
-              partitionsConsumedConcurrently: 1,
-              eachBatch: async ({ batch, resolveOffset, heartbeat, isRunning, isStale }) => {
-                if (closed || !isRunning() || isStale() || batch.messages.length === 0) return
-                let settle!: (outcome: Outcome) => void
-                const done = new Promise<Outcome>((resolve) => {
-                  settle = resolve
-                })
-                const handoff: Handoff = {
-                  batch: {
-                    topic: batch.topic,
-                    partition: batch.partition,
-                    records: batch.messages.map((m) => toConsumerRecord(batch.topic, batch.partition, m))
-                  },
-                  lastOffset: BigInt(batch.lastOffset()),
-                  settle,
-                  withdrawn: false
-                }
-                tails.set(`${batch.topic}\u0000${batch.partition}`, {
-                  records: BigInt(batch.messages[batch.messages.length - 1]!.offset) + 1n,
-                  offsets: handoff.lastOffset + 1n
-                })
-                outstanding.add(handoff)
-                Queue.offerUnsafe(queue, handoff)
-                // Keep the membership alive while the stream works on the batch. A heartbeat that
-                // reports a rebalance is not fatal: the member rejoins once this callback returns.
-                // A batch the stream has not taken yet is withdrawn at once (redelivered later),
-                // so the member rejoins promptly; one it took is waited for.
-                const timer = setInterval(() => {
-                  heartbeat().catch((error) => {
-                    if (isRebalancing(error) && current !== handoff && !handoff.withdrawn) {
-                      handoff.withdrawn = true
-                      settle("abandoned")
-                    }
-                  })
-                }, heartbeatInterval)
-                try {
-                  const outcome = await done
-                  if (outcome === "finished" && !closed) resolveOffset(batch.lastOffset())
-                } finally {
-                  clearInterval(timer)
-                  outstanding.delete(handoff)
-                }
+      // Connecting, subscribing and starting are retried (KafkaRetry) while the broker is
+      // unreachable or starting; a failed start disconnects first, so the next one starts clean.
+      brokerCall("consumer.subscribe", async () => {
+        try {
+          await consumer.connect()
+          await consumer.subscribe({ topics: [...request.topics], fromBeginning: request.fromBeginning ?? false })
+          await consumer.run({
+            autoCommit: false,
+            eachBatchAutoResolve: false,
+            partitionsConsumedConcurrently: 1,
+            eachBatch: async ({ batch, resolveOffset, heartbeat, isRunning, isStale }) => {
+              if (closed || !isRunning() || isStale() || batch.messages.length === 0) return
+              let settle!: (outcome: Outcome) => void
+              const done = new Promise<Outcome>((resolve) => {
+                settle = resolve
+              })
+              const handoff: Handoff = {
+                batch: {
+                  topic: batch.topic,
+                  partition: batch.partition,
+                  records: batch.messages.map((m) => toConsumerRecord(batch.topic, batch.partition, m))
+                },
+                lastOffset: BigInt(batch.lastOffset()),
+                settle,
+                withdrawn: false
               }
-            })
-          } catch (error) {
-            // The release below only runs after a successful acquire: clean up a half-started one.
-            await consumer.disconnect().catch(() => undefined)
-            throw error
-          }
-        },
-        catch: (error) => toConsumerError("subscribe", error)
-      }),
+              tails.set(`${batch.topic}\u0000${batch.partition}`, {
+                records: BigInt(batch.messages[batch.messages.length - 1]!.offset) + 1n,
+                offsets: handoff.lastOffset + 1n
+              })
+              outstanding.add(handoff)
+              Queue.offerUnsafe(queue, handoff)
+              // Keep the membership alive while the stream works on the batch. A heartbeat that
+              // reports a rebalance is not fatal: the member rejoins once this callback returns.
+              // A batch the stream has not taken yet is withdrawn at once (redelivered later),
+              // so the member rejoins promptly; one it took is waited for.
+              const timer = setInterval(() => {
+                heartbeat().catch((error) => {
+                  if (isRebalancing(error) && current !== handoff && !handoff.withdrawn) {
+                    handoff.withdrawn = true
+                    settle("abandoned")
+                  }
+                })
+              }, heartbeatInterval)
+              try {
+                const outcome = await done
+                if (outcome === "finished" && !closed) resolveOffset(batch.lastOffset())
+              } finally {
+                clearInterval(timer)
+                outstanding.delete(handoff)
+              }
+            }
+          })
+        } catch (error) {
+          // The release below only runs after a successful acquire: clean up a half-started one.
+          await consumer.disconnect().catch(() => undefined)
+          throw error
+        }
+      }).pipe(Effect.mapError((error) => toConsumerError("subscribe", error))),
       () =>
         Effect.promise(async () => {
           closed = true
@@ -324,8 +338,11 @@ export const subscribe = (
         yield* Effect.tryPromise({
           try: () =>
             consumer.commitOffsets(owned.map((o) => ({ topic: o.topic, partition: o.partition, offset: o.offset }))),
-          catch: (error) => toConsumerError("commit", error)
+          catch: (error) => error
         }).pipe(
+          retrying("commit", { isRetriable: isCoordinatorMoving }),
+          Effect.mapError((error) => toConsumerError("commit", error)),
+          // The timeout bounds the retries too.
           Effect.timeoutOrElse({
             duration: commitTimeout,
             orElse: () =>

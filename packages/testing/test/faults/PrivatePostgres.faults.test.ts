@@ -15,7 +15,9 @@ const port = Number(process.env.FAULTS_PG_PORT ?? 55432)
 const pg = Support.privatePostgres({ port, state: mkdtempSync(join(tmpdir(), "effect-outbox-pg-")) })
 
 const psql = (sql: string): string =>
-  execFileSync("psql", [pg.url, "-Atc", sql], { stdio: ["ignore", "pipe", "ignore"] }).toString().trim()
+  execFileSync("psql", [pg.url, "-Atc", sql], { stdio: ["ignore", "pipe", "ignore"] })
+    .toString()
+    .trim()
 
 describe("private PostgreSQL", () => {
   afterAll(() => pg.down())

@@ -353,8 +353,7 @@ export const privateBroker = (options: {
     EFFECT_OUTBOX_STATE: options.state
   }
   const services = join(repoRoot, "scripts", "services")
-  // `scripts/services down` signals the pid it recorded, which is the subshell that launched the
-  // JVM, not the JVM itself; so the JVM (found by its config path) is stopped here as well.
+  // The broker JVMs of this state directory (by their config path on the command line).
   const jvmPids = (): Array<number> =>
     readdirSync("/proc")
       .filter((d) => /^\d+$/.test(d))
@@ -368,13 +367,12 @@ export const privateBroker = (options: {
           return []
         }
       })
+  // `scripts/services down` stops the JVM itself and waits until its port is closed; a JVM still
+  // running afterwards would be a bug in the script, so it fails the test instead of being killed.
   const down = async () => {
-    await run("bash", [services, "down"], env).catch(() => "")
-    for (const pid of jvmPids()) process.kill(pid, "SIGTERM")
-    const deadline = Date.now() + 30_000
-    while (jvmPids().length > 0 && Date.now() < deadline) await sleep(200)
-    for (const pid of jvmPids()) process.kill(pid, "SIGKILL")
-    while (jvmPids().length > 0) await sleep(100)
+    await run("bash", [services, "down"], env)
+    const left = jvmPids()
+    if (left.length > 0) throw new Error(`scripts/services down left broker JVMs running: ${left.join(", ")}`)
   }
   return {
     brokers: [`127.0.0.1:${options.port}`],
