@@ -39,7 +39,7 @@ import * as Stream from "effect/Stream"
 import type Kafkajs from "kafkajs"
 import { KafkaClient } from "./KafkaClient.ts"
 import { describe, rootCause, toConsumerError } from "./KafkaErrors.ts"
-import { brokerCall, retrying } from "./KafkaRetry.ts"
+import { retrying } from "./KafkaRetry.ts"
 
 /**
  * @since 0.1.0
@@ -210,63 +210,69 @@ export const subscribe = (
     yield* Effect.acquireRelease(
       // Connecting, subscribing and starting are retried (KafkaRetry) while the broker is
       // unreachable or starting; a failed start disconnects first, so the next one starts clean.
-      brokerCall("consumer.subscribe", async () => {
-        try {
-          await consumer.connect()
-          await consumer.subscribe({ topics: [...request.topics], fromBeginning: request.fromBeginning ?? false })
-          await consumer.run({
-            autoCommit: false,
-            eachBatchAutoResolve: false,
-            partitionsConsumedConcurrently: 1,
-            eachBatch: async ({ batch, resolveOffset, heartbeat, isRunning, isStale }) => {
-              if (closed || !isRunning() || isStale() || batch.messages.length === 0) return
-              let settle!: (outcome: Outcome) => void
-              const done = new Promise<Outcome>((resolve) => {
-                settle = resolve
-              })
-              const handoff: Handoff = {
-                batch: {
-                  topic: batch.topic,
-                  partition: batch.partition,
-                  records: batch.messages.map((m) => toConsumerRecord(batch.topic, batch.partition, m))
-                },
-                lastOffset: BigInt(batch.lastOffset()),
-                settle,
-                withdrawn: false
-              }
-              tails.set(`${batch.topic}\u0000${batch.partition}`, {
-                records: BigInt(batch.messages[batch.messages.length - 1]!.offset) + 1n,
-                offsets: handoff.lastOffset + 1n
-              })
-              outstanding.add(handoff)
-              Queue.offerUnsafe(queue, handoff)
-              // Keep the membership alive while the stream works on the batch. A heartbeat that
-              // reports a rebalance is not fatal: the member rejoins once this callback returns.
-              // A batch the stream has not taken yet is withdrawn at once (redelivered later),
-              // so the member rejoins promptly; one it took is waited for.
-              const timer = setInterval(() => {
-                heartbeat().catch((error) => {
-                  if (isRebalancing(error) && current !== handoff && !handoff.withdrawn) {
-                    handoff.withdrawn = true
-                    settle("abandoned")
-                  }
+      Effect.tryPromise({
+        try: async () => {
+          try {
+            await consumer.connect()
+            await consumer.subscribe({ topics: [...request.topics], fromBeginning: request.fromBeginning ?? false })
+            await consumer.run({
+              autoCommit: false,
+              eachBatchAutoResolve: false,
+              partitionsConsumedConcurrently: 1,
+              eachBatch: async ({ batch, resolveOffset, heartbeat, isRunning, isStale }) => {
+                if (closed || !isRunning() || isStale() || batch.messages.length === 0) return
+                let settle!: (outcome: Outcome) => void
+                const done = new Promise<Outcome>((resolve) => {
+                  settle = resolve
                 })
-              }, heartbeatInterval)
-              try {
-                const outcome = await done
-                if (outcome === "finished" && !closed) resolveOffset(batch.lastOffset())
-              } finally {
-                clearInterval(timer)
-                outstanding.delete(handoff)
+                const handoff: Handoff = {
+                  batch: {
+                    topic: batch.topic,
+                    partition: batch.partition,
+                    records: batch.messages.map((m) => toConsumerRecord(batch.topic, batch.partition, m))
+                  },
+                  lastOffset: BigInt(batch.lastOffset()),
+                  settle,
+                  withdrawn: false
+                }
+                tails.set(`${batch.topic}\u0000${batch.partition}`, {
+                  records: BigInt(batch.messages[batch.messages.length - 1]!.offset) + 1n,
+                  offsets: handoff.lastOffset + 1n
+                })
+                outstanding.add(handoff)
+                Queue.offerUnsafe(queue, handoff)
+                // Keep the membership alive while the stream works on the batch. A heartbeat that
+                // reports a rebalance is not fatal: the member rejoins once this callback returns.
+                // A batch the stream has not taken yet is withdrawn at once (redelivered later),
+                // so the member rejoins promptly; one it took is waited for.
+                const timer = setInterval(() => {
+                  heartbeat().catch((error) => {
+                    if (isRebalancing(error) && current !== handoff && !handoff.withdrawn) {
+                      handoff.withdrawn = true
+                      settle("abandoned")
+                    }
+                  })
+                }, heartbeatInterval)
+                try {
+                  const outcome = await done
+                  if (outcome === "finished" && !closed) resolveOffset(batch.lastOffset())
+                } finally {
+                  clearInterval(timer)
+                  outstanding.delete(handoff)
+                }
               }
-            }
-          })
-        } catch (error) {
-          // The release below only runs after a successful acquire: clean up a half-started one.
-          await consumer.disconnect().catch(() => undefined)
-          throw error
-        }
-      }).pipe(Effect.mapError((error) => toConsumerError("subscribe", error))),
+            })
+          } catch (error) {
+            // The release below only runs after a successful acquire: clean up a half-started one.
+            await consumer.disconnect().catch(() => undefined)
+            throw error
+          }
+        },
+        catch: (error) => error
+      }).pipe(
+        retrying("consumer.subscribe"),
+        Effect.mapError((error) => toConsumerError("subscribe", error))
+      ),
       () =>
         Effect.promise(async () => {
           closed = true

@@ -20,7 +20,7 @@ import * as Queue from "effect/Queue"
 import * as Stream from "effect/Stream"
 import type Kafkajs from "kafkajs"
 import { withEphemeralAdmin } from "./internal/ephemeralAdmin.ts"
-import { awaitGroupCoordinator } from "./internal/groupCoordinator.ts"
+import { connectWhenCoordinatorReady } from "./internal/groupCoordinator.ts"
 import { KafkaClient } from "./KafkaClient.ts"
 import { toConsumerRecord } from "./KafkaConsumerSource.ts"
 import { rootCause, toConsumerError } from "./KafkaErrors.ts"
@@ -122,9 +122,8 @@ export const read = (
             }
           }
         })
-        // A fresh broker's group coordinator may still be loading; both waits are bounded.
-        yield* awaitGroupCoordinator(admin, groupId).pipe(
-          Effect.andThen(brokerCall("reader.connect", () => consumer.connect())),
+        // A fresh broker's group coordinator may still be loading; the wait is bounded.
+        yield* connectWhenCoordinatorReady(admin, consumer, groupId).pipe(
           Effect.mapError((error) => toConsumerError("read", error))
         )
         yield* Effect.tryPromise({
