@@ -13,6 +13,7 @@ import * as Result from "effect/Result"
 import type Kafkajs from "kafkajs"
 import { KafkaClient } from "./KafkaClient.ts"
 import { describe, rootCause, toAdminError } from "./KafkaErrors.ts"
+import { brokerCall } from "./KafkaRetry.ts"
 
 /**
  * @since 0.1.0
@@ -37,10 +38,7 @@ export const partitionCount = (
   admin: Kafkajs.Admin,
   topic: string
 ): Effect.Effect<Option.Option<number>, BrokerAdminError> =>
-  Effect.tryPromise({
-    try: () => admin.fetchTopicMetadata({ topics: [topic] }),
-    catch: (error) => error
-  }).pipe(
+  brokerCall("metadata", () => admin.fetchTopicMetadata({ topics: [topic] })).pipe(
     Effect.map((metadata) => {
       const found = metadata.topics.find((t) => t.name === topic)
       return found === undefined ? Option.none() : Option.some(found.partitions.length)
@@ -98,21 +96,19 @@ export const ensureTopic = (
     }
     const existing = yield* partitionCount(admin, topic)
     if (Option.isSome(existing)) return
-    const created = yield* Effect.tryPromise({
-      try: () =>
-        admin.createTopics({
-          waitForLeaders: true,
-          topics: [
-            {
-              topic,
-              numPartitions: partitions,
-              replicationFactor: options.replicationFactor ?? 1,
-              configEntries: Object.entries(request.configs ?? {}).map(([name, value]) => ({ name, value }))
-            }
-          ]
-        }),
-      catch: (error) => error
-    }).pipe(Effect.result)
+    const created = yield* brokerCall("createTopics", () =>
+      admin.createTopics({
+        waitForLeaders: true,
+        topics: [
+          {
+            topic,
+            numPartitions: partitions,
+            replicationFactor: options.replicationFactor ?? 1,
+            configEntries: Object.entries(request.configs ?? {}).map(([name, value]) => ({ name, value }))
+          }
+        ]
+      })
+    ).pipe(Effect.result)
     if (Result.isFailure(created)) {
       // A concurrent creator won the race (TOPIC_ALREADY_EXISTS), or the topic exists but its
       // metadata has not reached every broker yet (UNKNOWN_TOPIC_OR_PARTITION, no leader):
@@ -153,10 +149,9 @@ export const growPartitions = (
       })
     }
     if (current.value >= partitions) return current.value
-    yield* Effect.tryPromise({
-      try: () => admin.createPartitions({ topicPartitions: [{ topic, count: partitions }] }),
-      catch: (error) => error
-    }).pipe(
+    yield* brokerCall("createPartitions", () =>
+      admin.createPartitions({ topicPartitions: [{ topic, count: partitions }] })
+    ).pipe(
       Effect.catch((error) =>
         // INVALID_PARTITIONS is what a lost race looks like ("already has N partitions"): the
         // re-read below decides whether the topic is now big enough.
@@ -187,14 +182,12 @@ export const groupOffsets = (
       if (Option.isSome(yield* partitionCount(admin, topic))) existing.push(topic)
     }
     if (existing.length === 0) return []
-    const [committed, bounds] = yield* Effect.tryPromise({
-      try: () =>
-        Promise.all([
-          admin.fetchOffsets({ groupId: request.groupId, topics: existing }),
-          Promise.all(existing.map((topic) => admin.fetchTopicOffsets(topic)))
-        ]),
-      catch: (error) => toAdminError("groupOffsets", existing.join(","), error)
-    })
+    const [committed, bounds] = yield* brokerCall("groupOffsets", () =>
+      Promise.all([
+        admin.fetchOffsets({ groupId: request.groupId, topics: existing }),
+        Promise.all(existing.map((topic) => admin.fetchTopicOffsets(topic)))
+      ])
+    ).pipe(Effect.mapError((error) => toAdminError("groupOffsets", existing.join(","), error)))
     const out: Array<GroupOffsets> = []
     existing.forEach((topic, i) => {
       const positions = new Map(

@@ -20,8 +20,10 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import type Kafkajs from "kafkajs"
 import { withEphemeralAdmin } from "./internal/ephemeralAdmin.ts"
+import { connectWhenCoordinatorReady } from "./internal/groupCoordinator.ts"
 import { KafkaClient } from "./KafkaClient.ts"
 import { describe, rootCause, toProbeError } from "./KafkaErrors.ts"
+import { brokerCall } from "./KafkaRetry.ts"
 
 /**
  * @since 0.1.0
@@ -62,12 +64,11 @@ const ranges = (admin: Kafkajs.Admin, request: ProbeRequest, skew: number) =>
   Effect.gen(function* () {
     const { topic } = request
     // Metadata answers "no such topic" at once; the offset calls would retry for seconds first.
-    yield* Effect.tryPromise({ try: () => admin.fetchTopicMetadata({ topics: [topic] }), catch: (e) => e })
-    const ends = yield* Effect.tryPromise({ try: () => admin.fetchTopicOffsets(topic), catch: (e) => e })
-    const starts = yield* Effect.tryPromise({
-      try: () => admin.fetchTopicOffsetsByTimestamp(topic, Math.max(0, request.since - skew)),
-      catch: (e) => e
-    })
+    yield* brokerCall("metadata", () => admin.fetchTopicMetadata({ topics: [topic] }))
+    const ends = yield* brokerCall("topicOffsets", () => admin.fetchTopicOffsets(topic))
+    const starts = yield* brokerCall("topicOffsetsByTimestamp", () =>
+      admin.fetchTopicOffsetsByTimestamp(topic, Math.max(0, request.since - skew))
+    )
     const result: Array<Range> = []
     for (const { partition, high, low } of ends) {
       if (request.partition !== null && partition !== request.partition) continue
@@ -115,82 +116,101 @@ const scan = (
       })
     ),
     (consumer) =>
-      Effect.callback<Option.Option<PublishReceipt>, ProbeError>((resume) => {
-        const pending = new Map(todo.map((r) => [r.partition, r]))
-        let read = 0
-        let settled = false
-        const finish = (outcome: Effect.Effect<Option.Option<PublishReceipt>, ProbeError>) => {
-          if (settled) return
-          settled = true
-          clearTimeout(timer)
-          resume(outcome)
-        }
-        const timer = setTimeout(
-          () =>
-            finish(
-              Effect.fail(
-                new ProbeError({
-                  topic: request.topic,
-                  reason: `no answer within ${timeoutMillis} ms (read ${read} records)`
-                })
-              )
-            ),
-          timeoutMillis
-        )
-        const progress = (partition: number, lastOffset: bigint) => {
-          const range = pending.get(partition)
-          if (range !== undefined && lastOffset >= range.end - 1n) pending.delete(partition)
-          if (pending.size === 0) finish(Effect.succeed(Option.none()))
-        }
-        // Batches made only of transaction markers never reach eachBatch: track them here.
-        consumer.on(consumer.events.START_BATCH_PROCESS, ({ payload }) => {
-          if (payload.topic === request.topic && payload.batchSize === 0)
-            progress(payload.partition, BigInt(payload.lastOffset))
-        })
-        consumer.on(consumer.events.CRASH, ({ payload }) => {
-          if (!payload.restart) finish(Effect.fail(toProbeError(request.topic, payload.error)))
-        })
-        const run = async () => {
-          await consumer.connect()
-          await consumer.subscribe({ topics: [request.topic], fromBeginning: true })
-          await consumer.run({
-            autoCommit: false,
-            eachBatchAutoResolve: true,
-            eachBatch: async ({ batch }) => {
-              if (settled || batch.topic !== request.topic) return
-              const range = pending.get(batch.partition)
-              if (range === undefined) return
-              for (const message of batch.messages) {
-                const offset = BigInt(message.offset)
-                if (offset < range.start || offset >= range.end) continue
-                read++
-                if (headerText(message.headers?.[EVENT_ID_HEADER]) === request.eventId) {
-                  finish(
-                    Effect.succeed(
-                      Option.some({ topic: batch.topic, partition: batch.partition, offset: message.offset })
-                    )
+      // A fresh broker's coordinator may still be loading; an unreachable broker ends, once the
+      // retry bound is spent, in a ProbeError. (Here, not in the acquire: interruptible.)
+      connectWhenCoordinatorReady(admin, consumer, groupId).pipe(
+        Effect.mapError((error) => toProbeError(request.topic, error)),
+        Effect.andThen(
+          Effect.callback<Option.Option<PublishReceipt>, ProbeError>((resume) => {
+            const pending = new Map(todo.map((r) => [r.partition, r]))
+            let read = 0
+            let settled = false
+            const finish = (outcome: Effect.Effect<Option.Option<PublishReceipt>, ProbeError>) => {
+              if (settled) return
+              settled = true
+              clearTimeout(timer)
+              resume(outcome)
+            }
+            const timer = setTimeout(
+              () =>
+                finish(
+                  Effect.fail(
+                    new ProbeError({
+                      topic: request.topic,
+                      reason: `no answer within ${timeoutMillis} ms (read ${read} records)`
+                    })
                   )
-                  return
+                ),
+              timeoutMillis
+            )
+            const progress = (partition: number, lastOffset: bigint) => {
+              const range = pending.get(partition)
+              if (range !== undefined && lastOffset >= range.end - 1n) pending.delete(partition)
+              if (pending.size === 0) finish(Effect.succeed(Option.none()))
+            }
+            // Batches made only of transaction markers never reach eachBatch: track them here.
+            consumer.on(consumer.events.START_BATCH_PROCESS, ({ payload }) => {
+              if (payload.topic === request.topic && payload.batchSize === 0)
+                progress(payload.partition, BigInt(payload.lastOffset))
+            })
+            consumer.on(consumer.events.CRASH, ({ payload }) => {
+              if (!payload.restart) finish(Effect.fail(toProbeError(request.topic, payload.error)))
+            })
+            // Seek on every join, before the first fetch: a consumer that crashed on a retriable
+            // error (a coordinator still loading) restarts and joins again, and a seek right after
+            // `run` would then hit a consumer between two runs. Without a seek the consumer starts
+            // from the beginning, which only costs time (offsets outside the ranges are skipped).
+            consumer.on(consumer.events.GROUP_JOIN, () => {
+              for (const range of todo) {
+                try {
+                  consumer.seek({ topic: request.topic, partition: range.partition, offset: range.start.toString() })
+                } catch {
+                  // the consumer stopped again; its next join seeks
                 }
               }
-              if (read >= maxRecords) {
-                finish(
-                  Effect.fail(new ProbeError({ topic: request.topic, reason: `gave up after reading ${read} records` }))
-                )
-                return
-              }
-              progress(batch.partition, BigInt(batch.lastOffset()))
+            })
+            const run = async () => {
+              await consumer.subscribe({ topics: [request.topic], fromBeginning: true })
+              await consumer.run({
+                autoCommit: false,
+                eachBatchAutoResolve: true,
+                eachBatch: async ({ batch }) => {
+                  if (settled || batch.topic !== request.topic) return
+                  const range = pending.get(batch.partition)
+                  if (range === undefined) return
+                  for (const message of batch.messages) {
+                    const offset = BigInt(message.offset)
+                    if (offset < range.start || offset >= range.end) continue
+                    read++
+                    if (headerText(message.headers?.[EVENT_ID_HEADER]) === request.eventId) {
+                      finish(
+                        Effect.succeed(
+                          Option.some({ topic: batch.topic, partition: batch.partition, offset: message.offset })
+                        )
+                      )
+                      return
+                    }
+                  }
+                  if (read >= maxRecords) {
+                    finish(
+                      Effect.fail(
+                        new ProbeError({ topic: request.topic, reason: `gave up after reading ${read} records` })
+                      )
+                    )
+                    return
+                  }
+                  progress(batch.partition, BigInt(batch.lastOffset()))
+                }
+              })
             }
+            run().catch((error) => finish(Effect.fail(toProbeError(request.topic, error))))
+            return Effect.sync(() => {
+              settled = true
+              clearTimeout(timer)
+            })
           })
-          for (const range of todo)
-            consumer.seek({ topic: request.topic, partition: range.partition, offset: range.start.toString() })
-        }
-        run().catch((error) => finish(Effect.fail(toProbeError(request.topic, error))))
-        return Effect.sync(() => {
-          settled = true
-          clearTimeout(timer)
-        })
-      }),
+        )
+      ),
     (consumer) =>
       Effect.promise(async () => {
         await consumer.disconnect().catch(() => undefined)

@@ -38,7 +38,8 @@ import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import type Kafkajs from "kafkajs"
 import { KafkaClient } from "./KafkaClient.ts"
-import { describe, toConsumerError } from "./KafkaErrors.ts"
+import { describe, rootCause, toConsumerError } from "./KafkaErrors.ts"
+import { retrying } from "./KafkaRetry.ts"
 
 /**
  * @since 0.1.0
@@ -85,6 +86,20 @@ interface Handoff {
 const isRebalancing = (error: unknown): boolean => {
   const type = (error as { readonly type?: unknown } | null)?.type
   return type === "REBALANCE_IN_PROGRESS" || type === "NOT_COORDINATOR_FOR_GROUP" || type === "ILLEGAL_GENERATION"
+}
+
+/**
+ * A coordinator that is loading or moved (a fresh broker, a coordinator failover) accepts the
+ * same commit a moment later. Membership errors need a rejoin first, which happens only after
+ * the batch is released: they are the caller's to handle, not retried here.
+ */
+const isCoordinatorMoving = (error: unknown): boolean => {
+  const type = rootCause(error).type
+  return (
+    type === "NOT_COORDINATOR_FOR_GROUP" ||
+    type === "GROUP_COORDINATOR_NOT_AVAILABLE" ||
+    type === "GROUP_LOAD_IN_PROGRESS"
+  )
 }
 
 const headersOf = (headers: Kafkajs.IHeaders | undefined): Record<string, string> => {
@@ -193,6 +208,8 @@ export const subscribe = (
     }
 
     yield* Effect.acquireRelease(
+      // Connecting, subscribing and starting are retried (KafkaRetry) while the broker is
+      // unreachable or starting; a failed start disconnects first, so the next one starts clean.
       Effect.tryPromise({
         try: async () => {
           try {
@@ -251,8 +268,11 @@ export const subscribe = (
             throw error
           }
         },
-        catch: (error) => toConsumerError("subscribe", error)
-      }),
+        catch: (error) => error
+      }).pipe(
+        retrying("consumer.subscribe"),
+        Effect.mapError((error) => toConsumerError("subscribe", error))
+      ),
       () =>
         Effect.promise(async () => {
           closed = true
@@ -324,8 +344,11 @@ export const subscribe = (
         yield* Effect.tryPromise({
           try: () =>
             consumer.commitOffsets(owned.map((o) => ({ topic: o.topic, partition: o.partition, offset: o.offset }))),
-          catch: (error) => toConsumerError("commit", error)
+          catch: (error) => error
         }).pipe(
+          retrying("commit", { isRetriable: isCoordinatorMoving }),
+          Effect.mapError((error) => toConsumerError("commit", error)),
+          // The timeout bounds the retries too.
           Effect.timeoutOrElse({
             duration: commitTimeout,
             orElse: () =>

@@ -280,3 +280,20 @@ export const toConsumerError = (operation: string, error: unknown): ConsumerSour
     root.type === "FENCED_INSTANCE_ID"
   return new ConsumerSourceError({ operation, reason: describe(error), retriable: fenced || isRetriable(error) })
 }
+
+/**
+ * Whether a broker call other than a send (metadata, offsets, group lookups, topic creation, a
+ * consumer starting) may succeed when asked again: the broker is unreachable or still starting,
+ * a group coordinator is loading or moved, a leader is being elected. A freshly formatted broker
+ * answers all of these for its first seconds. "No such topic" is an answer to these calls, not a
+ * hiccup, and producer-state errors do not concern them.
+ *
+ * @since 0.1.0
+ * @category classification
+ */
+export const isRetriableBrokerCall = (error: unknown): boolean => {
+  const root = rootCause(error)
+  if (root.type === "UNKNOWN_TOPIC_OR_PARTITION") return false
+  if (root.type !== undefined && producerStateTypes.has(root.type)) return false
+  return isRetriable(error)
+}

@@ -20,9 +20,11 @@ import * as Queue from "effect/Queue"
 import * as Stream from "effect/Stream"
 import type Kafkajs from "kafkajs"
 import { withEphemeralAdmin } from "./internal/ephemeralAdmin.ts"
+import { connectWhenCoordinatorReady } from "./internal/groupCoordinator.ts"
 import { KafkaClient } from "./KafkaClient.ts"
 import { toConsumerRecord } from "./KafkaConsumerSource.ts"
 import { rootCause, toConsumerError } from "./KafkaErrors.ts"
+import { brokerCall } from "./KafkaRetry.ts"
 
 /**
  * @since 0.1.0
@@ -60,12 +62,11 @@ export const read = (
         const offsets = yield* withEphemeralAdmin(
           kafka,
           (offsetsAdmin) =>
-            Effect.tryPromise({
-              // Metadata first: it answers "no such topic" at once, the offsets call retries first.
-              try: () =>
-                offsetsAdmin.fetchTopicMetadata({ topics: [topic] }).then(() => offsetsAdmin.fetchTopicOffsets(topic)),
-              catch: onError
-            }),
+            // Metadata first: it answers "no such topic" at once, the offsets call retries first.
+            brokerCall("metadata", () => offsetsAdmin.fetchTopicMetadata({ topics: [topic] })).pipe(
+              Effect.andThen(brokerCall("topicOffsets", () => offsetsAdmin.fetchTopicOffsets(topic))),
+              Effect.mapError(onError)
+            ),
           onError
         )
         const pending = new Map<number, Range>()
@@ -108,9 +109,25 @@ export const read = (
         consumer.on(consumer.events.CRASH, ({ payload }) => {
           if (!payload.restart) Queue.failCauseUnsafe(queue, Cause.fail(toConsumerError("read", payload.error)))
         })
+        // Seek on every join, before the first fetch: a consumer that crashed on a retriable
+        // error (a coordinator still loading) restarts and joins again, and a seek right after
+        // `run` would then hit a consumer between two runs. Without a seek the read starts at
+        // the log start, which is where every range starts anyway.
+        consumer.on(consumer.events.GROUP_JOIN, () => {
+          for (const [partition, range] of pending) {
+            try {
+              consumer.seek({ topic, partition, offset: range.start.toString() })
+            } catch {
+              // the consumer stopped again; the next join seeks
+            }
+          }
+        })
+        // A fresh broker's group coordinator may still be loading; the wait is bounded.
+        yield* connectWhenCoordinatorReady(admin, consumer, groupId).pipe(
+          Effect.mapError((error) => toConsumerError("read", error))
+        )
         yield* Effect.tryPromise({
           try: async () => {
-            await consumer.connect()
             await consumer.subscribe({ topics: [topic], fromBeginning: true })
             await consumer.run({
               autoCommit: false,
@@ -126,8 +143,6 @@ export const read = (
                 progress(batch.partition, BigInt(batch.lastOffset()))
               }
             })
-            for (const [partition, range] of pending)
-              consumer.seek({ topic, partition, offset: range.start.toString() })
           },
           catch: (error) => toConsumerError("read", error)
         })

@@ -16,6 +16,7 @@ import * as KafkaBrokerProbe from "../src/KafkaBrokerProbe.ts"
 import * as KafkaClientModule from "../src/KafkaClient.ts"
 import { KafkaClient } from "../src/KafkaClient.ts"
 import * as KafkaPublisher from "../src/KafkaPublisher.ts"
+import * as KafkaRetry from "../src/KafkaRetry.ts"
 import { brokers, freshTopic, request } from "./support.ts"
 
 /** A KafkaClient whose producers report their config and every send call. */
@@ -129,7 +130,15 @@ describe("no broker answering", () => {
         const adminError = yield* Effect.flip((yield* BrokerAdmin).partitionCount("anything"))
         assert.strictEqual(adminError._tag, "BrokerAdminError")
         assert.isBelow(Date.now() - started, 20_000)
-      }).pipe(Effect.provide(Unreachable)),
+      }).pipe(
+        Effect.provide(Unreachable),
+        // The probe and the admin retry within KafkaRetry's bound (30 s by default): set short here.
+        Effect.provideService(KafkaRetry.CurrentPolicy, {
+          initialDelayMillis: 50,
+          maxDelayMillis: 200,
+          totalMillis: 2_000
+        })
+      ),
     60_000
   )
 })

@@ -6,7 +6,7 @@
 
 import { type ChildProcess, execFile, spawn } from "node:child_process"
 import { randomBytes } from "node:crypto"
-import { readdirSync, readFileSync } from "node:fs"
+import { chmodSync, mkdirSync, readdirSync, readFileSync } from "node:fs"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { inspect } from "node:util"
@@ -371,8 +371,7 @@ export const privateBroker = (options: {
     EFFECT_OUTBOX_STATE: options.state
   }
   const services = join(repoRoot, "scripts", "services")
-  // `scripts/services down` signals the pid it recorded, which is the subshell that launched the
-  // JVM, not the JVM itself; so the JVM (found by its config path) is stopped here as well.
+  // The broker JVMs of this state directory (by their config path on the command line).
   const jvmPids = (): Array<number> =>
     readdirSync("/proc")
       .filter((d) => /^\d+$/.test(d))
@@ -386,13 +385,12 @@ export const privateBroker = (options: {
           return []
         }
       })
+  // `scripts/services down` stops the JVM itself and waits until its port is closed; a JVM still
+  // running afterwards would be a bug in the script, so it fails the test instead of being killed.
   const down = async () => {
-    await run("bash", [services, "down"], env).catch(() => "")
-    for (const pid of jvmPids()) process.kill(pid, "SIGTERM")
-    const deadline = Date.now() + 30_000
-    while (jvmPids().length > 0 && Date.now() < deadline) await sleep(200)
-    for (const pid of jvmPids()) process.kill(pid, "SIGKILL")
-    while (jvmPids().length > 0) await sleep(100)
+    await run("bash", [services, "down"], env)
+    const left = jvmPids()
+    if (left.length > 0) throw new Error(`scripts/services down left broker JVMs running: ${left.join(", ")}`)
   }
   return {
     brokers: [`127.0.0.1:${options.port}`],
@@ -531,4 +529,32 @@ export const signalBroker = (state: string, signal: "SIGSTOP" | "SIGCONT"): numb
   const pids = brokerJvmPids(state)
   for (const pid of pids) process.kill(pid, signal)
   return pids.length
+}
+
+// private PostgreSQL (coldstart)
+// ------------------------------------------------------------------------------------------------
+
+/**
+ * A PostgreSQL cluster of its own (initdb'd by `scripts/services pg-private`) on `port`, data under
+ * `state`, so a test can stop PostgreSQL (`stop`: fast shutdown, data kept) and bring it back
+ * (`start`) without touching the shared server. `down` stops it and deletes its data.
+ */
+export const privatePostgres = (options: { readonly port: number; readonly state: string }) => {
+  const env = { PG_PRIVATE_PORT: String(options.port), EFFECT_OUTBOX_STATE: options.state }
+  const services = join(repoRoot, "scripts", "services")
+  const pg = (command: "up" | "stop" | "start" | "down") => run("bash", [services, "pg-private", command], env)
+  return {
+    url: `postgres://postgres@127.0.0.1:${options.port}/postgres`,
+    state: options.state,
+    up: () => {
+      // initdb runs as the `postgres` user when we are root; it must reach the state directory
+      // (mkdtemp makes it 0700).
+      mkdirSync(options.state, { recursive: true })
+      chmodSync(options.state, 0o755)
+      return pg("up")
+    },
+    stop: () => pg("stop"),
+    start: () => pg("start"),
+    down: () => pg("down").catch(() => "")
+  }
 }
