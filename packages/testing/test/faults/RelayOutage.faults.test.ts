@@ -33,6 +33,11 @@ const privateBroker = () =>
 const counter = (stack: Support.Stack, message: string) => async (where: string) =>
   (await Support.query<{ n: number }>(stack, `SELECT count(*)::int AS n FROM ${message} WHERE ${where}`))[0]!.n
 
+const statusCounts = async (stack: Support.Stack, message: string) =>
+  JSON.stringify(
+    await Support.query(stack, `SELECT status, count(*)::int AS n, max(attempts) AS attempts FROM ${message} GROUP BY 1`)
+  )
+
 const failureReasons = async (stack: Support.Stack, message: string) =>
   JSON.stringify(
     await Support.query(
@@ -88,7 +93,12 @@ describe("the broker down for longer than the relay's whole retry budget used to
       await outage
       const deadline = Date.now() + 150_000
       while ((await count("status IN ('PENDING','DISPATCHING')")) > 0) {
-        if (Date.now() > deadline) throw new Error("the outbox did not drain within 150 s of the broker's return")
+        if (Date.now() > deadline) {
+          throw new Error(
+            `the outbox did not drain within 150 s of the broker's return: ${await statusCounts(s, t.message)}; ` +
+              `FAILURE: ${await failureReasons(s, t.message)}`
+          )
+        }
         await Support.sleep(200)
       }
       const drainedAt = Date.now()
@@ -174,7 +184,12 @@ describe("a frozen broker (SIGSTOP on its JVM until sends time out, then SIGCONT
       await freeze
       const deadline = Date.now() + 150_000
       while ((await count("status IN ('PENDING','DISPATCHING')")) > 0) {
-        if (Date.now() > deadline) throw new Error("the outbox did not drain within 150 s of the thaw")
+        if (Date.now() > deadline) {
+          throw new Error(
+            `the outbox did not drain within 150 s of the thaw: ${await statusCounts(s, t.message)}; ` +
+              `FAILURE: ${await failureReasons(s, t.message)}`
+          )
+        }
         await Support.sleep(200)
       }
       const drainedAt = Date.now()
