@@ -630,6 +630,7 @@ export const make = (settings: Partial<Settings> = {}): Effect.Effect<Relay> =>
                   .find({ topic: row.topic, partition: row.partition, eventId: row.id, since: row.createdAt })
                   .pipe(Effect.result)
                 if (Result.isSuccess(found) && Option.isSome(found.success)) {
+                  yield* Metric.update(Metric.withAttributes(Telemetry.publishFailed, { kind: "landed" }), 1)
                   yield* Effect.logWarning(
                     `outbox relay ${owner}: event ${row.id} was about to go to FAILURE but is on the broker: PUBLISHED (${failure.reason})`
                   )

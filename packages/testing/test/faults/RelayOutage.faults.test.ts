@@ -13,9 +13,11 @@ import { afterAll, assert, describe, it } from "@effect/vitest"
 import * as Outbox from "@effect-outbox/core/Outbox"
 import type { OutboxDraft } from "@effect-outbox/core/OutboxMessage"
 import * as Relay from "@effect-outbox/core/Relay"
+import * as Telemetry from "@effect-outbox/core/Telemetry"
 import * as Transition from "@effect-outbox/core/Transition"
 import { Transactor } from "@effect-outbox/core/Transactor"
 import * as Effect from "effect/Effect"
+import * as Metric from "effect/Metric"
 import * as Support from "./support.ts"
 
 afterAll(() => {
@@ -160,6 +162,8 @@ describe("a frozen broker (SIGSTOP on its JVM until sends time out, then SIGCONT
       // maxAttempts 1: any timed-out send that counts as an attempt goes straight to the
       // probe-before-FAILURE; a send that landed must end PUBLISHED, never FAILURE.
       const settings = { maxAttempts: 1 }
+      const landedCounter = Metric.withAttributes(Telemetry.publishFailed, { kind: "landed" })
+      const landedBefore = (await s.runPromise(Metric.value(landedCounter))).count
       stopRelay = await Support.startRelay(s, settings)
       const depth = Relay.defaults.pipelineDepth
       const batchSize = 100
@@ -194,6 +198,7 @@ describe("a frozen broker (SIGSTOP on its JVM until sends time out, then SIGCONT
       }
       const drainedAt = Date.now()
       await stopRelay()
+      const landed = (await s.runPromise(Metric.value(landedCounter))).count - landedBefore
 
       const failed = await count("status = 'FAILURE'")
       const records = await Support.readTopic(broker.brokers, topic)
@@ -215,7 +220,8 @@ describe("a frozen broker (SIGSTOP on its JVM until sends time out, then SIGCONT
         ...v,
         failureRows: failed,
         note:
-          `maxAttempts 1; duplicates bound ${bound} (pipeline depth ${depth} x batch ${batchSize}); ` +
+          `maxAttempts 1; ${landed} rows found on the broker by the probe before FAILURE (PUBLISHED); ` +
+          `duplicates bound ${bound} (pipeline depth ${depth} x batch ${batchSize}); ` +
           `receipts not matching their record ${wrongReceipts}; drained ${((drainedAt - thawedAt!) / 1000).toFixed(1)} s after SIGCONT`
       })
       assert.strictEqual(failed, 0, `no row ends in FAILURE; got ${await failureReasons(s, t.message)}`)
