@@ -62,12 +62,7 @@ import * as Semaphore from "effect/Semaphore"
 import * as Stream from "effect/Stream"
 import { BrokerAdmin } from "./BrokerAdmin.ts"
 import { BrokerProbe } from "./BrokerProbe.ts"
-import {
-  BrokerUnavailableError,
-  type OutboxStoreError,
-  type PublishError,
-  RetriablePublishError
-} from "./Errors.ts"
+import { BrokerUnavailableError, type OutboxStoreError, type PublishError, RetriablePublishError } from "./Errors.ts"
 import type { EventId, OutboxMessage } from "./OutboxMessage.ts"
 import type { FailedHeadPolicy, OutboxStore } from "./OutboxStore.ts"
 import { Publisher, type PublishOutcome, type PublishRequest } from "./Publisher.ts"
@@ -501,8 +496,7 @@ export const make = (settings: Partial<Settings> = {}): Effect.Effect<Relay> =>
           const failure = yield* classify(row, outcome.failure, now, lease, outageRetryAt)
           if (failure.retryAt === null) {
             giveUp.push({ row, failure, retriable: outcome.failure._tag === "RetriablePublishError" })
-          }
-          else {
+          } else {
             failures.push(failure)
             retried++
           }
@@ -537,7 +531,10 @@ export const make = (settings: Partial<Settings> = {}): Effect.Effect<Relay> =>
         if (unavailable > 0)
           yield* Metric.update(Metric.withAttributes(Telemetry.publishFailed, { kind: "unavailable" }), unavailable)
         if (retried - unavailable > 0)
-          yield* Metric.update(Metric.withAttributes(Telemetry.publishFailed, { kind: "retriable" }), retried - unavailable)
+          yield* Metric.update(
+            Metric.withAttributes(Telemetry.publishFailed, { kind: "retriable" }),
+            retried - unavailable
+          )
         if (failed > 0)
           yield* Metric.update(Metric.withAttributes(Telemetry.publishFailed, { kind: "permanent" }), failed)
         if (heldBack.length > 0) {
@@ -642,7 +639,10 @@ export const make = (settings: Partial<Settings> = {}): Effect.Effect<Relay> =>
                 if (Result.isFailure(found) && retriable) {
                   return {
                     _tag: "unreachable" as const,
-                    failure: { ...failure, reason: `${failure.reason}; probe before FAILURE failed: ${found.failure.message}` }
+                    failure: {
+                      ...failure,
+                      reason: `${failure.reason}; probe before FAILURE failed: ${found.failure.message}`
+                    }
                   }
                 }
                 note = Result.isSuccess(found)

@@ -37,7 +37,10 @@ const counter = (stack: Support.Stack, message: string) => async (where: string)
 
 const statusCounts = async (stack: Support.Stack, message: string) =>
   JSON.stringify(
-    await Support.query(stack, `SELECT status, count(*)::int AS n, max(attempts) AS attempts FROM ${message} GROUP BY 1`)
+    await Support.query(
+      stack,
+      `SELECT status, count(*)::int AS n, max(attempts) AS attempts FROM ${message} GROUP BY 1`
+    )
   )
 
 const failureReasons = async (stack: Support.Stack, message: string) =>
@@ -89,7 +92,8 @@ describe("the broker down for longer than the relay's whole retry budget used to
       })()
       while (Date.now() - started < 75_000 || upAt === undefined) {
         ids.push(...(await Support.enqueueMany(s, topic, 25, { keys: 100, from: ids.length, chunk: 25 })))
-        if (downAt !== undefined && upAt === undefined) peakBacklog = Math.max(peakBacklog, await count("status IN ('PENDING','DISPATCHING')"))
+        if (downAt !== undefined && upAt === undefined)
+          peakBacklog = Math.max(peakBacklog, await count("status IN ('PENDING','DISPATCHING')"))
         await Support.sleep(250)
       }
       await outage
