@@ -32,7 +32,9 @@ import * as Render from "./Render.ts"
  * @category commands
  */
 export const root = Command.make("effect-outbox").pipe(
-  Command.withDescription("Operate an effect-outbox: inspect, requeue, skip, release, recover, replay dead letters, purge."),
+  Command.withDescription(
+    "Operate an effect-outbox: inspect, requeue, skip, release, recover, replay dead letters, purge."
+  ),
   Command.withSharedFlags({
     databaseUrl: Flag.Redacted("database-url").pipe(
       Flag.withDescription("PostgreSQL connection string (default: $DATABASE_URL)"),
@@ -446,7 +448,9 @@ export const purge = Command.make(
  * @since 0.1.0
  * @category commands
  */
-export const command = root.pipe(Command.withSubcommands([status, inspect, requeue, skip, release, recoverStale, dlt, purge]))
+export const command = root.pipe(
+  Command.withSubcommands([status, inspect, requeue, skip, release, recoverStale, dlt, purge])
+)
 
 /**
  * Runs the CLI on `args` (without the `node` and script entries).

@@ -260,7 +260,10 @@ describe("effect-outbox CLI", () => {
         const status = JSON.parse((yield* f.cli("status", "--json")).out)
         assert.strictEqual(status.blockedKeys, 2)
         assert.include((yield* f.cli("status")).out, "blocked keys: 2")
-        assert.deepStrictEqual(yield* f.use(Transition.claim({ owner: "r", limit: 10, maxPerKey: 10, leaseMillis: 60_000 })), [])
+        assert.deepStrictEqual(
+          yield* f.use(Transition.claim({ owner: "r", limit: 10, maxPerKey: 10, leaseMillis: 60_000 })),
+          []
+        )
 
         const noReason = yield* f.cli("skip", "--id", a!, "--execute")
         assert.isFalse(noReason.ok)
@@ -278,12 +281,17 @@ describe("effect-outbox CLI", () => {
         assert.strictEqual(skipped.status, "SKIPPED")
         assert.include(skipped.lastError!, "skipped by carol: obsolete order")
         assert.strictEqual((yield* f.use(rowOf(b!))).status, "FAILURE")
-        assert.isTrue(f.audit.some((line) => line.includes("AUDIT outbox skip by carol") && line.includes("obsolete order")))
+        assert.isTrue(
+          f.audit.some((line) => line.includes("AUDIT outbox skip by carol") && line.includes("obsolete order"))
+        )
         assert.strictEqual(JSON.parse((yield* f.cli("status", "--json")).out).blockedKeys, 1)
 
         // the key goes on without it
         const claimed = yield* f.use(Transition.claim({ owner: "r", limit: 10, maxPerKey: 10, leaseMillis: 60_000 }))
-        assert.deepStrictEqual(claimed.map((row) => row.id), [younger])
+        assert.deepStrictEqual(
+          claimed.map((row) => row.id),
+          [younger]
+        )
       }).pipe(Effect.scoped)
   )
 

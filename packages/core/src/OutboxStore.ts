@@ -14,7 +14,7 @@ import type { EventId, NewOutboxMessage, OutboxMessage, PublishReceipt } from ".
 
 /**
  * A claim request. The store moves up to `limit` rows from `PENDING` to `DISPATCHING`, leased
- * to `owner` until `now + leaseMillis`, and returns them ordered by `seq`.
+ * to `owner` for `leaseMillis` (on the store's clock, see below), and returns them ordered by `seq`.
  *
  * The per-key rule (R1.4): a row is claimable only when `availableAt <= now` and every earlier
  * (`seq`) row of the same key that is not finished with publication is claimed in the same

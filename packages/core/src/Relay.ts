@@ -62,12 +62,7 @@ import * as Semaphore from "effect/Semaphore"
 import * as Stream from "effect/Stream"
 import { BrokerAdmin } from "./BrokerAdmin.ts"
 import { BrokerProbe } from "./BrokerProbe.ts"
-import {
-  BrokerUnavailableError,
-  type OutboxStoreError,
-  type PublishError,
-  RetriablePublishError
-} from "./Errors.ts"
+import { BrokerUnavailableError, type OutboxStoreError, type PublishError, RetriablePublishError } from "./Errors.ts"
 import type { EventId, OutboxMessage } from "./OutboxMessage.ts"
 import type { FailedHeadPolicy, OutboxStore } from "./OutboxStore.ts"
 import * as PartitionLimit from "./PartitionLimit.ts"
@@ -505,8 +500,7 @@ export const make = (settings: Partial<Settings> = {}): Effect.Effect<Relay> =>
           const failure = yield* classify(row, outcome.failure, now, lease, outageRetryAt)
           if (failure.retryAt === null) {
             giveUp.push({ row, failure, retriable: outcome.failure._tag === "RetriablePublishError" })
-          }
-          else {
+          } else {
             failures.push(failure)
             retried++
           }
@@ -541,7 +535,10 @@ export const make = (settings: Partial<Settings> = {}): Effect.Effect<Relay> =>
         if (unavailable > 0)
           yield* Metric.update(Metric.withAttributes(Telemetry.publishFailed, { kind: "unavailable" }), unavailable)
         if (retried - unavailable > 0)
-          yield* Metric.update(Metric.withAttributes(Telemetry.publishFailed, { kind: "retriable" }), retried - unavailable)
+          yield* Metric.update(
+            Metric.withAttributes(Telemetry.publishFailed, { kind: "retriable" }),
+            retried - unavailable
+          )
         if (failed > 0)
           yield* Metric.update(Metric.withAttributes(Telemetry.publishFailed, { kind: "permanent" }), failed)
         if (heldBack.length > 0) {
@@ -634,6 +631,7 @@ export const make = (settings: Partial<Settings> = {}): Effect.Effect<Relay> =>
                   .find({ topic: row.topic, partition: row.partition, eventId: row.id, since: row.createdAt })
                   .pipe(Effect.result)
                 if (Result.isSuccess(found) && Option.isSome(found.success)) {
+                  yield* Metric.update(Metric.withAttributes(Telemetry.publishFailed, { kind: "landed" }), 1)
                   yield* Effect.logWarning(
                     `outbox relay ${owner}: event ${row.id} was about to go to FAILURE but is on the broker: PUBLISHED (${failure.reason})`
                   )
@@ -645,7 +643,10 @@ export const make = (settings: Partial<Settings> = {}): Effect.Effect<Relay> =>
                 if (Result.isFailure(found) && retriable) {
                   return {
                     _tag: "unreachable" as const,
-                    failure: { ...failure, reason: `${failure.reason}; probe before FAILURE failed: ${found.failure.message}` }
+                    failure: {
+                      ...failure,
+                      reason: `${failure.reason}; probe before FAILURE failed: ${found.failure.message}`
+                    }
                   }
                 }
                 note = Result.isSuccess(found)

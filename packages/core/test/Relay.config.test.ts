@@ -18,6 +18,9 @@ describe("configuration from the environment", () => {
       assert.strictEqual(settings.maxPerKey, 100)
       assert.strictEqual(Duration.toMillis(settings.lease), 30_000)
       assert.strictEqual(settings.unknownPartition, "fail")
+      assert.strictEqual(settings.failedHead, "block", "a FAILURE head blocks its key by default (#12)")
+      const outage = yield* Relay.outageDelay(settings.outageBackoff, 20)
+      assert.strictEqual(outage, 10_000, "the outage backoff is capped at 10 s")
       assert.isUndefined(settings.owner)
     })
   )
@@ -33,9 +36,14 @@ describe("configuration from the environment", () => {
           OUTBOX_RELAY_MAX_ATTEMPTS: "4",
           OUTBOX_RELAY_BACKOFF_BASE: "1 second",
           OUTBOX_RELAY_BACKOFF_MAX: "2 seconds",
-          OUTBOX_RELAY_UNKNOWN_PARTITION: "sync"
+          OUTBOX_RELAY_UNKNOWN_PARTITION: "sync",
+          OUTBOX_RELAY_FAILED_HEAD: "skip",
+          OUTBOX_RELAY_OUTAGE_BACKOFF_BASE: "100 millis",
+          OUTBOX_RELAY_OUTAGE_BACKOFF_MAX: "300 millis"
         })
       )
+      assert.strictEqual(settings.failedHead, "skip")
+      assert.strictEqual(yield* Relay.outageDelay(settings.outageBackoff, 5), 300)
       assert.strictEqual(settings.owner, "relay-a")
       assert.strictEqual(settings.batchSize, 50)
       assert.strictEqual(settings.maxPerKey, 50, "per-key cap follows the batch size unless set")

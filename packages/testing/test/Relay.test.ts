@@ -9,6 +9,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
+import * as Logger from "effect/Logger"
 import * as Option from "effect/Option"
 import * as Result from "effect/Result"
 import * as Schedule from "effect/Schedule"
@@ -381,6 +382,25 @@ describe("Relay", () => {
         assert.include(stored.lastError!, "probe before FAILURE failed")
         yield* TestClock.adjust("100 millis")
         assert.strictEqual((yield* relay.runOnce).published, 1)
+      })
+    )
+  )
+
+  it.effect("a row going to FAILURE is logged as a warning naming the event and the reason", () =>
+    inWorld((world) =>
+      Effect.gen(function* () {
+        const id = yield* Outbox.enqueue(draft("a", 1))
+        yield* world.broker.control.failPublish({ fault: "permanent", count: 1, reason: "record too large" })
+        const warnings: Array<string> = []
+        const capture = Logger.make((options) => {
+          if (options.logLevel === "Warn") warnings.push(String((options.message as ReadonlyArray<unknown>)[0]))
+        })
+        const relay = yield* Relay.make({ owner: "r1" })
+        yield* relay.runOnce.pipe(Effect.provide(Logger.layer([capture])))
+        assert.strictEqual((yield* row(world.database, id)).status, "FAILURE")
+        const line = warnings.find((w) => w.includes(id) && w.includes("-> FAILURE"))
+        assert.isDefined(line, warnings.join("\n"))
+        assert.include(line!, "record too large")
       })
     )
   )

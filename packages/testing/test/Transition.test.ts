@@ -179,6 +179,36 @@ describe("Transition, the one transition helper (R2.7)", () => {
     )
   )
 
+  it.effect("skip out of FAILURE is an audited operator action: SKIPPED, terminal; other rows are left alone", () =>
+    withDispatching((id, world) =>
+      Effect.gen(function* () {
+        const [early] = yield* Transition.skip({ ids: [id], operator: "carol", reason: "too early" })
+        assert.deepStrictEqual(early, { id, outcome: "rejected", current: "DISPATCHING" })
+        yield* Transition.markPublishFailed([{ id, owner: "relay-1", reason: "bad", attempts: 3, retryAt: null }])
+        const lines: Array<{ message: string; annotations: Record<string, unknown> }> = []
+        const capture = Logger.make((options) => {
+          lines.push({
+            message: String((options.message as ReadonlyArray<unknown>)[0]),
+            annotations: { ...options.fiber.getRef(References.CurrentLogAnnotations) }
+          })
+        })
+        const outcomes = yield* Transition.skip({ ids: [id], operator: "carol", reason: "order cancelled" }).pipe(
+          Effect.provide(Logger.layer([capture]))
+        )
+        assert.strictEqual(outcomes[0]!.outcome, "applied")
+        const stored = yield* row(world.database, id)
+        assert.strictEqual(stored.status, "SKIPPED")
+        assert.strictEqual(stored.lastError, "skipped by carol: order cancelled")
+        const audit = lines.find((line) => line.message.startsWith("AUDIT outbox skip"))
+        assert.isDefined(audit)
+        assert.strictEqual(audit!.annotations.operator, "carol")
+        assert.strictEqual(audit!.annotations.skippedIds, id)
+        const [again] = yield* Transition.requeue({ ids: [id], operator: "carol", reason: "undo?" })
+        assert.deepStrictEqual(again, { id, outcome: "rejected", current: "SKIPPED" }, "SKIPPED is terminal")
+      })
+    )
+  )
+
   it.effect("every transition is counted by from/to/outcome", () =>
     withDispatching((id) =>
       Effect.gen(function* () {

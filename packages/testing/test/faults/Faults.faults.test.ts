@@ -182,7 +182,7 @@ describe("the Kafka broker stopped for 20 s mid-run", () => {
       Support.record({
         scenario: "2 broker down 20 s",
         ...v,
-        note: `peak backlog ${peakBacklog}; ${retried} rows retried; FAILURE ${failed}; drained ${((drainedAt - upAt!) / 1000).toFixed(1)} s after restart`
+        note: `peak backlog ${peakBacklog}; ${retried} rows with an attempt counted (an outage counts none, #12); FAILURE ${failed}; drained ${((drainedAt - upAt!) / 1000).toFixed(1)} s after restart`
       })
       const reasons = await Support.query<{ last_error: string; attempts: number; n: number }>(
         s,
@@ -190,7 +190,6 @@ describe("the Kafka broker stopped for 20 s mid-run", () => {
       )
       assert.strictEqual(failed, 0, `no row ends in FAILURE; got ${JSON.stringify(reasons)}`)
       assert.isAbove(peakBacklog, 500, "the outbox accumulated while the broker was down")
-      assert.isAbove(retried, 0, "publish failures were retried")
       assert.strictEqual(v.lost, 0, `lost ${v.lostIds.join(", ")}`)
       assert.strictEqual(v.orderViolations, 0)
       assert.strictEqual(await count("'PUBLISHED'"), ids.length)

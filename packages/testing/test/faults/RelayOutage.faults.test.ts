@@ -13,9 +13,11 @@ import { afterAll, assert, describe, it } from "@effect/vitest"
 import * as Outbox from "@effect-outbox/core/Outbox"
 import type { OutboxDraft } from "@effect-outbox/core/OutboxMessage"
 import * as Relay from "@effect-outbox/core/Relay"
+import * as Telemetry from "@effect-outbox/core/Telemetry"
 import * as Transition from "@effect-outbox/core/Transition"
 import { Transactor } from "@effect-outbox/core/Transactor"
 import * as Effect from "effect/Effect"
+import * as Metric from "effect/Metric"
 import * as Support from "./support.ts"
 
 afterAll(() => {
@@ -32,6 +34,14 @@ const privateBroker = () =>
 
 const counter = (stack: Support.Stack, message: string) => async (where: string) =>
   (await Support.query<{ n: number }>(stack, `SELECT count(*)::int AS n FROM ${message} WHERE ${where}`))[0]!.n
+
+const statusCounts = async (stack: Support.Stack, message: string) =>
+  JSON.stringify(
+    await Support.query(
+      stack,
+      `SELECT status, count(*)::int AS n, max(attempts) AS attempts FROM ${message} GROUP BY 1`
+    )
+  )
 
 const failureReasons = async (stack: Support.Stack, message: string) =>
   JSON.stringify(
@@ -82,13 +92,19 @@ describe("the broker down for longer than the relay's whole retry budget used to
       })()
       while (Date.now() - started < 75_000 || upAt === undefined) {
         ids.push(...(await Support.enqueueMany(s, topic, 25, { keys: 100, from: ids.length, chunk: 25 })))
-        if (downAt !== undefined && upAt === undefined) peakBacklog = Math.max(peakBacklog, await count("status IN ('PENDING','DISPATCHING')"))
+        if (downAt !== undefined && upAt === undefined)
+          peakBacklog = Math.max(peakBacklog, await count("status IN ('PENDING','DISPATCHING')"))
         await Support.sleep(250)
       }
       await outage
       const deadline = Date.now() + 150_000
       while ((await count("status IN ('PENDING','DISPATCHING')")) > 0) {
-        if (Date.now() > deadline) throw new Error("the outbox did not drain within 150 s of the broker's return")
+        if (Date.now() > deadline) {
+          throw new Error(
+            `the outbox did not drain within 150 s of the broker's return: ${await statusCounts(s, t.message)}; ` +
+              `FAILURE: ${await failureReasons(s, t.message)}`
+          )
+        }
         await Support.sleep(200)
       }
       const drainedAt = Date.now()
@@ -150,6 +166,8 @@ describe("a frozen broker (SIGSTOP on its JVM until sends time out, then SIGCONT
       // maxAttempts 1: any timed-out send that counts as an attempt goes straight to the
       // probe-before-FAILURE; a send that landed must end PUBLISHED, never FAILURE.
       const settings = { maxAttempts: 1 }
+      const landedCounter = Metric.withAttributes(Telemetry.publishFailed, { kind: "landed" })
+      const landedBefore = (await s.runPromise(Metric.value(landedCounter))).count
       stopRelay = await Support.startRelay(s, settings)
       const depth = Relay.defaults.pipelineDepth
       const batchSize = 100
@@ -174,11 +192,17 @@ describe("a frozen broker (SIGSTOP on its JVM until sends time out, then SIGCONT
       await freeze
       const deadline = Date.now() + 150_000
       while ((await count("status IN ('PENDING','DISPATCHING')")) > 0) {
-        if (Date.now() > deadline) throw new Error("the outbox did not drain within 150 s of the thaw")
+        if (Date.now() > deadline) {
+          throw new Error(
+            `the outbox did not drain within 150 s of the thaw: ${await statusCounts(s, t.message)}; ` +
+              `FAILURE: ${await failureReasons(s, t.message)}`
+          )
+        }
         await Support.sleep(200)
       }
       const drainedAt = Date.now()
       await stopRelay()
+      const landed = (await s.runPromise(Metric.value(landedCounter))).count - landedBefore
 
       const failed = await count("status = 'FAILURE'")
       const records = await Support.readTopic(broker.brokers, topic)
@@ -200,7 +224,8 @@ describe("a frozen broker (SIGSTOP on its JVM until sends time out, then SIGCONT
         ...v,
         failureRows: failed,
         note:
-          `maxAttempts 1; duplicates bound ${bound} (pipeline depth ${depth} x batch ${batchSize}); ` +
+          `maxAttempts 1; ${landed} rows found on the broker by the probe before FAILURE (PUBLISHED); ` +
+          `duplicates bound ${bound} (pipeline depth ${depth} x batch ${batchSize}); ` +
           `receipts not matching their record ${wrongReceipts}; drained ${((drainedAt - thawedAt!) / 1000).toFixed(1)} s after SIGCONT`
       })
       assert.strictEqual(failed, 0, `no row ends in FAILURE; got ${await failureReasons(s, t.message)}`)
