@@ -33,7 +33,9 @@ const draft = (overrides: Partial<NewOutboxMessage> = {}): NewOutboxMessage => (
   ...overrides
 })
 
-const claimReq = (overrides: Partial<{ owner: string; limit: number; maxPerKey: number; now: number }> = {}) => ({
+const claimReq = (
+  overrides: Partial<{ owner: string; limit: number; maxPerKey: number; now: number; leaseMillis: number }> = {}
+) => ({
   owner: "relay-a",
   limit: 100,
   maxPerKey: 100,
@@ -299,10 +301,13 @@ describe("PgOutboxStore", () => {
       const store = yield* OutboxStore
       const wall = Date.now()
       const dead = draft({ key: "a" }), live = draft({ key: "b" })
+      // The claim writes its lease end with the database clock too: a 1 ms lease is over by the
+      // time findStale asks, whatever the host's clock (or the Effect clock) says.
       yield* store.insert([dead])
-      yield* store.claim(claimReq({ owner: "dead", now: wall - 60_000 }))
+      yield* store.claim(claimReq({ owner: "dead", now: wall - 60_000, leaseMillis: 1 }))
       yield* store.insert([live])
-      yield* store.claim(claimReq({ owner: "live", now: wall }))
+      yield* store.claim(claimReq({ owner: "live", now: wall, leaseMillis: 600_000 }))
+      yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 20)))
       const page = yield* store.findStale({ limit: 10 })
       assert.deepStrictEqual(page.rows.map((m) => m.id), [dead.id])
       assert.isTrue(Math.abs(page.now - wall) < 60_000, "the page reports the database clock")

@@ -431,15 +431,16 @@ export const suite = (name: string, options: Options): void => {
           { key: null }
         ])
         yield* store.insert([a1!, n1!, a2!])
-        yield* store.claim(claimRequest({ owner: "r1", leaseMillis: 1_000 }))
+        const [r1] = yield* store.claim(claimRequest({ owner: "r1", leaseMillis: 1_000 }))
         yield* store.insert([b1!, n2!])
-        yield* store.claim(claimRequest({ owner: "r2", leaseMillis: 2_000 }))
-        const now = T0 + 5_000
+        const [r2] = yield* store.claim(claimRequest({ owner: "r2", leaseMillis: 2_000 }))
+        // Leases run from the store's clock (the database's for PostgreSQL, M9): judge past both.
+        const now = Math.max(r1!.leaseExpiresAt!, r2!.leaseExpiresAt!) + 5_000
         const first = yield* store.findStale({ now, limit: 1 })
         // The page is a1; a2 comes along (same key), n1 does not.
         assert.deepStrictEqual(ids(first.rows), [a1!.id, a2!.id])
         assert.strictEqual(first.now, now)
-        assert.deepStrictEqual(first.next, { leaseExpiresAt: T0 + 1_000, seq: first.rows[0]!.seq })
+        assert.deepStrictEqual(first.next, { leaseExpiresAt: r1!.leaseExpiresAt!, seq: first.rows[0]!.seq })
         const second = yield* store.findStale({ now, limit: 2, after: first.next })
         // The page is n1, a2; a1 comes along again (a2's key), wherever it sorts.
         assert.deepStrictEqual(ids(second.rows), [a1!.id, n1!.id, a2!.id])
