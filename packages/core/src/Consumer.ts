@@ -150,6 +150,33 @@ export const defaultClassifier: Classifier = (error) => {
   return "transient"
 }
 
+/**
+ * Decides whether a failure is the infrastructure's, not the record's (H2): such a failure pauses
+ * the partition and is retried without limit; it never counts toward `maxAttempts` and never
+ * dead-letters.
+ *
+ * @since 0.1.0
+ * @category classification
+ */
+export type InfrastructureTest = (error: unknown) => boolean
+
+/**
+ * The default infrastructure test: a retriable `OutboxStoreError` (the lookup, a transition, the
+ * inbox's BEGIN/INSERT/COMMIT, a lost connection) or a retriable `SqlError` (the handler's own SQL
+ * on a database that is down or failing over). A handler waiting on the same database is not
+ * poison: the record waits with it.
+ *
+ * @since 0.1.0
+ * @category classification
+ */
+export const defaultIsInfrastructure: InfrastructureTest = (error) => {
+  if (typeof error !== "object" || error === null) return false
+  const tag = (error as { readonly _tag?: unknown })._tag
+  if (tag === "OutboxStoreError") return (error as { readonly retriable?: unknown }).retriable === true
+  if (tag === "SqlError") return (error as { readonly isRetryable?: unknown }).isRetryable === true
+  return false
+}
+
 // ---------------------------------------------------------------------------------------------
 // options
 // ---------------------------------------------------------------------------------------------
@@ -167,6 +194,11 @@ export interface Options<S extends Schema.Top, E, R> {
   readonly handler: (message: Message<S["Type"]>) => Effect.Effect<unknown, E, R>
   /** Dedup identity (default `"event-id"`, falling back to the offset identity). */
   readonly identity?: Inbox.IdentityStrategy
+  /**
+   * Where partitions WITHOUT a committed offset start (a new group, a partition added to a grown
+   * topic): `true` (default) at their earliest record; `false` at their end — which may skip
+   * records on new partitions (those written before the group noticed the partition).
+   */
   readonly fromBeginning?: boolean
   /** Partitions processed at the same time (default 8). Order within a partition is kept. */
   readonly concurrency?: number
@@ -176,6 +208,13 @@ export interface Options<S extends Schema.Top, E, R> {
   readonly retrySchedule?: Schedule.Schedule<unknown, unknown>
   /** Transient vs permanent (default {@link defaultClassifier}). */
   readonly classify?: Classifier
+  /**
+   * Which failures are the infrastructure's (default {@link defaultIsInfrastructure}): retried with
+   * `infrastructureRetrySchedule` without limit, never counted as an attempt, never dead-lettered.
+   */
+  readonly isInfrastructure?: InfrastructureTest
+  /** Delays between retries of infrastructure failures (default exponential from 200 ms, jittered, capped at 30 s; forever). */
+  readonly infrastructureRetrySchedule?: Schedule.Schedule<unknown, unknown>
   /** The dead-letter topic of a topic (default `<topic>.DLT`). */
   readonly deadLetterTopic?: (topic: string) => string
   /**
@@ -293,6 +332,31 @@ export const retriesTotal = Metric.counter("outbox_consumer_retries_total", {
   incremental: true
 })
 
+/**
+ * Tries that failed on the infrastructure (database down, transaction lost) and are retried
+ * without limit, outside the attempt budget (H2).
+ *
+ * @since 0.1.0
+ * @category metrics
+ */
+export const infrastructureRetriesTotal = Metric.counter("outbox_consumer_infrastructure_retries_total", {
+  description: "Record tries that failed on the infrastructure and were retried outside the attempt budget",
+  incremental: true
+})
+
+/**
+ * Delivered records whose local outbox row was in a state that should not be delivered, with
+ * attribute `kind` (`failure_row_delivered`: the relay gave the row up as `FAILURE`, yet the
+ * record reached Kafka — processed anyway, C2).
+ *
+ * @since 0.1.0
+ * @category metrics
+ */
+export const anomaliesTotal = Metric.counter("outbox_consumer_anomalies_total", {
+  description: "Delivered records whose outbox row said they should not have been delivered",
+  incremental: true
+})
+
 const countRecord = (result: "processed" | "already_processed" | "skipped" | "dead_lettered") =>
   Metric.update(Metric.withAttributes(recordsTotal, { result }), 1)
 
@@ -311,11 +375,19 @@ export const defaultRetrySchedule: Schedule.Schedule<unknown, unknown> = Schedul
   Schedule.jittered
 )
 
-// A DLT or a commit that fails retriably is retried with this, forever for the DLT (losing the
-// record is worse than waiting), a few times for commits (a lost commit only causes redelivery).
-const infrastructureSchedule = Schedule.exponential("200 millis").pipe(
-  Schedule.modifyDelay(({ duration }) => Effect.succeed(Duration.min(duration, Duration.seconds(30))))
+/**
+ * The default delays between retries of infrastructure failures: exponential from 200 ms, capped
+ * at 30 s, jittered, without end. Also used for the DLT publish (losing the record is worse than
+ * waiting) and, a few times, for offset commits (a lost commit only causes redelivery).
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const infrastructureRetrySchedule: Schedule.Schedule<unknown, unknown> = Schedule.exponential("200 millis").pipe(
+  Schedule.modifyDelay(({ duration }) => Effect.succeed(Duration.min(duration, Duration.seconds(30)))),
+  Schedule.jittered
 )
+const infrastructureSchedule = infrastructureRetrySchedule
 
 const isEventId = Schema.is(EventId)
 
@@ -376,6 +448,8 @@ export const make = <S extends Schema.Top, E, R>(
     const context = yield* Effect.context<R | S["DecodingServices"]>()
 
     const classify = options.classify ?? defaultClassifier
+    const isInfrastructure = options.isInfrastructure ?? defaultIsInfrastructure
+    const infrastructureRetry = options.infrastructureRetrySchedule ?? infrastructureRetrySchedule
     const maxAttempts = Math.max(1, options.maxAttempts ?? 5)
     const identity = options.identity ?? "event-id"
     const lifecycle = options.lifecycle ?? true
@@ -388,7 +462,7 @@ export const make = <S extends Schema.Top, E, R>(
     const subscription: Subscription = yield* source.subscribe({
       groupId: options.groupId,
       topics: options.topics,
-      ...(options.fromBeginning === undefined ? {} : { fromBeginning: options.fromBeginning })
+      fromBeginning: options.fromBeginning ?? true
     })
 
     const failed = yield* Deferred.make<never, ConsumerError>()
@@ -422,10 +496,14 @@ export const make = <S extends Schema.Top, E, R>(
           const row = yield* lookup(eventId)
           if (Option.isSome(row)) {
             const status = row.value.status
-            // Terminal rows: the work is finished (R4.4). A replayed dead letter is processed
+            // Finished work (R4.4): SUCCESS, or this group's own dead letter (only the one group
+            // that drives the lifecycle writes PUSHED_FAILURE). A replayed dead letter is processed
             // again, but its terminal row is not moved (terminal means terminal, R2.4).
             if (status === "SUCCESS") return skip
-            if ((status === "PUSHED_FAILURE" || status === "FAILURE") && !isReplay) return skip
+            if (status === "PUSHED_FAILURE" && !isReplay) return skip
+            // FAILURE does not prove the record never reached Kafka (a timed-out last attempt may
+            // have landed, C2): here it is, so it is processed; the row stays terminal.
+            if (status === "FAILURE" && !isReplay) yield* reportFailureRowDelivered(record, eventId)
             if (status === "DISPATCHING" || status === "PUBLISHED" || status === "UNDER_PROCESSING") {
               const started = yield* Transition.startProcessing(eventId)
               if (started.outcome === "already_advanced") {
@@ -474,6 +552,15 @@ export const make = <S extends Schema.Top, E, R>(
         return { _tag: "run", key: Inbox.keyOf(options.groupId, record, identity), work } satisfies Prepared
       }).pipe(Effect.provideService(OutboxStore, store))
 
+    const reportFailureRowDelivered = (record: ConsumerRecord, eventId: string) =>
+      Effect.all([
+        Metric.update(Metric.withAttributes(anomaliesTotal, { kind: "failure_row_delivered" }), 1),
+        Effect.logWarning(
+          `${record.topic}/${record.partition}@${record.offset}: outbox row ${eventId} is FAILURE but its record ` +
+            `was delivered; processing it (the row stays FAILURE; do not requeue it, that would publish it again)`
+        ).pipe(Effect.annotateLogs({ eventId, consumer: options.groupId }))
+      ])
+
     /** After the inbox: `SUCCESS`, or the reconciliation of a missing one (R4.4). */
     const finish = (outcome: Inbox.Outcome, tracked: { id: EventId | null }): Effect.Effect<RecordResult, unknown> =>
       Effect.gen(function* () {
@@ -504,6 +591,15 @@ export const make = <S extends Schema.Top, E, R>(
         return yield* finish(yield* inbox.processOnce(prepared.key, prepared.work), tracked)
       })
 
+    const reportInfrastructureFailure = (record: ConsumerRecord, error: unknown) =>
+      Effect.all([
+        Metric.update(infrastructureRetriesTotal, 1),
+        Effect.logWarning(
+          `${record.topic}/${record.partition}@${record.offset} waits for the infrastructure (not counted as an ` +
+            `attempt, retried without limit): ${DeadLetter.errorMessage(error)}`
+        ).pipe(Effect.annotateLogs({ consumer: options.groupId }))
+      ])
+
     const deadLetter = (record: ConsumerRecord, error: unknown, attempts: number, trackedId: EventId | null) =>
       Effect.gen(function* () {
         const classification = classify(error)
@@ -518,7 +614,10 @@ export const make = <S extends Schema.Top, E, R>(
           outcome!._tag === "Success" ? Effect.void : Effect.fail(outcome!.failure)
         )
         yield* publishOnce.pipe(
-          Effect.retry({ schedule: infrastructureSchedule, while: (e) => e._tag === "RetriablePublishError" }),
+          Effect.retry({
+            schedule: infrastructureSchedule,
+            while: (e) => e._tag === "RetriablePublishError" || e._tag === "BrokerUnavailableError"
+          }),
           Effect.mapError(
             (e) =>
               new DeadLetter.DeadLetterPublishError({
@@ -551,10 +650,8 @@ export const make = <S extends Schema.Top, E, R>(
           yield* Transition.finishProcessing(trackedId, "PUSHED_FAILURE", {
             reason: `dead-lettered to ${target}: ${DeadLetter.errorMessage(error)}`
           }).pipe(
-            Effect.retry({
-              schedule: infrastructureSchedule.pipe(Schedule.upTo({ times: 5 })),
-              while: (e) => e.retriable
-            }),
+            // The record is on the DLT already; the row waits for the database like any record.
+            Effect.retry({ schedule: infrastructureRetry, while: isInfrastructure }),
             Effect.catch((e) =>
               Effect.logError(`could not mark ${trackedId} PUSHED_FAILURE after dead-lettering: ${e.message}`)
             ),
@@ -584,22 +681,31 @@ export const make = <S extends Schema.Top, E, R>(
             return "parked" as const
           }
         }
-        let attempts = 0
+        // `attempts` counts the record's own failures (handler, decoding) plus the try under way;
+        // infrastructure failures are retried in the inner loop and never count (H2).
+        let attempts = 1
+        let tries = 0
         const tracked: { id: EventId | null } = first?.tracked ?? { id: null }
         let replay = first?.exit
         const result = yield* Effect.suspend(() => {
           if (replay === undefined) {
-            return ++attempts === 1 && rows !== undefined
+            return ++tries === 1 && rows !== undefined
               ? attemptOnce(record, attempts, tracked, (id) => Effect.succeed(Option.fromNullishOr(rows.get(id))))
               : attemptOnce(record, attempts, tracked)
           }
           const exit = replay
           replay = undefined
-          attempts++
+          tries++
           return exit
         }).pipe(
           Effect.tapError((error) =>
-            attempts < maxAttempts && classify(error) === "transient" ? Metric.update(retriesTotal, 1) : Effect.void
+            isInfrastructure(error) ? reportInfrastructureFailure(record, error) : Effect.void
+          ),
+          Effect.retry({ schedule: infrastructureRetry, while: isInfrastructure }),
+          Effect.tapError((error) =>
+            attempts < maxAttempts && classify(error) === "transient"
+              ? Effect.andThen(Metric.update(retriesTotal, 1), Effect.sync(() => attempts++))
+              : Effect.void
           ),
           Effect.retry({
             schedule: retryPolicy,
@@ -614,10 +720,13 @@ export const make = <S extends Schema.Top, E, R>(
         }
         // The work may have committed and only the bookkeeping after it kept failing (the SUCCESS
         // transition, a lost commit acknowledgement): such a record is processed, not poison.
+        // The check never answers "no" because the database is down: it waits for it (H2).
         const processed = Option.isSome(inboxStore)
-          ? yield* inboxStore.value
-              .exists(Inbox.keyOf(options.groupId, record, identity))
-              .pipe(Effect.orElseSucceed(() => false))
+          ? yield* inboxStore.value.exists(Inbox.keyOf(options.groupId, record, identity)).pipe(
+              Effect.tapError((error) => reportInfrastructureFailure(record, error)),
+              Effect.retry({ schedule: infrastructureRetry, while: isInfrastructure }),
+              Effect.orElseSucceed(() => false)
+            )
           : false
         if (processed) {
           yield* Effect.logWarning(
