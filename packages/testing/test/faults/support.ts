@@ -6,7 +6,7 @@
 
 import { type ChildProcess, execFile, spawn } from "node:child_process"
 import { randomBytes } from "node:crypto"
-import { readdirSync, readFileSync } from "node:fs"
+import { chmodSync, mkdirSync, readdirSync, readFileSync } from "node:fs"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { inspect } from "node:util"
@@ -463,4 +463,33 @@ export const startRelay = async (
     }).pipe(Scope.provide(scope))
   )
   return () => stack.runPromise(Scope.close(scope, Exit.void))
+}
+
+// ------------------------------------------------------------------------------------------------
+// private PostgreSQL (coldstart)
+// ------------------------------------------------------------------------------------------------
+
+/**
+ * A PostgreSQL cluster of its own (initdb'd by `scripts/services pg-private`) on `port`, data under
+ * `state`, so a test can stop PostgreSQL (`stop`: fast shutdown, data kept) and bring it back
+ * (`start`) without touching the shared server. `down` stops it and deletes its data.
+ */
+export const privatePostgres = (options: { readonly port: number; readonly state: string }) => {
+  const env = { PG_PRIVATE_PORT: String(options.port), EFFECT_OUTBOX_STATE: options.state }
+  const services = join(repoRoot, "scripts", "services")
+  const pg = (command: "up" | "stop" | "start" | "down") => run("bash", [services, "pg-private", command], env)
+  return {
+    url: `postgres://postgres@127.0.0.1:${options.port}/postgres`,
+    state: options.state,
+    up: () => {
+      // initdb runs as the `postgres` user when we are root; it must reach the state directory
+      // (mkdtemp makes it 0700).
+      mkdirSync(options.state, { recursive: true })
+      chmodSync(options.state, 0o755)
+      return pg("up")
+    },
+    stop: () => pg("stop"),
+    start: () => pg("start"),
+    down: () => pg("down").catch(() => "")
+  }
 }
