@@ -173,9 +173,32 @@ export const defaultIsInfrastructure: InfrastructureTest = (error) => {
   if (typeof error !== "object" || error === null) return false
   const tag = (error as { readonly _tag?: unknown })._tag
   if (tag === "OutboxStoreError") return (error as { readonly retriable?: unknown }).retriable === true
-  if (tag === "SqlError") return (error as { readonly isRetryable?: unknown }).isRetryable === true
-  return false
+  if (tag !== "SqlError") return false
+  const sql = error as {
+    readonly isRetryable?: unknown
+    readonly reason?: { readonly _tag?: unknown; readonly cause?: { readonly code?: unknown } }
+  }
+  const code = sql.reason?.cause?.code
+  return (
+    sql.isRetryable === true ||
+    sql.reason?._tag === "ConnectionError" ||
+    (typeof code === "string" && isInfrastructureState(code))
+  )
 }
+
+/**
+ * SQLSTATEs of the database rather than the statement (standard SQL classes): connection (08),
+ * insufficient resources (53), operator intervention / shutting down or starting up (57P01-3),
+ * serialization failure and deadlock (40001, 40P01).
+ */
+const isInfrastructureState = (code: string): boolean =>
+  code.startsWith("08") ||
+  code.startsWith("53") ||
+  code === "57P01" ||
+  code === "57P02" ||
+  code === "57P03" ||
+  code === "40001" ||
+  code === "40P01"
 
 // ---------------------------------------------------------------------------------------------
 // options

@@ -19,6 +19,7 @@ import * as Ref from "effect/Ref"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import * as Scope from "effect/Scope"
+import { ConnectionError, SqlError, type SqlErrorReason, UnknownError } from "effect/sql/SqlError"
 import * as TestClock from "effect/testing/TestClock"
 import * as InMemoryBroker from "../src/InMemoryBroker.ts"
 import * as InMemoryDatabase from "../src/InMemoryDatabase.ts"
@@ -959,5 +960,29 @@ describe("Consumer.defaultClassifier", () => {
     )
     assert.strictEqual(Consumer.defaultClassifier({ _tag: "OutboxValidationError" }), "permanent")
     assert.strictEqual(Consumer.defaultClassifier(new Error("?")), "transient")
+  })
+})
+
+describe("Consumer.defaultIsInfrastructure", () => {
+  it("retriable store errors and the database's own SQL failures are infrastructure; the handler's are not (H2)", () => {
+    const sqlError = (reason: SqlErrorReason) => new SqlError({ reason })
+    const withCode = (code: string) => sqlError(new UnknownError({ cause: { code }, message: "Query failed" }))
+    assert.isTrue(
+      Consumer.defaultIsInfrastructure(new OutboxStoreError({ operation: "q", reason: "gone", retriable: true }))
+    )
+    assert.isFalse(
+      Consumer.defaultIsInfrastructure(new OutboxStoreError({ operation: "q", reason: "constraint", retriable: false }))
+    )
+    assert.isTrue(Consumer.defaultIsInfrastructure(sqlError(new ConnectionError({ cause: new Error("ECONNREFUSED") }))))
+    for (const code of ["57P01", "57P03", "08006", "53300", "40001"]) {
+      assert.isTrue(Consumer.defaultIsInfrastructure(withCode(code)), code)
+    }
+    assert.isFalse(Consumer.defaultIsInfrastructure(withCode("23505")))
+    assert.isFalse(Consumer.defaultIsInfrastructure(new HandlerFailed({ n: 1, retriable: true })))
+    assert.isFalse(
+      Consumer.defaultIsInfrastructure(
+        new Consumer.PayloadDecodeError({ topic: "t", partition: 0, offset: "0", reason: "x" })
+      )
+    )
   })
 })

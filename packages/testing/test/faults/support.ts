@@ -81,9 +81,11 @@ export const stackLayer = (options: {
   readonly brokers?: ReadonlyArray<string>
   readonly applicationName?: string
   readonly maxConnections?: number
+  /** Another PostgreSQL (a private cluster); default `DATABASE_URL`. */
+  readonly databaseUrl?: string
 }) => {
   const client = PgClient.layer({
-    url: Redacted.make(databaseUrl),
+    url: Redacted.make(options.databaseUrl ?? databaseUrl),
     maxConnections: options.maxConnections ?? 4,
     applicationName: options.applicationName ?? "effect-outbox-faults"
   })
