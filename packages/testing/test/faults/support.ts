@@ -316,6 +316,8 @@ export const verdict = (
 export interface TableRow extends Omit<Verdict, "lostIds"> {
   readonly scenario: string
   readonly note?: string
+  /** Records sent to the dead-letter topic (consumer scenarios); blank when not measured. */
+  readonly deadLettered?: number
 }
 
 const rows: Array<TableRow> = []
@@ -325,11 +327,27 @@ export const record = (row: TableRow): void => {
 }
 
 export const table = (): string => {
-  const header = ["scenario", "events", "lost", "duplicates delivered", "duplicate effects", "order violations", "note"]
+  const header = [
+    "scenario",
+    "events",
+    "lost",
+    "duplicates delivered",
+    "duplicate effects",
+    "order violations",
+    "dead-lettered",
+    "note"
+  ]
   const body = rows.map((r) =>
-    [r.scenario, r.events, r.lost, r.duplicatesDelivered, r.duplicateEffects, r.orderViolations, r.note ?? ""].map(
-      String
-    )
+    [
+      r.scenario,
+      r.events,
+      r.lost,
+      r.duplicatesDelivered,
+      r.duplicateEffects,
+      r.orderViolations,
+      r.deadLettered ?? "",
+      r.note ?? ""
+    ].map(String)
   )
   const widths = header.map((h, i) => Math.max(h.length, ...body.map((b) => b[i]!.length)))
   const line = (cells: ReadonlyArray<string>) => `| ${cells.map((c, i) => c.padEnd(widths[i]!)).join(" | ")} |`
