@@ -98,7 +98,9 @@ layer(KafkaTest, { timeout: "120 seconds", excludeTestServices: true })("KafkaCo
       yield* subscription.batches.pipe(
         Stream.runForEach((batch) =>
           Effect.andThen(
-            Effect.sync(() => batch.records.forEach((r) => seen.add(text(r.value)))),
+            Effect.sync(() => {
+              for (const r of batch.records) seen.add(text(r.value))
+            }),
             subscription.commit([
               {
                 topic: batch.topic,

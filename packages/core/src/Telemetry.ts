@@ -292,3 +292,66 @@ export const withParentFromHeaders =
       onNone: () => effect,
       onSome: (parent) => Effect.withParentSpan(effect, parent)
     })
+
+// ---------------------------------------------------------------------------------------------
+// consumer metrics
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * Records finished by the consumer, with attribute `result`: `processed`, `already_processed`,
+ * `skipped` (finished outbox row), `dead_lettered`.
+ *
+ * @since 0.1.0
+ * @category metrics
+ */
+export const consumerRecordsTotal = Metric.counter("outbox_consumer_records_total", {
+  description: "Records finished by the consumer, by result",
+  incremental: true
+})
+
+/**
+ * Missing `SUCCESS` transitions repaired without running the handler again (R4.4).
+ *
+ * @since 0.1.0
+ * @category metrics
+ */
+export const consumerReconciledTotal = Metric.counter("outbox_consumer_reconciled_total", {
+  description: "Already-processed records whose missing SUCCESS transition was reconciled",
+  incremental: true
+})
+
+/**
+ * Handler tries that failed and will be retried.
+ *
+ * @since 0.1.0
+ * @category metrics
+ */
+export const consumerRetriesTotal = Metric.counter("outbox_consumer_retries_total", {
+  description: "Failed handler tries that were retried",
+  incremental: true
+})
+
+/**
+ * Record tries that failed on the infrastructure (database down, transaction lost) and are
+ * retried without limit, outside the attempt budget (H2).
+ *
+ * @since 0.1.0
+ * @category metrics
+ */
+export const consumerInfrastructureRetriesTotal = Metric.counter("outbox_consumer_infrastructure_retries_total", {
+  description: "Record tries that failed on the infrastructure and were retried outside the attempt budget",
+  incremental: true
+})
+
+/**
+ * Delivered records whose local outbox row said they should not have been delivered, with
+ * attribute `kind` (`failure_row_delivered`: the relay gave the row up as `FAILURE`, yet the
+ * record reached Kafka — processed anyway, C2).
+ *
+ * @since 0.1.0
+ * @category metrics
+ */
+export const consumerAnomaliesTotal = Metric.counter("outbox_consumer_anomalies_total", {
+  description: "Delivered records whose outbox row said they should not have been delivered",
+  incremental: true
+})
