@@ -154,8 +154,8 @@ export interface PartitionLag extends GroupOffsets {
 /**
  * The lag of a group on one partition: records between its committed offset (or the log start,
  * when retention removed what it had not read) and the end of the log. A group that never
- * committed on the partition counts from the log start when it reads from the beginning, and as
- * caught up otherwise (a new member starts at the end).
+ * committed on the partition counts from the log start when it reads from the beginning (the
+ * consumer's default), and as caught up with `fromBeginning: false` (it then starts at the end).
  *
  * @since 0.1.0
  * @category consumer lag
@@ -167,7 +167,7 @@ export const lagOf = (
   const start = BigInt(offsets.start)
   const end = BigInt(offsets.end)
   const position =
-    offsets.committed === null ? (options.fromBeginning === true ? start : end) : BigInt(offsets.committed)
+    offsets.committed === null ? (options.fromBeginning !== false ? start : end) : BigInt(offsets.committed)
   const lag = end - (position > start ? position : start)
   return lag > 0n ? Number(lag) : 0
 }
