@@ -471,6 +471,41 @@ for (const transaction of ["per-record", "per-batch"] as const) {
       }).pipe(Effect.scoped, Effect.provide(makeLayer()))
     )
 
+    it.effect("infrastructure failures between a poison record's tries do not use up its attempts (H2)", () =>
+      Effect.gen(function* () {
+        const db = yield* InMemoryDatabase.InMemoryDatabase
+        const seen: Array<number> = []
+        yield* send(1)
+        // Every other inbox write fails on the database (before the handler runs).
+        let writes = 0
+        yield* db.setFaultHook((operation) =>
+          operation === "inbox.record" && writes++ % 2 === 1
+            ? new OutboxStoreError({ operation, reason: "connection reset", retriable: true })
+            : undefined
+        )
+        yield* Consumer.make({
+          ...baseOptions,
+          maxAttempts: 3,
+          handler: (m) =>
+            Effect.sync(() => seen.push(m.attempt)).pipe(
+              Effect.andThen(Effect.fail(new HandlerFailed({ n: 1, retriable: true })))
+            )
+        })
+        yield* eventually(
+          "offset 1 is committed",
+          Effect.map(committedOffset("billing"), (o) => o === "1")
+        )
+        // Three tries of the handler, numbered 1-3; the failed writes between them did not count
+        // (counted, they would have dead-lettered after tries 1 and 3).
+        assert.deepStrictEqual(seen, [1, 2, 3])
+        const letters = yield* dltRecords
+        assert.strictEqual(letters.length, 1)
+        const letter = DeadLetter.parse(letters[0]!)
+        assert.strictEqual(letter._tag, "Some")
+        if (letter._tag === "Some") assert.strictEqual(letter.value.attempts, 3)
+      }).pipe(Effect.scoped, Effect.provide(makeLayer()))
+    )
+
     it.effect("a delivered record whose row is FAILURE is processed, counted and logged; the row stays FAILURE (C2)", () =>
       Effect.gen(function* () {
         const { handler, ns } = yield* recording
