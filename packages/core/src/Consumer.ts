@@ -184,7 +184,7 @@ export interface Options<S extends Schema.Top, E, R> {
   readonly fromBeginning?: boolean
   /** Partitions processed at the same time (default 8). Order within a partition is kept. */
   readonly concurrency?: number
-  /** Tries per record before it is dead-lettered, the first included (default 5). */
+  /** The record's own tries before it is dead-lettered, the first included (default 5); infrastructure failures never count. */
   readonly maxAttempts?: number
   /** Delays between tries (default exponential from 100 ms, jittered, capped at 10 s). */
   readonly retrySchedule?: Schedule.Schedule<unknown, unknown>
@@ -195,7 +195,7 @@ export interface Options<S extends Schema.Top, E, R> {
    * `infrastructureRetrySchedule` without limit, never counted as an attempt, never dead-lettered.
    */
   readonly isInfrastructure?: InfrastructureTest
-  /** Delays between retries of infrastructure failures (default exponential from 200 ms, jittered, capped at 30 s; forever). */
+  /** Delays between retries of infrastructure failures (default exponential from 200 ms, jittered, capped at 5 s; forever). */
   readonly infrastructureRetrySchedule?: Schedule.Schedule<unknown, unknown>
   /** The dead-letter topic of a topic (default `<topic>.DLT`). */
   readonly deadLetterTopic?: (topic: string) => string
@@ -340,14 +340,15 @@ export const defaultRetrySchedule: Schedule.Schedule<unknown, unknown> = Schedul
 
 /**
  * The default delays between retries of infrastructure failures: exponential from 200 ms, capped
- * at 30 s, jittered, without end. Also used for the DLT publish (losing the record is worse than
- * waiting).
+ * at 5 s (a retry against a database that is down costs one connection attempt; a longer cap would
+ * hold a partition that long after the database is back), jittered, without end. Also used for
+ * the DLT publish (losing the record is worse than waiting).
  *
  * @since 0.1.0
  * @category constants
  */
 export const infrastructureRetrySchedule: Schedule.Schedule<unknown, unknown> = Schedule.exponential("200 millis").pipe(
-  Schedule.modifyDelay(({ duration }) => Effect.succeed(Duration.min(duration, Duration.seconds(30)))),
+  Schedule.modifyDelay(({ duration }) => Effect.succeed(Duration.min(duration, Duration.seconds(5)))),
   Schedule.jittered
 )
 
