@@ -206,7 +206,9 @@ export interface Options<S extends Schema.Top, E, R> {
   readonly parking?: boolean
   /**
    * Drive the outbox lifecycle of locally known events (default on). Turn it off for every
-   * consumer group but one when several groups consume the same events from one database.
+   * consumer group but one when several groups consume the same events from one database: a
+   * second driving group would skip what the first finished. `OutboxRuntime.layer` refuses two
+   * driving groups on one topic (`LifecycleGroupConflictError`).
    */
   readonly lifecycle?: boolean
   /**
