@@ -153,7 +153,7 @@ export const subscribe = (
       rebalanceTimeout: options.rebalanceTimeoutMillis ?? 60_000,
       heartbeatInterval,
       maxWaitTimeInMs: options.maxWaitTimeMillis ?? 5_000,
-      metadataMaxAge: options.metadataMaxAgeMillis ?? 5_000,
+      metadataMaxAge: options.metadataMaxAgeMillis ?? options.consumerConfig?.metadataMaxAge ?? 5_000,
       ...(options.maxBytesPerPartition === undefined ? {} : { maxBytesPerPartition: options.maxBytesPerPartition })
     })
 
