@@ -58,6 +58,12 @@ export interface KafkaConsumerSourceOptions {
   readonly maxBytesPerPartition?: number | undefined
   /** Upper bound on one commit call (default 10000 ms). */
   readonly commitTimeoutMillis?: number | undefined
+  /**
+   * How old the group's view of topic metadata may get (default 5000 ms; kafkajs default 300000).
+   * A topic grown by `PartitionAssignment` or the relay's sync is noticed (and rebalanced onto)
+   * within this, so its new partitions are read within seconds (H4).
+   */
+  readonly metadataMaxAgeMillis?: number | undefined
   /** Extra kafkajs consumer settings (retry, rackId…). */
   readonly consumerConfig?: Partial<Omit<Kafkajs.ConsumerConfig, "groupId">> | undefined
 }
@@ -162,6 +168,7 @@ export const subscribe = (
       rebalanceTimeout: options.rebalanceTimeoutMillis ?? 60_000,
       heartbeatInterval,
       maxWaitTimeInMs: options.maxWaitTimeMillis ?? 5_000,
+      metadataMaxAge: options.metadataMaxAgeMillis ?? options.consumerConfig?.metadataMaxAge ?? 5_000,
       ...(options.maxBytesPerPartition === undefined ? {} : { maxBytesPerPartition: options.maxBytesPerPartition })
     })
 
@@ -214,7 +221,10 @@ export const subscribe = (
         try: async () => {
           try {
             await consumer.connect()
-            await consumer.subscribe({ topics: [...request.topics], fromBeginning: request.fromBeginning ?? false })
+            // Only partitions without a committed offset use this: a new group, and partitions added
+            // to a grown topic. Starting those at their end would skip what was written before the
+            // group noticed them (H4), so the default is their beginning.
+            await consumer.subscribe({ topics: [...request.topics], fromBeginning: request.fromBeginning ?? true })
             await consumer.run({
               autoCommit: false,
               eachBatchAutoResolve: false,

@@ -71,6 +71,10 @@ export class ConsumerSource extends Context.Service<ConsumerSource, {
   readonly subscribe: (options: {
     readonly groupId: string
     readonly topics: ReadonlyArray<string>
+    /**
+     * Where partitions WITHOUT a committed offset start: `true` (default) at their earliest
+     * record; `false` at their end, which may skip records on new partitions.
+     */
     readonly fromBeginning?: boolean
   }) => Effect.Effect<Subscription, ConsumerSourceError, Scope.Scope>
 }>()("@effect-outbox/core/ConsumerSource") {}

@@ -193,3 +193,37 @@ export class ConsumerSourceError extends Schema.TaggedError<ConsumerSourceError>
     return `consumer ${this.operation} failed: ${this.reason}`
   }
 }
+
+/**
+ * A consumed payload does not decode with the consumer's schema. Permanent by default: the same
+ * bytes will never decode, so the record goes to the dead-letter topic at once.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class PayloadDecodeError extends Schema.TaggedError<PayloadDecodeError>()("PayloadDecodeError", {
+  topic: Schema.String,
+  partition: Schema.Int,
+  offset: Schema.String,
+  reason: Schema.String
+}) {
+  override get message() {
+    return `payload of ${this.topic}/${this.partition}@${this.offset} does not decode: ${this.reason}`
+  }
+}
+
+/**
+ * A consumer's handler died (threw, or failed with a defect). Classified like any other error —
+ * transient by default, so it is retried and then dead-lettered — instead of killing the consumer.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class HandlerDefectError extends Schema.TaggedError<HandlerDefectError>()("HandlerDefectError", {
+  reason: Schema.String,
+  cause: Schema.optionalKey(Schema.Defect())
+}) {
+  override get message() {
+    return `handler died: ${this.reason}`
+  }
+}

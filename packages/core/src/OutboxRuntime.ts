@@ -37,7 +37,7 @@ import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
-import type * as Schema from "effect/Schema"
+import * as Schema from "effect/Schema"
 import { BrokerAdmin } from "./BrokerAdmin.ts"
 import type { BrokerProbe } from "./BrokerProbe.ts"
 import * as Consumer from "./Consumer.ts"
@@ -71,7 +71,10 @@ export interface ConsumerDeclaration<R> {
   readonly topics: ReadonlyArray<string>
   /** Whether a new group starts at the beginning (how its lag counts before its first commit). */
   readonly fromBeginning?: boolean | undefined
-  /** Whether it drives the outbox lifecycle of its topics' rows (default on): the reconciler sweeps for it. */
+  /**
+   * Whether it drives the outbox lifecycle of its topics' rows (`Consumer.Options.lifecycle`,
+   * default on): the reconciler sweeps for it, and at most one such group per topic.
+   */
   readonly lifecycle?: boolean | undefined
   /** Its dedupe identity (default `"event-id"`), for the reconciler's inbox look-up. */
   readonly identity?: Inbox.IdentityStrategy | undefined
@@ -92,12 +95,55 @@ export const consumer = <S extends Schema.Top, E, R>(
 ): ConsumerDeclaration<R | S["DecodingServices"]> => ({
   groupId: options.groupId,
   topics: options.topics,
-  fromBeginning: options.fromBeginning,
-  lifecycle: options.lifecycle,
+  fromBeginning: options.fromBeginning ?? true,
+  lifecycle: options.lifecycle ?? true,
   identity: options.identity,
   deadLetterTopic: options.deadLetterTopic,
   run: Consumer.run(options)
 })
+
+/**
+ * Two consumer groups drive the outbox lifecycle of one topic: the second would skip every event
+ * the first finished (H5). Exactly one group per topic may keep `lifecycle` on.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class LifecycleGroupConflictError extends Schema.TaggedError<LifecycleGroupConflictError>()(
+  "LifecycleGroupConflictError",
+  { topic: Schema.String, groups: Schema.Array(Schema.String) }
+) {
+  override get message() {
+    return (
+      `consumer groups ${this.groups.join(", ")} all drive the outbox lifecycle of topic ${this.topic}; ` +
+      `keep lifecycle on for one of them and declare the others with lifecycle: false`
+    )
+  }
+}
+
+/**
+ * Refuses declarations where more than one group drives the lifecycle of a topic.
+ *
+ * @since 0.1.0
+ * @category validation
+ */
+export const checkLifecycleGroups = (
+  declared: ReadonlyArray<Pick<ConsumerDeclaration<unknown>, "groupId" | "topics" | "lifecycle">>
+): Effect.Effect<void, LifecycleGroupConflictError> => {
+  const drivers = new Map<string, Set<string>>()
+  for (const declaration of declared) {
+    if (declaration.lifecycle === false) continue
+    for (const topic of declaration.topics) {
+      const groups = drivers.get(topic) ?? new Set<string>()
+      groups.add(declaration.groupId)
+      drivers.set(topic, groups)
+    }
+  }
+  for (const [topic, groups] of drivers) {
+    if (groups.size > 1) return Effect.fail(new LifecycleGroupConflictError({ topic, groups: [...groups].sort() }))
+  }
+  return Effect.void
+}
 
 /**
  * @since 0.1.0
@@ -434,10 +480,10 @@ export const layer = <const C extends ReadonlyArray<ConsumerDeclaration<any>> = 
   options: Options<C> = {}
 ): Layer.Layer<
   Outbox.Outbox | Inbox.Inbox | OutboxRuntime,
-  Config.ConfigError | OutboxValidationError,
+  Config.ConfigError | OutboxValidationError | LifecycleGroupConflictError,
   Ports | Exclude<ConsumerServices<C>, Outbox.Outbox | Inbox.Inbox | OutboxRuntime>
 > => {
-  const settings = Effect.map(
+  const settings = Effect.andThen(checkLifecycleGroups(options.consumers ?? []), Effect.map(
     config,
     (fromConfig): Settings => ({
       outbox: options.outbox ?? fromConfig.outbox,
@@ -450,7 +496,7 @@ export const layer = <const C extends ReadonlyArray<ConsumerDeclaration<any>> = 
       consumerRestart: options.consumerRestart ?? fromConfig.consumerRestart,
       metricsInterval: options.metricsInterval ?? fromConfig.metricsInterval
     })
-  )
+  ))
   const services = Layer.unwrap(
     Effect.map(settings, (s) => Layer.mergeAll(Outbox.layerWith(s.outbox), Inbox.Inbox.layer))
   )

@@ -167,8 +167,8 @@ export interface PartitionLag extends GroupOffsets {
 /**
  * The lag of a group on one partition: records between its committed offset (or the log start,
  * when retention removed what it had not read) and the end of the log. A group that never
- * committed on the partition counts from the log start when it reads from the beginning, and as
- * caught up otherwise (a new member starts at the end).
+ * committed on the partition counts from the log start when it reads from the beginning (the
+ * consumer's default), and as caught up with `fromBeginning: false` (it then starts at the end).
  *
  * @since 0.1.0
  * @category consumer lag
@@ -180,7 +180,7 @@ export const lagOf = (
   const start = BigInt(offsets.start)
   const end = BigInt(offsets.end)
   const position =
-    offsets.committed === null ? (options.fromBeginning === true ? start : end) : BigInt(offsets.committed)
+    offsets.committed === null ? (options.fromBeginning !== false ? start : end) : BigInt(offsets.committed)
   const lag = end - (position > start ? position : start)
   return lag > 0n ? Number(lag) : 0
 }
@@ -305,3 +305,66 @@ export const withParentFromHeaders =
       onNone: () => effect,
       onSome: (parent) => Effect.withParentSpan(effect, parent)
     })
+
+// ---------------------------------------------------------------------------------------------
+// consumer metrics
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * Records finished by the consumer, with attribute `result`: `processed`, `already_processed`,
+ * `skipped` (finished outbox row), `dead_lettered`.
+ *
+ * @since 0.1.0
+ * @category metrics
+ */
+export const consumerRecordsTotal = Metric.counter("outbox_consumer_records_total", {
+  description: "Records finished by the consumer, by result",
+  incremental: true
+})
+
+/**
+ * Missing `SUCCESS` transitions repaired without running the handler again (R4.4).
+ *
+ * @since 0.1.0
+ * @category metrics
+ */
+export const consumerReconciledTotal = Metric.counter("outbox_consumer_reconciled_total", {
+  description: "Already-processed records whose missing SUCCESS transition was reconciled",
+  incremental: true
+})
+
+/**
+ * Handler tries that failed and will be retried.
+ *
+ * @since 0.1.0
+ * @category metrics
+ */
+export const consumerRetriesTotal = Metric.counter("outbox_consumer_retries_total", {
+  description: "Failed handler tries that were retried",
+  incremental: true
+})
+
+/**
+ * Record tries that failed on the infrastructure (database down, transaction lost) and are
+ * retried without limit, outside the attempt budget (H2).
+ *
+ * @since 0.1.0
+ * @category metrics
+ */
+export const consumerInfrastructureRetriesTotal = Metric.counter("outbox_consumer_infrastructure_retries_total", {
+  description: "Record tries that failed on the infrastructure and were retried outside the attempt budget",
+  incremental: true
+})
+
+/**
+ * Delivered records whose local outbox row said they should not have been delivered, with
+ * attribute `kind` (`failure_row_delivered`: the relay gave the row up as `FAILURE`, yet the
+ * record reached Kafka — processed anyway, C2).
+ *
+ * @since 0.1.0
+ * @category metrics
+ */
+export const consumerAnomaliesTotal = Metric.counter("outbox_consumer_anomalies_total", {
+  description: "Delivered records whose outbox row said they should not have been delivered",
+  incremental: true
+})

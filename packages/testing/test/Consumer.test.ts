@@ -19,6 +19,7 @@ import * as Ref from "effect/Ref"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import * as Scope from "effect/Scope"
+import { ConnectionError, SqlError, type SqlErrorReason, UnknownError } from "effect/sql/SqlError"
 import * as TestClock from "effect/testing/TestClock"
 import * as InMemoryBroker from "../src/InMemoryBroker.ts"
 import * as InMemoryDatabase from "../src/InMemoryDatabase.ts"
@@ -405,11 +406,19 @@ for (const transaction of ["per-record", "per-batch"] as const) {
         const db = yield* InMemoryDatabase.InMemoryDatabase
         const { handler, ns } = yield* recording
         let workDone = false
-        yield* db.setFaultHook((operation) =>
-          workDone && operation === "outbox.transition"
-            ? new OutboxStoreError({ operation, reason: "database went away", retriable: true })
-            : undefined
-        )
+        let existsCalls = 0
+        // The transition fails for good (not retriable: a retriable one is waited for, see below),
+        // and the "did the work commit?" check first meets a database that is down: it waits
+        // for it instead of answering "no" (H2).
+        yield* db.setFaultHook((operation) => {
+          if (workDone && operation === "outbox.transition") {
+            return new OutboxStoreError({ operation, reason: "constraint says no", retriable: false })
+          }
+          if (operation === "inbox.exists" && existsCalls++ < 3) {
+            return new OutboxStoreError({ operation, reason: "database went away", retriable: true })
+          }
+          return undefined
+        })
         yield* outboxRow(1, "PUBLISHED")
         yield* send(1)
         yield* Consumer.make({
@@ -425,6 +434,99 @@ for (const transaction of ["per-record", "per-batch"] as const) {
         assert.deepStrictEqual(yield* dltRecords, [])
         // the row waits for reconciliation on the next delivery
         assert.strictEqual(yield* statusOf(1), "UNDER_PROCESSING")
+      }).pipe(Effect.scoped, Effect.provide(makeLayer()))
+    )
+
+    it.effect("a database outage far longer than the attempt budget dead-letters nothing; each record is processed once after it (H2)", () =>
+      Effect.gen(function* () {
+        const db = yield* InMemoryDatabase.InMemoryDatabase
+        const { calls, handler } = yield* recording
+        yield* outboxRow(1, "PUBLISHED")
+        yield* send(1)
+        yield* send(2)
+        yield* send(3)
+        let down = true
+        yield* db.setFaultHook((operation) =>
+          down ? new OutboxStoreError({ operation, reason: "connection refused", retriable: true }) : undefined
+        )
+        const before = (yield* Metric.value(Consumer.infrastructureRetriesTotal)).count
+        yield* Consumer.make({ ...baseOptions, maxAttempts: 2, handler })
+        // Dozens of failed tries, 2 allowed: none counts.
+        yield* eventually(
+          "the consumer retried the infrastructure 6 times",
+          Effect.map(Metric.value(Consumer.infrastructureRetriesTotal), (m) => m.count - before >= 6)
+        )
+        assert.deepStrictEqual(yield* dltRecords, [])
+        assert.strictEqual(yield* committedOffset("billing"), undefined)
+        down = false
+        yield* eventually(
+          "offset 3 is committed",
+          Effect.map(committedOffset("billing"), (o) => o === "3")
+        )
+        assert.deepStrictEqual(yield* dltRecords, [])
+        assert.strictEqual((yield* db.processedKeys).size, 3)
+        assert.strictEqual(yield* statusOf(1), "SUCCESS")
+        // The handler's attempt number never moved: the outage was not the record's failure.
+        assert.isTrue((yield* Ref.get(calls)).every((m) => m.attempt === 1))
+      }).pipe(Effect.scoped, Effect.provide(makeLayer()))
+    )
+
+    it.effect("infrastructure failures between a poison record's tries do not use up its attempts (H2)", () =>
+      Effect.gen(function* () {
+        const db = yield* InMemoryDatabase.InMemoryDatabase
+        const seen: Array<number> = []
+        yield* send(1)
+        // Every other inbox write fails on the database (before the handler runs).
+        let writes = 0
+        yield* db.setFaultHook((operation) =>
+          operation === "inbox.record" && writes++ % 2 === 1
+            ? new OutboxStoreError({ operation, reason: "connection reset", retriable: true })
+            : undefined
+        )
+        yield* Consumer.make({
+          ...baseOptions,
+          maxAttempts: 3,
+          handler: (m) =>
+            Effect.sync(() => seen.push(m.attempt)).pipe(
+              Effect.andThen(Effect.fail(new HandlerFailed({ n: 1, retriable: true })))
+            )
+        })
+        yield* eventually(
+          "offset 1 is committed",
+          Effect.map(committedOffset("billing"), (o) => o === "1")
+        )
+        // Three tries of the handler, numbered 1-3; the failed writes between them did not count
+        // (counted, they would have dead-lettered after tries 1 and 3).
+        assert.deepStrictEqual(seen, [1, 2, 3])
+        const letters = yield* dltRecords
+        assert.strictEqual(letters.length, 1)
+        const letter = DeadLetter.parse(letters[0]!)
+        assert.strictEqual(letter._tag, "Some")
+        if (letter._tag === "Some") assert.strictEqual(letter.value.attempts, 3)
+      }).pipe(Effect.scoped, Effect.provide(makeLayer()))
+    )
+
+    it.effect("a delivered record whose row is FAILURE is processed, counted and logged; the row stays FAILURE (C2)", () =>
+      Effect.gen(function* () {
+        const { handler, ns } = yield* recording
+        yield* outboxRow(1, "DISPATCHING")
+        yield* Transition.failDispatching([{ id: id(1), owner: "relay", reason: "publish timed out" }])
+        assert.strictEqual(yield* statusOf(1), "FAILURE")
+        yield* send(1)
+        const before = yield* Metric.value(
+          Metric.withAttributes(Consumer.anomaliesTotal, { kind: "failure_row_delivered" })
+        )
+        yield* Consumer.make({ ...baseOptions, handler })
+        yield* eventually(
+          "offset 1 is committed",
+          Effect.map(committedOffset("billing"), (o) => o === "1")
+        )
+        assert.deepStrictEqual(yield* ns, [1])
+        assert.strictEqual(yield* statusOf(1), "FAILURE")
+        const after = yield* Metric.value(
+          Metric.withAttributes(Consumer.anomaliesTotal, { kind: "failure_row_delivered" })
+        )
+        assert.strictEqual(after.count, before.count + 1)
       }).pipe(Effect.scoped, Effect.provide(makeLayer()))
     )
 
@@ -893,5 +995,29 @@ describe("Consumer.defaultClassifier", () => {
     )
     assert.strictEqual(Consumer.defaultClassifier({ _tag: "OutboxValidationError" }), "permanent")
     assert.strictEqual(Consumer.defaultClassifier(new Error("?")), "transient")
+  })
+})
+
+describe("Consumer.defaultIsInfrastructure", () => {
+  it("retriable store errors and the database's own SQL failures are infrastructure; the handler's are not (H2)", () => {
+    const sqlError = (reason: SqlErrorReason) => new SqlError({ reason })
+    const withCode = (code: string) => sqlError(new UnknownError({ cause: { code }, message: "Query failed" }))
+    assert.isTrue(
+      Consumer.defaultIsInfrastructure(new OutboxStoreError({ operation: "q", reason: "gone", retriable: true }))
+    )
+    assert.isFalse(
+      Consumer.defaultIsInfrastructure(new OutboxStoreError({ operation: "q", reason: "constraint", retriable: false }))
+    )
+    assert.isTrue(Consumer.defaultIsInfrastructure(sqlError(new ConnectionError({ cause: new Error("ECONNREFUSED") }))))
+    for (const code of ["57P01", "57P03", "08006", "53300", "40001"]) {
+      assert.isTrue(Consumer.defaultIsInfrastructure(withCode(code)), code)
+    }
+    assert.isFalse(Consumer.defaultIsInfrastructure(withCode("23505")))
+    assert.isFalse(Consumer.defaultIsInfrastructure(new HandlerFailed({ n: 1, retriable: true })))
+    assert.isFalse(
+      Consumer.defaultIsInfrastructure(
+        new Consumer.PayloadDecodeError({ topic: "t", partition: 0, offset: "0", reason: "x" })
+      )
+    )
   })
 })

@@ -37,7 +37,8 @@ describe("consumer lag", () => {
     assert.strictEqual(Telemetry.lagOf(at("4")), 6)
     assert.strictEqual(Telemetry.lagOf(at("10")), 0)
     assert.strictEqual(Telemetry.lagOf(at(null), { fromBeginning: true }), 10)
-    assert.strictEqual(Telemetry.lagOf(at(null)), 0)
+    assert.strictEqual(Telemetry.lagOf(at(null)), 10)
+    assert.strictEqual(Telemetry.lagOf(at(null), { fromBeginning: false }), 0)
     // Retention removed records the group never read: it can only read from the log start.
     assert.strictEqual(Telemetry.lagOf(at("2", "5")), 5)
     assert.strictEqual(Telemetry.lagOf(at(null, "5"), { fromBeginning: true }), 5)

@@ -11,6 +11,7 @@ import * as Topic from "@effect-outbox/core/Topic"
 import { Transactor } from "@effect-outbox/core/Transactor"
 import * as Transition from "@effect-outbox/core/Transition"
 import * as WakeUp from "@effect-outbox/core/WakeUp"
+import * as Cause from "effect/Cause"
 import * as ConfigProvider from "effect/ConfigProvider"
 import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
@@ -19,6 +20,7 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
+import * as Option from "effect/Option"
 import * as References from "effect/References"
 import * as Schema from "effect/Schema"
 import * as Scope from "effect/Scope"
@@ -42,6 +44,29 @@ const env = (values: Record<string, string>) => ConfigProvider.layer(ConfigProvi
 const fast = { pollInterval: Duration.millis(20), instances: 1 }
 
 describe("OutboxRuntime", () => {
+  it.effect("a second group driving the lifecycle of the same topic is refused when the layer is built (H5)", () =>
+    Effect.gen(function* () {
+      const declare = (groupId: string, lifecycle?: boolean) =>
+        OutboxRuntime.consumer(
+          Topic.consumer(Greetings, { groupId, handler: () => Effect.void, ...(lifecycle === undefined ? {} : { lifecycle }) })
+        )
+      const build = (consumers: ReadonlyArray<OutboxRuntime.ConsumerDeclaration<never>>) =>
+        Layer.build(
+          OutboxRuntime.layer({ relay: false, consumers }).pipe(Layer.provideMerge(ports()), Layer.provide(env({})))
+        ).pipe(Effect.scoped, Effect.exit)
+
+      const refused = yield* build([declare("billing"), declare("shipping")])
+      assert.isTrue(Exit.isFailure(refused))
+      const conflict = Exit.isFailure(refused) ? Option.getOrUndefined(Cause.findErrorOption(refused.cause)) : undefined
+      assert.instanceOf(conflict, OutboxRuntime.LifecycleGroupConflictError)
+      assert.deepStrictEqual(conflict.groups, ["billing", "shipping"])
+      assert.include(conflict.message, "lifecycle: false")
+
+      // One driver and any number of lifecycle: false groups is fine.
+      assert.isTrue(Exit.isSuccess(yield* build([declare("billing"), declare("shipping", false), declare("audit", false)])))
+    })
+  )
+
   it.live("enqueued events are published and consumed exactly once by a declared consumer", () =>
     Effect.gen(function* () {
       const seen: Array<string> = []

@@ -9,8 +9,31 @@ export const sqlState = (error: SqlError): string | undefined => {
 }
 
 /**
+ * SQLSTATEs that mean "the database, not the request": retrying later succeeds. The driver
+ * classifies some of them as unknown (57P03 during a restart or failover would otherwise pass as
+ * permanent and dead-letter whole streams, H2).
+ * - class 08: connection exceptions;
+ * - 57P01 / 57P02 / 57P03: admin or crash shutdown, cannot connect now (starting up, shutting down);
+ * - 53300: too many connections; 53xxx: insufficient resources (disk full, out of memory);
+ * - 40001 / 40P01: serialization failure, deadlock.
+ */
+export const isInfrastructureState = (state: string | undefined): boolean =>
+  state !== undefined &&
+  (state.startsWith("08") ||
+    state === "57P01" ||
+    state === "57P02" ||
+    state === "57P03" ||
+    state.startsWith("53") ||
+    state === "40001" ||
+    state === "40P01")
+
+/** Retriable: the driver says so, the SQLSTATE is an infrastructure one, or the connection failed. */
+export const isRetriable = (error: SqlError): boolean =>
+  error.isRetryable || error.reason._tag === "ConnectionError" || isInfrastructureState(sqlState(error))
+
+/**
  * A database failure as the port's typed error, naming the operation. Connection loss,
- * serialization failures, deadlocks and timeouts are retriable (the driver's classification).
+ * serialization failures, deadlocks, timeouts and the infrastructure states above are retriable.
  */
 export const fromSqlError = (operation: string) => (error: SqlError): OutboxStoreError => {
   const state = sqlState(error)
@@ -22,7 +45,7 @@ export const fromSqlError = (operation: string) => (error: SqlError): OutboxStor
   return new OutboxStoreError({
     operation,
     reason: `${error.reason._tag}${state === undefined ? "" : ` (SQLSTATE ${state})`}: ${detail}`,
-    retriable: error.isRetryable,
+    retriable: isRetriable(error),
     cause: error
   })
 }

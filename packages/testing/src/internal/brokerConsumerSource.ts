@@ -91,7 +91,7 @@ export const make = (engine: BrokerEngine, maxBatchSize: number): ConsumerSource
               id: nextMemberId++,
               groupId: options.groupId,
               topics: [...new Set(options.topics)].sort(),
-              fromBeginning: options.fromBeginning ?? false,
+              fromBeginning: options.fromBeginning ?? true,
               positions: new Map(),
               cursor: 0,
               closed: false

@@ -81,9 +81,11 @@ export const stackLayer = (options: {
   readonly brokers?: ReadonlyArray<string>
   readonly applicationName?: string
   readonly maxConnections?: number
+  /** Another PostgreSQL (a private cluster); default `DATABASE_URL`. */
+  readonly databaseUrl?: string
 }) => {
   const client = PgClient.layer({
-    url: Redacted.make(databaseUrl),
+    url: Redacted.make(options.databaseUrl ?? databaseUrl),
     maxConnections: options.maxConnections ?? 4,
     applicationName: options.applicationName ?? "effect-outbox-faults"
   })
@@ -316,6 +318,8 @@ export interface TableRow extends Omit<Verdict, "lostIds"> {
   readonly note?: string
   /** Rows left in `FAILURE` at the end (blank when a scenario does not count them). */
   readonly failureRows?: number
+  /** Records sent to the dead-letter topic (consumer scenarios); blank when not measured. */
+  readonly deadLettered?: number
 }
 
 const rows: Array<TableRow> = []
@@ -333,6 +337,7 @@ export const table = (): string => {
     "duplicate effects",
     "order violations",
     "FAILURE rows",
+    "dead-lettered",
     "note"
   ]
   const body = rows.map((r) =>
@@ -344,6 +349,7 @@ export const table = (): string => {
       r.duplicateEffects,
       r.orderViolations,
       r.failureRows ?? "",
+      r.deadLettered ?? "",
       r.note ?? ""
     ].map(String)
   )
