@@ -402,13 +402,22 @@ const scenario = (seed: number, scenarioOptions: ScenarioOptions) =>
           Scope.provide(scope),
           Effect.provide(Layer.merge(worldLayer, Layer.succeed(ConsumerSource)(source)))
         )
-        // A consumer cannot join its group while the broker is down: the process starts again
-        // 100 ms later, as a supervisor restarts it.
-        let started = yield* Effect.exit(start)
+        // A consumer cannot join its group while the broker is down (refused: the process starts
+        // again 100 ms later, as a supervisor restarts it; frozen: it waits, the clock moves on).
+        const startOnce = Effect.gen(function* () {
+          const fiber = yield* Effect.forkChild(Effect.exit(start))
+          for (;;) {
+            const done = yield* Fiber.await(fiber).pipe(Effect.timeoutOption(0))
+            if (done._tag === "Some") return yield* Fiber.join(fiber)
+            totalSteps++
+            yield* TestClock.adjust("20 millis")
+          }
+        })
+        let started = yield* startOnce
         while (production && Exit.isFailure(started) && String(started.cause).includes("ConsumerSourceError")) {
           totalSteps++
           yield* TestClock.adjust("100 millis")
-          started = yield* Effect.exit(start)
+          started = yield* startOnce
         }
         const consumer = yield* started
         let result: "crashed" | "drained" | "timeout" = "timeout"
