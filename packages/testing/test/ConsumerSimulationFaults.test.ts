@@ -26,6 +26,17 @@ const replays = (seed: number, wrong: WrongConfiguration, first: Outcome) =>
   })
 
 describe("consumer simulation with production faults: the checker catches the pre-fix behaviours", () => {
+  it.effect("a seed with production faults replays exactly", () =>
+    Effect.gen(function* () {
+      for (const seed of [4, 13, 22]) {
+        const first = yield* runConsumerScenario(seed, { faults: "production" })
+        const second = yield* runConsumerScenario(seed, { faults: "production" })
+        assert.include(first.summary, "database out")
+        assert.strictEqual(second.fingerprint, first.fingerprint, `seed ${seed} did not replay`)
+      }
+    })
+  )
+
   it.effect(
     "H4: a group that resets to latest skips the records of partitions it had no offset for",
     () =>

@@ -79,6 +79,18 @@ describe("deterministic simulation", () => {
     })
   )
 
+  it.effect("a seed with production faults replays exactly", () =>
+    Effect.gen(function* () {
+      // Seeds 3 and 20 draw broker and database outages, 25 also grows the topic.
+      for (const seed of [3, 20, 25]) {
+        const first = yield* runScenario(seed, goodRelay, { faults: "production" })
+        const second = yield* runScenario(seed, goodRelay, { faults: "production" })
+        assert.include(first.summary, "production faults: broker")
+        assert.strictEqual(second.fingerprint, first.fingerprint, `seed ${seed} did not replay`)
+      }
+    })
+  )
+
   describe("the checker catches a deliberately wrong relay", () => {
     const expectViolation = (relay: RelayLoop, invariant: OutboxInvariants.Invariant) =>
       Effect.gen(function* () {
