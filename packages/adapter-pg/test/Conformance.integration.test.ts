@@ -1,10 +1,11 @@
 // The conformance suites the in-memory layers pass, run against the real PostgreSQL. Every test
 // gets a fresh schema (migrated, then dropped) and its own small pool.
+
+import { PgClient } from "@effect/sql-pg"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
 import * as SqlClient from "effect/sql/SqlClient"
-import { PgClient } from "@effect/sql-pg"
 import * as InboxStoreSuite from "../../testing/src/InboxStoreSuite.ts"
 import * as OutboxStoreSuite from "../../testing/src/OutboxStoreSuite.ts"
 import * as PartitionAssignmentStoreSuite from "../../testing/src/PartitionAssignmentStoreSuite.ts"
@@ -12,8 +13,8 @@ import * as TransactorSuite from "../../testing/src/TransactorSuite.ts"
 import * as PgInboxStore from "../src/PgInboxStore.ts"
 import * as PgOutboxStore from "../src/PgOutboxStore.ts"
 import * as PgPartitionAssignmentStore from "../src/PgPartitionAssignmentStore.ts"
-import * as PgTransactor from "../src/PgTransactor.ts"
 import * as PgTables from "../src/PgTables.ts"
+import * as PgTransactor from "../src/PgTransactor.ts"
 import { freshTables, pgClient } from "./support.ts"
 
 const stores = () =>
@@ -32,8 +33,9 @@ const unreachable = () =>
   )
 
 // The transaction's own backend is terminated, as a fast shutdown or a failover does to every
-// session (SQLSTATE 57P01); no other session is touched.
-const terminateConnection = Effect.gen(function*() {
+// session: the terminating statement gets 57P01, the transaction's next one finds the connection
+// closed (ConnectionError). No other session is touched.
+const terminateConnection = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   yield* sql`SELECT pg_terminate_backend(pg_backend_pid())`
 })
