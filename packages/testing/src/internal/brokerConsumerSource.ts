@@ -223,11 +223,13 @@ export const make = (engine: BrokerEngine, maxBatchSize: number): ConsumerSource
               }
             }
             // As the Kafka adapter does: a commit of a partition this member no longer owns (a
-            // rebalance moved it) is dropped; its new owner commits it.
+            // rebalance moved it) is dropped; its new owner commits it. A topic-less member
+            // commits for a transactional producer (Kafka's TxnOffsetCommit, which no assignment
+            // restricts): its commits always apply.
             const owned = new Set(assignment(member).map((o) => tp(o.topic, o.partition)))
             for (const commit of offsets) {
               const key = tp(commit.topic, commit.partition)
-              if (owned.has(key)) group.committed.set(key, Number(commit.offset))
+              if (member.topics.length === 0 || owned.has(key)) group.committed.set(key, Number(commit.offset))
             }
             return Effect.void
           })
