@@ -51,6 +51,11 @@ export interface Options<R = never> {
   readonly features?: Features
   /** Per-test timeout in milliseconds (default 120 000). */
   readonly timeout?: number
+  /**
+   * The same adapter with a broker it cannot reach (a closed port, an in-memory broker in an
+   * outage), for the outage case. Without it the case does not run.
+   */
+  readonly unreachable?: () => Layer.Layer<Services, unknown>
 }
 
 const receiptOf = (outcome: PublishOutcome | undefined): PublishReceipt => {
@@ -231,6 +236,27 @@ export const suite = <R = never>(name: string, options: Options<R>): void => {
           assert.strictEqual(error._tag, "PermanentPublishError")
           assert.strictEqual(error.topic, topic)
         })
+      )
+    }
+
+    const unreachable = options.unreachable
+    if (unreachable !== undefined) {
+      it.live(
+        "a broker that cannot be reached fails every record with BrokerUnavailableError (an outage, not the record's fault)",
+        () =>
+          Effect.gen(function* () {
+            const publisher = yield* Publisher
+            const topic = uniqueName(prefix)
+            const requests = yield* Effect.forEach([0, 1], (partition) => publishRequest(topic, { partition }))
+            const outcomes = yield* publisher.publish(requests)
+            assert.strictEqual(outcomes.length, 2)
+            for (const outcome of outcomes) {
+              const error = errorOf(outcome)
+              assert.strictEqual(error._tag, "BrokerUnavailableError", error.message)
+              assert.strictEqual(error.topic, topic)
+            }
+          }).pipe(Effect.provide(unreachable())),
+        timeout
       )
     }
 

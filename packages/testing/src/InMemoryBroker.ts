@@ -15,12 +15,14 @@ import { BrokerProbe } from "@effect-outbox/core/BrokerProbe"
 import { type ConsumerRecord, ConsumerSource, type OffsetCommit } from "@effect-outbox/core/ConsumerSource"
 import { Publisher, type PublishRequest } from "@effect-outbox/core/Publisher"
 import * as Context from "effect/Context"
+import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as MemoryAdmin from "./internal/brokerAdmin.ts"
 import * as MemoryConsumerSource from "./internal/brokerConsumerSource.ts"
 import * as BrokerEngine from "./internal/brokerEngine.ts"
+import * as BrokerOutage from "./internal/brokerOutage.ts"
 import * as MemoryProbe from "./internal/brokerProbe.ts"
 import * as MemoryPublisher from "./internal/brokerPublisher.ts"
 
@@ -76,6 +78,22 @@ export interface PartitionBatch {
 export type Operation = "probe" | "admin" | "commit" | "poll"
 
 /**
+ * How the broker answers while it is down (see {@link Control.outage}):
+ *
+ * - `"refuse"`: at once, connection refused. Publishes fail with `BrokerUnavailableError`, the
+ *   probe with `ProbeError`, admin calls with `BrokerAdminError`, subscribes and offset commits
+ *   with a retriable `ConsumerSourceError`; consumers receive nothing.
+ * - `"timeout"`: the same errors, each after the outage's `timeout` (a broker that accepts the
+ *   connection and never answers).
+ * - `"freeze"`: calls wait until the outage ends, then are carried out. A publish whose caller
+ *   gave up (its own timeout) still appends when the broker comes back: records land late.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export type OutageMode = BrokerEngine.OutageMode
+
+/**
  * @since 0.1.0
  * @category models
  */
@@ -94,6 +112,21 @@ export interface Options {
    * `PermanentPublishError`, as with the Kafka publisher. Default 1,048,588 (Kafka's default).
    */
   readonly maxMessageBytes?: number
+  /**
+   * Consumer groups learn about partitions added to a topic only at their next metadata refresh,
+   * this long after the previous one (kafkajs `metadataMaxAge`: 5 minutes by default). Until then
+   * the new partitions are assigned to nobody; once they are, a partition without a committed
+   * offset is read from the group's reset policy (`fromBeginning`: earliest, else latest), so
+   * with "latest" every record written to it before the refresh is skipped. Default: groups see
+   * new partitions at once.
+   */
+  readonly metadataMaxAge?: Duration.Input
+  /**
+   * The group coordinator of a fresh broker is not ready for this long after the first group
+   * operation (Kafka creates `__consumer_offsets` then): consumers receive nothing and offset
+   * commits fail with a retriable `ConsumerSourceError` until then. Default: ready at once.
+   */
+  readonly coordinatorLoad?: Duration.Input
 }
 
 /**
@@ -130,6 +163,24 @@ export interface Control {
    * looks like to a consumer).
    */
   readonly failNext: (request: { readonly operation: Operation; readonly count: number }) => Effect.Effect<void>
+  /**
+   * Stops the broker: every port answers as {@link OutageMode} says until {@link endOutage}.
+   * `timeout` is how long a `"timeout"` call waits before failing (default 30 seconds, the Kafka
+   * request timeout). Starting an outage ends the previous one.
+   */
+  readonly outage: (outage: { readonly mode: OutageMode; readonly timeout?: Duration.Input }) => Effect.Effect<void>
+  /** Starts the broker again; frozen calls go through now. */
+  readonly endOutage: Effect.Effect<void>
+  /** Whether the broker is down. */
+  readonly down: Effect.Effect<boolean>
+  /**
+   * A rebalance of the group: every partition is revoked from its member, members are rotated
+   * (with several, partitions change owner) and each member resumes from the group's committed
+   * offsets (or its reset policy). Batches already handed out stay in flight: their records are
+   * delivered again, and a commit for a partition its member no longer owns is dropped, as the
+   * Kafka adapter does. It also refreshes the group's metadata, as a rebalance does.
+   */
+  readonly rebalance: (groupId: string) => Effect.Effect<void>
   readonly clearFaults: Effect.Effect<void>
   /** How many injected faults have fired so far. */
   readonly faultsFired: Effect.Effect<number>
@@ -174,7 +225,18 @@ export const make = (options: Options = {}): Effect.Effect<Broker> => Effect.syn
 export const makeUnsafe = (options: Options = {}): Broker => {
   const maxBatchSize = Math.max(1, options.maxBatchSize ?? 100)
   const latency = options.publishLatency === undefined ? undefined : Duration.fromInputUnsafe(options.publishLatency)
-  const engine = BrokerEngine.makeEngine(options.topics ?? {})
+  const millisOf = (input: Duration.Input | undefined) =>
+    input === undefined ? undefined : Duration.toMillis(Duration.fromInputUnsafe(input))
+  const engine = BrokerEngine.makeEngine(options.topics ?? {}, {
+    metadataMaxAgeMillis: millisOf(options.metadataMaxAge),
+    coordinatorLoadMillis: millisOf(options.coordinatorLoad)
+  })
+  const endOutage = () => {
+    const outage = engine.outage
+    engine.outage = undefined
+    if (outage !== undefined) Deferred.doneUnsafe(outage.ended, Effect.void)
+    notify()
+  }
   const { createOrGrow, faults, groups, notify, topics } = engine
 
   const log = (topic: string, partition: number): ReadonlyArray<ConsumerRecord> =>
@@ -217,6 +279,22 @@ export const makeUnsafe = (options: Options = {}): Broker => {
       Effect.sync(() => {
         faults.operationFaults.set(operation, (faults.operationFaults.get(operation) ?? 0) + count)
       }),
+    outage: ({ mode, timeout }) =>
+      Effect.sync(() => {
+        endOutage()
+        engine.outage = { mode, timeoutMillis: millisOf(timeout) ?? 30_000, ended: Deferred.makeUnsafe<void>() }
+      }),
+    endOutage: Effect.sync(endOutage),
+    down: Effect.sync(() => engine.outage !== undefined),
+    rebalance: (groupId) =>
+      Effect.sync(() => {
+        const group = groups.get(groupId)
+        if (group === undefined) return
+        group.members.push(...group.members.splice(0, 1))
+        for (const member of group.members) member.positions.clear()
+        group.known.clear()
+        notify()
+      }),
     clearFaults: Effect.sync(() => {
       faults.publishPlans = []
       faults.publishHook = undefined
@@ -227,9 +305,9 @@ export const makeUnsafe = (options: Options = {}): Broker => {
 
   return {
     control,
-    publisher: MemoryPublisher.make(engine, latency, options.maxMessageBytes),
-    probe: MemoryProbe.make(engine),
-    admin: MemoryAdmin.make(engine),
+    publisher: BrokerOutage.publisher(engine, MemoryPublisher.make(engine, latency, options.maxMessageBytes)),
+    probe: BrokerOutage.probe(engine, MemoryProbe.make(engine)),
+    admin: BrokerOutage.admin(engine, MemoryAdmin.make(engine)),
     consumerSource: MemoryConsumerSource.make(engine, maxBatchSize)
   }
 }

@@ -23,6 +23,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Engine from "./internal/memoryEngine.ts"
 import * as MemoryInboxStore from "./internal/memoryInboxStore.ts"
+import * as Outage from "./internal/memoryOutage.ts"
 import * as MemoryOutboxStore from "./internal/memoryOutboxStore.ts"
 import * as MemoryPartitionAssignmentStore from "./internal/memoryPartitionAssignmentStore.ts"
 import * as Store from "./internal/memoryStore.ts"
@@ -93,6 +94,30 @@ export interface FaultPlan {
 }
 
 /**
+ * The phases of a PostgreSQL outage, each with the errors the server gives in it:
+ *
+ * - `"shutdown"`: `pg_ctl stop -m fast` in progress: new connections fail with SQLSTATE `57P03`
+ *   ("the database system is shutting down"), open transactions are terminated with `57P01`.
+ * - `"down"`: the server is stopped: connections are refused (`ECONNREFUSED`); open
+ *   transactions see `08006` (connection lost).
+ * - `"startup"`: starting or recovering: new connections fail with `57P03` ("the database
+ *   system is starting up").
+ * - `"crash"`: killed, or the network dropped: like `"down"`, without a shutdown phase first.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export type OutageMode = Outage.OutageMode
+
+/**
+ * Maps a driver error to the port's error, per operation (adapter-pg's `fromSqlError` shape).
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export type SqlErrorMapping = Outage.SqlErrorMapping
+
+/**
  * The control and inspection handle of one in-memory database.
  *
  * @since 0.1.0
@@ -120,6 +145,24 @@ export interface Control {
   readonly setFaultHook: (
     hook: ((operation: Operation) => OutboxStoreError | undefined) | undefined
   ) => Effect.Effect<void>
+  /**
+   * Takes the server out of service, or moves an outage to its next phase (see
+   * {@link OutageMode}). Every call fails with the error PostgreSQL and `@effect/sql-pg` give in
+   * that phase, mapped to an `OutboxStoreError` by adapter-pg's classification (or the one set
+   * with {@link setSqlErrorMapping}), exactly as the real adapter reports it. Transactions open
+   * when an outage begins lost their connection: their next statement or COMMIT fails (`57P01`
+   * in a shutdown, `08006` otherwise), even once the server is back. `lostCommitAcks`: that many
+   * COMMITs of such transactions are written, and their caller still gets `08006`.
+   */
+  readonly outage: (outage: { readonly mode: OutageMode; readonly lostCommitAcks?: number }) => Effect.Effect<void>
+  /** The server serves again. */
+  readonly recover: Effect.Effect<void>
+  /**
+   * How outage errors (`SqlError`s as the driver builds them) become `OutboxStoreError`s. Default:
+   * adapter-pg's own mapping. Set a different one to test the consequences of a wrong
+   * classification; `undefined` restores the default.
+   */
+  readonly setSqlErrorMapping: (mapping: SqlErrorMapping | undefined) => Effect.Effect<void>
   /** Drops every queued fault plan and the hook. */
   readonly clearFaults: Effect.Effect<void>
   /** How many injected faults have fired so far. */
@@ -166,7 +209,7 @@ export const make: Effect.Effect<Database> = Effect.sync(() => makeUnsafe())
  */
 export const makeUnsafe = (): Database => {
   const engine = Engine.makeEngine()
-  const { faults, store } = engine
+  const { faults, outage, store } = engine
   const control: Control = {
     rows: Effect.sync(() => [...store.outbox.values()].sort((a, b) => a.seq - b.seq)),
     history: Effect.sync(() => [...store.history]),
@@ -181,6 +224,18 @@ export const makeUnsafe = (): Database => {
     setFaultHook: (hook) =>
       Effect.sync(() => {
         faults.hook = hook
+      }),
+    outage: ({ lostCommitAcks, mode }) =>
+      Effect.sync(() => {
+        Outage.enter(outage, mode, lostCommitAcks ?? 0)
+      }),
+    recover: Effect.sync(() => {
+      outage.current = undefined
+      outage.lostCommitAcks = 0
+    }),
+    setSqlErrorMapping: (mapping) =>
+      Effect.sync(() => {
+        outage.mapping = mapping ?? Outage.adapterMapping
       }),
     clearFaults: Effect.sync(() => {
       faults.plans = []

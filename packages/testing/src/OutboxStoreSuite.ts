@@ -54,6 +54,11 @@ export interface Options {
   readonly features?: Features
   /** Per-test timeout in milliseconds (default 60 000). */
   readonly timeout?: number
+  /**
+   * The same store over a database it cannot reach (a closed port, an in-memory database that
+   * is down), for the outage case. Without it the case does not run.
+   */
+  readonly unreachable?: () => Layer.Layer<Services, unknown>
 }
 
 const claimRequest = (overrides: Partial<ClaimRequest> = {}): ClaimRequest => ({
@@ -807,5 +812,29 @@ export const suite = (name: string, options: Options): void => {
         assert.deepStrictEqual(ids(left), [messages[backlog]!.id], "only the DISPATCHING row is left")
       })
     )
+    // issue #18: the errors of an outage are the infrastructure's, retriable (H2).
+    const unreachable = options.unreachable
+    if (unreachable !== undefined) {
+      it.live(
+        "a database that cannot be reached fails each call with a retriable OutboxStoreError",
+        () =>
+          Effect.gen(function* () {
+            const store = yield* OutboxStore
+            const [message] = yield* newMessages([{}])
+            const calls = [
+              store.insert([message!]),
+              store.claim(claimRequest()),
+              store.get(message!.id),
+              (yield* Transactor).withTransaction(store.insert([message!]))
+            ]
+            for (const call of calls) {
+              const error = yield* Effect.flip(call)
+              assert.strictEqual(error._tag, "OutboxStoreError")
+              assert.isTrue(error.retriable, error.message)
+            }
+          }).pipe(Effect.provide(unreachable())),
+        timeout
+      )
+    }
   })
 }

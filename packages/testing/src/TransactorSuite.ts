@@ -6,6 +6,7 @@
  * @since 0.1.0
  */
 import { assert, describe, it } from "@effect/vitest"
+import type { OutboxStoreError } from "@effect-outbox/core/Errors"
 import { InboxStore } from "@effect-outbox/core/InboxStore"
 import { OutboxStore } from "@effect-outbox/core/OutboxStore"
 import { Transactor } from "@effect-outbox/core/Transactor"
@@ -15,7 +16,7 @@ import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import type * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import { newMessage, T0 } from "./internal/conformance.ts"
+import { newMessage, newMessages, T0 } from "./internal/conformance.ts"
 
 /**
  * @since 0.1.0
@@ -38,10 +39,16 @@ export interface Features {
  * @since 0.1.0
  * @category models
  */
-export interface Options {
-  readonly layer: () => Layer.Layer<Services, unknown>
+export interface Options<R = never> {
+  readonly layer: () => Layer.Layer<Services | R, unknown>
   readonly features?: Features
   readonly timeout?: number
+  /**
+   * Run inside a transaction: makes the server end that transaction's connection (PostgreSQL:
+   * `pg_terminate_backend(pg_backend_pid())`, as a shutdown or failover does; in memory: an
+   * outage). Its own failure is ignored. Without it the outage case does not run.
+   */
+  readonly terminateConnection?: Effect.Effect<unknown, unknown, Services | R>
 }
 
 /**
@@ -50,10 +57,10 @@ export interface Options {
  * @since 0.1.0
  * @category suites
  */
-export const suite = (name: string, options: Options): void => {
+export const suite = <R = never>(name: string, options: Options<R>): void => {
   const features = { isolation: true, ...options.features }
   const timeout = options.timeout ?? 60_000
-  const test = <A, E>(title: string, body: Effect.Effect<A, E, Services>) =>
+  const test = <A, E>(title: string, body: Effect.Effect<A, E, Services | R>) =>
     it.live(title, () => Effect.provide(body, options.layer()), timeout)
 
   describe(`${name} (Transactor conformance)`, () => {
@@ -188,6 +195,36 @@ export const suite = (name: string, options: Options): void => {
         assert.strictEqual(Option.getOrThrow(yield* store.get(message.id)).status, "DISPATCHING")
       })
     )
+
+    const terminate = options.terminateConnection
+    if (terminate !== undefined) {
+      test(
+        "a transaction whose connection the server ends fails with a retriable OutboxStoreError and commits nothing",
+        Effect.gen(function* () {
+          const transactor = yield* Transactor
+          const store = yield* OutboxStore
+          const [first, second] = yield* newMessages([{}, {}])
+          const error = yield* Effect.flip(
+            transactor.withTransaction(
+              Effect.gen(function* () {
+                yield* store.insert([first!])
+                yield* Effect.ignore(terminate)
+                yield* store.insert([second!])
+              })
+            )
+          )
+          assert.strictEqual((error as { readonly _tag?: unknown })._tag, "OutboxStoreError", String(error))
+          // The database's trouble, not the request's: the consumer waits and retries, never
+          // dead-letters on it (H2).
+          assert.isTrue((error as OutboxStoreError).retriable, (error as OutboxStoreError).message)
+          assert.isTrue(Option.isNone(yield* store.get(first!.id)))
+          assert.isTrue(Option.isNone(yield* store.get(second!.id)))
+          // A new transaction gets a new connection.
+          yield* transactor.withTransaction(store.insert([first!]))
+          assert.isTrue(Option.isSome(yield* store.get(first!.id)))
+        })
+      )
+    }
 
     if (features.isolation) {
       test(

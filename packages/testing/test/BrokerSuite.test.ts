@@ -1,4 +1,4 @@
-import { Effect } from "effect"
+import { Effect, Layer } from "effect"
 import * as BrokerSuite from "../src/BrokerSuite.ts"
 import * as InMemoryBroker from "../src/InMemoryBroker.ts"
 
@@ -8,5 +8,13 @@ BrokerSuite.suite("InMemoryBroker", {
     Effect.gen(function* () {
       const broker = yield* InMemoryBroker.InMemoryBroker
       yield* Effect.forEach(topics, broker.deleteTopic)
-    })
+    }),
+  // A broker that refuses connections.
+  unreachable: () =>
+    Layer.unwrap(
+      Effect.map(
+        Effect.tap(InMemoryBroker.make(), (broker) => broker.control.outage({ mode: "refuse" })),
+        InMemoryBroker.layerFrom
+      )
+    )
 })

@@ -5,7 +5,9 @@ import { goodRelay, type RelayLoop, runScenario } from "./support/simulation.ts"
 import { independentSendsRelay, noKeyLockRelay, reversedRelay } from "./support/wrongRelays.ts"
 
 // SIM_SEEDS=n runs more scenarios; SIM_SEED=s replays exactly one (and prints its summary);
-// SIM_VERBOSE=1 prints every run's summary.
+// SIM_VERBOSE=1 prints every run's summary; SIM_FAULTS=production also rolls the faults of the
+// real services (issue #18: broker and database outages, partition growth; docs/testing.md).
+const faults = process.env.SIM_FAULTS === "production" ? "production" : "classic"
 const only = process.env.SIM_SEED === undefined ? undefined : Number(process.env.SIM_SEED)
 const count = Number(process.env.SIM_SEEDS ?? 1000)
 const seeds = only !== undefined ? [only] : Array.from({ length: count }, (_, i) => i + 1)
@@ -13,7 +15,7 @@ const verbose = only !== undefined || process.env.SIM_VERBOSE !== undefined
 
 describe("deterministic simulation", () => {
   it.effect(
-    `${seeds.length} seeded scenarios keep every invariant`,
+    `${seeds.length} seeded scenarios (${faults} faults) keep every invariant`,
     () =>
       Effect.gen(function* () {
         const failed: Array<string> = []
@@ -32,11 +34,12 @@ describe("deterministic simulation", () => {
         const crashPoints = new Set<string>()
         for (const seed of seeds) {
           const started = Date.now()
-          const outcome = yield* runScenario(seed)
+          const outcome = yield* runScenario(seed, goodRelay, { faults })
           if (verbose) console.log(`${outcome.summary} [${Date.now() - started} ms]`)
-          if (outcome.violations.length > 0) {
+          if (outcome.violations.length > 0 || outcome.findings.length > 0) {
             failed.push(
-              `${outcome.summary}\n${OutboxInvariants.format(outcome.violations, 5)}\n(replay: SIM_SEED=${seed})`
+              `${outcome.summary}\n${OutboxInvariants.format(outcome.violations, 5)}\n` +
+                `${outcome.findings.slice(0, 5).join("\n")}\n(replay: SIM_SEED=${seed})`
             )
           }
           totals.runs++
@@ -53,7 +56,7 @@ describe("deterministic simulation", () => {
         }
         console.log(`simulation: ${JSON.stringify(totals)}, crash points hit: ${[...crashPoints].sort().join(", ")}`)
         assert.deepStrictEqual(failed, [], failed.slice(0, 3).join("\n\n"))
-        if (only === undefined && seeds.length >= 200) {
+        if (only === undefined && seeds.length >= 200 && faults === "classic") {
           // The runs must actually exercise what they claim to: crashes at every point, stalls
           // past the lease, recovery crashes, rollbacks, FAILUREs, at-least-once duplicates, and
           // relays claiming while an earlier batch of theirs is in flight (depth 1, 2, 3 by seed).
@@ -73,6 +76,18 @@ describe("deterministic simulation", () => {
       }
       const other = yield* runScenario(8)
       assert.notStrictEqual(other.fingerprint, (yield* runScenario(7)).fingerprint)
+    })
+  )
+
+  it.effect("a seed with production faults replays exactly", () =>
+    Effect.gen(function* () {
+      // Seeds 3 and 20 draw broker and database outages, 25 also grows the topic.
+      for (const seed of [3, 20, 25]) {
+        const first = yield* runScenario(seed, goodRelay, { faults: "production" })
+        const second = yield* runScenario(seed, goodRelay, { faults: "production" })
+        assert.include(first.summary, "production faults: broker")
+        assert.strictEqual(second.fingerprint, first.fingerprint, `seed ${seed} did not replay`)
+      }
     })
   )
 

@@ -87,7 +87,7 @@ export const make = (engine: BrokerEngine): BrokerAdmin["Service"] => {
         Effect.sync(() => {
           let group = groups.get(groupId)
           if (group === undefined) {
-            group = { committed: new Map(), members: [] }
+            group = { committed: new Map(), members: [], known: new Map(), refreshedAt: 0 }
             groups.set(groupId, group)
           }
           for (const p of partitions) group.committed.set(tp(topic, p.partition), Number(p.offset))

@@ -5,25 +5,73 @@
  *
  * @internal
  */
-import type { ConsumerBatch, ConsumerRecord, ConsumerSource, Subscription } from "@effect-outbox/core/ConsumerSource"
+import type {
+  ConsumerBatch,
+  ConsumerRecord,
+  ConsumerSource,
+  OffsetCommit,
+  Subscription
+} from "@effect-outbox/core/ConsumerSource"
 import { ConsumerSourceError } from "@effect-outbox/core/Errors"
 import * as Cause from "effect/Cause"
+import * as Clock from "effect/Clock"
 import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Stream from "effect/Stream"
 import { type BrokerEngine, type Group, type Member, toConsumerRecord, tp } from "./brokerEngine.ts"
+import * as Outage from "./brokerOutage.ts"
 
 export const make = (engine: BrokerEngine, maxBatchSize: number): ConsumerSource["Service"] => {
   const { groups, notify, operationFault, topics } = engine
   let nextMemberId = 1
 
-  const groupOf = (groupId: string): Group => {
+  const groupOf = (groupId: string, now = 0): Group => {
     let group = groups.get(groupId)
     if (group === undefined) {
-      group = { committed: new Map(), members: [] }
+      group = { committed: new Map(), members: [], known: new Map(), refreshedAt: now }
       groups.set(groupId, group)
     }
     return group
+  }
+
+  /**
+   * The partition count of `topic` as the group knows it. With a metadata refresh delay, a
+   * partition added after the group's last refresh is not assigned to anyone until the next one
+   * (kafkajs: `metadataMaxAge`, 5 minutes by default).
+   */
+  const knownPartitions = (group: Group, topic: string, actual: number): number => {
+    if (engine.metadataMaxAgeMillis === undefined) return actual
+    const known = group.known.get(topic)
+    if (known === undefined) {
+      group.known.set(topic, actual)
+      return actual
+    }
+    return Math.min(known, actual)
+  }
+
+  const refreshMetadata = (group: Group, now: number) => {
+    group.known.clear()
+    group.refreshedAt = now
+  }
+
+  /** Millis until the group's next metadata refresh, when it would reveal partitions. */
+  const untilRefresh = (member: Member, now: number): number | undefined => {
+    const maxAge = engine.metadataMaxAgeMillis
+    if (maxAge === undefined) return undefined
+    const group = groupOf(member.groupId)
+    const hidden = member.topics.some((topic) => {
+      const actual = topics.get(topic)?.length ?? 0
+      return knownPartitions(group, topic, actual) < actual
+    })
+    return hidden ? Math.max(0, group.refreshedAt + maxAge - now) : undefined
+  }
+
+  /** Millis until the group coordinator is ready (0 when it is); the first group call starts it. */
+  const coordinatorWait = (now: number): number => {
+    if (engine.coordinatorLoadMillis === undefined) return 0
+    engine.coordinatorReadyAt ??= now + engine.coordinatorLoadMillis
+    return Math.max(0, engine.coordinatorReadyAt - now)
   }
 
   /**
@@ -39,7 +87,8 @@ export const make = (engine: BrokerEngine, maxBatchSize: number): ConsumerSource
       if (logs === undefined) continue
       const subscribers = group.members.filter((m) => m.topics.includes(topic))
       const index = subscribers.indexOf(member)
-      for (let partition = 0; partition < logs.length; partition++) {
+      const count = knownPartitions(group, topic, logs.length)
+      for (let partition = 0; partition < count; partition++) {
         if (partition % subscribers.length === index) owned.push({ topic, partition })
       }
     }
@@ -85,6 +134,12 @@ export const make = (engine: BrokerEngine, maxBatchSize: number): ConsumerSource
   return {
     subscribe: (options) =>
       Effect.gen(function* () {
+        yield* Outage.gate(
+          engine,
+          (reason) => new ConsumerSourceError({ operation: "subscribe", reason, retriable: true })
+        )
+        const joinedAt = yield* Clock.currentTimeMillis
+        coordinatorWait(joinedAt)
         const member = yield* Effect.acquireRelease(
           Effect.sync(() => {
             const member: Member = {
@@ -96,7 +151,7 @@ export const make = (engine: BrokerEngine, maxBatchSize: number): ConsumerSource
               cursor: 0,
               closed: false
             }
-            const group = groupOf(options.groupId)
+            const group = groupOf(options.groupId, joinedAt)
             group.members.push(member)
             // Positions are fixed when the member joins, as Kafka resolves them on assignment.
             syncPositions(member, assignment(member))
@@ -122,47 +177,85 @@ export const make = (engine: BrokerEngine, maxBatchSize: number): ConsumerSource
                   retriable: true
                 })
               }
+              // A broker that is down delivers nothing; a coordinator still loading neither.
+              yield* Outage.waitUp(engine)
+              const now = yield* Clock.currentTimeMillis
+              const loading = coordinatorWait(now)
+              if (loading > 0) {
+                yield* Effect.sleep(Duration.millis(loading))
+                continue
+              }
+              const group = groupOf(member.groupId)
+              const maxAge = engine.metadataMaxAgeMillis
+              if (maxAge !== undefined && now - group.refreshedAt >= maxAge) refreshMetadata(group, now)
               const waitFor = engine.signal()
               const batch = nextBatch(member)
               if (batch !== undefined) return [batch] as const
-              yield* Deferred.await(waitFor)
+              const refreshIn = untilRefresh(member, now)
+              yield* refreshIn === undefined
+                ? Deferred.await(waitFor)
+                : Effect.raceFirst(Deferred.await(waitFor), Effect.sleep(Duration.millis(refreshIn)))
             }
           }
         )
-        const subscription: Subscription = {
-          batches: Stream.fromPull(Effect.succeed(pull)),
-          commit: (offsets) =>
-            Effect.suspend(() => {
-              if (operationFault("commit")) {
-                return Effect.fail(
-                  new ConsumerSourceError({ operation: "commit", reason: "injected commit fault", retriable: true })
-                )
-              }
-              if (member.closed) {
+        const commitNow = (offsets: ReadonlyArray<OffsetCommit>) =>
+          Effect.suspend(() => {
+            if (member.closed) {
+              return Effect.fail(
+                new ConsumerSourceError({
+                  operation: "commit",
+                  reason: "the subscription was closed; its uncommitted records go to the next member",
+                  retriable: false
+                })
+              )
+            }
+            const group = groupOf(member.groupId)
+            for (const commit of offsets) {
+              const offset = Number(commit.offset)
+              if (!Number.isSafeInteger(offset) || offset < 0) {
                 return Effect.fail(
                   new ConsumerSourceError({
                     operation: "commit",
-                    reason: "the subscription was closed; its uncommitted records go to the next member",
+                    reason: `offset ${commit.offset} of ${commit.topic}/${commit.partition} is not a valid offset`,
                     retriable: false
                   })
                 )
               }
-              const group = groupOf(member.groupId)
-              for (const commit of offsets) {
-                const offset = Number(commit.offset)
-                if (!Number.isSafeInteger(offset) || offset < 0) {
-                  return Effect.fail(
-                    new ConsumerSourceError({
-                      operation: "commit",
-                      reason: `offset ${commit.offset} of ${commit.topic}/${commit.partition} is not a valid offset`,
-                      retriable: false
-                    })
-                  )
-                }
+            }
+            // As the Kafka adapter does: a commit of a partition this member no longer owns (a
+            // rebalance moved it) is dropped; its new owner commits it. A topic-less member
+            // commits for a transactional producer (Kafka's TxnOffsetCommit, which no assignment
+            // restricts): its commits always apply.
+            const owned = new Set(assignment(member).map((o) => tp(o.topic, o.partition)))
+            for (const commit of offsets) {
+              const key = tp(commit.topic, commit.partition)
+              if (member.topics.length === 0 || owned.has(key)) group.committed.set(key, Number(commit.offset))
+            }
+            return Effect.void
+          })
+        const subscription: Subscription = {
+          batches: Stream.fromPull(Effect.succeed(pull)),
+          commit: (offsets) =>
+            Effect.gen(function* () {
+              if (operationFault("commit")) {
+                return yield* new ConsumerSourceError({
+                  operation: "commit",
+                  reason: "injected commit fault",
+                  retriable: true
+                })
               }
-              for (const commit of offsets)
-                group.committed.set(tp(commit.topic, commit.partition), Number(commit.offset))
-              return Effect.void
+              yield* Outage.gate(
+                engine,
+                (reason) => new ConsumerSourceError({ operation: "commit", reason, retriable: true })
+              )
+              if (coordinatorWait(yield* Clock.currentTimeMillis) > 0) {
+                return yield* new ConsumerSourceError({
+                  operation: "commit",
+                  reason: "the group coordinator is not available yet (COORDINATOR_LOAD_IN_PROGRESS)",
+                  retriable: true
+                })
+              }
+              return yield* commitNow(offsets)
             })
         }
         return subscription

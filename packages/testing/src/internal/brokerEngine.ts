@@ -33,6 +33,28 @@ export interface Group {
   readonly committed: Map<string, number>
   /** Live members, in join order. */
   readonly members: Array<Member>
+  /**
+   * Topic → partition count as the group last read it from the metadata (used only when the
+   * broker models a metadata refresh delay): partitions added since are not assigned yet.
+   */
+  readonly known: Map<string, number>
+  /** When the group last refreshed its metadata (Clock millis). */
+  refreshedAt: number
+}
+
+/**
+ * How the broker answers while it is down:
+ * - `"refuse"`: at once, connection refused;
+ * - `"timeout"`: after `timeoutMillis`, request timed out;
+ * - `"freeze"`: not until the outage ends; then the request is carried out (late).
+ */
+export type OutageMode = "refuse" | "timeout" | "freeze"
+
+export interface Outage {
+  readonly mode: OutageMode
+  readonly timeoutMillis: number
+  /** Completed when the outage ends. */
+  readonly ended: Deferred.Deferred<void>
 }
 
 export interface Faults {
@@ -43,6 +65,14 @@ export interface Faults {
 }
 
 export interface BrokerEngine {
+  /** The current outage, if the broker is down. */
+  outage: Outage | undefined
+  /** Metadata refresh delay of consumer groups (millis); `undefined`: they see new partitions at once. */
+  readonly metadataMaxAgeMillis: number | undefined
+  /** How long after the first group operation the group coordinator is not ready (millis). */
+  readonly coordinatorLoadMillis: number | undefined
+  /** When the coordinator is ready (Clock millis), fixed by the first group operation. */
+  coordinatorReadyAt: number | undefined
   readonly topics: Map<string, Array<Array<StoredRecord>>>
   readonly groups: Map<string, Group>
   readonly faults: Faults
@@ -73,7 +103,13 @@ export const toConsumerRecord = (
   timestamp: r.timestamp
 })
 
-export const makeEngine = (initialTopics: Readonly<Record<string, number>>): BrokerEngine => {
+export const makeEngine = (
+  initialTopics: Readonly<Record<string, number>>,
+  timing: {
+    readonly metadataMaxAgeMillis?: number | undefined
+    readonly coordinatorLoadMillis?: number | undefined
+  } = {}
+): BrokerEngine => {
   const topics = new Map<string, Array<Array<StoredRecord>>>()
   const groups = new Map<string, Group>()
   const faults: Faults = { publishPlans: [], publishHook: undefined, operationFaults: new Map(), fired: 0 }
@@ -124,5 +160,18 @@ export const makeEngine = (initialTopics: Readonly<Record<string, number>>): Bro
     return true
   }
 
-  return { topics, groups, faults, signal: () => signal, notify, createOrGrow, publishFault, operationFault }
+  return {
+    outage: undefined,
+    metadataMaxAgeMillis: timing.metadataMaxAgeMillis,
+    coordinatorLoadMillis: timing.coordinatorLoadMillis,
+    coordinatorReadyAt: undefined,
+    topics,
+    groups,
+    faults,
+    signal: () => signal,
+    notify,
+    createOrGrow,
+    publishFault,
+    operationFault
+  }
 }

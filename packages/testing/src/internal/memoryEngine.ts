@@ -9,6 +9,7 @@ import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import type { FaultPlan, Operation } from "../InMemoryDatabase.ts"
+import * as Outage from "./memoryOutage.ts"
 import * as Store from "./memoryStore.ts"
 
 /** The open transaction of the current fiber, if any (of any in-memory database). */
@@ -30,6 +31,8 @@ export interface FaultState {
 export interface Engine {
   readonly store: Store.Store
   readonly faults: FaultState
+  /** A server outage in progress (or over), as PostgreSQL reports it. */
+  readonly outage: Outage.OutageState
   readonly takeFault: (operation: Operation, timing: "before" | "after") => OutboxStoreError | undefined
   /** The current transaction when it belongs to this database. */
   readonly currentTx: Effect.Effect<Store.Transaction | undefined, OutboxStoreError>
@@ -52,6 +55,7 @@ export interface Engine {
 export const makeEngine = (): Engine => {
   const store = Store.makeStore()
   const faults: FaultState = { plans: [], hook: undefined, fired: 0 }
+  const outage = Outage.makeState()
 
   const takeFault = (operation: Operation, timing: "before" | "after"): OutboxStoreError | undefined => {
     if (timing === "before" && faults.hook !== undefined) {
@@ -97,6 +101,8 @@ export const makeEngine = (): Engine => {
   ): Effect.Effect<A, OutboxStoreError> =>
     Effect.gen(function* () {
       const tx = yield* currentTx
+      const down = Outage.errorFor(outage, operation, tx)
+      if (down !== undefined) return yield* down
       const before = takeFault(operation, "before")
       if (before !== undefined) return yield* before
       while (true) {
@@ -133,5 +139,5 @@ export const makeEngine = (): Engine => {
       (tx) => ({ result: body(tx) })
     )
 
-  return { store, faults, takeFault, currentTx, call, read }
+  return { store, faults, outage, takeFault, currentTx, call, read }
 }

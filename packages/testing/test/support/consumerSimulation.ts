@@ -7,11 +7,19 @@
 // partition committed to its end), poison records in the DLT and only they, outbox rows
 // SUCCESS / PUSHED_FAILURE, partitions kept moving.
 //
+// With `faults: "production"` each seed may also draw the faults that bite on the real services
+// (issue #18): a PostgreSQL outage (shutting down, down, starting up, lost commit
+// acknowledgements), a broker outage (refusing, timing out or frozen), partition growth that the
+// group notices only at its metadata refresh, a group coordinator still loading, and rebalances
+// with batches in flight; the checker adds "no delivered record skipped". `wrong` selects a
+// deliberately wrong configuration that the checker must catch (the pre-fix behaviours).
+//
 // Determinism: every random choice comes from the seeded `Random` service or a PRNG seeded from
 // the same seed; time comes from a fresh `TestClock` per run.
+import { fromSqlError } from "@effect-outbox/adapter-pg/internal/errors"
 import * as Consumer from "@effect-outbox/core/Consumer"
 import { ConsumerSource, type Subscription } from "@effect-outbox/core/ConsumerSource"
-import { ConsumerSourceError } from "@effect-outbox/core/Errors"
+import { ConsumerSourceError, OutboxStoreError } from "@effect-outbox/core/Errors"
 import * as Inbox from "@effect-outbox/core/Inbox"
 import { type EventId, jsonPayload, makeEventId } from "@effect-outbox/core/OutboxMessage"
 import { OutboxStore } from "@effect-outbox/core/OutboxStore"
@@ -26,6 +34,8 @@ import * as References from "effect/References"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
+import type { SqlError } from "effect/sql/SqlError"
 import * as TestClock from "effect/testing/TestClock"
 import * as InMemoryBroker from "../../src/InMemoryBroker.ts"
 import * as InMemoryDatabase from "../../src/InMemoryDatabase.ts"
@@ -59,9 +69,34 @@ class HandlerFailed extends Schema.TaggedError<HandlerFailed>()("HandlerFailed",
 const GROUP = "sim-consumer"
 const Payload = Schema.Struct({ n: Schema.Number })
 
+/**
+ * Deliberately wrong configurations, each a behaviour from before the fixes of issue #18:
+ * - `"latest-reset"`: the group starts partitions without a committed offset at their end
+ *   (`fromBeginning: false`, H4): records on a grown topic's new partitions are skipped;
+ * - `"driver-sql-errors"`: database errors classified by the driver alone (adapter-pg before the
+ *   fix, H2): `57P03` / `57P01` while PostgreSQL shuts down are permanent, so healthy records
+ *   are dead-lettered at once.
+ */
+export type WrongConfiguration = "latest-reset" | "driver-sql-errors"
+
+export interface ScenarioOptions {
+  /** `"classic"` (default): the faults CI has always rolled; `"production"` adds issue #18's. */
+  readonly faults?: "classic" | "production"
+  readonly wrong?: WrongConfiguration
+}
+
+/**
+ * The driver's own classification, as adapter-pg mapped database errors before issue #18: the
+ * same report, retriable only when `@effect/sql-pg` says so (57P01 / 57P03 are not).
+ */
+const driverOnly = (operation: string) => (error: SqlError) => {
+  const mapped = fromSqlError(operation)(error)
+  return new OutboxStoreError({ operation, reason: mapped.reason, retriable: error.isRetryable, cause: error })
+}
+
 /** Runs one seeded scenario and checks it. */
-export const runConsumerScenario = (seed: number): Effect.Effect<Outcome> =>
-  scenario(seed).pipe(
+export const runConsumerScenario = (seed: number, options: ScenarioOptions = {}): Effect.Effect<Outcome> =>
+  scenario(seed, options).pipe(
     // An infrastructure error escaping the scenario is a harness bug, not a finding: fail loudly.
     Effect.orDie,
     Effect.scoped,
@@ -70,15 +105,25 @@ export const runConsumerScenario = (seed: number): Effect.Effect<Outcome> =>
     Effect.provide(TestClock.layer())
   )
 
-const scenario = (seed: number) =>
+const scenario = (seed: number, scenarioOptions: ScenarioOptions) =>
   Effect.gen(function* () {
     const rand = prng(seed ^ 0x5bd1e995)
+    // Production faults draw from their own generator: the classic draws stay as they were.
+    const production = scenarioOptions.faults === "production"
+    const plan = production ? productionPlan(prng(seed ^ 0x2545f491)) : undefined
     // ---- the scenario's shape ----------------------------------------------------------------
-    const partitions = yield* int(1, 3)
+    const initialPartitions = yield* int(1, 3)
+    let partitions = initialPartitions
     const database = yield* InMemoryDatabase.make
     const broker = yield* InMemoryBroker.make({
       topics: { orders: partitions, "orders.DLT": 1 },
-      maxBatchSize: yield* int(1, 5)
+      maxBatchSize: yield* int(1, 5),
+      ...(plan === undefined
+        ? {}
+        : {
+            metadataMaxAge: `${plan.metadataMaxAge} millis`,
+            ...(plan.coordinatorLoad > 0 ? { coordinatorLoad: `${plan.coordinatorLoad} millis` } : {})
+          })
     })
     const maxAttempts = yield* int(3, 5)
     // At most maxAttempts - 2 lost commits plus one flaky failure: a healthy record can never
@@ -167,7 +212,7 @@ const scenario = (seed: number) =>
     // ---- the producer: events in order, some duplicated (adjacent or much later) ---------------
     const payloadOf = (e: SimEvent) =>
       e.kind === "poison_decode" ? new TextEncoder().encode(`{"n":"not a number ${e.n}"}`) : jsonPayload({ n: e.n })
-    const publishOne = (e: SimEvent) =>
+    const publishOnce = (e: SimEvent) =>
       Effect.flatMap(
         broker.publisher.publish([
           {
@@ -179,8 +224,16 @@ const scenario = (seed: number) =>
             payload: payloadOf(e)
           }
         ]),
-        ([outcome]) => (outcome!._tag === "Success" ? Effect.void : Effect.die(new Error("sim publish failed")))
+        ([outcome]) =>
+          outcome!._tag === "Success"
+            ? Effect.void
+            : production && outcome!.failure._tag === "BrokerUnavailableError"
+              ? Effect.fail(outcome!.failure)
+              : Effect.die(new Error("sim publish failed"))
       )
+    // A producer rides out a broker outage by retrying (the relay does, without counting attempts).
+    const publishOne = (e: SimEvent) =>
+      production ? Effect.retry(publishOnce(e), { schedule: Schedule.spaced("50 millis") }) : publishOnce(e)
     let producerDone = false
     let totalSteps = 0
     let duplicates = 0
@@ -188,6 +241,8 @@ const scenario = (seed: number) =>
       const later: Array<SimEvent> = []
       for (const e of events) {
         yield* Effect.sleep(`${yield* int(0, 30)} millis`)
+        // Spread over the production faults' window, so they hit records in flight.
+        if (plan !== undefined) yield* Effect.sleep(`${Math.floor(plan.spread())} millis`)
         yield* publishOne(e)
         if (yield* chance(pDuplicate)) {
           duplicates++
@@ -246,6 +301,25 @@ const scenario = (seed: number) =>
     // While the driver shuts a generation down gracefully, commits go through: a crash is
     // injected only while the member runs.
     let closing = false
+    // Every offset the broker handed to a consumer, per partition: "no delivered record skipped".
+    const delivered = new Map<number, Set<number>>()
+    const deliveredBatches = (subscription: Subscription) =>
+      subscription.batches.pipe(
+        Stream.tap((batch) =>
+          Effect.sync(() => {
+            const seen = delivered.get(batch.partition) ?? new Set<number>()
+            for (const r of batch.records) seen.add(Number(r.offset))
+            delivered.set(batch.partition, seen)
+          })
+        )
+      )
+    const trackedSource: ConsumerSource["Service"] = {
+      subscribe: (options) =>
+        Effect.map(broker.consumerSource.subscribe(options), (subscription) => ({
+          ...subscription,
+          batches: deliveredBatches(subscription)
+        }))
+    }
     const crashingSource = (): ConsumerSource["Service"] => {
       let crashed = false
       return {
@@ -253,7 +327,7 @@ const scenario = (seed: number) =>
           Effect.map(
             broker.consumerSource.subscribe(options),
             (subscription): Subscription => ({
-              batches: subscription.batches,
+              batches: deliveredBatches(subscription),
               commit: (offsets) =>
                 Effect.suspend(() => {
                   if (crashed) {
@@ -277,7 +351,7 @@ const scenario = (seed: number) =>
       groupId: GROUP,
       topics: ["orders"],
       schema: Payload,
-      fromBeginning: true,
+      fromBeginning: scenarioOptions.wrong !== "latest-reset",
       handler,
       maxAttempts,
       retrySchedule: Schedule.spaced("40 millis"),
@@ -324,10 +398,28 @@ const scenario = (seed: number) =>
     const runGeneration = (source: ConsumerSource["Service"], steps: number) =>
       Effect.gen(function* () {
         const scope = yield* Scope.make()
-        const consumer = yield* Consumer.make(options).pipe(
+        const start = Consumer.make(options).pipe(
           Scope.provide(scope),
           Effect.provide(Layer.merge(worldLayer, Layer.succeed(ConsumerSource)(source)))
         )
+        // A consumer cannot join its group while the broker is down (refused: the process starts
+        // again 100 ms later, as a supervisor restarts it; frozen: it waits, the clock moves on).
+        const startOnce = Effect.gen(function* () {
+          const fiber = yield* Effect.forkChild(Effect.exit(start))
+          for (;;) {
+            const done = yield* Fiber.await(fiber).pipe(Effect.timeoutOption(0))
+            if (done._tag === "Some") return yield* Fiber.join(fiber)
+            totalSteps++
+            yield* TestClock.adjust("20 millis")
+          }
+        })
+        let started = yield* startOnce
+        while (production && Exit.isFailure(started) && String(started.cause).includes("ConsumerSourceError")) {
+          totalSteps++
+          yield* TestClock.adjust("100 millis")
+          started = yield* startOnce
+        }
+        const consumer = yield* started
         let result: "crashed" | "drained" | "timeout" = "timeout"
         for (let i = 0; i < steps; i++) {
           totalSteps++
@@ -344,6 +436,40 @@ const scenario = (seed: number) =>
         return { scope, consumer, result }
       })
 
+    // ---- production faults, on the TestClock the generations move ---------------------------------
+    if (scenarioOptions.wrong === "driver-sql-errors") yield* database.control.setSqlErrorMapping(driverOnly)
+    const db = database.control
+    const faultsFiber =
+      plan === undefined
+        ? undefined
+        : yield* Effect.forkScoped(
+            Effect.forEach(
+              plan.steps,
+              (step) =>
+                Effect.andThen(
+                  Effect.sleep(`${step.after} millis`),
+                  Effect.gen(function* () {
+                    switch (step._tag) {
+                      case "db":
+                        return yield* step.mode === "up"
+                          ? db.recover
+                          : db.outage({ mode: step.mode, lostCommitAcks: step.lostCommitAcks })
+                      case "broker":
+                        return yield* step.mode === "up"
+                          ? broker.control.endOutage
+                          : broker.control.outage({ mode: step.mode, timeout: "300 millis" })
+                      case "grow":
+                        partitions = initialPartitions + step.by
+                        return yield* broker.control.createTopic("orders", partitions)
+                      case "rebalance":
+                        return yield* broker.control.rebalance(GROUP)
+                    }
+                  })
+                ),
+              { discard: true }
+            )
+          )
+
     // ---- chaos generations -----------------------------------------------------------------------
     let generations = 0
     for (let g = 0; g < maxGenerations; g++) {
@@ -357,7 +483,15 @@ const scenario = (seed: number) =>
     // ---- quiet phase: no more crashes; release parked keys until everything is finished --------
     chaos = false
     crashSignal = Deferred.makeUnsafe<void>()
-    const quiet = yield* runGeneration(broker.consumerSource, 2_000)
+    if (faultsFiber !== undefined) {
+      // The remaining faults play out (an outage always ends), then everything is up again.
+      while ((yield* Fiber.await(faultsFiber).pipe(Effect.timeoutOption(0)))._tag === "None") {
+        yield* TestClock.adjust("20 millis")
+      }
+      yield* db.recover
+      yield* broker.control.endOutage
+    }
+    const quiet = yield* runGeneration(trackedSource, 2_000)
     // Parked keys are released as they appear (a later poison record may park its key again).
     let settled = false
     for (let i = 0; i < 1_000 && !settled; i++) {
@@ -381,6 +515,11 @@ const scenario = (seed: number) =>
     const committed = yield* committedOffsets
     ends.forEach((end, p) => {
       if (committed[p] !== end) violations.push(`lost: partition ${p} committed ${committed[p]} of ${end} records`)
+      const seen = delivered.get(p) ?? new Set<number>()
+      const skipped = Array.from({ length: end }, (_, offset) => offset).filter((offset) => !seen.has(offset))
+      if (skipped.length > 0) {
+        violations.push(`skipped: partition ${p} never delivered offsets ${skipped.slice(0, 10).join(", ")}`)
+      }
     })
     const rows = yield* database.control.rows
     const applied = new Map<string, number>()
@@ -394,7 +533,13 @@ const scenario = (seed: number) =>
       if (poison && count !== 0) violations.push(`poison event ${e.n} (${e.kind}) applied ${count} times`)
       if (!poison && count !== 1) violations.push(`event ${e.n} (${e.kind}) applied ${count} times, expected once`)
       if (poison && !deadIds.has(e.id)) violations.push(`poison event ${e.n} (${e.kind}) is not in the DLT`)
-      if (!poison && deadIds.has(e.id)) violations.push(`healthy event ${e.n} (${e.kind}) was dead-lettered`)
+      if (!poison && deadIds.has(e.id)) {
+        const dead = dlt.find((r) => r.headers["event-id"] === e.id)!.headers
+        violations.push(
+          `healthy event ${e.n} (${e.kind}) was dead-lettered (${dead["dlt-classification"]}, ` +
+            `${dead["dlt-attempts"]} attempt(s): ${dead["dlt-error-message"]?.slice(0, 160)})`
+        )
+      }
       if (e.local) {
         const expected = poison ? "PUSHED_FAILURE" : "SUCCESS"
         if (status.get(e.id) !== expected) {
@@ -411,7 +556,9 @@ const scenario = (seed: number) =>
     const summary =
       `seed ${seed}: ${eventCount} events (${events.filter((e) => isPoison(e.kind)).length} poison, ` +
       `${duplicates} duplicated), ${partitions} partitions, ${generations} generations, ${crashes} crashes, ` +
-      `${dbFaults} lost commits, maxAttempts ${maxAttempts}, parking ${parking}, ${transaction}, dlt ${dlt.length}, steps ${totalSteps}`
+      `${dbFaults} lost commits, maxAttempts ${maxAttempts}, parking ${parking}, ${transaction}, dlt ${dlt.length}, steps ${totalSteps}` +
+      (plan === undefined ? "" : `; production faults: ${plan.describe}`) +
+      (scenarioOptions.wrong === undefined ? "" : `; wrong configuration: ${scenarioOptions.wrong}`)
     const fingerprint = JSON.stringify({
       committed,
       ends,
@@ -421,3 +568,85 @@ const scenario = (seed: number) =>
     })
     return { seed, violations, summary, fingerprint }
   })
+
+// ---- production faults (issue #18) ---------------------------------------------------------------
+
+type FaultStep =
+  | { readonly _tag: "db"; readonly mode: InMemoryDatabase.OutageMode | "up"; readonly lostCommitAcks: number }
+  | { readonly _tag: "broker"; readonly mode: InMemoryBroker.OutageMode | "up" }
+  | { readonly _tag: "grow"; readonly by: number }
+  | { readonly _tag: "rebalance" }
+
+interface ProductionPlan {
+  /** The group's metadata refresh delay: a grown partition is noticed this late. */
+  readonly metadataMaxAge: number
+  /** How long the fresh broker's coordinator loads (0: ready at once). */
+  readonly coordinatorLoad: number
+  /** Fault steps in time order, each `after` millis after the previous one. */
+  readonly steps: ReadonlyArray<FaultStep & { readonly after: number }>
+  /** Extra delay between produced events, spreading them over the faults' window. */
+  readonly spread: () => number
+  readonly describe: string
+}
+
+/**
+ * The production faults of one seed. Outages last up to seconds: far longer than the consumer's
+ * retry budget here (3 to 5 tries 40 ms apart).
+ */
+const productionPlan = (rand: () => number): ProductionPlan => {
+  const between = (min: number, max: number) => min + Math.floor(rand() * (max - min + 1))
+  const timeline: Array<{ readonly at: number; readonly step: FaultStep }> = []
+  const described: Array<string> = []
+  if (rand() < 0.4) {
+    const at = between(50, 600)
+    const by = between(1, 2)
+    timeline.push({ at, step: { _tag: "grow", by } })
+    described.push(`grow +${by} at ${at} ms`)
+  }
+  if (rand() < 0.5) {
+    const at = between(100, 900)
+    const shutdown = between(30, 200)
+    const down = between(300, 3_000)
+    const startup = between(100, 600)
+    const lostCommitAcks = between(0, 1)
+    timeline.push(
+      { at, step: { _tag: "db", mode: "shutdown", lostCommitAcks } },
+      { at: at + shutdown, step: { _tag: "db", mode: "down", lostCommitAcks: 0 } },
+      { at: at + shutdown + down, step: { _tag: "db", mode: "startup", lostCommitAcks: 0 } },
+      { at: at + shutdown + down + startup, step: { _tag: "db", mode: "up", lostCommitAcks: 0 } }
+    )
+    described.push(`database out at ${at} ms for ${shutdown + down + startup} ms (${lostCommitAcks} lost commit acks)`)
+  }
+  if (rand() < 0.4) {
+    const modes: ReadonlyArray<InMemoryBroker.OutageMode> = ["refuse", "timeout", "freeze"]
+    const mode = modes[between(0, 2)]!
+    const at = between(100, 900)
+    const duration = between(300, 3_000)
+    timeline.push({ at, step: { _tag: "broker", mode } }, { at: at + duration, step: { _tag: "broker", mode: "up" } })
+    described.push(`broker ${mode} at ${at} ms for ${duration} ms`)
+  }
+  if (rand() < 0.4) {
+    for (let i = between(1, 2); i > 0; i--) {
+      const at = between(50, 1_500)
+      timeline.push({ at, step: { _tag: "rebalance" } })
+      described.push(`rebalance at ${at} ms`)
+    }
+  }
+  const coordinatorLoad = rand() < 0.3 ? between(200, 1_500) : 0
+  if (coordinatorLoad > 0) described.push(`coordinator loads ${coordinatorLoad} ms`)
+  const metadataMaxAge = between(1_000, 3_000)
+  timeline.sort((a, b) => a.at - b.at)
+  let previous = 0
+  const steps = timeline.map(({ at, step }) => {
+    const after = at - previous
+    previous = at
+    return { ...step, after }
+  })
+  return {
+    metadataMaxAge,
+    coordinatorLoad,
+    steps,
+    spread: () => rand() * 80,
+    describe: described.length === 0 ? "none drawn" : described.join(", ")
+  }
+}

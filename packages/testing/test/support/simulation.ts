@@ -3,6 +3,12 @@
 // random broker and database faults, all on the in-memory layers and the TestClock. After a
 // quiet phase (faults off) the invariant checker judges what is left.
 //
+// With `faults: "production"` each seed may also draw the faults that bite on the real services
+// (issue #18): a broker outage longer than the relay's retry budget (refusing, timing out, or
+// frozen then appending late), a PostgreSQL outage (shutdown, down, startup, lost commit
+// acknowledgements) and partition growth; the checker then adds "no FAILURE that no fault of the
+// record itself explains" (an outage must not spend a record's attempts, H1).
+//
 // Determinism: every random choice comes from the seeded `Random` service or from a PRNG seeded
 // from the same seed; time and fiber scheduling come from a fresh `TestClock` layer per run.
 
@@ -40,9 +46,25 @@ export type RelayLoop = (
 export const goodRelay: RelayLoop = (owner, settings) =>
   Effect.flatMap(Relay.make({ ...settings, owner }), (relay) => relay.run)
 
+/**
+ * Turns a partition batch into an oversized one (a hot key's records over the broker's record
+ * batch limit, C1), or leaves it alone. A hook for the size limit of the in-memory broker: once
+ * the broker models `max.message.bytes`, a plan can grow payloads here.
+ */
+export type OversizeHook = (rand: () => number) => ((payload: Uint8Array, key: string | null) => Uint8Array) | undefined
+
+export interface ScenarioOptions {
+  readonly staleRecovery?: boolean
+  /** `"classic"` (default): the faults CI has always rolled; `"production"` adds issue #18's. */
+  readonly faults?: "classic" | "production"
+  readonly oversize?: OversizeHook
+}
+
 export interface Outcome {
   readonly seed: number
   readonly violations: ReadonlyArray<OutboxInvariants.Violation>
+  /** Production-fault findings: FAILURE rows that only an outage explains. */
+  readonly findings: ReadonlyArray<string>
   readonly summary: string
   /** Everything observable, for replay comparisons. */
   readonly fingerprint: string
@@ -69,9 +91,9 @@ const CRASH_POINTS: ReadonlyArray<Relay.CrashPoint> = ["afterClaim", "afterPubli
 export const runScenario = (
   seed: number,
   relayLoop: RelayLoop = goodRelay,
-  options: { readonly staleRecovery?: boolean } = {}
+  options: ScenarioOptions = {}
 ): Effect.Effect<Outcome> =>
-  scenario(seed, relayLoop, options.staleRecovery ?? true).pipe(
+  scenario(seed, relayLoop, options.staleRecovery ?? true, options).pipe(
     Effect.scoped,
     Random.withSeed(seed),
     // Logging every transition of a thousand runs costs more than the runs; failures print the seed.
@@ -79,9 +101,12 @@ export const runScenario = (
     Effect.provide(TestClock.layer())
   )
 
-const scenario = (seed: number, relayLoop: RelayLoop, staleRecovery: boolean) =>
+const scenario = (seed: number, relayLoop: RelayLoop, staleRecovery: boolean, options: ScenarioOptions) =>
   Effect.gen(function* () {
     const rand = prng(seed ^ 0x9e3779b9)
+    // Production faults draw from their own generator: the classic draws stay as they were.
+    const plan = options.faults === "production" ? relayFaultPlan(prng(seed ^ 0x68e31da4)) : undefined
+    const grow = options.oversize?.(prng(seed ^ 0x1b873593))
     // ---- the scenario's shape ----------------------------------------------------------------
     const partitions = yield* int(1, 3)
     const world = yield* makeWorld({ orders: partitions })
@@ -132,9 +157,12 @@ const scenario = (seed: number, relayLoop: RelayLoop, staleRecovery: boolean) =>
       "permanent",
       "unknown_partition"
     ]
-    yield* broker.setPublishHook(() => {
+    // Records a fault of their own hit: their FAILURE is explained (a production-fault check).
+    const faulted = new Set<string>()
+    yield* broker.setPublishHook((batch) => {
       if (rand() >= pPublishFault) return undefined
       const fault = publishFaults[Math.floor(rand() * publishFaults.length)]!
+      for (const request of batch.requests) faulted.add(request.id)
       // An injected unknown partition on a partition that exists models stale producer metadata.
       return fault
     })
@@ -190,12 +218,13 @@ const scenario = (seed: number, relayLoop: RelayLoop, staleRecovery: boolean) =>
               ? partitions // does not exist (yet)
               : index % partitions
         const id = yield* makeEventId
+        const payload = new TextEncoder().encode(`${key}:${id}`)
         drafts.push({
           id,
           topic: "orders",
           key,
           partition,
-          payload: new TextEncoder().encode(`${key}:${id}`)
+          payload: grow === undefined ? payload : grow(payload, key)
         })
         draftKeys.push(key)
       }
@@ -341,9 +370,41 @@ const scenario = (seed: number, relayLoop: RelayLoop, staleRecovery: boolean) =>
     })
     if (staleRecovery) yield* Effect.forkScoped(Effect.provide(recoverySlot, world.layer))
 
+    // ---- production faults, on the TestClock -----------------------------------------------------
+    const faultsFiber =
+      plan === undefined
+        ? undefined
+        : yield* Effect.forkScoped(
+            Effect.forEach(
+              plan.steps,
+              (step) =>
+                Effect.andThen(
+                  Effect.sleep(Duration.millis(step.after)),
+                  step._tag === "db"
+                    ? step.mode === "up"
+                      ? db.recover
+                      : db.outage({ mode: step.mode, lostCommitAcks: step.lostCommitAcks })
+                    : step._tag === "broker"
+                      ? step.mode === "up"
+                        ? broker.endOutage
+                        : broker.outage({ mode: step.mode, timeout: "300 millis" })
+                      : broker.createTopic("orders", partitions + step.by)
+                ),
+              { discard: true }
+            )
+          )
+
     // ---- drive time ----------------------------------------------------------------------------
     while (enqueuersDone < enqueuers) {
       yield* TestClock.adjust(Duration.millis(50))
+    }
+    if (faultsFiber !== undefined) {
+      // The remaining faults play out (every outage ends) before the quiet phase.
+      while ((yield* Fiber.await(faultsFiber).pipe(Effect.timeoutOption(0)))._tag === "None") {
+        yield* TestClock.adjust(Duration.millis(50))
+      }
+      yield* db.recover
+      yield* broker.endOutage
     }
     // Quiet phase: faults and crashes off; everything committed must settle.
     yield* Ref.set(chaos, false)
@@ -362,6 +423,21 @@ const scenario = (seed: number, relayLoop: RelayLoop, staleRecovery: boolean) =>
     const history = yield* db.history
     const log = yield* broker.records("orders")
     const violations = OutboxInvariants.check({ transactions, rows, history, log })
+    // Production faults: a record's attempts are spent only by faults of the record itself, so a
+    // FAILURE row must have met one (an injected publish fault, or a partition that did not exist).
+    const findings =
+      plan === undefined
+        ? []
+        : rows
+            .filter(
+              (row) =>
+                row.status === "FAILURE" &&
+                !faulted.has(row.id) &&
+                !(row.partition !== null && row.partition >= partitions)
+            )
+            .map(
+              (row) => `FAILURE of event ${row.id} (key ${row.key}) that no fault of its own explains: ${row.lastError}`
+            )
     const statuses = Lifecycle.statuses
       .map((s) => `${s}=${rows.filter((r) => r.status === s).length}`)
       .filter((s) => !s.endsWith("=0"))
@@ -369,7 +445,8 @@ const scenario = (seed: number, relayLoop: RelayLoop, staleRecovery: boolean) =>
       `seed ${seed}: ${transactions.length} tx, ${rows.length} rows (${statuses.join(" ")}), ` +
       `${log.length} records, ${relays} relays (depth ${pipelineDepth}, publish ${publishLatency} ms, ${overlaps} overlapping claims), crash ${crashPoint}: ${crashes} crashes, ${stalls} stalls, ` +
       `${recoveryCrashes} recovery crashes, ${lostAcks} lost db acks, ${consumerAhead ? `consumer processed ${processedRows}, ` : ""}partitions ${partitions}${explicitPartitions ? " explicit" : ""}` +
-      `${missingPartitionKey ? ` missing(${unknownPartition})` : ""}`
+      `${missingPartitionKey ? ` missing(${unknownPartition})` : ""}` +
+      (plan === undefined ? "" : `; production faults: ${plan.describe}`)
     const fingerprint = JSON.stringify({
       transactions,
       // The tracer's span ids come from its own generator, not the seeded Random: leave them out.
@@ -391,5 +468,59 @@ const scenario = (seed: number, relayLoop: RelayLoop, staleRecovery: boolean) =>
       processed: processedRows,
       overlaps
     }
-    return { seed, violations, summary, fingerprint, stats }
+    return { seed, violations, findings, summary, fingerprint, stats }
   })
+
+// ---- production faults (issue #18) ---------------------------------------------------------------
+
+type RelayFaultStep =
+  | { readonly _tag: "db"; readonly mode: InMemoryDatabase.OutageMode | "up"; readonly lostCommitAcks: number }
+  | { readonly _tag: "broker"; readonly mode: InMemoryBroker.OutageMode | "up" }
+  | { readonly _tag: "grow"; readonly by: number }
+
+/**
+ * The production faults of one seed, in time order (`after`: millis after the previous step). A
+ * broker outage lasts up to 6 s: far longer than the relay's retry budget here (3 to 6 attempts,
+ * backoff 20 to 200 ms).
+ */
+const relayFaultPlan = (rand: () => number) => {
+  const between = (min: number, max: number) => min + Math.floor(rand() * (max - min + 1))
+  const timeline: Array<{ readonly at: number; readonly step: RelayFaultStep }> = []
+  const described: Array<string> = []
+  if (rand() < 0.4) {
+    const modes: ReadonlyArray<InMemoryBroker.OutageMode> = ["refuse", "timeout", "freeze"]
+    const mode = modes[between(0, 2)]!
+    const at = between(50, 800)
+    const duration = between(500, 6_000)
+    timeline.push({ at, step: { _tag: "broker", mode } }, { at: at + duration, step: { _tag: "broker", mode: "up" } })
+    described.push(`broker ${mode} at ${at} ms for ${duration} ms`)
+  }
+  if (rand() < 0.4) {
+    const at = between(50, 800)
+    const shutdown = between(20, 150)
+    const down = between(200, 2_500)
+    const startup = between(50, 400)
+    const lostCommitAcks = between(0, 1)
+    timeline.push(
+      { at, step: { _tag: "db", mode: "shutdown", lostCommitAcks } },
+      { at: at + shutdown, step: { _tag: "db", mode: "down", lostCommitAcks: 0 } },
+      { at: at + shutdown + down, step: { _tag: "db", mode: "startup", lostCommitAcks: 0 } },
+      { at: at + shutdown + down + startup, step: { _tag: "db", mode: "up", lostCommitAcks: 0 } }
+    )
+    described.push(`database out at ${at} ms for ${shutdown + down + startup} ms (${lostCommitAcks} lost commit acks)`)
+  }
+  if (rand() < 0.3) {
+    const at = between(50, 800)
+    const by = between(1, 2)
+    timeline.push({ at, step: { _tag: "grow", by } })
+    described.push(`grow +${by} at ${at} ms`)
+  }
+  timeline.sort((a, b) => a.at - b.at)
+  let previous = 0
+  const steps = timeline.map(({ at, step }) => {
+    const after = at - previous
+    previous = at
+    return { ...step, after }
+  })
+  return { steps, describe: described.length === 0 ? "none drawn" : described.join(", ") }
+}
