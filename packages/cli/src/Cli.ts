@@ -20,6 +20,7 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import * as Dashboard from "./Dashboard.ts"
+import * as DashboardGuard from "./DashboardGuard.ts"
 import * as Operations from "./Operations.ts"
 import * as ReadModel from "./ReadModel.ts"
 import * as Render from "./Render.ts"
@@ -482,14 +483,18 @@ export const dashboard = Command.make(
   (input) =>
     Effect.gen(function* () {
       const config: RootConfig = yield* root
-      const services = Layer.merge(database(config), broker(config))
-      const server = Dashboard.layer({
+      const options = {
         host: input.host,
         port: input.port,
         token: Option.getOrUndefined(Option.map(input.token, Redacted.value)),
         readOnly: input.readOnly,
         groups: input.groups
-      }).pipe(Layer.provide(services))
+      }
+      // An unsafe address is refused before any connection is made.
+      const unsafe = DashboardGuard.validate({ host: options.host, token: options.token, readOnly: options.readOnly })
+      if (unsafe !== undefined) return yield* unsafe
+      const services = Layer.merge(database(config), broker(config))
+      const server = Dashboard.layer(options).pipe(Layer.provide(services))
       yield* Effect.gen(function* () {
         yield* Console.log(`effect-outbox dashboard: ${yield* Dashboard.url()}/${input.readOnly ? " (read-only)" : ""}`)
         return yield* Effect.never

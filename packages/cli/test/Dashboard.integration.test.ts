@@ -2,6 +2,7 @@
 // the real PostgreSQL and Kafka: a fresh schema per test, rows put in place through the library's
 // own API, and every check made on what the page shows and what the database then holds.
 
+import { spawn } from "node:child_process"
 import { randomUUID } from "node:crypto"
 import * as http from "node:http"
 import { PgClient } from "@effect/sql-pg"
@@ -334,6 +335,85 @@ describe("effect-outbox dashboard (chromium)", () => {
       assert.strictEqual(await text(d.page, `[data-count="PENDING"]`), "1")
       assert.strictEqual(await text(d.page, `[data-count="PREQUEUED"]`), "0")
     } finally {
+      await d.close()
+    }
+  })
+
+  it("a blocked head is skipped and a stale lease recovered, each after its dry run", async () => {
+    const d = await start()
+    try {
+      const topic = `dash-skip-${randomUUID().slice(0, 8)}`
+      const [head] = await d.run(failed(topic, [1]))
+      const waiting = await d.run(enqueue(topic, 2, { key: "k1" })) // behind the head on key k1
+      await d.page.goto(`${d.url}/`)
+      assert.strictEqual(await text(d.page, `[data-metric="blocked-keys"]`), "1")
+      await d.page.getByRole("link", { name: "skip" }).first().click()
+      await d.page.getByLabel("Operator").fill("dana")
+      await d.page.getByLabel("Reason").fill("poison order, refunded by hand")
+      await d.page.getByRole("button", { name: "Dry run" }).click()
+      assert.strictEqual(await d.run(statusOf(head!)), "FAILURE")
+      await d.page.getByRole("button", { name: /Confirm: skip 1 row/ }).click()
+      assert.include(await text(d.page, "[data-result]"), "1 of 1 selected row(s) changed")
+      assert.strictEqual(await d.run(statusOf(head!)), "SKIPPED")
+      assert.strictEqual(await d.run(statusOf(waiting)), "PENDING")
+      assert.isTrue(d.logs.some((l) => l.includes("AUDIT outbox skip by dana")), d.logs.join("\n"))
+
+      // A claim whose lease already ran out; the broker never got it, so recovery requeues it.
+      const stale = await d.run(enqueue(`${topic}-stale`, 3))
+      await d.run(Transition.claim({ owner: "dead-relay", limit: 10, maxPerKey: 10, leaseMillis: 1 }))
+      await new Promise((resolve) => setTimeout(resolve, 50))
+      await d.page.goto(`${d.url}/repairs?action=recover-stale`)
+      await d.page.getByLabel("Operator").fill("dana")
+      await d.page.getByLabel("Reason").fill("relay crashed")
+      await d.page.getByRole("button", { name: "Dry run" }).click()
+      assert.strictEqual(await d.page.locator(`[data-selected] a[href$="/rows/${stale}"]`).count(), 1)
+      assert.strictEqual(await d.run(statusOf(stale)), "DISPATCHING")
+      await d.page.getByRole("button", { name: /Confirm: recover-stale/ }).click()
+      assert.include(await text(d.page, "[data-result]"), "requeued")
+      assert.strictEqual(await d.run(statusOf(stale)), "PENDING")
+    } finally {
+      await d.close()
+    }
+  })
+
+  it("`effect-outbox dashboard` (the CLI binary) prints its address and serves the overview", async () => {
+    const d = await start()
+    const child = spawn(
+      process.execPath,
+      [
+        new URL("../src/main.ts", import.meta.url).pathname,
+        "--database-url",
+        databaseUrl,
+        "--schema",
+        d.schema,
+        "--brokers",
+        brokers,
+        "dashboard",
+        "--port",
+        "0"
+      ],
+      { stdio: ["ignore", "pipe", "pipe"] }
+    )
+    try {
+      await d.run(failed(`dash-cli-${randomUUID().slice(0, 8)}`, [1, 2, 3]))
+      const address = await new Promise<string>((resolve, reject) => {
+        let out = ""
+        const timer = setTimeout(() => reject(new Error(`no address printed: ${out}`)), 60_000)
+        child.stdout.on("data", (chunk) => {
+          out += String(chunk)
+          const match = /effect-outbox dashboard: (http:\/\/127\.0\.0\.1:\d+)\//.exec(out)
+          if (match !== null) {
+            clearTimeout(timer)
+            resolve(match[1]!)
+          }
+        })
+        child.on("exit", (code) => reject(new Error(`exited ${code}: ${out}`)))
+      })
+      await d.page.goto(`${address}/`)
+      assert.strictEqual(await text(d.page, `[data-count="FAILURE"]`), "3")
+      assert.notInclude(await d.page.content(), databaseUrl, "the connection string is never rendered")
+    } finally {
+      child.kill("SIGTERM")
       await d.close()
     }
   })
