@@ -139,7 +139,14 @@ export const routes = (options: Options = {}) =>
       const overviewContent = Effect.gen(function* () {
         const { report, all } = yield* sample
         const brokerView = yield* broker(report.topics.map((t) => t.topic))
-        return Pages.overview({ base, status: report, broker: brokerView, samples: all, windowMillis })
+        return Pages.overview({
+          base,
+          status: report,
+          broker: brokerView,
+          samples: all,
+          windowMillis,
+          readOnly: settings.readOnly
+        })
       })
 
       // -- the guard around every route -------------------------------------------------------
@@ -160,9 +167,11 @@ export const routes = (options: Options = {}) =>
           if (!Guard.mayRead(settings.token, headers)) {
             const given = url.searchParams.get("token") ?? undefined
             if (settings.token !== undefined && Guard.sameSecret(given, settings.token)) {
-              url.searchParams.delete("token")
+              // Back to the address as requested (a mounted router strips its prefix from `url`).
+              const original = new URL(request.originalUrl, "http://dashboard.invalid")
+              original.searchParams.delete("token")
               // The token moves to a cookie, off the address bar and out of the history.
-              return HttpServerResponse.redirect(`${url.pathname}${url.search}`, {
+              return HttpServerResponse.redirect(`${original.pathname}${original.search}`, {
                 headers: {
                   "set-cookie": `${Guard.tokenCookie}=${encodeURIComponent(settings.token)}; HttpOnly; SameSite=Strict; Path=/`
                 }

@@ -47,6 +47,7 @@ export const overview = (options: {
   readonly broker: BrokerView
   readonly samples: ReadonlyArray<Samples.Sample>
   readonly windowMillis: number
+  readonly readOnly: boolean
 }): string => {
   const { base, status } = options
   const deadLetterPending =
@@ -83,14 +84,16 @@ export const overview = (options: {
     ])
   )
   const failures = table(
-    ["event", "topic", "key", "attempts", "last error", "repair"],
+    ["event", "topic", "key", "attempts", "last error", ...(options.readOnly ? [] : ["repair"])],
     status.failures.map((f) => [
       rowLink(base, f.id),
       escapeHtml(f.topic),
       escapeHtml(f.key ?? "-"),
       String(f.attempts),
       escapeHtml(f.lastError ?? "-"),
-      `${repairLink(base, "requeue", f.id, "requeue")} · ${repairLink(base, "skip", f.id, "skip")}`
+      ...(options.readOnly
+        ? []
+        : [`${repairLink(base, "requeue", f.id, "requeue")} · ${repairLink(base, "skip", f.id, "skip")}`])
     ])
   )
   const stuck = table(

@@ -356,7 +356,10 @@ describe("effect-outbox dashboard (chromium)", () => {
       assert.include(await text(d.page, "[data-result]"), "1 of 1 selected row(s) changed")
       assert.strictEqual(await d.run(statusOf(head!)), "SKIPPED")
       assert.strictEqual(await d.run(statusOf(waiting)), "PENDING")
-      assert.isTrue(d.logs.some((l) => l.includes("AUDIT outbox skip by dana")), d.logs.join("\n"))
+      assert.isTrue(
+        d.logs.some((l) => l.includes("AUDIT outbox skip by dana")),
+        d.logs.join("\n")
+      )
 
       // A claim whose lease already ran out; the broker never got it, so recovery requeues it.
       const stale = await d.run(enqueue(`${topic}-stale`, 3))
@@ -418,24 +421,29 @@ describe("effect-outbox dashboard (chromium)", () => {
     }
   })
 
-  it("read-only mode offers no repair and refuses one; a token guards every page", async () => {
+  it("read-only mode offers no repair and refuses one; a token guards every page; mounted under a prefix", async () => {
     const token = "a-dashboard-token-for-tests"
-    const d = await start({ readOnly: true, token })
+    const d = await start({ readOnly: true, token, prefix: "/ops" })
+    const ops = `${d.url}/ops`
     try {
       const [id] = await d.run(failed(`dash-ro-${randomUUID().slice(0, 8)}`, [1]))
-      assert.strictEqual((await d.page.goto(`${d.url}/`))?.status(), 401)
-      await d.page.goto(`${d.url}/rows/${id}?token=${token}`)
+      assert.strictEqual((await d.page.goto(`${ops}/`))?.status(), 401)
+      await d.page.goto(`${ops}/rows/${id}?token=${token}`)
       assert.notInclude(d.page.url(), token, "the token leaves the address bar")
       assert.strictEqual(await text(d.page, `[data-field="status"]`), "FAILURE")
       assert.include(await text(d.page, ".banner"), "Read-only")
       assert.strictEqual(await d.page.getByRole("link", { name: "Requeue this row" }).count(), 0)
-      const refused = await d.page.request.post(`${d.url}/repairs/execute`, {
+      const refused = await d.page.request.post(`${ops}/repairs/execute`, {
         form: { action: "requeue", ids: id!, operator: "x", reason: "y", confirm: "yes", csrf: "whatever" },
         headers: { origin: d.url }
       })
       assert.strictEqual(refused.status(), 403)
       assert.strictEqual(await d.run(statusOf(id!)), "FAILURE")
       assert.notInclude(await d.page.content(), token, "the token is never rendered")
+      // The links stay under the prefix: the overview, from the row page's navigation.
+      await d.page.getByRole("link", { name: "Overview" }).click()
+      assert.strictEqual(await text(d.page, `[data-count="FAILURE"]`), "1")
+      assert.strictEqual(await d.page.getByRole("link", { name: "requeue" }).count(), 0)
     } finally {
       await d.close()
     }

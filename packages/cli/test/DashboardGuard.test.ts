@@ -48,7 +48,10 @@ describe("dashboard guard", () => {
   it("a mutation passes only same-origin, with the form token, and not in read-only mode", () => {
     const same = { host: "127.0.0.1:7070", origin: "http://127.0.0.1:7070" }
     assert.isUndefined(Guard.refuseMutation(loopback, csrf, form(same)))
-    assert.match(Guard.refuseMutation(loopback, csrf, form({ ...same, origin: "http://evil.example" })) ?? "", /cross-site/)
+    assert.match(
+      Guard.refuseMutation(loopback, csrf, form({ ...same, origin: "http://evil.example" })) ?? "",
+      /cross-site/
+    )
     assert.match(Guard.refuseMutation(loopback, csrf, form({ ...same, origin: "null" })) ?? "", /opaque/)
     assert.match(
       Guard.refuseMutation(loopback, csrf, form({ host: same.host, "sec-fetch-site": "cross-site" })) ?? "",
@@ -60,7 +63,10 @@ describe("dashboard guard", () => {
   })
 
   it("values are escaped in HTML", () => {
-    assert.strictEqual(Html.escapeHtml(`<img src=x onerror="a('b')">&`), "&lt;img src=x onerror=&quot;a(&#39;b&#39;)&quot;&gt;&amp;")
+    assert.strictEqual(
+      Html.escapeHtml(`<img src=x onerror="a('b')">&`),
+      "&lt;img src=x onerror=&quot;a(&#39;b&#39;)&quot;&gt;&amp;"
+    )
   })
 
   it.effect("`effect-outbox dashboard` on a non-loopback address without a token says what to set", () =>
