@@ -5,6 +5,8 @@
 import { spawn } from "node:child_process"
 import { randomUUID } from "node:crypto"
 import * as http from "node:http"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
 import { PgClient } from "@effect/sql-pg"
 import * as KafkaOutbox from "@effect-outbox/adapter-kafka/KafkaOutbox"
 import * as PgOutbox from "@effect-outbox/adapter-pg/PgOutbox"
@@ -32,7 +34,8 @@ import * as ReadModel from "../src/ReadModel.ts"
 const databaseUrl = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres"
 const brokers = process.env.KAFKA_BROKERS ?? "127.0.0.1:9092"
 const executablePath = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium"
-const screenshotPath = new URL("../../../docs/dashboard.png", import.meta.url).pathname
+// The overview's screenshot; `DASHBOARD_SCREENSHOT=docs/dashboard.png` refreshes the one the docs show.
+const screenshotPath = process.env.DASHBOARD_SCREENSHOT ?? join(tmpdir(), "effect-outbox-dashboard.png")
 
 let browser: Browser
 beforeAll(async () => {
