@@ -128,16 +128,16 @@ export const routes = (options: Options = {}) =>
           )
         )
 
+      // Only the sampler appends: the chart's points stay evenly spaced however many pages watch.
       const sample = Effect.gen(function* () {
         const report = yield* status
         const next = Samples.fromCounts(report.now, report.byStatus)
-        return yield* Ref.updateAndGet(samples, (all) => Samples.append(all, next, windowMillis)).pipe(
-          Effect.map((all) => ({ report, all }))
-        )
+        yield* Ref.update(samples, (all) => Samples.append(all, next, windowMillis))
       })
 
       const overviewContent = Effect.gen(function* () {
-        const { report, all } = yield* sample
+        const report = yield* status
+        const all = yield* Ref.get(samples)
         const brokerView = yield* broker(report.topics.map((t) => t.topic))
         return Pages.overview({
           base,

@@ -88,7 +88,7 @@ export const chart = (samples: ReadonlyArray<Samples.Sample>, windowMillis: numb
   const maxRate = Math.max(1, ...rates.map((r) => r.perSecond))
   const y = (value: number, max: number) => height - 4 - (value / max) * (height - 12)
   const last = samples.at(-1)
-  const lastRate = rates.at(-1)?.perSecond ?? 0
+  const lastRate = Samples.recentRate(samples, 30_000)
   return `<figure class="chart"><svg viewBox="0 0 ${width} ${height}" width="${width}" height="${height}" role="img" aria-label="backlog and publish rate">
 <rect x="0" y="0" width="${width}" height="${height}" fill="#fafafa" stroke="#ddd"/>
 ${polyline(
@@ -101,7 +101,7 @@ ${polyline(
 )}
 <text x="6" y="14" font-size="11" fill="#c0392b">backlog (max ${maxBacklog})</text>
 <text x="${width - 6}" y="14" font-size="11" fill="#2471a3" text-anchor="end">publish rate /s (max ${maxRate.toFixed(1)})</text>
-</svg><figcaption>last ${escapeHtml(Math.round(span / 1000))} s of ${Math.round(windowMillis / 60_000)} min, ${samples.length} samples · backlog now <span data-metric="backlog">${last?.backlog ?? 0}</span> · publishing ${lastRate.toFixed(1)}/s</figcaption></figure>`
+</svg><figcaption>last ${escapeHtml(Math.round(span / 1000))} s of ${Math.round(windowMillis / 60_000)} min, ${samples.length} samples · backlog now <span data-metric="backlog">${last?.backlog ?? 0}</span> · publishing ${lastRate.toFixed(1)}/s (last 30 s)</figcaption></figure>`
 }
 
 /**

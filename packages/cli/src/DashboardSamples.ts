@@ -57,3 +57,17 @@ export const publishRate = (
     const seconds = Math.max(0.001, (s.at - before.at) / 1000)
     return { at: s.at, perSecond: Math.max(0, s.published - before.published) / seconds }
   })
+
+/**
+ * Publishes per second over (about) the last `overMillis`: from the newest sample back to the
+ * oldest one within that span; 0 with fewer than two samples.
+ *
+ * @since 0.2.0
+ * @category sampling
+ */
+export const recentRate = (samples: ReadonlyArray<Sample>, overMillis: number): number => {
+  const last = samples.at(-1)
+  const first = samples.find((s) => last !== undefined && s.at >= last.at - overMillis)
+  if (last === undefined || first === undefined || first === last) return 0
+  return Math.max(0, last.published - first.published) / Math.max(0.001, (last.at - first.at) / 1000)
+}

@@ -146,7 +146,7 @@ const eventually = async (check: () => Promise<void>, timeoutMs = 30_000) => {
 }
 
 describe("effect-outbox dashboard (chromium)", () => {
-  it("the overview shows the right counts, and updates live as rows arrive", async () => {
+  it("the overview shows the right counts, and updates live as rows arrive and publish; a row shows its receipt", async () => {
     const d = await start()
     try {
       const topic = `dash-orders-${randomUUID().slice(0, 8)}`
@@ -171,8 +171,29 @@ describe("effect-outbox dashboard (chromium)", () => {
         assert.strictEqual(await text(d.page, `[data-count="PENDING"]`), "4")
         assert.strictEqual(await text(d.page, "#live"), "live")
       })
+      // A relay publishes three of them: the counts and the chart's publish rate follow, live.
+      const claimed = await d.run(
+        Transition.claim({ owner: "relay-y", limit: 100, maxPerKey: 100, leaseMillis: 60_000 })
+      )
+      const published = claimed.slice(0, 3)
+      await d.run(
+        Transition.markPublished(
+          published.map((row, i) => ({ id: row.id, receipt: { topic, partition: 0, offset: String(40 + i) } }))
+        )
+      )
+      await eventually(async () => {
+        assert.strictEqual(await text(d.page, `[data-count="PUBLISHED"]`), "3")
+        assert.strictEqual(await text(d.page, `[data-count="DISPATCHING"]`), String(claimed.length - 3))
+        assert.notInclude(await text(d.page, ".chart figcaption"), "publishing 0.0/s")
+      })
       await d.page.setViewportSize({ width: 1280, height: 900 })
       await d.page.screenshot({ path: screenshotPath, fullPage: true })
+
+      // A row: its fields and its receipt.
+      await d.page.goto(`${d.url}/rows/${published[0]!.id}`)
+      assert.strictEqual(await text(d.page, `[data-field="status"]`), "PUBLISHED")
+      assert.include(await text(d.page, `[data-field="receipt"]`), `"offset":"40"`)
+      assert.include(await d.page.locator("[data-history]").textContent(), "DISPATCHING")
     } finally {
       await d.close()
     }

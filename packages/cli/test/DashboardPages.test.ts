@@ -65,6 +65,9 @@ describe("dashboard pages", () => {
       samples.map((s) => s.backlog),
       [0, 2, 1]
     )
+    // Over the last 2.5 s: from the sample at 1000 to the one at 3000, 6 publishes in 2 s.
+    assert.strictEqual(Samples.recentRate(samples, 2500), 3)
+    assert.strictEqual(Samples.recentRate(samples.slice(0, 1), 2500), 0)
     const kept = samples.reduce<ReadonlyArray<Samples.Sample>>((all, s) => Samples.append(all, s, 2500), [])
     assert.deepStrictEqual(
       kept.map((s) => s.at),
