@@ -214,10 +214,8 @@ export const stale = (report: Operations.StaleReport): string => {
   if (r.heldBy !== undefined) {
     return `${list}\n\nnothing changed: ${r.heldBy} holds the recovery lease (a relay's stale recovery is running); try again later`
   }
-  return (
-    `${list}\n\nrecovered: ${r.found} found on the broker (published), ${r.requeued} requeued, ${r.failed} failed, ${r.left} left for the next round` +
+  return `${list}\n\nrecovered: ${r.found} found on the broker (published), ${r.requeued} requeued, ${r.failed} failed, ${r.left} left for the next round` +
     (r.skipped > 0 ? `, ${r.skipped} moved meanwhile (left alone)` : "")
-  )
 }
 
 /**
