@@ -90,18 +90,15 @@ export const runDemo = (options: RunOptions) =>
         write(`dashboard: ${HttpServer.formatAddress(server.value.address)}/ (while the demo runs)\n`)
       }
     })
-    const summary = yield* Effect.andThen(
-      announceDashboard,
-      Demo.run({
-        ...Demo.defaults,
-        pollInterval: Services.pollInterval(options.selection),
-        ...rest,
-        progress: { ...(options.write === undefined ? {} : { write: options.write }), ...rest.progress },
-        schema,
-        topic,
-        groupId: `effect-outbox-demo-${runId}-billing`
-      })
-    ).pipe(Effect.ensuring(cleanup), Effect.provide(layer))
+    const summary = yield* Demo.run({
+      ...Demo.defaults,
+      pollInterval: Services.pollInterval(options.selection),
+      ...rest,
+      progress: { ...(options.write === undefined ? {} : { write: options.write }), ...rest.progress },
+      schema,
+      topic,
+      groupId: `effect-outbox-demo-${runId}-billing`
+    }).pipe(Effect.ensuring(cleanup), (run) => Effect.andThen(announceDashboard, run), Effect.provide(layer))
     write(`${Demo.renderSummary(summary)}\n`)
     if (keep && options.selection.databaseUrl !== undefined) {
       write(`\nkept schema ${schema} and topic ${topic}: look with \`pnpm outbox status --schema ${schema}\`\n`)
