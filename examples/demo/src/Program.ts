@@ -6,9 +6,12 @@
  */
 import * as KafkaBrokerAdmin from "@effect-outbox/adapter-kafka/KafkaBrokerAdmin"
 import * as KafkaClient from "@effect-outbox/adapter-kafka/KafkaClient"
+import * as Dashboard from "@effect-outbox/cli/Dashboard"
+import * as ReadModel from "@effect-outbox/cli/ReadModel"
 import * as Config from "effect/Config"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import { HttpServer } from "effect/http"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as References from "effect/References"
@@ -31,6 +34,11 @@ export interface RunOptions extends Partial<Omit<Demo.Options, "schema" | "topic
    * leaves a shared database and cluster as it found them).
    */
   readonly keep?: boolean | undefined
+  /**
+   * Serve the operator dashboard on 127.0.0.1 while the demo runs, on this port (0: a free one),
+   * and print its address; `undefined` (the default): no dashboard.
+   */
+  readonly dashboardPort?: number | undefined
 }
 
 /**
@@ -46,8 +54,26 @@ export const runDemo = (options: RunOptions) =>
     // A server may hold other runs' data: each run gets its own schema and topics there.
     const schema = `effect_outbox_demo_${runId}`
     for (const line of Services.describe(options.selection)) write(`${line}\n`)
-    const layer = Layer.merge(Services.database(options.selection, schema), Services.broker(options.selection))
-    const { keep = false, selection: _selection, runId: _runId, write: _write, ...rest } = options
+    const services = Layer.merge(Services.database(options.selection, schema), Services.broker(options.selection))
+    // The dashboard reads and repairs through the same services (one build: the layer is shared).
+    const layer =
+      options.dashboardPort === undefined
+        ? services
+        : Layer.merge(
+            services,
+            Dashboard.layer({ port: options.dashboardPort }).pipe(
+              Layer.provide(ReadModel.layerPg),
+              Layer.provide(services)
+            )
+          )
+    const {
+      keep = false,
+      selection: _selection,
+      runId: _runId,
+      write: _write,
+      dashboardPort: _dashboardPort,
+      ...rest
+    } = options
     const topic = `effect-outbox-demo.${runId}.orders`
     const cleanup = Effect.gen(function* () {
       if (keep) return
@@ -58,6 +84,12 @@ export const runDemo = (options: RunOptions) =>
       const kafka = yield* Effect.serviceOption(KafkaClient.KafkaClient)
       if (Option.isSome(kafka)) yield* KafkaBrokerAdmin.deleteTopics(kafka.value.admin, [topic, `${topic}.DLT`])
     })
+    const announceDashboard = Effect.gen(function* () {
+      const server = yield* Effect.serviceOption(HttpServer.HttpServer)
+      if (Option.isSome(server)) {
+        write(`dashboard: ${HttpServer.formatAddress(server.value.address)}/ (while the demo runs)\n`)
+      }
+    })
     const summary = yield* Demo.run({
       ...Demo.defaults,
       pollInterval: Services.pollInterval(options.selection),
@@ -66,7 +98,7 @@ export const runDemo = (options: RunOptions) =>
       schema,
       topic,
       groupId: `effect-outbox-demo-${runId}-billing`
-    }).pipe(Effect.ensuring(cleanup), Effect.provide(layer))
+    }).pipe(Effect.ensuring(cleanup), (run) => Effect.andThen(announceDashboard, run), Effect.provide(layer))
     write(`${Demo.renderSummary(summary)}\n`)
     if (keep && options.selection.databaseUrl !== undefined) {
       write(`\nkept schema ${schema} and topic ${topic}: look with \`pnpm outbox status --schema ${schema}\`\n`)
@@ -76,8 +108,9 @@ export const runDemo = (options: RunOptions) =>
 
 /**
  * `DEMO_ORDERS` (default 200), `DEMO_TIMEOUT` (default 2 minutes), `DEMO_LOG_LEVEL` (default
- * `Warn`), `DEMO_KEEP` (keep the run's schema and topics on real services), plus `DATABASE_URL`
- * / `KAFKA_BROKERS`.
+ * `Warn`), `DEMO_KEEP` (keep the run's schema and topics on real services), `DEMO_DASHBOARD`
+ * (default `true`: serve the operator dashboard on 127.0.0.1 while it runs, on
+ * `DEMO_DASHBOARD_PORT`, default 0 = a free port), plus `DATABASE_URL` / `KAFKA_BROKERS`.
  *
  * @since 0.1.0
  * @category running
@@ -88,11 +121,17 @@ export const program: Effect.Effect<number, unknown> = Effect.gen(function* () {
   const timeout = yield* Config.Duration("DEMO_TIMEOUT").pipe(Config.withDefault(Demo.defaults.timeout))
   const logLevel = yield* Config.LogLevel("DEMO_LOG_LEVEL").pipe(Config.withDefault("Warn" as const))
   const keep = yield* Config.Boolean("DEMO_KEEP").pipe(Config.withDefault(false))
+  const dashboard = yield* Config.Boolean("DEMO_DASHBOARD").pipe(Config.withDefault(true))
+  const dashboardPort = yield* Config.Int("DEMO_DASHBOARD_PORT").pipe(Config.withDefault(0))
   process.stdout.write(
     `effect-outbox demo: ${orders} orders through a transactional outbox, a relay and an idempotent consumer\n`
   )
-  const summary = yield* runDemo({ selection, orders, keep, timeout: Duration.fromInputUnsafe(timeout) }).pipe(
-    Effect.provideService(References.MinimumLogLevel, logLevel)
-  )
+  const summary = yield* runDemo({
+    selection,
+    orders,
+    keep,
+    timeout: Duration.fromInputUnsafe(timeout),
+    dashboardPort: dashboard ? dashboardPort : undefined
+  }).pipe(Effect.provideService(References.MinimumLogLevel, logLevel))
   return summary.problems.length === 0 ? 0 : 1
 })
