@@ -70,7 +70,7 @@ const ensureSql = (slot: string) => [
        CREATE PUBLICATION ${slot};
      END IF;
    END $$`,
-  `SELECT pg_create_logical_replication_slot('${slot}', 'pgoutput')
+  `SELECT (pg_create_logical_replication_slot('${slot}', 'pgoutput')).lsn::text AS lsn
      WHERE NOT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = '${slot}')`
 ]
 
@@ -113,9 +113,9 @@ const parseWindow = (
 const makeLease = (exec: Exec, slot: string, prefix: string): LogLease => ({
   read: (maxEntries) =>
     exec(
-      `SELECT lsn::text AS lsn, data FROM pg_logical_slot_peek_binary_changes($1, NULL, $2,
-         'proto_version', '1', 'publication_names', $1, 'messages', 'true')`,
-      [slot, maxEntries]
+      `SELECT lsn::text AS lsn, data FROM pg_logical_slot_peek_binary_changes($1::name, NULL, $2::int4,
+         'proto_version', '1', 'publication_names', $3::text, 'messages', 'true')`,
+      [slot, maxEntries, slot]
     ).pipe(
       Effect.mapError(logError("log.read")),
       Effect.flatMap((rows) => {
@@ -125,7 +125,7 @@ const makeLease = (exec: Exec, slot: string, prefix: string): LogLease => ({
       Effect.withSpan("pg.log.read")
     ),
   confirm: (upTo) =>
-    exec(`SELECT pg_replication_slot_advance($1, $2::pg_lsn)`, [slot, upTo]).pipe(
+    exec(`SELECT (pg_replication_slot_advance($1, $2::pg_lsn)).end_lsn::text AS lsn`, [slot, upTo]).pipe(
       Effect.mapError(logError("log.confirm")),
       Effect.asVoid,
       Effect.withSpan("pg.log.confirm")
@@ -172,7 +172,7 @@ export const dropSlot = (options: Options = {}): Effect.Effect<void, LogSourceEr
   Effect.gen(function*() {
     const { slot } = resolve(options)
     const sql = yield* SqlClient.SqlClient
-    yield* sql.unsafe(`SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1`, [slot])
+    yield* sql.unsafe(`SELECT count(*)::int AS n FROM (SELECT pg_drop_replication_slot(slot_name)::text FROM pg_replication_slots WHERE slot_name = $1) d`, [slot])
     yield* sql.unsafe(`DROP PUBLICATION IF EXISTS ${slot}`)
   }).pipe(Effect.mapError(logError("log.dropSlot")))
 
