@@ -74,8 +74,13 @@ const ensureSql = (slot: string) => [
      WHERE NOT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = '${slot}')`
 ]
 
+// Two processes may create at once: "already exists" (42710) means the other one won.
 const ensure = (exec: Exec, slot: string) =>
-  Effect.forEach(ensureSql(slot), (text) => exec(text, []), { discard: true })
+  Effect.forEach(
+    ensureSql(slot),
+    (text) => exec(text, []).pipe(Effect.catchIf((error) => sqlState(error) === "42710", () => Effect.succeed([]))),
+    { discard: true }
+  )
 
 /** Parses pgoutput rows: messages with our prefix, up to the last commit. */
 const parseWindow = (

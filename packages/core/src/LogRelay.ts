@@ -149,15 +149,32 @@ const drain = (lease: LogLease, settings: Settings) =>
         backoff = Math.min(backoff * 2, maxBackoff)
       })
 
-    // `undefined` when a probe failed: the window stays unsent.
-    const notYetPublished = (entries: ReadonlyArray<LogMessage>) =>
-      Effect.forEach(entries, (message) =>
-        probe.find({ topic: message.topic, partition: message.partition, eventId: message.id, since: message.createdAt - skew })
-          .pipe(Effect.map(Option.isNone), Effect.option), { concurrency: probeConcurrency }).pipe(
-          Effect.map((verdicts) =>
-            verdicts.some(Option.isNone) ? undefined : entries.filter((_, i) => Option.getOrThrow(verdicts[i]!))
+    // The events of the window not on the broker yet; `undefined` when a probe failed (the
+    // window stays unsent). One read per topic when the probe can search many ids at once.
+    const notYetPublished = (entries: ReadonlyArray<LogMessage>) => {
+      const findMany = probe.findMany
+      if (findMany === undefined) {
+        return Effect.forEach(entries, (message) =>
+          probe.find({ topic: message.topic, partition: message.partition, eventId: message.id, since: message.createdAt - skew })
+            .pipe(Effect.map(Option.isNone), Effect.option), { concurrency: probeConcurrency }).pipe(
+            Effect.map((verdicts) =>
+              verdicts.some(Option.isNone) ? undefined : entries.filter((_, i) => Option.getOrThrow(verdicts[i]!))
+            )
           )
+      }
+      const topics = new Map<string, Array<LogMessage>>()
+      for (const message of entries) topics.set(message.topic, [...(topics.get(message.topic) ?? []), message])
+      return Effect.forEach([...topics.values()], (messages) =>
+        findMany({
+          topic: messages[0]!.topic,
+          partition: null,
+          eventIds: messages.map((m) => m.id),
+          since: Math.min(...messages.map((m) => m.createdAt)) - skew
+        }), { concurrency: probeConcurrency }).pipe(
+          Effect.map((found) => entries.filter((m) => !found.some((receipts) => receipts.has(m.id)))),
+          Effect.catch((error) => Effect.as(Effect.logWarning(`log relay: window probe failed: ${error.message}`), undefined))
         )
+    }
 
     const step = Effect.gen(function*() {
       yield* sampleGauges

@@ -629,3 +629,7 @@ export const enqueueLog = (
 /** Drops the slot (and its publication) on the logical cluster; a left-over slot pins WAL. */
 export const dropLogSlot = (stack: LogStack, slot: string): Promise<void> =>
   stack.runPromise(PgLogSource.dropSlot({ slot })).catch(() => undefined)
+
+/** A query on the logical cluster. */
+export const logQuery = <A extends object>(text: string, params: ReadonlyArray<unknown> = []) =>
+  Effect.flatMap(Effect.service(SqlClient.SqlClient), (sql) => sql.unsafe<A>(text, params as Array<any>))
