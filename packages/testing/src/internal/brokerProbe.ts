@@ -5,15 +5,14 @@
  */
 import type { BrokerProbe } from "@effect-outbox/core/BrokerProbe"
 import { ProbeError } from "@effect-outbox/core/Errors"
-import { EVENT_ID_HEADER, type PublishReceipt } from "@effect-outbox/core/OutboxMessage"
+import { EVENT_ID_HEADER, type EventId, type PublishReceipt } from "@effect-outbox/core/OutboxMessage"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import type { BrokerEngine } from "./brokerEngine.ts"
 
 export const make = (engine: BrokerEngine): BrokerProbe["Service"] => {
   const { operationFault, topics } = engine
-  return {
-    find: (request) =>
+  const find: BrokerProbe["Service"]["find"] = (request) =>
       Effect.suspend(() => {
         if (operationFault("probe")) {
           return Effect.fail(new ProbeError({ topic: request.topic, reason: "injected probe fault" }))
@@ -40,5 +39,20 @@ export const make = (engine: BrokerEngine): BrokerProbe["Service"] => {
         }
         return Effect.succeed(Option.none<PublishReceipt>())
       })
+  return {
+    find,
+    // The same scan per id: the memory log is small.
+    findMany: (request) =>
+      Effect.forEach(request.eventIds, (eventId) =>
+        Effect.map(
+          find({ topic: request.topic, partition: request.partition, eventId, since: request.since }),
+          (found) => [eventId, found] as const
+        )).pipe(
+          Effect.map((pairs) => {
+            const out = new Map<EventId, PublishReceipt>()
+            for (const [id, found] of pairs) if (Option.isSome(found)) out.set(id, found.value)
+            return out
+          })
+        )
   }
 }
