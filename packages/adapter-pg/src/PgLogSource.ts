@@ -64,14 +64,15 @@ const logError = (operation: string) => (error: SqlError): LogSourceError => {
 type Exec = (text: string, params: ReadonlyArray<unknown>) => Effect.Effect<ReadonlyArray<any>, SqlError>
 
 // The publication stays empty: pgoutput then sends only the logical messages.
+// The slot first: on a server without wal_level = logical it fails and leaves nothing behind.
 const ensureSql = (slot: string) => [
+  `SELECT (pg_create_logical_replication_slot('${slot}', 'pgoutput')).lsn::text AS lsn
+     WHERE NOT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = '${slot}')`,
   `DO $$ BEGIN
      IF NOT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = '${slot}') THEN
        CREATE PUBLICATION ${slot};
      END IF;
-   END $$`,
-  `SELECT (pg_create_logical_replication_slot('${slot}', 'pgoutput')).lsn::text AS lsn
-     WHERE NOT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = '${slot}')`
+   END $$`
 ]
 
 // Two processes may create at once: "already exists" (42710) means the other one won.

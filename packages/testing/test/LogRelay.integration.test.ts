@@ -197,3 +197,35 @@ describe("log relay on a wal_level=logical PostgreSQL and the real Kafka", () =>
     assert.strictEqual(entries, 0)
   })
 })
+
+describe("log engine on a server without wal_level=logical", () => {
+  it("building the layer fails with a LogSourceError that names wal_level, and leaves no slot or publication", async () => {
+    const databaseUrl = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres"
+    const { PgClient } = await import("@effect/sql-pg")
+    const { PgLogOutbox } = await import("@effect-outbox/adapter-pg")
+    const Layer = await import("effect/Layer")
+    const Redacted = await import("effect/Redacted")
+    const client = PgClient.layer({ url: Redacted.make(databaseUrl), maxConnections: 1 })
+    const walLevel = await Effect.runPromise(
+      Effect.flatMap(Effect.service(SqlClient.SqlClient), (sql) => sql.unsafe<{ wal_level: string }>("SHOW wal_level"))
+        .pipe(Effect.provide(client))
+    )
+    // This case is about a replica-level server; DATABASE_URL is the machine's (scripts/services).
+    assert.strictEqual(walLevel[0]!.wal_level, "replica", "DATABASE_URL should be a wal_level=replica server")
+    const slot = Support.uniqueName("log_replica").toLowerCase()
+    const error = await Effect.runPromise(
+      Effect.flip(Layer.build(PgLogOutbox.layer({ slot })).pipe(Effect.scoped, Effect.provide(client)))
+    )
+    assert.strictEqual(error._tag, "LogSourceError")
+    assert.match(error.message, /wal_level/)
+    const left = await Effect.runPromise(
+      Effect.flatMap(Effect.service(SqlClient.SqlClient), (sql) =>
+        sql.unsafe<{ n: number }>(
+          `SELECT ((SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1)
+                 + (SELECT count(*) FROM pg_publication WHERE pubname = $1))::int AS n`,
+          [slot]
+        )).pipe(Effect.provide(client))
+    )
+    assert.strictEqual(left[0]!.n, 0)
+  })
+})
