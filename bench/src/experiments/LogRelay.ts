@@ -7,14 +7,15 @@
  *
  *   node bench/src/experiments/LogRelay.ts [--reps 3] [--backlog 20000] [--batch 500]
  */
-import * as PgLogOutbox from "@effect-outbox/adapter-pg/PgLogOutbox"
-import * as PgLogSource from "@effect-outbox/adapter-pg/PgLogSource"
+
+import { PgClient } from "@effect/sql-pg"
+import * as KafkaBrokerProbe from "@effect-outbox/adapter-kafka/KafkaBrokerProbe"
 import * as KafkaClient from "@effect-outbox/adapter-kafka/KafkaClient"
 import * as KafkaPublisher from "@effect-outbox/adapter-kafka/KafkaPublisher"
-import * as KafkaBrokerProbe from "@effect-outbox/adapter-kafka/KafkaBrokerProbe"
+import * as PgLogOutbox from "@effect-outbox/adapter-pg/PgLogOutbox"
+import * as PgLogSource from "@effect-outbox/adapter-pg/PgLogSource"
 import * as LogRelay from "@effect-outbox/core/LogRelay"
 import * as Outbox from "@effect-outbox/core/Outbox"
-import { PgClient } from "@effect/sql-pg"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
@@ -39,7 +40,9 @@ const stackFor = (slot: string) => {
   const client = PgClient.layer({ url: Redacted.make(logicalUrl), maxConnections: 4, applicationName: "bench-log" })
   const kafka = KafkaClient.layer({ brokers: Env.brokers, clientId: "bench-log-relay" })
   const broker = Layer.merge(KafkaPublisher.layer(), KafkaBrokerProbe.layer()).pipe(Layer.provide(kafka))
-  const logLevel = Layer.succeed(References.MinimumLogLevel)((process.env.BENCH_LOG_LEVEL ?? "Warn") as LogLevel.LogLevel)
+  const logLevel = Layer.succeed(References.MinimumLogLevel)(
+    (process.env.BENCH_LOG_LEVEL ?? "Warn") as LogLevel.LogLevel
+  )
   return ManagedRuntime.make(
     Layer.mergeAll(PgLogOutbox.layer({ slot, outbox: { maxRecordBytes: 1_000_000 } }), broker, logLevel).pipe(
       Layer.provideMerge(client)
@@ -53,15 +56,19 @@ const logRun = async (admin: import("kafkajs").Admin): Promise<number> => {
   await Env.createTopic(admin, topic)
   const runtime = stackFor(slot)
   try {
-    await runtime.runPromise(Effect.gen(function*() {
-      for (let i = 0; i < backlog; i += 1000) {
-        yield* Outbox.enqueue(Array.from({ length: Math.min(1000, backlog - i) }, (_, j) => ({
-          topic,
-          key: Env.keyOf(i + j),
-          payload: Env.payload(i + j)
-        })))
-      }
-    }))
+    await runtime.runPromise(
+      Effect.gen(function* () {
+        for (let i = 0; i < backlog; i += 1000) {
+          yield* Outbox.enqueue(
+            Array.from({ length: Math.min(1000, backlog - i) }, (_, j) => ({
+              topic,
+              key: Env.keyOf(i + j),
+              payload: Env.payload(i + j)
+            }))
+          )
+        }
+      })
+    )
     await Env.sleep(500) // every commit flushed and readable before the clock starts
     const started = performance.now()
     const relay = runtime.runFork(LogRelay.run({ batchSize }))

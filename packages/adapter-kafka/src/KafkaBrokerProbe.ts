@@ -241,8 +241,8 @@ export const find = (
       Option.isNone(todo) || todo.value.length === 0
         ? Effect.succeed(Option.none<PublishReceipt>())
         : scan(kafka, admin, request, new Set([request.eventId]), todo.value, options).pipe(
-          Effect.map((found) => Option.fromNullishOr(found.get(request.eventId)))
-        )
+            Effect.map((found) => Option.fromNullishOr(found.get(request.eventId)))
+          )
     ),
     Effect.tap((found) =>
       Effect.logDebug(
@@ -266,7 +266,12 @@ export const findMany = (
   request: ProbeManyRequest,
   options: KafkaBrokerProbeOptions = {}
 ): Effect.Effect<ReadonlyMap<EventId, PublishReceipt>, ProbeError> => {
-  const single: ProbeRequest = { topic: request.topic, partition: request.partition, eventId: request.eventIds[0]!, since: request.since }
+  const single: ProbeRequest = {
+    topic: request.topic,
+    partition: request.partition,
+    eventId: request.eventIds[0]!,
+    since: request.since
+  }
   if (request.eventIds.length === 0) return Effect.succeed(new Map())
   return withEphemeralAdmin(
     kafka,
@@ -276,10 +281,10 @@ export const findMany = (
     Effect.flatMap((todo) =>
       Option.isNone(todo) || todo.value.length === 0
         ? Effect.succeed(new Map<EventId, PublishReceipt>())
-        : scan(kafka, admin, request, new Set<string>(request.eventIds), todo.value, options) as Effect.Effect<
-          Map<EventId, PublishReceipt>,
-          ProbeError
-        >
+        : (scan(kafka, admin, request, new Set<string>(request.eventIds), todo.value, options) as Effect.Effect<
+            Map<EventId, PublishReceipt>,
+            ProbeError
+          >)
     ),
     Effect.withSpan("kafka.probe_many", { attributes: { topic: request.topic, count: request.eventIds.length } })
   )

@@ -17,10 +17,11 @@
  *
  * @since 0.3.0
  */
+
+import * as PgTypes from "@effect/sql-pg/PgTypes"
 import * as LogRecord from "@effect-outbox/core/LogRecord"
 import { type LogGauges, type LogLease, LogSource, LogSourceError, type LogWindow } from "@effect-outbox/core/LogSource"
 import { LogWriter } from "@effect-outbox/core/LogWriter"
-import * as PgTypes from "@effect/sql-pg/PgTypes"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
@@ -51,15 +52,18 @@ const resolve = (options: Options) => {
   return { slot, prefix: options.prefix ?? "effect-outbox" }
 }
 
-const logError = (operation: string) => (error: SqlError): LogSourceError => {
-  const state = sqlState(error)
-  const mapped = fromSqlError(operation)(error)
-  // 55000: wal_level below logical, or the slot is in use / gone: retrying will not fix it.
-  const reason = state === "55000"
-    ? `${mapped.reason} (logical decoding needs wal_level = logical and a free slot; see docs/log-relay.md)`
-    : mapped.reason
-  return new LogSourceError({ operation, reason, retriable: state !== "55000" && state !== "42501" })
-}
+const logError =
+  (operation: string) =>
+  (error: SqlError): LogSourceError => {
+    const state = sqlState(error)
+    const mapped = fromSqlError(operation)(error)
+    // 55000: wal_level below logical, or the slot is in use / gone: retrying will not fix it.
+    const reason =
+      state === "55000"
+        ? `${mapped.reason} (logical decoding needs wal_level = logical and a free slot; see docs/log-relay.md)`
+        : mapped.reason
+    return new LogSourceError({ operation, reason, retriable: state !== "55000" && state !== "42501" })
+  }
 
 type Exec = (text: string, params: ReadonlyArray<unknown>) => Effect.Effect<ReadonlyArray<any>, SqlError>
 
@@ -79,7 +83,13 @@ const ensureSql = (slot: string) => [
 const ensure = (exec: Exec, slot: string) =>
   Effect.forEach(
     ensureSql(slot),
-    (text) => exec(text, []).pipe(Effect.catchIf((error) => sqlState(error) === "42710", () => Effect.succeed([]))),
+    (text) =>
+      exec(text, []).pipe(
+        Effect.catchIf(
+          (error) => sqlState(error) === "42710",
+          () => Effect.succeed([])
+        )
+      ),
     { discard: true }
   )
 
@@ -108,7 +118,11 @@ const parseWindow = (
       const length = view.getInt32(end + 1)
       const decoded = LogRecord.decode(data.subarray(end + 5, end + 5 + length))
       if (decoded instanceof LogRecord.LogRecordError) {
-        return new LogSourceError({ operation: "log.read", reason: `at ${row.lsn}: ${decoded.reason}`, retriable: false })
+        return new LogSourceError({
+          operation: "log.read",
+          reason: `at ${row.lsn}: ${decoded.reason}`,
+          retriable: false
+        })
       }
       pending.push(decoded)
     }
@@ -159,7 +173,7 @@ const makeLease = (exec: Exec, slot: string, prefix: string): LogLease => ({
  * @category setup
  */
 export const ensureSlot = (options: Options = {}): Effect.Effect<void, LogSourceError, SqlClient.SqlClient> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const { slot } = resolve(options)
     const sql = yield* SqlClient.SqlClient
     yield* ensure((text, params) => sql.unsafe(text, params as Array<any>), slot).pipe(
@@ -175,10 +189,13 @@ export const ensureSlot = (options: Options = {}): Effect.Effect<void, LogSource
  * @category setup
  */
 export const dropSlot = (options: Options = {}): Effect.Effect<void, LogSourceError, SqlClient.SqlClient> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const { slot } = resolve(options)
     const sql = yield* SqlClient.SqlClient
-    yield* sql.unsafe(`SELECT count(*)::int AS n FROM (SELECT pg_drop_replication_slot(slot_name)::text FROM pg_replication_slots WHERE slot_name = $1) d`, [slot])
+    yield* sql.unsafe(
+      `SELECT count(*)::int AS n FROM (SELECT pg_drop_replication_slot(slot_name)::text FROM pg_replication_slots WHERE slot_name = $1) d`,
+      [slot]
+    )
     yield* sql.unsafe(`DROP PUBLICATION IF EXISTS ${slot}`)
   }).pipe(Effect.mapError(logError("log.dropSlot")))
 
@@ -187,13 +204,15 @@ export const dropSlot = (options: Options = {}): Effect.Effect<void, LogSourceEr
  * @category constructors
  */
 export const make = (options: Options = {}) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const { prefix, slot } = resolve(options)
     const sql = yield* SqlClient.SqlClient
-    const acquire = Effect.gen(function*() {
+    const acquire = Effect.gen(function* () {
       const connection: SqlConnection.Connection = yield* sql.reserve
       const exec: Exec = (text, params) => connection.execute(text, params, undefined)
-      const [row] = yield* exec(`SELECT pg_try_advisory_lock(hashtext('effect-outbox-log'), hashtext($1)) AS ok`, [slot])
+      const [row] = yield* exec(`SELECT pg_try_advisory_lock(hashtext('effect-outbox-log'), hashtext($1)) AS ok`, [
+        slot
+      ])
       if (row?.ok !== true) return Option.none<LogLease>()
       yield* Effect.addFinalizer(() =>
         exec(`SELECT pg_advisory_unlock(hashtext('effect-outbox-log'), hashtext($1))`, [slot]).pipe(Effect.ignore)
@@ -221,20 +240,21 @@ export const layer = (options: Options = {}): Layer.Layer<LogSource, never, SqlC
  * @category layers
  */
 export const layerWriter = (options: Options = {}): Layer.Layer<LogWriter, LogSourceError, SqlClient.SqlClient> =>
-  Layer.effect(LogWriter)(Effect.gen(function*() {
-    const { prefix } = resolve(options)
-    yield* ensureSlot(options)
-    const sql = yield* SqlClient.SqlClient
-    return LogWriter.of({
-      emit: (messages) => {
-        if (messages.length === 0) return Effect.void
-        const contents = Result.getOrThrow(PgTypes.array(messages.map(LogRecord.encode), PgTypes.OID.bytea))
-        return sql`SELECT count(pg_logical_emit_message(true, ${prefix}, c)) AS n FROM unnest(${contents}::bytea[]) AS c`
-          .pipe(
+  Layer.effect(LogWriter)(
+    Effect.gen(function* () {
+      const { prefix } = resolve(options)
+      yield* ensureSlot(options)
+      const sql = yield* SqlClient.SqlClient
+      return LogWriter.of({
+        emit: (messages) => {
+          if (messages.length === 0) return Effect.void
+          const contents = Result.getOrThrow(PgTypes.array(messages.map(LogRecord.encode), PgTypes.OID.bytea))
+          return sql`SELECT count(pg_logical_emit_message(true, ${prefix}, c)) AS n FROM unnest(${contents}::bytea[]) AS c`.pipe(
             Effect.asVoid,
             Effect.mapError(fromSqlError("log.emit")),
             Effect.withSpan("pg.log.emit")
           )
-      }
+        }
+      })
     })
-  }))
+  )

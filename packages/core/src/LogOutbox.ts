@@ -24,12 +24,12 @@ import { Transactor } from "./Transactor.ts"
  * @category constructors
  */
 export const make = (settings: Settings) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const writer = yield* LogWriter
     const transactor = yield* Transactor
 
     const enqueue = (drafts: ReadonlyArray<OutboxMessage.OutboxDraft>) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const now = yield* Clock.currentTimeMillis
         const seen = new Set<string>()
         for (let i = 0; i < drafts.length; i++) {
@@ -50,7 +50,10 @@ export const make = (settings: Settings) =>
           }
           if (draft.id !== undefined) {
             if (seen.has(draft.id.toLowerCase())) {
-              return yield* new OutboxValidationError({ field: `drafts[${i}].id`, reason: `${draft.id} appears twice in one batch` })
+              return yield* new OutboxValidationError({
+                field: `drafts[${i}].id`,
+                reason: `${draft.id} appears twice in one batch`
+              })
             }
             seen.add(draft.id.toLowerCase())
           }
@@ -60,7 +63,11 @@ export const make = (settings: Settings) =>
         for (const [index, draft] of drafts.entries()) {
           const id = draft.id ?? (yield* OutboxMessage.makeEventId)
           const headers = yield* Telemetry.injectTraceparent({ ...draft.headers, [OutboxMessage.EVENT_ID_HEADER]: id })
-          const tooLarge = validateRecordSize({ key: draft.key ?? null, headers, payload: draft.payload }, settings, index)
+          const tooLarge = validateRecordSize(
+            { key: draft.key ?? null, headers, payload: draft.payload },
+            settings,
+            index
+          )
           if (tooLarge !== undefined) return yield* tooLarge
           messages.push({
             id,
@@ -75,7 +82,11 @@ export const make = (settings: Settings) =>
         yield* transactor.withTransaction(writer.emit(messages))
         yield* Metric.update(Telemetry.enqueued, messages.length)
         return messages.map((message) => message.id)
-      }).pipe(Effect.withSpan(Telemetry.spans.enqueue, { attributes: { "outbox.count": drafts.length, "outbox.engine": "log" } }))
+      }).pipe(
+        Effect.withSpan(Telemetry.spans.enqueue, {
+          attributes: { "outbox.count": drafts.length, "outbox.engine": "log" }
+        })
+      )
 
     // Nothing is ever PREQUEUED here, so every id is unknown to `release`.
     const release = (ids: ReadonlyArray<OutboxMessage.EventId>) =>

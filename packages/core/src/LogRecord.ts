@@ -51,14 +51,16 @@ const decoder = new TextDecoder()
  * @category codec
  */
 export const encode = (message: LogMessage): Uint8Array => {
-  const meta = encoder.encode(JSON.stringify({
-    id: message.id,
-    topic: message.topic,
-    key: message.key,
-    partition: message.partition,
-    headers: message.headers,
-    createdAt: message.createdAt
-  }))
+  const meta = encoder.encode(
+    JSON.stringify({
+      id: message.id,
+      topic: message.topic,
+      key: message.key,
+      partition: message.partition,
+      headers: message.headers,
+      createdAt: message.createdAt
+    })
+  )
   const out = new Uint8Array(5 + meta.byteLength + message.payload.byteLength)
   const view = new DataView(out.buffer)
   view.setUint8(0, VERSION)
@@ -73,12 +75,14 @@ export const encode = (message: LogMessage): Uint8Array => {
  * @category codec
  */
 export const decode = (bytes: Uint8Array): LogMessage | LogRecordError => {
-  if (bytes.byteLength < 5) return new LogRecordError({ reason: `${bytes.byteLength} bytes is shorter than the header` })
+  if (bytes.byteLength < 5)
+    return new LogRecordError({ reason: `${bytes.byteLength} bytes is shorter than the header` })
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength)
   const version = view.getUint8(0)
   if (version !== VERSION) return new LogRecordError({ reason: `version ${version}, expected ${VERSION}` })
   const length = view.getUint32(1)
-  if (5 + length > bytes.byteLength) return new LogRecordError({ reason: `metadata length ${length} runs past the end` })
+  if (5 + length > bytes.byteLength)
+    return new LogRecordError({ reason: `metadata length ${length} runs past the end` })
   try {
     const meta = JSON.parse(decoder.decode(bytes.subarray(5, 5 + length)))
     if (typeof meta?.id !== "string" || typeof meta.topic !== "string" || typeof meta.createdAt !== "number") {

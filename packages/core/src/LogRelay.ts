@@ -96,11 +96,11 @@ const toRequest = (message: LogMessage): PublishRequest => ({
  * @category constructors
  */
 export const run = (settings: Settings = {}): Effect.Effect<never, never, LogSource | Publisher | BrokerProbe> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const source = yield* LogSource
     const leaseRetry = Duration.fromInputUnsafe(settings.leaseRetryInterval ?? "1 second")
     const attempt = Effect.scoped(
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const lease = yield* source.acquire
         if (Option.isNone(lease)) return false
         yield* Effect.logInfo("log relay: lease taken")
@@ -116,7 +116,7 @@ export const run = (settings: Settings = {}): Effect.Effect<never, never, LogSou
   })
 
 const drain = (lease: LogLease, settings: Settings) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const publisher = yield* Publisher
     const probe = yield* BrokerProbe
     const batchSize = settings.batchSize ?? 500
@@ -132,7 +132,7 @@ const drain = (lease: LogLease, settings: Settings) =>
     let backoff = firstBackoff
     let gaugedAt = 0
 
-    const sampleGauges = Effect.gen(function*() {
+    const sampleGauges = Effect.gen(function* () {
       const now = Date.now()
       if (now - gaugedAt < gaugeEvery) return
       gaugedAt = now
@@ -142,7 +142,7 @@ const drain = (lease: LogLease, settings: Settings) =>
     })
 
     const fail = (reason: string) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         unsure = true
         yield* Effect.logWarning(`log relay: ${reason}; retrying in ${backoff} ms`)
         yield* Effect.sleep(Duration.millis(backoff * (0.8 + Math.random() * 0.4)))
@@ -154,29 +154,45 @@ const drain = (lease: LogLease, settings: Settings) =>
     const notYetPublished = (entries: ReadonlyArray<LogMessage>) => {
       const findMany = probe.findMany
       if (findMany === undefined) {
-        return Effect.forEach(entries, (message) =>
-          probe.find({ topic: message.topic, partition: message.partition, eventId: message.id, since: message.createdAt - skew })
-            .pipe(Effect.map(Option.isNone), Effect.option), { concurrency: probeConcurrency }).pipe(
-            Effect.map((verdicts) =>
-              verdicts.some(Option.isNone) ? undefined : entries.filter((_, i) => Option.getOrThrow(verdicts[i]!))
-            )
+        return Effect.forEach(
+          entries,
+          (message) =>
+            probe
+              .find({
+                topic: message.topic,
+                partition: message.partition,
+                eventId: message.id,
+                since: message.createdAt - skew
+              })
+              .pipe(Effect.map(Option.isNone), Effect.option),
+          { concurrency: probeConcurrency }
+        ).pipe(
+          Effect.map((verdicts) =>
+            verdicts.some(Option.isNone) ? undefined : entries.filter((_, i) => Option.getOrThrow(verdicts[i]!))
           )
+        )
       }
       const topics = new Map<string, Array<LogMessage>>()
       for (const message of entries) topics.set(message.topic, [...(topics.get(message.topic) ?? []), message])
-      return Effect.forEach([...topics.values()], (messages) =>
-        findMany({
-          topic: messages[0]!.topic,
-          partition: null,
-          eventIds: messages.map((m) => m.id),
-          since: Math.min(...messages.map((m) => m.createdAt)) - skew
-        }), { concurrency: probeConcurrency }).pipe(
-          Effect.map((found) => entries.filter((m) => !found.some((receipts) => receipts.has(m.id)))),
-          Effect.catch((error) => Effect.as(Effect.logWarning(`log relay: window probe failed: ${error.message}`), undefined))
+      return Effect.forEach(
+        [...topics.values()],
+        (messages) =>
+          findMany({
+            topic: messages[0]!.topic,
+            partition: null,
+            eventIds: messages.map((m) => m.id),
+            since: Math.min(...messages.map((m) => m.createdAt)) - skew
+          }),
+        { concurrency: probeConcurrency }
+      ).pipe(
+        Effect.map((found) => entries.filter((m) => !found.some((receipts) => receipts.has(m.id)))),
+        Effect.catch((error) =>
+          Effect.as(Effect.logWarning(`log relay: window probe failed: ${error.message}`), undefined)
         )
+      )
     }
 
-    const step = Effect.gen(function*() {
+    const step = Effect.gen(function* () {
       yield* sampleGauges
       const window = yield* lease.read(batchSize)
       if (window.entries.length === 0) {
@@ -191,21 +207,27 @@ const drain = (lease: LogLease, settings: Settings) =>
         const landed = window.entries.length - absent.length
         if (landed > 0) {
           yield* Metric.update(probedLanded, landed)
-          yield* Effect.logInfo(`log relay: ${landed} of ${window.entries.length} unconfirmed events already on the broker`)
+          yield* Effect.logInfo(
+            `log relay: ${landed} of ${window.entries.length} unconfirmed events already on the broker`
+          )
         }
         toSend = absent
       }
       if (toSend.length > 0) {
         const start = Date.now()
         const outcomes = yield* publisher.publish(toSend.map(toRequest)).pipe(
-          Effect.withSpan(Telemetry.spans.publish, { attributes: { "outbox.count": toSend.length, "outbox.engine": "log" } })
+          Effect.withSpan(Telemetry.spans.publish, {
+            attributes: { "outbox.count": toSend.length, "outbox.engine": "log" }
+          })
         )
         yield* Metric.update(Telemetry.publishLatency, Date.now() - start)
         const failures = outcomes.filter(Result.isFailure)
         if (failures.length > 0) {
           yield* Metric.update(Telemetry.published, outcomes.length - failures.length)
           yield* Metric.update(Metric.withAttributes(Telemetry.publishFailed, { kind: "log" }), failures.length)
-          return yield* fail(`${failures.length} of ${toSend.length} events not acknowledged (${failures[0]!.failure.message})`)
+          return yield* fail(
+            `${failures.length} of ${toSend.length} events not acknowledged (${failures[0]!.failure.message})`
+          )
         }
         yield* Metric.update(Telemetry.published, toSend.length)
       }

@@ -75,10 +75,13 @@ export interface LogLease {
  * @since 0.3.0
  * @category services
  */
-export class LogSource extends Context.Service<LogSource, {
-  /**
-   * Takes the log's one lease, or `None` while another relay holds it. The lease ends with the
-   * scope, or when the holder's connection drops (a killed relay frees it).
-   */
-  readonly acquire: Effect.Effect<Option.Option<LogLease>, LogSourceError, Scope.Scope>
-}>()("@effect-outbox/core/LogSource") {}
+export class LogSource extends Context.Service<
+  LogSource,
+  {
+    /**
+     * Takes the log's one lease, or `None` while another relay holds it. The lease ends with the
+     * scope, or when the holder's connection drops (a killed relay frees it).
+     */
+    readonly acquire: Effect.Effect<Option.Option<LogLease>, LogSourceError, Scope.Scope>
+  }
+>()("@effect-outbox/core/LogSource") {}

@@ -13,7 +13,10 @@ import type { LogMessage } from "./LogRecord.ts"
  * @since 0.3.0
  * @category services
  */
-export class LogWriter extends Context.Service<LogWriter, {
-  /** Writes the events, in order, in the ambient transaction (or its own when there is none). */
-  readonly emit: (messages: ReadonlyArray<LogMessage>) => Effect.Effect<void, OutboxStoreError>
-}>()("@effect-outbox/core/LogWriter") {}
+export class LogWriter extends Context.Service<
+  LogWriter,
+  {
+    /** Writes the events, in order, in the ambient transaction (or its own when there is none). */
+    readonly emit: (messages: ReadonlyArray<LogMessage>) => Effect.Effect<void, OutboxStoreError>
+  }
+>()("@effect-outbox/core/LogWriter") {}

@@ -43,7 +43,9 @@ export const make: Effect.Effect<Log> = Effect.sync(() => {
       Effect.suspend(() => {
         if (failing > 0) {
           failing--
-          return Effect.fail(new LogSourceError({ operation: "log.read", reason: "injected read fault", retriable: true }))
+          return Effect.fail(
+            new LogSourceError({ operation: "log.read", reason: "injected read fault", retriable: true })
+          )
         }
         const entries: Array<LogMessage> = []
         let end = confirmed
@@ -55,7 +57,9 @@ export const make: Effect.Effect<Log> = Effect.sync(() => {
       Effect.suspend(() => {
         const to = Number(upTo)
         if (!(to >= confirmed && to <= transactions.length)) {
-          return Effect.fail(new LogSourceError({ operation: "log.confirm", reason: `cannot confirm ${upTo}`, retriable: false }))
+          return Effect.fail(
+            new LogSourceError({ operation: "log.confirm", reason: `cannot confirm ${upTo}`, retriable: false })
+          )
         }
         confirmed = to
         return Effect.void
@@ -70,16 +74,29 @@ export const make: Effect.Effect<Log> = Effect.sync(() => {
     acquire: Effect.suspend(() => {
       if (held) return Effect.succeed(Option.none())
       held = true
-      return Effect.as(Effect.addFinalizer(() => Effect.sync(() => { held = false })), Option.some(lease))
+      return Effect.as(
+        Effect.addFinalizer(() =>
+          Effect.sync(() => {
+            held = false
+          })
+        ),
+        Option.some(lease)
+      )
     })
   })
 
   return {
     source,
-    commit: (messages) => Effect.sync(() => { transactions.push([...messages]) }),
+    commit: (messages) =>
+      Effect.sync(() => {
+        transactions.push([...messages])
+      }),
     positions: Effect.sync(() => ({ confirmed, committed: transactions.length })),
     leased: Effect.sync(() => held),
-    failReads: (count) => Effect.sync(() => { failing += count })
+    failReads: (count) =>
+      Effect.sync(() => {
+        failing += count
+      })
   }
 })
 

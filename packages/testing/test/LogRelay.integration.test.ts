@@ -56,12 +56,15 @@ const waitForRecords = async (topic: string, n: number, timeoutMs = 60_000) => {
 
 /** The number of sessions holding the slot's lease (its advisory lock). */
 const leaseHolders = async (stack: Support.LogStack, slot: string) => {
-  const rows = await stack.runPromise(Effect.flatMap(Effect.service(SqlClient.SqlClient), (sql) =>
-    sql.unsafe<{ n: number }>(
-      `SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 2
+  const rows = await stack.runPromise(
+    Effect.flatMap(Effect.service(SqlClient.SqlClient), (sql) =>
+      sql.unsafe<{ n: number }>(
+        `SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 2
          AND objid::bigint = (hashtext($1)::bigint & 4294967295)`,
-      [slot]
-    )))
+        [slot]
+      )
+    )
+  )
   return rows[0]!.n
 }
 
@@ -70,21 +73,29 @@ describe("log relay on a wal_level=logical PostgreSQL and the real Kafka", () =>
     const { slot, stack, topic } = await setup("order")
     const committed = await Support.enqueueLog(stack, topic, 300, { keys: 7, chunk: 25 })
     const rolledBack = await stack.runPromise(
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const transactor = yield* Transactor
         const ids: Array<string> = []
-        yield* transactor.withTransaction(Effect.gen(function*() {
-          ids.push(yield* Outbox.enqueue({ topic, key: "k1", payload: Support.payloadOf({ index: -1 }) }))
-          return yield* Effect.fail("rollback")
-        })).pipe(Effect.ignore)
+        yield* transactor
+          .withTransaction(
+            Effect.gen(function* () {
+              ids.push(yield* Outbox.enqueue({ topic, key: "k1", payload: Support.payloadOf({ index: -1 }) }))
+              return yield* Effect.fail("rollback")
+            })
+          )
+          .pipe(Effect.ignore)
         return ids
       })
     )
     assert.strictEqual(rolledBack.length, 1)
-    const lagBefore = await stack.runPromise(Effect.scoped(Effect.gen(function*() {
-      const lease = Option.getOrThrow(yield* (yield* LogSource).acquire)
-      return (yield* lease.gauges).lagBytes
-    })))
+    const lagBefore = await stack.runPromise(
+      Effect.scoped(
+        Effect.gen(function* () {
+          const lease = Option.getOrThrow(yield* (yield* LogSource).acquire)
+          return (yield* lease.gauges).lagBytes
+        })
+      )
+    )
     assert.isAbove(lagBefore, 0, "the 300 events are in the unconfirmed WAL")
 
     const relay = stack.runFork(LogRelay.run(settings))
@@ -104,12 +115,19 @@ describe("log relay on a wal_level=logical PostgreSQL and the real Kafka", () =>
     const byIndex = new Map(committed.map((c, i) => [c.id, i]))
     for (const partition of [0, 1, 2]) {
       const indexes = all.filter((r) => r.partition === partition).map((r) => byIndex.get(r.eventId!)!)
-      assert.deepStrictEqual(indexes, [...indexes].sort((a, b) => a - b))
+      assert.deepStrictEqual(
+        indexes,
+        [...indexes].sort((a, b) => a - b)
+      )
     }
-    const lagAfter = await stack.runPromise(Effect.scoped(Effect.gen(function*() {
-      const lease = Option.getOrThrow(yield* (yield* LogSource).acquire)
-      return (yield* lease.gauges).lagBytes
-    })))
+    const lagAfter = await stack.runPromise(
+      Effect.scoped(
+        Effect.gen(function* () {
+          const lease = Option.getOrThrow(yield* (yield* LogSource).acquire)
+          return (yield* lease.gauges).lagBytes
+        })
+      )
+    )
     assert.isBelow(lagAfter, lagBefore, `slot lag ${lagAfter} after the drain, ${lagBefore} before`)
     void slot
   })
@@ -143,25 +161,31 @@ describe("log relay on a wal_level=logical PostgreSQL and the real Kafka", () =>
     const { stack, topic } = await setup("probe")
     const committed = await Support.enqueueLog(stack, topic, 120, { keys: 4, chunk: 40 })
     // A relay that published its window and died before confirming it.
-    const published = await stack.runPromise(Effect.scoped(Effect.gen(function*() {
-      const lease = Option.getOrThrow(yield* (yield* LogSource).acquire)
-      const publisher = yield* Publisher
-      let window = yield* lease.read(1_000)
-      // With synchronous_commit = off the last commits may not be flushed (readable) yet.
-      while (window.entries.length < 120) {
-        yield* Effect.sleep(Duration.millis(100))
-        window = yield* lease.read(1_000)
-      }
-      const outcomes = yield* publisher.publish(window.entries.map((m) => ({
-        id: m.id,
-        topic: m.topic,
-        key: m.key,
-        partition: m.partition,
-        headers: m.headers,
-        payload: m.payload
-      })))
-      return outcomes.length
-    })))
+    const published = await stack.runPromise(
+      Effect.scoped(
+        Effect.gen(function* () {
+          const lease = Option.getOrThrow(yield* (yield* LogSource).acquire)
+          const publisher = yield* Publisher
+          let window = yield* lease.read(1_000)
+          // With synchronous_commit = off the last commits may not be flushed (readable) yet.
+          while (window.entries.length < 120) {
+            yield* Effect.sleep(Duration.millis(100))
+            window = yield* lease.read(1_000)
+          }
+          const outcomes = yield* publisher.publish(
+            window.entries.map((m) => ({
+              id: m.id,
+              topic: m.topic,
+              key: m.key,
+              partition: m.partition,
+              headers: m.headers,
+              payload: m.payload
+            }))
+          )
+          return outcomes.length
+        })
+      )
+    )
     assert.strictEqual(published, 120)
     const later = await Support.enqueueLog(stack, topic, 30, { keys: 4, from: 120 })
     const relay = stack.runFork(LogRelay.run(settings))
@@ -171,29 +195,43 @@ describe("log relay on a wal_level=logical PostgreSQL and the real Kafka", () =>
     await stack.runPromise(Fiber.interrupt(relay))
     const verdict = Support.verdict([...committed, ...later], all)
     assert.deepStrictEqual(
-      { lost: verdict.lost, duplicates: verdict.duplicatesDelivered, order: verdict.orderViolations, records: all.length },
+      {
+        lost: verdict.lost,
+        duplicates: verdict.duplicatesDelivered,
+        order: verdict.orderViolations,
+        records: all.length
+      },
       { lost: 0, duplicates: 0, order: 0, records: 150 }
     )
   })
 
   it("the log engine refuses what it cannot do (prequeued, a future availableAt) with a typed error, writing nothing", async () => {
     const { stack, topic } = await setup("refuse")
-    const errors = await stack.runPromise(Effect.gen(function*() {
-      const prequeued = yield* Effect.flip(Outbox.enqueue({ topic, payload: Support.payloadOf(1), prequeued: true }))
-      const later = yield* Effect.flip(
-        Outbox.enqueue({ topic, payload: Support.payloadOf(2), availableAt: Date.now() + 60_000 })
+    const errors = await stack.runPromise(
+      Effect.gen(function* () {
+        const prequeued = yield* Effect.flip(Outbox.enqueue({ topic, payload: Support.payloadOf(1), prequeued: true }))
+        const later = yield* Effect.flip(
+          Outbox.enqueue({ topic, payload: Support.payloadOf(2), availableAt: Date.now() + 60_000 })
+        )
+        return [prequeued, later]
+      })
+    )
+    assert.deepStrictEqual(
+      errors.map((e) => [e._tag, (e as { field?: string }).field]),
+      [
+        ["OutboxValidationError", "drafts[0].prequeued"],
+        ["OutboxValidationError", "drafts[0].availableAt"]
+      ]
+    )
+    const entries = await stack.runPromise(
+      Effect.scoped(
+        Effect.gen(function* () {
+          const lease = Option.getOrThrow(yield* (yield* LogSource).acquire)
+          yield* Effect.sleep(Duration.millis(500))
+          return (yield* lease.read(100)).entries.length
+        })
       )
-      return [prequeued, later]
-    }))
-    assert.deepStrictEqual(errors.map((e) => [e._tag, (e as { field?: string }).field]), [
-      ["OutboxValidationError", "drafts[0].prequeued"],
-      ["OutboxValidationError", "drafts[0].availableAt"]
-    ])
-    const entries = await stack.runPromise(Effect.scoped(Effect.gen(function*() {
-      const lease = Option.getOrThrow(yield* (yield* LogSource).acquire)
-      yield* Effect.sleep(Duration.millis(500))
-      return (yield* lease.read(100)).entries.length
-    })))
+    )
     assert.strictEqual(entries, 0)
   })
 })
@@ -207,8 +245,9 @@ describe("log engine on a server without wal_level=logical", () => {
     const Redacted = await import("effect/Redacted")
     const client = PgClient.layer({ url: Redacted.make(databaseUrl), maxConnections: 1 })
     const walLevel = await Effect.runPromise(
-      Effect.flatMap(Effect.service(SqlClient.SqlClient), (sql) => sql.unsafe<{ wal_level: string }>("SHOW wal_level"))
-        .pipe(Effect.provide(client))
+      Effect.flatMap(Effect.service(SqlClient.SqlClient), (sql) =>
+        sql.unsafe<{ wal_level: string }>("SHOW wal_level")
+      ).pipe(Effect.provide(client))
     )
     // This case is about a replica-level server; DATABASE_URL is the machine's (scripts/services).
     assert.strictEqual(walLevel[0]!.wal_level, "replica", "DATABASE_URL should be a wal_level=replica server")
@@ -224,7 +263,8 @@ describe("log engine on a server without wal_level=logical", () => {
           `SELECT ((SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1)
                  + (SELECT count(*) FROM pg_publication WHERE pubname = $1))::int AS n`,
           [slot]
-        )).pipe(Effect.provide(client))
+        )
+      ).pipe(Effect.provide(client))
     )
     assert.strictEqual(left[0]!.n, 0)
   })

@@ -14,12 +14,14 @@ const kills = Number(process.env.FAULTS_LOG_KILLS ?? 4)
 
 /** The application name of the session holding the slot's lease, if any. */
 const leaseHolder = async (stack: Support.LogStack, slot: string): Promise<string | undefined> => {
-  const rows = await stack.runPromise(Support.logQuery<{ name: string }>(
-    `SELECT a.application_name AS name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+  const rows = await stack.runPromise(
+    Support.logQuery<{ name: string }>(
+      `SELECT a.application_name AS name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
       WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
         AND l.objid::bigint = (hashtext($1)::bigint & 4294967295)`,
-    [slot]
-  ))
+      [slot]
+    )
+  )
   return rows[0]?.name
 }
 
@@ -61,12 +63,12 @@ describe("a log relay process killed with SIGKILL mid-stream", () => {
       return { name, child }
     }
     try {
-      const committed = [...await Support.enqueueLog(stack, topic, before, { keys, chunk: 100 })]
+      const committed = [...(await Support.enqueueLog(stack, topic, before, { keys, chunk: 100 }))]
       const relays = [await spawn(), await spawn()]
       // Events keep being committed while relays die.
       const producing = (async () => {
         for (let from = before; from < before + during; from += 200) {
-          committed.push(...await Support.enqueueLog(stack, topic, 200, { keys, chunk: 100, from }))
+          committed.push(...(await Support.enqueueLog(stack, topic, 200, { keys, chunk: 100, from })))
           await Support.sleep(300)
         }
       })()
@@ -74,10 +76,11 @@ describe("a log relay process killed with SIGKILL mid-stream", () => {
       const deadline = Date.now() + 180_000
       for (let k = 0; k < kills; k++) {
         // Wait for a holder that is publishing, then kill it somewhere inside its stream.
-        let holder: string | undefined
-        while ((holder = await leaseHolder(stack, slot)) === undefined) {
+        let holder = await leaseHolder(stack, slot)
+        while (holder === undefined) {
           if (Date.now() > deadline) throw new Error("no relay took the slot's lease")
           await Support.sleep(100)
+          holder = await leaseHolder(stack, slot)
         }
         await Support.sleep(200 + Math.floor(Math.random() * 800))
         const victim = relays.find((r) => r.name === holder)!
@@ -86,10 +89,11 @@ describe("a log relay process killed with SIGKILL mid-stream", () => {
         await victim.child.exited
         relays.splice(relays.indexOf(victim), 1)
         relays.push(await spawn())
-        let next: string | undefined
-        while ((next = await leaseHolder(stack, slot)) === undefined || next === holder) {
+        let next = await leaseHolder(stack, slot)
+        while (next === undefined || next === holder) {
           if (Date.now() > deadline) throw new Error(`no standby took the slot over from ${holder}`)
           await Support.sleep(100)
+          next = await leaseHolder(stack, slot)
         }
         takeovers.push(`${holder}→${next} at ${onTopic}/${committed.length}`)
       }
