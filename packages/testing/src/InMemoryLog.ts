@@ -8,6 +8,8 @@
  */
 import type { LogMessage } from "@effect-outbox/core/LogRecord"
 import { type LogLease, LogSource, LogSourceError } from "@effect-outbox/core/LogSource"
+import { LogWriter } from "@effect-outbox/core/LogWriter"
+import { Transactor } from "@effect-outbox/core/Transactor"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
@@ -105,3 +107,18 @@ export const make: Effect.Effect<Log> = Effect.sync(() => {
  * @category layers
  */
 export const layerFrom = (log: Log): Layer.Layer<LogSource> => Layer.succeed(LogSource)(log.source)
+
+/**
+ * The log with a `LogWriter` that commits each `emit` as one transaction, and a `Transactor` that
+ * runs its effect as is: the memory log has no rollback (an `emit` inside a transaction that
+ * fails afterwards stays committed), unlike `PgLogSource`.
+ *
+ * @since 0.3.0
+ * @category layers
+ */
+export const layerWithWriter = (log: Log): Layer.Layer<LogSource | LogWriter | Transactor> =>
+  Layer.mergeAll(
+    layerFrom(log),
+    Layer.succeed(LogWriter)(LogWriter.of({ emit: (messages) => log.commit(messages) })),
+    Layer.succeed(Transactor)(Transactor.of({ withTransaction: (effect) => effect }))
+  )
