@@ -44,12 +44,19 @@ export interface Options {
 
 const SLOT = /^[a-z0-9_]{1,63}$/
 
+// The slot name is also written into SQL text (a DO block, CREATE PUBLICATION): only this
+// alphabet passes, so nothing needs quoting.
 const resolve = (options: Options) => {
   const slot = options.slot ?? "effect_outbox_log"
-  if (!SLOT.test(slot)) {
-    throw new Error(`PgLogSource: slot "${slot}" must be 1-63 of a-z 0-9 _ (a replication slot name)`)
-  }
-  return { slot, prefix: options.prefix ?? "effect-outbox" }
+  return SLOT.test(slot)
+    ? Effect.succeed({ slot, prefix: options.prefix ?? "effect-outbox" })
+    : Effect.fail(
+        new LogSourceError({
+          operation: "log.options",
+          reason: `slot "${slot}" must be 1-63 of a-z 0-9 _ (a replication slot name)`,
+          retriable: false
+        })
+      )
 }
 
 const logError =
@@ -174,7 +181,7 @@ const makeLease = (exec: Exec, slot: string, prefix: string): LogLease => ({
  */
 export const ensureSlot = (options: Options = {}): Effect.Effect<void, LogSourceError, SqlClient.SqlClient> =>
   Effect.gen(function* () {
-    const { slot } = resolve(options)
+    const { slot } = yield* resolve(options)
     const sql = yield* SqlClient.SqlClient
     yield* ensure((text, params) => sql.unsafe(text, params as Array<any>), slot).pipe(
       Effect.mapError(logError("log.ensureSlot"))
@@ -190,14 +197,16 @@ export const ensureSlot = (options: Options = {}): Effect.Effect<void, LogSource
  */
 export const dropSlot = (options: Options = {}): Effect.Effect<void, LogSourceError, SqlClient.SqlClient> =>
   Effect.gen(function* () {
-    const { slot } = resolve(options)
+    const { slot } = yield* resolve(options)
     const sql = yield* SqlClient.SqlClient
-    yield* sql.unsafe(
-      `SELECT count(*)::int AS n FROM (SELECT pg_drop_replication_slot(slot_name)::text FROM pg_replication_slots WHERE slot_name = $1) d`,
-      [slot]
-    )
-    yield* sql.unsafe(`DROP PUBLICATION IF EXISTS ${slot}`)
-  }).pipe(Effect.mapError(logError("log.dropSlot")))
+    yield* Effect.andThen(
+      sql.unsafe(
+        `SELECT count(*)::int AS n FROM (SELECT pg_drop_replication_slot(slot_name)::text FROM pg_replication_slots WHERE slot_name = $1) d`,
+        [slot]
+      ),
+      sql.unsafe(`DROP PUBLICATION IF EXISTS ${slot}`)
+    ).pipe(Effect.mapError(logError("log.dropSlot")))
+  })
 
 /**
  * @since 0.3.0
@@ -205,7 +214,7 @@ export const dropSlot = (options: Options = {}): Effect.Effect<void, LogSourceEr
  */
 export const make = (options: Options = {}) =>
   Effect.gen(function* () {
-    const { prefix, slot } = resolve(options)
+    const { prefix, slot } = yield* resolve(options)
     const sql = yield* SqlClient.SqlClient
     const acquire = Effect.gen(function* () {
       const connection: SqlConnection.Connection = yield* sql.reserve
@@ -229,7 +238,7 @@ export const make = (options: Options = {}) =>
  * @since 0.3.0
  * @category layers
  */
-export const layer = (options: Options = {}): Layer.Layer<LogSource, never, SqlClient.SqlClient> =>
+export const layer = (options: Options = {}): Layer.Layer<LogSource, LogSourceError, SqlClient.SqlClient> =>
   Layer.effect(LogSource)(make(options))
 
 /**
@@ -242,7 +251,7 @@ export const layer = (options: Options = {}): Layer.Layer<LogSource, never, SqlC
 export const layerWriter = (options: Options = {}): Layer.Layer<LogWriter, LogSourceError, SqlClient.SqlClient> =>
   Layer.effect(LogWriter)(
     Effect.gen(function* () {
-      const { prefix } = resolve(options)
+      const { prefix } = yield* resolve(options)
       yield* ensureSlot(options)
       const sql = yield* SqlClient.SqlClient
       return LogWriter.of({

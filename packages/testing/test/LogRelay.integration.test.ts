@@ -269,3 +269,18 @@ describe("log engine on a server without wal_level=logical", () => {
     assert.strictEqual(left[0]!.n, 0)
   })
 })
+
+describe("log engine options", () => {
+  it("a slot name PostgreSQL would not accept fails the layer with a LogSourceError naming the rule", async () => {
+    const { PgClient } = await import("@effect/sql-pg")
+    const { PgLogOutbox } = await import("@effect-outbox/adapter-pg")
+    const Layer = await import("effect/Layer")
+    const Redacted = await import("effect/Redacted")
+    const client = PgClient.layer({ url: Redacted.make(Support.logicalDatabaseUrl), maxConnections: 1 })
+    const error = await Effect.runPromise(
+      Effect.flip(Layer.build(PgLogOutbox.layer({ slot: "Orders-Outbox" })).pipe(Effect.scoped, Effect.provide(client)))
+    )
+    assert.strictEqual(error._tag, "LogSourceError")
+    assert.include(error.message, "must be 1-63 of a-z 0-9 _")
+  })
+})
