@@ -158,8 +158,8 @@ const makeLease = (exec: Exec, slot: string, prefix: string): LogLease => ({
       Effect.withSpan("pg.log.confirm")
     ),
   gauges: exec(
-    `SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)::float8 AS lag,
-            pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::float8 AS retained
+    `SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), confirmed_flush_lsn)::float8 AS lag,
+            pg_wal_lsn_diff(pg_current_wal_insert_lsn(), restart_lsn)::float8 AS retained
        FROM pg_replication_slots WHERE slot_name = $1`,
     [slot]
   ).pipe(
