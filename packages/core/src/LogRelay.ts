@@ -46,6 +46,13 @@ export interface Settings {
   readonly probeSkew?: Duration.Input | undefined
   /** Probes running at once for one window. Default 8. */
   readonly probeConcurrency?: number | undefined
+  /**
+   * After this many failed probes of one window in a row, send it without knowing (duplicates
+   * possible, which the consumer's `Inbox` absorbs) rather than stall forever: a probe that can
+   * never finish (a window hours old on a busy topic exceeds the probe's read limit) must not stop
+   * the log. During a broker outage the send fails too, so nothing changes then. Default 5.
+   */
+  readonly maxProbeFailures?: number | undefined
 }
 
 /**
@@ -126,6 +133,8 @@ const drain = (lease: LogLease, settings: Settings) =>
     const gaugeEvery = Duration.toMillis(Duration.fromInputUnsafe(settings.gaugeInterval ?? "5 seconds"))
     const skew = Duration.toMillis(Duration.fromInputUnsafe(settings.probeSkew ?? "60 seconds"))
     const probeConcurrency = settings.probeConcurrency ?? 8
+    const maxProbeFailures = settings.maxProbeFailures ?? 5
+    let probeFailures = 0
 
     // A previous holder may have published this window without confirming it.
     let unsure = true
@@ -203,15 +212,23 @@ const drain = (lease: LogLease, settings: Settings) =>
       let toSend: ReadonlyArray<LogMessage> = window.entries
       if (unsure) {
         const absent = yield* notYetPublished(window.entries)
-        if (absent === undefined) return yield* fail("the broker probe failed for an unconfirmed window")
-        const landed = window.entries.length - absent.length
+        if (absent === undefined && ++probeFailures < maxProbeFailures) {
+          return yield* fail(`the broker probe failed for an unconfirmed window (${probeFailures} in a row)`)
+        }
+        if (absent === undefined) {
+          yield* Effect.logWarning(
+            `log relay: sending an unconfirmed window of ${window.entries.length} without a probe answer after ${probeFailures} failures; duplicates possible`
+          )
+        }
+        const landed = absent === undefined ? 0 : window.entries.length - absent.length
         if (landed > 0) {
           yield* Metric.update(probedLanded, landed)
           yield* Effect.logInfo(
             `log relay: ${landed} of ${window.entries.length} unconfirmed events already on the broker`
           )
         }
-        toSend = absent
+        toSend = absent ?? window.entries
+        probeFailures = 0
       }
       if (toSend.length > 0) {
         const start = Date.now()

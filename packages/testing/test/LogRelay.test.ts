@@ -172,6 +172,23 @@ describe("LogRelay over the in-memory log", () => {
       })
   )
 
+  it.live("a probe that keeps failing does not stall the log: after maxProbeFailures the window is sent", () =>
+    Effect.gen(function* () {
+      const { broker, layer, log } = yield* world
+      const committed = yield* commitMany(log, 30, 3, 3)
+      yield* broker.control.failNext({ operation: "probe", count: 1_000 })
+      const relay = yield* Effect.forkDetach(
+        LogRelay.run({ ...settings, maxProbeFailures: 3 }).pipe(Effect.provide(layer))
+      )
+      yield* waitUntil(
+        Effect.map(log.positions, (p) => p.confirmed === p.committed),
+        "the log to be confirmed"
+      )
+      yield* Fiber.interrupt(relay)
+      assert.deepStrictEqual(yield* check(broker, committed), { lost: 0, duplicates: 0, orderViolations: 0 })
+    })
+  )
+
   it.live("a lost log connection ends the lease; the relay takes it again and goes on", () =>
     Effect.gen(function* () {
       const { broker, layer, log } = yield* world
