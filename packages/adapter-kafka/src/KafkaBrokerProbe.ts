@@ -12,9 +12,9 @@
  */
 
 import { randomUUID } from "node:crypto"
-import { BrokerProbe, type ProbeRequest } from "@effect-outbox/core/BrokerProbe"
+import { BrokerProbe, type ProbeManyRequest, type ProbeRequest } from "@effect-outbox/core/BrokerProbe"
 import { ProbeError } from "@effect-outbox/core/Errors"
-import { EVENT_ID_HEADER, type PublishReceipt } from "@effect-outbox/core/OutboxMessage"
+import { EVENT_ID_HEADER, type EventId, type PublishReceipt } from "@effect-outbox/core/OutboxMessage"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
@@ -95,10 +95,12 @@ const ranges = (admin: Kafkajs.Admin, request: ProbeRequest, skew: number) =>
 const scan = (
   kafka: Kafkajs.Kafka,
   admin: Kafkajs.Admin,
-  request: ProbeRequest,
+  request: { readonly topic: string },
+  wanted: ReadonlySet<string>,
   todo: ReadonlyArray<Range>,
   options: KafkaBrokerProbeOptions
-): Effect.Effect<Option.Option<PublishReceipt>, ProbeError> => {
+): Effect.Effect<Map<string, PublishReceipt>, ProbeError> => {
+  const found = new Map<string, PublishReceipt>()
   const groupId = `${options.groupPrefix ?? "effect-outbox-probe"}-${randomUUID()}`
   const maxRecords = options.maxRecords ?? 1_000_000
   const timeoutMillis = options.timeoutMillis ?? 30_000
@@ -121,11 +123,11 @@ const scan = (
       connectWhenCoordinatorReady(admin, consumer, groupId).pipe(
         Effect.mapError((error) => toProbeError(request.topic, error)),
         Effect.andThen(
-          Effect.callback<Option.Option<PublishReceipt>, ProbeError>((resume) => {
+          Effect.callback<Map<string, PublishReceipt>, ProbeError>((resume) => {
             const pending = new Map(todo.map((r) => [r.partition, r]))
             let read = 0
             let settled = false
-            const finish = (outcome: Effect.Effect<Option.Option<PublishReceipt>, ProbeError>) => {
+            const finish = (outcome: Effect.Effect<Map<string, PublishReceipt>, ProbeError>) => {
               if (settled) return
               settled = true
               clearTimeout(timer)
@@ -146,7 +148,7 @@ const scan = (
             const progress = (partition: number, lastOffset: bigint) => {
               const range = pending.get(partition)
               if (range !== undefined && lastOffset >= range.end - 1n) pending.delete(partition)
-              if (pending.size === 0) finish(Effect.succeed(Option.none()))
+              if (pending.size === 0) finish(Effect.succeed(found))
             }
             // Batches made only of transaction markers never reach eachBatch: track them here.
             consumer.on(consumer.events.START_BATCH_PROCESS, ({ payload }) => {
@@ -182,13 +184,13 @@ const scan = (
                     const offset = BigInt(message.offset)
                     if (offset < range.start || offset >= range.end) continue
                     read++
-                    if (headerText(message.headers?.[EVENT_ID_HEADER]) === request.eventId) {
-                      finish(
-                        Effect.succeed(
-                          Option.some({ topic: batch.topic, partition: batch.partition, offset: message.offset })
-                        )
-                      )
-                      return
+                    const id = headerText(message.headers?.[EVENT_ID_HEADER])
+                    if (id !== undefined && wanted.has(id) && !found.has(id)) {
+                      found.set(id, { topic: batch.topic, partition: batch.partition, offset: message.offset })
+                      if (found.size === wanted.size) {
+                        finish(Effect.succeed(found))
+                        return
+                      }
                     }
                   }
                   if (read >= maxRecords) {
@@ -238,7 +240,9 @@ export const find = (
     Effect.flatMap((todo) =>
       Option.isNone(todo) || todo.value.length === 0
         ? Effect.succeed(Option.none<PublishReceipt>())
-        : scan(kafka, admin, request, todo.value, options)
+        : scan(kafka, admin, request, new Set([request.eventId]), todo.value, options).pipe(
+            Effect.map((found) => Option.fromNullishOr(found.get(request.eventId)))
+          )
     ),
     Effect.tap((found) =>
       Effect.logDebug(
@@ -250,6 +254,43 @@ export const find = (
   )
 
 /**
+ * Every event of `eventIds` found in `topic` (one read of each partition from `since`, one
+ * throwaway consumer): the log relay's takeover probe of a whole window.
+ *
+ * @since 0.3.0
+ * @category operations
+ */
+export const findMany = (
+  kafka: Kafkajs.Kafka,
+  admin: Kafkajs.Admin,
+  request: ProbeManyRequest,
+  options: KafkaBrokerProbeOptions = {}
+): Effect.Effect<ReadonlyMap<EventId, PublishReceipt>, ProbeError> => {
+  const single: ProbeRequest = {
+    topic: request.topic,
+    partition: request.partition,
+    eventId: request.eventIds[0]!,
+    since: request.since
+  }
+  if (request.eventIds.length === 0) return Effect.succeed(new Map())
+  return withEphemeralAdmin(
+    kafka,
+    (offsetsAdmin) => ranges(offsetsAdmin, single, options.clockSkewMillis ?? 60_000),
+    (error) => toProbeError(request.topic, error)
+  ).pipe(
+    Effect.flatMap((todo) =>
+      Option.isNone(todo) || todo.value.length === 0
+        ? Effect.succeed(new Map<EventId, PublishReceipt>())
+        : (scan(kafka, admin, request, new Set<string>(request.eventIds), todo.value, options) as Effect.Effect<
+            Map<EventId, PublishReceipt>,
+            ProbeError
+          >)
+    ),
+    Effect.withSpan("kafka.probe_many", { attributes: { topic: request.topic, count: request.eventIds.length } })
+  )
+}
+
+/**
  * @since 0.1.0
  * @category constructors
  */
@@ -258,7 +299,10 @@ export const make = (
 ): Effect.Effect<BrokerProbe["Service"], never, KafkaClient> =>
   Effect.gen(function* () {
     const { admin, kafka } = yield* KafkaClient
-    return BrokerProbe.of({ find: (request) => find(kafka, admin, request, options) })
+    return BrokerProbe.of({
+      find: (request) => find(kafka, admin, request, options),
+      findMany: (request) => findMany(kafka, admin, request, options)
+    })
   })
 
 /**

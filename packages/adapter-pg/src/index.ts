@@ -2,6 +2,8 @@
  * @since 0.1.0
  */
 export * as PgInboxStore from "./PgInboxStore.ts"
+export * as PgLogOutbox from "./PgLogOutbox.ts"
+export * as PgLogSource from "./PgLogSource.ts"
 export * as PgMigrations from "./PgMigrations.ts"
 export * as PgOutbox from "./PgOutbox.ts"
 export * as PgOutboxStore from "./PgOutboxStore.ts"

@@ -332,6 +332,34 @@ export const suite = <R = never>(name: string, options: Options<R>): void => {
     )
 
     test(
+      "findMany returns the receipts of the published ids of a window and leaves out the others",
+      Effect.gen(function* () {
+        const publisher = yield* Publisher
+        const probe = yield* BrokerProbe
+        const topic = yield* makeTopic(3)
+        const since = Date.now() - 60_000
+        const requests = yield* Effect.forEach([0, 1, 2, 1, 0], (partition) => publishRequest(topic, { partition }))
+        const receipts = (yield* publisher.publish(requests)).map(receiptOf)
+        const never = yield* publishRequest(topic, { partition: 2 })
+        assert.isDefined(probe.findMany, "the broker answers a window in one call")
+        const found = yield* probe.findMany!({
+          topic,
+          partition: null,
+          eventIds: [requests[1]!.id, never.id, requests[4]!.id],
+          since
+        })
+        assert.deepStrictEqual(
+          [...found.entries()].sort(([a], [b]) => a.localeCompare(b)),
+          [[requests[1]!.id, receipts[1]!], [requests[4]!.id, receipts[4]!]].sort(([a], [b]) =>
+            String(a).localeCompare(String(b))
+          )
+        )
+        const none = yield* probe.findMany!({ topic, partition: null, eventIds: [never.id], since })
+        assert.strictEqual(none.size, 0)
+      })
+    )
+
+    test(
       "the probe returns None for an event id that never reached the partition",
       Effect.gen(function* () {
         const publisher = yield* Publisher

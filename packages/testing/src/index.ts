@@ -2,6 +2,8 @@
  * @since 0.1.0
  */
 export * as InMemoryDatabase from "./InMemoryDatabase.ts"
+export * as InMemoryLog from "./InMemoryLog.ts"
+export * as LogSourceSuite from "./LogSourceSuite.ts"
 export * as RealServices from "./RealServices.ts"
 export * as InMemoryBroker from "./InMemoryBroker.ts"
 export * as OutboxStoreSuite from "./OutboxStoreSuite.ts"

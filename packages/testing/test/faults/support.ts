@@ -12,6 +12,8 @@ import { fileURLToPath } from "node:url"
 import { inspect } from "node:util"
 import { PgClient } from "@effect/sql-pg"
 import * as KafkaOutbox from "@effect-outbox/adapter-kafka/KafkaOutbox"
+import * as PgLogOutbox from "@effect-outbox/adapter-pg/PgLogOutbox"
+import * as PgLogSource from "@effect-outbox/adapter-pg/PgLogSource"
 import * as PgOutbox from "@effect-outbox/adapter-pg/PgOutbox"
 import * as PgTables from "@effect-outbox/adapter-pg/PgTables"
 import * as Consumer from "@effect-outbox/core/Consumer"
@@ -564,3 +566,76 @@ export const privatePostgres = (options: { readonly port: number; readonly state
     down: () => pg("down").catch(() => "")
   }
 }
+
+// ------------------------------------------------------------------------------------------------
+// logrelay (issue #14): the log engine on a PostgreSQL with wal_level = logical
+// ------------------------------------------------------------------------------------------------
+
+/**
+ * A PostgreSQL with `wal_level = logical`: `LOGICAL_DATABASE_URL` (scripts/test starts one with
+ * `scripts/services pg-private` and exports it), else the private cluster's default port.
+ */
+export const logicalDatabaseUrl = process.env.LOGICAL_DATABASE_URL ?? "postgres://postgres@127.0.0.1:55433/postgres"
+
+/** The log engine (PgLogOutbox on `slot`) + every Kafka port, at the fault tests' log level. */
+export const logStackLayer = (options: {
+  readonly slot: string
+  readonly brokers?: ReadonlyArray<string>
+  readonly applicationName?: string
+}) => {
+  const client = PgClient.layer({
+    url: Redacted.make(logicalDatabaseUrl),
+    maxConnections: 4,
+    applicationName: options.applicationName ?? "effect-outbox-log"
+  })
+  const pg = PgLogOutbox.layer({ slot: options.slot }).pipe(Layer.provideMerge(client))
+  const broker = KafkaOutbox.layer(
+    { brokers: options.brokers ?? sharedBrokers, clientId: "log-relay", connectionTimeout: 3_000, requestTimeout: 10_000 },
+    { publisher: { publishTimeoutMillis: 8_000 } }
+  )
+  const logLevel = Layer.succeed(References.MinimumLogLevel)(
+    (process.env.FAULTS_LOG_LEVEL ?? "Error") as LogLevel.LogLevel
+  )
+  return Layer.mergeAll(pg, broker, logLevel)
+}
+
+export type LogStack = ManagedRuntime.ManagedRuntime<Layer.Success<ReturnType<typeof logStackLayer>>, unknown>
+
+export const makeLogStack = async (options: Parameters<typeof logStackLayer>[0]): Promise<LogStack> => {
+  const runtime = ManagedRuntime.make(logStackLayer(options))
+  await runtime.runPromise(Effect.void)
+  return runtime as LogStack
+}
+
+/** Enqueues `n` events through the log engine like `enqueueMany`; ids and keys in commit order. */
+export const enqueueLog = (
+  stack: LogStack,
+  topic: string,
+  n: number,
+  options: { readonly keys?: number; readonly chunk?: number; readonly from?: number } = {}
+): Promise<ReadonlyArray<{ readonly id: string; readonly key: string }>> =>
+  stack.runPromise(
+    Effect.gen(function* () {
+      const transactor = yield* Transactor
+      const out: Array<{ id: string; key: string }> = []
+      const chunk = options.chunk ?? 50
+      const from = options.from ?? 0
+      for (let i = 0; i < n; i += chunk) {
+        const drafts: Array<OutboxDraft> = Array.from({ length: Math.min(chunk, n - i) }, (_, j) => {
+          const index = from + i + j
+          return { topic, key: `k${index % (options.keys ?? 20)}`, payload: payloadOf({ index, pad: "x".repeat(200) }) }
+        })
+        const ids = yield* transactor.withTransaction(Outbox.enqueue(drafts))
+        ids.forEach((id, j) => out.push({ id, key: drafts[j]!.key! }))
+      }
+      return out
+    })
+  )
+
+/** Drops the slot (and its publication) on the logical cluster; a left-over slot pins WAL. */
+export const dropLogSlot = (stack: LogStack, slot: string): Promise<void> =>
+  stack.runPromise(PgLogSource.dropSlot({ slot })).catch(() => undefined)
+
+/** A query on the logical cluster. */
+export const logQuery = <A extends object>(text: string, params: ReadonlyArray<unknown> = []) =>
+  Effect.flatMap(Effect.service(SqlClient.SqlClient), (sql) => sql.unsafe<A>(text, params as Array<any>))

@@ -1,0 +1,269 @@
+/**
+ * The log engine on PostgreSQL: the core `LogSource` (a logical replication slot read through
+ * the SQL interface) and `LogWriter` (`pg_logical_emit_message`).
+ *
+ * - Events are transactional logical messages (`pg_logical_emit_message(true, prefix, bytes)`)
+ *   written in the domain transaction: no table, nothing to update, delete or vacuum.
+ * - The slot uses the built-in `pgoutput` plugin with `messages 'true'` over an empty
+ *   publication, so only messages come out, in commit order, whole transactions at a time.
+ * - Reading is `pg_logical_slot_peek_binary_changes` (nothing consumed); confirming is
+ *   `pg_replication_slot_advance` to the end of the last transaction published. No replication
+ *   connection and no extra dependency: the pool's `SqlClient` does it all.
+ * - The lease is a session advisory lock on one reserved connection, which also runs every read
+ *   and confirm: when that connection drops (a killed relay), the lock is gone and a standby's
+ *   next try takes it.
+ *
+ * Needs `wal_level = logical` and a role with `REPLICATION` (or superuser). See docs/log-relay.md.
+ *
+ * @since 0.3.0
+ */
+
+import * as PgTypes from "@effect/sql-pg/PgTypes"
+import * as LogRecord from "@effect-outbox/core/LogRecord"
+import { type LogGauges, type LogLease, LogSource, LogSourceError, type LogWindow } from "@effect-outbox/core/LogSource"
+import { LogWriter } from "@effect-outbox/core/LogWriter"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Result from "effect/Result"
+import * as SqlClient from "effect/sql/SqlClient"
+import type * as SqlConnection from "effect/sql/SqlConnection"
+import type { SqlError } from "effect/sql/SqlError"
+import { fromSqlError, sqlState } from "./internal/errors.ts"
+
+/**
+ * @since 0.3.0
+ * @category models
+ */
+export interface Options {
+  /** The replication slot (one per outbox), also the publication's name. Default `effect_outbox_log`. */
+  readonly slot?: string | undefined
+  /** The logical message prefix events are written under. Default `effect-outbox`. */
+  readonly prefix?: string | undefined
+}
+
+const SLOT = /^[a-z0-9_]{1,63}$/
+
+// The slot name is also written into SQL text (a DO block, CREATE PUBLICATION): only this
+// alphabet passes, so nothing needs quoting.
+const resolve = (options: Options) => {
+  const slot = options.slot ?? "effect_outbox_log"
+  return SLOT.test(slot)
+    ? Effect.succeed({ slot, prefix: options.prefix ?? "effect-outbox" })
+    : Effect.fail(
+        new LogSourceError({
+          operation: "log.options",
+          reason: `slot "${slot}" must be 1-63 of a-z 0-9 _ (a replication slot name)`,
+          retriable: false
+        })
+      )
+}
+
+const logError =
+  (operation: string) =>
+  (error: SqlError): LogSourceError => {
+    const state = sqlState(error)
+    const mapped = fromSqlError(operation)(error)
+    // 55000: wal_level below logical, or the slot is in use / gone: retrying will not fix it.
+    const reason =
+      state === "55000"
+        ? `${mapped.reason} (logical decoding needs wal_level = logical and a free slot; see docs/log-relay.md)`
+        : mapped.reason
+    return new LogSourceError({ operation, reason, retriable: state !== "55000" && state !== "42501" })
+  }
+
+type Exec = (text: string, params: ReadonlyArray<unknown>) => Effect.Effect<ReadonlyArray<any>, SqlError>
+
+// The publication stays empty: pgoutput then sends only the logical messages.
+// The slot first: on a server without wal_level = logical it fails and leaves nothing behind.
+const ensureSql = (slot: string) => [
+  `SELECT (pg_create_logical_replication_slot('${slot}', 'pgoutput')).lsn::text AS lsn
+     WHERE NOT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = '${slot}')`,
+  `DO $$ BEGIN
+     IF NOT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = '${slot}') THEN
+       CREATE PUBLICATION ${slot};
+     END IF;
+   END $$`
+]
+
+// Two processes may create at once: "already exists" (42710) means the other one won.
+const ensure = (exec: Exec, slot: string) =>
+  Effect.forEach(
+    ensureSql(slot),
+    (text) =>
+      exec(text, []).pipe(
+        Effect.catchIf(
+          (error) => sqlState(error) === "42710",
+          () => Effect.succeed([])
+        )
+      ),
+    { discard: true }
+  )
+
+/** Parses pgoutput rows: messages with our prefix, up to the last commit. */
+const parseWindow = (
+  rows: ReadonlyArray<{ readonly lsn: string; readonly data: Uint8Array }>,
+  prefix: string
+): LogWindow | LogSourceError => {
+  let upTo: string | null = null
+  const entries: Array<LogRecord.LogMessage> = []
+  let pending: Array<LogRecord.LogMessage> = []
+  const decoder = new TextDecoder()
+  for (const row of rows) {
+    const data = row.data
+    const tag = String.fromCharCode(data[0]!)
+    if (tag === "C") {
+      entries.push(...pending)
+      pending = []
+      upTo = row.lsn
+    } else if (tag === "M") {
+      // 'M', flags Int8, lsn Int64, prefix (NUL-terminated), length Int32, content
+      const end = data.indexOf(0, 10)
+      const messagePrefix = decoder.decode(data.subarray(10, end))
+      if (messagePrefix !== prefix) continue
+      const view = new DataView(data.buffer, data.byteOffset, data.byteLength)
+      const length = view.getInt32(end + 1)
+      const decoded = LogRecord.decode(data.subarray(end + 5, end + 5 + length))
+      if (decoded instanceof LogRecord.LogRecordError) {
+        return new LogSourceError({
+          operation: "log.read",
+          reason: `at ${row.lsn}: ${decoded.reason}`,
+          retriable: false
+        })
+      }
+      pending.push(decoded)
+    }
+  }
+  return { entries, upTo }
+}
+
+const makeLease = (exec: Exec, slot: string, prefix: string): LogLease => ({
+  read: (maxEntries) =>
+    exec(
+      `SELECT lsn::text AS lsn, data FROM pg_logical_slot_peek_binary_changes($1::name, NULL, $2::int4,
+         'proto_version', '1', 'publication_names', $3::text, 'messages', 'true')`,
+      [slot, maxEntries, slot]
+    ).pipe(
+      Effect.mapError(logError("log.read")),
+      Effect.flatMap((rows) => {
+        const window = parseWindow(rows, prefix)
+        return window instanceof LogSourceError ? Effect.fail(window) : Effect.succeed(window)
+      }),
+      Effect.withSpan("pg.log.read")
+    ),
+  confirm: (upTo) =>
+    exec(`SELECT (pg_replication_slot_advance($1, $2::pg_lsn)).end_lsn::text AS lsn`, [slot, upTo]).pipe(
+      Effect.mapError(logError("log.confirm")),
+      Effect.asVoid,
+      Effect.withSpan("pg.log.confirm")
+    ),
+  gauges: exec(
+    `SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), confirmed_flush_lsn)::float8 AS lag,
+            pg_wal_lsn_diff(pg_current_wal_insert_lsn(), restart_lsn)::float8 AS retained
+       FROM pg_replication_slots WHERE slot_name = $1`,
+    [slot]
+  ).pipe(
+    Effect.mapError(logError("log.gauges")),
+    Effect.flatMap((rows) =>
+      rows.length === 0
+        ? Effect.fail(new LogSourceError({ operation: "log.gauges", reason: `slot ${slot} is gone`, retriable: false }))
+        : Effect.succeed<LogGauges>({ lagBytes: Number(rows[0].lag), retainedBytes: Number(rows[0].retained) })
+    )
+  )
+})
+
+/**
+ * Creates the slot and its publication when missing. Events written before the slot exists are
+ * not in it: run this (or build `layerWriter`, which does) before the first enqueue.
+ *
+ * @since 0.3.0
+ * @category setup
+ */
+export const ensureSlot = (options: Options = {}): Effect.Effect<void, LogSourceError, SqlClient.SqlClient> =>
+  Effect.gen(function* () {
+    const { slot } = yield* resolve(options)
+    const sql = yield* SqlClient.SqlClient
+    yield* ensure((text, params) => sql.unsafe(text, params as Array<any>), slot).pipe(
+      Effect.mapError(logError("log.ensureSlot"))
+    )
+  })
+
+/**
+ * Drops the slot and its publication (the server then frees the WAL it held). Tests and
+ * decommissioning only: events not yet relayed are lost with it.
+ *
+ * @since 0.3.0
+ * @category setup
+ */
+export const dropSlot = (options: Options = {}): Effect.Effect<void, LogSourceError, SqlClient.SqlClient> =>
+  Effect.gen(function* () {
+    const { slot } = yield* resolve(options)
+    const sql = yield* SqlClient.SqlClient
+    yield* Effect.andThen(
+      sql.unsafe(
+        `SELECT count(*)::int AS n FROM (SELECT pg_drop_replication_slot(slot_name)::text FROM pg_replication_slots WHERE slot_name = $1) d`,
+        [slot]
+      ),
+      sql.unsafe(`DROP PUBLICATION IF EXISTS ${slot}`)
+    ).pipe(Effect.mapError(logError("log.dropSlot")))
+  })
+
+/**
+ * @since 0.3.0
+ * @category constructors
+ */
+export const make = (options: Options = {}) =>
+  Effect.gen(function* () {
+    const { prefix, slot } = yield* resolve(options)
+    const sql = yield* SqlClient.SqlClient
+    const acquire = Effect.gen(function* () {
+      const connection: SqlConnection.Connection = yield* sql.reserve
+      const exec: Exec = (text, params) => connection.execute(text, params, undefined)
+      const [row] = yield* exec(`SELECT pg_try_advisory_lock(hashtext('effect-outbox-log'), hashtext($1)) AS ok`, [
+        slot
+      ])
+      if (row?.ok !== true) return Option.none<LogLease>()
+      yield* Effect.addFinalizer(() =>
+        exec(`SELECT pg_advisory_unlock(hashtext('effect-outbox-log'), hashtext($1))`, [slot]).pipe(Effect.ignore)
+      )
+      yield* ensure(exec, slot)
+      return Option.some(makeLease(exec, slot, prefix))
+    }).pipe(Effect.mapError(logError("log.acquire")))
+    return LogSource.of({ acquire })
+  })
+
+/**
+ * The log source of one slot.
+ *
+ * @since 0.3.0
+ * @category layers
+ */
+export const layer = (options: Options = {}): Layer.Layer<LogSource, LogSourceError, SqlClient.SqlClient> =>
+  Layer.effect(LogSource)(make(options))
+
+/**
+ * The writer: one statement per enqueue, in the ambient transaction. Building it creates the
+ * slot when missing, so no event is written before there is a slot to keep it.
+ *
+ * @since 0.3.0
+ * @category layers
+ */
+export const layerWriter = (options: Options = {}): Layer.Layer<LogWriter, LogSourceError, SqlClient.SqlClient> =>
+  Layer.effect(LogWriter)(
+    Effect.gen(function* () {
+      const { prefix } = yield* resolve(options)
+      yield* ensureSlot(options)
+      const sql = yield* SqlClient.SqlClient
+      return LogWriter.of({
+        emit: (messages) => {
+          if (messages.length === 0) return Effect.void
+          const contents = Result.getOrThrow(PgTypes.array(messages.map(LogRecord.encode), PgTypes.OID.bytea))
+          return sql`SELECT count(pg_logical_emit_message(true, ${prefix}, c)) AS n FROM unnest(${contents}::bytea[]) AS c`.pipe(
+            Effect.asVoid,
+            Effect.mapError(fromSqlError("log.emit")),
+            Effect.withSpan("pg.log.emit")
+          )
+        }
+      })
+    })
+  )

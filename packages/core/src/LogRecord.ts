@@ -1,0 +1,104 @@
+/**
+ * How the log engine carries one event through the WAL: the bytes of one
+ * `pg_logical_emit_message` (or any log source's entry). Pure: encode on enqueue, decode in the
+ * relay.
+ *
+ * Layout: version byte `1`, a big-endian u32 length, that many bytes of JSON metadata (id, topic,
+ * key, partition, headers, createdAt), then the payload bytes as they are.
+ *
+ * @since 0.3.0
+ */
+import * as Schema from "effect/Schema"
+import type { EventId, Headers } from "./OutboxMessage.ts"
+
+/**
+ * One event as the log carries it.
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export interface LogMessage {
+  readonly id: EventId
+  readonly topic: string
+  readonly key: string | null
+  readonly partition: number | null
+  readonly headers: Headers
+  readonly payload: Uint8Array
+  /** Epoch millis of the enqueue (the writer's clock): where a broker probe starts looking. */
+  readonly createdAt: number
+}
+
+/**
+ * An entry of the log that is not an event of this library (wrong version, bad metadata).
+ *
+ * @since 0.3.0
+ * @category errors
+ */
+export class LogRecordError extends Schema.TaggedError<LogRecordError>()("LogRecordError", {
+  reason: Schema.String
+}) {
+  override get message() {
+    return `log record unreadable: ${this.reason}`
+  }
+}
+
+const VERSION = 1
+const encoder = new TextEncoder()
+const decoder = new TextDecoder()
+
+/**
+ * @since 0.3.0
+ * @category codec
+ */
+export const encode = (message: LogMessage): Uint8Array => {
+  const meta = encoder.encode(
+    JSON.stringify({
+      id: message.id,
+      topic: message.topic,
+      key: message.key,
+      partition: message.partition,
+      headers: message.headers,
+      createdAt: message.createdAt
+    })
+  )
+  const out = new Uint8Array(5 + meta.byteLength + message.payload.byteLength)
+  const view = new DataView(out.buffer)
+  view.setUint8(0, VERSION)
+  view.setUint32(1, meta.byteLength)
+  out.set(meta, 5)
+  out.set(message.payload, 5 + meta.byteLength)
+  return out
+}
+
+/**
+ * @since 0.3.0
+ * @category codec
+ */
+export const decode = (bytes: Uint8Array): LogMessage | LogRecordError => {
+  if (bytes.byteLength < 5)
+    return new LogRecordError({ reason: `${bytes.byteLength} bytes is shorter than the header` })
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength)
+  const version = view.getUint8(0)
+  if (version !== VERSION) return new LogRecordError({ reason: `version ${version}, expected ${VERSION}` })
+  const length = view.getUint32(1)
+  if (5 + length > bytes.byteLength)
+    return new LogRecordError({ reason: `metadata length ${length} runs past the end` })
+  try {
+    const meta = JSON.parse(decoder.decode(bytes.subarray(5, 5 + length)))
+    if (typeof meta?.id !== "string" || typeof meta.topic !== "string" || typeof meta.createdAt !== "number") {
+      return new LogRecordError({ reason: "metadata lacks id, topic or createdAt" })
+    }
+    return {
+      id: meta.id,
+      topic: meta.topic,
+      key: meta.key ?? null,
+      partition: meta.partition ?? null,
+      headers: meta.headers ?? {},
+      createdAt: meta.createdAt,
+      // A copy: the driver's buffer may be reused.
+      payload: bytes.slice(5 + length)
+    }
+  } catch (cause) {
+    return new LogRecordError({ reason: `metadata is not JSON: ${String(cause)}` })
+  }
+}

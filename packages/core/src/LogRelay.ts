@@ -1,0 +1,258 @@
+/**
+ * The log relay: the second relay engine. It holds the log's one lease (`LogSource`), reads
+ * committed events in commit order, publishes them (`Publisher`) and confirms the log position
+ * only after the broker acknowledged every event before it. Per-key order is commit order.
+ *
+ * After taking the lease, and after any publish that may have landed in part, the window it is
+ * about to send may already be on the broker (a relay died between the broker's ack and the
+ * confirm). Each event of that window is first looked up by its id (`BrokerProbe`), and only the
+ * ones not found are sent: a crash does not publish twice. A probe that fails leaves the window
+ * unsent until the next try, never guessed.
+ *
+ * A batch the broker refuses permanently is not skipped (the log has no row to park it in): the
+ * relay retries it with backoff and logs an error each time, and the slot's lag grows.
+ *
+ * @since 0.3.0
+ */
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Metric from "effect/Metric"
+import * as Option from "effect/Option"
+import * as Result from "effect/Result"
+import { BrokerProbe } from "./BrokerProbe.ts"
+import type { LogMessage } from "./LogRecord.ts"
+import { type LogLease, LogSource, type LogSourceError } from "./LogSource.ts"
+import { Publisher, type PublishRequest } from "./Publisher.ts"
+import * as Telemetry from "./Telemetry.ts"
+
+/**
+ * @since 0.3.0
+ * @category models
+ */
+export interface Settings {
+  /** Log rows read per window (whole transactions, so a window can be larger). Default 500. */
+  readonly batchSize?: number | undefined
+  /** Wait after an empty read. Default 50 ms. */
+  readonly pollInterval?: Duration.Input | undefined
+  /** A standby tries the lease this often. Default 1 s. */
+  readonly leaseRetryInterval?: Duration.Input | undefined
+  /** First wait after a failed publish or probe; doubles up to `maxBackoff`. Default 200 ms. */
+  readonly backoff?: Duration.Input | undefined
+  /** Default 10 s. */
+  readonly maxBackoff?: Duration.Input | undefined
+  /** Sample the slot gauges at most this often. Default 5 s. */
+  readonly gaugeInterval?: Duration.Input | undefined
+  /** Probes look this far before an event's `createdAt` (clock skew writer/broker). Default 60 s. */
+  readonly probeSkew?: Duration.Input | undefined
+  /** Probes running at once for one window. Default 8. */
+  readonly probeConcurrency?: number | undefined
+  /**
+   * After this many failed probes of one window in a row, send it without knowing (duplicates
+   * possible, which the consumer's `Inbox` absorbs) rather than stall forever: a probe that can
+   * never finish (a window hours old on a busy topic exceeds the probe's read limit) must not stop
+   * the log. During a broker outage the send fails too, so nothing changes then. Default 5.
+   */
+  readonly maxProbeFailures?: number | undefined
+}
+
+/**
+ * WAL bytes between the server's current position and the slot's confirmed one.
+ *
+ * @since 0.3.0
+ * @category metrics
+ */
+export const slotLag = Metric.gauge("outbox_log_slot_lag_bytes", {
+  description: "WAL bytes the log relay's slot has not confirmed yet"
+})
+
+/**
+ * WAL bytes the server keeps on disk for the slot (from its restart position).
+ *
+ * @since 0.3.0
+ * @category metrics
+ */
+export const retainedWal = Metric.gauge("outbox_log_retained_wal_bytes", {
+  description: "WAL bytes retained on the server for the log relay's slot"
+})
+
+/**
+ * Events of an unconfirmed window found on the broker by the takeover probe, and so not re-sent.
+ *
+ * @since 0.3.0
+ * @category metrics
+ */
+export const probedLanded = Metric.counter("outbox_log_probe_landed_total", {
+  description: "Events of an unconfirmed log window the probe found already published",
+  incremental: true
+})
+
+const toRequest = (message: LogMessage): PublishRequest => ({
+  id: message.id,
+  topic: message.topic,
+  key: message.key,
+  partition: message.partition,
+  headers: message.headers,
+  payload: message.payload
+})
+
+/**
+ * Runs forever: waits for the lease, then drains. Losing the lease (its connection dropped, a
+ * log error) ends the drain; the relay then competes for the lease again.
+ *
+ * @since 0.3.0
+ * @category constructors
+ */
+export const run = (settings: Settings = {}): Effect.Effect<never, never, LogSource | Publisher | BrokerProbe> =>
+  Effect.gen(function* () {
+    const source = yield* LogSource
+    const leaseRetry = Duration.fromInputUnsafe(settings.leaseRetryInterval ?? "1 second")
+    const attempt = Effect.scoped(
+      Effect.gen(function* () {
+        const lease = yield* source.acquire
+        if (Option.isNone(lease)) return false
+        yield* Effect.logInfo("log relay: lease taken")
+        yield* drain(lease.value, settings)
+        return true
+      })
+    ).pipe(
+      Effect.catch((error: LogSourceError) =>
+        Effect.as(Effect.logWarning(`log relay: lease lost or not taken: ${error.message}`), false)
+      )
+    )
+    return yield* Effect.forever(Effect.andThen(attempt, Effect.sleep(leaseRetry)))
+  })
+
+const drain = (lease: LogLease, settings: Settings) =>
+  Effect.gen(function* () {
+    const publisher = yield* Publisher
+    const probe = yield* BrokerProbe
+    const batchSize = settings.batchSize ?? 500
+    const poll = Duration.fromInputUnsafe(settings.pollInterval ?? "50 millis")
+    const firstBackoff = Duration.toMillis(Duration.fromInputUnsafe(settings.backoff ?? "200 millis"))
+    const maxBackoff = Duration.toMillis(Duration.fromInputUnsafe(settings.maxBackoff ?? "10 seconds"))
+    const gaugeEvery = Duration.toMillis(Duration.fromInputUnsafe(settings.gaugeInterval ?? "5 seconds"))
+    const skew = Duration.toMillis(Duration.fromInputUnsafe(settings.probeSkew ?? "60 seconds"))
+    const probeConcurrency = settings.probeConcurrency ?? 8
+    const maxProbeFailures = settings.maxProbeFailures ?? 5
+    let probeFailures = 0
+
+    // A previous holder may have published this window without confirming it.
+    let unsure = true
+    let backoff = firstBackoff
+    let gaugedAt = 0
+
+    const sampleGauges = Effect.gen(function* () {
+      const now = Date.now()
+      if (now - gaugedAt < gaugeEvery) return
+      gaugedAt = now
+      const gauges = yield* lease.gauges
+      yield* Metric.update(slotLag, gauges.lagBytes)
+      yield* Metric.update(retainedWal, gauges.retainedBytes)
+    })
+
+    const fail = (reason: string) =>
+      Effect.gen(function* () {
+        unsure = true
+        yield* Effect.logWarning(`log relay: ${reason}; retrying in ${backoff} ms`)
+        yield* Effect.sleep(Duration.millis(backoff * (0.8 + Math.random() * 0.4)))
+        backoff = Math.min(backoff * 2, maxBackoff)
+      })
+
+    // The events of the window not on the broker yet; `undefined` when a probe failed (the
+    // window stays unsent). One read per topic when the probe can search many ids at once.
+    const notYetPublished = (entries: ReadonlyArray<LogMessage>) => {
+      const findMany = probe.findMany
+      if (findMany === undefined) {
+        return Effect.forEach(
+          entries,
+          (message) =>
+            probe
+              .find({
+                topic: message.topic,
+                partition: message.partition,
+                eventId: message.id,
+                since: message.createdAt - skew
+              })
+              .pipe(Effect.map(Option.isNone), Effect.option),
+          { concurrency: probeConcurrency }
+        ).pipe(
+          Effect.map((verdicts) =>
+            verdicts.some(Option.isNone) ? undefined : entries.filter((_, i) => Option.getOrThrow(verdicts[i]!))
+          )
+        )
+      }
+      const topics = new Map<string, Array<LogMessage>>()
+      for (const message of entries) topics.set(message.topic, [...(topics.get(message.topic) ?? []), message])
+      return Effect.forEach(
+        [...topics.values()],
+        (messages) =>
+          findMany({
+            topic: messages[0]!.topic,
+            partition: null,
+            eventIds: messages.map((m) => m.id),
+            since: Math.min(...messages.map((m) => m.createdAt)) - skew
+          }),
+        { concurrency: probeConcurrency }
+      ).pipe(
+        Effect.map((found) => entries.filter((m) => !found.some((receipts) => receipts.has(m.id)))),
+        Effect.catch((error) =>
+          Effect.as(Effect.logWarning(`log relay: window probe failed: ${error.message}`), undefined)
+        )
+      )
+    }
+
+    const step = Effect.gen(function* () {
+      yield* sampleGauges
+      const window = yield* lease.read(batchSize)
+      if (window.entries.length === 0) {
+        // Transactions without events still hold WAL: let the slot move past them.
+        if (window.upTo !== null) yield* lease.confirm(window.upTo)
+        return yield* Effect.sleep(poll)
+      }
+      let toSend: ReadonlyArray<LogMessage> = window.entries
+      if (unsure) {
+        const absent = yield* notYetPublished(window.entries)
+        if (absent === undefined && ++probeFailures < maxProbeFailures) {
+          return yield* fail(`the broker probe failed for an unconfirmed window (${probeFailures} in a row)`)
+        }
+        if (absent === undefined) {
+          yield* Effect.logWarning(
+            `log relay: sending an unconfirmed window of ${window.entries.length} without a probe answer after ${probeFailures} failures; duplicates possible`
+          )
+        }
+        const landed = absent === undefined ? 0 : window.entries.length - absent.length
+        if (landed > 0) {
+          yield* Metric.update(probedLanded, landed)
+          yield* Effect.logInfo(
+            `log relay: ${landed} of ${window.entries.length} unconfirmed events already on the broker`
+          )
+        }
+        toSend = absent ?? window.entries
+        probeFailures = 0
+      }
+      if (toSend.length > 0) {
+        const start = Date.now()
+        const outcomes = yield* publisher.publish(toSend.map(toRequest)).pipe(
+          Effect.withSpan(Telemetry.spans.publish, {
+            attributes: { "outbox.count": toSend.length, "outbox.engine": "log" }
+          })
+        )
+        yield* Metric.update(Telemetry.publishLatency, Date.now() - start)
+        const failures = outcomes.filter(Result.isFailure)
+        if (failures.length > 0) {
+          yield* Metric.update(Telemetry.published, outcomes.length - failures.length)
+          yield* Metric.update(Metric.withAttributes(Telemetry.publishFailed, { kind: "log" }), failures.length)
+          return yield* fail(
+            `${failures.length} of ${toSend.length} events not acknowledged (${failures[0]!.failure.message})`
+          )
+        }
+        yield* Metric.update(Telemetry.published, toSend.length)
+      }
+      // Everything up to `upTo` is on the broker: only now may the log forget it.
+      yield* lease.confirm(window.upTo!)
+      unsure = false
+      backoff = firstBackoff
+    })
+
+    return yield* Effect.forever(step)
+  })

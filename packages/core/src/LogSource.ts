@@ -1,0 +1,87 @@
+/**
+ * The port the log relay reads: a durable, ordered log of committed events (on PostgreSQL, a
+ * logical replication slot) with one lease. Events come in commit order, whole transactions at a
+ * time; a position is confirmed only after the broker acknowledged everything before it.
+ *
+ * @since 0.3.0
+ */
+import * as Context from "effect/Context"
+import type * as Effect from "effect/Effect"
+import type * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
+import type * as Scope from "effect/Scope"
+import type { LogMessage } from "./LogRecord.ts"
+
+/**
+ * The log failed (lost connection, slot gone, decoding error). `retriable` says whether taking
+ * the lease again may help.
+ *
+ * @since 0.3.0
+ * @category errors
+ */
+export class LogSourceError extends Schema.TaggedError<LogSourceError>()("LogSourceError", {
+  operation: Schema.String,
+  reason: Schema.String,
+  retriable: Schema.Boolean
+}) {
+  override get message() {
+    return `log source ${this.operation} failed: ${this.reason}`
+  }
+}
+
+/**
+ * Events read from the confirmed position on. `upTo` is the position just past the last whole
+ * transaction read (`null` when nothing new committed): confirming it confirms every entry.
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export interface LogWindow {
+  readonly entries: ReadonlyArray<LogMessage>
+  readonly upTo: string | null
+}
+
+/**
+ * What the slot holds back: `lagBytes` of WAL not yet confirmed, `retainedBytes` of WAL kept on
+ * disk for it.
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export interface LogGauges {
+  readonly lagBytes: number
+  readonly retainedBytes: number
+}
+
+/**
+ * The one relay's hold on the log, for the scope it was acquired in.
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export interface LogLease {
+  /**
+   * Reads (without consuming) from the confirmed position: at least one whole transaction when
+   * any committed, stopping after the transaction that reaches `maxEntries` log rows. Reading
+   * twice without `confirm` returns the same events again.
+   */
+  readonly read: (maxEntries: number) => Effect.Effect<LogWindow, LogSourceError>
+  /** Moves the confirmed position to `upTo` of a window: its events are never read again. */
+  readonly confirm: (upTo: string) => Effect.Effect<void, LogSourceError>
+  readonly gauges: Effect.Effect<LogGauges, LogSourceError>
+}
+
+/**
+ * @since 0.3.0
+ * @category services
+ */
+export class LogSource extends Context.Service<
+  LogSource,
+  {
+    /**
+     * Takes the log's one lease, or `None` while another relay holds it. The lease ends with the
+     * scope, or when the holder's connection drops (a killed relay frees it).
+     */
+    readonly acquire: Effect.Effect<Option.Option<LogLease>, LogSourceError, Scope.Scope>
+  }
+>()("@effect-outbox/core/LogSource") {}

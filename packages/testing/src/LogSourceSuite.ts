@@ -1,0 +1,192 @@
+/**
+ * The conformance suite of the log engine's ports, `LogSource` and `LogWriter` (issue #14): what
+ * `LogRelay` relies on. Each test builds a fresh layer (a fresh log or slot).
+ *
+ * @since 0.3.0
+ */
+
+import { randomUUID } from "node:crypto"
+import { assert, describe, it } from "@effect/vitest"
+import type { LogMessage } from "@effect-outbox/core/LogRecord"
+import { type LogLease, LogSource, type LogWindow } from "@effect-outbox/core/LogSource"
+import { LogWriter } from "@effect-outbox/core/LogWriter"
+import type { EventId } from "@effect-outbox/core/OutboxMessage"
+import { Transactor } from "@effect-outbox/core/Transactor"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import type * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+
+/**
+ * @since 0.3.0
+ * @category models
+ */
+export type Services = LogSource | LogWriter | Transactor
+
+/**
+ * Switches for behaviours an adapter may not offer. All default to `true`.
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export interface Features {
+  /** `emit` joins the ambient transaction: a rolled-back transaction leaves no event. */
+  readonly transactional?: boolean
+}
+
+/**
+ * @since 0.3.0
+ * @category models
+ */
+export interface Options {
+  readonly layer: () => Layer.Layer<Services, unknown>
+  readonly features?: Features
+  readonly timeout?: number
+}
+
+const message = (key: string, n: number): LogMessage => {
+  const id = randomUUID() as EventId
+  return {
+    id,
+    topic: "orders",
+    key,
+    partition: n % 2 === 0 ? null : 1,
+    headers: { "event-id": id, note: `n=${n}` },
+    payload: new Uint8Array([n, 0, 255, n]),
+    createdAt: 1_700_000_000_000 + n
+  }
+}
+
+/** Commits each group as one transaction. */
+const commit = (groups: ReadonlyArray<ReadonlyArray<LogMessage>>) =>
+  Effect.gen(function* () {
+    const writer = yield* LogWriter
+    const transactor = yield* Transactor
+    for (const group of groups) yield* transactor.withTransaction(writer.emit(group))
+  })
+
+/** Reads until the window holds `n` entries (a server may make commits readable a moment later). */
+const readAtLeast = (lease: LogLease, n: number, maxEntries = 1_000) =>
+  Effect.gen(function* () {
+    const deadline = Date.now() + 10_000
+    let window: LogWindow = yield* lease.read(maxEntries)
+    while (window.entries.length < n && Date.now() < deadline) {
+      yield* Effect.sleep(Duration.millis(50))
+      window = yield* lease.read(maxEntries)
+    }
+    return window
+  })
+
+const acquired = Effect.flatMap(Effect.service(LogSource), (source) =>
+  Effect.flatMap(source.acquire, (lease) =>
+    Option.isSome(lease) ? Effect.succeed(lease.value) : Effect.die(new Error("the lease is held elsewhere"))
+  )
+)
+
+/**
+ * Registers the suite under `describe(name)`.
+ *
+ * @since 0.3.0
+ * @category suites
+ */
+export const suite = (name: string, options: Options): void => {
+  const features = { transactional: true, ...options.features }
+  const timeout = options.timeout ?? 60_000
+  const test = <A, E>(title: string, body: Effect.Effect<A, E, Services | import("effect/Scope").Scope>) =>
+    it.live(title, () => Effect.provide(Effect.scoped(body), options.layer()), timeout)
+
+  describe(`${name} (LogSource / LogWriter conformance)`, () => {
+    test(
+      "events come back whole and in commit order; reading does not consume; confirm does",
+      Effect.gen(function* () {
+        const lease = yield* acquired
+        const first = [message("a", 1), message("b", 2)]
+        const second = [message("a", 3)]
+        yield* commit([first, second])
+        const window = yield* readAtLeast(lease, 3)
+        assert.deepStrictEqual(window.entries, [...first, ...second])
+        assert.isNotNull(window.upTo)
+        const again = yield* lease.read(1_000)
+        assert.deepStrictEqual(
+          again.entries.map((m) => m.id),
+          window.entries.map((m) => m.id)
+        )
+        yield* lease.confirm(window.upTo!)
+        const third = [message("c", 4)]
+        yield* commit([third])
+        const after = yield* readAtLeast(lease, 1)
+        assert.deepStrictEqual(after.entries, third)
+      })
+    )
+
+    test(
+      "a window ends on a transaction boundary: a transaction is never split",
+      Effect.gen(function* () {
+        const lease = yield* acquired
+        const big = Array.from({ length: 6 }, (_, i) => message("k", i))
+        const next = [message("k", 10)]
+        yield* commit([big, next])
+        yield* readAtLeast(lease, 7)
+        const window = yield* lease.read(2)
+        assert.deepStrictEqual(
+          window.entries.map((m) => m.id),
+          big.map((m) => m.id)
+        )
+        yield* lease.confirm(window.upTo!)
+        const rest = yield* readAtLeast(lease, 1)
+        assert.deepStrictEqual(
+          rest.entries.map((m) => m.id),
+          next.map((m) => m.id)
+        )
+      })
+    )
+
+    test(
+      "one lease: a second acquire gets None while the first is held, Some once it is released",
+      Effect.gen(function* () {
+        const source = yield* LogSource
+        const second = yield* Effect.scoped(
+          Effect.gen(function* () {
+            yield* acquired
+            return yield* Effect.scoped(source.acquire)
+          })
+        )
+        assert.isTrue(Option.isNone(second))
+        const third = yield* Effect.scoped(source.acquire)
+        assert.isTrue(Option.isSome(third))
+      })
+    )
+
+    test(
+      "a window with nothing committed since the confirmed position has no entries",
+      Effect.gen(function* () {
+        const lease = yield* acquired
+        yield* commit([[message("a", 1)]])
+        const window = yield* readAtLeast(lease, 1)
+        yield* lease.confirm(window.upTo!)
+        assert.deepStrictEqual((yield* lease.read(100)).entries, [])
+      })
+    )
+
+    if (features.transactional) {
+      test(
+        "an emit in a rolled-back transaction is never read",
+        Effect.gen(function* () {
+          const lease = yield* acquired
+          const writer = yield* LogWriter
+          const transactor = yield* Transactor
+          yield* transactor
+            .withTransaction(Effect.andThen(writer.emit([message("x", 1)]), Effect.fail("rollback")))
+            .pipe(Effect.ignore)
+          const kept = [message("y", 2)]
+          yield* commit([kept])
+          const window = yield* readAtLeast(lease, 1)
+          assert.deepStrictEqual(
+            window.entries.map((m) => m.id),
+            kept.map((m) => m.id)
+          )
+        })
+      )
+    }
+  })
+}

@@ -1,0 +1,25 @@
+// PgLogSource passes the log engine's conformance suite on a wal_level=logical PostgreSQL
+// (LOGICAL_DATABASE_URL, which scripts/test starts); each test on a slot of its own, dropped after.
+
+import { PgClient } from "@effect/sql-pg"
+import * as PgLogSource from "@effect-outbox/adapter-pg/PgLogSource"
+import * as PgTransactor from "@effect-outbox/adapter-pg/PgTransactor"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Redacted from "effect/Redacted"
+import * as LogSourceSuite from "../src/LogSourceSuite.ts"
+import * as Support from "./faults/support.ts"
+
+const layer = () => {
+  const slot = Support.uniqueName("log_suite").toLowerCase()
+  const client = PgClient.layer({ url: Redacted.make(Support.logicalDatabaseUrl), maxConnections: 3 })
+  const dropOnRelease = Layer.effectDiscard(Effect.addFinalizer(() => Effect.ignore(PgLogSource.dropSlot({ slot }))))
+  return Layer.mergeAll(
+    PgLogSource.layer({ slot }),
+    PgLogSource.layerWriter({ slot }),
+    PgTransactor.layer,
+    dropOnRelease
+  ).pipe(Layer.provide(client))
+}
+
+LogSourceSuite.suite("PgLogSource", { layer })
