@@ -225,6 +225,8 @@ describe("stale recovery: two relays, 300 expired leases, half on rows created d
       Support.record({
         scenario: "stale recovery: 2 relays, 300 leases",
         ...v,
+        // Recovery never fails a row (the rounds' failed count is asserted 0 above).
+        failureRows: rounds.reduce((n, r) => n + r.failed, 0),
         note:
           `${OLD_ROWS} rows created 3 days before claim, ${HISTORY} history records (${historyMillis} ms); ` +
           `${rounds.length} rounds (${rounds.map((r) => r.stale).join("+")} judged), ` +
