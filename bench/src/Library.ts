@@ -40,7 +40,7 @@ export interface StackOptions {
   readonly schema: string
   readonly pgConnections?: number
   readonly sink?: Sink
-  /** LISTEN/NOTIFY wake-up (and NOTIFY on insert), or polling only. */
+  /** The default wake-up (in process + a coalesced NOTIFY after commit, LISTEN), or polling only. */
   readonly wake?: Wake
 }
 
@@ -58,7 +58,7 @@ const services = (options: StackOptions) => {
   const tables = PgTables.layer({ schema: options.schema })
   const wake = options.wake ?? "listen"
   const base = Layer.mergeAll(
-    PgOutboxStore.layer({ notify: wake === "listen" }),
+    PgOutboxStore.layer(),
     PgTransactor.layer,
     PgInboxStore.layer,
     wake === "listen" ? PgWakeUp.layer() : WakeUp.layerPollingOnly
