@@ -248,6 +248,29 @@ export const businessWrite = (stack: Stack, table: string, topic: string, i: num
     })
   )
 
+/**
+ * The same business transaction with the outbox row written by hand: the order row and one plain
+ * `INSERT` of the event (same columns, same 1 KB payload, the event-id header) through the same
+ * `SqlClient`, in `sql.withTransaction`. The write path's baseline for the library's own overhead.
+ */
+export const handWrite = (stack: Stack, table: string, topic: string, i: number): Promise<void> =>
+  stack.run(
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const t = yield* PgTables.PgTables
+      const id = Env.newEventId()
+      yield* sql.withTransaction(
+        Effect.gen(function* () {
+          yield* sql`INSERT INTO ${sql(table)} (id, user_id, amount) VALUES (${Env.newEventId()}, ${Env.keyOf(i)}, ${i % 997})`
+          yield* sql`INSERT INTO ${sql.literal(t.message)}
+            (id, topic, key, partition, headers, payload, status, available_at, created_at, updated_at)
+            VALUES (${id}::uuid, ${topic}, ${Env.keyOf(i)}, NULL, ${JSON.stringify({ "event-id": id })}::jsonb,
+                    ${Env.payload(i)}, 'PENDING', now(), now(), now())`
+        })
+      )
+    })
+  )
+
 /** Commits `count` events in one transaction and returns their ids with the commit time. */
 export const enqueueCommitted = (
   stack: Stack,

@@ -195,7 +195,16 @@ export const make = (options: Options = {}) =>
       if (messages.length === 0) return Effect.void
       const bad = validateInsert(messages, maxRecordBytes)
       if (bad !== undefined) return Effect.fail(bad)
-      const columns = sql`SELECT u.id, u.topic, u.key, u.partition, u.headers, u.payload, u.status,
+      const one = messages.length === 1 ? messages[0]! : undefined
+      // One row (the usual enqueue): a plain VALUES list, cheaper to plan than unnest over nine
+      // arrays (issue #14: ×0.79 of the same row inserted by hand, one client).
+      const columns = one !== undefined
+        ? sql`VALUES (${PgTypes.uuid(one.id)}, ${PgTypes.text(one.topic)}, ${PgTypes.text(one.key)}, ${
+          PgTypes.int4(one.partition)
+        }, ${PgTypes.jsonb(one.headers)}, ${one.payload}, ${PgTypes.text(one.status)}, ${ts(one.availableAt)}, ${
+          ts(one.createdAt)
+        }, ${ts(one.createdAt)})`
+        : sql`SELECT u.id, u.topic, u.key, u.partition, u.headers, u.payload, u.status,
                                  u.available_at, u.created_at, u.created_at
                             FROM unnest(
                               ${typedArray(messages.map((m) => m.id), PgTypes.OID.uuid)}::uuid[],
