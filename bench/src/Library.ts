@@ -176,6 +176,8 @@ export const tableSizes = (stack: Stack): Promise<{ table: number; indexes: numb
 export interface RelaySettings {
   readonly batchSize: number
   readonly pollMillis: number
+  /** Batches in flight; the relay's default (2) when absent. */
+  readonly pipelineDepth?: number
 }
 
 /** Where a relay's batches spend their time: sums in ms over `batches` batches. */
@@ -224,7 +226,8 @@ export const startRelay = async (
       pollInterval: Duration.millis(settings.pollMillis),
       lease: Duration.seconds(60),
       publishTimeout: Duration.seconds(30),
-      shutdownTimeout: Duration.seconds(30)
+      shutdownTimeout: Duration.seconds(30),
+      ...(settings.pipelineDepth === undefined ? {} : { pipelineDepth: settings.pipelineDepth })
     }).pipe(
       profile === undefined ? (e) => e : Effect.provideService(Relay.Hooks, profilingHooks(profile)),
       Scope.provide(scope)

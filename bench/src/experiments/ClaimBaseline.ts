@@ -6,6 +6,7 @@
  *            then one batched mark to PUBLISHED; no per-key rule, no lease check;
  *   relay    the library's claim relay (core `Relay`, the claim function, the fast mark) on the
  *            no-Kafka sink, batch 100, maxPerKey 100;
+ *   relay1   the same with `pipelineDepth: 1` (one batch in flight);
  *   fn       the claim function called in a loop with the same batched mark as `bare` (the
  *            relay's own overhead over its two statements);
  * with per-batch claim / mark times, so the cost can be placed. Repeated; report the ratios.
@@ -78,22 +79,22 @@ const fn = (): Promise<Sample> =>
     sql.unsafe<{ id: string }>(`SELECT * FROM ${tables.claimFunction}('fn', ${BATCH}, ${BATCH}, now(), 60000::int8, true)`)
   )
 
-const relay = async (): Promise<Sample> => {
+const relayWith = (pipelineDepth?: number) => async (): Promise<Sample> => {
   const p = Library.emptyProfile()
   const t0 = performance.now()
-  const stop = await Library.startRelay(stack, { batchSize: BATCH, pollMillis: 20 }, p)
+  const stop = await Library.startRelay(stack, { batchSize: BATCH, pollMillis: 20, ...(pipelineDepth === undefined ? {} : { pipelineDepth }) }, p)
   while ((await Library.unpublished(stack)) > 0) await Env.sleep(20)
   const rate = (BACKLOG / (performance.now() - t0)) * 1000
   await stop()
   return { rate, claimMs: p.claim / p.batches, markMs: (p.publish + p.mark) / p.batches }
 }
 
-const sides = { bare, relay, fn } as const
+const sides = { bare, relay: relayWith(), relay1: relayWith(1), fn } as const
 type Side = keyof typeof sides
 const results = new Map<Side, Array<Sample>>()
 console.log(`claim baseline: backlog ${BACKLOG} x 1 KB, batch ${BATCH}, ${REPS} reps; load average ${Cpu.loadAverage()}`)
 for (let rep = 0; rep < REPS; rep++) {
-  const order: ReadonlyArray<Side> = rep % 2 === 0 ? ["bare", "relay", "fn"] : ["relay", "fn", "bare"]
+  const order: ReadonlyArray<Side> = rep % 2 === 0 ? ["bare", "relay", "relay1", "fn"] : ["relay1", "fn", "bare", "relay"]
   for (const side of order) {
     await Library.truncate(stack)
     await Library.fillBacklog(stack, topic, BACKLOG)
@@ -104,7 +105,7 @@ for (let rep = 0; rep < REPS; rep++) {
 }
 const median = (xs: ReadonlyArray<number>) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!
 const bareRates = results.get("bare")!.map((s) => s.rate)
-for (const side of ["relay", "fn"] as const) {
+for (const side of ["relay", "relay1", "fn"] as const) {
   const ratios = results.get(side)!.map((s, i) => s.rate / bareRates[i]!)
   console.log(`${side} / bare: median ×${median(ratios).toFixed(2)} (${ratios.map((r) => r.toFixed(2)).join(", ")})`)
 }
