@@ -6,7 +6,8 @@
  *   join the ambient transaction as the port says: no `SAVEPOINT`/`RELEASE` round trips. A joined
  *   call that fails cannot be undone alone, so if the caller recovers from its failure and lets
  *   the outer call succeed, the outer transaction rolls back and fails (nothing half-written
- *   commits). Open a savepoint yourself (`sql.withTransaction` inside) for partial rollback.
+ *   commits). Open a savepoint yourself (`sql.withTransaction` inside) for partial rollback: a
+ *   failure inside it is the savepoint's to undo.
  * - `SqlClient.afterCommit` callbacks (the wake-ups of `PgWakeUp`) run once `COMMIT` succeeded,
  *   before the outermost call returns; a rollback runs none.
  *
@@ -39,8 +40,9 @@ class Inner<E> {
 export const make = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
 
-  const join = <A, E, R>(effect: Effect.Effect<A, E, R>, state: TransactionState | undefined) =>
-    state === undefined ? effect : Effect.onExit(effect, (exit) =>
+  // Inside a savepoint the caller opened (depth > 0), a failure is the savepoint's to undo.
+  const join = <A, E, R>(effect: Effect.Effect<A, E, R>, state: TransactionState | undefined, depth: number) =>
+    state === undefined || depth > 0 ? effect : Effect.onExit(effect, (exit) =>
       Effect.sync(() => {
         if (Exit.isFailure(exit)) state.failedInside = true
       }))
@@ -84,7 +86,10 @@ export const make = Effect.gen(function*() {
     withTransaction: <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | OutboxStoreError, R> =>
       Effect.flatMap(Effect.serviceOption(sql.transactionService), (ambient) =>
         Option.isSome(ambient)
-          ? Effect.flatMap(Effect.service(CurrentTransaction), (state) => join(effect, state))
+          ? Effect.flatMap(
+            Effect.service(CurrentTransaction),
+            (state) => join(effect, state, ambient.value[1])
+          )
           : outermost(effect))
   })
 })

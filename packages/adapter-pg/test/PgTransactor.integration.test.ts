@@ -71,6 +71,18 @@ describe("PgTransactor", () => {
         })))
         assert.strictEqual(error instanceof OutboxStoreError && error.reason.includes("nested withTransaction failed"), true)
         assert.strictEqual(yield* count(table), 2, "neither 3 nor the half of the nested call committed")
+        // a savepoint the caller opened is the way to recover inside the transaction
+        yield* tx.withTransaction(Effect.gen(function*() {
+          yield* sql.unsafe(`INSERT INTO ${table} (id) VALUES (5)`)
+          yield* Effect.ignore(sql.withTransaction(tx.withTransaction(
+            sql.unsafe(`INSERT INTO ${table} (id) VALUES (6)`).pipe(Effect.andThen(Effect.fail("inner")))
+          )))
+        }))
+        assert.deepStrictEqual(
+          (yield* sql.unsafe<{ id: number }>(`SELECT id FROM ${table} ORDER BY id`)).map((r) => r.id),
+          [1, 2, 5],
+          "5 committed, 6 rolled back with its savepoint"
+        )
       })
     ).pipe(Effect.provide(Live)))
 
