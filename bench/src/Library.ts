@@ -40,7 +40,7 @@ export interface StackOptions {
   readonly schema: string
   readonly pgConnections?: number
   readonly sink?: Sink
-  /** LISTEN/NOTIFY wake-up (and NOTIFY on insert), or polling only. */
+  /** The default wake-up (in process + a coalesced NOTIFY after commit, LISTEN), or polling only. */
   readonly wake?: Wake
 }
 
@@ -58,7 +58,7 @@ const services = (options: StackOptions) => {
   const tables = PgTables.layer({ schema: options.schema })
   const wake = options.wake ?? "listen"
   const base = Layer.mergeAll(
-    PgOutboxStore.layer({ notify: wake === "listen" }),
+    PgOutboxStore.layer(),
     PgTransactor.layer,
     PgInboxStore.layer,
     wake === "listen" ? PgWakeUp.layer() : WakeUp.layerPollingOnly
@@ -176,6 +176,8 @@ export const tableSizes = (stack: Stack): Promise<{ table: number; indexes: numb
 export interface RelaySettings {
   readonly batchSize: number
   readonly pollMillis: number
+  /** Batches in flight; the relay's default (2) when absent. */
+  readonly pipelineDepth?: number
 }
 
 /** Where a relay's batches spend their time: sums in ms over `batches` batches. */
@@ -224,7 +226,8 @@ export const startRelay = async (
       pollInterval: Duration.millis(settings.pollMillis),
       lease: Duration.seconds(60),
       publishTimeout: Duration.seconds(30),
-      shutdownTimeout: Duration.seconds(30)
+      shutdownTimeout: Duration.seconds(30),
+      ...(settings.pipelineDepth === undefined ? {} : { pipelineDepth: settings.pipelineDepth })
     }).pipe(
       profile === undefined ? (e) => e : Effect.provideService(Relay.Hooks, profilingHooks(profile)),
       Scope.provide(scope)
@@ -243,6 +246,29 @@ export const businessWrite = (stack: Stack, table: string, topic: string, i: num
         Effect.gen(function* () {
           yield* sql`INSERT INTO ${sql(table)} (id, user_id, amount) VALUES (${Env.newEventId()}, ${Env.keyOf(i)}, ${i % 997})`
           if (outbox) yield* Outbox.enqueue(draft(topic, i))
+        })
+      )
+    })
+  )
+
+/**
+ * The same business transaction with the outbox row written by hand: the order row and one plain
+ * `INSERT` of the event (same columns, same 1 KB payload, the event-id header) through the same
+ * `SqlClient`, in `sql.withTransaction`. The write path's baseline for the library's own overhead.
+ */
+export const handWrite = (stack: Stack, table: string, topic: string, i: number): Promise<void> =>
+  stack.run(
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const t = yield* PgTables.PgTables
+      const id = Env.newEventId()
+      yield* sql.withTransaction(
+        Effect.gen(function* () {
+          yield* sql`INSERT INTO ${sql(table)} (id, user_id, amount) VALUES (${Env.newEventId()}, ${Env.keyOf(i)}, ${i % 997})`
+          yield* sql`INSERT INTO ${sql.literal(t.message)}
+            (id, topic, key, partition, headers, payload, status, available_at, created_at, updated_at)
+            VALUES (${id}::uuid, ${topic}, ${Env.keyOf(i)}, NULL, ${JSON.stringify({ "event-id": id })}::jsonb,
+                    ${Env.payload(i)}, 'PENDING', now(), now(), now())`
         })
       )
     })

@@ -64,8 +64,12 @@ export const layer = (
     ? tables
     : Layer.merge(tables, PgMigrations.layer.pipe(Layer.provide(tables)))
   return Layer.mergeAll(
-    // the insert queues the NOTIFY in its own statement; the wake-up then skips its round trip
-    PgOutboxStore.layer({ notify: options.wakeUp?.notify ?? true, ...options.store }),
+    // in the in-transaction mode the insert queues the NOTIFY in its own statement; the wake-up
+    // then skips its round trip
+    PgOutboxStore.layer({
+      notify: options.wakeUp?.notifyInTransaction === true && options.wakeUp.notify !== false,
+      ...options.store
+    }),
     PgInboxStore.layer,
     PgTransactor.layer,
     PgPartitionAssignmentStore.layer,
@@ -83,7 +87,9 @@ export const layer = (
  * | `OUTBOX_SCHEMA` | `outbox` | schema of the tables |
  * | `OUTBOX_TABLE_PREFIX` | `outbox_` | table name prefix |
  * | `OUTBOX_MIGRATE` | `true` | run migrations at start-up |
- * | `OUTBOX_NOTIFY` | `true` | send `NOTIFY` on enqueue |
+ * | `OUTBOX_NOTIFY` | `true` | after each enqueueing commit, a coalesced `NOTIFY` for relays in other processes |
+ * | `OUTBOX_NOTIFY_IN_TRANSACTION` | `false` | the old mode: `NOTIFY` inside the enqueueing transaction (serialises commits) |
+ * | `OUTBOX_NOTIFY_INTERVAL` | `50 millis` | at most one after-commit `NOTIFY` per this interval per process |
  * | `OUTBOX_LISTEN` | `true` | relays `LISTEN` (else poll only) |
  * | `OUTBOX_RECORD_TRANSITIONS` | `false` | append transitions to `<prefix>transition` |
  * | `DATABASE_KEEPALIVE` | `30 seconds` | idle time before TCP keep-alive probes (a dead peer is noticed in about a minute, not 15) |
@@ -102,6 +108,10 @@ export const layerConfig: Layer.Layer<
   const tablePrefix = yield* Config.String("OUTBOX_TABLE_PREFIX").pipe(Config.withDefault("outbox_"))
   const migrate = yield* Config.Boolean("OUTBOX_MIGRATE").pipe(Config.withDefault(true))
   const notify = yield* Config.Boolean("OUTBOX_NOTIFY").pipe(Config.withDefault(true))
+  const notifyInTransaction = yield* Config.Boolean("OUTBOX_NOTIFY_IN_TRANSACTION").pipe(Config.withDefault(false))
+  const notifyInterval = yield* Config.Duration("OUTBOX_NOTIFY_INTERVAL").pipe(
+    Config.withDefault(Duration.millis(50))
+  )
   const listen = yield* Config.Boolean("OUTBOX_LISTEN").pipe(Config.withDefault(true))
   const recordTransitions = yield* Config.Boolean("OUTBOX_RECORD_TRANSITIONS").pipe(Config.withDefault(false))
   const keepAlive = yield* Config.Duration("DATABASE_KEEPALIVE").pipe(Config.withDefault(Duration.seconds(30)))
@@ -114,6 +124,6 @@ export const layerConfig: Layer.Layer<
     tablePrefix,
     migrate,
     store: { recordTransitions, callTimeout },
-    wakeUp: { notify, listen, fallbackPollInterval: Duration.seconds(1) }
+    wakeUp: { notify, notifyInTransaction, notifyInterval, listen, fallbackPollInterval: Duration.seconds(1) }
   }).pipe(Layer.provideMerge(client))
 }))

@@ -1,18 +1,29 @@
 /**
  * The core `Transactor` port over `SqlClient.withTransaction`: the outbox insert, the inbox
- * record and the caller's own SQL share one PostgreSQL transaction. Nested calls become
- * savepoints of the outer transaction.
+ * record and the caller's own SQL share one PostgreSQL transaction.
+ *
+ * - Nested calls (and calls inside a transaction the caller opened with `sql.withTransaction`)
+ *   join the ambient transaction as the port says: no `SAVEPOINT`/`RELEASE` round trips. A joined
+ *   call that fails cannot be undone alone, so if the caller recovers from its failure and lets
+ *   the outer call succeed, the outer transaction rolls back and fails (nothing half-written
+ *   commits). Open a savepoint yourself (`sql.withTransaction` inside) for partial rollback: a
+ *   failure inside it is the savepoint's to undo.
+ * - `SqlClient.afterCommit` callbacks (the wake-ups of `PgWakeUp`) run once `COMMIT` succeeded,
+ *   before the outermost call returns; a rollback runs none.
  *
  * @since 0.1.0
  */
-import type { OutboxStoreError } from "@effect-outbox/core/Errors"
+import { OutboxStoreError } from "@effect-outbox/core/Errors"
 import { Transactor } from "@effect-outbox/core/Transactor"
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import * as SqlClient from "effect/sql/SqlClient"
 import { isSqlError } from "effect/sql/SqlError"
 import { fromSqlError } from "./internal/errors.ts"
+import { CurrentTransaction, makeState, type TransactionState } from "./internal/transaction.ts"
 
 /** Carries the caller's own failure through `withTransaction`, so only BEGIN/COMMIT errors are mapped. */
 class Inner<E> {
@@ -28,9 +39,31 @@ class Inner<E> {
  */
 export const make = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
-  return Transactor.of({
-    withTransaction: <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | OutboxStoreError, R> =>
-      sql.withTransaction(Effect.mapError(effect, (error) => new Inner(error))).pipe(
+
+  // Inside a savepoint the caller opened (depth > 0), a failure is the savepoint's to undo.
+  const join = <A, E, R>(effect: Effect.Effect<A, E, R>, state: TransactionState | undefined, depth: number) =>
+    state === undefined || depth > 0 ? effect : Effect.onExit(effect, (exit) =>
+      Effect.sync(() => {
+        if (Exit.isFailure(exit)) state.failedInside = true
+      }))
+
+  const outermost = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | OutboxStoreError, R> => {
+    const state = makeState()
+    const body = Effect.flatMap(Effect.mapError(effect, (error) => new Inner(error)), (a) =>
+      state.failedInside
+        ? Effect.fail(
+          new Inner(
+            new OutboxStoreError({
+              operation: "transaction",
+              reason: "a nested withTransaction failed and the caller went on; nested calls join the outer " +
+                "transaction (no savepoint), so its writes cannot be undone alone and the whole " +
+                "transaction was rolled back. Open a savepoint yourself (sql.withTransaction) to recover inside it",
+              retriable: false
+            })
+          )
+        )
+        : Effect.succeed(a))
+    return sql.withTransaction(Effect.provideService(body, CurrentTransaction, state)).pipe(
         Effect.mapError((error): E | OutboxStoreError =>
           error instanceof Inner ? error.error as E : fromSqlError("transaction")(error)
         ),
@@ -47,6 +80,17 @@ export const make = Effect.gen(function*() {
           return Effect.failCause(cause)
         })
       )
+  }
+
+  return Transactor.of({
+    withTransaction: <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | OutboxStoreError, R> =>
+      Effect.flatMap(Effect.serviceOption(sql.transactionService), (ambient) =>
+        Option.isSome(ambient)
+          ? Effect.flatMap(
+            Effect.service(CurrentTransaction),
+            (state) => join(effect, state, ambient.value[1])
+          )
+          : outermost(effect))
   })
 })
 

@@ -1,21 +1,28 @@
 /**
- * The core `WakeUp` port on PostgreSQL (R1.6): `NOTIFY` in the enqueueing transaction, `LISTEN`
- * in the relays, polling when the listening connection is down.
+ * The core `WakeUp` port on PostgreSQL (R1.6). By default nothing is added to the business
+ * commit: the wake-ups go out after it.
  *
- * - `notify` runs `pg_notify(channel, '')` on the ambient transaction: PostgreSQL delivers it only
- *   on commit, drops it on rollback, and folds identical notifications of one transaction into
- *   one, so a transaction that enqueues many times still wakes relays once. A transaction (level)
- *   that already queued it, here or in a `PgOutboxStore` insert with `notify` on, skips the call.
+ * - `notify` registers (`SqlClient.afterCommit`) an effect that runs right after the enclosing
+ *   transaction's `COMMIT` succeeded, and never on rollback (at once outside a transaction): it
+ *   signals the relays of this layer in process, and asks for one `NOTIFY` for relays in other
+ *   processes. Those `NOTIFY`s are sent outside any transaction and coalesced: at most one per
+ *   `notifyInterval` per layer (leading and trailing edge), carrying the layer's id as payload so
+ *   its own listener ignores them.
+ * - With `notifyInTransaction: true` (the old mode), `notify` runs `pg_notify(channel, '')` in
+ *   the transaction: delivered on commit, dropped on rollback, folded by PostgreSQL. Its cost: a
+ *   notifying transaction takes a database-wide lock at commit, which serialises concurrent
+ *   writers (about half the write throughput, see `docs/performance.md`). A `PgTransactor`
+ *   transaction that already queued it (here or in a `PgOutboxStore` insert with `notify` on)
+ *   skips the call.
  * - `signals` shares ONE pooled connection in `LISTEN` among all its subscribers (every relay
  *   of the process built from this layer), opened when the first subscribes and held for the
  *   layer's life; each signal fans out to every subscriber (review M6: a connection per relay
  *   pinned the pool). It emits once on every (re)connect (notifications sent while it was down
- *   are lost, the signal makes the relay look), once per notification, and, while the connection
- *   is down, once per `fallbackPollInterval` until `LISTEN` succeeds again. It never fails.
+ *   are lost, the signal makes the relay look), once per notification from elsewhere, once per
+ *   commit of this layer that enqueued, and, while the connection is down, once per
+ *   `fallbackPollInterval` until `LISTEN` succeeds again. It never fails.
  *
- * The cost: every notifying transaction takes a database-wide lock at commit to append to the
- * notification queue, which serialises the commits of concurrent writers. `notify: false` removes
- * it (relays then find work at their poll interval); see `docs/postgres.md` for measured numbers.
+ * Polling (the relay's `pollInterval`) stays the fallback for every lost hint.
  *
  * @since 0.1.0
  */
@@ -24,13 +31,15 @@ import { PgClient } from "@effect/sql-pg/PgClient"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import * as PubSub from "effect/PubSub"
+import * as Queue from "effect/Queue"
 import * as Ref from "effect/Ref"
 import * as Schedule from "effect/Schedule"
 import * as SqlClient from "effect/sql/SqlClient"
 import * as Stream from "effect/Stream"
 import { run } from "./internal/errors.ts"
-import { alreadyNotified, currentLevel, markNotified } from "./internal/notified.ts"
+import { CurrentTransaction } from "./internal/transaction.ts"
 import { PgTables } from "./PgTables.ts"
 
 /**
@@ -38,8 +47,18 @@ import { PgTables } from "./PgTables.ts"
  * @category models
  */
 export interface Options {
-  /** Send `NOTIFY` from `notify`. Default `true`; `false` makes `notify` free and wake-ups polling-only. */
+  /**
+   * Tell relays in other processes with `NOTIFY`. Default `true`; `false` leaves them to their
+   * poll interval (relays of this layer are still signalled after each commit).
+   */
   readonly notify?: boolean | undefined
+  /**
+   * The old mode: `NOTIFY` inside the enqueueing transaction (every relay woken through
+   * `LISTEN`). Default `false`: it serialises concurrent commits.
+   */
+  readonly notifyInTransaction?: boolean | undefined
+  /** At most one after-commit `NOTIFY` per this interval per layer. Default 50 ms. */
+  readonly notifyInterval?: Duration.Input | undefined
   /** `LISTEN` for signals. Default `true`; `false` makes `signals` empty (relays poll). */
   readonly listen?: boolean | undefined
   /** While `LISTEN` is down, signal this often. Default 1 second. */
@@ -60,12 +79,63 @@ export const make = (options: Options = {}) =>
     const fallback = Duration.fromInputUnsafe(options.fallbackPollInterval ?? Duration.seconds(1))
     const reconnect = options.reconnect ?? Schedule.spaced(Duration.seconds(1))
 
-    const notify = options.notify === false ? Effect.void : Effect.gen(function*() {
-      const level = yield* currentLevel(sql)
-      // the insert of this transaction already queued it (PgOutboxStore `notify`)
-      if (alreadyNotified(level)) return
+    const notifyInterval = Duration.fromInputUnsafe(options.notifyInterval ?? Duration.millis(50))
+    const remote = options.notify !== false
+    // Our own after-commit NOTIFYs carry this id; our listener ignores them (already signalled).
+    const self = `wake-${crypto.randomUUID()}`
+    const layerScope = yield* Effect.scope
+    // Signals are hints: a slow subscriber loses surplus ones, never the latest.
+    const hub = yield* PubSub.sliding<void>(16)
+
+    const inTransaction = Effect.gen(function*() {
+      const state = yield* CurrentTransaction
+      if (state?.notified === true) return
       yield* sql`SELECT pg_notify(${t.channel}::text, '')`.withoutTransform
-      markNotified(level)
+      if (state !== undefined) state.notified = true
+    })
+
+    // One pending request at most: requests during a send or the interval after it fold into one.
+    const requests = yield* Queue.sliding<void>(1)
+    let requested = 0
+    let sent = 0
+    if (remote) {
+      const send = sql`SELECT pg_notify(${t.channel}::text, ${self})`.withoutTransform.pipe(
+        Effect.catchCause((cause) => Effect.logDebug("outbox wake-up: NOTIFY after commit failed; relays elsewhere poll", cause))
+      )
+      yield* Effect.forkIn(
+        Effect.forever(Queue.take(requests).pipe(
+          // the callbacks of one commit (one per enqueue) arrive together: fold them into this send
+          Effect.andThen(Effect.yieldNow),
+          Effect.andThen(Queue.clear(requests)),
+          Effect.andThen(Effect.suspend(() => {
+            const upTo = requested
+            return Effect.tap(send, () => Effect.sync(() => sent = upTo))
+          })),
+          Effect.andThen(Effect.sleep(notifyInterval))
+        )),
+        layerScope
+      )
+      // A short-lived process (the CLI's release) must not take its last wake-up with it.
+      yield* Effect.addFinalizer(() =>
+        Effect.suspend(() => requested > sent ? Effect.timeout(send, Duration.seconds(2)) : Effect.void).pipe(Effect.ignore)
+      )
+    }
+    const afterCommit: Effect.Effect<void> = PubSub.publish(hub, undefined).pipe(
+      Effect.andThen(remote ? Effect.suspend(() => {
+        requested++
+        return Queue.offer(requests, undefined)
+      }) : Effect.void),
+      Effect.asVoid
+    )
+
+    const notify = Effect.gen(function*() {
+      if (remote && options.notifyInTransaction === true) {
+        const ambient = yield* Effect.serviceOption(sql.transactionService)
+        if (Option.isSome(ambient)) return yield* inTransaction
+      }
+      // after COMMIT succeeded (at once outside a transaction); dropped on rollback. Cheap, so
+      // many enqueues of one transaction may each register it.
+      yield* sql.afterCommit(afterCommit)
     }).pipe(run("wakeup.notify"))
 
     const listener: Stream.Stream<void> = Stream.unwrap(
@@ -75,7 +145,11 @@ export const make = (options: Options = {}) =>
         const listening = Stream.unwrap(Effect.gen(function*() {
           const queue = yield* pg.listen(t.channel)
           yield* Ref.set(down, false)
-          return Stream.fromQueue(queue).pipe(Stream.as(undefined), Stream.prepend([undefined]))
+          return Stream.fromQueue(queue).pipe(
+            Stream.filter((notification) => notification.payload !== self),
+            Stream.as(undefined),
+            Stream.prepend([undefined])
+          )
         })).pipe(
           Stream.tapError((error) =>
             Ref.set(down, true).pipe(
@@ -104,10 +178,7 @@ export const make = (options: Options = {}) =>
       )
     )
 
-    // One listener for the layer, started by the first subscriber, fanned out through a hub.
-    // Signals are hints: a slow subscriber loses surplus ones, never the latest.
-    const layerScope = yield* Effect.scope
-    const hub = yield* PubSub.sliding<void>(16)
+    // One listener for the layer, started by the first subscriber, fanned out through the hub.
     let started = false
     const startListener = Effect.suspend(() => {
       if (started) return Effect.void

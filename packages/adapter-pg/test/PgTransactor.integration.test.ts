@@ -1,11 +1,12 @@
 // The transaction port on the real database.
 import { assert, describe, it } from "@effect/vitest"
+import { OutboxStoreError } from "@effect-outbox/core/Errors"
 import { Transactor } from "@effect-outbox/core/Transactor"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as SqlClient from "effect/sql/SqlClient"
 import * as PgTransactor from "../src/PgTransactor.ts"
-import { freshSchema, pgClient } from "./support.ts"
+import { freshSchema, pgClient, recordingTracer } from "./support.ts"
 
 const Live = PgTransactor.layer.pipe(Layer.provideMerge(pgClient()))
 
@@ -47,6 +48,41 @@ describe("PgTransactor", () => {
           return yield* Effect.fail("outer fails")
         })))
         assert.strictEqual(yield* count(table), 0)
+      })
+    ).pipe(Effect.provide(Live)))
+
+  it.effect("a nested call opens no savepoint; if it fails and the caller goes on, the whole transaction rolls back", () =>
+    withTable((table) =>
+      Effect.gen(function*() {
+        const tx = yield* Transactor
+        const sql = yield* SqlClient.SqlClient
+        const recorded = recordingTracer()
+        yield* tx.withTransaction(Effect.gen(function*() {
+          yield* sql.unsafe(`INSERT INTO ${table} (id) VALUES (1)`)
+          yield* tx.withTransaction(sql.unsafe(`INSERT INTO ${table} (id) VALUES (2)`))
+        })).pipe(Effect.withTracer(recorded.tracer))
+        assert.strictEqual(recorded.transactions(), 1, "no nested transaction, so no SAVEPOINT")
+        assert.strictEqual(yield* count(table), 2)
+        const error = yield* Effect.flip(tx.withTransaction(Effect.gen(function*() {
+          yield* sql.unsafe(`INSERT INTO ${table} (id) VALUES (3)`)
+          yield* Effect.ignore(tx.withTransaction(
+            sql.unsafe(`INSERT INTO ${table} (id) VALUES (4)`).pipe(Effect.andThen(Effect.fail("inner")))
+          ))
+        })))
+        assert.strictEqual(error instanceof OutboxStoreError && error.reason.includes("nested withTransaction failed"), true)
+        assert.strictEqual(yield* count(table), 2, "neither 3 nor the half of the nested call committed")
+        // a savepoint the caller opened is the way to recover inside the transaction
+        yield* tx.withTransaction(Effect.gen(function*() {
+          yield* sql.unsafe(`INSERT INTO ${table} (id) VALUES (5)`)
+          yield* Effect.ignore(sql.withTransaction(tx.withTransaction(
+            sql.unsafe(`INSERT INTO ${table} (id) VALUES (6)`).pipe(Effect.andThen(Effect.fail("inner")))
+          )))
+        }))
+        assert.deepStrictEqual(
+          (yield* sql.unsafe<{ id: number }>(`SELECT id FROM ${table} ORDER BY id`)).map((r) => r.id),
+          [1, 2, 5],
+          "5 committed, 6 rolled back with its savepoint"
+        )
       })
     ).pipe(Effect.provide(Live)))
 

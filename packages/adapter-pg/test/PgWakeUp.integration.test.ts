@@ -1,6 +1,7 @@
 // Wake-ups through LISTEN/NOTIFY on the real database, and the polling fallback when the
 // listening connection is killed.
 import { assert, describe, it } from "@effect/vitest"
+import { Transactor } from "@effect-outbox/core/Transactor"
 import { WakeUp } from "@effect-outbox/core/WakeUp"
 import { PgClient } from "@effect/sql-pg/PgClient"
 import * as Duration from "effect/Duration"
@@ -14,6 +15,7 @@ import * as Stream from "effect/Stream"
 import type { EventId } from "@effect-outbox/core/OutboxMessage"
 import { randomUUID } from "node:crypto"
 import * as PgOutboxStore from "../src/PgOutboxStore.ts"
+import * as PgTransactor from "../src/PgTransactor.ts"
 import * as PgWakeUp from "../src/PgWakeUp.ts"
 import { PgTables } from "../src/PgTables.ts"
 import { freshTables, pgClient } from "./support.ts"
@@ -96,10 +98,10 @@ describe("PgWakeUp", () => {
       Effect.provide(Live({ fallbackPollInterval: Duration.millis(100), reconnect: Schedule.spaced(Duration.millis(1500)) }))
     ), 30_000)
 
-  it.live("an insert with notify on queues the NOTIFY itself; the wake-up in the same transaction adds none", () =>
+  it.live("in-transaction mode: an insert with notify on queues the NOTIFY itself; the wake-up in the same transaction adds none", () =>
     Effect.gen(function*() {
       const wakeUp = yield* WakeUp
-      const sql = yield* SqlClient.SqlClient
+      const tx = yield* Transactor
       const store = yield* PgOutboxStore.make({ notify: true })
       const delivered = yield* rawCount
       const message = (status: "PENDING" | "PREQUEUED") => ({
@@ -107,19 +109,19 @@ describe("PgWakeUp", () => {
         payload: new Uint8Array(1), status, availableAt: 0, createdAt: 0
       })
       // only held-back rows: the insert does not notify, the wake-up does
-      yield* sql.withTransaction(Effect.andThen(store.insert([message("PREQUEUED")]), wakeUp.notify))
+      yield* tx.withTransaction(Effect.andThen(store.insert([message("PREQUEUED")]), wakeUp.notify))
       yield* Effect.sleep("300 millis")
       assert.strictEqual(yield* Ref.get(delivered), 1)
-      yield* sql.withTransaction(Effect.gen(function*() {
+      yield* tx.withTransaction(Effect.gen(function*() {
         yield* store.insert([message("PENDING")])
         yield* store.insert([message("PENDING"), message("PREQUEUED")])
         yield* wakeUp.notify
       }))
       // a rolled-back insert notifies nobody
-      yield* Effect.flip(sql.withTransaction(store.insert([message("PENDING")]).pipe(Effect.andThen(Effect.fail("no")))))
+      yield* Effect.flip(tx.withTransaction(store.insert([message("PENDING")]).pipe(Effect.andThen(Effect.fail("no")))))
       yield* Effect.sleep("300 millis")
       assert.strictEqual(yield* Ref.get(delivered), 2)
-    }).pipe(Effect.scoped, Effect.provide(Live())))
+    }).pipe(Effect.scoped, Effect.provide(Layer.provideMerge(PgTransactor.layer, Live({ notifyInTransaction: true })))))
 
   it.live("switched off: notify is free and sends nothing, signals stay silent", () =>
     Effect.gen(function*() {
@@ -148,6 +150,8 @@ describe("PgWakeUp", () => {
       assert.deepStrictEqual(yield* Effect.forEach(counts, Ref.get), [2, 2, 2, 2, 2, 2], "each saw the wake-up")
       // A late subscriber joins the same connection.
       const late = yield* counting(wakeUp.signals)
+      // the signal is now published in process at once: let the forked subscriber subscribe first
+      yield* Effect.sleep("100 millis")
       yield* wakeUp.notify
       yield* Effect.sleep("300 millis")
       assert.strictEqual(yield* Ref.get(late), 1)

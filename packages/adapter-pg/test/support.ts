@@ -5,6 +5,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
 import * as SqlClient from "effect/sql/SqlClient"
+import * as Tracer from "effect/Tracer"
 import { randomUUID } from "node:crypto"
 import * as PgMigrations from "../src/PgMigrations.ts"
 import * as PgTables from "../src/PgTables.ts"
@@ -30,3 +31,25 @@ export const freshTables = (options: Omit<PgTables.Options, "schema"> = {}) =>
       return tables
     }).pipe(Effect.orDie)
   )
+
+/**
+ * A tracer that records what effect/sql does: every `sql.transaction` span (one per
+ * `withTransaction`, outermost or nested: a nested one is a SAVEPOINT) and every statement text.
+ */
+export const recordingTracer = () => {
+  const spans: Array<string> = []
+  const statements: Array<string> = []
+  class Recorded extends Tracer.NativeSpan {
+    override attribute(key: string, value: unknown) {
+      if (key === "db.query.text") statements.push(String(value))
+      super.attribute(key, value)
+    }
+  }
+  const tracer = Tracer.make({
+    span: (options) => {
+      spans.push(options.name)
+      return new Recorded(options)
+    }
+  })
+  return { tracer, spans, statements, transactions: () => spans.filter((name) => name === "sql.transaction").length }
+}

@@ -187,8 +187,9 @@ export class Inbox extends Context.Service<
      * runs it again), entries after `i` in another batch (unless `stopAtFailure`). When the
      * batch fails as a whole (`BEGIN`, the record statement, `COMMIT`), each entry is retried as
      * its own `processOnce`, so a lost commit is told apart per message. Interruption rolls back
-     * and propagates. Run it outside a transaction: nested in one, it joins it and can only
-     * isolate failures where the `Transactor` uses savepoints (as `PgTransactor` does).
+     * and propagates. Run it outside a transaction: nested in one, it joins it and cannot isolate
+     * a failing entry (no `Transactor` turns nested calls into savepoints since issue #14;
+     * `PgTransactor` then rolls the outer transaction back rather than commit half of it).
      */
     readonly processBatch: <E, R>(
       entries: ReadonlyArray<Entry<E, R>>,

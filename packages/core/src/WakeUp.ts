@@ -3,8 +3,10 @@
  * poll hot. The signal is only a hint: a relay that misses one still finds the work at its next
  * poll, so a lost signal costs latency, never an event.
  *
- * PostgreSQL implements it with `NOTIFY` inside the enqueueing transaction (delivered on commit,
- * dropped on rollback) and `LISTEN`; the in-memory version signals at once.
+ * PostgreSQL implements it after the enqueueing transaction commits (nothing on rollback): an
+ * in-process signal to the relays of the same layer and a coalesced `NOTIFY` for the others, with
+ * `LISTEN` in the relays (`NOTIFY` inside the transaction is an option); the in-memory version
+ * signals at once.
  *
  * @since 0.1.0
  */
@@ -24,7 +26,7 @@ export class WakeUp extends Context.Service<
   {
     /**
      * Announces new work. Called inside the enqueueing transaction: an implementation that can,
-     * delivers it only after commit.
+     * delivers it only after commit, and never after a rollback.
      */
     readonly notify: Effect.Effect<void, OutboxStoreError>
     /**
