@@ -168,7 +168,6 @@ export const billing = (options: {
 }) =>
   Topic.consumer(options.topic, {
     groupId: options.groupId,
-    fromBeginning: true,
     maxAttempts: 4,
     // Short delays: the demo wants to show a retry, not wait for one.
     retrySchedule: Schedule.exponential("25 millis"),

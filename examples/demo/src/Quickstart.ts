@@ -24,7 +24,6 @@ export const placeOrder = (order: typeof OrderPlaced.Type) => Effect.gen(functio
 //    records that do not decode or keep failing go to orders.DLT after bounded retries.
 export const billing = OutboxRuntime.consumer(Topic.consumer(Orders, {
   groupId: "billing",
-  fromBeginning: true,
   handler: (message) => Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     yield* sql`INSERT INTO invoices ${sql.insert({ order_id: message.payload.orderId, event_id: message.idempotencyKey })}`

@@ -190,7 +190,6 @@ export const consumer = (options: {
 }) =>
   Topic.consumer(options.topic, {
     groupId: options.groupId,
-    fromBeginning: true,
     maxAttempts: 3,
     retrySchedule: Schedule.exponential("50 millis"),
     handler: (message: Consumer.Message<MailboxCommand>) =>

@@ -28,7 +28,6 @@ const retry = { maxAttempts: 5, retrySchedule: Schedule.exponential("50 millis")
 export const billing = (options: { readonly schema: string; readonly topic: OrdersTopic; readonly groupId: string }) =>
   Topic.consumer(options.topic, {
     groupId: options.groupId,
-    fromBeginning: true,
     ...retry,
     handler: (message) =>
       Effect.flatMap(Effect.service(SqlClient.SqlClient), (sql) =>
@@ -47,7 +46,6 @@ export const billing = (options: { readonly schema: string; readonly topic: Orde
 export const notifications = (options: { readonly topic: OrdersTopic; readonly groupId: string }) =>
   Topic.consumer(options.topic, {
     groupId: options.groupId,
-    fromBeginning: true,
     lifecycle: false,
     ...retry,
     handler: (message) =>
