@@ -221,7 +221,7 @@ export interface Options<S extends Schema.Top, E, R> {
    * again in the new transaction (it was rolled back), as a retry would.
    */
   readonly transaction?: "per-record" | "per-batch"
-  /** Batches buffered per partition before the source is back-pressured (default 2). */
+  /** Batches buffered per partition before the source stops fetching it (paused, default 2). */
   readonly bufferedBatches?: number
   /** How long shutdown waits for records in flight before interrupting them (default 30 s). */
   readonly shutdownTimeout?: Duration.Input
@@ -315,6 +315,15 @@ export const retriesTotal = Telemetry.consumerRetriesTotal
  * @category metrics
  */
 export const infrastructureRetriesTotal = Telemetry.consumerInfrastructureRetriesTotal
+
+/**
+ * Records of revoked partitions dropped before their handler ran (M3): a rebalance moved the
+ * partition, its new owner processes them.
+ *
+ * @since 0.1.0
+ * @category metrics
+ */
+export const revokedRecordsTotal = Telemetry.consumerRevokedRecordsTotal
 
 /**
  * Delivered records whose local outbox row said they should not have been delivered, with
@@ -505,13 +514,27 @@ interface Workers {
   readonly bufferedBatches: number
 }
 
-/** Hands each fetched batch to its partition's queue (a worker per partition, started on demand). */
+/**
+ * Hands each fetched batch to its partition's buffer (a worker per partition, started on demand).
+ * It never waits on a partition (M2): a partition whose buffer is full is paused at the source
+ * and resumed when its worker catches up, so a slow or retrying partition holds back neither the
+ * others nor the member's rejoin in a rebalance (the source is always pulled promptly).
+ */
 const dispatch = (workers: Workers) =>
   workers.batch.subscription.batches.pipe(
     Stream.runForEach((batch) =>
       batch.records.length === 0
         ? Effect.void
-        : Effect.flatMap(partitionOf(workers, batch.topic, batch.partition), (state) => Queue.offer(state.queue, batch))
+        : Effect.flatMap(partitionOf(workers, batch.topic, batch.partition), (state) =>
+          Effect.andThen(Queue.offer(state.queue, batch), () =>
+            !state.paused && Queue.sizeUnsafe(state.queue) >= workers.bufferedBatches
+              ? Effect.andThen(
+                Effect.sync(() => {
+                  state.paused = true
+                }),
+                workers.batch.subscription.pause([state])
+              )
+              : Effect.void))
     ),
     Effect.tapCause((cause) =>
       Cause.hasInterruptsOnly(cause) ? Effect.void : Deferred.failCause(workers.failed, cause)
@@ -526,13 +549,15 @@ const partitionOf = (workers: Workers, topic: string, partition: number) =>
     const state: PartitionState = {
       topic,
       partition,
-      queue: yield* Queue.bounded<ConsumerBatch, Cause.Done>(workers.bufferedBatches),
+      // Unbounded, but pausing bounds it: at most what the source fetched before the pause.
+      queue: yield* Queue.unbounded<ConsumerBatch, Cause.Done>(),
       lock: yield* Semaphore.make(1),
       notDone: [],
       maxDelivered: -1n,
       lastCommitted: -1n,
       parked: new Map(),
-      fiber: undefined
+      fiber: undefined,
+      paused: false
     }
     workers.partitions.set(id, state)
     state.fiber = yield* work(workers, state).pipe(
@@ -550,6 +575,10 @@ const work = (workers: Workers, state: PartitionState): Effect.Effect<void, Dead
     while (true) {
       const next = yield* Effect.exit(Queue.take(state.queue))
       if (Exit.isFailure(next)) return
+      if (state.paused && Queue.sizeUnsafe(state.queue) < workers.bufferedBatches) {
+        state.paused = false
+        yield* workers.batch.subscription.resume([state])
+      }
       yield* Batch.processBatch(workers.batch, state, next.value).pipe(
         state.lock.withPermits(1),
         workers.permits.withPermits(1)

@@ -1021,3 +1021,91 @@ describe("Consumer.defaultIsInfrastructure", () => {
     )
   })
 })
+
+// -- rebalances (M2, M3) --------------------------------------------------------------------------
+
+describe("Consumer rebalances (M2, M3)", () => {
+  const smallBatches = (topics: Record<string, number>) =>
+    Layer.mergeAll(
+      Inbox.Inbox.layer.pipe(Layer.provideMerge(InMemoryDatabase.layer)),
+      InMemoryTopicReader.layer.pipe(Layer.provideMerge(InMemoryBroker.layer({ topics, maxBatchSize: 2 })))
+    )
+
+  it.effect("a slow partition does not stall the others", () =>
+    Effect.gen(function* () {
+      const gate = yield* Deferred.make<void>()
+      const handled = new Set<number>()
+      // Partition 0 is stuck on its first record; partition 1 has far more batches than the
+      // buffers hold (2 per partition, 2 records per batch).
+      for (let n = 1; n <= 10; n++) yield* send(n, { partition: 0 })
+      for (let n = 101; n <= 140; n++) yield* send(n, { partition: 1 })
+      yield* Consumer.make({
+        ...commonOptions,
+        handler: (m) =>
+          Effect.andThen(
+            m.record.partition === 0 ? Deferred.await(gate) : Effect.void,
+            Effect.sync(() => handled.add(m.payload.n))
+          )
+      })
+      yield* eventually(
+        "partition 1 is committed to its end while partition 0 waits",
+        Effect.map(committedOffset("billing", 1), (o) => o === "40")
+      )
+      assert.strictEqual(handled.size, 40)
+      assert.strictEqual(yield* committedOffset("billing", 0), undefined)
+      yield* Deferred.succeed(gate, undefined)
+      yield* eventually(
+        "partition 0 catches up",
+        Effect.map(committedOffset("billing", 0), (o) => o === "10")
+      )
+      assert.strictEqual(handled.size, 50)
+    }).pipe(Effect.scoped, Effect.provide(smallBatches({ orders: 2, "orders.DLT": 1 })))
+  )
+
+  it.effect("a revoked partition's queued batches are not handled", () =>
+    Effect.gen(function* () {
+      const broker = yield* InMemoryBroker.InMemoryBroker
+      const gateA = yield* Deferred.make<void>()
+      const gateB = yield* Deferred.make<void>()
+      const startsA: Array<number> = []
+      const startsB: Array<number> = []
+      for (let n = 1; n <= 10; n++) yield* send(n)
+      const revokedBefore = (yield* Metric.value(Consumer.revokedRecordsTotal)).count
+      // Member A is stuck on record 1 with batches queued behind it.
+      yield* Consumer.make({
+        ...commonOptions,
+        handler: (m) =>
+          Effect.andThen(
+            Effect.sync(() => startsA.push(m.payload.n)),
+            m.payload.n === 1 ? Deferred.await(gateA) : Effect.void
+          )
+      })
+      yield* eventually("A started record 1", Effect.sync(() => startsA.length === 1))
+      for (let i = 0; i < 20; i++) yield* Effect.yieldNow
+      // Member B joins and the rebalance hands it the partition; B waits until A is done.
+      yield* Consumer.make({
+        ...commonOptions,
+        handler: (m) =>
+          Effect.andThen(
+            Effect.sync(() => startsB.push(m.payload.n)),
+            Deferred.await(gateB)
+          )
+      })
+      yield* broker.rebalance("billing")
+      yield* Deferred.succeed(gateA, undefined)
+      yield* eventually(
+        "A dropped the rest of its batches",
+        Effect.map(Metric.value(Consumer.revokedRecordsTotal), (m) => m.count - revokedBefore >= 5)
+      )
+      yield* Deferred.succeed(gateB, undefined)
+      yield* eventually(
+        "B committed the partition's end",
+        Effect.map(committedOffset("billing"), (o) => o === "10")
+      )
+      // A ran only the record in flight at the revocation; every other record started once, on B.
+      assert.deepStrictEqual(startsA, [1])
+      for (let n = 2; n <= 10; n++) assert.strictEqual(startsB.filter((x) => x === n).length, 1, `record ${n}`)
+      assert.isAtMost(startsB.filter((x) => x === 1).length, 1)
+    }).pipe(Effect.scoped, Effect.provide(smallBatches({ orders: 1, "orders.DLT": 1 })))
+  )
+})

@@ -6,12 +6,14 @@
  */
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
+import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
 import type { ConsumerBatch, ConsumerRecord, Subscription } from "../../ConsumerSource.ts"
 import type * as DeadLetter from "../../DeadLetter.ts"
 import type * as Inbox from "../../Inbox.ts"
 import type { ProcessedKey } from "../../InboxStore.ts"
 import type { EventId, OutboxMessage } from "../../OutboxMessage.ts"
+import * as Telemetry from "../../Telemetry.ts"
 import type { PartitionState } from "./partition.ts"
 import * as Partition from "./partition.ts"
 import * as RecordRunner from "./record.ts"
@@ -53,19 +55,36 @@ export const processBatch = (
   batch: ConsumerBatch
 ): Effect.Effect<void, DeadLetter.DeadLetterPublishError> =>
   Effect.gen(function* () {
+    // Revoked since it was fetched (M3): the partition's new owner processes it; running it here
+    // too would run its handlers twice.
+    if (!settings.subscription.isCurrent(batch)) return yield* dropRevoked(batch.records)
     Partition.deliver(state, batch)
-    if (settings.perBatch) yield* processInRounds(settings, state, batch.records)
+    // Stops between records too once the partition is revoked: only the record in flight at the
+    // revocation can run on both members.
+    const goOn = () => !settings.stopping() && settings.subscription.isCurrent(batch)
+    if (settings.perBatch) yield* processInRounds(settings, state, batch.records, goOn)
     else {
       // One read of the batch's local outbox rows instead of one per record (when it fails, each
       // record reads its own).
       const rows = Option.getOrUndefined(yield* Effect.option(lookupRows(settings.record, batch.records)))
-      for (const record of batch.records) {
-        if (settings.stopping()) break
-        yield* handleRecord(settings, state, record, undefined, rows)
+      for (let i = 0; i < batch.records.length; i++) {
+        if (!goOn()) {
+          if (!settings.stopping()) yield* dropRevoked(batch.records.slice(i))
+          break
+        }
+        yield* handleRecord(settings, state, batch.records[i]!, undefined, rows)
       }
     }
     yield* Partition.commit(settings.subscription, state)
   })
+
+const dropRevoked = (records: ReadonlyArray<ConsumerRecord>) =>
+  Effect.andThen(
+    Metric.update(Telemetry.consumerRevokedRecordsTotal, records.length),
+    Effect.logDebug(
+      `dropping ${records.length} record(s) of revoked partition ${records[0]?.topic}/${records[0]?.partition}`
+    )
+  )
 
 /** The local outbox rows of `records`, in one read. */
 const lookupRows = (settings: RecordRunner.RecordSettings, records: ReadonlyArray<ConsumerRecord>) =>
@@ -84,10 +103,16 @@ const lookupRows = (settings: RecordRunner.RecordSettings, records: ReadonlyArra
  * the failing record to the record runner with its try as attempt 1; the next round starts after
  * it (so a dead letter parks the rest of its key before they are looked at).
  */
-const processInRounds = (settings: BatchSettings, state: PartitionState, records: ReadonlyArray<ConsumerRecord>) =>
+const processInRounds = (
+  settings: BatchSettings,
+  state: PartitionState,
+  records: ReadonlyArray<ConsumerRecord>,
+  goOn: () => boolean
+) =>
   Effect.gen(function* () {
     let i = 0
-    while (i < records.length && !settings.stopping()) i += yield* round(settings, state, records.slice(i))
+    while (i < records.length && goOn()) i += yield* round(settings, state, records.slice(i))
+    if (i < records.length && !settings.stopping()) yield* dropRevoked(records.slice(i))
   })
 
 /** A record's place in a round. */

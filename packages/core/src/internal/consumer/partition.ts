@@ -24,6 +24,8 @@ export interface PartitionState {
   /** Parked keys and the records waiting behind their dead-lettered head, in order. */
   readonly parked: Map<string, Array<ConsumerRecord>>
   fiber: Fiber.Fiber<void, unknown> | undefined
+  /** The source was asked to stop fetching this partition: its buffer is full (M2). */
+  paused: boolean
 }
 
 export const idOf = (topic: string, partition: number): string => `${topic}\u0000${partition}`
