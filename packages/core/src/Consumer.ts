@@ -487,7 +487,7 @@ const handlerWork = <S extends Schema.Top, E, R>(
     record,
     key: record.key,
     eventId,
-    idempotencyKey: eventId ?? Inbox.offsetIdentity(record),
+    idempotencyKey: eventId ?? Inbox.originalOffsetIdentity(record),
     attempt
   }
   return options.handler(message).pipe(

@@ -5,7 +5,7 @@ import * as DeadLetter from "@effect-outbox/core/DeadLetter"
 import { OutboxStoreError } from "@effect-outbox/core/Errors"
 import * as Inbox from "@effect-outbox/core/Inbox"
 import type { EventId } from "@effect-outbox/core/OutboxMessage"
-import { jsonPayload } from "@effect-outbox/core/OutboxMessage"
+import { jsonPayload, ORIGINAL_RECORD_HEADER } from "@effect-outbox/core/OutboxMessage"
 import { OutboxStore } from "@effect-outbox/core/OutboxStore"
 import { Publisher } from "@effect-outbox/core/Publisher"
 import * as Transition from "@effect-outbox/core/Transition"
@@ -1108,4 +1108,79 @@ describe("Consumer rebalances (M2, M3)", () => {
       assert.isAtMost(startsB.filter((x) => x === 1).length, 1)
     }).pipe(Effect.scoped, Effect.provide(smallBatches({ orders: 1, "orders.DLT": 1 })))
   )
+})
+
+// -- replay identity (M8) ------------------------------------------------------------------------
+
+describe("DeadLetter.replay keeps the original identity (M8)", () => {
+  it.effect("a record without an event id gets none on replay; an offset-identity group sees the replay as the original", () =>
+    Effect.gen(function* () {
+      const broken = yield* Ref.make(true)
+      const billing = yield* recording
+      const audit = yield* recording
+      yield* send(1, { eventId: false })
+      // "billing" handles the original under its offset identity; "audit" dead-letters it.
+      yield* Consumer.make({ ...commonOptions, identity: "offset", handler: billing.handler })
+      yield* Consumer.make({
+        ...commonOptions,
+        groupId: "audit",
+        lifecycle: false,
+        maxAttempts: 1,
+        handler: (m) =>
+          Effect.flatMap(Ref.get(broken), (b) =>
+            b ? Effect.fail(new HandlerFailed({ n: 1, retriable: false })) : audit.handler(m)
+          )
+      })
+      yield* eventually("the DLT has it", Effect.map(dltRecords, (r) => r.length === 1))
+      const [letter] = yield* dltRecords
+      assert.isUndefined(letter!.headers["event-id"], "no event id invented for the dead letter")
+      yield* Ref.set(broken, false)
+
+      yield* DeadLetter.replay({ from: "orders.DLT" })
+      const broker = yield* InMemoryBroker.InMemoryBroker
+      const replayed = (yield* broker.log("orders", 0))[1]!
+      assert.isUndefined(replayed.headers["event-id"], "no event id invented for the replay")
+      assert.strictEqual(replayed.headers[ORIGINAL_RECORD_HEADER], "orders/0/0")
+      yield* eventually("audit handled the replay", Effect.map(audit.ns, (all) => all.length === 1))
+      assert.strictEqual((yield* Ref.get(audit.calls))[0]!.idempotencyKey, "offset:orders/0/0")
+      yield* eventually(
+        "billing committed past the replay",
+        Effect.map(committedOffset("billing"), (o) => o === "2")
+      )
+      assert.deepStrictEqual(yield* billing.ns, [1], "billing did not handle the replay again")
+
+      // A second replay keeps the same identity: neither group handles it again.
+      yield* DeadLetter.replay({ from: "orders.DLT" })
+      yield* eventually(
+        "both committed past the second replay",
+        Effect.map(
+          Effect.all([committedOffset("billing"), committedOffset("audit")]),
+          ([b, a]) => b === "3" && a === "3"
+        )
+      )
+      assert.deepStrictEqual(yield* billing.ns, [1])
+      assert.deepStrictEqual(yield* audit.ns, [1])
+      const db = yield* InMemoryDatabase.InMemoryDatabase
+      assert.deepStrictEqual([...(yield* db.processedKeys)].sort(), [
+        InMemoryDatabase.processedKey("audit", "offset:orders/0/0"),
+        InMemoryDatabase.processedKey("billing", "offset:orders/0/0")
+      ])
+    }).pipe(Effect.scoped, Effect.provide(makeLayer()))
+  )
+
+  it("Inbox.identityOf honours outbox-original-record and ignores a malformed one", () => {
+    const at = { topic: "orders", partition: 0, offset: "7" }
+    assert.strictEqual(
+      Inbox.identityOf({ ...at, headers: { [ORIGINAL_RECORD_HEADER]: "orders/2/5" } }, "offset"),
+      "offset:orders/2/5"
+    )
+    assert.strictEqual(
+      Inbox.identityOf({ ...at, headers: { [ORIGINAL_RECORD_HEADER]: "garbage" } }, "offset"),
+      "offset:orders/0/7"
+    )
+    assert.strictEqual(
+      Inbox.identityOf({ ...at, headers: { "event-id": "e1", [ORIGINAL_RECORD_HEADER]: "orders/2/5" } }),
+      "event:e1"
+    )
+  })
 })
