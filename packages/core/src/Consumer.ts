@@ -38,6 +38,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
+import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
@@ -46,7 +47,7 @@ import * as Semaphore from "effect/Semaphore"
 import * as Stream from "effect/Stream"
 import { type ConsumerBatch, type ConsumerRecord, ConsumerSource } from "./ConsumerSource.ts"
 import * as DeadLetter from "./DeadLetter.ts"
-import { type ConsumerSourceError, HandlerDefectError, PayloadDecodeError } from "./Errors.ts"
+import { ConsumerSourceError, HandlerDefectError, PayloadDecodeError } from "./Errors.ts"
 import * as Inbox from "./Inbox.ts"
 import { InboxStore } from "./InboxStore.ts"
 import * as Batch from "./internal/consumer/batch.ts"
@@ -56,7 +57,9 @@ import * as Partition from "./internal/consumer/partition.ts"
 import * as RecordRunner from "./internal/consumer/record.ts"
 import { OutboxStore } from "./OutboxStore.ts"
 import { Publisher } from "./Publisher.ts"
+import { ParkedStore } from "./ParkedStore.ts"
 import * as Telemetry from "./Telemetry.ts"
+import { TopicReader } from "./TopicReader.ts"
 
 // ---------------------------------------------------------------------------------------------
 // errors (defined in Errors.ts)
@@ -391,9 +394,11 @@ export const make = <S extends Schema.Top, E, R>(
     const permits = yield* Semaphore.make(Math.max(1, options.concurrency ?? 8))
     const partitions = new Map<string, PartitionState>()
     let stopping = false
+    const parkedStore = Option.getOrUndefined(yield* Effect.serviceOption(ParkedStore))
     const batch: Batch.BatchSettings = {
       record: settings,
       parking: options.parking ?? false,
+      parkedStore,
       perBatch: options.transaction === "per-batch",
       subscription,
       stopping: () => stopping
@@ -417,9 +422,11 @@ export const make = <S extends Schema.Top, E, R>(
         shutdown(workers, dispatcher, options.shutdownTimeout ?? Duration.seconds(30))
       )
     )
+    const durable = batch.parking && parkedStore !== undefined
+    const reader = Option.getOrUndefined(yield* Effect.serviceOption(TopicReader))
     return {
-      parked: parkedKeys(partitions),
-      release: release(workers),
+      parked: durable ? durableParkedKeys(parkedStore, options.groupId) : parkedKeys(partitions),
+      release: durable ? releaseDurably(workers, parkedStore, reader) : release(workers),
       await: Deferred.await(failed)
     } satisfies Consumer
   })
@@ -628,6 +635,69 @@ const release =
           if ((yield* Batch.handleRecord(workers.batch, state, record)) === "done") processed++
         }
         yield* Partition.commit(workers.batch.subscription, state)
+        return processed
+      }).pipe(state.lock.withPermits(1))
+    })
+
+/** Durable parking: the group's parked keys as the store has them. */
+const durableParkedKeys = (
+  store: ParkedStore["Service"],
+  groupId: string
+): Effect.Effect<ReadonlyArray<ParkedKey>> =>
+  store.list({ consumer: groupId }).pipe(
+    Effect.map((keys) =>
+      keys.map(({ key, offsets, partition, topic }): ParkedKey => ({ topic, partition, key, offsets }))
+    ),
+    Effect.orDie
+  )
+
+/**
+ * Durable parking: re-reads the key's parked records by position (`TopicReader`) and runs them
+ * head first, in offset order, on the partition's lock (no record of the key interleaves). A
+ * record dead-lettered again stops the release: it and the rest stay parked. Only the member that
+ * owns the partition releases it (another would race its worker); elsewhere it answers 0.
+ */
+const releaseDurably =
+  (workers: Workers, store: ParkedStore["Service"], reader: TopicReader["Service"] | undefined): Consumer["release"] =>
+  (target) =>
+    Effect.gen(function* () {
+      const state = workers.partitions.get(Partition.idOf(target.topic, target.partition))
+      if (state === undefined) return 0
+      if (reader === undefined) {
+        return yield* new ConsumerSourceError({
+          operation: "read",
+          reason: "releasing a durably parked key re-reads its records: provide a TopicReader",
+          retriable: false
+        })
+      }
+      const groupId = workers.batch.record.groupId
+      return yield* Effect.gen(function* () {
+        const [parked] = (yield* store.list({ consumer: groupId, topic: target.topic, partition: target.partition }).pipe(
+          Effect.orDie
+        )).filter((k) => k.key === target.key)
+        if (parked === undefined) return 0
+        const wanted = new Set(parked.offsets)
+        const records = (yield* reader.read(target.topic).pipe(
+          Stream.filter((r) => r.partition === target.partition && wanted.has(r.offset)),
+          Stream.runCollect
+        )).sort((a, b) => (BigInt(a.offset) < BigInt(b.offset) ? -1 : 1))
+        let processed = 0
+        for (const record of records) {
+          const result = yield* RecordRunner.runRecord(workers.batch.record, record)
+          if (result === "dead_lettered") break
+          yield* store.remove(groupId, [record]).pipe(Effect.orDie)
+          processed++
+        }
+        // Positions the topic no longer holds (retention) cannot run: they are forgotten.
+        const found = new Set(records.map((r) => r.offset))
+        const gone = parked.offsets.filter((offset) => !found.has(offset))
+        if (gone.length > 0) {
+          yield* Effect.logWarning(
+            `parked ${target.topic}/${target.partition} key ${target.key}: offsets ${gone.join(", ")} are no longer on the topic`
+          )
+          yield* store.remove(groupId, gone.map((offset) => ({ ...target, offset }))).pipe(Effect.orDie)
+        }
+        yield* Batch.refreshParked(workers.batch, state)
         return processed
       }).pipe(state.lock.withPermits(1))
     })

@@ -23,6 +23,7 @@ import { ConnectionError, SqlError, type SqlErrorReason, UnknownError } from "ef
 import * as TestClock from "effect/testing/TestClock"
 import * as InMemoryBroker from "../src/InMemoryBroker.ts"
 import * as InMemoryDatabase from "../src/InMemoryDatabase.ts"
+import * as InMemoryParkedStore from "../src/InMemoryParkedStore.ts"
 import * as InMemoryTopicReader from "../src/InMemoryTopicReader.ts"
 
 // -- fixtures ---------------------------------------------------------------------------------
@@ -1183,4 +1184,58 @@ describe("DeadLetter.replay keeps the original identity (M8)", () => {
       "event:e1"
     )
   })
+})
+
+// -- durable parking (M10) -----------------------------------------------------------------------
+
+describe("Consumer durable parking (M10)", () => {
+  for (const transaction of ["per-record", "per-batch"] as const) {
+    it.effect(`parked keys survive a restart, do not hold the commit, and a release runs the head first (${transaction})`, () =>
+      Effect.gen(function* () {
+        const broken = yield* Ref.make(true)
+        const { handler, ns } = yield* recording
+        const options = {
+          ...commonOptions,
+          transaction,
+          parking: true,
+          maxAttempts: 1,
+          handler: (m: Consumer.Message<Order>) =>
+            Effect.flatMap(Ref.get(broken), (b) =>
+              b && m.payload.n === 1 ? Effect.fail(new HandlerFailed({ n: 1, retriable: false })) : handler(m)
+            )
+        }
+        yield* send(1, { key: "k" })
+        yield* send(2, { key: "k" })
+        yield* send(3, { key: "other" })
+        yield* send(4, { key: "k" })
+        const first = yield* Scope.make()
+        const consumer = yield* Consumer.make(options).pipe(Scope.provide(first))
+        // Parked records are finished for the commit: their positions are durable.
+        yield* eventually("offset 4 is committed", Effect.map(committedOffset("billing"), (o) => o === "4"))
+        assert.deepStrictEqual(yield* ns, [3])
+        assert.deepStrictEqual(yield* consumer.parked, [{ topic: "orders", partition: 0, key: "k", offsets: ["0", "1", "3"] }])
+        yield* closeScope(first)
+
+        // A restart: the key is still parked, and a new record of it parks behind the others.
+        yield* Ref.set(broken, false)
+        const restarted = yield* Consumer.make(options)
+        yield* send(5, { key: "k" })
+        yield* eventually("offset 5 is committed", Effect.map(committedOffset("billing"), (o) => o === "5"))
+        assert.deepStrictEqual(yield* ns, [3])
+        assert.deepStrictEqual(yield* restarted.parked, [
+          { topic: "orders", partition: 0, key: "k", offsets: ["0", "1", "3", "4"] }
+        ])
+
+        // Release: the records are re-read by position, the dead-lettered head first.
+        assert.strictEqual(yield* restarted.release({ topic: "orders", partition: 0, key: "k" }), 4)
+        assert.deepStrictEqual(yield* ns, [3, 1, 2, 4, 5])
+        assert.deepStrictEqual(yield* restarted.parked, [])
+        yield* send(6, { key: "k" })
+        yield* eventually("record 6 runs at once", Effect.map(ns, (all) => all.length === 6))
+      }).pipe(
+        Effect.scoped,
+        Effect.provide(Layer.merge(makeLayer(), InMemoryParkedStore.layer()))
+      )
+    )
+  }
 })
