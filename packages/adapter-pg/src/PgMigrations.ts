@@ -165,6 +165,14 @@ export const migrations = (t: Tables): Record<string, Effect.Effect<void, unknow
            key text NOT NULL,
            parked_at timestamptz NOT NULL DEFAULT now(),
            PRIMARY KEY (consumer, topic, partition, record_offset)
+         )`,
+        `CREATE TABLE IF NOT EXISTS ${t.parkedRelease} (
+           consumer text NOT NULL,
+           topic text NOT NULL,
+           partition integer NOT NULL,
+           key text NOT NULL,
+           requested_at timestamptz NOT NULL DEFAULT now(),
+           PRIMARY KEY (consumer, topic, partition, key)
          )`
       ]))
   }

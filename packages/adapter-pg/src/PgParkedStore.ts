@@ -7,7 +7,13 @@
  * @since 0.1.0
  */
 import * as PgTypes from "@effect/sql-pg/PgTypes"
-import { ParkedLimitError, type ParkedKey, ParkedStore, defaultMaxRecords } from "@effect-outbox/core/ParkedStore"
+import {
+  defaultMaxRecords,
+  ParkedLimitError,
+  type ParkedKey,
+  ParkedStore,
+  type ReleaseTarget
+} from "@effect-outbox/core/ParkedStore"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Result from "effect/Result"
@@ -36,6 +42,7 @@ export const make = (options: Options = {}) =>
     const sql = yield* SqlClient.SqlClient
     const t = yield* PgTables
     const parked = sql.literal(t.parked)
+    const releases = sql.literal(t.parkedRelease)
     const maxRecords = Math.max(1, options.maxRecords ?? defaultMaxRecords)
     return ParkedStore.of({
       park: (consumer, positions) =>
@@ -76,6 +83,22 @@ export const make = (options: Options = {}) =>
             }))
           ),
           run("parked.list")
+        ),
+      requestRelease: (target) =>
+        sql`INSERT INTO ${releases} (consumer, topic, partition, key)
+            VALUES (${target.consumer}::text, ${target.topic}::text, ${target.partition}::int, ${target.key}::text)
+            ON CONFLICT DO NOTHING`.withoutTransform.pipe(Effect.asVoid, run("parked.requestRelease")),
+      releaseRequests: (consumer) =>
+        sql<ReleaseTarget>`SELECT consumer, topic, partition, key FROM ${releases}
+            WHERE consumer = ${consumer}::text ORDER BY requested_at`.withoutTransform.pipe(
+          Effect.map((rows) => rows.map((r) => ({ ...r }))),
+          run("parked.releaseRequests")
+        ),
+      clearRelease: (target) =>
+        sql`DELETE FROM ${releases} WHERE consumer = ${target.consumer}::text AND topic = ${target.topic}::text
+              AND partition = ${target.partition}::int AND key = ${target.key}::text`.withoutTransform.pipe(
+          Effect.asVoid,
+          run("parked.clearRelease")
         ),
       remove: (consumer, positions) =>
         positions.length === 0

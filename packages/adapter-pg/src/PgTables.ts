@@ -44,6 +44,8 @@ export interface Tables {
   readonly lease: string
   /** Durable parking: positions of parked records per consumer group (M10). */
   readonly parked: string
+  /** Release requests of parked keys (the CLI's `parked release`). */
+  readonly parkedRelease: string
   readonly claimFunction: string
   /** The migrator's bookkeeping table, unquoted `schema.table` (the migrator quotes it). */
   readonly migrations: string
@@ -121,6 +123,7 @@ export const make = (options: Options = {}): Effect.Effect<Tables, OutboxValidat
       transition: table("transition"),
       lease: table("lease"),
       parked: table("parked"),
+      parkedRelease: table("parked_release"),
       claimFunction: table("claim"),
       migrations: `${schema}.${tablePrefix}migrations`,
       channel,

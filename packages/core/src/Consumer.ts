@@ -224,6 +224,11 @@ export interface Options<S extends Schema.Top, E, R> {
    * again in the new transaction (it was rolled back), as a retry would.
    */
   readonly transaction?: "per-record" | "per-batch"
+  /**
+   * With durable parking (`parking: true` and a `ParkedStore` in context): how often the consumer
+   * looks for release requests (`effect-outbox parked release`), default 5 s.
+   */
+  readonly parkedReleaseInterval?: Duration.Input
   /** Batches buffered per partition before the source stops fetching it (paused, default 2). */
   readonly bufferedBatches?: number
   /** How long shutdown waits for records in flight before interrupting them (default 30 s). */
@@ -424,6 +429,14 @@ export const make = <S extends Schema.Top, E, R>(
     )
     const durable = batch.parking && parkedStore !== undefined
     const reader = Option.getOrUndefined(yield* Effect.serviceOption(TopicReader))
+    if (durable) {
+      // Releases asked for elsewhere (the CLI's `parked release`) run on the member that owns
+      // the partition: it has the handler.
+      yield* serveReleaseRequests(workers, parkedStore, reader).pipe(
+        Effect.repeat(Schedule.spaced(options.parkedReleaseInterval ?? Duration.seconds(5))),
+        Effect.forkIn(scope)
+      )
+    }
     return {
       parked: durable ? durableParkedKeys(parkedStore, options.groupId) : parkedKeys(partitions),
       release: durable ? releaseDurably(workers, parkedStore, reader) : release(workers),
@@ -564,7 +577,8 @@ const partitionOf = (workers: Workers, topic: string, partition: number) =>
       lastCommitted: -1n,
       parked: new Map(),
       fiber: undefined,
-      paused: false
+      paused: false,
+      latest: undefined
     }
     workers.partitions.set(id, state)
     state.fiber = yield* work(workers, state).pipe(
@@ -662,7 +676,7 @@ const releaseDurably =
   (target) =>
     Effect.gen(function* () {
       const state = workers.partitions.get(Partition.idOf(target.topic, target.partition))
-      if (state === undefined) return 0
+      if (state === undefined || !owns(workers, state)) return 0
       if (reader === undefined) {
         return yield* new ConsumerSourceError({
           operation: "read",
@@ -701,3 +715,28 @@ const releaseDurably =
         return processed
       }).pipe(state.lock.withPermits(1))
     })
+
+const owns = (workers: Workers, state: PartitionState): boolean =>
+  state.latest !== undefined && workers.batch.subscription.isCurrent(state.latest)
+
+/** Runs the release requests for partitions this member owns, then clears them. */
+const serveReleaseRequests = (
+  workers: Workers,
+  store: ParkedStore["Service"],
+  reader: TopicReader["Service"] | undefined
+) =>
+  Effect.gen(function* () {
+    const requests = yield* store.releaseRequests(workers.batch.record.groupId)
+    for (const request of requests) {
+      const state = workers.partitions.get(Partition.idOf(request.topic, request.partition))
+      if (state === undefined || !owns(workers, state)) continue
+      const processed = yield* releaseDurably(workers, store, reader)(request)
+      yield* store.clearRelease(request)
+      yield* Effect.logInfo(
+        `released parked key ${request.key} of ${request.topic}/${request.partition}: ${processed} record(s) processed`
+      )
+    }
+  }).pipe(
+    Effect.catch((error) => Effect.logWarning(`serving parked release requests failed: ${error.message}`)),
+    Effect.withSpan("outbox.consumer.parked_release")
+  )

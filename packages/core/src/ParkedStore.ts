@@ -42,6 +42,19 @@ export interface ParkedKey {
 }
 
 /**
+ * A parked key to release.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ReleaseTarget {
+  readonly consumer: string
+  readonly topic: string
+  readonly partition: number
+  readonly key: string
+}
+
+/**
  * Parking more would exceed the store's bound (`maxRecords` per consumer group): release or
  * replay parked keys first. The consumer waits (retrying) rather than drop or reorder a record.
  *
@@ -81,6 +94,14 @@ export class ParkedStore extends Context.Service<ParkedStore, {
     readonly topic?: string | undefined
     readonly partition?: number | undefined
   }) => Effect.Effect<ReadonlyArray<ParkedKey>, OutboxStoreError>
+  /**
+   * Asks the member that owns the key's partition to release it (the CLI's way: it cannot run
+   * the handler itself). The consumer polls its requests and clears each after running it.
+   */
+  readonly requestRelease: (target: ReleaseTarget) => Effect.Effect<void, OutboxStoreError>
+  /** Pending release requests of `consumer`, oldest first. */
+  readonly releaseRequests: (consumer: string) => Effect.Effect<ReadonlyArray<ReleaseTarget>, OutboxStoreError>
+  readonly clearRelease: (target: ReleaseTarget) => Effect.Effect<void, OutboxStoreError>
   /** Forgets positions (processed by a release); unknown ones are ignored. */
   readonly remove: (
     consumer: string,

@@ -5,7 +5,13 @@
  *
  * @since 0.1.0
  */
-import { ParkedLimitError, type ParkedKey, ParkedStore, defaultMaxRecords } from "@effect-outbox/core/ParkedStore"
+import {
+  defaultMaxRecords,
+  ParkedLimitError,
+  type ParkedKey,
+  ParkedStore,
+  type ReleaseTarget
+} from "@effect-outbox/core/ParkedStore"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 
@@ -26,6 +32,8 @@ const slot = (consumer: string, topic: string, partition: number, offset: string
  */
 export const make = (options: { readonly maxRecords?: number } = {}): ParkedStore["Service"] => {
   const rows = new Map<string, Row>()
+  const requests = new Map<string, ReleaseTarget>()
+  const requestId = (t: ReleaseTarget) => `${t.consumer}\u0000${t.topic}\u0000${t.partition}\u0000${t.key}`
   const maxRecords = Math.max(1, options.maxRecords ?? defaultMaxRecords)
   return {
     park: (consumer, positions) =>
@@ -61,6 +69,15 @@ export const make = (options: { readonly maxRecords?: number } = {}): ParkedStor
             a.key.partition - b.key.partition || (a.first < b.first ? -1 : a.first > b.first ? 1 : 0)
           )
           .map(({ key }) => key)
+      }),
+    requestRelease: (target) =>
+      Effect.sync(() => {
+        if (!requests.has(requestId(target))) requests.set(requestId(target), { ...target })
+      }),
+    releaseRequests: (consumer) => Effect.sync(() => [...requests.values()].filter((t) => t.consumer === consumer)),
+    clearRelease: (target) =>
+      Effect.sync(() => {
+        requests.delete(requestId(target))
       }),
     remove: (consumer, positions) =>
       Effect.sync(() => {

@@ -76,6 +76,21 @@ export const suite = (name: string, options: Options): void => {
     )
 
     test(
+      "release requests are kept per group, once per key, until cleared",
+      Effect.gen(function* () {
+        const store = yield* ParkedStore
+        const group = uniqueName("group")
+        const target = { consumer: group, topic: "orders", partition: 0, key: "k1" }
+        yield* store.requestRelease(target)
+        yield* store.requestRelease(target)
+        yield* store.requestRelease({ ...target, consumer: uniqueName("group") })
+        assert.deepStrictEqual(yield* store.releaseRequests(group), [target])
+        yield* store.clearRelease(target)
+        assert.deepStrictEqual(yield* store.releaseRequests(group), [])
+      })
+    )
+
+    test(
       "parking beyond the bound fails with ParkedLimitError and parks nothing of that call",
       Effect.gen(function* () {
         const store = yield* ParkedStore

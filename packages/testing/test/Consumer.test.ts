@@ -7,6 +7,7 @@ import * as Inbox from "@effect-outbox/core/Inbox"
 import type { EventId } from "@effect-outbox/core/OutboxMessage"
 import { jsonPayload, ORIGINAL_RECORD_HEADER } from "@effect-outbox/core/OutboxMessage"
 import { OutboxStore } from "@effect-outbox/core/OutboxStore"
+import { ParkedStore } from "@effect-outbox/core/ParkedStore"
 import { Publisher } from "@effect-outbox/core/Publisher"
 import * as Transition from "@effect-outbox/core/Transition"
 import * as Deferred from "effect/Deferred"
@@ -1238,4 +1239,34 @@ describe("Consumer durable parking (M10)", () => {
       )
     )
   }
+
+  it.effect("a release requested through the store (the CLI's way) runs on the member that owns the partition", () =>
+    Effect.gen(function* () {
+      const broken = yield* Ref.make(true)
+      const { handler, ns } = yield* recording
+      yield* send(1, { key: "k" })
+      yield* send(2, { key: "k" })
+      yield* Consumer.make({
+        ...commonOptions,
+        parking: true,
+        maxAttempts: 1,
+        parkedReleaseInterval: "1 second",
+        handler: (m: Consumer.Message<Order>) =>
+          Effect.flatMap(Ref.get(broken), (b) =>
+            b && m.payload.n === 1 ? Effect.fail(new HandlerFailed({ n: 1, retriable: false })) : handler(m)
+          )
+      })
+      yield* eventually("offset 2 is committed", Effect.map(committedOffset("billing"), (o) => o === "2"))
+      yield* Ref.set(broken, false)
+      const store = yield* ParkedStore
+      yield* store.requestRelease({ consumer: "billing", topic: "orders", partition: 0, key: "k" })
+      yield* eventually("the key's records ran, head first", Effect.map(ns, (all) => all.length === 2))
+      assert.deepStrictEqual(yield* ns, [1, 2])
+      yield* eventually(
+        "the request is cleared",
+        Effect.map(store.releaseRequests("billing"), (r) => r.length === 0)
+      )
+      assert.deepStrictEqual(yield* store.list({ consumer: "billing" }), [])
+    }).pipe(Effect.scoped, Effect.provide(Layer.merge(makeLayer(), InMemoryParkedStore.layer())))
+  )
 })

@@ -107,6 +107,7 @@ export const processBatch = (
     // too would run its handlers twice.
     if (!settings.subscription.isCurrent(batch)) return yield* dropRevoked(batch.records)
     Partition.deliver(state, batch)
+    state.latest = batch
     yield* refreshParked(settings, state)
     // Stops between records too once the partition is revoked: only the record in flight at the
     // revocation can run on both members.

@@ -26,6 +26,8 @@ export interface PartitionState {
   fiber: Fiber.Fiber<void, unknown> | undefined
   /** The source was asked to stop fetching this partition: its buffer is full (M2). */
   paused: boolean
+  /** The last batch processed: while the source says it is current, this member owns the partition. */
+  latest: ConsumerBatch | undefined
 }
 
 export const idOf = (topic: string, partition: number): string => `${topic}\u0000${partition}`
