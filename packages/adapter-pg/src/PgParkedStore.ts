@@ -9,8 +9,8 @@
 import * as PgTypes from "@effect/sql-pg/PgTypes"
 import {
   defaultMaxRecords,
-  ParkedLimitError,
   type ParkedKey,
+  ParkedLimitError,
   ParkedStore,
   type ReleaseTarget
 } from "@effect-outbox/core/ParkedStore"
@@ -49,12 +49,12 @@ export const make = (options: Options = {}) =>
         positions.length === 0
           ? Effect.void
           : Effect.gen(function* () {
-            const [row] = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM ${parked}
+              const [row] = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM ${parked}
                 WHERE consumer = ${consumer}::text`.withoutTransform.pipe(run("parked.count"))
-            if (row!.n + positions.length > maxRecords) {
-              return yield* new ParkedLimitError({ consumer, limit: maxRecords })
-            }
-            yield* sql`INSERT INTO ${parked} (consumer, topic, partition, record_offset, key)
+              if (row!.n + positions.length > maxRecords) {
+                return yield* new ParkedLimitError({ consumer, limit: maxRecords })
+              }
+              yield* sql`INSERT INTO ${parked} (consumer, topic, partition, record_offset, key)
                 SELECT ${consumer}::text, p.topic, p.partition::int, p.record_offset::bigint, p.key
                   FROM unnest(${textArray(positions.map((p) => p.topic))}::text[],
                               ${textArray(positions.map((p) => String(p.partition)))}::text[],
@@ -62,7 +62,7 @@ export const make = (options: Options = {}) =>
                               ${textArray(positions.map((p) => p.key))}::text[])
                        AS p(topic, partition, record_offset, key)
                 ON CONFLICT DO NOTHING`.withoutTransform.pipe(run("parked.park"))
-          }),
+            }),
       list: (filter = {}) =>
         sql<{ consumer: string; topic: string; partition: number; key: string; offsets: Array<string> }>`
           SELECT consumer, topic, partition, key,
@@ -74,13 +74,15 @@ export const make = (options: Options = {}) =>
            GROUP BY consumer, topic, partition, key
            ORDER BY consumer, topic, partition, min(record_offset)`.withoutTransform.pipe(
           Effect.map((rows) =>
-            rows.map((r): ParkedKey => ({
-              consumer: r.consumer,
-              topic: r.topic,
-              partition: r.partition,
-              key: r.key,
-              offsets: r.offsets
-            }))
+            rows.map(
+              (r): ParkedKey => ({
+                consumer: r.consumer,
+                topic: r.topic,
+                partition: r.partition,
+                key: r.key,
+                offsets: r.offsets
+              })
+            )
           ),
           run("parked.list")
         ),
@@ -108,8 +110,10 @@ export const make = (options: Options = {}) =>
                               ${textArray(positions.map((p) => String(p.partition)))}::text[],
                               ${textArray(positions.map((p) => p.offset))}::text[]) AS p(topic, partition, record_offset)
                 WHERE d.consumer = ${consumer}::text AND d.topic = p.topic
-                  AND d.partition = p.partition::int AND d.record_offset = p.record_offset::bigint`.withoutTransform
-            .pipe(Effect.asVoid, run("parked.remove"))
+                  AND d.partition = p.partition::int AND d.record_offset = p.record_offset::bigint`.withoutTransform.pipe(
+              Effect.asVoid,
+              run("parked.remove")
+            )
     })
   })
 

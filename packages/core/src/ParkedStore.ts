@@ -82,29 +82,32 @@ export const defaultMaxRecords = 100_000
  * @since 0.1.0
  * @category services
  */
-export class ParkedStore extends Context.Service<ParkedStore, {
-  /** Parks positions for `consumer`; idempotent per (consumer, topic, partition, offset). */
-  readonly park: (
-    consumer: string,
-    positions: ReadonlyArray<ParkedPosition>
-  ) => Effect.Effect<void, OutboxStoreError | ParkedLimitError>
-  /** Parked keys, each with its offsets ascending; filtered by group, topic and partition. */
-  readonly list: (filter?: {
-    readonly consumer?: string | undefined
-    readonly topic?: string | undefined
-    readonly partition?: number | undefined
-  }) => Effect.Effect<ReadonlyArray<ParkedKey>, OutboxStoreError>
-  /**
-   * Asks the member that owns the key's partition to release it (the CLI's way: it cannot run
-   * the handler itself). The consumer polls its requests and clears each after running it.
-   */
-  readonly requestRelease: (target: ReleaseTarget) => Effect.Effect<void, OutboxStoreError>
-  /** Pending release requests of `consumer`, oldest first. */
-  readonly releaseRequests: (consumer: string) => Effect.Effect<ReadonlyArray<ReleaseTarget>, OutboxStoreError>
-  readonly clearRelease: (target: ReleaseTarget) => Effect.Effect<void, OutboxStoreError>
-  /** Forgets positions (processed by a release); unknown ones are ignored. */
-  readonly remove: (
-    consumer: string,
-    positions: ReadonlyArray<Omit<ParkedPosition, "key">>
-  ) => Effect.Effect<void, OutboxStoreError>
-}>()("@effect-outbox/core/ParkedStore") {}
+export class ParkedStore extends Context.Service<
+  ParkedStore,
+  {
+    /** Parks positions for `consumer`; idempotent per (consumer, topic, partition, offset). */
+    readonly park: (
+      consumer: string,
+      positions: ReadonlyArray<ParkedPosition>
+    ) => Effect.Effect<void, OutboxStoreError | ParkedLimitError>
+    /** Parked keys, each with its offsets ascending; filtered by group, topic and partition. */
+    readonly list: (filter?: {
+      readonly consumer?: string | undefined
+      readonly topic?: string | undefined
+      readonly partition?: number | undefined
+    }) => Effect.Effect<ReadonlyArray<ParkedKey>, OutboxStoreError>
+    /**
+     * Asks the member that owns the key's partition to release it (the CLI's way: it cannot run
+     * the handler itself). The consumer polls its requests and clears each after running it.
+     */
+    readonly requestRelease: (target: ReleaseTarget) => Effect.Effect<void, OutboxStoreError>
+    /** Pending release requests of `consumer`, oldest first. */
+    readonly releaseRequests: (consumer: string) => Effect.Effect<ReadonlyArray<ReleaseTarget>, OutboxStoreError>
+    readonly clearRelease: (target: ReleaseTarget) => Effect.Effect<void, OutboxStoreError>
+    /** Forgets positions (processed by a release); unknown ones are ignored. */
+    readonly remove: (
+      consumer: string,
+      positions: ReadonlyArray<Omit<ParkedPosition, "key">>
+    ) => Effect.Effect<void, OutboxStoreError>
+  }
+>()("@effect-outbox/core/ParkedStore") {}

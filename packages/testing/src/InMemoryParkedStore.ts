@@ -7,8 +7,8 @@
  */
 import {
   defaultMaxRecords,
-  ParkedLimitError,
   type ParkedKey,
+  ParkedLimitError,
   ParkedStore,
   type ReleaseTarget
 } from "@effect-outbox/core/ParkedStore"
@@ -54,8 +54,10 @@ export const make = (options: { readonly maxRecords?: number } = {}): ParkedStor
           if (filter.topic !== undefined && r.topic !== filter.topic) continue
           if (filter.partition !== undefined && r.partition !== filter.partition) continue
           const id = `${r.consumer}\u0000${r.topic}\u0000${r.partition}\u0000${r.key}`
-          const entry = keys.get(id) ??
-            { key: { consumer: r.consumer, topic: r.topic, partition: r.partition, key: r.key, offsets: [] }, offsets: [] }
+          const entry = keys.get(id) ?? {
+            key: { consumer: r.consumer, topic: r.topic, partition: r.partition, key: r.key, offsets: [] },
+            offsets: []
+          }
           entry.offsets.push(r.offset)
           keys.set(id, entry)
         }
@@ -64,9 +66,12 @@ export const make = (options: { readonly maxRecords?: number } = {}): ParkedStor
             offsets.sort((a, b) => (a < b ? -1 : a > b ? 1 : 0))
             return { key: { ...key, offsets: offsets.map(String) }, first: offsets[0]! }
           })
-          .sort((a, b) =>
-            a.key.consumer.localeCompare(b.key.consumer) || a.key.topic.localeCompare(b.key.topic) ||
-            a.key.partition - b.key.partition || (a.first < b.first ? -1 : a.first > b.first ? 1 : 0)
+          .sort(
+            (a, b) =>
+              a.key.consumer.localeCompare(b.key.consumer) ||
+              a.key.topic.localeCompare(b.key.topic) ||
+              a.key.partition - b.key.partition ||
+              (a.first < b.first ? -1 : a.first > b.first ? 1 : 0)
           )
           .map(({ key }) => key)
       }),

@@ -99,9 +99,7 @@ export const suite = (name: string, options: Options): void => {
           { topic: "orders", partition: 0, key: "k1", offset: "1" },
           { topic: "orders", partition: 0, key: "k1", offset: "2" }
         ])
-        const error = yield* Effect.flip(
-          store.park(group, [{ topic: "orders", partition: 0, key: "k1", offset: "3" }])
-        )
+        const error = yield* Effect.flip(store.park(group, [{ topic: "orders", partition: 0, key: "k1", offset: "3" }]))
         assert.strictEqual(error._tag, "ParkedLimitError")
         assert.include(error.message, "release")
         assert.deepStrictEqual((yield* store.list({ consumer: group }))[0]!.offsets, ["1", "2"])

@@ -4,8 +4,8 @@
 // rebalance: A must drop them before their handler runs (only a record in flight at the
 // revocation may start on both), and nothing is lost; every effect happens once.
 
-import * as Consumer from "@effect-outbox/core/Consumer"
 import { afterAll, assert, describe, it } from "@effect/vitest"
+import * as Consumer from "@effect-outbox/core/Consumer"
 import * as Effect from "effect/Effect"
 import * as Metric from "effect/Metric"
 import * as Support from "./support.ts"
@@ -26,7 +26,12 @@ describe("a rebalance in the middle of batches", () => {
     const stack = await Support.makeStack({ schema })
     const t = await Support.tables(stack)
     const count = async (status: string) =>
-      (await Support.query<{ n: number }>(stack, `SELECT count(*)::int AS n FROM ${t.message} WHERE status = '${status}'`))[0]!.n
+      (
+        await Support.query<{ n: number }>(
+          stack,
+          `SELECT count(*)::int AS n FROM ${t.message} WHERE status = '${status}'`
+        )
+      )[0]!.n
     const starts: Array<{ readonly member: "A" | "B"; readonly id: string; readonly at: number }> = []
     const consumerOptions = (member: "A" | "B") => ({
       groupId,
