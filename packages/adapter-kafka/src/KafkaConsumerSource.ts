@@ -17,7 +17,14 @@
  * Rebalances: a commit for a partition this member no longer owns is dropped (logged and
  * counted), never sent: the new owner resumes from the last committed offset and redelivers,
  * and the idempotent consumer deduplicates. A commit the broker rejects because the group is
- * rebalancing fails with a retriable `ConsumerSourceError`.
+ * rebalancing fails with a retriable `ConsumerSourceError`. Every batch remembers the generation
+ * it was fetched in; a rebalance starting (a heartbeat or fetch answering
+ * `REBALANCE_IN_PROGRESS`) or a new join ends the generation, so `isCurrent` says `false` for
+ * every batch delivered before it (kafkajs's eager protocol revokes every partition and resumes
+ * each at the group's committed offset).
+ *
+ * Pausing a partition (`pause`) stops kafkajs fetching it; a batch of it already fetched is
+ * abandoned, not handed out, and fetched again after `resume`.
  *
  * @since 0.1.0
  */
@@ -26,7 +33,8 @@ import {
   type ConsumerRecord,
   ConsumerSource,
   type OffsetCommit,
-  type Subscription
+  type Subscription,
+  type TopicPartition
 } from "@effect-outbox/core/ConsumerSource"
 import { ConsumerSourceError } from "@effect-outbox/core/Errors"
 import * as Cause from "effect/Cause"
@@ -153,6 +161,10 @@ export const subscribe = (
     let closed = false
     // topic -> partitions assigned to this member in the current generation
     let assignment = new Map<string, ReadonlySet<number>>()
+    // Ends with every rebalance: batches fetched in an older generation are no longer current.
+    let generation = 0
+    const fetchedIn = new WeakMap<ConsumerBatch, number>()
+    const paused = new Set<string>()
     // topic/partition -> highest offset committed through this subscription
     const committed = new Map<string, bigint>()
     // topic/partition -> where the latest fetched batch ends: after its last record (`records`)
@@ -173,7 +185,11 @@ export const subscribe = (
     })
 
     consumer.on(consumer.events.GROUP_JOIN, ({ payload }) => {
+      generation++
       assignment = new Map(Object.entries(payload.memberAssignment).map(([topic, ps]) => [topic, new Set(ps)]))
+    })
+    consumer.on(consumer.events.REBALANCING, () => {
+      generation++
     })
     // A batch of markers / aborted records only is not handed to `eachBatch` (kafkajs moves past
     // it by itself): extend the tail it continues, and when the group already committed up to
@@ -231,6 +247,8 @@ export const subscribe = (
               partitionsConsumedConcurrently: 1,
               eachBatch: async ({ batch, resolveOffset, heartbeat, isRunning, isStale }) => {
                 if (closed || !isRunning() || isStale() || batch.messages.length === 0) return
+                // Fetched before its partition was paused: fetched again after `resume`.
+                if (paused.has(`${batch.topic}\u0000${batch.partition}`)) return
                 let settle!: (outcome: Outcome) => void
                 const done = new Promise<Outcome>((resolve) => {
                   settle = resolve
@@ -245,6 +263,7 @@ export const subscribe = (
                   settle,
                   withdrawn: false
                 }
+                fetchedIn.set(handoff.batch, generation)
                 tails.set(`${batch.topic}\u0000${batch.partition}`, {
                   records: BigInt(batch.messages[batch.messages.length - 1]!.offset) + 1n,
                   offsets: handoff.lastOffset + 1n
@@ -257,6 +276,7 @@ export const subscribe = (
                 // so the member rejoins promptly; one it took is waited for.
                 const timer = setInterval(() => {
                   heartbeat().catch((error) => {
+                    if (isRebalancing(error)) generation = Math.max(generation, (fetchedIn.get(handoff.batch) ?? 0) + 1)
                     if (isRebalancing(error) && current !== handoff && !handoff.withdrawn) {
                       handoff.withdrawn = true
                       settle("abandoned")
@@ -392,7 +412,36 @@ export const subscribe = (
         Effect.withSpan("kafka.consumer.commit", { attributes: { groupId: request.groupId } })
       )
 
-    return { batches, commit }
+    const isCurrent = (batch: ConsumerBatch): boolean => {
+      const fetched = fetchedIn.get(batch)
+      if (fetched === undefined) return true
+      return !closed && fetched === generation && assignment.get(batch.topic)?.has(batch.partition) === true
+    }
+    const setPaused = (partitions: ReadonlyArray<TopicPartition>, pause: boolean) =>
+      Effect.sync(() => {
+        const byTopic = new Map<string, Array<number>>()
+        for (const { partition, topic } of partitions) {
+          const slot = `${topic}\u0000${partition}`
+          if (pause) paused.add(slot)
+          else paused.delete(slot)
+          byTopic.set(topic, [...(byTopic.get(topic) ?? []), partition])
+        }
+        const request = [...byTopic].map(([topic, ps]) => ({ topic, partitions: ps }))
+        try {
+          if (pause) consumer.pause(request)
+          else consumer.resume(request)
+        } catch {
+          // Not running (closing) or the topic is gone: nothing to fetch either way.
+        }
+      })
+
+    return {
+      batches,
+      commit,
+      isCurrent,
+      pause: (partitions) => setPaused(partitions, true),
+      resume: (partitions) => setPaused(partitions, false)
+    }
   })
 
 /**

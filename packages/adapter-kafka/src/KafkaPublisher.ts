@@ -96,10 +96,8 @@ class SendError {
  * @since 0.1.0
  * @category encoding
  */
-export const recordHeaders = (request: PublishRequest): Record<string, string> => ({
-  ...request.headers,
-  [EVENT_ID_HEADER]: request.id
-})
+export const recordHeaders = (request: PublishRequest): Record<string, string> =>
+  request.writeEventId === false ? { ...request.headers } : { ...request.headers, [EVENT_ID_HEADER]: request.id }
 
 /**
  * @since 0.1.0

@@ -153,6 +153,27 @@ export const migrations = (t: Tables): Record<string, Effect.Effect<void, unknow
            owner text NOT NULL,
            expires_at timestamptz NOT NULL
          )`
+      ])),
+    // Durable parking (issue #13, review M10): positions only, never payloads.
+    "6_parked": Effect.flatMap(SqlClient.SqlClient, (sql) =>
+      statements(sql, [
+        `CREATE TABLE IF NOT EXISTS ${t.parked} (
+           consumer text NOT NULL,
+           topic text NOT NULL,
+           partition integer NOT NULL,
+           record_offset bigint NOT NULL,
+           key text NOT NULL,
+           parked_at timestamptz NOT NULL DEFAULT now(),
+           PRIMARY KEY (consumer, topic, partition, record_offset)
+         )`,
+        `CREATE TABLE IF NOT EXISTS ${t.parkedRelease} (
+           consumer text NOT NULL,
+           topic text NOT NULL,
+           partition integer NOT NULL,
+           key text NOT NULL,
+           requested_at timestamptz NOT NULL DEFAULT now(),
+           PRIMARY KEY (consumer, topic, partition, key)
+         )`
       ]))
   }
 }

@@ -23,7 +23,9 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type * as SqlClient from "effect/sql/SqlClient"
 import type { SqlError } from "effect/sql/SqlError"
+import { ParkedStore } from "@effect-outbox/core/ParkedStore"
 import * as PgInboxStore from "./PgInboxStore.ts"
+import * as PgParkedStore from "./PgParkedStore.ts"
 import * as PgMigrations from "./PgMigrations.ts"
 import * as PgOutboxStore from "./PgOutboxStore.ts"
 import * as PgPartitionAssignmentStore from "./PgPartitionAssignmentStore.ts"
@@ -40,6 +42,7 @@ export interface Options extends PgTables.Options {
   readonly migrate?: boolean | undefined
   readonly store?: PgOutboxStore.Options | undefined
   readonly wakeUp?: PgWakeUp.Options | undefined
+  readonly parked?: PgParkedStore.Options | undefined
 }
 
 /**
@@ -48,7 +51,14 @@ export interface Options extends PgTables.Options {
  * @since 0.1.0
  * @category models
  */
-export type Services = OutboxStore | InboxStore | Transactor | PartitionAssignmentStore | WakeUp | PgTables.PgTables
+export type Services =
+  | OutboxStore
+  | InboxStore
+  | Transactor
+  | PartitionAssignmentStore
+  | ParkedStore
+  | WakeUp
+  | PgTables.PgTables
 
 /**
  * All services from an existing `PgClient` (which also provides the `SqlClient` they join).
@@ -73,6 +83,7 @@ export const layer = (
     PgInboxStore.layer,
     PgTransactor.layer,
     PgPartitionAssignmentStore.layer,
+    PgParkedStore.layer(options.parked),
     PgWakeUp.layer(options.wakeUp)
   ).pipe(Layer.provideMerge(migrated))
 }

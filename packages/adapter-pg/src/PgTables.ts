@@ -42,6 +42,10 @@ export interface Tables {
   readonly transition: string
   /** Named leases (one holder at a time, expiry by the database clock): stale recovery's. */
   readonly lease: string
+  /** Durable parking: positions of parked records per consumer group (M10). */
+  readonly parked: string
+  /** Release requests of parked keys (the CLI's `parked release`). */
+  readonly parkedRelease: string
   readonly claimFunction: string
   /** The migrator's bookkeeping table, unquoted `schema.table` (the migrator quotes it). */
   readonly migrations: string
@@ -118,6 +122,8 @@ export const make = (options: Options = {}): Effect.Effect<Tables, OutboxValidat
       partitionAssignment: table("partition_assignment"),
       transition: table("transition"),
       lease: table("lease"),
+      parked: table("parked"),
+      parkedRelease: table("parked_release"),
       claimFunction: table("claim"),
       migrations: `${schema}.${tablePrefix}migrations`,
       channel,

@@ -8,10 +8,12 @@ import * as Redacted from "effect/Redacted"
 import * as SqlClient from "effect/sql/SqlClient"
 import * as InboxStoreSuite from "../../testing/src/InboxStoreSuite.ts"
 import * as OutboxStoreSuite from "../../testing/src/OutboxStoreSuite.ts"
+import * as ParkedStoreSuite from "../../testing/src/ParkedStoreSuite.ts"
 import * as PartitionAssignmentStoreSuite from "../../testing/src/PartitionAssignmentStoreSuite.ts"
 import * as TransactorSuite from "../../testing/src/TransactorSuite.ts"
 import * as PgInboxStore from "../src/PgInboxStore.ts"
 import * as PgOutboxStore from "../src/PgOutboxStore.ts"
+import * as PgParkedStore from "../src/PgParkedStore.ts"
 import * as PgPartitionAssignmentStore from "../src/PgPartitionAssignmentStore.ts"
 import * as PgTables from "../src/PgTables.ts"
 import * as PgTransactor from "../src/PgTransactor.ts"
@@ -44,3 +46,7 @@ OutboxStoreSuite.suite("PostgreSQL", { layer: stores, unreachable })
 InboxStoreSuite.suite("PostgreSQL", { layer: stores })
 TransactorSuite.suite("PostgreSQL", { layer: stores, terminateConnection })
 PartitionAssignmentStoreSuite.suite("PostgreSQL", { layer: stores })
+ParkedStoreSuite.suite("PostgreSQL", {
+  layer: (maxRecords) =>
+    PgParkedStore.layer({ maxRecords }).pipe(Layer.provideMerge(freshTables()), Layer.provideMerge(pgClient(4)))
+})

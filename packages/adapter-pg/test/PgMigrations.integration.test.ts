@@ -29,7 +29,8 @@ describe("PgMigrations", () => {
         [2, "claim_function"],
         [3, "hot_path"],
         [4, "failure_blocks_key"],
-        [5, "stale_recovery"]
+        [5, "stale_recovery"],
+        [6, "parked"]
       ])
       const second = yield* PgMigrations.run.pipe(Effect.provideService(PgTables.PgTables, tables))
       assert.deepStrictEqual(second, [])
@@ -37,6 +38,8 @@ describe("PgMigrations", () => {
         "outbox_lease",
         "outbox_message",
         "outbox_migrations",
+        "outbox_parked",
+        "outbox_parked_release",
         "outbox_partition_assignment",
         "outbox_processed",
         "outbox_transition"
@@ -53,7 +56,7 @@ describe("PgMigrations", () => {
         () => PgMigrations.run.pipe(Effect.provideService(PgTables.PgTables, tables)),
         { concurrency: "unbounded" }
       )
-      assert.deepStrictEqual(results.flat().map(([id]) => id).sort(), [1, 2, 3, 4, 5])
+      assert.deepStrictEqual(results.flat().map(([id]) => id).sort(), [1, 2, 3, 4, 5, 6])
     }).pipe(Effect.scoped, Effect.provide(pgClient(8))))
 
   it.effect("two outboxes live side by side in one schema under different prefixes", () =>

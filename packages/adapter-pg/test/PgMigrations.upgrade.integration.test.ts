@@ -72,7 +72,12 @@ describe("PgMigrations: 2 -> 4 on a populated table", () => {
       yield* store.insert([k1Later, ...k2, ...k3, loose, deferred])
 
       const upgraded = yield* PgMigrations.run.pipe(Effect.provideService(PgTables.PgTables, t))
-      assert.deepStrictEqual(upgraded, [[3, "hot_path"], [4, "failure_blocks_key"], [5, "stale_recovery"]])
+      assert.deepStrictEqual(upgraded, [
+        [3, "hot_path"],
+        [4, "failure_blocks_key"],
+        [5, "stale_recovery"],
+        [6, "parked"]
+      ])
       assert.deepStrictEqual(yield* indexesOf(schema), [
         "outbox_message_dispatching_idx",
         "outbox_message_failure_key_idx",

@@ -379,6 +379,47 @@ export const dlt = Command.make("dlt").pipe(
   Command.withSubcommands([dltList, dltReplay])
 )
 
+const parkedList = Command.make(
+  "list",
+  { group: Flag.String("group").pipe(Flag.withDescription("only this consumer group"), Flag.optional) },
+  (input) => withDatabase(Operations.parkedList({ group: Option.getOrUndefined(input.group) }), Render.parked)
+).pipe(Command.withDescription("parked keys (durable parking): group, partition, key, parked offsets head first"))
+
+const parkedRelease = Command.make(
+  "release",
+  {
+    group: Flag.String("group").pipe(Flag.withDescription("the consumer group")),
+    topic: Flag.String("topic").pipe(Flag.withDescription("the key's topic")),
+    partition: Flag.Int("partition").pipe(Flag.withDescription("the key's partition")),
+    key: Flag.String("key").pipe(Flag.withDescription("the parked key")),
+    execute: selectionFlags.execute
+  },
+  (input) =>
+    withDatabase(
+      Operations.parkedRelease({
+        consumer: input.group,
+        topic: input.topic,
+        partition: input.partition,
+        key: input.key,
+        execute: input.execute
+      }),
+      Render.parkedRelease
+    )
+).pipe(
+  Command.withDescription(
+    "ask the consumer that owns the partition to run a parked key's records, head first (dry run unless --execute)"
+  )
+)
+
+/**
+ * @since 0.2.0
+ * @category commands
+ */
+export const parked = Command.make("parked").pipe(
+  Command.withDescription("durably parked keys: list, release"),
+  Command.withSubcommands([parkedList, parkedRelease])
+)
+
 /**
  * `7d`, `12h`, `30m`, `45s`, `500ms`, or anything `Duration` reads (`"7 days"`).
  *
@@ -509,7 +550,7 @@ export const dashboard = Command.make(
  * @category commands
  */
 export const command = root.pipe(
-  Command.withSubcommands([status, inspect, requeue, skip, release, recoverStale, dlt, purge, dashboard])
+  Command.withSubcommands([status, inspect, requeue, skip, release, recoverStale, dlt, parked, purge, dashboard])
 )
 
 /**

@@ -4,6 +4,7 @@
  * @since 0.1.0
  */
 import type * as DeadLetter from "@effect-outbox/core/DeadLetter"
+import type { ParkedKey } from "@effect-outbox/core/ParkedStore"
 import * as Lifecycle from "@effect-outbox/core/Lifecycle"
 import type { OutboxMessage } from "@effect-outbox/core/OutboxMessage"
 import type * as Operations from "./Operations.ts"
@@ -263,3 +264,33 @@ export const purge = (report: Operations.PurgeReport): string =>
   report.dryRun
     ? `dry run: ${report.rows} rows (${report.statuses.join(", ")}) last updated before ${time(report.olderThan)} would be deleted; add --execute`
     : `purged ${report.rows} rows (${report.statuses.join(", ")}) last updated before ${time(report.olderThan)}`
+
+/**
+ * @since 0.2.0
+ * @category rendering
+ */
+export const parked = (keys: ReadonlyArray<ParkedKey>): string =>
+  keys.length === 0
+    ? "no parked keys"
+    : table(
+        ["group", "topic/partition", "key", "parked", "head", "offsets"],
+        keys.map((k) => [
+          k.consumer,
+          `${k.topic}/${k.partition}`,
+          k.key,
+          String(k.offsets.length),
+          k.offsets[0] ?? "-",
+          k.offsets.length > 10 ? `${k.offsets.slice(0, 10).join(",")},…` : k.offsets.join(",")
+        ])
+      )
+
+/**
+ * @since 0.2.0
+ * @category rendering
+ */
+export const parkedRelease = (report: Operations.ParkedReleaseReport): string => {
+  const what = `key ${report.target.key} of ${report.target.topic}/${report.target.partition} (group ${report.target.consumer}): ${report.offsets.length} parked record(s), head at ${report.offsets[0]}`
+  return report.dryRun
+    ? `dry run: would ask the owning consumer to release ${what} (add --execute)`
+    : `release requested for ${what}; the consumer that owns the partition runs them head first`
+}

@@ -13,6 +13,7 @@ import * as DeadLetter from "@effect-outbox/core/DeadLetter"
 import * as Outbox from "@effect-outbox/core/Outbox"
 import { type EventId, jsonPayload } from "@effect-outbox/core/OutboxMessage"
 import { OutboxStore } from "@effect-outbox/core/OutboxStore"
+import { ParkedStore } from "@effect-outbox/core/ParkedStore"
 import { Publisher } from "@effect-outbox/core/Publisher"
 import { TopicReader } from "@effect-outbox/core/TopicReader"
 import * as Transition from "@effect-outbox/core/Transition"
@@ -619,3 +620,52 @@ const deleteTopics = async (topics: ReadonlyArray<string>) => {
     await admin.disconnect()
   }
 }
+
+describe("effect-outbox parked", () => {
+  it.live("parked list and release: keys head first; release asks the owning consumer (dry run unless --execute)", () =>
+    Effect.gen(function* () {
+      const f = yield* fixture
+      yield* f.use(
+        ParkedStore.use((store) =>
+          store.park("billing", [
+            { topic: "orders", partition: 2, key: "user-42", offset: "17" },
+            { topic: "orders", partition: 2, key: "user-42", offset: "19" }
+          ])
+        )
+      )
+      const list = yield* f.cli("parked", "list", "--json")
+      assert.isTrue(list.ok, list.err)
+      assert.deepStrictEqual(JSON.parse(list.out), [
+        { consumer: "billing", topic: "orders", partition: 2, key: "user-42", offsets: ["17", "19"] }
+      ])
+      const human = yield* f.cli("parked", "list", "--group", "billing")
+      assert.include(human.out, "user-42")
+
+      const target = ["--group", "billing", "--topic", "orders", "--partition", "2", "--key", "user-42"]
+      const dry = yield* f.cli("parked", "release", ...target)
+      assert.isTrue(dry.ok, dry.err)
+      assert.include(dry.out, "dry run")
+      assert.deepStrictEqual(yield* f.use(ParkedStore.use((store) => store.releaseRequests("billing"))), [])
+      const done = yield* f.cli("parked", "release", ...target, "--execute")
+      assert.isTrue(done.ok, done.err)
+      assert.deepStrictEqual(yield* f.use(ParkedStore.use((store) => store.releaseRequests("billing"))), [
+        { consumer: "billing", topic: "orders", partition: 2, key: "user-42" }
+      ])
+      const missing = yield* f.cli(
+        "parked",
+        "release",
+        "--group",
+        "billing",
+        "--topic",
+        "orders",
+        "--partition",
+        "2",
+        "--key",
+        "nobody",
+        "--execute"
+      )
+      assert.isFalse(missing.ok)
+      assert.include(missing.err, "not parked")
+    })
+  )
+})

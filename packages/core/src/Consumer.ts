@@ -38,6 +38,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
+import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
@@ -46,7 +47,7 @@ import * as Semaphore from "effect/Semaphore"
 import * as Stream from "effect/Stream"
 import { type ConsumerBatch, type ConsumerRecord, ConsumerSource } from "./ConsumerSource.ts"
 import * as DeadLetter from "./DeadLetter.ts"
-import { type ConsumerSourceError, HandlerDefectError, PayloadDecodeError } from "./Errors.ts"
+import { ConsumerSourceError, HandlerDefectError, PayloadDecodeError } from "./Errors.ts"
 import * as Inbox from "./Inbox.ts"
 import { InboxStore } from "./InboxStore.ts"
 import * as Batch from "./internal/consumer/batch.ts"
@@ -56,7 +57,9 @@ import * as Partition from "./internal/consumer/partition.ts"
 import * as RecordRunner from "./internal/consumer/record.ts"
 import { OutboxStore } from "./OutboxStore.ts"
 import { Publisher } from "./Publisher.ts"
+import { ParkedStore } from "./ParkedStore.ts"
 import * as Telemetry from "./Telemetry.ts"
+import { TopicReader } from "./TopicReader.ts"
 
 // ---------------------------------------------------------------------------------------------
 // errors (defined in Errors.ts)
@@ -221,7 +224,12 @@ export interface Options<S extends Schema.Top, E, R> {
    * again in the new transaction (it was rolled back), as a retry would.
    */
   readonly transaction?: "per-record" | "per-batch"
-  /** Batches buffered per partition before the source is back-pressured (default 2). */
+  /**
+   * With durable parking (`parking: true` and a `ParkedStore` in context): how often the consumer
+   * looks for release requests (`effect-outbox parked release`), default 5 s.
+   */
+  readonly parkedReleaseInterval?: Duration.Input
+  /** Batches buffered per partition before the source stops fetching it (paused, default 2). */
   readonly bufferedBatches?: number
   /** How long shutdown waits for records in flight before interrupting them (default 30 s). */
   readonly shutdownTimeout?: Duration.Input
@@ -317,6 +325,15 @@ export const retriesTotal = Telemetry.consumerRetriesTotal
 export const infrastructureRetriesTotal = Telemetry.consumerInfrastructureRetriesTotal
 
 /**
+ * Records of revoked partitions dropped before their handler ran (M3): a rebalance moved the
+ * partition, its new owner processes them.
+ *
+ * @since 0.1.0
+ * @category metrics
+ */
+export const revokedRecordsTotal = Telemetry.consumerRevokedRecordsTotal
+
+/**
  * Delivered records whose local outbox row said they should not have been delivered, with
  * attribute `kind` (`failure_row_delivered`, C2).
  *
@@ -382,9 +399,11 @@ export const make = <S extends Schema.Top, E, R>(
     const permits = yield* Semaphore.make(Math.max(1, options.concurrency ?? 8))
     const partitions = new Map<string, PartitionState>()
     let stopping = false
+    const parkedStore = Option.getOrUndefined(yield* Effect.serviceOption(ParkedStore))
     const batch: Batch.BatchSettings = {
       record: settings,
       parking: options.parking ?? false,
+      parkedStore,
       perBatch: options.transaction === "per-batch",
       subscription,
       stopping: () => stopping
@@ -408,9 +427,19 @@ export const make = <S extends Schema.Top, E, R>(
         shutdown(workers, dispatcher, options.shutdownTimeout ?? Duration.seconds(30))
       )
     )
+    const durable = batch.parking && parkedStore !== undefined
+    const reader = Option.getOrUndefined(yield* Effect.serviceOption(TopicReader))
+    if (durable) {
+      // Releases asked for elsewhere (the CLI's `parked release`) run on the member that owns
+      // the partition: it has the handler.
+      yield* serveReleaseRequests(workers, parkedStore, reader).pipe(
+        Effect.repeat(Schedule.spaced(options.parkedReleaseInterval ?? Duration.seconds(5))),
+        Effect.forkIn(scope)
+      )
+    }
     return {
-      parked: parkedKeys(partitions),
-      release: release(workers),
+      parked: durable ? durableParkedKeys(parkedStore, options.groupId) : parkedKeys(partitions),
+      release: durable ? releaseDurably(workers, parkedStore, reader) : release(workers),
       await: Deferred.await(failed)
     } satisfies Consumer
   })
@@ -478,7 +507,7 @@ const handlerWork = <S extends Schema.Top, E, R>(
     record,
     key: record.key,
     eventId,
-    idempotencyKey: eventId ?? Inbox.offsetIdentity(record),
+    idempotencyKey: eventId ?? Inbox.originalOffsetIdentity(record),
     attempt
   }
   return options.handler(message).pipe(
@@ -505,13 +534,27 @@ interface Workers {
   readonly bufferedBatches: number
 }
 
-/** Hands each fetched batch to its partition's queue (a worker per partition, started on demand). */
+/**
+ * Hands each fetched batch to its partition's buffer (a worker per partition, started on demand).
+ * It never waits on a partition (M2): a partition whose buffer is full is paused at the source
+ * and resumed when its worker catches up, so a slow or retrying partition holds back neither the
+ * others nor the member's rejoin in a rebalance (the source is always pulled promptly).
+ */
 const dispatch = (workers: Workers) =>
   workers.batch.subscription.batches.pipe(
     Stream.runForEach((batch) =>
       batch.records.length === 0
         ? Effect.void
-        : Effect.flatMap(partitionOf(workers, batch.topic, batch.partition), (state) => Queue.offer(state.queue, batch))
+        : Effect.flatMap(partitionOf(workers, batch.topic, batch.partition), (state) =>
+          Effect.andThen(Queue.offer(state.queue, batch), () =>
+            !state.paused && Queue.sizeUnsafe(state.queue) >= workers.bufferedBatches
+              ? Effect.andThen(
+                Effect.sync(() => {
+                  state.paused = true
+                }),
+                workers.batch.subscription.pause([state])
+              )
+              : Effect.void))
     ),
     Effect.tapCause((cause) =>
       Cause.hasInterruptsOnly(cause) ? Effect.void : Deferred.failCause(workers.failed, cause)
@@ -526,13 +569,16 @@ const partitionOf = (workers: Workers, topic: string, partition: number) =>
     const state: PartitionState = {
       topic,
       partition,
-      queue: yield* Queue.bounded<ConsumerBatch, Cause.Done>(workers.bufferedBatches),
+      // Unbounded, but pausing bounds it: at most what the source fetched before the pause.
+      queue: yield* Queue.unbounded<ConsumerBatch, Cause.Done>(),
       lock: yield* Semaphore.make(1),
       notDone: [],
       maxDelivered: -1n,
       lastCommitted: -1n,
       parked: new Map(),
-      fiber: undefined
+      fiber: undefined,
+      paused: false,
+      latest: undefined
     }
     workers.partitions.set(id, state)
     state.fiber = yield* work(workers, state).pipe(
@@ -550,6 +596,10 @@ const work = (workers: Workers, state: PartitionState): Effect.Effect<void, Dead
     while (true) {
       const next = yield* Effect.exit(Queue.take(state.queue))
       if (Exit.isFailure(next)) return
+      if (state.paused && Queue.sizeUnsafe(state.queue) < workers.bufferedBatches) {
+        state.paused = false
+        yield* workers.batch.subscription.resume([state])
+      }
       yield* Batch.processBatch(workers.batch, state, next.value).pipe(
         state.lock.withPermits(1),
         workers.permits.withPermits(1)
@@ -602,3 +652,91 @@ const release =
         return processed
       }).pipe(state.lock.withPermits(1))
     })
+
+/** Durable parking: the group's parked keys as the store has them. */
+const durableParkedKeys = (
+  store: ParkedStore["Service"],
+  groupId: string
+): Effect.Effect<ReadonlyArray<ParkedKey>> =>
+  store.list({ consumer: groupId }).pipe(
+    Effect.map((keys) =>
+      keys.map(({ key, offsets, partition, topic }): ParkedKey => ({ topic, partition, key, offsets }))
+    ),
+    Effect.orDie
+  )
+
+/**
+ * Durable parking: re-reads the key's parked records by position (`TopicReader`) and runs them
+ * head first, in offset order, on the partition's lock (no record of the key interleaves). A
+ * record dead-lettered again stops the release: it and the rest stay parked. Only the member that
+ * owns the partition releases it (another would race its worker); elsewhere it answers 0.
+ */
+const releaseDurably =
+  (workers: Workers, store: ParkedStore["Service"], reader: TopicReader["Service"] | undefined): Consumer["release"] =>
+  (target) =>
+    Effect.gen(function* () {
+      const state = workers.partitions.get(Partition.idOf(target.topic, target.partition))
+      if (state === undefined || !owns(workers, state)) return 0
+      if (reader === undefined) {
+        return yield* new ConsumerSourceError({
+          operation: "read",
+          reason: "releasing a durably parked key re-reads its records: provide a TopicReader",
+          retriable: false
+        })
+      }
+      const groupId = workers.batch.record.groupId
+      return yield* Effect.gen(function* () {
+        const [parked] = (yield* store.list({ consumer: groupId, topic: target.topic, partition: target.partition }).pipe(
+          Effect.orDie
+        )).filter((k) => k.key === target.key)
+        if (parked === undefined) return 0
+        const wanted = new Set(parked.offsets)
+        const records = (yield* reader.read(target.topic).pipe(
+          Stream.filter((r) => r.partition === target.partition && wanted.has(r.offset)),
+          Stream.runCollect
+        )).sort((a, b) => (BigInt(a.offset) < BigInt(b.offset) ? -1 : 1))
+        let processed = 0
+        for (const record of records) {
+          const result = yield* RecordRunner.runRecord(workers.batch.record, record)
+          if (result === "dead_lettered") break
+          yield* store.remove(groupId, [record]).pipe(Effect.orDie)
+          processed++
+        }
+        // Positions the topic no longer holds (retention) cannot run: they are forgotten.
+        const found = new Set(records.map((r) => r.offset))
+        const gone = parked.offsets.filter((offset) => !found.has(offset))
+        if (gone.length > 0) {
+          yield* Effect.logWarning(
+            `parked ${target.topic}/${target.partition} key ${target.key}: offsets ${gone.join(", ")} are no longer on the topic`
+          )
+          yield* store.remove(groupId, gone.map((offset) => ({ ...target, offset }))).pipe(Effect.orDie)
+        }
+        yield* Batch.refreshParked(workers.batch, state)
+        return processed
+      }).pipe(state.lock.withPermits(1))
+    })
+
+const owns = (workers: Workers, state: PartitionState): boolean =>
+  state.latest !== undefined && workers.batch.subscription.isCurrent(state.latest)
+
+/** Runs the release requests for partitions this member owns, then clears them. */
+const serveReleaseRequests = (
+  workers: Workers,
+  store: ParkedStore["Service"],
+  reader: TopicReader["Service"] | undefined
+) =>
+  Effect.gen(function* () {
+    const requests = yield* store.releaseRequests(workers.batch.record.groupId)
+    for (const request of requests) {
+      const state = workers.partitions.get(Partition.idOf(request.topic, request.partition))
+      if (state === undefined || !owns(workers, state)) continue
+      const processed = yield* releaseDurably(workers, store, reader)(request)
+      yield* store.clearRelease(request)
+      yield* Effect.logInfo(
+        `released parked key ${request.key} of ${request.topic}/${request.partition}: ${processed} record(s) processed`
+      )
+    }
+  }).pipe(
+    Effect.catch((error) => Effect.logWarning(`serving parked release requests failed: ${error.message}`)),
+    Effect.withSpan("outbox.consumer.parked_release")
+  )

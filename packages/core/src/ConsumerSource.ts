@@ -52,6 +52,17 @@ export interface OffsetCommit {
 }
 
 /**
+ * One partition of a topic.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface TopicPartition {
+  readonly topic: string
+  readonly partition: number
+}
+
+/**
  * A live group membership. Interrupting the stream's consumer or closing the scope leaves the
  * group cleanly; uncommitted records are redelivered to the next member.
  *
@@ -61,6 +72,20 @@ export interface OffsetCommit {
 export interface Subscription {
   readonly batches: Stream.Stream<ConsumerBatch, ConsumerSourceError>
   readonly commit: (offsets: ReadonlyArray<OffsetCommit>) => Effect.Effect<void, ConsumerSourceError>
+  /**
+   * Whether a batch this subscription delivered still belongs to this member: `false` once its
+   * partition was revoked (a rebalance, the subscription closing) since it was fetched — even if
+   * the partition came back, since it then restarts at the group's committed offset. The runner
+   * drops such batches before their handler runs (M3): the partition's new owner gets them.
+   */
+  readonly isCurrent: (batch: ConsumerBatch) => boolean
+  /**
+   * Stops fetching these partitions until `resume` (batches already delivered stay valid). The
+   * runner pauses a partition whose buffer is full rather than waiting on it, so one slow
+   * partition never holds back the others nor the member's rejoin in a rebalance (M2).
+   */
+  readonly pause: (partitions: ReadonlyArray<TopicPartition>) => Effect.Effect<void>
+  readonly resume: (partitions: ReadonlyArray<TopicPartition>) => Effect.Effect<void>
 }
 
 /**

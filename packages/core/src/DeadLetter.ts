@@ -18,7 +18,7 @@ import { BrokerAdmin } from "./BrokerAdmin.ts"
 import type { ConsumerRecord } from "./ConsumerSource.ts"
 import * as DeadLetterDepth from "./DeadLetterDepth.ts"
 import type { ConsumerSourceError, PublishError } from "./Errors.ts"
-import { EVENT_ID_HEADER, EventId, type Headers, makeEventId } from "./OutboxMessage.ts"
+import { EVENT_ID_HEADER, EventId, type Headers, makeEventId, ORIGINAL_RECORD_HEADER } from "./OutboxMessage.ts"
 import { Publisher, type PublishRequest } from "./Publisher.ts"
 import { TopicReader } from "./TopicReader.ts"
 
@@ -147,7 +147,7 @@ export interface Failure {
  * The publish request that dead-letters `record` to `deadLetterTopic`: original key, headers and
  * payload, plus the `dlt-*` headers. The partition is left to the broker's partitioner (by key).
  * A record without a valid `event-id` gets a fresh request id, but no `event-id` header is
- * invented for it.
+ * invented for it (`writeEventId: false`: the headers go out as they are).
  *
  * @since 0.1.0
  * @category constructors
@@ -178,7 +178,8 @@ export const toPublishRequest = (
       key: record.key,
       partition: null,
       headers: { ...withoutDiagnostics(record.headers), ...diagnostics },
-      payload: record.value
+      payload: record.value,
+      writeEventId: false
     }
   })
 
@@ -252,8 +253,10 @@ export const parse = (record: ConsumerRecord): Option.Option<DeadLetter> => {
 
 /**
  * The record `replay` publishes for a dead letter: original key, payload and headers (the
- * `event-id` kept, so consumers still deduplicate), the `dlt-*` diagnostics removed and
- * `dlt-replay-attempt` counted up. Back on the original partition when replayed to the original
+ * `event-id` kept, so consumers still deduplicate, and none invented for a record that had none),
+ * the `dlt-*` diagnostics removed, `dlt-replay-attempt` counted up, and the original's
+ * coordinates in `outbox-original-record` (kept from an earlier replay), so a group deduplicating
+ * by offset identity sees the replay as the record it handled (M8). Back on the original partition when replayed to the original
  * topic (explicitly routed partitions, R6.3, stay on their route); else by key.
  *
  * @since 0.1.0
@@ -265,14 +268,22 @@ export const toReplayRequest = (deadLetter: DeadLetter, to?: string): Effect.Eff
       Object.entries(deadLetter.record.headers).filter(([name]) => !name.startsWith(DIAGNOSTIC_PREFIX))
     )
     const topic = to ?? deadLetter.originalTopic
+    const known = deadLetter.originalPartition >= 0 && deadLetter.originalOffset !== ""
+    const originalRecord = original[ORIGINAL_RECORD_HEADER] ??
+      (known ? `${deadLetter.originalTopic}/${deadLetter.originalPartition}/${deadLetter.originalOffset}` : undefined)
     return {
       id,
       topic,
       key: deadLetter.record.key,
       partition:
         topic === deadLetter.originalTopic && deadLetter.originalPartition >= 0 ? deadLetter.originalPartition : null,
-      headers: { ...original, [headers.replayAttempt]: String(deadLetter.replayAttempt + 1) },
-      payload: deadLetter.record.value
+      headers: {
+        ...original,
+        ...(originalRecord === undefined ? {} : { [ORIGINAL_RECORD_HEADER]: originalRecord }),
+        [headers.replayAttempt]: String(deadLetter.replayAttempt + 1)
+      },
+      payload: deadLetter.record.value,
+      writeEventId: false
     }
   })
 

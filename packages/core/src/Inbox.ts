@@ -23,7 +23,7 @@ import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
 import type { OutboxStoreError } from "./Errors.ts"
 import { InboxStore, type ProcessedKey } from "./InboxStore.ts"
-import { EVENT_ID_HEADER, type Headers } from "./OutboxMessage.ts"
+import { EVENT_ID_HEADER, type Headers, ORIGINAL_RECORD_HEADER } from "./OutboxMessage.ts"
 import { Transactor } from "./Transactor.ts"
 
 /**
@@ -101,6 +101,19 @@ export const offsetIdentity = (record: {
 }): string => `offset:${record.topic}/${record.partition}/${record.offset}`
 
 /**
+ * The offset identity of a record as first consumed: a replayed dead letter names its original
+ * in the `outbox-original-record` header (M8), so it keeps the original's identity; any other
+ * record is itself. A malformed header is ignored.
+ *
+ * @since 0.1.0
+ * @category identities
+ */
+export const originalOffsetIdentity = (record: RecordCoordinates): string => {
+  const original = record.headers[ORIGINAL_RECORD_HEADER]
+  return original !== undefined && /^.+\/\d+\/\d+$/.test(original) ? `offset:${original}` : offsetIdentity(record)
+}
+
+/**
  * The identity of a record under `strategy`. An empty `event-id` header counts as absent.
  *
  * @since 0.1.0
@@ -110,7 +123,7 @@ export const identityOf = (record: RecordCoordinates, strategy: IdentityStrategy
   const eventId = record.headers[EVENT_ID_HEADER]
   return strategy === "event-id" && eventId !== undefined && eventId !== ""
     ? eventIdentity(eventId)
-    : offsetIdentity(record)
+    : originalOffsetIdentity(record)
 }
 
 /**

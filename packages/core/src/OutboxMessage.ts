@@ -33,6 +33,16 @@ export type EventId = typeof EventId.Type
 export const EVENT_ID_HEADER = "event-id"
 
 /**
+ * The header a replayed dead letter carries with the coordinates of the record as first
+ * consumed, `<topic>/<partition>/<offset>` (M8): the offset identity of the replay is the
+ * original's, so a group that handled the original under it does not handle the replay again.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const ORIGINAL_RECORD_HEADER = "outbox-original-record"
+
+/**
  * Generates a UUIDv7 from the `Clock` and the `Random` service, so a seeded simulation replays
  * the same ids.
  *

@@ -22,6 +22,12 @@ export interface PublishRequest {
   readonly partition: number | null
   readonly headers: Headers
   readonly payload: Uint8Array
+  /**
+   * Whether the record gets an `event-id: id` header (default `true`). `false` publishes
+   * `headers` as they are: a dead letter and its replay keep the original's headers, and a
+   * record that had no event id must not get a fresh one (M8).
+   */
+  readonly writeEventId?: boolean
 }
 
 /**

@@ -368,3 +368,15 @@ export const consumerAnomaliesTotal = Metric.counter("outbox_consumer_anomalies_
   description: "Delivered records whose outbox row said they should not have been delivered",
   incremental: true
 })
+
+/**
+ * Records of revoked partitions dropped before their handler ran (M3): the partition's new
+ * owner processes them.
+ *
+ * @since 0.1.0
+ * @category metrics
+ */
+export const consumerRevokedRecordsTotal = Metric.counter("outbox_consumer_revoked_records_total", {
+  description: "Records of revoked partitions dropped before their handler ran",
+  incremental: true
+})

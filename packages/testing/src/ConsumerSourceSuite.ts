@@ -532,6 +532,40 @@ export const suite = <R = never>(name: string, options: Options<R>): void => {
       })
     )
 
+    test(
+      "a paused partition is not delivered until it is resumed; the others keep flowing (M2)",
+      Effect.gen(function* () {
+        const topic = yield* makeTopic(2)
+        yield* publishTo(
+          topic,
+          Array.from({ length: 8 }, (_, i) => ({ partition: i % 2 }))
+        )
+        yield* Effect.scoped(
+          Effect.gen(function* () {
+            const subscription = yield* subscribe(uniqueName("group"), [topic])
+            yield* subscription.pause([{ topic, partition: 0 }])
+            const before = yield* subscription.batches.pipe(
+              Stream.takeUntil((batch) => {
+                assert.notStrictEqual(batch.partition, 0, "a paused partition was delivered")
+                return batch.records.at(-1)!.offset === "3"
+              }),
+              Stream.runCollect,
+              Effect.timeout(receiveTimeout)
+            )
+            assert.deepStrictEqual(before.flatMap((b) => b.records.map((r) => r.offset)), ["0", "1", "2", "3"])
+            yield* subscription.resume([{ topic, partition: 0 }])
+            const after = yield* subscription.batches.pipe(
+              Stream.filter((batch) => batch.partition === 0),
+              Stream.takeUntil((batch) => batch.records.at(-1)!.offset === "3"),
+              Stream.runCollect,
+              Effect.timeout(receiveTimeout)
+            )
+            assert.deepStrictEqual(after.flatMap((b) => b.records.map((r) => r.offset)), ["0", "1", "2", "3"])
+          })
+        )
+      })
+    )
+
     if (features.groupMembers) {
       test(
         "two live members of one group together receive every record",
@@ -563,6 +597,49 @@ export const suite = <R = never>(name: string, options: Options<R>): void => {
             })
           )
           assert.isTrue([...wanted].every((id) => seen.has(id)))
+        })
+      )
+
+      test(
+        "batches of a partition a rebalance moved to another member are no longer current (M3)",
+        Effect.gen(function* () {
+          const topic = yield* makeTopic(2)
+          const group = uniqueName("group")
+          yield* publishTo(
+            topic,
+            Array.from({ length: 8 }, (_, i) => ({ partition: i % 2 }))
+          )
+          yield* Effect.scoped(
+            Effect.gen(function* () {
+              const collect = (subscription: Subscription, into: Array<ConsumerBatch>) =>
+                Effect.forkChild(
+                  subscription.batches.pipe(
+                    Stream.runForEach((batch) => Effect.sync(() => into.push(batch)))
+                  )
+                )
+              const waitUntil = (check: () => boolean) =>
+                Effect.gen(function* () {
+                  while (!check()) yield* Effect.sleep("50 millis")
+                }).pipe(Effect.timeout(receiveTimeout))
+              // Member A alone owns both partitions; nothing is committed.
+              const a = yield* subscribe(group, [topic])
+              const ofA: Array<ConsumerBatch> = []
+              yield* collect(a, ofA)
+              yield* waitUntil(() => new Set(ofA.map((b) => b.partition)).size === 2)
+              const early = [...ofA]
+              assert.isTrue(early.every((batch) => a.isCurrent(batch)))
+              // Member B joins: the rebalance gives it a partition, which restarts at offset 0.
+              const b = yield* subscribe(group, [topic])
+              const ofB: Array<ConsumerBatch> = []
+              yield* collect(b, ofB)
+              yield* waitUntil(() => ofB.length > 0)
+              const moved = new Set(ofB.map((batch) => batch.partition))
+              for (const batch of early) {
+                if (moved.has(batch.partition)) assert.isFalse(a.isCurrent(batch), `partition ${batch.partition}`)
+              }
+              for (const batch of ofB) assert.isTrue(b.isCurrent(batch))
+            })
+          )
         })
       )
     }

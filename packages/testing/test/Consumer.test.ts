@@ -5,8 +5,9 @@ import * as DeadLetter from "@effect-outbox/core/DeadLetter"
 import { OutboxStoreError } from "@effect-outbox/core/Errors"
 import * as Inbox from "@effect-outbox/core/Inbox"
 import type { EventId } from "@effect-outbox/core/OutboxMessage"
-import { jsonPayload } from "@effect-outbox/core/OutboxMessage"
+import { jsonPayload, ORIGINAL_RECORD_HEADER } from "@effect-outbox/core/OutboxMessage"
 import { OutboxStore } from "@effect-outbox/core/OutboxStore"
+import { ParkedStore } from "@effect-outbox/core/ParkedStore"
 import { Publisher } from "@effect-outbox/core/Publisher"
 import * as Transition from "@effect-outbox/core/Transition"
 import * as Deferred from "effect/Deferred"
@@ -23,6 +24,7 @@ import { ConnectionError, SqlError, type SqlErrorReason, UnknownError } from "ef
 import * as TestClock from "effect/testing/TestClock"
 import * as InMemoryBroker from "../src/InMemoryBroker.ts"
 import * as InMemoryDatabase from "../src/InMemoryDatabase.ts"
+import * as InMemoryParkedStore from "../src/InMemoryParkedStore.ts"
 import * as InMemoryTopicReader from "../src/InMemoryTopicReader.ts"
 
 // -- fixtures ---------------------------------------------------------------------------------
@@ -1020,4 +1022,251 @@ describe("Consumer.defaultIsInfrastructure", () => {
       )
     )
   })
+})
+
+// -- rebalances (M2, M3) --------------------------------------------------------------------------
+
+describe("Consumer rebalances (M2, M3)", () => {
+  const smallBatches = (topics: Record<string, number>) =>
+    Layer.mergeAll(
+      Inbox.Inbox.layer.pipe(Layer.provideMerge(InMemoryDatabase.layer)),
+      InMemoryTopicReader.layer.pipe(Layer.provideMerge(InMemoryBroker.layer({ topics, maxBatchSize: 2 })))
+    )
+
+  it.effect("a slow partition does not stall the others", () =>
+    Effect.gen(function* () {
+      const gate = yield* Deferred.make<void>()
+      const handled = new Set<number>()
+      // Partition 0 is stuck on its first record; partition 1 has far more batches than the
+      // buffers hold (2 per partition, 2 records per batch).
+      for (let n = 1; n <= 10; n++) yield* send(n, { partition: 0 })
+      for (let n = 101; n <= 140; n++) yield* send(n, { partition: 1 })
+      yield* Consumer.make({
+        ...commonOptions,
+        handler: (m) =>
+          Effect.andThen(
+            m.record.partition === 0 ? Deferred.await(gate) : Effect.void,
+            Effect.sync(() => handled.add(m.payload.n))
+          )
+      })
+      yield* eventually(
+        "partition 1 is committed to its end while partition 0 waits",
+        Effect.map(committedOffset("billing", 1), (o) => o === "40")
+      )
+      assert.strictEqual(handled.size, 40)
+      assert.strictEqual(yield* committedOffset("billing", 0), undefined)
+      yield* Deferred.succeed(gate, undefined)
+      yield* eventually(
+        "partition 0 catches up",
+        Effect.map(committedOffset("billing", 0), (o) => o === "10")
+      )
+      assert.strictEqual(handled.size, 50)
+    }).pipe(Effect.scoped, Effect.provide(smallBatches({ orders: 2, "orders.DLT": 1 })))
+  )
+
+  it.effect("a revoked partition's queued batches are not handled", () =>
+    Effect.gen(function* () {
+      const broker = yield* InMemoryBroker.InMemoryBroker
+      const gateA = yield* Deferred.make<void>()
+      const gateB = yield* Deferred.make<void>()
+      const startsA: Array<number> = []
+      const startsB: Array<number> = []
+      for (let n = 1; n <= 10; n++) yield* send(n)
+      const revokedBefore = (yield* Metric.value(Consumer.revokedRecordsTotal)).count
+      // Member A is stuck on record 1 with batches queued behind it.
+      yield* Consumer.make({
+        ...commonOptions,
+        handler: (m) =>
+          Effect.andThen(
+            Effect.sync(() => startsA.push(m.payload.n)),
+            m.payload.n === 1 ? Deferred.await(gateA) : Effect.void
+          )
+      })
+      yield* eventually("A started record 1", Effect.sync(() => startsA.length === 1))
+      for (let i = 0; i < 20; i++) yield* Effect.yieldNow
+      // Member B joins and the rebalance hands it the partition; B waits until A is done.
+      yield* Consumer.make({
+        ...commonOptions,
+        handler: (m) =>
+          Effect.andThen(
+            Effect.sync(() => startsB.push(m.payload.n)),
+            Deferred.await(gateB)
+          )
+      })
+      yield* broker.rebalance("billing")
+      yield* Deferred.succeed(gateA, undefined)
+      yield* eventually(
+        "A dropped the rest of its batches",
+        Effect.map(Metric.value(Consumer.revokedRecordsTotal), (m) => m.count - revokedBefore >= 5)
+      )
+      yield* Deferred.succeed(gateB, undefined)
+      yield* eventually(
+        "B committed the partition's end",
+        Effect.map(committedOffset("billing"), (o) => o === "10")
+      )
+      // A ran only the record in flight at the revocation; every other record started once, on B.
+      assert.deepStrictEqual(startsA, [1])
+      for (let n = 2; n <= 10; n++) assert.strictEqual(startsB.filter((x) => x === n).length, 1, `record ${n}`)
+      assert.isAtMost(startsB.filter((x) => x === 1).length, 1)
+    }).pipe(Effect.scoped, Effect.provide(smallBatches({ orders: 1, "orders.DLT": 1 })))
+  )
+})
+
+// -- replay identity (M8) ------------------------------------------------------------------------
+
+describe("DeadLetter.replay keeps the original identity (M8)", () => {
+  it.effect("a record without an event id gets none on replay; an offset-identity group sees the replay as the original", () =>
+    Effect.gen(function* () {
+      const broken = yield* Ref.make(true)
+      const billing = yield* recording
+      const audit = yield* recording
+      yield* send(1, { eventId: false })
+      // "billing" handles the original under its offset identity; "audit" dead-letters it.
+      yield* Consumer.make({ ...commonOptions, identity: "offset", handler: billing.handler })
+      yield* Consumer.make({
+        ...commonOptions,
+        groupId: "audit",
+        lifecycle: false,
+        maxAttempts: 1,
+        handler: (m) =>
+          Effect.flatMap(Ref.get(broken), (b) =>
+            b ? Effect.fail(new HandlerFailed({ n: 1, retriable: false })) : audit.handler(m)
+          )
+      })
+      yield* eventually("the DLT has it", Effect.map(dltRecords, (r) => r.length === 1))
+      const [letter] = yield* dltRecords
+      assert.isUndefined(letter!.headers["event-id"], "no event id invented for the dead letter")
+      yield* Ref.set(broken, false)
+
+      yield* DeadLetter.replay({ from: "orders.DLT" })
+      const broker = yield* InMemoryBroker.InMemoryBroker
+      const replayed = (yield* broker.log("orders", 0))[1]!
+      assert.isUndefined(replayed.headers["event-id"], "no event id invented for the replay")
+      assert.strictEqual(replayed.headers[ORIGINAL_RECORD_HEADER], "orders/0/0")
+      yield* eventually("audit handled the replay", Effect.map(audit.ns, (all) => all.length === 1))
+      assert.strictEqual((yield* Ref.get(audit.calls))[0]!.idempotencyKey, "offset:orders/0/0")
+      yield* eventually(
+        "billing committed past the replay",
+        Effect.map(committedOffset("billing"), (o) => o === "2")
+      )
+      assert.deepStrictEqual(yield* billing.ns, [1], "billing did not handle the replay again")
+
+      // A second replay keeps the same identity: neither group handles it again.
+      yield* DeadLetter.replay({ from: "orders.DLT" })
+      yield* eventually(
+        "both committed past the second replay",
+        Effect.map(
+          Effect.all([committedOffset("billing"), committedOffset("audit")]),
+          ([b, a]) => b === "3" && a === "3"
+        )
+      )
+      assert.deepStrictEqual(yield* billing.ns, [1])
+      assert.deepStrictEqual(yield* audit.ns, [1])
+      const db = yield* InMemoryDatabase.InMemoryDatabase
+      assert.deepStrictEqual([...(yield* db.processedKeys)].sort(), [
+        InMemoryDatabase.processedKey("audit", "offset:orders/0/0"),
+        InMemoryDatabase.processedKey("billing", "offset:orders/0/0")
+      ])
+    }).pipe(Effect.scoped, Effect.provide(makeLayer()))
+  )
+
+  it("Inbox.identityOf honours outbox-original-record and ignores a malformed one", () => {
+    const at = { topic: "orders", partition: 0, offset: "7" }
+    assert.strictEqual(
+      Inbox.identityOf({ ...at, headers: { [ORIGINAL_RECORD_HEADER]: "orders/2/5" } }, "offset"),
+      "offset:orders/2/5"
+    )
+    assert.strictEqual(
+      Inbox.identityOf({ ...at, headers: { [ORIGINAL_RECORD_HEADER]: "garbage" } }, "offset"),
+      "offset:orders/0/7"
+    )
+    assert.strictEqual(
+      Inbox.identityOf({ ...at, headers: { "event-id": "e1", [ORIGINAL_RECORD_HEADER]: "orders/2/5" } }),
+      "event:e1"
+    )
+  })
+})
+
+// -- durable parking (M10) -----------------------------------------------------------------------
+
+describe("Consumer durable parking (M10)", () => {
+  for (const transaction of ["per-record", "per-batch"] as const) {
+    it.effect(`parked keys survive a restart, do not hold the commit, and a release runs the head first (${transaction})`, () =>
+      Effect.gen(function* () {
+        const broken = yield* Ref.make(true)
+        const { handler, ns } = yield* recording
+        const options = {
+          ...commonOptions,
+          transaction,
+          parking: true,
+          maxAttempts: 1,
+          handler: (m: Consumer.Message<Order>) =>
+            Effect.flatMap(Ref.get(broken), (b) =>
+              b && m.payload.n === 1 ? Effect.fail(new HandlerFailed({ n: 1, retriable: false })) : handler(m)
+            )
+        }
+        yield* send(1, { key: "k" })
+        yield* send(2, { key: "k" })
+        yield* send(3, { key: "other" })
+        yield* send(4, { key: "k" })
+        const first = yield* Scope.make()
+        const consumer = yield* Consumer.make(options).pipe(Scope.provide(first))
+        // Parked records are finished for the commit: their positions are durable.
+        yield* eventually("offset 4 is committed", Effect.map(committedOffset("billing"), (o) => o === "4"))
+        assert.deepStrictEqual(yield* ns, [3])
+        assert.deepStrictEqual(yield* consumer.parked, [{ topic: "orders", partition: 0, key: "k", offsets: ["0", "1", "3"] }])
+        yield* closeScope(first)
+
+        // A restart: the key is still parked, and a new record of it parks behind the others.
+        yield* Ref.set(broken, false)
+        const restarted = yield* Consumer.make(options)
+        yield* send(5, { key: "k" })
+        yield* eventually("offset 5 is committed", Effect.map(committedOffset("billing"), (o) => o === "5"))
+        assert.deepStrictEqual(yield* ns, [3])
+        assert.deepStrictEqual(yield* restarted.parked, [
+          { topic: "orders", partition: 0, key: "k", offsets: ["0", "1", "3", "4"] }
+        ])
+
+        // Release: the records are re-read by position, the dead-lettered head first.
+        assert.strictEqual(yield* restarted.release({ topic: "orders", partition: 0, key: "k" }), 4)
+        assert.deepStrictEqual(yield* ns, [3, 1, 2, 4, 5])
+        assert.deepStrictEqual(yield* restarted.parked, [])
+        yield* send(6, { key: "k" })
+        yield* eventually("record 6 runs at once", Effect.map(ns, (all) => all.length === 6))
+      }).pipe(
+        Effect.scoped,
+        Effect.provide(Layer.merge(makeLayer(), InMemoryParkedStore.layer()))
+      )
+    )
+  }
+
+  it.effect("a release requested through the store (the CLI's way) runs on the member that owns the partition", () =>
+    Effect.gen(function* () {
+      const broken = yield* Ref.make(true)
+      const { handler, ns } = yield* recording
+      yield* send(1, { key: "k" })
+      yield* send(2, { key: "k" })
+      yield* Consumer.make({
+        ...commonOptions,
+        parking: true,
+        maxAttempts: 1,
+        parkedReleaseInterval: "1 second",
+        handler: (m: Consumer.Message<Order>) =>
+          Effect.flatMap(Ref.get(broken), (b) =>
+            b && m.payload.n === 1 ? Effect.fail(new HandlerFailed({ n: 1, retriable: false })) : handler(m)
+          )
+      })
+      yield* eventually("offset 2 is committed", Effect.map(committedOffset("billing"), (o) => o === "2"))
+      yield* Ref.set(broken, false)
+      const store = yield* ParkedStore
+      yield* store.requestRelease({ consumer: "billing", topic: "orders", partition: 0, key: "k" })
+      yield* eventually("the key's records ran, head first", Effect.map(ns, (all) => all.length === 2))
+      assert.deepStrictEqual(yield* ns, [1, 2])
+      yield* eventually(
+        "the request is cleared",
+        Effect.map(store.releaseRequests("billing"), (r) => r.length === 0)
+      )
+      assert.deepStrictEqual(yield* store.list({ consumer: "billing" }), [])
+    }).pipe(Effect.scoped, Effect.provide(Layer.merge(makeLayer(), InMemoryParkedStore.layer())))
+  )
 })

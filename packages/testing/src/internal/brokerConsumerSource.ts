@@ -10,7 +10,8 @@ import type {
   ConsumerRecord,
   ConsumerSource,
   OffsetCommit,
-  Subscription
+  Subscription,
+  TopicPartition
 } from "@effect-outbox/core/ConsumerSource"
 import { ConsumerSourceError } from "@effect-outbox/core/Errors"
 import * as Cause from "effect/Cause"
@@ -25,6 +26,7 @@ import * as Outage from "./brokerOutage.ts"
 export const make = (engine: BrokerEngine, maxBatchSize: number): ConsumerSource["Service"] => {
   const { groups, notify, operationFault, topics } = engine
   let nextMemberId = 1
+  let nextAssignment = 1
 
   const groupOf = (groupId: string, now = 0): Group => {
     let group = groups.get(groupId)
@@ -100,12 +102,14 @@ export const make = (engine: BrokerEngine, maxBatchSize: number): ConsumerSource
     const group = groupOf(member.groupId)
     const keys = new Set(owned.map((o) => tp(o.topic, o.partition)))
     for (const key of member.positions.keys()) if (!keys.has(key)) member.positions.delete(key)
+    for (const key of member.assignments.keys()) if (!member.positions.has(key)) member.assignments.delete(key)
     for (const { partition, topic } of owned) {
       const key = tp(topic, partition)
       if (member.positions.has(key)) continue
       const committed = group.committed.get(key)
       const end = topics.get(topic)![partition]!.length
       member.positions.set(key, committed ?? (member.fromBeginning ? 0 : end))
+      member.assignments.set(key, nextAssignment++)
     }
   }
 
@@ -118,7 +122,7 @@ export const make = (engine: BrokerEngine, maxBatchSize: number): ConsumerSource
       const key = tp(topic, partition)
       const position = member.positions.get(key)!
       const log = topics.get(topic)![partition]!
-      if (position >= log.length) continue
+      if (position >= log.length || member.paused.has(key)) continue
       const upTo = Math.min(log.length, position + maxBatchSize)
       const records: Array<ConsumerRecord> = []
       for (let offset = position; offset < upTo; offset++) {
@@ -148,6 +152,8 @@ export const make = (engine: BrokerEngine, maxBatchSize: number): ConsumerSource
               topics: [...new Set(options.topics)].sort(),
               fromBeginning: options.fromBeginning ?? true,
               positions: new Map(),
+              assignments: new Map(),
+              paused: new Set(),
               cursor: 0,
               closed: false
             }
@@ -233,8 +239,37 @@ export const make = (engine: BrokerEngine, maxBatchSize: number): ConsumerSource
             }
             return Effect.void
           })
+        // Each delivered batch remembers the assignment it was fetched under (M3).
+        const fetchedUnder = new WeakMap<ConsumerBatch, number>()
+        const isCurrent = (batch: ConsumerBatch): boolean => {
+          const under = fetchedUnder.get(batch)
+          if (under === undefined) return true
+          if (member.closed) return false
+          const key = tp(batch.topic, batch.partition)
+          const owned = assignment(member).some((o) => o.topic === batch.topic && o.partition === batch.partition)
+          return owned && member.positions.has(key) && member.assignments.get(key) === under
+        }
+        const setPaused = (partitions: ReadonlyArray<TopicPartition>, paused: boolean) =>
+          Effect.sync(() => {
+            for (const { partition, topic } of partitions) {
+              if (paused) member.paused.add(tp(topic, partition))
+              else member.paused.delete(tp(topic, partition))
+            }
+            if (!paused) notify()
+          })
         const subscription: Subscription = {
-          batches: Stream.fromPull(Effect.succeed(pull)),
+          batches: Stream.fromPull(
+            Effect.succeed(
+              Effect.tap(pull, ([batch]) =>
+                Effect.sync(() => {
+                  fetchedUnder.set(batch, member.assignments.get(tp(batch.topic, batch.partition)) ?? 0)
+                })
+              )
+            )
+          ),
+          isCurrent,
+          pause: (partitions) => setPaused(partitions, true),
+          resume: (partitions) => setPaused(partitions, false),
           commit: (offsets) =>
             Effect.gen(function* () {
               if (operationFault("commit")) {

@@ -24,6 +24,10 @@ export interface Member {
   readonly fromBeginning: boolean
   /** `topic/partition` → next offset this member will fetch. */
   readonly positions: Map<string, number>
+  /** `topic/partition` → the assignment it belongs to (a new number each time it is assigned). */
+  readonly assignments: Map<string, number>
+  /** `topic/partition`s not fetched until resumed. */
+  readonly paused: Set<string>
   cursor: number
   closed: boolean
 }

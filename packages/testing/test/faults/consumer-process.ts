@@ -41,7 +41,7 @@ await stack.runPromise(
       Effect.provideService(ConsumerSource, {
         subscribe: (options) =>
           Effect.map(source.subscribe(options), (subscription) => ({
-            batches: subscription.batches,
+            ...subscription,
             commit: (offsets) =>
               killOnCommit
                 ? Effect.sync(() => process.kill(process.pid, "SIGKILL")).pipe(Effect.andThen(Effect.never))

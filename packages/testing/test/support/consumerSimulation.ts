@@ -327,6 +327,7 @@ const scenario = (seed: number, scenarioOptions: ScenarioOptions) =>
           Effect.map(
             broker.consumerSource.subscribe(options),
             (subscription): Subscription => ({
+              ...subscription,
               batches: deliveredBatches(subscription),
               commit: (offsets) =>
                 Effect.suspend(() => {

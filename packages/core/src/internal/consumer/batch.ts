@@ -6,12 +6,15 @@
  */
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
+import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
 import type { ConsumerBatch, ConsumerRecord, Subscription } from "../../ConsumerSource.ts"
 import type * as DeadLetter from "../../DeadLetter.ts"
 import type * as Inbox from "../../Inbox.ts"
 import type { ProcessedKey } from "../../InboxStore.ts"
 import type { EventId, OutboxMessage } from "../../OutboxMessage.ts"
+import type { ParkedStore } from "../../ParkedStore.ts"
+import * as Telemetry from "../../Telemetry.ts"
 import type { PartitionState } from "./partition.ts"
 import * as Partition from "./partition.ts"
 import * as RecordRunner from "./record.ts"
@@ -19,6 +22,12 @@ import * as RecordRunner from "./record.ts"
 export interface BatchSettings {
   readonly record: RecordRunner.RecordSettings
   readonly parking: boolean
+  /**
+   * Durable parking (M10): with parking on and a `ParkedStore` in context, parked keys and their
+   * records' positions live in the store; parked records are finished for the offset commit and
+   * not held in memory.
+   */
+  readonly parkedStore: ParkedStore["Service"] | undefined
   readonly perBatch: boolean
   readonly subscription: Subscription
   /** Shutting down: leave the rest unfinished (uncommitted) for the next member. */
@@ -37,13 +46,54 @@ export const handleRecord = (
 ): Handled =>
   Effect.gen(function* () {
     if (settings.parking && first === undefined && Partition.isParked(state, record)) {
-      Partition.park(state, record)
+      if (settings.parkedStore === undefined) Partition.park(state, record)
+      else {
+        // Its position is durable: it no longer holds the partition's commit.
+        yield* parkDurably(settings, record)
+        Partition.markDone(state, record)
+      }
       return "parked" as const
     }
     const result = yield* RecordRunner.runRecord(settings.record, record, first, rows)
-    if (result === "dead_lettered" && settings.parking && record.key !== null) Partition.parkKey(state, record.key)
+    if (result === "dead_lettered" && settings.parking && record.key !== null) {
+      // The head's position too: a release runs it again before its successors.
+      if (settings.parkedStore !== undefined) yield* parkDurably(settings, record)
+      Partition.parkKey(state, record.key)
+    }
     Partition.markDone(state, record)
     return "done" as const
+  })
+
+/**
+ * Records `record`'s position in the parked store. A store that is down, or full (the bound),
+ * is waited for like the database: the record is neither dropped nor run out of order.
+ */
+const parkDurably = (settings: BatchSettings, record: ConsumerRecord) =>
+  settings.parkedStore!.park(settings.record.groupId, [
+    { topic: record.topic, partition: record.partition, key: record.key!, offset: record.offset }
+  ]).pipe(
+    Effect.tapError((error) => Effect.logWarning(`parking ${record.topic}/${record.partition}@${record.offset} waits: ${error.message}`)),
+    Effect.retry({
+      schedule: settings.record.infrastructureRetry,
+      while: (error) => error._tag === "ParkedLimitError" || error.retriable
+    }),
+    Effect.orDie
+  )
+
+/**
+ * Durable parking: the partition's parked keys as the store has them now, read before each batch
+ * (a key released elsewhere stops parking; a restarted or new owner finds the keys parked).
+ */
+export const refreshParked = (settings: BatchSettings, state: PartitionState) =>
+  Effect.gen(function* () {
+    if (!settings.parking || settings.parkedStore === undefined) return
+    const keys = yield* settings.parkedStore.list({
+      consumer: settings.record.groupId,
+      topic: state.topic,
+      partition: state.partition
+    }).pipe(Effect.retry({ schedule: settings.record.infrastructureRetry, while: (e) => e.retriable }), Effect.orDie)
+    state.parked.clear()
+    for (const key of keys) state.parked.set(key.key, [])
   })
 
 /** Processes a fetched batch of `state`'s partition, then commits what finished. */
@@ -53,19 +103,38 @@ export const processBatch = (
   batch: ConsumerBatch
 ): Effect.Effect<void, DeadLetter.DeadLetterPublishError> =>
   Effect.gen(function* () {
+    // Revoked since it was fetched (M3): the partition's new owner processes it; running it here
+    // too would run its handlers twice.
+    if (!settings.subscription.isCurrent(batch)) return yield* dropRevoked(batch.records)
     Partition.deliver(state, batch)
-    if (settings.perBatch) yield* processInRounds(settings, state, batch.records)
+    state.latest = batch
+    yield* refreshParked(settings, state)
+    // Stops between records too once the partition is revoked: only the record in flight at the
+    // revocation can run on both members.
+    const goOn = () => !settings.stopping() && settings.subscription.isCurrent(batch)
+    if (settings.perBatch) yield* processInRounds(settings, state, batch.records, goOn)
     else {
       // One read of the batch's local outbox rows instead of one per record (when it fails, each
       // record reads its own).
       const rows = Option.getOrUndefined(yield* Effect.option(lookupRows(settings.record, batch.records)))
-      for (const record of batch.records) {
-        if (settings.stopping()) break
-        yield* handleRecord(settings, state, record, undefined, rows)
+      for (let i = 0; i < batch.records.length; i++) {
+        if (!goOn()) {
+          if (!settings.stopping()) yield* dropRevoked(batch.records.slice(i))
+          break
+        }
+        yield* handleRecord(settings, state, batch.records[i]!, undefined, rows)
       }
     }
     yield* Partition.commit(settings.subscription, state)
   })
+
+const dropRevoked = (records: ReadonlyArray<ConsumerRecord>) =>
+  Effect.andThen(
+    Metric.update(Telemetry.consumerRevokedRecordsTotal, records.length),
+    Effect.logDebug(
+      `dropping ${records.length} record(s) of revoked partition ${records[0]?.topic}/${records[0]?.partition}`
+    )
+  )
 
 /** The local outbox rows of `records`, in one read. */
 const lookupRows = (settings: RecordRunner.RecordSettings, records: ReadonlyArray<ConsumerRecord>) =>
@@ -84,10 +153,16 @@ const lookupRows = (settings: RecordRunner.RecordSettings, records: ReadonlyArra
  * the failing record to the record runner with its try as attempt 1; the next round starts after
  * it (so a dead letter parks the rest of its key before they are looked at).
  */
-const processInRounds = (settings: BatchSettings, state: PartitionState, records: ReadonlyArray<ConsumerRecord>) =>
+const processInRounds = (
+  settings: BatchSettings,
+  state: PartitionState,
+  records: ReadonlyArray<ConsumerRecord>,
+  goOn: () => boolean
+) =>
   Effect.gen(function* () {
     let i = 0
-    while (i < records.length && !settings.stopping()) i += yield* round(settings, state, records.slice(i))
+    while (i < records.length && goOn()) i += yield* round(settings, state, records.slice(i))
+    if (i < records.length && !settings.stopping()) yield* dropRevoked(records.slice(i))
   })
 
 /** A record's place in a round. */
@@ -159,7 +234,7 @@ const applyRound = (
     let applied = 0
     for (const step of plan.steps) {
       applied++
-      if (step._tag === "parked") Partition.park(state, step.record)
+      if (step._tag === "parked") yield* handleRecord(settings, state, step.record)
       else if (step._tag === "skip") {
         yield* RecordRunner.countRecord("skipped")
         Partition.markDone(state, step.record)

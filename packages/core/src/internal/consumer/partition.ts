@@ -24,6 +24,10 @@ export interface PartitionState {
   /** Parked keys and the records waiting behind their dead-lettered head, in order. */
   readonly parked: Map<string, Array<ConsumerRecord>>
   fiber: Fiber.Fiber<void, unknown> | undefined
+  /** The source was asked to stop fetching this partition: its buffer is full (M2). */
+  paused: boolean
+  /** The last batch processed: while the source says it is current, this member owns the partition. */
+  latest: ConsumerBatch | undefined
 }
 
 export const idOf = (topic: string, partition: number): string => `${topic}\u0000${partition}`
