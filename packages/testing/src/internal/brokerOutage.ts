@@ -68,13 +68,16 @@ export const publisher = (engine: BrokerEngine, inner: Publisher["Service"]): Pu
 })
 
 /** The probe during outages: `ProbeError` (the caller cannot tell whether the record is there). */
-export const probe = (engine: BrokerEngine, inner: BrokerProbe["Service"]): BrokerProbe["Service"] => ({
-  find: (request) =>
-    Effect.andThen(
-      gate(engine, (reason) => new ProbeError({ topic: request.topic, reason })),
-      inner.find(request)
-    )
-})
+export const probe = (engine: BrokerEngine, inner: BrokerProbe["Service"]): BrokerProbe["Service"] => {
+  const down = (topic: string) => gate(engine, (reason) => new ProbeError({ topic, reason }))
+  const findMany = inner.findMany
+  return {
+    find: (request) => Effect.andThen(down(request.topic), inner.find(request)),
+    ...(findMany === undefined
+      ? {}
+      : { findMany: (request) => Effect.andThen(down(request.topic), findMany(request)) })
+  }
+}
 
 /** The admin client during outages: `BrokerAdminError`. */
 export const admin = (engine: BrokerEngine, inner: BrokerAdmin["Service"]): BrokerAdmin["Service"] => {
