@@ -86,11 +86,13 @@ describe("deterministic simulation", () => {
 
   it.effect("a seed with production faults replays exactly", () =>
     Effect.gen(function* () {
-      // Seeds 3 and 20 draw broker and database outages, 25 also grows the topic.
+      // Seeds 3 and 20 draw broker and database outages, 25 also grows the topic and enqueues
+      // oversized bursts on a hot key.
       for (const seed of [3, 20, 25]) {
         const first = yield* runScenario(seed, goodRelay, { faults: "production" })
         const second = yield* runScenario(seed, goodRelay, { faults: "production" })
         assert.include(first.summary, "production faults: broker")
+        if (seed === 25) assert.include(first.summary, "oversized: max.message.bytes")
         assert.strictEqual(second.fingerprint, first.fingerprint, `seed ${seed} did not replay`)
       }
     })
