@@ -6,7 +6,9 @@
  * injection and an inspection handle.
  *
  * Failures apply per partition batch, as in Kafka: the records one `publish` call sends to one
- * partition are appended together or not at all, so a retry never reorders a partition.
+ * partition are appended together or not at all, so a retry never reorders a partition. The
+ * record-batch size limit (`maxMessageBytes`) is checked per batch as the broker does; the
+ * publisher splits a partition's records into batches under it, as the Kafka publisher does.
  *
  * @since 0.1.0
  */
@@ -108,10 +110,20 @@ export interface Options {
    */
   readonly publishLatency?: Duration.Input
   /**
-   * Kafka's `max.message.bytes`: a record whose record batch alone is larger fails with
-   * `PermanentPublishError`, as with the Kafka publisher. Default 1,048,588 (Kafka's default).
+   * Kafka's `max.message.bytes`: the broker refuses a record batch (the records one send puts on
+   * one partition) larger than this. The publisher splits each partition's records into batches
+   * under it, as the Kafka publisher does; a record whose record batch alone is larger fails with
+   * `PermanentPublishError` and its neighbours land. Default 1,048,588 (Kafka's default).
    */
   readonly maxMessageBytes?: number
+  /**
+   * A deliberately wrong configuration, to prove a test catches the behaviour it guards against:
+   * `"whole-call-batch"` publishes as kafkajs and the Kafka publisher before issue #12 did (review
+   * C1). The records a call sends to one partition go in one record batch whatever its size; when
+   * the broker refuses one partition's batch as too large, every record of the call fails with
+   * `PermanentPublishError`, the records of partitions whose batches landed included.
+   */
+  readonly wrong?: "whole-call-batch"
   /**
    * Consumer groups learn about partitions added to a topic only at their next metadata refresh,
    * this long after the previous one (kafkajs `metadataMaxAge`: 5 minutes by default). Until then
@@ -305,7 +317,15 @@ export const makeUnsafe = (options: Options = {}): Broker => {
 
   return {
     control,
-    publisher: BrokerOutage.publisher(engine, MemoryPublisher.make(engine, latency, options.maxMessageBytes)),
+    publisher: BrokerOutage.publisher(
+      engine,
+      MemoryPublisher.make(
+        engine,
+        latency,
+        options.maxMessageBytes,
+        options.wrong === "whole-call-batch" ? "whole-call-batch" : "split"
+      )
+    ),
     probe: BrokerOutage.probe(engine, MemoryProbe.make(engine)),
     admin: BrokerOutage.admin(engine, MemoryAdmin.make(engine)),
     consumerSource: MemoryConsumerSource.make(engine, maxBatchSize)

@@ -180,4 +180,66 @@ describe("InMemoryBroker production faults", () => {
       })
     ).pipe(Effect.provide(InMemoryBroker.layer({ topics: { t: 2 } })))
   )
+
+  describe("record-batch size limit (max.message.bytes, review C1)", () => {
+    const LIMIT = 2_000
+    /** Records of 800 bytes for key `hot` on partition 0 (two fit in a batch, three do not). */
+    const hot = (n: number): PublishRequest => ({ ...request(n, 0, "hot"), payload: new Uint8Array(800).fill(n) })
+    const call = [hot(1), request(2, 1, "cold"), hot(3), hot(4), request(5, 1, "cold"), hot(6)]
+    const offsets = (outcomes: ReadonlyArray<Result.Result<{ readonly offset: string }, unknown>>) =>
+      outcomes.map((o) => (Result.isSuccess(o) ? o.success.offset : "failed"))
+
+    it.effect("by default a partition's records over the limit go in several batches and all land in order", () =>
+      Effect.gen(function* () {
+        const broker = yield* InMemoryBroker.InMemoryBroker
+        const outcomes = yield* (yield* Publisher).publish(call)
+        assert.deepStrictEqual(offsets(outcomes), ["0", "0", "1", "2", "1", "3"])
+        assert.deepStrictEqual(
+          (yield* broker.log("t", 0)).map((r) => r.value[0]),
+          [1, 3, 4, 6]
+        )
+      }).pipe(Effect.provide(InMemoryBroker.layer({ topics: { t: 2 }, maxMessageBytes: LIMIT })))
+    )
+
+    it.effect("by default a lone record too large fails permanently; its key's younger records wait, others land", () =>
+      Effect.gen(function* () {
+        const huge: PublishRequest = { ...request(7, 0, "hot"), payload: new Uint8Array(LIMIT) }
+        const outcomes = yield* (yield* Publisher).publish([hot(1), huge, hot(3), request(2, 0, "cold")])
+        assert.deepStrictEqual(outcomes.map(failureTag), [
+          "Success",
+          "PermanentPublishError",
+          "RetriablePublishError",
+          "Success"
+        ])
+        const error = outcomes[1]!
+        assert.isTrue(Result.isFailure(error) && error.failure.message.includes("over the limit of 2000"))
+      }).pipe(Effect.provide(InMemoryBroker.layer({ topics: { t: 2 }, maxMessageBytes: LIMIT })))
+    )
+
+    it.effect(
+      "wrong whole-call-batch: one oversized partition batch fails every record of the call, landed ones included",
+      () =>
+        Effect.gen(function* () {
+          const broker = yield* InMemoryBroker.InMemoryBroker
+          const outcomes = yield* (yield* Publisher).publish(call)
+          assert.deepStrictEqual(
+            outcomes.map(failureTag),
+            call.map(() => "PermanentPublishError")
+          )
+          const error = outcomes[0]!
+          assert.isTrue(Result.isFailure(error) && error.failure.message.includes("MESSAGE_TOO_LARGE"))
+          // Partition 1's batch landed although its records were told they failed; partition 0's did not.
+          assert.deepStrictEqual(
+            (yield* broker.log("t", 1)).map((r) => r.value[0]),
+            [2, 5]
+          )
+          assert.deepStrictEqual(yield* broker.log("t", 0), [])
+          // Batches within the limit go through as before.
+          const small = yield* (yield* Publisher).publish([hot(8), hot(9), request(10, 1)])
+          assert.deepStrictEqual(offsets(small), ["0", "1", "2"])
+        }).pipe(
+          Effect.provide(InMemoryBroker.layer({ topics: { t: 2 }, maxMessageBytes: LIMIT, wrong: "whole-call-batch" }))
+        )
+    )
+  })
 })

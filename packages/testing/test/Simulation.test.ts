@@ -6,9 +6,12 @@ import { independentSendsRelay, noKeyLockRelay, reversedRelay } from "./support/
 
 // SIM_SEEDS=n runs more scenarios; SIM_SEED=s replays exactly one (and prints its summary);
 // SIM_VERBOSE=1 prints every run's summary. Every seed also rolls the faults of the real services
-// (issue #18: broker and database outages, partition growth; docs/testing.md);
-// SIM_FAULTS=classic leaves them out (the draws of the simulation before issue #18).
+// (issue #18: broker and database outages, partition growth, oversized records on a hot key;
+// docs/testing.md); SIM_FAULTS=classic leaves them out (the draws of the simulation before issue
+// #18). SIM_WRONG=whole-call-batch replays a seed with the pre-fix publisher of C1
+// (SimulationFaults.test.ts finds such a seed).
 const faults = process.env.SIM_FAULTS === "classic" ? "classic" : "production"
+const wrongBroker = process.env.SIM_WRONG === "whole-call-batch" ? ("whole-call-batch" as const) : undefined
 const only = process.env.SIM_SEED === undefined ? undefined : Number(process.env.SIM_SEED)
 const count = Number(process.env.SIM_SEEDS ?? 1000)
 const seeds = only !== undefined ? [only] : Array.from({ length: count }, (_, i) => i + 1)
@@ -16,7 +19,7 @@ const verbose = only !== undefined || process.env.SIM_VERBOSE !== undefined
 
 describe("deterministic simulation", () => {
   it.effect(
-    `${seeds.length} seeded scenarios (${faults} faults) keep every invariant`,
+    `${seeds.length} seeded scenarios (${faults} faults${wrongBroker === undefined ? "" : `, wrong broker ${wrongBroker}`}) keep every invariant`,
     () =>
       Effect.gen(function* () {
         const failed: Array<string> = []
@@ -35,12 +38,12 @@ describe("deterministic simulation", () => {
         const crashPoints = new Set<string>()
         for (const seed of seeds) {
           const started = Date.now()
-          const outcome = yield* runScenario(seed, goodRelay, { faults })
+          const outcome = yield* runScenario(seed, goodRelay, { faults, wrongBroker })
           if (verbose) console.log(`${outcome.summary} [${Date.now() - started} ms]`)
           if (outcome.violations.length > 0 || outcome.findings.length > 0) {
             failed.push(
               `${outcome.summary}\n${OutboxInvariants.format(outcome.violations, 5)}\n` +
-                `${outcome.findings.slice(0, 5).join("\n")}\n(replay: SIM_SEED=${seed})`
+                `${outcome.findings.slice(0, 5).join("\n")}\n(replay: SIM_SEED=${seed}${wrongBroker === undefined ? "" : ` SIM_WRONG=${wrongBroker}`})`
             )
           }
           totals.runs++
@@ -65,7 +68,8 @@ describe("deterministic simulation", () => {
           for (const [name, n] of Object.entries(totals)) assert.isAbove(n, 0, name)
         }
       }),
-    { timeout: 600_000 }
+    // Up to a second a seed: room on a loaded machine, and SIM_SEEDS=100000 is not cut short.
+    { timeout: Math.max(600_000, seeds.length * 1_000) }
   )
 
   it.effect("a seed replays exactly", () =>
@@ -82,11 +86,13 @@ describe("deterministic simulation", () => {
 
   it.effect("a seed with production faults replays exactly", () =>
     Effect.gen(function* () {
-      // Seeds 3 and 20 draw broker and database outages, 25 also grows the topic.
+      // Seeds 3 and 20 draw broker and database outages, 25 also grows the topic and enqueues
+      // oversized bursts on a hot key.
       for (const seed of [3, 20, 25]) {
         const first = yield* runScenario(seed, goodRelay, { faults: "production" })
         const second = yield* runScenario(seed, goodRelay, { faults: "production" })
         assert.include(first.summary, "production faults: broker")
+        if (seed === 25) assert.include(first.summary, "oversized: max.message.bytes")
         assert.strictEqual(second.fingerprint, first.fingerprint, `seed ${seed} did not replay`)
       }
     })

@@ -1,5 +1,14 @@
 /**
- * `Publisher` over the in-memory broker: Kafka's key partitioner, appends per partition batch, faults.
+ * `Publisher` over the in-memory broker: Kafka's key partitioner, appends per partition batch, faults,
+ * and Kafka's record-batch size limit.
+ *
+ * The size limit has two halves, as on the real services. The broker ({@link brokerAccepts})
+ * refuses a record batch whose bytes exceed `max.message.bytes` (`MESSAGE_TOO_LARGE`), whatever
+ * each record weighs. The client decides how records go into batches: by default as the Kafka
+ * publisher does since issue #12 (each partition's records split into batches under the limit,
+ * sent one after the other, a lone record too large failing permanently on its own); with the
+ * deliberately wrong `"whole-call-batch"` as kafkajs and the publisher before the fix did (one
+ * batch per partition per call; a size error fails every record of the call, review C1).
  *
  * @internal
  */
@@ -9,19 +18,49 @@ import {
   RetriablePublishError,
   UnknownPartitionError
 } from "@effect-outbox/core/Errors"
+import { EVENT_ID_HEADER } from "@effect-outbox/core/OutboxMessage"
 import type { Publisher, PublishOutcome, PublishRequest } from "@effect-outbox/core/Publisher"
 import * as RecordSize from "@effect-outbox/core/RecordSize"
 import * as Clock from "effect/Clock"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
-import { type BrokerEngine, tp } from "./brokerEngine.ts"
+import { type BrokerEngine, type StoredRecord, tp } from "./brokerEngine.ts"
 import { partitionForKey } from "./murmur2.ts"
+
+/**
+ * How the client puts a call's records into record batches:
+ * - `"split"` (default, the library's behaviour): per partition, batches under the limit.
+ * - `"whole-call-batch"` (deliberately wrong, before issue #12): one batch per partition per
+ *   call; one partition's `MESSAGE_TOO_LARGE` fails every record of the call, those whose
+ *   partition batch did land included (kafkajs throws the first partition error and drops the
+ *   other partitions' offsets; the old adapter gave that error to every record).
+ */
+export type Batching = "split" | "whole-call-batch"
+
+/** A record as it goes on the wire, with its place in the call. */
+interface Outgoing extends RecordSize.SizedRecord {
+  readonly index: number
+  readonly request: PublishRequest
+}
+
+/** Bytes of a record batch holding `records`, as the broker counts them. */
+const batchBytes = (records: ReadonlyArray<RecordSize.SizedRecord>): number =>
+  records.reduce((sum, record, i) => sum + RecordSize.recordBytes(record, i), RecordSize.RECORD_BATCH_OVERHEAD)
+
+/** The broker's check of one record batch against `max.message.bytes`. */
+export const brokerAccepts = (records: ReadonlyArray<RecordSize.SizedRecord>, maxMessageBytes: number): boolean =>
+  batchBytes(records) <= maxMessageBytes
+
+const tooLargeReason = (records: ReadonlyArray<RecordSize.SizedRecord>, maxMessageBytes: number) =>
+  `MESSAGE_TOO_LARGE: the record batch of ${records.length} record(s) takes ${batchBytes(records)} bytes, ` +
+  `over the topic's max.message.bytes of ${maxMessageBytes}`
 
 export const make = (
   engine: BrokerEngine,
   latency: Duration.Duration | undefined,
-  maxMessageBytes: number = RecordSize.DEFAULT_MAX_MESSAGE_BYTES
+  maxMessageBytes: number = RecordSize.DEFAULT_MAX_MESSAGE_BYTES,
+  batching: Batching = "split"
 ): Publisher["Service"] => {
   const { notify, publishFault, topics } = engine
   const roundRobin = new Map<string, number>()
@@ -29,7 +68,7 @@ export const make = (
   const publish = (requests: ReadonlyArray<PublishRequest>, now: number): ReadonlyArray<PublishOutcome> => {
     const outcomes = new Array<PublishOutcome>(requests.length)
     // Partition batches in order of first appearance; each keeps its records in request order.
-    const batches = new Map<string, { topic: string; partition: number; indices: Array<number> }>()
+    const batches = new Map<string, { topic: string; partition: number; records: Array<Outgoing> }>()
     requests.forEach((request, index) => {
       const logs = topics.get(request.topic)
       if (logs === undefined) {
@@ -58,16 +97,27 @@ export const make = (
         partition = counter % logs.length
       }
       const key = tp(request.topic, partition)
-      const batch = batches.get(key) ?? { topic: request.topic, partition, indices: [] }
-      batch.indices.push(index)
+      const batch = batches.get(key) ?? { topic: request.topic, partition, records: [] }
+      // Sized with the headers the Kafka publisher sends (`event-id` guaranteed).
+      batch.records.push({
+        index,
+        request,
+        key: request.key,
+        headers: { ...request.headers, [EVENT_ID_HEADER]: request.id },
+        payload: request.payload
+      })
       batches.set(key, batch)
     })
+
     let appended = false
-    for (const { indices, partition, topic } of batches.values()) {
-      const fault = publishFault({ topic, partition, requests: indices.map((i) => requests[i]!) })
+    let tooLarge: PermanentPublishError | undefined // whole-call-batch: the call's size error
+    const sendable: Array<number> = []
+    for (const { partition, records, topic } of batches.values()) {
+      const fault = publishFault({ topic, partition, requests: records.map((r) => r.request) })
       const failWith = (error: PublishError) => {
-        for (const i of indices) outcomes[i] = Result.fail(error)
+        for (const r of records) outcomes[r.index] = Result.fail(error)
       }
+      sendable.push(...records.map((r) => r.index))
       if (fault !== undefined && fault.fault !== "lost_ack") {
         switch (fault.fault) {
           case "retriable":
@@ -83,42 +133,74 @@ export const make = (
         continue
       }
       const log = topics.get(topic)![partition]!
-      // Kafka's record-batch limit, as the Kafka publisher meets it: a record that cannot fit in
-      // a batch alone fails permanently and younger records of its key are not sent; the others
-      // are appended (the real publisher splits them into batches under the limit).
-      const failedKeys = new Set<string>()
-      for (const i of indices) {
-        const request = requests[i]!
-        if (request.key !== null && failedKeys.has(request.key)) {
-          outcomes[i] = Result.fail(
-            new RetriablePublishError({ topic, reason: `not sent: an older record of key ${request.key} failed in this call` })
-          )
-          continue
+      const append = (batch: ReadonlyArray<Outgoing>) => {
+        for (const r of batch) {
+          outcomes[r.index] = Result.succeed({ topic, partition, offset: String(log.length) })
+          log.push({
+            key: r.request.key,
+            headers: { ...r.request.headers },
+            value: new Uint8Array(r.request.payload),
+            timestamp: now
+          } satisfies StoredRecord)
         }
-        const record = { key: request.key, headers: { ...request.headers }, payload: request.payload }
-        if (RecordSize.singleRecordBatchBytes(record) > maxMessageBytes) {
-          outcomes[i] = Result.fail(
-            new PermanentPublishError({ topic, reason: RecordSize.describeTooLarge(record, maxMessageBytes) })
-          )
-          if (request.key !== null) failedKeys.add(request.key)
-          continue
-        }
-        const offset = log.length
-        log.push({
-          key: request.key,
-          headers: { ...request.headers },
-          value: new Uint8Array(request.payload),
-          timestamp: now
-        })
-        outcomes[i] = Result.succeed({ topic, partition, offset: String(offset) })
+        appended = true
       }
-      appended = true
+      if (batching === "whole-call-batch") {
+        if (brokerAccepts(records, maxMessageBytes)) append(records)
+        else tooLarge ??= new PermanentPublishError({ topic, reason: tooLargeReason(records, maxMessageBytes) })
+      } else {
+        sendSplit(topic, records, append, outcomes)
+      }
       if (fault !== undefined) {
-        failWith(new RetriablePublishError({ topic, reason: `${fault.reason}: acknowledgement lost after append` }))
+        // Lost acknowledgement: what was appended is reported as failed.
+        const lost = new RetriablePublishError({ topic, reason: `${fault.reason}: acknowledgement lost after append` })
+        for (const r of records) if (Result.isSuccess(outcomes[r.index]!)) outcomes[r.index] = Result.fail(lost)
       }
     }
+    // kafkajs threw the first partition's error for the whole call; the old adapter gave it to
+    // every record it had sent, landed or not.
+    if (tooLarge !== undefined) for (const i of sendable) outcomes[i] = Result.fail(tooLarge)
     if (appended) notify()
     return outcomes
+  }
+
+  /**
+   * The Kafka publisher's way: a partition's records in batches under the limit, one after the
+   * other; a batch the broker refuses is halved, a lone record it refuses fails permanently and
+   * the younger records of its key in this call are not sent.
+   */
+  const sendSplit = (
+    topic: string,
+    records: ReadonlyArray<Outgoing>,
+    append: (batch: ReadonlyArray<Outgoing>) => void,
+    outcomes: Array<PublishOutcome>
+  ) => {
+    const queue = RecordSize.splitByBatchBytes(records, maxMessageBytes)
+    const failedKeys = new Set<string>()
+    while (queue.length > 0) {
+      const batch = queue.shift()!.filter((r) => {
+        if (r.key === null || !failedKeys.has(r.key)) return true
+        outcomes[r.index] = Result.fail(
+          new RetriablePublishError({ topic, reason: `not sent: an older record of key ${r.key} failed in this call` })
+        )
+        return false
+      })
+      if (batch.length === 0) continue
+      if (brokerAccepts(batch, maxMessageBytes)) {
+        append(batch)
+        continue
+      }
+      if (batch.length > 1) {
+        const half = Math.ceil(batch.length / 2)
+        queue.unshift(batch.slice(0, half), batch.slice(half))
+        continue
+      }
+      const single = batch[0]!
+      outcomes[single.index] = Result.fail(
+        new PermanentPublishError({ topic, reason: RecordSize.describeTooLarge(single, maxMessageBytes) })
+      )
+      if (single.key !== null) failedKeys.add(single.key)
+    }
   }
 
   return {

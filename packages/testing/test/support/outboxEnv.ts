@@ -15,16 +15,23 @@ export const draft = (key: string | null, n: number, extra: Partial<OutboxDraft>
   ...extra
 })
 
-export const makeWorld = (topics: Record<string, number> = { orders: 3 }) =>
+export interface WorldOptions {
+  /** Broker options besides the topics (a size limit, a deliberately wrong configuration). */
+  readonly broker?: Omit<InMemoryBroker.Options, "topics">
+  /** The outbox's enqueue limit on a record (default 1,000 bytes). */
+  readonly maxRecordBytes?: number
+}
+
+export const makeWorld = (topics: Record<string, number> = { orders: 3 }, options: WorldOptions = {}) =>
   Effect.gen(function* () {
     const database = yield* InMemoryDatabase.make
-    const broker = yield* InMemoryBroker.make({ topics })
+    const broker = yield* InMemoryBroker.make({ ...options.broker, topics })
     const base = Layer.mergeAll(
       InMemoryDatabase.layerFrom(database),
       InMemoryBroker.layerFrom(broker),
       WakeUp.layerMemory
     )
-    const layer = Layer.provideMerge(Outbox.layerWith({ maxPayloadBytes: 1_000 }), base)
+    const layer = Layer.provideMerge(Outbox.layerWith({ maxRecordBytes: options.maxRecordBytes ?? 1_000 }), base)
     return { database, broker, layer }
   })
 

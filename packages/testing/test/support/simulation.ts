@@ -6,8 +6,10 @@
 // With `faults: "production"` each seed may also draw the faults that bite on the real services
 // (issue #18): a broker outage longer than the relay's retry budget (refusing, timing out, or
 // frozen then appending late), a PostgreSQL outage (shutdown, down, startup, lost commit
-// acknowledgements) and partition growth; the checker then adds "no FAILURE that no fault of the
-// record itself explains" (an outage must not spend a record's attempts, H1).
+// acknowledgements), partition growth, and bursts of large records on a hot key against a small
+// `max.message.bytes` (C1); the checker then adds "no FAILURE that no fault of the record itself
+// explains" (an outage must not spend a record's attempts, H1; a batch over the size limit must
+// not fail records that fit, C1).
 //
 // Determinism: every random choice comes from the seeded `Random` service or from a PRNG seeded
 // from the same seed; time and fiber scheduling come from a fresh `TestClock` layer per run.
@@ -16,9 +18,10 @@ import type { BrokerAdmin } from "@effect-outbox/core/BrokerAdmin"
 import { OutboxStoreError } from "@effect-outbox/core/Errors"
 import * as Lifecycle from "@effect-outbox/core/Lifecycle"
 import * as Outbox from "@effect-outbox/core/Outbox"
-import { type EventId, makeEventId, type OutboxDraft } from "@effect-outbox/core/OutboxMessage"
+import { type EventId, makeEventId, type OutboxDraft, type OutboxMessage } from "@effect-outbox/core/OutboxMessage"
 import type { OutboxStore } from "@effect-outbox/core/OutboxStore"
 import { Publisher } from "@effect-outbox/core/Publisher"
+import * as RecordSize from "@effect-outbox/core/RecordSize"
 import * as Relay from "@effect-outbox/core/Relay"
 import * as StaleRecovery from "@effect-outbox/core/StaleRecovery"
 import { Transactor } from "@effect-outbox/core/Transactor"
@@ -47,17 +50,58 @@ export const goodRelay: RelayLoop = (owner, settings) =>
   Effect.flatMap(Relay.make({ ...settings, owner }), (relay) => relay.run)
 
 /**
- * Turns a partition batch into an oversized one (a hot key's records over the broker's record
- * batch limit, C1), or leaves it alone. A hook for the size limit of the in-memory broker: once
- * the broker models `max.message.bytes`, a plan can grow payloads here.
+ * Oversized records on a hot key (C1): the topic's `max.message.bytes` is small, and bursts of
+ * large records on one key are enqueued, so that a relay batch holding several of them is over
+ * the limit although each record fits; maybe one record too large even alone (the outbox's own
+ * limit is set above the topic's, a misconfiguration the broker then catches).
  */
-export type OversizeHook = (rand: () => number) => ((payload: Uint8Array, key: string | null) => Uint8Array) | undefined
+export interface OversizePlan {
+  /** The broker's record-batch limit. */
+  readonly maxMessageBytes: number
+  /** The outbox's enqueue limit (above `maxMessageBytes`, so a lone oversized record reaches the broker). */
+  readonly maxRecordBytes: number
+  /** In time order; `after`: millis after the previous burst. Payload sizes of the hot key's records. */
+  readonly bursts: ReadonlyArray<{ readonly after: number; readonly sizes: ReadonlyArray<number> }>
+  readonly describe: string
+}
+
+/** Draws a seed's oversize plan from its own generator, or none. */
+export type OversizeHook = (rand: () => number) => OversizePlan | undefined
+
+/**
+ * A third of the seeds: a limit of 2–6 KB, 1–3 bursts of 2–8 records of a quarter to 70% of the
+ * limit each on key `k0`; in a fifth of those, the last burst also holds one record over the
+ * limit alone.
+ */
+export const hotKeyBursts: OversizeHook = (rand) => {
+  if (rand() >= 1 / 3) return undefined
+  const between = (min: number, max: number) => min + Math.floor(rand() * (max - min + 1))
+  const maxMessageBytes = between(2_000, 6_000)
+  const count = between(1, 3)
+  const lone = rand() < 0.2
+  const bursts = Array.from({ length: count }, (_, i) => {
+    const sizes = Array.from({ length: between(2, 8) }, () => Math.round(maxMessageBytes * (0.25 + rand() * 0.45)))
+    if (lone && i === count - 1) sizes.splice(between(0, sizes.length), 0, Math.round(maxMessageBytes * 1.2))
+    return { after: between(0, 600), sizes }
+  })
+  const describe =
+    `oversized: max.message.bytes ${maxMessageBytes}, bursts on k0 of ` +
+    bursts.map((b) => `${b.sizes.length}`).join("+") +
+    (lone ? " (one record over the limit alone)" : "")
+  return { maxMessageBytes, maxRecordBytes: maxMessageBytes * 2, bursts, describe }
+}
 
 export interface ScenarioOptions {
   readonly staleRecovery?: boolean
   /** `"classic"` (default): the faults CI has always rolled; `"production"` adds issue #18's. */
   readonly faults?: "classic" | "production"
+  /** Oversized records on a hot key; default with production faults: {@link hotKeyBursts}. */
   readonly oversize?: OversizeHook
+  /**
+   * A deliberately wrong broker model (`"whole-call-batch"`: the publisher before the fix of C1),
+   * to prove the checker catches it.
+   */
+  readonly wrongBroker?: InMemoryBroker.Options["wrong"]
 }
 
 export interface Outcome {
@@ -106,10 +150,20 @@ const scenario = (seed: number, relayLoop: RelayLoop, staleRecovery: boolean, op
     const rand = prng(seed ^ 0x9e3779b9)
     // Production faults draw from their own generator: the classic draws stay as they were.
     const plan = options.faults === "production" ? relayFaultPlan(prng(seed ^ 0x68e31da4)) : undefined
-    const grow = options.oversize?.(prng(seed ^ 0x1b873593))
+    const oversizeHook = options.oversize ?? (options.faults === "production" ? hotKeyBursts : undefined)
+    const oversize = oversizeHook?.(prng(seed ^ 0x1b873593))
     // ---- the scenario's shape ----------------------------------------------------------------
     const partitions = yield* int(1, 3)
-    const world = yield* makeWorld({ orders: partitions })
+    const world = yield* makeWorld(
+      { orders: partitions },
+      {
+        broker: {
+          ...(oversize === undefined ? {} : { maxMessageBytes: oversize.maxMessageBytes }),
+          ...(options.wrongBroker === undefined ? {} : { wrong: options.wrongBroker })
+        },
+        ...(oversize === undefined ? {} : { maxRecordBytes: oversize.maxRecordBytes })
+      }
+    )
     const keyCount = yield* int(1, 4)
     const keys = Array.from({ length: keyCount }, (_, i) => `k${i}`)
     const explicitPartitions = yield* chance(0.25)
@@ -203,13 +257,8 @@ const scenario = (seed: number, relayLoop: RelayLoop, staleRecovery: boolean, op
     let logical = 0
     const transactions: Array<OutboxInvariants.EnqueueTransaction> = []
     const transactor = yield* Effect.provide(Effect.service(Transactor), world.layer)
-    const enqueueOne = Effect.gen(function* () {
-      yield* Effect.sleep(Duration.millis(yield* int(0, 150)))
-      const count = yield* int(1, 3)
-      const drafts: Array<OutboxDraft> = []
-      const draftKeys: Array<string | null> = []
-      for (let i = 0; i < count; i++) {
-        const key = (yield* chance(0.1)) ? null : keys[yield* int(0, keys.length - 1)]!
+    const draftOf = (key: string | null, size = 0) =>
+      Effect.gen(function* () {
         const index = key === null ? -1 : keys.indexOf(key)
         const partition =
           !explicitPartitions || key === null
@@ -218,43 +267,69 @@ const scenario = (seed: number, relayLoop: RelayLoop, staleRecovery: boolean, op
               ? partitions // does not exist (yet)
               : index % partitions
         const id = yield* makeEventId
-        const payload = new TextEncoder().encode(`${key}:${id}`)
-        drafts.push({
-          id,
-          topic: "orders",
-          key,
-          partition,
-          payload: grow === undefined ? payload : grow(payload, key)
-        })
-        draftKeys.push(key)
+        const text = new TextEncoder().encode(`${key}:${id}`)
+        const payload = size <= text.length ? text : new Uint8Array(size).fill(0x2e)
+        payload.set(text)
+        return { id, topic: "orders", key, partition, payload } satisfies OutboxDraft
+      })
+    const enqueueOne = Effect.gen(function* () {
+      yield* Effect.sleep(Duration.millis(yield* int(0, 150)))
+      const count = yield* int(1, 3)
+      const drafts: Array<OutboxDraft> = []
+      for (let i = 0; i < count; i++) {
+        drafts.push(yield* draftOf((yield* chance(0.1)) ? null : keys[yield* int(0, keys.length - 1)]!))
       }
-      const rollback = yield* chance(pRollback)
-      const holdOpen = (yield* chance(0.3)) ? yield* int(1, 80) : 0
-      const begin = ++logical
-      const exit = yield* Effect.exit(
-        transactor.withTransaction(
-          Effect.gen(function* () {
-            yield* Outbox.enqueue(drafts)
-            if (holdOpen > 0) yield* Effect.sleep(Duration.millis(holdOpen))
-            if (rollback) return yield* Effect.fail("rollback" as const)
-          })
-        )
-      )
-      const end = ++logical
-      if (process.env.SIM_DEBUG !== undefined && exit._tag === "Failure")
-        console.log("enqueue failed", String(exit.cause))
-      transactions.push({ ids: drafts.map((d) => d.id!), keys: draftKeys, begin, end })
+      yield* enqueueTransaction(drafts)
     })
-    let enqueuersDone = 0
-    yield* Effect.forEach(Array.from({ length: enqueuers }), () =>
-      Effect.forkScoped(
-        Effect.provide(
-          Effect.repeat(enqueueOne, { times: txPerEnqueuer - 1 }).pipe(
-            Effect.ensuring(Effect.sync(() => enqueuersDone++))
-          ),
-          world.layer
+    /** One enqueue transaction (rolled back at random unless `mayRollBack` is false); whether it committed. */
+    const enqueueTransaction = (drafts: ReadonlyArray<OutboxDraft>, mayRollBack = true) =>
+      Effect.gen(function* () {
+        const draftKeys = drafts.map((d) => d.key ?? null)
+        const rollback = mayRollBack && (yield* chance(pRollback))
+        const holdOpen = (yield* chance(0.3)) ? yield* int(1, 80) : 0
+        const begin = ++logical
+        const exit = yield* Effect.exit(
+          transactor.withTransaction(
+            Effect.gen(function* () {
+              yield* Outbox.enqueue(drafts)
+              if (holdOpen > 0) yield* Effect.sleep(Duration.millis(holdOpen))
+              if (rollback) return yield* Effect.fail("rollback" as const)
+            })
+          )
         )
-      )
+        const end = ++logical
+        if (process.env.SIM_DEBUG !== undefined && exit._tag === "Failure")
+          console.log("enqueue failed", String(exit.cause))
+        transactions.push({ ids: drafts.map((d) => d.id!), keys: draftKeys, begin, end })
+        return exit._tag === "Success"
+      })
+    // Oversized bursts on the hot key k0, each in one transaction (so one claim can take several).
+    const bursts =
+      oversize === undefined
+        ? []
+        : [
+            Effect.forEach(
+              oversize.bursts,
+              (burst) =>
+                Effect.gen(function* () {
+                  yield* Effect.sleep(Duration.millis(burst.after))
+                  // Retried as an application would (fresh events each time) while the database is out.
+                  for (let attempt = 0; attempt < 30; attempt++) {
+                    const drafts = yield* Effect.forEach(burst.sizes, (size) => draftOf("k0", size))
+                    if (yield* enqueueTransaction(drafts, false)) return
+                    yield* Effect.sleep(Duration.millis(200))
+                  }
+                }),
+              { discard: true }
+            )
+          ]
+    let enqueuersDone = 0
+    const enqueuing = [
+      ...Array.from({ length: enqueuers }, () => Effect.repeat(enqueueOne, { times: txPerEnqueuer - 1 })),
+      ...bursts
+    ]
+    yield* Effect.forEach(enqueuing, (enqueuer) =>
+      Effect.forkScoped(Effect.provide(enqueuer.pipe(Effect.ensuring(Effect.sync(() => enqueuersDone++))), world.layer))
     )
 
     // ---- relays with crashes and stalls --------------------------------------------------------
@@ -395,7 +470,7 @@ const scenario = (seed: number, relayLoop: RelayLoop, staleRecovery: boolean, op
           )
 
     // ---- drive time ----------------------------------------------------------------------------
-    while (enqueuersDone < enqueuers) {
+    while (enqueuersDone < enqueuing.length) {
       yield* TestClock.adjust(Duration.millis(50))
     }
     if (faultsFiber !== undefined) {
@@ -411,10 +486,26 @@ const scenario = (seed: number, relayLoop: RelayLoop, staleRecovery: boolean, op
     yield* db.clearFaults
     yield* broker.clearFaults
     yield* broker.setPublishHook(undefined)
-    const settled = Effect.map(db.rows, (rows) =>
-      rows.every((row) => row.status !== "PENDING" && row.status !== "DISPATCHING")
-    )
+    // Settled: nothing left to publish, except rows waiting for good behind a FAILURE of their
+    // key (failedHead "block": only an operator moves them), which need not be waited for.
+    const settled = Effect.map(db.rows, (rows) => {
+      const failedSince = new Map<string, number>()
+      for (const row of rows) {
+        if (row.status === "FAILURE" && row.key !== null)
+          failedSince.set(row.key, Math.min(row.seq, failedSince.get(row.key) ?? row.seq))
+      }
+      return rows.every((row) =>
+        row.status === "DISPATCHING"
+          ? false
+          : row.status !== "PENDING" || (row.key !== null && (failedSince.get(row.key) ?? Infinity) < row.seq)
+      )
+    })
     for (let waited = 0; waited < (staleRecovery ? 120_000 : 10_000) && !(yield* settled); waited += 100) {
+      yield* TestClock.adjust(Duration.millis(100))
+    }
+    // A relay stalled past its lease may still publish its stale batch: let it wake up and act
+    // before judging (its duplicates and late marks are part of the run).
+    for (let waited = 0; waited < lease * 2 + 500; waited += 100) {
       yield* TestClock.adjust(Duration.millis(100))
     }
 
@@ -433,7 +524,8 @@ const scenario = (seed: number, relayLoop: RelayLoop, staleRecovery: boolean, op
               (row) =>
                 row.status === "FAILURE" &&
                 !faulted.has(row.id) &&
-                !(row.partition !== null && row.partition >= partitions)
+                !(row.partition !== null && row.partition >= partitions) &&
+                !(oversize !== undefined && tooLargeAlone(row, oversize.maxMessageBytes))
             )
             .map(
               (row) => `FAILURE of event ${row.id} (key ${row.key}) that no fault of its own explains: ${row.lastError}`
@@ -446,7 +538,9 @@ const scenario = (seed: number, relayLoop: RelayLoop, staleRecovery: boolean, op
       `${log.length} records, ${relays} relays (depth ${pipelineDepth}, publish ${publishLatency} ms, ${overlaps} overlapping claims), crash ${crashPoint}: ${crashes} crashes, ${stalls} stalls, ` +
       `${recoveryCrashes} recovery crashes, ${lostAcks} lost db acks, ${consumerAhead ? `consumer processed ${processedRows}, ` : ""}partitions ${partitions}${explicitPartitions ? " explicit" : ""}` +
       `${missingPartitionKey ? ` missing(${unknownPartition})` : ""}` +
-      (plan === undefined ? "" : `; production faults: ${plan.describe}`)
+      (plan === undefined ? "" : `; production faults: ${plan.describe}`) +
+      (oversize === undefined ? "" : `; ${oversize.describe}`) +
+      (options.wrongBroker === undefined ? "" : `; wrong broker: ${options.wrongBroker}`)
     const fingerprint = JSON.stringify({
       transactions,
       // The tracer's span ids come from its own generator, not the seeded Random: leave them out.
@@ -472,6 +566,10 @@ const scenario = (seed: number, relayLoop: RelayLoop, staleRecovery: boolean, op
   })
 
 // ---- production faults (issue #18) ---------------------------------------------------------------
+
+/** A record the broker refuses even alone: its FAILURE is its own fault. */
+const tooLargeAlone = (row: OutboxMessage, maxMessageBytes: number) =>
+  RecordSize.singleRecordBatchBytes({ key: row.key, headers: row.headers, payload: row.payload }) > maxMessageBytes
 
 type RelayFaultStep =
   | { readonly _tag: "db"; readonly mode: InMemoryDatabase.OutageMode | "up"; readonly lostCommitAcks: number }
