@@ -165,36 +165,42 @@ export const subscribe = (
       return { topic: first.topic, partition: first.partition, records }
     }
 
+    // The stream fetches only while someone listens for 'readable' (with no listener its
+    // `readableFlowing` goes back to null and its fetch loop stops for good), so one listener
+    // stays attached for the subscription's life and wakes the pull that waits.
+    let failure: ConsumerSourceError | undefined
+    let ended = false
+    let wake: (() => void) | undefined
+    const notify = () => {
+      const w = wake
+      wake = undefined
+      w?.()
+    }
+    stream.on("readable", notify)
+    stream.on("error", (error: unknown) => {
+      failure ??= toConsumerError("consume", error)
+      notify()
+    })
+    stream.on("close", () => {
+      ended = true
+      notify()
+    })
+
     const pull: Effect.Effect<readonly [ConsumerBatch], ConsumerSourceError | Cause.Done> = Effect.callback<
       readonly [ConsumerBatch],
       ConsumerSourceError | Cause.Done
     >((resume) => {
-      const batch = readBatch()
-      if (batch !== undefined) return resume(Effect.succeed([batch] as const))
-      const cleanup = () => {
-        stream.off("readable", onReadable)
-        stream.off("error", onError)
-        stream.off("close", onClose)
-      }
-      const onReadable = () => {
+      const attempt = () => {
         const batch = readBatch()
-        if (batch === undefined) return
-        cleanup()
-        resume(Effect.succeed([batch] as const))
+        if (batch !== undefined) return resume(Effect.succeed([batch] as const))
+        if (failure !== undefined) return resume(Effect.fail(failure))
+        if (ended || closed || stream.destroyed) return resume(Cause.done())
+        wake = attempt
       }
-      const onError = (error: unknown) => {
-        cleanup()
-        resume(Effect.fail(toConsumerError("consume", error)))
-      }
-      const onClose = () => {
-        cleanup()
-        resume(Cause.done())
-      }
-      stream.on("readable", onReadable)
-      stream.on("error", onError)
-      stream.on("close", onClose)
-      if (stream.destroyed || closed) onClose()
-      return Effect.sync(cleanup)
+      attempt()
+      return Effect.sync(() => {
+        if (wake === attempt) wake = undefined
+      })
     })
     const batches: Stream.Stream<ConsumerBatch, ConsumerSourceError> = Stream.fromPull(Effect.succeed(pull))
 
