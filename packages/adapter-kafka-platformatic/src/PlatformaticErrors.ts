@@ -139,8 +139,17 @@ export const unavailableProtocolTypes: ReadonlySet<string> = new Set([
  */
 export const recordSizeTypes: ReadonlySet<string> = new Set(["MESSAGE_TOO_LARGE", "RECORD_LIST_TOO_LARGE"])
 
+/**
+ * Client-side trouble with the connection: refused, closed, timed out, a reply that does not
+ * match its request, or the client closed under a retry (a producer being replaced).
+ */
 const isNetworkLeaf = (leaf: PlatformaticLikeError) =>
-  leaf.code === "PLT_KFK_NETWORK" || leaf.code === "PLT_KFK_TIMEOUT" || leaf.name === "TimeoutError"
+  leaf.code === "PLT_KFK_NETWORK" ||
+  leaf.code === "PLT_KFK_TIMEOUT" ||
+  leaf.code === "PLT_KFK_UNEXPECTED_CORRELATION_ID" ||
+  leaf.code === "PLT_KFK_UNFINISHED_WRITE_BUFFER" ||
+  leaf.name === "TimeoutError" ||
+  (leaf.code === "PLT_KFK_USER" && (leaf.message ?? "").startsWith("Client closed while retrying"))
 
 /**
  * The client's error when a metadata request names a topic the broker does not know.
