@@ -284,15 +284,21 @@ export const make = (options: PlatformaticPublisherOptions = {}) =>
           Effect.gen(function* () {
             if (error instanceof SendError) return yield* Effect.fail(error)
             if (requiresProducerReset(error)) leases.requestReset()
+            // "Unknown topic" after our metadata said it exists: deleted a moment ago, or a broker
+            // answering from stale metadata (one shutting down or starting says so too). Only a
+            // fresh "no such topic" is permanent; without an answer the broker is unavailable.
             if (isUnknownTopic(error)) {
               const fresh = yield* fetchLayout(topic).pipe(Effect.orElseSucceed(() => null))
-              if (fresh === undefined) {
-                return yield* Effect.fail(
-                  new SendError(
-                    new PermanentPublishError({ topic, reason: "the topic no longer exists on the broker" })
-                  )
-                )
-              }
+              const verdict =
+                fresh === undefined
+                  ? new PermanentPublishError({ topic, reason: "the topic no longer exists on the broker" })
+                  : fresh === null
+                    ? new BrokerUnavailableError({ topic, reason: `${describe(error)}; no metadata answer to check` })
+                    : new RetriablePublishError({
+                        topic,
+                        reason: `${describe(error)}; the topic exists, stale metadata`
+                      })
+              return yield* Effect.fail(new SendError(verdict))
             }
             return yield* Effect.fail(error)
           })
