@@ -66,6 +66,14 @@ const statusCounts = async (stack: Support.Stack, message: string) =>
     )
   )
 
+const failureReasons = async (stack: Support.Stack, message: string) =>
+  JSON.stringify(
+    await Support.query(
+      stack,
+      `SELECT last_error, attempts, count(*)::int AS n FROM ${message} WHERE status = 'FAILURE' GROUP BY 1, 2`
+    )
+  )
+
 describe("@platformatic/kafka adapter: the broker down for 40 s while 100 keys stream", () => {
   it("no FAILURE, nothing lost, per-key order kept, no attempt spent on the outage", async () => {
     const broker = privateBroker()
@@ -110,7 +118,8 @@ describe("@platformatic/kafka adapter: the broker down for 40 s while 100 keys s
       while ((await count("status IN ('PENDING','DISPATCHING')")) > 0) {
         if (Date.now() > deadline) {
           throw new Error(
-            `the outbox did not drain within 150 s of the broker's return: ${await statusCounts(s, t.message)}`
+            `the outbox did not drain within 150 s of the broker's return: ${await statusCounts(s, t.message)}; ` +
+              `FAILURE: ${await failureReasons(s, t.message)}`
           )
         }
         await Support.sleep(200)
@@ -135,7 +144,7 @@ describe("@platformatic/kafka adapter: the broker down for 40 s while 100 keys s
           `outage ${((upAt! - downAt!) / 1000).toFixed(0)} s; peak backlog ${peakBacklog}; ` +
           `max attempts on a row ${maxSeenAttempts}; drained ${((drainedAt - upAt!) / 1000).toFixed(1)} s after restart`
       })
-      assert.strictEqual(failed, 0, `no row ends in FAILURE; got ${await statusCounts(s, t.message)}`)
+      assert.strictEqual(failed, 0, `no row ends in FAILURE; got ${await failureReasons(s, t.message)}`)
       assert.isAbove(peakBacklog, 500, "the outbox accumulated while the broker was down")
       assert.strictEqual(v.lost, 0, `lost ${v.lostIds.join(", ")}`)
       assert.strictEqual(v.orderViolations, 0)
