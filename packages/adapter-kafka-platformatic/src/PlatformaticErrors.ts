@@ -48,7 +48,11 @@ export const leaves = (error: unknown): ReadonlyArray<PlatformaticLikeError> => 
       for (const inner of current.errors) walk(inner, depth + 1)
       return
     }
-    if (current.cause !== undefined && current.cause !== e && current.apiId === undefined) {
+    // A client error with its own code (NetworkError, TimeoutError, …) is the leaf: its cause
+    // is the socket's error it wraps.
+    const ownCode =
+      current.code !== undefined && current.code.startsWith("PLT_KFK_") && current.code !== "PLT_KFK_MULTIPLE"
+    if (current.cause !== undefined && current.cause !== e && current.apiId === undefined && !ownCode) {
       walk(current.cause, depth + 1)
       return
     }
@@ -143,8 +147,20 @@ export const recordSizeTypes: ReadonlySet<string> = new Set(["MESSAGE_TOO_LARGE"
  * Client-side trouble with the connection: refused, closed, timed out, a reply that does not
  * match its request, or the client closed under a retry (a producer being replaced).
  */
+const socketCodes: ReadonlySet<string> = new Set([
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "ETIMEDOUT",
+  "EPIPE",
+  "EHOSTUNREACH",
+  "ENETUNREACH",
+  "ENOTFOUND",
+  "EAI_AGAIN"
+])
+
 const isNetworkLeaf = (leaf: PlatformaticLikeError) =>
   leaf.code === "PLT_KFK_NETWORK" ||
+  (leaf.code !== undefined && socketCodes.has(leaf.code)) ||
   leaf.code === "PLT_KFK_TIMEOUT" ||
   leaf.code === "PLT_KFK_UNEXPECTED_CORRELATION_ID" ||
   leaf.code === "PLT_KFK_UNFINISHED_WRITE_BUFFER" ||

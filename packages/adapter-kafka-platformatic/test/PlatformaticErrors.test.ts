@@ -18,6 +18,15 @@ describe("PlatformaticErrors", () => {
       new TimeoutError("Request timed out")
     ])
     assert.strictEqual(PlatformaticErrors.toPublishError("t", refused)._tag, "BrokerUnavailableError")
+    // What the client really throws: the socket's error as the NetworkError's cause.
+    const socket = Object.assign(new Error("connect ECONNREFUSED 127.0.0.1:1"), { code: "ECONNREFUSED" })
+    const wrapped = new MultipleErrors("metadata failed 4 times.", [
+      new MultipleErrors("Cannot connect to any broker.", [
+        new NetworkError("Connection to 127.0.0.1:1 failed.", { cause: socket })
+      ])
+    ])
+    assert.strictEqual(PlatformaticErrors.toPublishError("t", wrapped)._tag, "BrokerUnavailableError")
+    assert.isTrue(PlatformaticErrors.isRetriableBrokerCall(wrapped))
     assert.strictEqual(
       PlatformaticErrors.toPublishError("t", new UserError("Client closed while retrying produce."))._tag,
       "BrokerUnavailableError"
