@@ -117,6 +117,7 @@ describe("@platformatic/kafka adapter: the broker down for 40 s while 100 keys s
       const deadline = Date.now() + 150_000
       while ((await count("status IN ('PENDING','DISPATCHING')")) > 0) {
         if (Date.now() > deadline) {
+          console.error(`P1 not drained: ${await statusCounts(s, t.message)}; ${await failureReasons(s, t.message)}`)
           throw new Error(
             `the outbox did not drain within 150 s of the broker's return: ${await statusCounts(s, t.message)}; ` +
               `FAILURE: ${await failureReasons(s, t.message)}`
@@ -128,6 +129,7 @@ describe("@platformatic/kafka adapter: the broker down for 40 s while 100 keys s
       await stopRelay()
 
       const failed = await count("status = 'FAILURE'")
+      if (failed > 0) console.error(`P1 FAILURE rows: ${await failureReasons(s, t.message)}`)
       const maxSeenAttempts = (
         await Support.query<{ n: number }>(s, `SELECT COALESCE(max(attempts), 0)::int AS n FROM ${t.message}`)
       )[0]!.n
