@@ -376,6 +376,42 @@ export const suite = <R = never>(name: string, options: Options<R>): void => {
     )
 
     test(
+      "a member that works slowly on each batch keeps receiving records published meanwhile",
+      Effect.gen(function* () {
+        const topic = yield* makeTopic(2)
+        const subscription = yield* subscribe(uniqueName("group"), [topic])
+        // Records keep arriving while the member is busy: the source must keep fetching between
+        // pulls (the @platformatic/kafka adapter once stopped for good here, see docs/kafka.md).
+        const producer = yield* Effect.forkChild(
+          Effect.forEach(
+            Array.from({ length: 10 }, (_, round) => round),
+            (round) =>
+              Effect.andThen(
+                publishTo(
+                  topic,
+                  Array.from({ length: 20 }, (_, i) => ({ partition: i % 2, key: `key-${round}-${i}` }))
+                ),
+                Effect.sleep("100 millis")
+              ),
+            { discard: true }
+          )
+        )
+        let received = 0
+        yield* subscription.batches.pipe(
+          Stream.tap((batch) => Effect.sleep("50 millis").pipe(Effect.as(batch))),
+          Stream.takeUntil((batch) => {
+            received += batch.records.length
+            return received >= 200
+          }),
+          Stream.runDrain,
+          Effect.timeout(receiveTimeout)
+        )
+        yield* Fiber.join(producer)
+        assert.isAtLeast(received, 200)
+      }).pipe(Effect.scoped)
+    )
+
+    test(
       "a subscription covers several topics",
       Effect.gen(function* () {
         const a = yield* makeTopic(1)

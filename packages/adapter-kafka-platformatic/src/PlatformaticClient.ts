@@ -1,0 +1,117 @@
+/**
+ * The @platformatic/kafka clients every layer shares: one `Admin`, and one group-less `Consumer`
+ * used only for offset lookups (it never joins a group). Producers and group consumers are made
+ * per use from `baseOptions`.
+ *
+ * @since 0.1.0
+ */
+import { Admin, type BaseOptions, Consumer } from "@platformatic/kafka"
+import * as Config from "effect/Config"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import type * as Scope from "effect/Scope"
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface PlatformaticClientOptions {
+  /** `host:port` of at least one broker. */
+  readonly brokers: ReadonlyArray<string>
+  readonly clientId?: string | undefined
+  /** Milliseconds a connection or request may take (client default 5000). */
+  readonly timeout?: number | undefined
+  /** Retries of one client call (client default 3). */
+  readonly retries?: number | undefined
+  /** Anything else the client accepts (tls, sasl, …). */
+  readonly clientOptions?: Partial<Omit<BaseOptions, "bootstrapBrokers" | "clientId">> | undefined
+}
+
+/**
+ * @since 0.1.0
+ * @category services
+ */
+export class PlatformaticClient extends Context.Service<
+  PlatformaticClient,
+  {
+    readonly admin: Admin
+    /** Never joins its group: `listOffsets` / `listOffsetsWithTimestamps` only. */
+    readonly offsets: Consumer
+    readonly clientId: string
+    readonly brokers: ReadonlyArray<string>
+    /** What a new producer or consumer is built from. */
+    readonly baseOptions: BaseOptions
+  }
+>()("@effect-outbox/adapter-kafka-platformatic/PlatformaticClient") {}
+
+/**
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (
+  options: PlatformaticClientOptions
+): Effect.Effect<PlatformaticClient["Service"], never, Scope.Scope> =>
+  Effect.gen(function* () {
+    const clientId = options.clientId ?? "effect-outbox"
+    const baseOptions: BaseOptions = {
+      ...options.clientOptions,
+      clientId,
+      bootstrapBrokers: [...options.brokers],
+      retries: options.retries ?? 3,
+      retryDelay: 250,
+      timeout: options.timeout ?? 5_000
+    }
+    // Connections are lazy: a broker that is down at startup fails the first call, not the layer.
+    const admin = yield* Effect.acquireRelease(
+      Effect.sync(() => new Admin(baseOptions)),
+      (admin) => Effect.promise(() => admin.close().catch(() => undefined))
+    )
+    const offsets = yield* Effect.acquireRelease(
+      Effect.sync(() => new Consumer({ ...baseOptions, groupId: `${clientId}-offsets` })),
+      (consumer) => Effect.promise(() => consumer.close(true).catch(() => undefined))
+    )
+    yield* Effect.logDebug(`@platformatic/kafka client ${clientId} for ${options.brokers.join(",")}`)
+    return PlatformaticClient.of({ admin, offsets, clientId, brokers: options.brokers, baseOptions })
+  })
+
+/**
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer = (options: PlatformaticClientOptions): Layer.Layer<PlatformaticClient> =>
+  Layer.effect(PlatformaticClient)(make(options))
+
+/**
+ * Reads `KAFKA_BROKERS` (comma separated, default `127.0.0.1:9092`) and `KAFKA_CLIENT_ID`
+ * (default `effect-outbox`), like the kafkajs adapter.
+ *
+ * @since 0.1.0
+ * @category config
+ */
+export const config: Config.Config<PlatformaticClientOptions> = Config.all({
+  brokers: Config.String("KAFKA_BROKERS").pipe(
+    Config.withDefault("127.0.0.1:9092"),
+    Config.map((s) =>
+      s
+        .split(",")
+        .map((b) => b.trim())
+        .filter((b) => b.length > 0)
+    )
+  ),
+  clientId: Config.String("KAFKA_CLIENT_ID").pipe(Config.withDefault("effect-outbox"))
+})
+
+/**
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerConfig = (
+  overrides?: Partial<PlatformaticClientOptions>
+): Layer.Layer<PlatformaticClient, Config.ConfigError> =>
+  Layer.effect(PlatformaticClient)(
+    Effect.gen(function* () {
+      const fromEnv = yield* config
+      return yield* make({ ...fromEnv, ...overrides })
+    })
+  )

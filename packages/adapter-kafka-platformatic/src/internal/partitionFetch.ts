@@ -1,0 +1,112 @@
+/**
+ * Group-less reads of one partition with the client's raw `fetch` (no consumer group to join,
+ * nothing to clean up): the probe and the topic reader both read a known offset range.
+ *
+ * @internal
+ */
+import type { ConsumerRecord } from "@effect-outbox/core/ConsumerSource"
+import type { Consumer } from "@platformatic/kafka"
+import * as Effect from "effect/Effect"
+import { brokerCall } from "../PlatformaticRetry.ts"
+
+/** Control batches (transaction markers) carry no user records. */
+const CONTROL_BATCH = 0x20
+
+export interface Range {
+  readonly partition: number
+  readonly start: bigint
+  readonly end: bigint
+}
+
+/** `[low, high)` of every partition of `topic`, read when called. Fails for a missing topic. */
+export const bounds = (consumer: Consumer, topic: string) =>
+  Effect.gen(function* () {
+    const [starts, ends] = yield* brokerCall("listOffsets", () =>
+      Promise.all([
+        consumer.listOffsets({ topics: [topic], timestamp: -2n }),
+        consumer.listOffsets({ topics: [topic], timestamp: -1n })
+      ])
+    )
+    const highs = ends.get(topic) ?? []
+    return highs.map((end, partition): Range => ({ partition, start: starts.get(topic)?.[partition] ?? 0n, end }))
+  })
+
+const headersOf = (headers: ReadonlyArray<readonly [Buffer | null, Buffer | null]>): Record<string, string> => {
+  const out: Record<string, string> = {}
+  for (const [name, value] of headers) {
+    if (name === null || value === null) continue
+    const key = name.toString()
+    if (!(key in out)) out[key] = value.toString()
+  }
+  return out
+}
+
+/**
+ * Fetches records of `range` starting at `from`, one fetch request: the records found (in
+ * offset order, within the range) and the offset to fetch next.
+ */
+export const fetchOnce = (
+  consumer: Consumer,
+  topic: string,
+  range: Range,
+  from: bigint,
+  maxBytes = 1_048_576
+): Effect.Effect<{ readonly records: ReadonlyArray<ConsumerRecord>; readonly next: bigint }, unknown> =>
+  Effect.gen(function* () {
+    const metadata = yield* brokerCall("metadata", () => consumer.metadata({ topics: [topic] }))
+    const info = metadata.topics.get(topic)
+    const leader = info?.partitions[range.partition]?.leader
+    if (info === undefined || leader === undefined) {
+      return yield* Effect.fail(new Error(`no leader known for ${topic}/${range.partition}`))
+    }
+    const response = yield* brokerCall("fetch", () =>
+      consumer.fetch({
+        node: leader,
+        maxWaitTime: 100,
+        maxBytes,
+        // Read uncommitted: the probe looks for any record that landed.
+        isolationLevel: 0,
+        topics: [
+          {
+            topicId: info.id,
+            partitions: [
+              {
+                partition: range.partition,
+                currentLeaderEpoch: -1,
+                fetchOffset: from,
+                lastFetchedEpoch: -1,
+                partitionMaxBytes: maxBytes
+              }
+            ]
+          }
+        ]
+      })
+    )
+    const answer = response.responses[0]?.partitions.find((p) => p.partitionIndex === range.partition)
+    if (answer !== undefined && answer.errorCode !== 0) {
+      return yield* Effect.fail(
+        new Error(`fetch of ${topic}/${range.partition} answered error code ${answer.errorCode}`)
+      )
+    }
+    const records: Array<ConsumerRecord> = []
+    let next = from
+    for (const batch of answer?.records ?? []) {
+      const last = batch.firstOffset + BigInt(batch.lastOffsetDelta)
+      if (last + 1n > next) next = last + 1n
+      if ((batch.attributes & CONTROL_BATCH) !== 0) continue
+      for (const record of batch.records) {
+        const offset = batch.firstOffset + BigInt(record.offsetDelta)
+        if (offset < from || offset < range.start || offset >= range.end) continue
+        records.push({
+          topic,
+          partition: range.partition,
+          offset: offset.toString(),
+          key: record.key === null ? null : record.key.toString(),
+          headers: headersOf(record.headers),
+          value: record.value === null ? new Uint8Array(0) : new Uint8Array(record.value),
+          timestamp: Number(batch.firstTimestamp + record.timestampDelta)
+        })
+      }
+    }
+    return { records, next }
+  })

@@ -1,0 +1,112 @@
+/**
+ * The publisher's current producer, handed out by reference count (review M5; copied from the kafkajs adapter, client-agnostic). A reset (after an
+ * uncertain failure, a timeout or a topic change) retires the current producer: new sends get a
+ * fresh one, and the retired one is disconnected only when the last send that holds it settles,
+ * so a reset never cuts off other sends still running on it.
+ *
+ * @internal
+ */
+import * as Effect from "effect/Effect"
+import * as Semaphore from "effect/Semaphore"
+
+export interface ProducerDriver<P> {
+  readonly create: () => P
+  readonly connect: (producer: P) => Promise<void>
+  readonly disconnect: (producer: P) => Promise<void>
+  /** Runs when a fresh producer replaces a retired one (metrics, caches tied to the old one). */
+  readonly onReplace?: Effect.Effect<void> | undefined
+}
+
+export interface Lease<P> {
+  readonly producer: P
+  /** Gives the producer back; call it once, when the send that used it has settled. */
+  readonly release: () => void
+}
+
+export interface ProducerLeases<P> {
+  /** The current producer (connecting a fresh one after a reset), held until `release`. */
+  readonly acquire: Effect.Effect<Lease<P>, unknown>
+  /** The next `acquire` replaces the current producer. */
+  readonly requestReset: () => void
+  /** How many producers are connected or connecting: the current one plus retired ones in use. */
+  readonly live: () => number
+  /** Disconnects every producer, in use or not (the publisher's scope is closing). */
+  readonly closeAll: Effect.Effect<void>
+}
+
+interface Slot<P> {
+  readonly producer: P
+  users: number
+  retired: boolean
+}
+
+export const make = <P>(driver: ProducerDriver<P>): Effect.Effect<ProducerLeases<P>> =>
+  Effect.gen(function* () {
+    const lock = yield* Semaphore.make(1)
+    const live = new Set<Slot<P>>()
+    let current: Slot<P> | undefined
+    let resetRequested = false
+
+    const disconnect = (slot: Slot<P>) => {
+      live.delete(slot)
+      void driver.disconnect(slot.producer).catch(() => undefined)
+    }
+
+    const retire = (slot: Slot<P>) => {
+      slot.retired = true
+      if (slot.users === 0) disconnect(slot)
+    }
+
+    const lease = (slot: Slot<P>): Lease<P> => {
+      slot.users++
+      let released = false
+      return {
+        producer: slot.producer,
+        release: () => {
+          if (released) return
+          released = true
+          slot.users--
+          if (slot.retired && slot.users === 0) disconnect(slot)
+        }
+      }
+    }
+
+    const acquire = lock.withPermits(1)(
+      Effect.gen(function* () {
+        if (current !== undefined && !resetRequested) return lease(current)
+        if (current !== undefined) {
+          retire(current)
+          current = undefined
+          if (driver.onReplace !== undefined) yield* driver.onReplace
+        }
+        resetRequested = false
+        const slot: Slot<P> = { producer: driver.create(), users: 0, retired: false }
+        live.add(slot)
+        yield* Effect.tryPromise({ try: () => driver.connect(slot.producer), catch: (error) => error }).pipe(
+          Effect.tapError(() => Effect.sync(() => retire(slot)))
+        )
+        current = slot
+        return lease(slot)
+      })
+    )
+
+    const closeAll = lock
+      .withPermits(1)(
+        Effect.promise(() => {
+          const all = [...live]
+          live.clear()
+          current = undefined
+          return Promise.all(all.map((slot) => driver.disconnect(slot.producer).catch(() => undefined)))
+        })
+      )
+      .pipe(Effect.asVoid)
+
+    return {
+      acquire,
+      requestReset: () => {
+        resetRequested = true
+      },
+      live: () => live.size,
+      closeAll
+    }
+  })
