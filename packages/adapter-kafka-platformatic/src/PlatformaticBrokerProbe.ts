@@ -5,9 +5,9 @@
  *
  * @since 0.1.0
  */
-import { BrokerProbe, type ProbeRequest } from "@effect-outbox/core/BrokerProbe"
+import { BrokerProbe, type ProbeManyRequest, type ProbeRequest } from "@effect-outbox/core/BrokerProbe"
 import { ProbeError } from "@effect-outbox/core/Errors"
-import { EVENT_ID_HEADER, type PublishReceipt } from "@effect-outbox/core/OutboxMessage"
+import { EVENT_ID_HEADER, type EventId, type PublishReceipt } from "@effect-outbox/core/OutboxMessage"
 import type { Consumer } from "@platformatic/kafka"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -30,7 +30,10 @@ export interface PlatformaticBrokerProbeOptions {
   readonly clockSkewMillis?: number | undefined
 }
 
-const ranges = (consumer: Consumer, request: ProbeRequest, skew: number) =>
+// Where to look: a topic, one partition or all (`null`), records written since `since`.
+type Window = Pick<ProbeRequest, "topic" | "partition" | "since">
+
+const ranges = (consumer: Consumer, request: Window, skew: number) =>
   Effect.gen(function* () {
     const { topic } = request
     const [lows, highs, starts] = yield* brokerCall("listOffsets", () =>
@@ -53,18 +56,18 @@ const ranges = (consumer: Consumer, request: ProbeRequest, skew: number) =>
     return result
   })
 
-/**
- * @since 0.1.0
- * @category operations
- */
-export const find = (
+// Reads the window once and returns the receipts of the wanted ids found in it (stops early
+// when every one is found).
+const scan = (
   consumer: Consumer,
-  request: ProbeRequest,
-  options: PlatformaticBrokerProbeOptions = {}
-): Effect.Effect<Option.Option<PublishReceipt>, ProbeError> => {
+  request: Window,
+  wanted: ReadonlySet<string>,
+  options: PlatformaticBrokerProbeOptions
+): Effect.Effect<Map<EventId, PublishReceipt>, ProbeError> => {
   const timeoutMillis = options.timeoutMillis ?? 30_000
   const maxRecords = options.maxRecords ?? 1_000_000
   return Effect.gen(function* () {
+    const found = new Map<EventId, PublishReceipt>()
     const todo = yield* ranges(consumer, request, options.clockSkewMillis ?? 60_000)
     let read = 0
     for (const range of todo) {
@@ -73,12 +76,10 @@ export const find = (
         const { next, records } = yield* fetchOnce(consumer, request.topic, range, from)
         for (const record of records) {
           read++
-          if (record.headers[EVENT_ID_HEADER] === request.eventId) {
-            return Option.some<PublishReceipt>({
-              topic: record.topic,
-              partition: record.partition,
-              offset: record.offset
-            })
+          const id = record.headers[EVENT_ID_HEADER]
+          if (id !== undefined && wanted.has(id) && !found.has(id as EventId)) {
+            found.set(id as EventId, { topic: record.topic, partition: record.partition, offset: record.offset })
+            if (found.size === wanted.size) return found
           }
         }
         if (read >= maxRecords) {
@@ -89,13 +90,13 @@ export const find = (
         from = next
       }
     }
-    return Option.none<PublishReceipt>()
+    return found
   }).pipe(
     Effect.catch((error) =>
       error instanceof ProbeError
         ? Effect.fail(error)
         : isUnknownTopic(error)
-          ? Effect.succeed(Option.none<PublishReceipt>())
+          ? Effect.succeed(new Map<EventId, PublishReceipt>())
           : Effect.fail(toProbeError(request.topic, error))
     ),
     Effect.timeoutOrElse({
@@ -103,15 +104,42 @@ export const find = (
       orElse: () =>
         Effect.fail(new ProbeError({ topic: request.topic, reason: `no answer within ${timeoutMillis} ms` }))
     }),
-    Effect.tap((found) =>
-      Effect.logDebug(
-        `kafka probe ${request.topic}/${request.partition ?? "*"} for ${request.eventId}: ${Option.isSome(found) ? `found at ${found.value.partition}@${found.value.offset}` : "absent"}`
-      )
-    ),
     Effect.tapError((error) => Effect.logDebug(`kafka probe failed: ${describe(error)}`)),
     Effect.withSpan("kafka.probe", { attributes: { topic: request.topic, partition: request.partition ?? -1 } })
   )
 }
+
+/**
+ * @since 0.1.0
+ * @category operations
+ */
+export const find = (
+  consumer: Consumer,
+  request: ProbeRequest,
+  options: PlatformaticBrokerProbeOptions = {}
+): Effect.Effect<Option.Option<PublishReceipt>, ProbeError> =>
+  scan(consumer, request, new Set([request.eventId]), options).pipe(
+    Effect.map((found) => Option.fromNullishOr(found.get(request.eventId))),
+    Effect.tap((found) =>
+      Effect.logDebug(
+        `kafka probe ${request.topic}/${request.partition ?? "*"} for ${request.eventId}: ${Option.isSome(found) ? `found at ${found.value.partition}@${found.value.offset}` : "absent"}`
+      )
+    )
+  )
+
+/**
+ * The receipts of those of `eventIds` found in one read of the window (the log relay's
+ * crash-window probe).
+ *
+ * @since 0.1.0
+ * @category operations
+ */
+export const findMany = (
+  consumer: Consumer,
+  request: ProbeManyRequest,
+  options: PlatformaticBrokerProbeOptions = {}
+): Effect.Effect<ReadonlyMap<EventId, PublishReceipt>, ProbeError> =>
+  request.eventIds.length === 0 ? Effect.succeed(new Map()) : scan(consumer, request, new Set(request.eventIds), options)
 
 /**
  * @since 0.1.0
@@ -122,7 +150,10 @@ export const make = (
 ): Effect.Effect<BrokerProbe["Service"], never, PlatformaticClient> =>
   Effect.gen(function* () {
     const { offsets } = yield* PlatformaticClient
-    return BrokerProbe.of({ find: (request) => find(offsets, request, options) })
+    return BrokerProbe.of({
+      find: (request) => find(offsets, request, options),
+      findMany: (request) => findMany(offsets, request, options)
+    })
   })
 
 /**

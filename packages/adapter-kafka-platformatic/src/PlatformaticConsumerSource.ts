@@ -8,7 +8,12 @@
  * stream buffer, so after a rebalance the stream may still hand out buffered records of a
  * partition this member lost; their commits are dropped (counted in `droppedCommits`) and the new
  * owner reads them again from the group's committed offset — at-least-once, deduplicated by the
- * inbox.
+ * inbox. Such batches are not current (`isCurrent`): a batch is current while no group join
+ * happened since it was read and the partition is still assigned. The client pauses only its
+ * whole stream, so `pause` holds a paused partition's records back in the adapter (the other
+ * partitions keep flowing) and pauses the whole stream only when more than `maxHeldRecords`
+ * wait; a group join drops what was held, since the stream then restarts every partition at the
+ * group's committed offset.
  *
  * @since 0.1.0
  */
@@ -17,7 +22,8 @@ import {
   type ConsumerRecord,
   ConsumerSource,
   type OffsetCommit,
-  type Subscription
+  type Subscription,
+  type TopicPartition
 } from "@effect-outbox/core/ConsumerSource"
 import { ConsumerSourceError } from "@effect-outbox/core/Errors"
 import { Consumer, FetchIsolationLevels, type Message, type MessagesStream } from "@platformatic/kafka"
@@ -46,6 +52,8 @@ export interface PlatformaticConsumerSourceOptions {
   readonly commitTimeoutMillis?: number | undefined
   /** Most records in one batch (default 1000). */
   readonly maxBatchRecords?: number | undefined
+  /** Records of paused partitions held back before the whole stream pauses (default 10000). */
+  readonly maxHeldRecords?: number | undefined
 }
 
 /**
@@ -107,6 +115,19 @@ export const subscribe = (
       heartbeatInterval: options.heartbeatIntervalMillis ?? 3_000
     }
     const consumer = new Consumer({ ...client.baseOptions, groupId: request.groupId, ...groupOptions })
+    // Partitions the runner paused, as topic\u0000partition.
+    const paused = new Set<string>()
+    // Records of paused partitions read from the stream, in offset order, until resumed.
+    const held = new Map<string, Array<RawMessage>>()
+    let heldCount = 0
+    // Counts group joins: after one, the stream restarts every assigned partition at the group's
+    // committed offset, so batches read before it are not current any more.
+    let generation = 0
+    consumer.on("consumer:group:join", () => {
+      generation++
+      held.clear()
+      heldCount = 0
+    })
     // topic/partition -> highest offset committed through this subscription
     const committed = new Map<string, bigint>()
     let closed = false
@@ -120,7 +141,7 @@ export const subscribe = (
             autocommit: false,
             // Where the group committed; partitions without a committed offset fall back here.
             mode: "committed",
-            fallbackMode: request.fromBeginning === true ? "earliest" : "latest",
+            fallbackMode: request.fromBeginning === false ? "latest" : "earliest",
             isolationLevel: FetchIsolationLevels.READ_COMMITTED,
             maxWaitTime: options.maxWaitTimeMillis ?? 5_000,
             ...(options.maxBytesPerPartition === undefined
@@ -148,21 +169,71 @@ export const subscribe = (
 
     // A record read from the stream that belongs to the next batch (another partition).
     let pending: RawMessage | undefined
+    const slotOf = (topic: string, partition: number) => `${topic}\u0000${partition}`
+    let streamPausedByUs = false
+    const maxHeld = options.maxHeldRecords ?? 10_000
+    const batchGeneration = new WeakMap<ConsumerBatch, number>()
+
+    const hold = (message: RawMessage) => {
+      const slot = slotOf(message.topic, message.partition)
+      const list = held.get(slot) ?? []
+      list.push(message)
+      held.set(slot, list)
+      heldCount++
+      if (heldCount > maxHeld && !streamPausedByUs) {
+        streamPausedByUs = true
+        stream.pause()
+      }
+    }
+    const toBatch = (messages: ReadonlyArray<RawMessage>): ConsumerBatch => {
+      const batch: ConsumerBatch = {
+        topic: messages[0]!.topic,
+        partition: messages[0]!.partition,
+        records: messages.map(toConsumerRecord)
+      }
+      batchGeneration.set(batch, generation)
+      return batch
+    }
+    // A resumed partition's held records go first.
+    const readHeld = (): ConsumerBatch | undefined => {
+      for (const [slot, list] of held) {
+        if (paused.has(slot)) continue
+        const taken = list.splice(0, maxBatch)
+        if (list.length === 0) held.delete(slot)
+        heldCount -= taken.length
+        if (streamPausedByUs && heldCount <= maxHeld / 2) {
+          streamPausedByUs = false
+          stream.resume()
+        }
+        if (taken.length > 0) return toBatch(taken)
+      }
+      return undefined
+    }
+    const next = (): RawMessage | undefined => {
+      for (;;) {
+        const message = pending ?? (stream.read() as RawMessage | null) ?? undefined
+        pending = undefined
+        if (message === undefined) return undefined
+        if (!paused.has(slotOf(message.topic, message.partition))) return message
+        hold(message)
+      }
+    }
     const readBatch = (): ConsumerBatch | undefined => {
-      const first = pending ?? (stream.read() as RawMessage | null) ?? undefined
-      pending = undefined
+      const fromHeld = readHeld()
+      if (fromHeld !== undefined) return fromHeld
+      const first = next()
       if (first === undefined) return undefined
-      const records: Array<ConsumerRecord> = [toConsumerRecord(first)]
-      while (records.length < maxBatch) {
-        const next = stream.read() as RawMessage | null
-        if (next === null) break
-        if (next.topic !== first.topic || next.partition !== first.partition) {
-          pending = next
+      const messages: Array<RawMessage> = [first]
+      while (messages.length < maxBatch) {
+        const message = next()
+        if (message === undefined) break
+        if (message.topic !== first.topic || message.partition !== first.partition) {
+          pending = message
           break
         }
-        records.push(toConsumerRecord(next))
+        messages.push(message)
       }
-      return { topic: first.topic, partition: first.partition, records }
+      return toBatch(messages)
     }
 
     // The stream fetches only while someone listens for 'readable' (with no listener its
@@ -266,7 +337,20 @@ export const subscribe = (
         Effect.withSpan("kafka.consumer.commit", { attributes: { groupId: request.groupId } })
       )
 
-    return { batches, commit }
+    const isCurrent = (batch: ConsumerBatch): boolean =>
+      !closed && batchGeneration.get(batch) === generation && owns(batch.topic, batch.partition)
+    const pause = (partitions: ReadonlyArray<TopicPartition>) =>
+      Effect.sync(() => {
+        for (const p of partitions) paused.add(slotOf(p.topic, p.partition))
+      })
+    const resume = (partitions: ReadonlyArray<TopicPartition>) =>
+      Effect.sync(() => {
+        for (const p of partitions) paused.delete(slotOf(p.topic, p.partition))
+        // A pull waiting for records may now take the held ones.
+        notify()
+      })
+
+    return { batches, commit, isCurrent, pause, resume }
   })
 
 /**

@@ -9,7 +9,8 @@ import { brokers, consumerOptions } from "./support.ts"
 
 const kafka = () =>
   PlatformaticKafkaOutbox.layer(
-    { brokers, clientId: "adapter-platformatic-conformance" },
+    // Groups see a grown topic after a metadata refresh: 3 s here, as the kafkajs suite runs.
+    { brokers, clientId: "adapter-platformatic-conformance", clientOptions: { metadataMaxAge: 3_000 } },
     { consumer: consumerOptions }
   )
 
@@ -17,4 +18,10 @@ const deleteTopics = (topics: ReadonlyArray<string>) =>
   PlatformaticClient.use((client) => PlatformaticBrokerAdmin.deleteTopics(client.admin, topics))
 
 BrokerSuite.suite("PlatformaticKafkaOutbox", { layer: kafka, deleteTopics })
-ConsumerSourceSuite.suite("PlatformaticKafkaOutbox", { layer: kafka, deleteTopics })
+// @platformatic/kafka 2.12 reassigns partitions only when the group rebalances: a running group
+// does not pick up partitions added to its topic (docs/kafka.md, "Differences").
+ConsumerSourceSuite.suite("PlatformaticKafkaOutbox", {
+  layer: kafka,
+  deleteTopics,
+  features: { partitionGrowth: false }
+})
