@@ -30,15 +30,27 @@ const schema = Env.uniqueName("bench_claimbase")
 const stack = await Library.makeStack({ schema, pgConnections: 3, sink: "none", wake: "poll" })
 const topic = "bench-claim-baseline"
 
-interface Sample { rate: number; claimMs: number; markMs: number }
+interface Sample {
+  rate: number
+  claimMs: number
+  markMs: number
+}
 
 /** `claim` returns ids; the loop marks them PUBLISHED in one statement, until nothing is left. */
-const loop = (claim: (sql: Library.SqlClient.SqlClient, message: string) => Library.Effect.Effect<ReadonlyArray<{ id: string }>, unknown>) =>
+const loop = (
+  claim: (
+    sql: Library.SqlClient.SqlClient,
+    message: string
+  ) => Library.Effect.Effect<ReadonlyArray<{ id: string }>, unknown>
+) =>
   stack.run(
     Library.Effect.gen(function* () {
       const sql = yield* Library.SqlClient.SqlClient
       const t = yield* PgTables.PgTables
-      let rows = 0, batches = 0, claimMs = 0, markMs = 0
+      let rows = 0,
+        batches = 0,
+        claimMs = 0,
+        markMs = 0
       const started = performance.now()
       for (;;) {
         const t0 = performance.now()
@@ -56,7 +68,11 @@ const loop = (claim: (sql: Library.SqlClient.SqlClient, message: string) => Libr
         rows += claimed.length
         batches++
       }
-      return { rate: (rows / (performance.now() - started)) * 1000, claimMs: claimMs / batches, markMs: markMs / batches }
+      return {
+        rate: (rows / (performance.now() - started)) * 1000,
+        claimMs: claimMs / batches,
+        markMs: markMs / batches
+      }
     })
   )
 
@@ -70,19 +86,27 @@ const bare = (): Promise<Sample> =>
     )
   )
 
-const tables = await stack.run(Library.Effect.gen(function* () {
-  return yield* PgTables.PgTables
-}))
+const tables = await stack.run(
+  Library.Effect.gen(function* () {
+    return yield* PgTables.PgTables
+  })
+)
 
 const fn = (): Promise<Sample> =>
   loop((sql) =>
-    sql.unsafe<{ id: string }>(`SELECT * FROM ${tables.claimFunction}('fn', ${BATCH}, ${BATCH}, now(), 60000::int8, true)`)
+    sql.unsafe<{ id: string }>(
+      `SELECT * FROM ${tables.claimFunction}('fn', ${BATCH}, ${BATCH}, now(), 60000::int8, true)`
+    )
   )
 
 const relayWith = (pipelineDepth?: number) => async (): Promise<Sample> => {
   const p = Library.emptyProfile()
   const t0 = performance.now()
-  const stop = await Library.startRelay(stack, { batchSize: BATCH, pollMillis: 20, ...(pipelineDepth === undefined ? {} : { pipelineDepth }) }, p)
+  const stop = await Library.startRelay(
+    stack,
+    { batchSize: BATCH, pollMillis: 20, ...(pipelineDepth === undefined ? {} : { pipelineDepth }) },
+    p
+  )
   while ((await Library.unpublished(stack)) > 0) await Env.sleep(20)
   const rate = (BACKLOG / (performance.now() - t0)) * 1000
   await stop()
@@ -92,15 +116,20 @@ const relayWith = (pipelineDepth?: number) => async (): Promise<Sample> => {
 const sides = { bare, relay: relayWith(), relay1: relayWith(1), fn } as const
 type Side = keyof typeof sides
 const results = new Map<Side, Array<Sample>>()
-console.log(`claim baseline: backlog ${BACKLOG} x 1 KB, batch ${BATCH}, ${REPS} reps; load average ${Cpu.loadAverage()}`)
+console.log(
+  `claim baseline: backlog ${BACKLOG} x 1 KB, batch ${BATCH}, ${REPS} reps; load average ${Cpu.loadAverage()}`
+)
 for (let rep = 0; rep < REPS; rep++) {
-  const order: ReadonlyArray<Side> = rep % 2 === 0 ? ["bare", "relay", "relay1", "fn"] : ["relay1", "fn", "bare", "relay"]
+  const order: ReadonlyArray<Side> =
+    rep % 2 === 0 ? ["bare", "relay", "relay1", "fn"] : ["relay1", "fn", "bare", "relay"]
   for (const side of order) {
     await Library.truncate(stack)
     await Library.fillBacklog(stack, topic, BACKLOG)
     const s = await sides[side]()
     results.set(side, [...(results.get(side) ?? []), s])
-    console.log(`  rep ${rep + 1} ${side}: ${Math.round(s.rate)} rows/s; claim ${s.claimMs.toFixed(1)} ms, mark ${s.markMs.toFixed(1)} ms per batch`)
+    console.log(
+      `  rep ${rep + 1} ${side}: ${Math.round(s.rate)} rows/s; claim ${s.claimMs.toFixed(1)} ms, mark ${s.markMs.toFixed(1)} ms per batch`
+    )
   }
 }
 const median = (xs: ReadonlyArray<number>) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!

@@ -34,10 +34,19 @@ const storeWrite = (stack: Library.Stack, table: string, topic: string, i: numbe
       yield* sql.withTransaction(
         Library.Effect.gen(function* () {
           yield* sql`INSERT INTO ${sql(table)} (id, user_id, amount) VALUES (${Env.newEventId()}, ${Env.keyOf(i)}, ${i % 997})`
-          yield* store.insert([{
-            id: id as never, topic, key: Env.keyOf(i), partition: null, headers: { "event-id": id },
-            payload: Env.payload(i), status: "PENDING", availableAt: now, createdAt: now
-          }])
+          yield* store.insert([
+            {
+              id: id as never,
+              topic,
+              key: Env.keyOf(i),
+              partition: null,
+              headers: { "event-id": id },
+              payload: Env.payload(i),
+              status: "PENDING",
+              availableAt: now,
+              createdAt: now
+            }
+          ])
         })
       )
     })
@@ -50,22 +59,26 @@ const main = async () => {
   await createOrders(stack, "orders")
   const table = `${schema}.orders`
   const topic = "bench-wp-overhead"
-  const totals = new Map<Mode, { n: number; ms: number; cpuUs: number }>(modes.map((m) => [m, { n: 0, ms: 0, cpuUs: 0 }]))
+  const totals = new Map<Mode, { n: number; ms: number; cpuUs: number }>(
+    modes.map((m) => [m, { n: 0, ms: 0, cpuUs: 0 }])
+  )
   const slice = async (mode: Mode) => {
     const cpu = process.cpuUsage()
     const started = performance.now()
     const deadline = started + SLICE_MS
     let n = 0
-    await Promise.all(Array.from({ length: CLIENTS }, async (_, c) => {
-      let i = c
-      while (performance.now() < deadline) {
-        if (mode === "hand") await Library.handWrite(stack, table, topic, i)
-        else if (mode === "store") await storeWrite(stack, table, topic, i)
-        else await Library.businessWrite(mode === "polling" ? quiet : stack, table, topic, i, true)
-        i += CLIENTS
-        n++
-      }
-    }))
+    await Promise.all(
+      Array.from({ length: CLIENTS }, async (_, c) => {
+        let i = c
+        while (performance.now() < deadline) {
+          if (mode === "hand") await Library.handWrite(stack, table, topic, i)
+          else if (mode === "store") await storeWrite(stack, table, topic, i)
+          else await Library.businessWrite(mode === "polling" ? quiet : stack, table, topic, i, true)
+          i += CLIENTS
+          n++
+        }
+      })
+    )
     const t = totals.get(mode)!
     t.n += n
     t.ms += performance.now() - started
@@ -82,9 +95,9 @@ const main = async () => {
   const cpuPerTx = (m: Mode) => totals.get(m)!.cpuUs / totals.get(m)!.n
   for (const m of modes) {
     console.log(
-      `${m}: ${Math.round(rate(m))} tx/s (×${(rate(m) / rate("hand")).toFixed(2)} of hand); node CPU ${
-        Math.round(cpuPerTx(m))
-      } µs/tx (${(cpuPerTx(m) - cpuPerTx("hand")).toFixed(0)} µs over hand)`
+      `${m}: ${Math.round(rate(m))} tx/s (×${(rate(m) / rate("hand")).toFixed(2)} of hand); node CPU ${Math.round(
+        cpuPerTx(m)
+      )} µs/tx (${(cpuPerTx(m) - cpuPerTx("hand")).toFixed(0)} µs over hand)`
     )
   }
   await Library.dropSchema(stack)

@@ -39,7 +39,9 @@ export const run = async (options: Options): Promise<void> => {
   const stopRetention = await Library.startRetention(relay, 5_000, 1_000)
   const stopVacuum = (await Library.autovacuumOn(writer)) ? undefined : await Library.startVacuumLoop(writer, 10_000)
   const vacuumNote =
-    stopVacuum === undefined ? "autovacuum on" : "autovacuum is off on this server: the run vacuums the table every 10 s"
+    stopVacuum === undefined
+      ? "autovacuum on"
+      : "autovacuum is off on this server: the run vacuums the table every 10 s"
 
   const samples: Array<{
     t: number

@@ -83,9 +83,9 @@ export const run = async (options: Options): Promise<void> => {
       }
       results.set(clients, entry)
       console.log(
-        `    ${clients} clients: library ${Math.round(entry.lib.at(-1)!.tps)} tps, by hand ${
-          Math.round(entry.hand.at(-1)!.tps)
-        } tps, without outbox ${Math.round(entry.base.at(-1)!.tps)} tps`
+        `    ${clients} clients: library ${Math.round(entry.lib.at(-1)!.tps)} tps, by hand ${Math.round(
+          entry.hand.at(-1)!.tps
+        )} tps, without outbox ${Math.round(entry.base.at(-1)!.tps)} tps`
       )
     }
   }

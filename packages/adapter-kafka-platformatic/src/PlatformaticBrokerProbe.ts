@@ -139,7 +139,9 @@ export const findMany = (
   request: ProbeManyRequest,
   options: PlatformaticBrokerProbeOptions = {}
 ): Effect.Effect<ReadonlyMap<EventId, PublishReceipt>, ProbeError> =>
-  request.eventIds.length === 0 ? Effect.succeed(new Map()) : scan(consumer, request, new Set(request.eventIds), options)
+  request.eventIds.length === 0
+    ? Effect.succeed(new Map())
+    : scan(consumer, request, new Set(request.eventIds), options)
 
 /**
  * @since 0.1.0

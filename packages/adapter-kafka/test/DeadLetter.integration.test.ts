@@ -118,50 +118,61 @@ layer(Live, { timeout: "120 seconds", excludeTestServices: true })("dead letters
     })
   )
 
-  it.effect("replay keeps the original identity: no event id invented, the offset identity is the original's (M8)", () =>
-    Effect.gen(function* () {
-      const topic = yield* freshTopic(1, "orders")
-      const dlt = DeadLetter.defaultTopic(topic)
-      yield* namedTopic(dlt, 1)
-      // A record from a producer that writes no event id.
-      const original = yield* request(topic, { key: "k1", partition: 0, payload: "", headers: {} })
-      yield* (yield* Publisher).publish([
-        { ...original, headers: {}, payload: jsonPayload({ n: 1 }), writeEventId: false }
-      ])
+  it.effect(
+    "replay keeps the original identity: no event id invented, the offset identity is the original's (M8)",
+    () =>
+      Effect.gen(function* () {
+        const topic = yield* freshTopic(1, "orders")
+        const dlt = DeadLetter.defaultTopic(topic)
+        yield* namedTopic(dlt, 1)
+        // A record from a producer that writes no event id.
+        const original = yield* request(topic, { key: "k1", partition: 0, payload: "", headers: {} })
+        yield* (yield* Publisher).publish([
+          { ...original, headers: {}, payload: jsonPayload({ n: 1 }), writeEventId: false }
+        ])
 
-      const broken = yield* Ref.make(true)
-      const processed = yield* Ref.make<ReadonlyArray<string>>([])
-      const groupId = `adapter-kafka-dlt-identity-${randomUUID()}`
-      yield* Consumer.make({
-        groupId,
-        topics: [topic],
-        schema: Order,
-        identity: "offset",
-        fromBeginning: true,
-        maxAttempts: 1,
-        handler: (m) =>
-          Effect.flatMap(Ref.get(broken), (b) =>
-            b
-              ? Effect.fail(new HandlerFailed({ n: 1, retriable: false }))
-              : Ref.update(processed, (all) => [...all, m.idempotencyKey])
-          )
+        const broken = yield* Ref.make(true)
+        const processed = yield* Ref.make<ReadonlyArray<string>>([])
+        const groupId = `adapter-kafka-dlt-identity-${randomUUID()}`
+        yield* Consumer.make({
+          groupId,
+          topics: [topic],
+          schema: Order,
+          identity: "offset",
+          fromBeginning: true,
+          maxAttempts: 1,
+          handler: (m) =>
+            Effect.flatMap(Ref.get(broken), (b) =>
+              b
+                ? Effect.fail(new HandlerFailed({ n: 1, retriable: false }))
+                : Ref.update(processed, (all) => [...all, m.idempotencyKey])
+            )
+        })
+        yield* eventually(
+          "the record is dead-lettered",
+          Effect.map(committed(groupId, topic), (o) => o === "1")
+        )
+        const reader = yield* TopicReader
+        const [letter] = yield* reader.read(dlt).pipe(Stream.runCollect)
+        assert.isUndefined(letter!.headers["event-id"])
+
+        yield* Ref.set(broken, false)
+        yield* DeadLetter.replay({ from: dlt })
+        yield* eventually(
+          "the replay is processed",
+          Effect.map(Ref.get(processed), (all) => all.length === 1)
+        )
+        assert.deepStrictEqual(yield* Ref.get(processed), [`offset:${topic}/0/0`])
+        const onTopic = yield* reader.read(topic).pipe(Stream.runCollect)
+        assert.isUndefined(onTopic[1]!.headers["event-id"], "no event id invented on replay")
+
+        // Replayed again: the same identity, so it is not handled again.
+        yield* DeadLetter.replay({ from: dlt })
+        yield* eventually(
+          "offset 3 is committed",
+          Effect.map(committed(groupId, topic), (o) => o === "3")
+        )
+        assert.deepStrictEqual(yield* Ref.get(processed), [`offset:${topic}/0/0`])
       })
-      yield* eventually("the record is dead-lettered", Effect.map(committed(groupId, topic), (o) => o === "1"))
-      const reader = yield* TopicReader
-      const [letter] = yield* reader.read(dlt).pipe(Stream.runCollect)
-      assert.isUndefined(letter!.headers["event-id"])
-
-      yield* Ref.set(broken, false)
-      yield* DeadLetter.replay({ from: dlt })
-      yield* eventually("the replay is processed", Effect.map(Ref.get(processed), (all) => all.length === 1))
-      assert.deepStrictEqual(yield* Ref.get(processed), [`offset:${topic}/0/0`])
-      const onTopic = yield* reader.read(topic).pipe(Stream.runCollect)
-      assert.isUndefined(onTopic[1]!.headers["event-id"], "no event id invented on replay")
-
-      // Replayed again: the same identity, so it is not handled again.
-      yield* DeadLetter.replay({ from: dlt })
-      yield* eventually("offset 3 is committed", Effect.map(committed(groupId, topic), (o) => o === "3"))
-      assert.deepStrictEqual(yield* Ref.get(processed), [`offset:${topic}/0/0`])
-    })
   )
 })

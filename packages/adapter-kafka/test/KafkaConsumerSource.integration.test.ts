@@ -3,9 +3,9 @@
 
 import { randomUUID } from "node:crypto"
 import { assert, layer } from "@effect/vitest"
+import { BrokerAdmin } from "@effect-outbox/core/BrokerAdmin"
 import type { ConsumerRecord, Subscription } from "@effect-outbox/core/ConsumerSource"
 import { ConsumerSource } from "@effect-outbox/core/ConsumerSource"
-import { BrokerAdmin } from "@effect-outbox/core/BrokerAdmin"
 import { Publisher } from "@effect-outbox/core/Publisher"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
@@ -87,60 +87,62 @@ layer(KafkaTest, { timeout: "120 seconds", excludeTestServices: true })("KafkaCo
     })
   )
 
-  it.effect("on defaults, a new group reads from the start, and a topic grown while it consumes is read from its new partitions' start within seconds (H4)", () =>
-    Effect.gen(function* () {
-      const topic = yield* freshTopic(1, "grown")
-      const groupId = `adapter-kafka-group-${randomUUID()}`
-      yield* publish(topic, 0, ["a0", "a1"])
-      const source = yield* ConsumerSource
-      const seen = new Set<string>()
-      const subscription = yield* source.subscribe({ groupId, topics: [topic] })
-      yield* subscription.batches.pipe(
-        Stream.runForEach((batch) =>
-          Effect.andThen(
-            Effect.sync(() => {
-              for (const r of batch.records) seen.add(text(r.value))
-            }),
-            subscription.commit([
-              {
-                topic: batch.topic,
-                partition: batch.partition,
-                offset: (BigInt(batch.records[batch.records.length - 1]!.offset) + 1n).toString()
-              }
-            ])
-          )
-        ),
-        Effect.forkScoped
-      )
-      const waitFor = (expected: ReadonlyArray<string>, label: string) =>
-        Effect.gen(function* () {
-          const deadline = Date.now() + 60_000
-          while (!expected.every((v) => seen.has(v))) {
-            if (Date.now() > deadline) assert.fail(`${label}: saw only ${[...seen].sort().join(",")}`)
-            yield* Effect.sleep("100 millis")
-          }
-        })
-      // Written before the group existed: read from the start, not skipped.
-      yield* waitFor(["a0", "a1"], "records written before the group joined")
+  it.effect(
+    "on defaults, a new group reads from the start, and a topic grown while it consumes is read from its new partitions' start within seconds (H4)",
+    () =>
+      Effect.gen(function* () {
+        const topic = yield* freshTopic(1, "grown")
+        const groupId = `adapter-kafka-group-${randomUUID()}`
+        yield* publish(topic, 0, ["a0", "a1"])
+        const source = yield* ConsumerSource
+        const seen = new Set<string>()
+        const subscription = yield* source.subscribe({ groupId, topics: [topic] })
+        yield* subscription.batches.pipe(
+          Stream.runForEach((batch) =>
+            Effect.andThen(
+              Effect.sync(() => {
+                for (const r of batch.records) seen.add(text(r.value))
+              }),
+              subscription.commit([
+                {
+                  topic: batch.topic,
+                  partition: batch.partition,
+                  offset: (BigInt(batch.records[batch.records.length - 1]!.offset) + 1n).toString()
+                }
+              ])
+            )
+          ),
+          Effect.forkScoped
+        )
+        const waitFor = (expected: ReadonlyArray<string>, label: string) =>
+          Effect.gen(function* () {
+            const deadline = Date.now() + 60_000
+            while (!expected.every((v) => seen.has(v))) {
+              if (Date.now() > deadline) assert.fail(`${label}: saw only ${[...seen].sort().join(",")}`)
+              yield* Effect.sleep("100 millis")
+            }
+          })
+        // Written before the group existed: read from the start, not skipped.
+        yield* waitFor(["a0", "a1"], "records written before the group joined")
 
-      // Grow the topic and write to the new partitions at once, before the group can notice them.
-      yield* (yield* BrokerAdmin).growPartitions(topic, 3)
-      const grownAt = Date.now()
-      const retry = Effect.retry({ schedule: Schedule.spaced("200 millis"), times: 50 })
-      yield* publishAll(topic, 1, ["b0", "b1"]).pipe(retry)
-      yield* publishAll(topic, 2, ["c0"]).pipe(retry)
-      yield* waitFor(["b0", "b1", "c0"], "records on the new partitions")
-      const noticedAfter = Date.now() - grownAt
-      // metadataMaxAge 5 s plus a rebalance; kafkajs' own default would take up to 5 minutes.
-      assert.isBelow(noticedAfter, 45_000)
-      yield* Effect.logInfo(`new partitions consumed ${noticedAfter} ms after the topic grew`)
-      for (let i = 0; i < 100; i++) {
-        const offsets = yield* groupOffsets(groupId, topic)
-        if (offsets[1] === "2" && offsets[2] === "1") break
-        yield* Effect.sleep("100 millis")
-      }
-      assert.deepStrictEqual(yield* groupOffsets(groupId, topic), { 0: "2", 1: "2", 2: "1" })
-    })
+        // Grow the topic and write to the new partitions at once, before the group can notice them.
+        yield* (yield* BrokerAdmin).growPartitions(topic, 3)
+        const grownAt = Date.now()
+        const retry = Effect.retry({ schedule: Schedule.spaced("200 millis"), times: 50 })
+        yield* publishAll(topic, 1, ["b0", "b1"]).pipe(retry)
+        yield* publishAll(topic, 2, ["c0"]).pipe(retry)
+        yield* waitFor(["b0", "b1", "c0"], "records on the new partitions")
+        const noticedAfter = Date.now() - grownAt
+        // metadataMaxAge 5 s plus a rebalance; kafkajs' own default would take up to 5 minutes.
+        assert.isBelow(noticedAfter, 45_000)
+        yield* Effect.logInfo(`new partitions consumed ${noticedAfter} ms after the topic grew`)
+        for (let i = 0; i < 100; i++) {
+          const offsets = yield* groupOffsets(groupId, topic)
+          if (offsets[1] === "2" && offsets[2] === "1") break
+          yield* Effect.sleep("100 millis")
+        }
+        assert.deepStrictEqual(yield* groupOffsets(groupId, topic), { 0: "2", 1: "2", 2: "1" })
+      })
   )
 
   it.effect("records after the last commit are redelivered to the next subscription (nothing lost)", () =>

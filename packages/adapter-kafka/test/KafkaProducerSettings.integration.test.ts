@@ -81,7 +81,10 @@ describe("KafkaPublisher producer settings", () => {
           assert.strictEqual(send.partitions.length, 1)
         }
         assert.deepStrictEqual(new Set(calls.sends.map((s) => s.partitions[0])), used)
-        assert.strictEqual(calls.sends.reduce((n, s) => n + s.records, 0), 50)
+        assert.strictEqual(
+          calls.sends.reduce((n, s) => n + s.records, 0),
+          50
+        )
         assert.strictEqual(calls.configs.length, 1)
         const config = calls.configs[0]!
         assert.isTrue(config.idempotent)

@@ -214,9 +214,15 @@ layer(KafkaTest, { timeout: "90 seconds", excludeTestServices: true })("KafkaPub
         request(topic, { key: "hot", payload: `${i}:`.padEnd(20_000, "x") })
       )
       const out = receipts(yield* publisher.publish(batch))
-      assert.deepStrictEqual(out.map((r) => r.offset), batch.map((_, i) => String(i)))
+      assert.deepStrictEqual(
+        out.map((r) => r.offset),
+        batch.map((_, i) => String(i))
+      )
       const records = yield* (yield* TopicReader).read(topic).pipe(Stream.runCollect)
-      assert.deepStrictEqual(records.map((r) => r.headers["event-id"]), batch.map((r) => r.id))
+      assert.deepStrictEqual(
+        records.map((r) => r.headers["event-id"]),
+        batch.map((r) => r.id)
+      )
     })
   )
 
@@ -229,11 +235,13 @@ layer(KafkaTest, { timeout: "90 seconds", excludeTestServices: true })("KafkaPub
       yield* Effect.promise(() =>
         admin.alterConfigs({
           validateOnly: false,
-          resources: [{
-            type: Kafkajs.ConfigResourceTypes.TOPIC,
-            name: topic,
-            configEntries: [{ name: "max.message.bytes", value: "50000" }]
-          }]
+          resources: [
+            {
+              type: Kafkajs.ConfigResourceTypes.TOPIC,
+              name: topic,
+              configEntries: [{ name: "max.message.bytes", value: "50000" }]
+            }
+          ]
         })
       )
       // Sized under the cached 200,000: one batch of 120 KB, which the broker now refuses.
@@ -241,7 +249,10 @@ layer(KafkaTest, { timeout: "90 seconds", excludeTestServices: true })("KafkaPub
         request(topic, { key: "k", payload: `${i}:`.padEnd(20_000, "y") })
       )
       const out = receipts(yield* publisher.publish(batch))
-      assert.deepStrictEqual(out.map((r) => r.offset), ["1", "2", "3", "4", "5", "6"])
+      assert.deepStrictEqual(
+        out.map((r) => r.offset),
+        ["1", "2", "3", "4", "5", "6"]
+      )
       // One record over the new limit is refused alone; its neighbour on another key lands.
       const [big, small] = yield* publisher.publish([
         yield* request(topic, { key: "big", payload: "z".repeat(60_000) }),

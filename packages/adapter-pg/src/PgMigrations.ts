@@ -90,7 +90,8 @@ export const migrations = (t: Tables): Record<string, Effect.Effect<void, unknow
            at timestamptz NOT NULL
          )`,
         `CREATE INDEX IF NOT EXISTS ${p}transition_event_idx ON ${t.transition} (event_id, id)`
-      ])),
+      ])
+    ),
     "2_claim_function": Effect.flatMap(SqlClient.SqlClient, (sql) => statements(sql, [claimFunctionV2(t)])),
     // Fewer index entries per insert and per status change, a cheaper claim, and autovacuum
     // settings for a queue table (issue #8; measured in docs/postgres.md). Upgrades a populated
@@ -118,7 +119,8 @@ export const migrations = (t: Tables): Record<string, Effect.Effect<void, unknow
            autovacuum_analyze_scale_factor = 0, autovacuum_analyze_threshold = 5000,
            autovacuum_vacuum_cost_delay = 0)`,
         claimFunction(t)
-      ])),
+      ])
+    ),
     // Issue #12: a FAILURE row blocks its key's younger rows (unless the relay says
     // failedHead "skip"), the operator's SKIPPED status, and the lease expiry from the database
     // clock (M9). The claim function gets a new signature, so the old one is dropped: a relay of
@@ -143,7 +145,8 @@ export const migrations = (t: Tables): Record<string, Effect.Effect<void, unknow
            WHERE status = 'FAILURE' AND key IS NOT NULL`,
         `DROP FUNCTION IF EXISTS ${t.claimFunction}(text, integer, integer, timestamptz, timestamptz)`,
         claimFunctionV4(t)
-      ])),
+      ])
+    ),
     // Stale recovery that converges (issue #12, review H3): one recoverer at a time per outbox,
     // through a named lease whose expiry the database clock judges.
     "5_stale_recovery": Effect.flatMap(SqlClient.SqlClient, (sql) =>
@@ -153,7 +156,8 @@ export const migrations = (t: Tables): Record<string, Effect.Effect<void, unknow
            owner text NOT NULL,
            expires_at timestamptz NOT NULL
          )`
-      ])),
+      ])
+    ),
     // Durable parking (issue #13, review M10): positions only, never payloads.
     "6_parked": Effect.flatMap(SqlClient.SqlClient, (sql) =>
       statements(sql, [
@@ -174,7 +178,8 @@ export const migrations = (t: Tables): Record<string, Effect.Effect<void, unknow
            requested_at timestamptz NOT NULL DEFAULT now(),
            PRIMARY KEY (consumer, topic, partition, key)
          )`
-      ]))
+      ])
+    )
   }
 }
 
@@ -190,14 +195,16 @@ export const run: Effect.Effect<
   ReadonlyArray<readonly [id: number, name: string]>,
   OutboxStoreError,
   SqlClient.SqlClient | PgTables
-> = Effect.gen(function*() {
+> = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   const t = yield* PgTables
-  return yield* sql.withTransaction(Effect.gen(function*() {
-    yield* sql`SELECT pg_advisory_xact_lock(${t.locks.migrations}, 0)`.withoutTransform
-    yield* sql.unsafe(`CREATE SCHEMA IF NOT EXISTS "${t.schema}"`).unprepared
-    return yield* Migrator.make({})({ loader: Migrator.fromRecord(migrations(t)), table: t.migrations })
-  }))
+  return yield* sql.withTransaction(
+    Effect.gen(function* () {
+      yield* sql`SELECT pg_advisory_xact_lock(${t.locks.migrations}, 0)`.withoutTransform
+      yield* sql.unsafe(`CREATE SCHEMA IF NOT EXISTS "${t.schema}"`).unprepared
+      return yield* Migrator.make({})({ loader: Migrator.fromRecord(migrations(t)), table: t.migrations })
+    })
+  )
 }).pipe(
   Effect.catchTag("SqlError", (error) => Effect.fail(fromSqlError("migrate")(error))),
   Effect.catchTag("MigrationError", (error) =>
@@ -208,7 +215,8 @@ export const run: Effect.Effect<
         retriable: error.kind === "Locked",
         cause: error
       })
-    )),
+    )
+  ),
   Effect.withSpan("PgOutbox.migrate")
 )
 

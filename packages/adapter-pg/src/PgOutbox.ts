@@ -10,24 +10,25 @@
  *
  * @since 0.1.0
  */
+
+import * as PgClient from "@effect/sql-pg/PgClient"
 import type { OutboxStoreError, OutboxValidationError } from "@effect-outbox/core/Errors"
 import type { InboxStore } from "@effect-outbox/core/InboxStore"
 import type { OutboxStore } from "@effect-outbox/core/OutboxStore"
+import type { ParkedStore } from "@effect-outbox/core/ParkedStore"
 import type { PartitionAssignmentStore } from "@effect-outbox/core/PartitionAssignmentStore"
 import type { Transactor } from "@effect-outbox/core/Transactor"
 import type { WakeUp } from "@effect-outbox/core/WakeUp"
-import * as PgClient from "@effect/sql-pg/PgClient"
 import * as Config from "effect/Config"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type * as SqlClient from "effect/sql/SqlClient"
 import type { SqlError } from "effect/sql/SqlError"
-import { ParkedStore } from "@effect-outbox/core/ParkedStore"
 import * as PgInboxStore from "./PgInboxStore.ts"
-import * as PgParkedStore from "./PgParkedStore.ts"
 import * as PgMigrations from "./PgMigrations.ts"
 import * as PgOutboxStore from "./PgOutboxStore.ts"
+import * as PgParkedStore from "./PgParkedStore.ts"
 import * as PgPartitionAssignmentStore from "./PgPartitionAssignmentStore.ts"
 import * as PgTables from "./PgTables.ts"
 import * as PgTransactor from "./PgTransactor.ts"
@@ -70,9 +71,8 @@ export const layer = (
   options: Options = {}
 ): Layer.Layer<Services, OutboxStoreError | OutboxValidationError, PgClient.PgClient | SqlClient.SqlClient> => {
   const tables = PgTables.layer(options)
-  const migrated = options.migrate === false
-    ? tables
-    : Layer.merge(tables, PgMigrations.layer.pipe(Layer.provide(tables)))
+  const migrated =
+    options.migrate === false ? tables : Layer.merge(tables, PgMigrations.layer.pipe(Layer.provide(tables)))
   return Layer.mergeAll(
     // in the in-transaction mode the insert queues the NOTIFY in its own statement; the wake-up
     // then skips its round trip
@@ -112,29 +112,31 @@ export const layer = (
 export const layerConfig: Layer.Layer<
   Services | PgClient.PgClient | SqlClient.SqlClient,
   OutboxStoreError | OutboxValidationError | Config.ConfigError | SqlError
-> = Layer.unwrap(Effect.gen(function*() {
-  const url = yield* Config.Redacted("DATABASE_URL")
-  const maxConnections = yield* Config.Int("DATABASE_MAX_CONNECTIONS").pipe(Config.withDefault(10))
-  const schema = yield* Config.String("OUTBOX_SCHEMA").pipe(Config.withDefault("outbox"))
-  const tablePrefix = yield* Config.String("OUTBOX_TABLE_PREFIX").pipe(Config.withDefault("outbox_"))
-  const migrate = yield* Config.Boolean("OUTBOX_MIGRATE").pipe(Config.withDefault(true))
-  const notify = yield* Config.Boolean("OUTBOX_NOTIFY").pipe(Config.withDefault(true))
-  const notifyInTransaction = yield* Config.Boolean("OUTBOX_NOTIFY_IN_TRANSACTION").pipe(Config.withDefault(false))
-  const notifyInterval = yield* Config.Duration("OUTBOX_NOTIFY_INTERVAL").pipe(
-    Config.withDefault(Duration.millis(50))
-  )
-  const listen = yield* Config.Boolean("OUTBOX_LISTEN").pipe(Config.withDefault(true))
-  const recordTransitions = yield* Config.Boolean("OUTBOX_RECORD_TRANSITIONS").pipe(Config.withDefault(false))
-  const keepAlive = yield* Config.Duration("DATABASE_KEEPALIVE").pipe(Config.withDefault(Duration.seconds(30)))
-  const callTimeout = yield* Config.Duration("OUTBOX_DB_CALL_TIMEOUT").pipe(Config.withDefault(Duration.seconds(30)))
-  // TCP keep-alive: without it a half-open connection (a peer that vanished) is noticed only
-  // when the OS gives up retransmitting, about 15 minutes (review M6).
-  const client = PgClient.layer({ url, maxConnections, keepAlive })
-  return layer({
-    schema,
-    tablePrefix,
-    migrate,
-    store: { recordTransitions, callTimeout },
-    wakeUp: { notify, notifyInTransaction, notifyInterval, listen, fallbackPollInterval: Duration.seconds(1) }
-  }).pipe(Layer.provideMerge(client))
-}))
+> = Layer.unwrap(
+  Effect.gen(function* () {
+    const url = yield* Config.Redacted("DATABASE_URL")
+    const maxConnections = yield* Config.Int("DATABASE_MAX_CONNECTIONS").pipe(Config.withDefault(10))
+    const schema = yield* Config.String("OUTBOX_SCHEMA").pipe(Config.withDefault("outbox"))
+    const tablePrefix = yield* Config.String("OUTBOX_TABLE_PREFIX").pipe(Config.withDefault("outbox_"))
+    const migrate = yield* Config.Boolean("OUTBOX_MIGRATE").pipe(Config.withDefault(true))
+    const notify = yield* Config.Boolean("OUTBOX_NOTIFY").pipe(Config.withDefault(true))
+    const notifyInTransaction = yield* Config.Boolean("OUTBOX_NOTIFY_IN_TRANSACTION").pipe(Config.withDefault(false))
+    const notifyInterval = yield* Config.Duration("OUTBOX_NOTIFY_INTERVAL").pipe(
+      Config.withDefault(Duration.millis(50))
+    )
+    const listen = yield* Config.Boolean("OUTBOX_LISTEN").pipe(Config.withDefault(true))
+    const recordTransitions = yield* Config.Boolean("OUTBOX_RECORD_TRANSITIONS").pipe(Config.withDefault(false))
+    const keepAlive = yield* Config.Duration("DATABASE_KEEPALIVE").pipe(Config.withDefault(Duration.seconds(30)))
+    const callTimeout = yield* Config.Duration("OUTBOX_DB_CALL_TIMEOUT").pipe(Config.withDefault(Duration.seconds(30)))
+    // TCP keep-alive: without it a half-open connection (a peer that vanished) is noticed only
+    // when the OS gives up retransmitting, about 15 minutes (review M6).
+    const client = PgClient.layer({ url, maxConnections, keepAlive })
+    return layer({
+      schema,
+      tablePrefix,
+      migrate,
+      store: { recordTransitions, callTimeout },
+      wakeUp: { notify, notifyInTransaction, notifyInterval, listen, fallbackPollInterval: Duration.seconds(1) }
+    }).pipe(Layer.provideMerge(client))
+  })
+)

@@ -15,10 +15,11 @@
  *
  * @since 0.1.0
  */
+
+import * as PgTypes from "@effect/sql-pg/PgTypes"
 import { OutboxStoreError } from "@effect-outbox/core/Errors"
 import type { OutboxStatus } from "@effect-outbox/core/Lifecycle"
 import type { NewOutboxMessage, OutboxMessage } from "@effect-outbox/core/OutboxMessage"
-import * as RecordSize from "@effect-outbox/core/RecordSize"
 import {
   type ListFilter,
   type OutboxStats,
@@ -27,7 +28,7 @@ import {
   type TransitionOutcome,
   type TransitionRequest
 } from "@effect-outbox/core/OutboxStore"
-import * as PgTypes from "@effect/sql-pg/PgTypes"
+import * as RecordSize from "@effect-outbox/core/RecordSize"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -35,9 +36,9 @@ import * as Option from "effect/Option"
 import * as Result from "effect/Result"
 import * as SqlClient from "effect/sql/SqlClient"
 import { fromSqlError, invalid, isUuid, run } from "./internal/errors.ts"
-import { CurrentTransaction } from "./internal/transaction.ts"
 import { bySeq, type MessageRow, millis, toMessage } from "./internal/rows.ts"
 import { countByStatus, notQueued, queuedStatuses, statusList } from "./internal/sql.ts"
+import { CurrentTransaction } from "./internal/transaction.ts"
 import { encodeRequest, fastStatement, genericStatement, uniform } from "./internal/transition.ts"
 import { PgTables, type Tables } from "./PgTables.ts"
 
@@ -88,7 +89,8 @@ const validateInsert = (messages: ReadonlyArray<NewOutboxMessage>, maxRecordByte
     if (m.partition !== null && (!Number.isInteger(m.partition) || m.partition < 0 || m.partition > 2147483647)) {
       return invalid("outbox.insert", `event ${m.id} has partition ${m.partition}; expected a non-negative int32`)
     }
-    if (!(m.payload instanceof Uint8Array)) return invalid("outbox.insert", `event ${m.id} has a payload that is not bytes`)
+    if (!(m.payload instanceof Uint8Array))
+      return invalid("outbox.insert", `event ${m.id} has a payload that is not bytes`)
     if (RecordSize.singleRecordBatchBytes(m) > maxRecordBytes) {
       return invalid("outbox.insert", `event ${m.id}: ${RecordSize.describeTooLarge(m, maxRecordBytes)}`)
     }
@@ -105,7 +107,8 @@ const validateInsert = (messages: ReadonlyArray<NewOutboxMessage>, maxRecordByte
 const fastEncodable = (r: TransitionRequest) =>
   isUuid(r.id) &&
   (r.patch.receipt === undefined ||
-    (Number.isInteger(r.patch.receipt.partition) && r.patch.receipt.partition >= -2147483648 &&
+    (Number.isInteger(r.patch.receipt.partition) &&
+      r.patch.receipt.partition >= -2147483648 &&
       r.patch.receipt.partition <= 2147483647))
 
 /** Splits a batch into rounds of distinct ids, so a repeated id is applied after the first. */
@@ -126,7 +129,7 @@ const rounds = (requests: ReadonlyArray<TransitionRequest>) => {
  * @category constructors
  */
 export const make = (options: Options = {}) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     const t = yield* PgTables
     const maxRecordBytes = options.maxRecordBytes ?? options.maxPayloadBytes ?? RecordSize.DEFAULT_MAX_MESSAGE_BYTES
@@ -137,29 +140,33 @@ export const make = (options: Options = {}) =>
     const genericSql = genericStatement(t, recordTransitions)
     const fastSql = fastStatement(t, recordTransitions)
     const callTimeout = Duration.fromInputUnsafe(options.callTimeout ?? Duration.seconds(30))
-    const bounded = (operation: string) => <A, R>(effect: Effect.Effect<A, OutboxStoreError, R>) =>
-      Effect.timeoutOrElse(effect, {
-        duration: callTimeout,
-        orElse: () =>
-          Effect.fail(
-            new OutboxStoreError({
-              operation,
-              reason: `no answer from PostgreSQL within ${Duration.format(callTimeout)} (a half-open connection, ` +
-                `or a lock held elsewhere); the statement was cancelled, retry`,
-              retriable: true
-            })
-          )
-      })
+    const bounded =
+      (operation: string) =>
+      <A, R>(effect: Effect.Effect<A, OutboxStoreError, R>) =>
+        Effect.timeoutOrElse(effect, {
+          duration: callTimeout,
+          orElse: () =>
+            Effect.fail(
+              new OutboxStoreError({
+                operation,
+                reason:
+                  `no answer from PostgreSQL within ${Duration.format(callTimeout)} (a half-open connection, ` +
+                  `or a lock held elsewhere); the statement was cancelled, retry`,
+                retriable: true
+              })
+            )
+        })
 
     type Row = { readonly outcome: TransitionOutcome["outcome"]; readonly current: OutboxStatus | null }
     type Round = ReadonlyArray<readonly [TransitionRequest, number]>
 
     // Any round: one statement, outcomes decided per row (the generic compare-and-set).
     const generic = (round: Round) =>
-      sql.unsafe<{ idx: number } & Row>(
-        genericSql,
-        [PgTypes.jsonb(round.map(([request], idx) => encodeRequest(request, idx)))]
-      ).withoutTransform.pipe(Effect.map((rows) => rows.map((row) => [round[row.idx]![1], row] as const)))
+      sql
+        .unsafe<{ idx: number } & Row>(genericSql, [
+          PgTypes.jsonb(round.map(([request], idx) => encodeRequest(request, idx)))
+        ])
+        .withoutTransform.pipe(Effect.map((rows) => rows.map((row) => [round[row.idx]![1], row] as const)))
 
     // A uniform round (the relay's mark): a plain UPDATE over typed arrays for the rows that
     // match, the generic statement only for the rest (already advanced, rejected, missing).
@@ -168,11 +175,20 @@ export const make = (options: Options = {}) =>
       // Anything the typed arrays cannot carry (not a UUID, a partition outside int4) fails in the
       // generic statement, as a typed error, exactly as it did before the fast path.
       if (shape === undefined || !round.every(([r]) => fastEncodable(r))) return generic(round)
-      const sorted = [...round].sort(([a], [b]) => a.id.toLowerCase() < b.id.toLowerCase() ? -1 : 1)
+      const sorted = [...round].sort(([a], [b]) => (a.id.toLowerCase() < b.id.toLowerCase() ? -1 : 1))
       const fast = sql.unsafe<{ id: string }>(fastSql, [
-        typedArray(sorted.map(([r]) => r.id), PgTypes.OID.uuid),
-        typedArray(sorted.map(([r]) => r.patch.receipt?.partition ?? null), PgTypes.OID.int4),
-        typedArray(sorted.map(([r]) => r.patch.receipt?.offset ?? null), PgTypes.OID.text),
+        typedArray(
+          sorted.map(([r]) => r.id),
+          PgTypes.OID.uuid
+        ),
+        typedArray(
+          sorted.map(([r]) => r.patch.receipt?.partition ?? null),
+          PgTypes.OID.int4
+        ),
+        typedArray(
+          sorted.map(([r]) => r.patch.receipt?.offset ?? null),
+          PgTypes.OID.text
+        ),
         PgTypes.text(shape.from),
         PgTypes.text(shape.to),
         PgTypes.text(shape.leaseOwner),
@@ -198,24 +214,52 @@ export const make = (options: Options = {}) =>
       const one = messages.length === 1 ? messages[0]! : undefined
       // One row (the usual enqueue): a plain VALUES list, cheaper to plan than unnest over nine
       // arrays (issue #14: ×0.79 of the same row inserted by hand, one client).
-      const columns = one !== undefined
-        ? sql`VALUES (${PgTypes.uuid(one.id)}, ${PgTypes.text(one.topic)}, ${PgTypes.text(one.key)}, ${
-          PgTypes.int4(one.partition)
-        }, ${PgTypes.jsonb(one.headers)}, ${one.payload}, ${PgTypes.text(one.status)}, ${ts(one.availableAt)}, ${
-          ts(one.createdAt)
-        }, ${ts(one.createdAt)})`
-        : sql`SELECT u.id, u.topic, u.key, u.partition, u.headers, u.payload, u.status,
+      const columns =
+        one !== undefined
+          ? sql`VALUES (${PgTypes.uuid(one.id)}, ${PgTypes.text(one.topic)}, ${PgTypes.text(one.key)}, ${PgTypes.int4(
+              one.partition
+            )}, ${PgTypes.jsonb(one.headers)}, ${one.payload}, ${PgTypes.text(one.status)}, ${ts(one.availableAt)}, ${ts(
+              one.createdAt
+            )}, ${ts(one.createdAt)})`
+          : sql`SELECT u.id, u.topic, u.key, u.partition, u.headers, u.payload, u.status,
                                  u.available_at, u.created_at, u.created_at
                             FROM unnest(
-                              ${typedArray(messages.map((m) => m.id), PgTypes.OID.uuid)}::uuid[],
-                              ${typedArray(messages.map((m) => m.topic), PgTypes.OID.text)}::text[],
-                              ${typedArray(messages.map((m) => m.key), PgTypes.OID.text)}::text[],
-                              ${typedArray(messages.map((m) => m.partition), PgTypes.OID.int4)}::int4[],
-                              ${typedArray(messages.map((m) => m.headers), PgTypes.OID.jsonb)}::jsonb[],
-                              ${typedArray(messages.map((m) => m.payload), PgTypes.OID.bytea)}::bytea[],
-                              ${typedArray(messages.map((m) => m.status), PgTypes.OID.text)}::text[],
-                              ${typedArray(messages.map((m) => m.availableAt), PgTypes.OID.timestamptz)}::timestamptz[],
-                              ${typedArray(messages.map((m) => m.createdAt), PgTypes.OID.timestamptz)}::timestamptz[]
+                              ${typedArray(
+                                messages.map((m) => m.id),
+                                PgTypes.OID.uuid
+                              )}::uuid[],
+                              ${typedArray(
+                                messages.map((m) => m.topic),
+                                PgTypes.OID.text
+                              )}::text[],
+                              ${typedArray(
+                                messages.map((m) => m.key),
+                                PgTypes.OID.text
+                              )}::text[],
+                              ${typedArray(
+                                messages.map((m) => m.partition),
+                                PgTypes.OID.int4
+                              )}::int4[],
+                              ${typedArray(
+                                messages.map((m) => m.headers),
+                                PgTypes.OID.jsonb
+                              )}::jsonb[],
+                              ${typedArray(
+                                messages.map((m) => m.payload),
+                                PgTypes.OID.bytea
+                              )}::bytea[],
+                              ${typedArray(
+                                messages.map((m) => m.status),
+                                PgTypes.OID.text
+                              )}::text[],
+                              ${typedArray(
+                                messages.map((m) => m.availableAt),
+                                PgTypes.OID.timestamptz
+                              )}::timestamptz[],
+                              ${typedArray(
+                                messages.map((m) => m.createdAt),
+                                PgTypes.OID.timestamptz
+                              )}::timestamptz[]
                             ) WITH ORDINALITY AS u(id, topic, key, partition, headers, payload, status,
                                                    available_at, created_at, ord)
                            ORDER BY u.ord`
@@ -226,7 +270,7 @@ export const make = (options: Options = {}) =>
         ? sql`WITH inserted AS (${target} ${columns} RETURNING 1)
               SELECT pg_notify(${t.channel}::text, '') FROM (SELECT 1 FROM inserted LIMIT 1) AS one`
         : sql`${target} ${columns}`
-      return Effect.gen(function*() {
+      return Effect.gen(function* () {
         yield* statement.withoutTransform
         if (withNotify) {
           const state = yield* CurrentTransaction
@@ -237,11 +281,11 @@ export const make = (options: Options = {}) =>
         Effect.mapError((error) =>
           error.reason._tag === "UniqueViolation"
             ? new OutboxStoreError({
-              operation: "outbox.insert",
-              reason: `an event with one of these ids already exists (${messages.map((m) => m.id).join(", ")})`,
-              retriable: false,
-              cause: error
-            })
+                operation: "outbox.insert",
+                reason: `an event with one of these ids already exists (${messages.map((m) => m.id).join(", ")})`,
+                retriable: false,
+                cause: error
+              })
             : fromSqlError("outbox.insert")(error)
         ),
         Effect.withSpan("pg.outbox.insert")
@@ -283,9 +327,10 @@ export const make = (options: Options = {}) =>
         // Expiry by the database clock unless a caller drives time (M9); the cursor compares
         // whole milliseconds, as the page reports them.
         const clock = request.now === undefined ? sql`now()` : sql`${ts(request.now)}::timestamptz`
-        const after = request.after === undefined
-          ? sql`true`
-          : sql`(lease_ms, seq) > (${request.after.leaseExpiresAt}::float8, ${request.after.seq}::int8)`
+        const after =
+          request.after === undefined
+            ? sql`true`
+            : sql`(lease_ms, seq) > (${request.after.leaseExpiresAt}::float8, ${request.after.seq}::int8)`
         return sql<MessageRow & { clock_ms: number; lease_ms: number | null; in_page: boolean | null }>`
           WITH clock AS (SELECT ${clock} AS now),
           expired AS (
@@ -311,9 +356,10 @@ export const make = (options: Options = {}) =>
             return {
               rows: found.map(toMessage),
               now: Number(rows[0]!.clock_ms),
-              next: last !== undefined && page.length >= limit
-                ? { leaseExpiresAt: Number(last.lease_ms), seq: Number(last.seq) }
-                : undefined
+              next:
+                last !== undefined && page.length >= limit
+                  ? { leaseExpiresAt: Number(last.lease_ms), seq: Number(last.seq) }
+                  : undefined
             }
           }),
           run("outbox.findStale"),
@@ -347,9 +393,11 @@ export const make = (options: Options = {}) =>
       get: (id) =>
         isUuid(id)
           ? sql<MessageRow>`SELECT * FROM ${message} WHERE id = ${id}::uuid`.withoutTransform.pipe(
-            Effect.map((rows) => rows.length === 0 ? Option.none<OutboxMessage>() : Option.some(toMessage(rows[0]!))),
-            run("outbox.get")
-          )
+              Effect.map((rows) =>
+                rows.length === 0 ? Option.none<OutboxMessage>() : Option.some(toMessage(rows[0]!))
+              ),
+              run("outbox.get")
+            )
           : Effect.succeed(Option.none()),
 
       list: (filter: ListFilter) => {
@@ -379,14 +427,16 @@ export const make = (options: Options = {}) =>
               WHERE status = 'DISPATCHING' AND lease_expires_at < ${ts(now)}) AS stale,
             (SELECT count(DISTINCT key)::int FROM ${message}
               WHERE status = 'FAILURE' AND key IS NOT NULL) AS blocked`.withoutTransform.pipe(
-          Effect.map(([row]): OutboxStats => ({
-            byStatus: (typeof row!.by_status === "string" ? JSON.parse(row!.by_status) : row!.by_status) as OutboxStats[
-              "byStatus"
-            ],
-            oldestPendingCreatedAt: row!.oldest === null ? null : millis(row!.oldest),
-            staleLeases: row!.stale,
-            blockedKeys: row!.blocked
-          })),
+          Effect.map(
+            ([row]): OutboxStats => ({
+              byStatus: (typeof row!.by_status === "string"
+                ? JSON.parse(row!.by_status)
+                : row!.by_status) as OutboxStats["byStatus"],
+              oldestPendingCreatedAt: row!.oldest === null ? null : millis(row!.oldest),
+              staleLeases: row!.stale,
+              blockedKeys: row!.blocked
+            })
+          ),
           run("outbox.stats")
         ),
 
@@ -395,7 +445,9 @@ export const make = (options: Options = {}) =>
         if (limit <= 0 || wanted.length === 0) return Effect.succeed(0)
         // Spelled out, so the planner can prove the `status_idx` predicate from the query text
         // (it cannot from a parameter array).
-        const indexed = wanted.some((s) => queuedSet.has(s)) ? sql.literal("") : sql.literal(`AND ${notQueued("m.status")}`)
+        const indexed = wanted.some((s) => queuedSet.has(s))
+          ? sql.literal("")
+          : sql.literal(`AND ${notQueued("m.status")}`)
         // One cleaner at a time (try-lock, never wait) and SKIP LOCKED: a purge never queues
         // behind a claim or a transition, and they never queue behind it.
         return sql<{ n: number }>`WITH gate AS (
@@ -427,4 +479,3 @@ export const make = (options: Options = {}) =>
  */
 export const layer = (options: Options = {}): Layer.Layer<OutboxStore, never, SqlClient.SqlClient | PgTables> =>
   Layer.effect(OutboxStore)(make(options))
-

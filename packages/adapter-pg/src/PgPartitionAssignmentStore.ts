@@ -22,7 +22,7 @@ import { PgTables } from "./PgTables.ts"
  * @since 0.1.0
  * @category constructors
  */
-export const make = Effect.gen(function*() {
+export const make = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   const t = yield* PgTables
   const table = sql.literal(t.partitionAssignment)
@@ -34,22 +34,30 @@ export const make = Effect.gen(function*() {
   return PartitionAssignmentStore.of({
     reserve: ({ maxPerPartition, ownerId, topic }) => {
       if (!Number.isInteger(maxPerPartition) || maxPerPartition < 1) {
-        return Effect.fail(invalid("partitions.reserve", `maxPerPartition must be an integer >= 1, got ${maxPerPartition}`))
+        return Effect.fail(
+          invalid("partitions.reserve", `maxPerPartition must be an integer >= 1, got ${maxPerPartition}`)
+        )
       }
-      return sql.withTransaction(Effect.gen(function*() {
-        // Fast path: an owner keeps its partition, no lock needed.
-        const [known] = yield* existing(topic, ownerId)
-        if (known !== undefined) return { topic, ownerId, partition: known.partition, created: false }
-        const [gate] = yield* sql<{ isolation: string }>`SELECT pg_advisory_xact_lock(${t.locks.assignment}, hashtext(${topic}::text)),
+      return sql
+        .withTransaction(
+          Effect.gen(function* () {
+            // Fast path: an owner keeps its partition, no lock needed.
+            const [known] = yield* existing(topic, ownerId)
+            if (known !== undefined) return { topic, ownerId, partition: known.partition, created: false }
+            const [gate] = yield* sql<{
+              isolation: string
+            }>`SELECT pg_advisory_xact_lock(${t.locks.assignment}, hashtext(${topic}::text)),
             current_setting('transaction_isolation') AS isolation`.withoutTransform
-        if (gate!.isolation !== "read committed") {
-          return yield* Effect.fail(invalid(
-            "partitions.reserve",
-            `needs READ COMMITTED (the lock only helps if later statements see fresh data), the transaction is ${gate!.isolation}`
-          ))
-        }
-        // Under the lock: lowest partition below capacity, else the next one after the highest.
-        const [row] = yield* sql<{ partition: number; created: boolean }>`
+            if (gate!.isolation !== "read committed") {
+              return yield* Effect.fail(
+                invalid(
+                  "partitions.reserve",
+                  `needs READ COMMITTED (the lock only helps if later statements see fresh data), the transaction is ${gate!.isolation}`
+                )
+              )
+            }
+            // Under the lock: lowest partition below capacity, else the next one after the highest.
+            const [row] = yield* sql<{ partition: number; created: boolean }>`
           WITH counts AS (
             SELECT partition, count(*) AS n FROM ${table} WHERE topic = ${topic}::text GROUP BY partition
           ), chosen AS (
@@ -64,18 +72,20 @@ export const make = Effect.gen(function*() {
             RETURNING partition
           )
           SELECT partition, true AS created FROM inserted`.withoutTransform
-        if (row !== undefined) return { topic, ownerId, partition: row.partition, created: true }
-        // Raced with another reservation of the same owner that committed meanwhile.
-        const [again] = yield* existing(topic, ownerId)
-        return { topic, ownerId, partition: again!.partition, created: false }
-      })).pipe(
-        Effect.mapError((error) => isSqlError(error) ? fromSqlError("partitions.reserve")(error) : error),
-        Effect.withSpan("pg.partitions.reserve")
-      )
+            if (row !== undefined) return { topic, ownerId, partition: row.partition, created: true }
+            // Raced with another reservation of the same owner that committed meanwhile.
+            const [again] = yield* existing(topic, ownerId)
+            return { topic, ownerId, partition: again!.partition, created: false }
+          })
+        )
+        .pipe(
+          Effect.mapError((error) => (isSqlError(error) ? fromSqlError("partitions.reserve")(error) : error)),
+          Effect.withSpan("pg.partitions.reserve")
+        )
     },
     lookup: (topic, ownerId) =>
       existing(topic, ownerId).pipe(
-        Effect.map(([row]) => row === undefined ? Option.none<number>() : Option.some(row.partition)),
+        Effect.map(([row]) => (row === undefined ? Option.none<number>() : Option.some(row.partition))),
         run("partitions.lookup")
       ),
     counts: (topic) =>
@@ -91,7 +101,5 @@ export const make = Effect.gen(function*() {
  * @since 0.1.0
  * @category layers
  */
-export const layer: Layer.Layer<PartitionAssignmentStore, never, SqlClient.SqlClient | PgTables> = Layer.effect(
-  PartitionAssignmentStore
-)(make)
-
+export const layer: Layer.Layer<PartitionAssignmentStore, never, SqlClient.SqlClient | PgTables> =
+  Layer.effect(PartitionAssignmentStore)(make)

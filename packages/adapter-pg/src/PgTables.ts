@@ -4,11 +4,12 @@
  *
  * @since 0.1.0
  */
+
+import { OutboxValidationError } from "@effect-outbox/core/Errors"
 import * as Config from "effect/Config"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import { OutboxValidationError } from "@effect-outbox/core/Errors"
 
 /**
  * @since 0.1.0
@@ -87,7 +88,7 @@ const quote = (name: string) => `"${name}"`
  * @category constructors
  */
 export const make = (options: Options = {}): Effect.Effect<Tables, OutboxValidationError> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const schema = options.schema ?? "outbox"
     const tablePrefix = options.tablePrefix ?? "outbox_"
     if (!identifier.test(schema) || schema.length > 63) {
@@ -150,7 +151,7 @@ export const layer = (options: Options = {}): Layer.Layer<PgTables, OutboxValida
  * @category layers
  */
 export const layerConfig: Layer.Layer<PgTables, OutboxValidationError | Config.ConfigError> = Layer.effect(PgTables)(
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const schema = yield* Config.String("OUTBOX_SCHEMA").pipe(Config.withDefault("outbox"))
     const tablePrefix = yield* Config.String("OUTBOX_TABLE_PREFIX").pipe(Config.withDefault("outbox_"))
     const channel = yield* Config.String("OUTBOX_CHANNEL").pipe(Config.option)

@@ -37,60 +37,65 @@ class Inner<E> {
  * @since 0.1.0
  * @category constructors
  */
-export const make = Effect.gen(function*() {
+export const make = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
 
   // Inside a savepoint the caller opened (depth > 0), a failure is the savepoint's to undo.
   const join = <A, E, R>(effect: Effect.Effect<A, E, R>, state: TransactionState | undefined, depth: number) =>
-    state === undefined || depth > 0 ? effect : Effect.onExit(effect, (exit) =>
-      Effect.sync(() => {
-        if (Exit.isFailure(exit)) state.failedInside = true
-      }))
+    state === undefined || depth > 0
+      ? effect
+      : Effect.onExit(effect, (exit) =>
+          Effect.sync(() => {
+            if (Exit.isFailure(exit)) state.failedInside = true
+          })
+        )
 
   const outermost = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | OutboxStoreError, R> => {
     const state = makeState()
-    const body = Effect.flatMap(Effect.mapError(effect, (error) => new Inner(error)), (a) =>
-      state.failedInside
-        ? Effect.fail(
-          new Inner(
-            new OutboxStoreError({
-              operation: "transaction",
-              reason: "a nested withTransaction failed and the caller went on; nested calls join the outer " +
-                "transaction (no savepoint), so its writes cannot be undone alone and the whole " +
-                "transaction was rolled back. Open a savepoint yourself (sql.withTransaction) to recover inside it",
-              retriable: false
-            })
-          )
-        )
-        : Effect.succeed(a))
+    const body = Effect.flatMap(
+      Effect.mapError(effect, (error) => new Inner(error)),
+      (a) =>
+        state.failedInside
+          ? Effect.fail(
+              new Inner(
+                new OutboxStoreError({
+                  operation: "transaction",
+                  reason:
+                    "a nested withTransaction failed and the caller went on; nested calls join the outer " +
+                    "transaction (no savepoint), so its writes cannot be undone alone and the whole " +
+                    "transaction was rolled back. Open a savepoint yourself (sql.withTransaction) to recover inside it",
+                  retriable: false
+                })
+              )
+            )
+          : Effect.succeed(a)
+    )
     return sql.withTransaction(Effect.provideService(body, CurrentTransaction, state)).pipe(
-        Effect.mapError((error): E | OutboxStoreError =>
-          error instanceof Inner ? error.error as E : fromSqlError("transaction")(error)
-        ),
-        // effect/sql turns a failed ROLLBACK (and a failed COMMIT whose cleanup failed too) into
-        // defects, which would kill the caller's fiber. They mean the connection died mid-
-        // transaction: surface the retriable store error the port promises instead (found by
-        // the pg_terminate_backend fault test).
-        Effect.catchCause((cause): Effect.Effect<never, E | OutboxStoreError> => {
-          for (const reason of cause.reasons) {
-            if (Cause.isDieReason(reason) && isSqlError(reason.defect)) {
-              return Effect.fail(fromSqlError("transaction")(reason.defect))
-            }
+      Effect.mapError((error): E | OutboxStoreError =>
+        error instanceof Inner ? (error.error as E) : fromSqlError("transaction")(error)
+      ),
+      // effect/sql turns a failed ROLLBACK (and a failed COMMIT whose cleanup failed too) into
+      // defects, which would kill the caller's fiber. They mean the connection died mid-
+      // transaction: surface the retriable store error the port promises instead (found by
+      // the pg_terminate_backend fault test).
+      Effect.catchCause((cause): Effect.Effect<never, E | OutboxStoreError> => {
+        for (const reason of cause.reasons) {
+          if (Cause.isDieReason(reason) && isSqlError(reason.defect)) {
+            return Effect.fail(fromSqlError("transaction")(reason.defect))
           }
-          return Effect.failCause(cause)
-        })
-      )
+        }
+        return Effect.failCause(cause)
+      })
+    )
   }
 
   return Transactor.of({
     withTransaction: <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | OutboxStoreError, R> =>
       Effect.flatMap(Effect.serviceOption(sql.transactionService), (ambient) =>
         Option.isSome(ambient)
-          ? Effect.flatMap(
-            Effect.service(CurrentTransaction),
-            (state) => join(effect, state, ambient.value[1])
-          )
-          : outermost(effect))
+          ? Effect.flatMap(Effect.service(CurrentTransaction), (state) => join(effect, state, ambient.value[1]))
+          : outermost(effect)
+      )
   })
 })
 

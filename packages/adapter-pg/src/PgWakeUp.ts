@@ -26,8 +26,9 @@
  *
  * @since 0.1.0
  */
-import { WakeUp } from "@effect-outbox/core/WakeUp"
+
 import { PgClient } from "@effect/sql-pg/PgClient"
+import { WakeUp } from "@effect-outbox/core/WakeUp"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -36,8 +37,8 @@ import * as PubSub from "effect/PubSub"
 import * as Queue from "effect/Queue"
 import * as Ref from "effect/Ref"
 import * as Schedule from "effect/Schedule"
-import * as SqlClient from "effect/sql/SqlClient"
 import * as Stream from "effect/Stream"
+import * as SqlClient from "effect/sql/SqlClient"
 import { run } from "./internal/errors.ts"
 import { CurrentTransaction } from "./internal/transaction.ts"
 import { PgTables } from "./PgTables.ts"
@@ -72,7 +73,7 @@ export interface Options {
  * @category constructors
  */
 export const make = (options: Options = {}) =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     const pg = yield* PgClient
     const t = yield* PgTables
@@ -87,7 +88,7 @@ export const make = (options: Options = {}) =>
     // Signals are hints: a slow subscriber loses surplus ones, never the latest.
     const hub = yield* PubSub.sliding<void>(16)
 
-    const inTransaction = Effect.gen(function*() {
+    const inTransaction = Effect.gen(function* () {
       const state = yield* CurrentTransaction
       if (state?.notified === true) return
       yield* sql`SELECT pg_notify(${t.channel}::text, '')`.withoutTransform
@@ -100,35 +101,47 @@ export const make = (options: Options = {}) =>
     let sent = 0
     if (remote) {
       const send = sql`SELECT pg_notify(${t.channel}::text, ${self})`.withoutTransform.pipe(
-        Effect.catchCause((cause) => Effect.logDebug("outbox wake-up: NOTIFY after commit failed; relays elsewhere poll", cause))
+        Effect.catchCause((cause) =>
+          Effect.logDebug("outbox wake-up: NOTIFY after commit failed; relays elsewhere poll", cause)
+        )
       )
       yield* Effect.forkIn(
-        Effect.forever(Queue.take(requests).pipe(
-          // the callbacks of one commit (one per enqueue) arrive together: fold them into this send
-          Effect.andThen(Effect.yieldNow),
-          Effect.andThen(Queue.clear(requests)),
-          Effect.andThen(Effect.suspend(() => {
-            const upTo = requested
-            return Effect.tap(send, () => Effect.sync(() => sent = upTo))
-          })),
-          Effect.andThen(Effect.sleep(notifyInterval))
-        )),
+        Effect.forever(
+          Queue.take(requests).pipe(
+            // the callbacks of one commit (one per enqueue) arrive together: fold them into this send
+            Effect.andThen(Effect.yieldNow),
+            Effect.andThen(Queue.clear(requests)),
+            Effect.andThen(
+              Effect.suspend(() => {
+                const upTo = requested
+                return Effect.tap(send, () => Effect.sync(() => (sent = upTo)))
+              })
+            ),
+            Effect.andThen(Effect.sleep(notifyInterval))
+          )
+        ),
         layerScope
       )
       // A short-lived process (the CLI's release) must not take its last wake-up with it.
       yield* Effect.addFinalizer(() =>
-        Effect.suspend(() => requested > sent ? Effect.timeout(send, Duration.seconds(2)) : Effect.void).pipe(Effect.ignore)
+        Effect.suspend(() => (requested > sent ? Effect.timeout(send, Duration.seconds(2)) : Effect.void)).pipe(
+          Effect.ignore
+        )
       )
     }
     const afterCommit: Effect.Effect<void> = PubSub.publish(hub, undefined).pipe(
-      Effect.andThen(remote ? Effect.suspend(() => {
-        requested++
-        return Queue.offer(requests, undefined)
-      }) : Effect.void),
+      Effect.andThen(
+        remote
+          ? Effect.suspend(() => {
+              requested++
+              return Queue.offer(requests, undefined)
+            })
+          : Effect.void
+      ),
       Effect.asVoid
     )
 
-    const notify = Effect.gen(function*() {
+    const notify = Effect.gen(function* () {
       if (remote && options.notifyInTransaction === true) {
         const ambient = yield* Effect.serviceOption(sql.transactionService)
         if (Option.isSome(ambient)) return yield* inTransaction
@@ -139,32 +152,34 @@ export const make = (options: Options = {}) =>
     }).pipe(run("wakeup.notify"))
 
     const listener: Stream.Stream<void> = Stream.unwrap(
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         // Only a failed LISTEN switches polling on; the first connect is not "down".
         const down = yield* Ref.make(false)
-        const listening = Stream.unwrap(Effect.gen(function*() {
-          const queue = yield* pg.listen(t.channel)
-          yield* Ref.set(down, false)
-          return Stream.fromQueue(queue).pipe(
-            Stream.filter((notification) => notification.payload !== self),
-            Stream.as(undefined),
-            Stream.prepend([undefined])
-          )
-        })).pipe(
+        const listening = Stream.unwrap(
+          Effect.gen(function* () {
+            const queue = yield* pg.listen(t.channel)
+            yield* Ref.set(down, false)
+            return Stream.fromQueue(queue).pipe(
+              Stream.filter((notification) => notification.payload !== self),
+              Stream.as(undefined),
+              Stream.prepend([undefined])
+            )
+          })
+        ).pipe(
           Stream.tapError((error) =>
             Ref.set(down, true).pipe(
-              Effect.andThen(Effect.logWarning(
-                `outbox wake-up: LISTEN ${t.channel} failed (${error.message}); polling every ${
-                  Duration.format(fallback)
-                } until it is back`
-              ))
+              Effect.andThen(
+                Effect.logWarning(
+                  `outbox wake-up: LISTEN ${t.channel} failed (${error.message}); polling every ${Duration.format(
+                    fallback
+                  )} until it is back`
+                )
+              )
             )
           ),
           Stream.retry(reconnect)
         )
-        const polling = Stream.tick(fallback).pipe(
-          Stream.filterEffect(() => Ref.get(down))
-        )
+        const polling = Stream.tick(fallback).pipe(Stream.filterEffect(() => Ref.get(down)))
         return Stream.merge(listening, polling)
       })
     ).pipe(
@@ -183,16 +198,24 @@ export const make = (options: Options = {}) =>
     const startListener = Effect.suspend(() => {
       if (started) return Effect.void
       started = true
-      return Effect.asVoid(Effect.forkIn(Stream.runForEach(listener, () => PubSub.publish(hub, undefined)), layerScope))
+      return Effect.asVoid(
+        Effect.forkIn(
+          Stream.runForEach(listener, () => PubSub.publish(hub, undefined)),
+          layerScope
+        )
+      )
     })
-    const signals: Stream.Stream<void> = options.listen === false ? Stream.never : Stream.unwrap(
-      Effect.gen(function*() {
-        // Subscribe before the listener can publish its first (connect) signal.
-        const subscription = yield* PubSub.subscribe(hub)
-        yield* startListener
-        return Stream.fromSubscription(subscription)
-      })
-    )
+    const signals: Stream.Stream<void> =
+      options.listen === false
+        ? Stream.never
+        : Stream.unwrap(
+            Effect.gen(function* () {
+              // Subscribe before the listener can publish its first (connect) signal.
+              const subscription = yield* PubSub.subscribe(hub)
+              yield* startListener
+              return Stream.fromSubscription(subscription)
+            })
+          )
 
     return WakeUp.of({ notify, signals })
   })

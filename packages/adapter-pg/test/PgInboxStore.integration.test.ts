@@ -20,7 +20,7 @@ const key = { consumer: "billing", identity: "event:0190f1de-0000-7000-8000-0000
 
 describe("PgInboxStore", () => {
   it.effect("records once; the second record of the same key is a duplicate", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const inbox = yield* InboxStore
       assert.isFalse(yield* inbox.exists(key))
       assert.strictEqual(yield* inbox.record(key, T0), "recorded")
@@ -28,40 +28,50 @@ describe("PgInboxStore", () => {
       assert.isTrue(yield* inbox.exists(key))
       // same identity, other consumer: independent
       assert.strictEqual(yield* inbox.record({ ...key, consumer: "shipping" }, T0), "recorded")
-    }).pipe(Effect.provide(Live)))
+    }).pipe(Effect.provide(Live))
+  )
 
   it.effect("a duplicate inside a transaction leaves it usable, and a rollback removes the record", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const inbox = yield* InboxStore
       const sql = yield* SqlClient.SqlClient
       yield* inbox.record(key, T0)
-      const after = yield* sql.withTransaction(Effect.gen(function*() {
-        const outcome = yield* inbox.record(key, T0)
-        // an aborted PostgreSQL transaction would refuse this statement
-        const [{ one }] = yield* sql<{ one: number }>`SELECT 1 AS one`
-        return [outcome, one] as const
-      }))
+      const after = yield* sql.withTransaction(
+        Effect.gen(function* () {
+          const outcome = yield* inbox.record(key, T0)
+          // an aborted PostgreSQL transaction would refuse this statement
+          const [{ one }] = yield* sql<{ one: number }>`SELECT 1 AS one`
+          return [outcome, one] as const
+        })
+      )
       assert.deepStrictEqual(after, ["duplicate", 1])
       const other = { consumer: "billing", identity: "offset:orders/0/42" }
       yield* Effect.flip(sql.withTransaction(inbox.record(other, T0).pipe(Effect.andThen(Effect.fail("work failed")))))
       assert.isFalse(yield* inbox.exists(other))
-    }).pipe(Effect.provide(Live)))
+    }).pipe(Effect.provide(Live))
+  )
 
   it.live("a concurrent transaction holding the key: duplicate when it commits, recorded when it rolls back", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const inbox = yield* InboxStore
       const sql = yield* SqlClient.SqlClient
       const race = (commit: boolean, identity: string) =>
-        Effect.gen(function*() {
+        Effect.gen(function* () {
           const k = { consumer: "billing", identity }
           const inserted = yield* Deferred.make<void>()
           const release = yield* Deferred.make<void>()
-          const holder = yield* Effect.forkChild(sql.withTransaction(Effect.gen(function*() {
-            yield* inbox.record(k, T0)
-            yield* Deferred.succeed(inserted, undefined)
-            yield* Deferred.await(release)
-            if (!commit) return yield* Effect.fail("rolled back" as const)
-          })).pipe(Effect.ignore))
+          const holder = yield* Effect.forkChild(
+            sql
+              .withTransaction(
+                Effect.gen(function* () {
+                  yield* inbox.record(k, T0)
+                  yield* Deferred.succeed(inserted, undefined)
+                  yield* Deferred.await(release)
+                  if (!commit) return yield* Effect.fail("rolled back" as const)
+                })
+              )
+              .pipe(Effect.ignore)
+          )
           yield* Deferred.await(inserted)
           const contender = yield* Effect.forkChild(inbox.record(k, T0 + 1))
           yield* Effect.sleep("100 millis")
@@ -72,10 +82,11 @@ describe("PgInboxStore", () => {
         })
       assert.strictEqual(yield* race(true, "event:a"), "duplicate")
       assert.strictEqual(yield* race(false, "event:b"), "recorded")
-    }).pipe(Effect.provide(Live)))
+    }).pipe(Effect.provide(Live))
+  )
 
   it.effect("other failures are errors, never duplicates", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const inbox = yield* InboxStore
       const sql = yield* SqlClient.SqlClient
       const t = yield* PgTables
@@ -84,10 +95,11 @@ describe("PgInboxStore", () => {
       assert.strictEqual(error._tag, "OutboxStoreError")
       assert.strictEqual(error.operation, "inbox.record")
       assert.match(error.reason, /ConstraintError/)
-    }).pipe(Effect.provide(Live)))
+    }).pipe(Effect.provide(Live))
+  )
 
   it.effect("purge removes records older than the cut-off, oldest first, at most limit", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const inbox = yield* InboxStore
       for (let i = 0; i < 5; i++) yield* inbox.record({ consumer: "c", identity: `i${i}` }, T0 + i)
       assert.strictEqual(yield* inbox.purge(T0 + 3, 2), 2)
@@ -96,7 +108,8 @@ describe("PgInboxStore", () => {
       assert.strictEqual(yield* inbox.purge(T0 + 3, 10), 1)
       assert.strictEqual(yield* inbox.purge(T0 + 3, 10), 0)
       assert.isTrue(yield* inbox.exists({ consumer: "c", identity: "i3" }))
-    }).pipe(Effect.provide(Live)))
+    }).pipe(Effect.provide(Live))
+  )
 })
 
 describe("Inbox.processBatch on PostgreSQL", () => {
@@ -108,7 +121,7 @@ describe("Inbox.processBatch on PostgreSQL", () => {
   const k = (n: number) => ({ consumer: "billing", identity: `event:pg-batch-${n}` })
 
   it.effect("the business writes of the good messages commit, the failing one's do not, and it is not recorded", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
       const t = yield* PgTables
       const orders = `"${t.schema}"."orders"`
@@ -116,24 +129,24 @@ describe("Inbox.processBatch on PostgreSQL", () => {
       yield* sql.unsafe(`INSERT INTO ${orders} VALUES (3)`).unprepared // message 3's write will conflict
       const write = (n: number) => sql.unsafe(`INSERT INTO ${orders} VALUES (${n})`)
       const results = yield* Inbox.processBatch([1, 2, 3, 4].map((n) => ({ key: k(n), work: write(n) })))
-      assert.deepStrictEqual(results.map((exit) => Exit.isSuccess(exit) ? exit.value : "failed"), [
-        "processed",
-        "processed",
-        "failed",
-        "processed"
-      ])
+      assert.deepStrictEqual(
+        results.map((exit) => (Exit.isSuccess(exit) ? exit.value : "failed")),
+        ["processed", "processed", "failed", "processed"]
+      )
       const rows = yield* sql.unsafe<{ n: number }>(`SELECT n FROM ${orders} ORDER BY n`)
-      assert.deepStrictEqual(rows.map((r) => r.n), [1, 2, 3, 4])
+      assert.deepStrictEqual(
+        rows.map((r) => r.n),
+        [1, 2, 3, 4]
+      )
       const inbox = yield* InboxStore
       const recorded = yield* Effect.forEach([1, 2, 3, 4], (n) => inbox.exists(k(n)))
       assert.deepStrictEqual(recorded, [true, true, false, true])
       // a redelivery of the whole batch runs only the failed one's work again
       const again = yield* Inbox.processBatch([1, 2, 3, 4].map((n) => ({ key: k(n), work: Effect.void })))
-      assert.deepStrictEqual(again.map((exit) => Exit.isSuccess(exit) ? exit.value : "failed"), [
-        "already_processed",
-        "already_processed",
-        "processed",
-        "already_processed"
-      ])
-    }).pipe(Effect.provide(WithInbox)))
+      assert.deepStrictEqual(
+        again.map((exit) => (Exit.isSuccess(exit) ? exit.value : "failed")),
+        ["already_processed", "already_processed", "processed", "already_processed"]
+      )
+    }).pipe(Effect.provide(WithInbox))
+  )
 })

@@ -8,18 +8,21 @@ import { freshSchema, pgClient } from "./support.ts"
 
 const dropAfter = (schema: string) =>
   Effect.addFinalizer(() =>
-    Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).unprepared)
-      .pipe(Effect.ignore)
+    Effect.flatMap(
+      SqlClient.SqlClient,
+      (sql) => sql.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).unprepared
+    ).pipe(Effect.ignore)
   )
 
 const tablesIn = (schema: string) =>
-  Effect.flatMap(SqlClient.SqlClient, (sql) =>
-    sql<{ name: string }>`SELECT tablename AS name FROM pg_tables WHERE schemaname = ${schema} ORDER BY 1`)
-    .pipe(Effect.map((rows) => rows.map((r) => r.name)))
+  Effect.flatMap(
+    SqlClient.SqlClient,
+    (sql) => sql<{ name: string }>`SELECT tablename AS name FROM pg_tables WHERE schemaname = ${schema} ORDER BY 1`
+  ).pipe(Effect.map((rows) => rows.map((r) => r.name)))
 
 describe("PgMigrations", () => {
   it.effect("creates the schema and tables once; a second run applies nothing", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const schema = freshSchema()
       yield* dropAfter(schema)
       const tables = yield* PgTables.make({ schema })
@@ -44,10 +47,11 @@ describe("PgMigrations", () => {
         "outbox_processed",
         "outbox_transition"
       ])
-    }).pipe(Effect.scoped, Effect.provide(pgClient())))
+    }).pipe(Effect.scoped, Effect.provide(pgClient()))
+  )
 
   it.effect("six processes migrating at once: each migration applied exactly once, none fails", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const schema = freshSchema()
       yield* dropAfter(schema)
       const tables = yield* PgTables.make({ schema })
@@ -56,11 +60,18 @@ describe("PgMigrations", () => {
         () => PgMigrations.run.pipe(Effect.provideService(PgTables.PgTables, tables)),
         { concurrency: "unbounded" }
       )
-      assert.deepStrictEqual(results.flat().map(([id]) => id).sort(), [1, 2, 3, 4, 5, 6])
-    }).pipe(Effect.scoped, Effect.provide(pgClient(8))))
+      assert.deepStrictEqual(
+        results
+          .flat()
+          .map(([id]) => id)
+          .sort(),
+        [1, 2, 3, 4, 5, 6]
+      )
+    }).pipe(Effect.scoped, Effect.provide(pgClient(8)))
+  )
 
   it.effect("two outboxes live side by side in one schema under different prefixes", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const schema = freshSchema()
       yield* dropAfter(schema)
       for (const tablePrefix of ["orders_", "billing_"]) {
@@ -73,10 +84,11 @@ describe("PgMigrations", () => {
       const b = yield* PgTables.make({ schema, tablePrefix: "billing_" })
       assert.notStrictEqual(a.channel, b.channel)
       assert.notStrictEqual(a.locks.claimKey, b.locks.claimKey)
-    }).pipe(Effect.scoped, Effect.provide(pgClient())))
+    }).pipe(Effect.scoped, Effect.provide(pgClient()))
+  )
 
   it.effect("the database refuses an unknown status, an empty topic and a negative partition", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
       const schema = freshSchema()
       yield* dropAfter(schema)
@@ -89,9 +101,14 @@ describe("PgMigrations", () => {
           [topic, partition, status]
         )
       yield* insert("PENDING", "ok", 0)
-      for (const bad of [["BOGUS", "ok", 0], ["PENDING", "", 0], ["PENDING", "ok", -1]] as const) {
+      for (const bad of [
+        ["BOGUS", "ok", 0],
+        ["PENDING", "", 0],
+        ["PENDING", "ok", -1]
+      ] as const) {
         const error = yield* Effect.flip(insert(bad[0], bad[1], bad[2]))
         assert.strictEqual(error.reason._tag, "ConstraintError")
       }
-    }).pipe(Effect.scoped, Effect.provide(pgClient())))
+    }).pipe(Effect.scoped, Effect.provide(pgClient()))
+  )
 })

@@ -6,7 +6,7 @@ import * as PgTables from "../src/PgTables.ts"
 
 describe("PgTables", () => {
   it.effect("defaults to schema outbox and prefix outbox_", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const t = yield* PgTables.make()
       assert.strictEqual(t.message, `"outbox"."outbox_message"`)
       assert.strictEqual(t.processed, `"outbox"."outbox_processed"`)
@@ -15,10 +15,11 @@ describe("PgTables", () => {
       assert.strictEqual(t.claimFunction, `"outbox"."outbox_claim"`)
       assert.strictEqual(t.migrations, "outbox.outbox_migrations")
       assert.strictEqual(t.channel, "outbox_outbox_wakeup")
-    }))
+    })
+  )
 
   it.effect("two outboxes get distinct channels and lock namespaces; each purpose its own namespace", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const a = yield* PgTables.make({ schema: "s", tablePrefix: "orders_" })
       const b = yield* PgTables.make({ schema: "s", tablePrefix: "billing_" })
       assert.notStrictEqual(a.channel, b.channel)
@@ -26,18 +27,26 @@ describe("PgTables", () => {
       assert.strictEqual(new Set(all).size, all.length)
       for (const n of all) assert.isTrue(Number.isInteger(n) && n >= -(2 ** 31) && n < 2 ** 31)
       assert.strictEqual((yield* PgTables.make({ channel: "custom" })).channel, "custom")
-    }))
+    })
+  )
 
   it.effect("names that would need quoting, and channels over 63 bytes, are refused", () =>
-    Effect.gen(function*() {
-      for (const options of [{ schema: "Outbox" }, { schema: "a;drop" }, { schema: "" }, { tablePrefix: "x-" }, {
-        tablePrefix: "P_"
-      }]) {
+    Effect.gen(function* () {
+      for (const options of [
+        { schema: "Outbox" },
+        { schema: "a;drop" },
+        { schema: "" },
+        { tablePrefix: "x-" },
+        {
+          tablePrefix: "P_"
+        }
+      ]) {
         const error = yield* Effect.flip(PgTables.make(options))
         assert.strictEqual(error._tag, "OutboxValidationError")
       }
       const long = yield* Effect.flip(PgTables.make({ schema: "s".repeat(50), tablePrefix: "p".repeat(20) }))
       assert.strictEqual(long.field, "channel")
       assert.strictEqual((yield* PgTables.make({ tablePrefix: "" })).message, `"outbox"."message"`)
-    }))
+    })
+  )
 })

@@ -1,12 +1,13 @@
 // Shared by the integration tests: the real PostgreSQL, and a fresh schema per test so tests never
 // see each other's rows. The schema is dropped when the test's scope closes.
+
+import { randomUUID } from "node:crypto"
 import { PgClient } from "@effect/sql-pg"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
 import * as SqlClient from "effect/sql/SqlClient"
 import * as Tracer from "effect/Tracer"
-import { randomUUID } from "node:crypto"
 import * as PgMigrations from "../src/PgMigrations.ts"
 import * as PgTables from "../src/PgTables.ts"
 
@@ -21,7 +22,7 @@ export const freshSchema = () => `t_${randomUUID().replaceAll("-", "").slice(0, 
 /** Tables in a fresh, migrated schema that is dropped with the layer. */
 export const freshTables = (options: Omit<PgTables.Options, "schema"> = {}) =>
   Layer.effect(PgTables.PgTables)(
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
       const tables = yield* PgTables.make({ ...options, schema: freshSchema() })
       yield* Effect.addFinalizer(() =>

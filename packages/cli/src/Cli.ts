@@ -216,7 +216,11 @@ export const status = Command.make(
     const stuckAfterMillis = parseDuration(input.stuckAfter)
     if (Option.isNone(stuckAfterMillis)) {
       return Effect.fail(
-        userError(new Operations.OperatorError({ reason: `--stuck-after "${input.stuckAfter}" is not a duration (try 15m, 1h)` }))
+        userError(
+          new Operations.OperatorError({
+            reason: `--stuck-after "${input.stuckAfter}" is not a duration (try 15m, 1h)`
+          })
+        )
       )
     }
     const report = Operations.status({

@@ -19,8 +19,8 @@ import type {
 import type { OutboxStatus } from "@effect-outbox/core/Lifecycle"
 import * as Lifecycle from "@effect-outbox/core/Lifecycle"
 import { EventId, type OutboxMessage } from "@effect-outbox/core/OutboxMessage"
-import { ParkedStore, type ReleaseTarget } from "@effect-outbox/core/ParkedStore"
 import { type OutboxStats, OutboxStore, type TransitionOutcome } from "@effect-outbox/core/OutboxStore"
+import { ParkedStore, type ReleaseTarget } from "@effect-outbox/core/ParkedStore"
 import * as Reconciler from "@effect-outbox/core/Reconciler"
 import * as Retention from "@effect-outbox/core/Retention"
 import * as StaleRecovery from "@effect-outbox/core/StaleRecovery"
@@ -667,13 +667,21 @@ export const parkedRelease = (options: ReleaseTarget & { readonly execute: boole
       partition: options.partition,
       key: options.key
     }
-    const parked = (yield* store.list({ consumer: target.consumer, topic: target.topic, partition: target.partition }))
-      .find((k) => k.key === target.key)
+    const parked = (yield* store.list({
+      consumer: target.consumer,
+      topic: target.topic,
+      partition: target.partition
+    })).find((k) => k.key === target.key)
     if (parked === undefined) {
       return yield* new OperatorError({
         reason: `key ${target.key} of ${target.topic}/${target.partition} is not parked for group ${target.consumer} (see: effect-outbox parked list)`
       })
     }
     if (options.execute) yield* store.requestRelease(target)
-    return { dryRun: !options.execute, target, offsets: parked.offsets, requested: options.execute } satisfies ParkedReleaseReport
+    return {
+      dryRun: !options.execute,
+      target,
+      offsets: parked.offsets,
+      requested: options.execute
+    } satisfies ParkedReleaseReport
   })

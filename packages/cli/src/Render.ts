@@ -4,9 +4,9 @@
  * @since 0.1.0
  */
 import type * as DeadLetter from "@effect-outbox/core/DeadLetter"
-import type { ParkedKey } from "@effect-outbox/core/ParkedStore"
 import * as Lifecycle from "@effect-outbox/core/Lifecycle"
 import type { OutboxMessage } from "@effect-outbox/core/OutboxMessage"
+import type { ParkedKey } from "@effect-outbox/core/ParkedStore"
 import type * as Operations from "./Operations.ts"
 
 /**
@@ -215,8 +215,10 @@ export const stale = (report: Operations.StaleReport): string => {
   if (r.heldBy !== undefined) {
     return `${list}\n\nnothing changed: ${r.heldBy} holds the recovery lease (a relay's stale recovery is running); try again later`
   }
-  return `${list}\n\nrecovered: ${r.found} found on the broker (published), ${r.requeued} requeued, ${r.failed} failed, ${r.left} left for the next round` +
+  return (
+    `${list}\n\nrecovered: ${r.found} found on the broker (published), ${r.requeued} requeued, ${r.failed} failed, ${r.left} left for the next round` +
     (r.skipped > 0 ? `, ${r.skipped} moved meanwhile (left alone)` : "")
+  )
 }
 
 /**

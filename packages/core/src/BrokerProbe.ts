@@ -41,17 +41,18 @@ export interface ProbeManyRequest {
  * @since 0.1.0
  * @category services
  */
-export class BrokerProbe extends Context.Service<BrokerProbe, {
-  /**
-   * The receipt of the record whose `event-id` header equals `eventId`, written at or after
-   * `since`, or `None` when the partition holds no such record up to its high watermark.
-   */
-  readonly find: (request: ProbeRequest) => Effect.Effect<Option.Option<PublishReceipt>, ProbeError>
-  /**
-   * The receipts of those of `eventIds` the topic holds, written at or after `since`, in one
-   * read. Optional: without it the log relay calls `find` once per event.
-   */
-  readonly findMany?: (
-    request: ProbeManyRequest
-  ) => Effect.Effect<ReadonlyMap<EventId, PublishReceipt>, ProbeError>
-}>()("@effect-outbox/core/BrokerProbe") {}
+export class BrokerProbe extends Context.Service<
+  BrokerProbe,
+  {
+    /**
+     * The receipt of the record whose `event-id` header equals `eventId`, written at or after
+     * `since`, or `None` when the partition holds no such record up to its high watermark.
+     */
+    readonly find: (request: ProbeRequest) => Effect.Effect<Option.Option<PublishReceipt>, ProbeError>
+    /**
+     * The receipts of those of `eventIds` the topic holds, written at or after `since`, in one
+     * read. Optional: without it the log relay calls `find` once per event.
+     */
+    readonly findMany?: (request: ProbeManyRequest) => Effect.Effect<ReadonlyMap<EventId, PublishReceipt>, ProbeError>
+  }
+>()("@effect-outbox/core/BrokerProbe") {}

@@ -56,8 +56,8 @@ import type { PartitionState } from "./internal/consumer/partition.ts"
 import * as Partition from "./internal/consumer/partition.ts"
 import * as RecordRunner from "./internal/consumer/record.ts"
 import { OutboxStore } from "./OutboxStore.ts"
-import { Publisher } from "./Publisher.ts"
 import { ParkedStore } from "./ParkedStore.ts"
+import { Publisher } from "./Publisher.ts"
 import * as Telemetry from "./Telemetry.ts"
 import { TopicReader } from "./TopicReader.ts"
 
@@ -546,15 +546,17 @@ const dispatch = (workers: Workers) =>
       batch.records.length === 0
         ? Effect.void
         : Effect.flatMap(partitionOf(workers, batch.topic, batch.partition), (state) =>
-          Effect.andThen(Queue.offer(state.queue, batch), () =>
-            !state.paused && Queue.sizeUnsafe(state.queue) >= workers.bufferedBatches
-              ? Effect.andThen(
-                Effect.sync(() => {
-                  state.paused = true
-                }),
-                workers.batch.subscription.pause([state])
-              )
-              : Effect.void))
+            Effect.andThen(Queue.offer(state.queue, batch), () =>
+              !state.paused && Queue.sizeUnsafe(state.queue) >= workers.bufferedBatches
+                ? Effect.andThen(
+                    Effect.sync(() => {
+                      state.paused = true
+                    }),
+                    workers.batch.subscription.pause([state])
+                  )
+                : Effect.void
+            )
+          )
     ),
     Effect.tapCause((cause) =>
       Cause.hasInterruptsOnly(cause) ? Effect.void : Deferred.failCause(workers.failed, cause)
@@ -654,10 +656,7 @@ const release =
     })
 
 /** Durable parking: the group's parked keys as the store has them. */
-const durableParkedKeys = (
-  store: ParkedStore["Service"],
-  groupId: string
-): Effect.Effect<ReadonlyArray<ParkedKey>> =>
+const durableParkedKeys = (store: ParkedStore["Service"], groupId: string): Effect.Effect<ReadonlyArray<ParkedKey>> =>
   store.list({ consumer: groupId }).pipe(
     Effect.map((keys) =>
       keys.map(({ key, offsets, partition, topic }): ParkedKey => ({ topic, partition, key, offsets }))
@@ -686,9 +685,9 @@ const releaseDurably =
       }
       const groupId = workers.batch.record.groupId
       return yield* Effect.gen(function* () {
-        const [parked] = (yield* store.list({ consumer: groupId, topic: target.topic, partition: target.partition }).pipe(
-          Effect.orDie
-        )).filter((k) => k.key === target.key)
+        const [parked] = (yield* store
+          .list({ consumer: groupId, topic: target.topic, partition: target.partition })
+          .pipe(Effect.orDie)).filter((k) => k.key === target.key)
         if (parked === undefined) return 0
         const wanted = new Set(parked.offsets)
         const records = (yield* reader.read(target.topic).pipe(
@@ -709,7 +708,12 @@ const releaseDurably =
           yield* Effect.logWarning(
             `parked ${target.topic}/${target.partition} key ${target.key}: offsets ${gone.join(", ")} are no longer on the topic`
           )
-          yield* store.remove(groupId, gone.map((offset) => ({ ...target, offset }))).pipe(Effect.orDie)
+          yield* store
+            .remove(
+              groupId,
+              gone.map((offset) => ({ ...target, offset }))
+            )
+            .pipe(Effect.orDie)
         }
         yield* Batch.refreshParked(workers.batch, state)
         return processed

@@ -92,14 +92,17 @@ export interface Subscription {
  * @since 0.1.0
  * @category services
  */
-export class ConsumerSource extends Context.Service<ConsumerSource, {
-  readonly subscribe: (options: {
-    readonly groupId: string
-    readonly topics: ReadonlyArray<string>
-    /**
-     * Where partitions WITHOUT a committed offset start: `true` (default) at their earliest
-     * record; `false` at their end, which may skip records on new partitions.
-     */
-    readonly fromBeginning?: boolean
-  }) => Effect.Effect<Subscription, ConsumerSourceError, Scope.Scope>
-}>()("@effect-outbox/core/ConsumerSource") {}
+export class ConsumerSource extends Context.Service<
+  ConsumerSource,
+  {
+    readonly subscribe: (options: {
+      readonly groupId: string
+      readonly topics: ReadonlyArray<string>
+      /**
+       * Where partitions WITHOUT a committed offset start: `true` (default) at their earliest
+       * record; `false` at their end, which may skip records on new partitions.
+       */
+      readonly fromBeginning?: boolean
+    }) => Effect.Effect<Subscription, ConsumerSourceError, Scope.Scope>
+  }
+>()("@effect-outbox/core/ConsumerSource") {}

@@ -269,7 +269,8 @@ export const toReplayRequest = (deadLetter: DeadLetter, to?: string): Effect.Eff
     )
     const topic = to ?? deadLetter.originalTopic
     const known = deadLetter.originalPartition >= 0 && deadLetter.originalOffset !== ""
-    const originalRecord = original[ORIGINAL_RECORD_HEADER] ??
+    const originalRecord =
+      original[ORIGINAL_RECORD_HEADER] ??
       (known ? `${deadLetter.originalTopic}/${deadLetter.originalPartition}/${deadLetter.originalOffset}` : undefined)
     return {
       id,

@@ -132,8 +132,10 @@ export class UnknownPartitionError extends Schema.TaggedError<UnknownPartitionEr
   partitionCount: Schema.optionalKey(Schema.Int)
 }) {
   override get message() {
-    return `topic ${this.topic} has no partition ${this.partition}` +
+    return (
+      `topic ${this.topic} has no partition ${this.partition}` +
       (this.partitionCount === undefined ? "" : ` (it has ${this.partitionCount})`)
+    )
   }
 }
 

@@ -20,9 +20,9 @@ import * as Metric from "effect/Metric"
 import type * as Option from "effect/Option"
 import { EventNotFoundError, type OutboxStoreError, OutboxValidationError } from "./Errors.ts"
 import * as OutboxMessage from "./OutboxMessage.ts"
+import { OutboxStore } from "./OutboxStore.ts"
 import * as PartitionLimit from "./PartitionLimit.ts"
 import * as RecordSize from "./RecordSize.ts"
-import { OutboxStore } from "./OutboxStore.ts"
 import * as Telemetry from "./Telemetry.ts"
 import { Transactor } from "./Transactor.ts"
 import * as Transition from "./Transition.ts"
@@ -128,7 +128,10 @@ export const validateDraft = (
   // final (validateRecordSize).
   const limit = maxRecordBytes(settings)
   if (draft.payload.byteLength > limit) {
-    return invalid("payload", `${draft.payload.byteLength} bytes exceeds the record limit of ${limit} (OUTBOX_MAX_RECORD_BYTES)`)
+    return invalid(
+      "payload",
+      `${draft.payload.byteLength} bytes exceeds the record limit of ${limit} (OUTBOX_MAX_RECORD_BYTES)`
+    )
   }
   if (
     draft.partition !== undefined &&
@@ -176,9 +179,9 @@ export const validateRecordSize = (
   const limit = maxRecordBytes(settings)
   return RecordSize.singleRecordBatchBytes(record) > limit
     ? new OutboxValidationError({
-      field: `drafts[${index}].record`,
-      reason: RecordSize.describeTooLarge(record, limit)
-    })
+        field: `drafts[${index}].record`,
+        reason: RecordSize.describeTooLarge(record, limit)
+      })
     : undefined
 }
 
@@ -217,7 +220,11 @@ export const make = (settings: Settings) =>
         for (const [index, draft] of drafts.entries()) {
           const id = draft.id ?? (yield* OutboxMessage.makeEventId)
           const headers = yield* Telemetry.injectTraceparent({ ...draft.headers, [OutboxMessage.EVENT_ID_HEADER]: id })
-          const tooLarge = validateRecordSize({ key: draft.key ?? null, headers, payload: draft.payload }, settings, index)
+          const tooLarge = validateRecordSize(
+            { key: draft.key ?? null, headers, payload: draft.payload },
+            settings,
+            index
+          )
           if (tooLarge !== undefined) return yield* tooLarge
           messages.push({
             id,

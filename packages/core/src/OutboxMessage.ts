@@ -49,7 +49,7 @@ export const ORIGINAL_RECORD_HEADER = "outbox-original-record"
  * @since 0.1.0
  * @category constructors
  */
-export const makeEventId: Effect.Effect<EventId> = Effect.gen(function*() {
+export const makeEventId: Effect.Effect<EventId> = Effect.gen(function* () {
   const now = yield* Clock.currentTimeMillis
   const bytes = new Uint8Array(16)
   for (let i = 6; i < 16; i++) bytes[i] = yield* Random.nextIntBetween(0, 255)
@@ -195,8 +195,10 @@ export const jsonPayload = (value: unknown): Uint8Array => new TextEncoder().enc
  * @since 0.1.0
  * @category payload
  */
-export const encodePayload = <S extends Schema.Top>(schema: S) => (value: S["Type"]) =>
-  Schema.encodeEffect(Schema.fromJsonString(schema))(value).pipe(Effect.map((json) => new TextEncoder().encode(json)))
+export const encodePayload =
+  <S extends Schema.Top>(schema: S) =>
+  (value: S["Type"]) =>
+    Schema.encodeEffect(Schema.fromJsonString(schema))(value).pipe(Effect.map((json) => new TextEncoder().encode(json)))
 
 /**
  * Decodes a JSON payload through a Schema.
@@ -204,5 +206,7 @@ export const encodePayload = <S extends Schema.Top>(schema: S) => (value: S["Typ
  * @since 0.1.0
  * @category payload
  */
-export const decodePayload = <S extends Schema.Top>(schema: S) => (payload: Uint8Array) =>
-  Schema.decodeUnknownEffect(Schema.fromJsonString(schema))(new TextDecoder().decode(payload))
+export const decodePayload =
+  <S extends Schema.Top>(schema: S) =>
+  (payload: Uint8Array) =>
+    Schema.decodeUnknownEffect(Schema.fromJsonString(schema))(new TextDecoder().decode(payload))

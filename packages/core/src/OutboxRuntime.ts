@@ -41,12 +41,12 @@ import * as Schema from "effect/Schema"
 import { BrokerAdmin } from "./BrokerAdmin.ts"
 import type { BrokerProbe } from "./BrokerProbe.ts"
 import * as Consumer from "./Consumer.ts"
+import type { ConsumerSource } from "./ConsumerSource.ts"
 import * as DeadLetter from "./DeadLetter.ts"
 import * as DeadLetterDepth from "./DeadLetterDepth.ts"
-import type { ConsumerSource } from "./ConsumerSource.ts"
 import type { OutboxStoreError, OutboxValidationError } from "./Errors.ts"
 import * as Inbox from "./Inbox.ts"
-import { InboxStore } from "./InboxStore.ts"
+import type { InboxStore } from "./InboxStore.ts"
 import * as Lifecycle from "./Lifecycle.ts"
 import * as Outbox from "./Outbox.ts"
 import { OutboxStore } from "./OutboxStore.ts"
@@ -483,20 +483,23 @@ export const layer = <const C extends ReadonlyArray<ConsumerDeclaration<any>> = 
   Config.ConfigError | OutboxValidationError | LifecycleGroupConflictError,
   Ports | Exclude<ConsumerServices<C>, Outbox.Outbox | Inbox.Inbox | OutboxRuntime>
 > => {
-  const settings = Effect.andThen(checkLifecycleGroups(options.consumers ?? []), Effect.map(
-    config,
-    (fromConfig): Settings => ({
-      outbox: options.outbox ?? fromConfig.outbox,
-      relay: options.relay ?? fromConfig.relay,
-      staleRecovery: options.staleRecovery ?? fromConfig.staleRecovery,
-      reconciler: options.reconciler ?? fromConfig.reconciler,
-      retention: options.retention ?? fromConfig.retention,
-      inboxRetention: options.inboxRetention ?? fromConfig.inboxRetention,
-      runConsumers: options.runConsumers ?? fromConfig.runConsumers,
-      consumerRestart: options.consumerRestart ?? fromConfig.consumerRestart,
-      metricsInterval: options.metricsInterval ?? fromConfig.metricsInterval
-    })
-  ))
+  const settings = Effect.andThen(
+    checkLifecycleGroups(options.consumers ?? []),
+    Effect.map(
+      config,
+      (fromConfig): Settings => ({
+        outbox: options.outbox ?? fromConfig.outbox,
+        relay: options.relay ?? fromConfig.relay,
+        staleRecovery: options.staleRecovery ?? fromConfig.staleRecovery,
+        reconciler: options.reconciler ?? fromConfig.reconciler,
+        retention: options.retention ?? fromConfig.retention,
+        inboxRetention: options.inboxRetention ?? fromConfig.inboxRetention,
+        runConsumers: options.runConsumers ?? fromConfig.runConsumers,
+        consumerRestart: options.consumerRestart ?? fromConfig.consumerRestart,
+        metricsInterval: options.metricsInterval ?? fromConfig.metricsInterval
+      })
+    )
+  )
   const services = Layer.unwrap(
     Effect.map(settings, (s) => Layer.mergeAll(Outbox.layerWith(s.outbox), Inbox.Inbox.layer))
   )

@@ -197,38 +197,41 @@ export interface RecoveryLease {
  * @since 0.1.0
  * @category services
  */
-export class OutboxStore extends Context.Service<OutboxStore, {
-  /** Inserts new rows in the ambient transaction when there is one (R1.1). Ids are unique. */
-  readonly insert: (messages: ReadonlyArray<NewOutboxMessage>) => Effect.Effect<void, OutboxStoreError>
-  /** `PENDING → DISPATCHING` for a batch, honouring the per-key rule of {@link ClaimRequest}. */
-  readonly claim: (request: ClaimRequest) => Effect.Effect<ReadonlyArray<OutboxMessage>, OutboxStoreError>
-  /** Batched compare-and-set, one round trip for the whole batch. Outcomes in request order. */
-  readonly transition: (
-    requests: ReadonlyArray<TransitionRequest>
-  ) => Effect.Effect<ReadonlyArray<TransitionOutcome>, OutboxStoreError>
-  /** One page of expired leases: see {@link StaleRequest}. */
-  readonly findStale: (request: StaleRequest) => Effect.Effect<StalePage, OutboxStoreError>
-  /**
-   * Takes (or renews, for its holder) the stale-recovery lease of this outbox table until the
-   * store's clock + `ttlMillis`: one recoverer at a time. Free, expired or already `owner`'s:
-   * acquired; else the current holder is reported.
-   */
-  readonly acquireRecoveryLease: (request: {
-    readonly owner: string
-    readonly ttlMillis: number
-  }) => Effect.Effect<RecoveryLease, OutboxStoreError>
-  /** Gives the stale-recovery lease up, when `owner` holds it (else nothing happens). */
-  readonly releaseRecoveryLease: (owner: string) => Effect.Effect<void, OutboxStoreError>
-  readonly get: (id: EventId) => Effect.Effect<Option.Option<OutboxMessage>, OutboxStoreError>
-  readonly list: (filter: ListFilter) => Effect.Effect<ReadonlyArray<OutboxMessage>, OutboxStoreError>
-  readonly stats: (now: number) => Effect.Effect<OutboxStats, OutboxStoreError>
-  /**
-   * Deletes at most `limit` rows in one of `statuses` last updated before `olderThan`; returns
-   * how many. Never blocks or waits on rows being claimed.
-   */
-  readonly purge: (request: {
-    readonly statuses: ReadonlyArray<OutboxStatus>
-    readonly olderThan: number
-    readonly limit: number
-  }) => Effect.Effect<number, OutboxStoreError>
-}>()("@effect-outbox/core/OutboxStore") {}
+export class OutboxStore extends Context.Service<
+  OutboxStore,
+  {
+    /** Inserts new rows in the ambient transaction when there is one (R1.1). Ids are unique. */
+    readonly insert: (messages: ReadonlyArray<NewOutboxMessage>) => Effect.Effect<void, OutboxStoreError>
+    /** `PENDING → DISPATCHING` for a batch, honouring the per-key rule of {@link ClaimRequest}. */
+    readonly claim: (request: ClaimRequest) => Effect.Effect<ReadonlyArray<OutboxMessage>, OutboxStoreError>
+    /** Batched compare-and-set, one round trip for the whole batch. Outcomes in request order. */
+    readonly transition: (
+      requests: ReadonlyArray<TransitionRequest>
+    ) => Effect.Effect<ReadonlyArray<TransitionOutcome>, OutboxStoreError>
+    /** One page of expired leases: see {@link StaleRequest}. */
+    readonly findStale: (request: StaleRequest) => Effect.Effect<StalePage, OutboxStoreError>
+    /**
+     * Takes (or renews, for its holder) the stale-recovery lease of this outbox table until the
+     * store's clock + `ttlMillis`: one recoverer at a time. Free, expired or already `owner`'s:
+     * acquired; else the current holder is reported.
+     */
+    readonly acquireRecoveryLease: (request: {
+      readonly owner: string
+      readonly ttlMillis: number
+    }) => Effect.Effect<RecoveryLease, OutboxStoreError>
+    /** Gives the stale-recovery lease up, when `owner` holds it (else nothing happens). */
+    readonly releaseRecoveryLease: (owner: string) => Effect.Effect<void, OutboxStoreError>
+    readonly get: (id: EventId) => Effect.Effect<Option.Option<OutboxMessage>, OutboxStoreError>
+    readonly list: (filter: ListFilter) => Effect.Effect<ReadonlyArray<OutboxMessage>, OutboxStoreError>
+    readonly stats: (now: number) => Effect.Effect<OutboxStats, OutboxStoreError>
+    /**
+     * Deletes at most `limit` rows in one of `statuses` last updated before `olderThan`; returns
+     * how many. Never blocks or waits on rows being claimed.
+     */
+    readonly purge: (request: {
+      readonly statuses: ReadonlyArray<OutboxStatus>
+      readonly olderThan: number
+      readonly limit: number
+    }) => Effect.Effect<number, OutboxStoreError>
+  }
+>()("@effect-outbox/core/OutboxStore") {}

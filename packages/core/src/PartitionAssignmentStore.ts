@@ -24,18 +24,21 @@ export interface Reservation {
  * @since 0.1.0
  * @category services
  */
-export class PartitionAssignmentStore extends Context.Service<PartitionAssignmentStore, {
-  /**
-   * Reserves a partition for `ownerId` on `topic`: the owner's existing one, else the lowest
-   * partition holding fewer than `maxPerPartition` owners, else the next partition after the
-   * highest used. Atomic under concurrency: partitions are never over-filled nor skipped.
-   */
-  readonly reserve: (request: {
-    readonly topic: string
-    readonly ownerId: string
-    readonly maxPerPartition: number
-  }) => Effect.Effect<Reservation, OutboxStoreError>
-  readonly lookup: (topic: string, ownerId: string) => Effect.Effect<Option.Option<number>, OutboxStoreError>
-  /** Owners per partition, by partition number. */
-  readonly counts: (topic: string) => Effect.Effect<ReadonlyMap<number, number>, OutboxStoreError>
-}>()("@effect-outbox/core/PartitionAssignmentStore") {}
+export class PartitionAssignmentStore extends Context.Service<
+  PartitionAssignmentStore,
+  {
+    /**
+     * Reserves a partition for `ownerId` on `topic`: the owner's existing one, else the lowest
+     * partition holding fewer than `maxPerPartition` owners, else the next partition after the
+     * highest used. Atomic under concurrency: partitions are never over-filled nor skipped.
+     */
+    readonly reserve: (request: {
+      readonly topic: string
+      readonly ownerId: string
+      readonly maxPerPartition: number
+    }) => Effect.Effect<Reservation, OutboxStoreError>
+    readonly lookup: (topic: string, ownerId: string) => Effect.Effect<Option.Option<number>, OutboxStoreError>
+    /** Owners per partition, by partition number. */
+    readonly counts: (topic: string) => Effect.Effect<ReadonlyMap<number, number>, OutboxStoreError>
+  }
+>()("@effect-outbox/core/PartitionAssignmentStore") {}

@@ -40,12 +40,15 @@ export type PublishOutcome = Result.Result<PublishReceipt, PublishError>
  * @since 0.1.0
  * @category services
  */
-export class Publisher extends Context.Service<Publisher, {
-  /**
-   * Publishes a batch in as few broker round trips as the client allows (never one awaited send
-   * per record). Returns one outcome per request, in request order; a failure of the whole batch
-   * is reported as that failure for every request. Within a partition, records are appended in
-   * request order and retries never reorder them (idempotent producer).
-   */
-  readonly publish: (requests: ReadonlyArray<PublishRequest>) => Effect.Effect<ReadonlyArray<PublishOutcome>>
-}>()("@effect-outbox/core/Publisher") {}
+export class Publisher extends Context.Service<
+  Publisher,
+  {
+    /**
+     * Publishes a batch in as few broker round trips as the client allows (never one awaited send
+     * per record). Returns one outcome per request, in request order; a failure of the whole batch
+     * is reported as that failure for every request. Within a partition, records are appended in
+     * request order and retries never reorder them (idempotent producer).
+     */
+    readonly publish: (requests: ReadonlyArray<PublishRequest>) => Effect.Effect<ReadonlyArray<PublishOutcome>>
+  }
+>()("@effect-outbox/core/Publisher") {}

@@ -24,8 +24,8 @@ import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
 import type * as Scope from "effect/Scope"
 import { type OutboxStoreError, OutboxValidationError } from "./Errors.ts"
-import * as Lifecycle from "./Lifecycle.ts"
 import { InboxStore } from "./InboxStore.ts"
+import * as Lifecycle from "./Lifecycle.ts"
 import { OutboxStore } from "./OutboxStore.ts"
 import * as Telemetry from "./Telemetry.ts"
 
@@ -145,9 +145,7 @@ export const drain = <E, R>(
     return { deleted, behind: true }
   })
 
-const round = (
-  s: Settings
-): Effect.Effect<Round, OutboxStoreError | OutboxValidationError, OutboxStore> =>
+const round = (s: Settings): Effect.Effect<Round, OutboxStoreError | OutboxValidationError, OutboxStore> =>
   Effect.gen(function* () {
     const invalid = validate(s)
     if (invalid !== undefined) return yield* invalid

@@ -198,7 +198,9 @@ export const runOnce = (
     : // A one-off round (the CLI, a test): its own name, and the lease given back at the end.
       Effect.suspend(() => {
         const owner = freshOwner()
-        return round({ ...defaults, ...settings }, owner, options.after, options.startOver ?? true).pipe(Effect.ensuring(release(owner)))
+        return round({ ...defaults, ...settings }, owner, options.after, options.startOver ?? true).pipe(
+          Effect.ensuring(release(owner))
+        )
       })
 
 /**
@@ -228,17 +230,16 @@ const round = (
       return emptyRound(after, lease.owner)
     }
     let page = yield* store.findStale({ limit: s.batchSize, after })
-    if (page.rows.length === 0 && after !== undefined && startOver) page = yield* store.findStale({ limit: s.batchSize })
+    if (page.rows.length === 0 && after !== undefined && startOver)
+      page = yield* store.findStale({ limit: s.batchSize })
     const stale = [...page.rows].sort((a, b) => a.seq - b.seq)
     if (stale.length === 0) return emptyRound(page.next)
 
     // Probes may take long (30 s each by default): keep the lease alive meanwhile.
     const heartbeat = yield* Effect.forkChild(
-      store.acquireRecoveryLease({ owner, ttlMillis }).pipe(
-        Effect.ignore,
-        Effect.delay(Duration.millis(Math.max(1, Math.floor(ttlMillis / 3)))),
-        Effect.forever
-      )
+      store
+        .acquireRecoveryLease({ owner, ttlMillis })
+        .pipe(Effect.ignore, Effect.delay(Duration.millis(Math.max(1, Math.floor(ttlMillis / 3)))), Effect.forever)
     )
     const verdicts = yield* Effect.forEach(stale, (row) => judge(row, s), { concurrency: 8 }).pipe(
       Effect.ensuring(Fiber.interrupt(heartbeat))
@@ -340,7 +341,17 @@ const round = (
         "outbox.stale.skipped": skipped
       })
     )
-    return { stale: stale.length, found, requeued, gaveUp, failed: failedCount, left, skipped, next: page.next, heldBy: undefined }
+    return {
+      stale: stale.length,
+      found,
+      requeued,
+      gaveUp,
+      failed: failedCount,
+      left,
+      skipped,
+      next: page.next,
+      heldBy: undefined
+    }
   }).pipe(Effect.withSpan(Telemetry.spans.staleRecovery))
 
 const freshOwner = () => `stale-recovery-${randomUUID()}`
@@ -350,7 +361,12 @@ const judge = (row: OutboxMessage, s: Settings): Effect.Effect<Verdict, never, B
     const probe = yield* BrokerProbe
     const found = yield* probe
       // A DISPATCHING row was last written by its claim: `updatedAt` is the claim time.
-      .find({ topic: row.topic, partition: row.partition, eventId: row.id, since: Math.max(row.createdAt, row.updatedAt) })
+      .find({
+        topic: row.topic,
+        partition: row.partition,
+        eventId: row.id,
+        since: Math.max(row.createdAt, row.updatedAt)
+      })
       .pipe(
         Effect.map(
           (receipt): Verdict =>

@@ -13,10 +13,13 @@ import type { OutboxStoreError } from "./Errors.ts"
  * @since 0.1.0
  * @category services
  */
-export class Transactor extends Context.Service<Transactor, {
-  /**
-   * Runs `effect` in one transaction: commits when it succeeds, rolls back when it fails, dies
-   * or is interrupted. Nested calls join the outer transaction.
-   */
-  readonly withTransaction: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E | OutboxStoreError, R>
-}>()("@effect-outbox/core/Transactor") {}
+export class Transactor extends Context.Service<
+  Transactor,
+  {
+    /**
+     * Runs `effect` in one transaction: commits when it succeeds, rolls back when it fails, dies
+     * or is interrupted. Nested calls join the outer transaction.
+     */
+    readonly withTransaction: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E | OutboxStoreError, R>
+  }
+>()("@effect-outbox/core/Transactor") {}

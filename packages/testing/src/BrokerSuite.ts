@@ -273,7 +273,10 @@ export const suite = <R = never>(name: string, options: Options<R>): void => {
             : publishRequest(topic, { partition: 0, key: "hot", payload: new Uint8Array(100_000).fill(i) })
         )
         const receipts = (yield* publisher.publish(requests)).map(receiptOf)
-        assert.deepStrictEqual(receipts.map((r) => r.partition), requests.map((r) => r.partition))
+        assert.deepStrictEqual(
+          receipts.map((r) => r.partition),
+          requests.map((r) => r.partition)
+        )
         assertIncreasing(receipts.filter((r) => r.partition === 0).map((r) => r.offset))
         assertIncreasing(receipts.filter((r) => r.partition === 1).map((r) => r.offset))
         const since = Date.now() - 60_000
@@ -301,7 +304,10 @@ export const suite = <R = never>(name: string, options: Options<R>): void => {
         assert.strictEqual(error._tag, "PermanentPublishError")
         assert.strictEqual(error.topic, topic)
         const receipts = [outcomes[0], outcomes[2], outcomes[3]].map(receiptOf)
-        assert.deepStrictEqual(receipts.map((r) => r.partition), [0, 0, 1])
+        assert.deepStrictEqual(
+          receipts.map((r) => r.partition),
+          [0, 0, 1]
+        )
         assertIncreasing([receipts[0]!.offset, receipts[1]!.offset])
       })
     )
@@ -350,9 +356,10 @@ export const suite = <R = never>(name: string, options: Options<R>): void => {
         })
         assert.deepStrictEqual(
           [...found.entries()].sort(([a], [b]) => a.localeCompare(b)),
-          [[requests[1]!.id, receipts[1]!], [requests[4]!.id, receipts[4]!]].sort(([a], [b]) =>
-            String(a).localeCompare(String(b))
-          )
+          [
+            [requests[1]!.id, receipts[1]!],
+            [requests[4]!.id, receipts[4]!]
+          ].sort(([a], [b]) => String(a).localeCompare(String(b)))
         )
         const none = yield* probe.findMany!({ topic, partition: null, eventIds: [never.id], since })
         assert.strictEqual(none.size, 0)

@@ -596,7 +596,10 @@ export const suite = <R = never>(name: string, options: Options<R>): void => {
               Stream.runCollect,
               Effect.timeout(receiveTimeout)
             )
-            assert.deepStrictEqual(before.flatMap((b) => b.records.map((r) => r.offset)), ["0", "1", "2", "3"])
+            assert.deepStrictEqual(
+              before.flatMap((b) => b.records.map((r) => r.offset)),
+              ["0", "1", "2", "3"]
+            )
             yield* subscription.resume([{ topic, partition: 0 }])
             const after = yield* subscription.batches.pipe(
               Stream.filter((batch) => batch.partition === 0),
@@ -604,7 +607,10 @@ export const suite = <R = never>(name: string, options: Options<R>): void => {
               Stream.runCollect,
               Effect.timeout(receiveTimeout)
             )
-            assert.deepStrictEqual(after.flatMap((b) => b.records.map((r) => r.offset)), ["0", "1", "2", "3"])
+            assert.deepStrictEqual(
+              after.flatMap((b) => b.records.map((r) => r.offset)),
+              ["0", "1", "2", "3"]
+            )
           })
         )
       })
@@ -657,9 +663,7 @@ export const suite = <R = never>(name: string, options: Options<R>): void => {
             Effect.gen(function* () {
               const collect = (subscription: Subscription, into: Array<ConsumerBatch>) =>
                 Effect.forkChild(
-                  subscription.batches.pipe(
-                    Stream.runForEach((batch) => Effect.sync(() => into.push(batch)))
-                  )
+                  subscription.batches.pipe(Stream.runForEach((batch) => Effect.sync(() => into.push(batch))))
                 )
               const waitUntil = (check: () => boolean) =>
                 Effect.gen(function* () {

@@ -7,16 +7,17 @@
  *
  * @since 0.1.0
  */
+
+import { execFile } from "node:child_process"
+import { existsSync } from "node:fs"
+import { dirname, join } from "node:path"
+import { fileURLToPath } from "node:url"
 import * as Config from "effect/Config"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
-import { execFile } from "node:child_process"
-import { existsSync } from "node:fs"
-import { dirname, join } from "node:path"
-import { fileURLToPath } from "node:url"
 
 /**
  * Where the services are, and how they were found.
@@ -49,13 +50,16 @@ export class ServicesUnavailableError extends Schema.TaggedError<ServicesUnavail
  */
 export class RealServices extends Context.Service<RealServices, Endpoints>()("@effect-outbox/testing/RealServices") {}
 
-const fromEnv = Effect.gen(function*() {
+const fromEnv = Effect.gen(function* () {
   const databaseUrl = yield* Config.option(Config.String("DATABASE_URL"))
   const brokers = yield* Config.option(Config.String("KAFKA_BROKERS"))
   if (Option.isSome(databaseUrl) && Option.isSome(brokers)) {
     return Option.some<Endpoints>({
       databaseUrl: databaseUrl.value,
-      kafkaBrokers: brokers.value.split(",").map((b) => b.trim()).filter((b) => b.length > 0),
+      kafkaBrokers: brokers.value
+        .split(",")
+        .map((b) => b.trim())
+        .filter((b) => b.length > 0),
       source: "env"
     })
   }
@@ -64,8 +68,7 @@ const fromEnv = Effect.gen(function*() {
 
 const dockerWanted = Config.Boolean("EFFECT_OUTBOX_USE_DOCKER").pipe(Config.withDefault(false))
 
-const dockerAvailable = (): boolean =>
-  process.env.DOCKER_HOST !== undefined || existsSync("/var/run/docker.sock")
+const dockerAvailable = (): boolean => process.env.DOCKER_HOST !== undefined || existsSync("/var/run/docker.sock")
 
 /**
  * Starts PostgreSQL and a KRaft Kafka broker in containers for the lifetime of the scope.
@@ -74,7 +77,7 @@ const dockerAvailable = (): boolean =>
  * @category layers
  */
 export const layerTestcontainers: Layer.Layer<RealServices, ServicesUnavailableError> = Layer.effect(RealServices)(
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const { PostgreSqlContainer } = yield* Effect.promise(() => import("@testcontainers/postgresql"))
     const { KafkaContainer } = yield* Effect.promise(() => import("@testcontainers/kafka"))
     const pg = yield* Effect.acquireRelease(
@@ -115,11 +118,12 @@ const repoRoot = (): string | undefined => {
  * @category layers
  */
 export const layerLocalScript: Layer.Layer<RealServices, ServicesUnavailableError> = Layer.effect(RealServices)(
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const root = repoRoot()
     if (root === undefined) {
       return yield* new ServicesUnavailableError({
-        reason: "scripts/services not found (run from the effect-outbox repository or set DATABASE_URL and KAFKA_BROKERS)"
+        reason:
+          "scripts/services not found (run from the effect-outbox repository or set DATABASE_URL and KAFKA_BROKERS)"
       })
     }
     const run = (arg: string) =>
@@ -127,14 +131,19 @@ export const layerLocalScript: Layer.Layer<RealServices, ServicesUnavailableErro
         execFile("bash", [join(root, "scripts", "services"), arg], { timeout: 600_000 }, (error, stdout, stderr) => {
           resume(
             error
-              ? Effect.fail(new ServicesUnavailableError({ reason: `scripts/services ${arg}: ${stderr || error.message}` }))
+              ? Effect.fail(
+                  new ServicesUnavailableError({ reason: `scripts/services ${arg}: ${stderr || error.message}` })
+                )
               : Effect.succeed(stdout)
           )
         })
       })
     yield* run("up")
     const env = Object.fromEntries(
-      (yield* run("env")).split("\n").filter((l) => l.includes("=")).map((l) => [l.slice(0, l.indexOf("=")), l.slice(l.indexOf("=") + 1)])
+      (yield* run("env"))
+        .split("\n")
+        .filter((l) => l.includes("="))
+        .map((l) => [l.slice(0, l.indexOf("=")), l.slice(l.indexOf("=") + 1)])
     )
     return {
       databaseUrl: env.DATABASE_URL!,
@@ -151,7 +160,7 @@ export const layerLocalScript: Layer.Layer<RealServices, ServicesUnavailableErro
  * @category layers
  */
 export const layer: Layer.Layer<RealServices, ServicesUnavailableError> = Layer.unwrap(
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const env = yield* fromEnv.pipe(Effect.orElseSucceed(() => Option.none<Endpoints>()))
     if (Option.isSome(env)) return Layer.succeed(RealServices)(env.value)
     const wantDocker = yield* dockerWanted.pipe(Effect.orElseSucceed(() => false))

@@ -439,38 +439,40 @@ for (const transaction of ["per-record", "per-batch"] as const) {
       }).pipe(Effect.scoped, Effect.provide(makeLayer()))
     )
 
-    it.effect("a database outage far longer than the attempt budget dead-letters nothing; each record is processed once after it (H2)", () =>
-      Effect.gen(function* () {
-        const db = yield* InMemoryDatabase.InMemoryDatabase
-        const { calls, handler } = yield* recording
-        yield* outboxRow(1, "PUBLISHED")
-        yield* send(1)
-        yield* send(2)
-        yield* send(3)
-        let down = true
-        yield* db.setFaultHook((operation) =>
-          down ? new OutboxStoreError({ operation, reason: "connection refused", retriable: true }) : undefined
-        )
-        const before = (yield* Metric.value(Consumer.infrastructureRetriesTotal)).count
-        yield* Consumer.make({ ...baseOptions, maxAttempts: 2, handler })
-        // Dozens of failed tries, 2 allowed: none counts.
-        yield* eventually(
-          "the consumer retried the infrastructure 6 times",
-          Effect.map(Metric.value(Consumer.infrastructureRetriesTotal), (m) => m.count - before >= 6)
-        )
-        assert.deepStrictEqual(yield* dltRecords, [])
-        assert.strictEqual(yield* committedOffset("billing"), undefined)
-        down = false
-        yield* eventually(
-          "offset 3 is committed",
-          Effect.map(committedOffset("billing"), (o) => o === "3")
-        )
-        assert.deepStrictEqual(yield* dltRecords, [])
-        assert.strictEqual((yield* db.processedKeys).size, 3)
-        assert.strictEqual(yield* statusOf(1), "SUCCESS")
-        // The handler's attempt number never moved: the outage was not the record's failure.
-        assert.isTrue((yield* Ref.get(calls)).every((m) => m.attempt === 1))
-      }).pipe(Effect.scoped, Effect.provide(makeLayer()))
+    it.effect(
+      "a database outage far longer than the attempt budget dead-letters nothing; each record is processed once after it (H2)",
+      () =>
+        Effect.gen(function* () {
+          const db = yield* InMemoryDatabase.InMemoryDatabase
+          const { calls, handler } = yield* recording
+          yield* outboxRow(1, "PUBLISHED")
+          yield* send(1)
+          yield* send(2)
+          yield* send(3)
+          let down = true
+          yield* db.setFaultHook((operation) =>
+            down ? new OutboxStoreError({ operation, reason: "connection refused", retriable: true }) : undefined
+          )
+          const before = (yield* Metric.value(Consumer.infrastructureRetriesTotal)).count
+          yield* Consumer.make({ ...baseOptions, maxAttempts: 2, handler })
+          // Dozens of failed tries, 2 allowed: none counts.
+          yield* eventually(
+            "the consumer retried the infrastructure 6 times",
+            Effect.map(Metric.value(Consumer.infrastructureRetriesTotal), (m) => m.count - before >= 6)
+          )
+          assert.deepStrictEqual(yield* dltRecords, [])
+          assert.strictEqual(yield* committedOffset("billing"), undefined)
+          down = false
+          yield* eventually(
+            "offset 3 is committed",
+            Effect.map(committedOffset("billing"), (o) => o === "3")
+          )
+          assert.deepStrictEqual(yield* dltRecords, [])
+          assert.strictEqual((yield* db.processedKeys).size, 3)
+          assert.strictEqual(yield* statusOf(1), "SUCCESS")
+          // The handler's attempt number never moved: the outage was not the record's failure.
+          assert.isTrue((yield* Ref.get(calls)).every((m) => m.attempt === 1))
+        }).pipe(Effect.scoped, Effect.provide(makeLayer()))
     )
 
     it.effect("infrastructure failures between a poison record's tries do not use up its attempts (H2)", () =>
@@ -508,28 +510,30 @@ for (const transaction of ["per-record", "per-batch"] as const) {
       }).pipe(Effect.scoped, Effect.provide(makeLayer()))
     )
 
-    it.effect("a delivered record whose row is FAILURE is processed, counted and logged; the row stays FAILURE (C2)", () =>
-      Effect.gen(function* () {
-        const { handler, ns } = yield* recording
-        yield* outboxRow(1, "DISPATCHING")
-        yield* Transition.failDispatching([{ id: id(1), owner: "relay", reason: "publish timed out" }])
-        assert.strictEqual(yield* statusOf(1), "FAILURE")
-        yield* send(1)
-        const before = yield* Metric.value(
-          Metric.withAttributes(Consumer.anomaliesTotal, { kind: "failure_row_delivered" })
-        )
-        yield* Consumer.make({ ...baseOptions, handler })
-        yield* eventually(
-          "offset 1 is committed",
-          Effect.map(committedOffset("billing"), (o) => o === "1")
-        )
-        assert.deepStrictEqual(yield* ns, [1])
-        assert.strictEqual(yield* statusOf(1), "FAILURE")
-        const after = yield* Metric.value(
-          Metric.withAttributes(Consumer.anomaliesTotal, { kind: "failure_row_delivered" })
-        )
-        assert.strictEqual(after.count, before.count + 1)
-      }).pipe(Effect.scoped, Effect.provide(makeLayer()))
+    it.effect(
+      "a delivered record whose row is FAILURE is processed, counted and logged; the row stays FAILURE (C2)",
+      () =>
+        Effect.gen(function* () {
+          const { handler, ns } = yield* recording
+          yield* outboxRow(1, "DISPATCHING")
+          yield* Transition.failDispatching([{ id: id(1), owner: "relay", reason: "publish timed out" }])
+          assert.strictEqual(yield* statusOf(1), "FAILURE")
+          yield* send(1)
+          const before = yield* Metric.value(
+            Metric.withAttributes(Consumer.anomaliesTotal, { kind: "failure_row_delivered" })
+          )
+          yield* Consumer.make({ ...baseOptions, handler })
+          yield* eventually(
+            "offset 1 is committed",
+            Effect.map(committedOffset("billing"), (o) => o === "1")
+          )
+          assert.deepStrictEqual(yield* ns, [1])
+          assert.strictEqual(yield* statusOf(1), "FAILURE")
+          const after = yield* Metric.value(
+            Metric.withAttributes(Consumer.anomaliesTotal, { kind: "failure_row_delivered" })
+          )
+          assert.strictEqual(after.count, before.count + 1)
+        }).pipe(Effect.scoped, Effect.provide(makeLayer()))
     )
 
     it.effect("lifecycle: false leaves rows alone (another group drives them)", () =>
@@ -1082,7 +1086,10 @@ describe("Consumer rebalances (M2, M3)", () => {
             m.payload.n === 1 ? Deferred.await(gateA) : Effect.void
           )
       })
-      yield* eventually("A started record 1", Effect.sync(() => startsA.length === 1))
+      yield* eventually(
+        "A started record 1",
+        Effect.sync(() => startsA.length === 1)
+      )
       for (let i = 0; i < 20; i++) yield* Effect.yieldNow
       // Member B joins and the rebalance hands it the partition; B waits until A is done.
       yield* Consumer.make({
@@ -1115,59 +1122,67 @@ describe("Consumer rebalances (M2, M3)", () => {
 // -- replay identity (M8) ------------------------------------------------------------------------
 
 describe("DeadLetter.replay keeps the original identity (M8)", () => {
-  it.effect("a record without an event id gets none on replay; an offset-identity group sees the replay as the original", () =>
-    Effect.gen(function* () {
-      const broken = yield* Ref.make(true)
-      const billing = yield* recording
-      const audit = yield* recording
-      yield* send(1, { eventId: false })
-      // "billing" handles the original under its offset identity; "audit" dead-letters it.
-      yield* Consumer.make({ ...commonOptions, identity: "offset", handler: billing.handler })
-      yield* Consumer.make({
-        ...commonOptions,
-        groupId: "audit",
-        lifecycle: false,
-        maxAttempts: 1,
-        handler: (m) =>
-          Effect.flatMap(Ref.get(broken), (b) =>
-            b ? Effect.fail(new HandlerFailed({ n: 1, retriable: false })) : audit.handler(m)
-          )
-      })
-      yield* eventually("the DLT has it", Effect.map(dltRecords, (r) => r.length === 1))
-      const [letter] = yield* dltRecords
-      assert.isUndefined(letter!.headers["event-id"], "no event id invented for the dead letter")
-      yield* Ref.set(broken, false)
-
-      yield* DeadLetter.replay({ from: "orders.DLT" })
-      const broker = yield* InMemoryBroker.InMemoryBroker
-      const replayed = (yield* broker.log("orders", 0))[1]!
-      assert.isUndefined(replayed.headers["event-id"], "no event id invented for the replay")
-      assert.strictEqual(replayed.headers[ORIGINAL_RECORD_HEADER], "orders/0/0")
-      yield* eventually("audit handled the replay", Effect.map(audit.ns, (all) => all.length === 1))
-      assert.strictEqual((yield* Ref.get(audit.calls))[0]!.idempotencyKey, "offset:orders/0/0")
-      yield* eventually(
-        "billing committed past the replay",
-        Effect.map(committedOffset("billing"), (o) => o === "2")
-      )
-      assert.deepStrictEqual(yield* billing.ns, [1], "billing did not handle the replay again")
-
-      // A second replay keeps the same identity: neither group handles it again.
-      yield* DeadLetter.replay({ from: "orders.DLT" })
-      yield* eventually(
-        "both committed past the second replay",
-        Effect.map(
-          Effect.all([committedOffset("billing"), committedOffset("audit")]),
-          ([b, a]) => b === "3" && a === "3"
+  it.effect(
+    "a record without an event id gets none on replay; an offset-identity group sees the replay as the original",
+    () =>
+      Effect.gen(function* () {
+        const broken = yield* Ref.make(true)
+        const billing = yield* recording
+        const audit = yield* recording
+        yield* send(1, { eventId: false })
+        // "billing" handles the original under its offset identity; "audit" dead-letters it.
+        yield* Consumer.make({ ...commonOptions, identity: "offset", handler: billing.handler })
+        yield* Consumer.make({
+          ...commonOptions,
+          groupId: "audit",
+          lifecycle: false,
+          maxAttempts: 1,
+          handler: (m) =>
+            Effect.flatMap(Ref.get(broken), (b) =>
+              b ? Effect.fail(new HandlerFailed({ n: 1, retriable: false })) : audit.handler(m)
+            )
+        })
+        yield* eventually(
+          "the DLT has it",
+          Effect.map(dltRecords, (r) => r.length === 1)
         )
-      )
-      assert.deepStrictEqual(yield* billing.ns, [1])
-      assert.deepStrictEqual(yield* audit.ns, [1])
-      const db = yield* InMemoryDatabase.InMemoryDatabase
-      assert.deepStrictEqual([...(yield* db.processedKeys)].sort(), [
-        InMemoryDatabase.processedKey("audit", "offset:orders/0/0"),
-        InMemoryDatabase.processedKey("billing", "offset:orders/0/0")
-      ])
-    }).pipe(Effect.scoped, Effect.provide(makeLayer()))
+        const [letter] = yield* dltRecords
+        assert.isUndefined(letter!.headers["event-id"], "no event id invented for the dead letter")
+        yield* Ref.set(broken, false)
+
+        yield* DeadLetter.replay({ from: "orders.DLT" })
+        const broker = yield* InMemoryBroker.InMemoryBroker
+        const replayed = (yield* broker.log("orders", 0))[1]!
+        assert.isUndefined(replayed.headers["event-id"], "no event id invented for the replay")
+        assert.strictEqual(replayed.headers[ORIGINAL_RECORD_HEADER], "orders/0/0")
+        yield* eventually(
+          "audit handled the replay",
+          Effect.map(audit.ns, (all) => all.length === 1)
+        )
+        assert.strictEqual((yield* Ref.get(audit.calls))[0]!.idempotencyKey, "offset:orders/0/0")
+        yield* eventually(
+          "billing committed past the replay",
+          Effect.map(committedOffset("billing"), (o) => o === "2")
+        )
+        assert.deepStrictEqual(yield* billing.ns, [1], "billing did not handle the replay again")
+
+        // A second replay keeps the same identity: neither group handles it again.
+        yield* DeadLetter.replay({ from: "orders.DLT" })
+        yield* eventually(
+          "both committed past the second replay",
+          Effect.map(
+            Effect.all([committedOffset("billing"), committedOffset("audit")]),
+            ([b, a]) => b === "3" && a === "3"
+          )
+        )
+        assert.deepStrictEqual(yield* billing.ns, [1])
+        assert.deepStrictEqual(yield* audit.ns, [1])
+        const db = yield* InMemoryDatabase.InMemoryDatabase
+        assert.deepStrictEqual([...(yield* db.processedKeys)].sort(), [
+          InMemoryDatabase.processedKey("audit", "offset:orders/0/0"),
+          InMemoryDatabase.processedKey("billing", "offset:orders/0/0")
+        ])
+      }).pipe(Effect.scoped, Effect.provide(makeLayer()))
   )
 
   it("Inbox.identityOf honours outbox-original-record and ignores a malformed one", () => {
@@ -1191,52 +1206,62 @@ describe("DeadLetter.replay keeps the original identity (M8)", () => {
 
 describe("Consumer durable parking (M10)", () => {
   for (const transaction of ["per-record", "per-batch"] as const) {
-    it.effect(`parked keys survive a restart, do not hold the commit, and a release runs the head first (${transaction})`, () =>
-      Effect.gen(function* () {
-        const broken = yield* Ref.make(true)
-        const { handler, ns } = yield* recording
-        const options = {
-          ...commonOptions,
-          transaction,
-          parking: true,
-          maxAttempts: 1,
-          handler: (m: Consumer.Message<Order>) =>
-            Effect.flatMap(Ref.get(broken), (b) =>
-              b && m.payload.n === 1 ? Effect.fail(new HandlerFailed({ n: 1, retriable: false })) : handler(m)
-            )
-        }
-        yield* send(1, { key: "k" })
-        yield* send(2, { key: "k" })
-        yield* send(3, { key: "other" })
-        yield* send(4, { key: "k" })
-        const first = yield* Scope.make()
-        const consumer = yield* Consumer.make(options).pipe(Scope.provide(first))
-        // Parked records are finished for the commit: their positions are durable.
-        yield* eventually("offset 4 is committed", Effect.map(committedOffset("billing"), (o) => o === "4"))
-        assert.deepStrictEqual(yield* ns, [3])
-        assert.deepStrictEqual(yield* consumer.parked, [{ topic: "orders", partition: 0, key: "k", offsets: ["0", "1", "3"] }])
-        yield* closeScope(first)
+    it.effect(
+      `parked keys survive a restart, do not hold the commit, and a release runs the head first (${transaction})`,
+      () =>
+        Effect.gen(function* () {
+          const broken = yield* Ref.make(true)
+          const { handler, ns } = yield* recording
+          const options = {
+            ...commonOptions,
+            transaction,
+            parking: true,
+            maxAttempts: 1,
+            handler: (m: Consumer.Message<Order>) =>
+              Effect.flatMap(Ref.get(broken), (b) =>
+                b && m.payload.n === 1 ? Effect.fail(new HandlerFailed({ n: 1, retriable: false })) : handler(m)
+              )
+          }
+          yield* send(1, { key: "k" })
+          yield* send(2, { key: "k" })
+          yield* send(3, { key: "other" })
+          yield* send(4, { key: "k" })
+          const first = yield* Scope.make()
+          const consumer = yield* Consumer.make(options).pipe(Scope.provide(first))
+          // Parked records are finished for the commit: their positions are durable.
+          yield* eventually(
+            "offset 4 is committed",
+            Effect.map(committedOffset("billing"), (o) => o === "4")
+          )
+          assert.deepStrictEqual(yield* ns, [3])
+          assert.deepStrictEqual(yield* consumer.parked, [
+            { topic: "orders", partition: 0, key: "k", offsets: ["0", "1", "3"] }
+          ])
+          yield* closeScope(first)
 
-        // A restart: the key is still parked, and a new record of it parks behind the others.
-        yield* Ref.set(broken, false)
-        const restarted = yield* Consumer.make(options)
-        yield* send(5, { key: "k" })
-        yield* eventually("offset 5 is committed", Effect.map(committedOffset("billing"), (o) => o === "5"))
-        assert.deepStrictEqual(yield* ns, [3])
-        assert.deepStrictEqual(yield* restarted.parked, [
-          { topic: "orders", partition: 0, key: "k", offsets: ["0", "1", "3", "4"] }
-        ])
+          // A restart: the key is still parked, and a new record of it parks behind the others.
+          yield* Ref.set(broken, false)
+          const restarted = yield* Consumer.make(options)
+          yield* send(5, { key: "k" })
+          yield* eventually(
+            "offset 5 is committed",
+            Effect.map(committedOffset("billing"), (o) => o === "5")
+          )
+          assert.deepStrictEqual(yield* ns, [3])
+          assert.deepStrictEqual(yield* restarted.parked, [
+            { topic: "orders", partition: 0, key: "k", offsets: ["0", "1", "3", "4"] }
+          ])
 
-        // Release: the records are re-read by position, the dead-lettered head first.
-        assert.strictEqual(yield* restarted.release({ topic: "orders", partition: 0, key: "k" }), 4)
-        assert.deepStrictEqual(yield* ns, [3, 1, 2, 4, 5])
-        assert.deepStrictEqual(yield* restarted.parked, [])
-        yield* send(6, { key: "k" })
-        yield* eventually("record 6 runs at once", Effect.map(ns, (all) => all.length === 6))
-      }).pipe(
-        Effect.scoped,
-        Effect.provide(Layer.merge(makeLayer(), InMemoryParkedStore.layer()))
-      )
+          // Release: the records are re-read by position, the dead-lettered head first.
+          assert.strictEqual(yield* restarted.release({ topic: "orders", partition: 0, key: "k" }), 4)
+          assert.deepStrictEqual(yield* ns, [3, 1, 2, 4, 5])
+          assert.deepStrictEqual(yield* restarted.parked, [])
+          yield* send(6, { key: "k" })
+          yield* eventually(
+            "record 6 runs at once",
+            Effect.map(ns, (all) => all.length === 6)
+          )
+        }).pipe(Effect.scoped, Effect.provide(Layer.merge(makeLayer(), InMemoryParkedStore.layer())))
     )
   }
 
@@ -1256,11 +1281,17 @@ describe("Consumer durable parking (M10)", () => {
             b && m.payload.n === 1 ? Effect.fail(new HandlerFailed({ n: 1, retriable: false })) : handler(m)
           )
       })
-      yield* eventually("offset 2 is committed", Effect.map(committedOffset("billing"), (o) => o === "2"))
+      yield* eventually(
+        "offset 2 is committed",
+        Effect.map(committedOffset("billing"), (o) => o === "2")
+      )
       yield* Ref.set(broken, false)
       const store = yield* ParkedStore
       yield* store.requestRelease({ consumer: "billing", topic: "orders", partition: 0, key: "k" })
-      yield* eventually("the key's records ran, head first", Effect.map(ns, (all) => all.length === 2))
+      yield* eventually(
+        "the key's records ran, head first",
+        Effect.map(ns, (all) => all.length === 2)
+      )
       assert.deepStrictEqual(yield* ns, [1, 2])
       yield* eventually(
         "the request is cleared",

@@ -205,7 +205,10 @@ describe("Outbox.enqueue (R1.1, R1.2)", () => {
       const record = { key: "k", headers: { "event-id": "x" }, payload: new Uint8Array(1_000) }
       const limit = RecordSize.singleRecordBatchBytes(record)
       assert.isUndefined(Outbox.validateRecordSize(record, { maxRecordBytes: limit }))
-      assert.strictEqual(Outbox.validateRecordSize(record, { maxRecordBytes: limit - 1 })?._tag, "OutboxValidationError")
+      assert.strictEqual(
+        Outbox.validateRecordSize(record, { maxRecordBytes: limit - 1 })?._tag,
+        "OutboxValidationError"
+      )
     })
 
     it("the partition maximum is a setting: within it passes, above it names the setting (M4)", () => {

@@ -48,7 +48,11 @@ describe("OutboxRuntime", () => {
     Effect.gen(function* () {
       const declare = (groupId: string, lifecycle?: boolean) =>
         OutboxRuntime.consumer(
-          Topic.consumer(Greetings, { groupId, handler: () => Effect.void, ...(lifecycle === undefined ? {} : { lifecycle }) })
+          Topic.consumer(Greetings, {
+            groupId,
+            handler: () => Effect.void,
+            ...(lifecycle === undefined ? {} : { lifecycle })
+          })
         )
       const build = (consumers: ReadonlyArray<OutboxRuntime.ConsumerDeclaration<never>>) =>
         Layer.build(
@@ -63,7 +67,9 @@ describe("OutboxRuntime", () => {
       assert.include(conflict.message, "lifecycle: false")
 
       // One driver and any number of lifecycle: false groups is fine.
-      assert.isTrue(Exit.isSuccess(yield* build([declare("billing"), declare("shipping", false), declare("audit", false)])))
+      assert.isTrue(
+        Exit.isSuccess(yield* build([declare("billing"), declare("shipping", false), declare("audit", false)]))
+      )
     })
   )
 

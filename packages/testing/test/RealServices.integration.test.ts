@@ -1,11 +1,12 @@
 // The ground every integration test stands on: the real broker and the real database answer and
 // behave as the library assumes.
-import { assert, describe, it } from "@effect/vitest"
+
+import { randomUUID } from "node:crypto"
 import { PgClient } from "@effect/sql-pg"
+import { assert, describe, it } from "@effect/vitest"
 import { Config, Effect, Redacted } from "effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import Kafkajs from "kafkajs"
-import { randomUUID } from "node:crypto"
 
 const brokers = (process.env.KAFKA_BROKERS ?? "127.0.0.1:9092").split(",")
 const databaseUrl = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres"
@@ -55,23 +56,26 @@ describe("real Kafka broker", () => {
 })
 
 describe("real PostgreSQL", () => {
-  it.effect("a failed transaction rolls back its insert", () =>
-    Effect.gen(function*() {
-      const sql = yield* SqlClient.SqlClient
-      const table = `services_check_${randomUUID().replaceAll("-", "")}`
-      yield* sql`create table ${sql(table)} (id int primary key)`
-      const failed = yield* Effect.flip(
-        sql.withTransaction(sql`insert into ${sql(table)} values (1)`.pipe(Effect.andThen(Effect.fail("boom" as const))))
-      )
-      assert.strictEqual(failed, "boom")
-      const rows = yield* sql<{ n: number }>`select count(*)::int as n from ${sql(table)}`
-      assert.strictEqual(rows[0]!.n, 0)
-      yield* sql.withTransaction(sql`insert into ${sql(table)} values (2)`)
-      const after = yield* sql<{ n: number }>`select count(*)::int as n from ${sql(table)}`
-      assert.strictEqual(after[0]!.n, 1)
-      yield* sql`drop table ${sql(table)}`
-    }).pipe(
-      Effect.provide(PgClient.layerConfig({ url: Config.succeed(Redacted.make(databaseUrl)) })),
-      Effect.scoped
-    ), { timeout: 30_000 })
+  it.effect(
+    "a failed transaction rolls back its insert",
+    () =>
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        const table = `services_check_${randomUUID().replaceAll("-", "")}`
+        yield* sql`create table ${sql(table)} (id int primary key)`
+        const failed = yield* Effect.flip(
+          sql.withTransaction(
+            sql`insert into ${sql(table)} values (1)`.pipe(Effect.andThen(Effect.fail("boom" as const)))
+          )
+        )
+        assert.strictEqual(failed, "boom")
+        const rows = yield* sql<{ n: number }>`select count(*)::int as n from ${sql(table)}`
+        assert.strictEqual(rows[0]!.n, 0)
+        yield* sql.withTransaction(sql`insert into ${sql(table)} values (2)`)
+        const after = yield* sql<{ n: number }>`select count(*)::int as n from ${sql(table)}`
+        assert.strictEqual(after[0]!.n, 1)
+        yield* sql`drop table ${sql(table)}`
+      }).pipe(Effect.provide(PgClient.layerConfig({ url: Config.succeed(Redacted.make(databaseUrl)) })), Effect.scoped),
+    { timeout: 30_000 }
+  )
 })

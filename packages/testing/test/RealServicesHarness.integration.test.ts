@@ -7,7 +7,7 @@ import { RealServices } from "../src/index.ts"
 
 describe("RealServices harness", () => {
   it.effect("explicit DATABASE_URL and KAFKA_BROKERS win, as given", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const endpoints = yield* RealServices.RealServices
       assert.strictEqual(endpoints.source, "env")
       assert.strictEqual(endpoints.databaseUrl, "postgres://example@db:5432/x")
@@ -15,23 +15,30 @@ describe("RealServices harness", () => {
     }).pipe(
       Effect.provide(
         RealServices.layer.pipe(
-          Layer.provide(ConfigProvider.layer(ConfigProvider.fromUnknown({
-            DATABASE_URL: "postgres://example@db:5432/x",
-            KAFKA_BROKERS: "k1:9092, k2:9092"
-          })))
+          Layer.provide(
+            ConfigProvider.layer(
+              ConfigProvider.fromUnknown({
+                DATABASE_URL: "postgres://example@db:5432/x",
+                KAFKA_BROKERS: "k1:9092, k2:9092"
+              })
+            )
+          )
         )
       )
-    ))
+    )
+  )
 
-  it.effect("without environment it runs scripts/services and reports live endpoints", () =>
-    Effect.gen(function*() {
-      const endpoints = yield* RealServices.RealServices
-      assert.strictEqual(endpoints.source, "local-script")
-      assert.match(endpoints.databaseUrl, /^postgres:\/\//)
-      assert.match(endpoints.kafkaBrokers[0]!, /^127\.0\.0\.1:\d+$/)
-    }).pipe(
-      Effect.provide(
-        RealServices.layer.pipe(Layer.provide(ConfigProvider.layer(ConfigProvider.fromUnknown({}))))
-      )
-    ), { timeout: 300_000 })
+  it.effect(
+    "without environment it runs scripts/services and reports live endpoints",
+    () =>
+      Effect.gen(function* () {
+        const endpoints = yield* RealServices.RealServices
+        assert.strictEqual(endpoints.source, "local-script")
+        assert.match(endpoints.databaseUrl, /^postgres:\/\//)
+        assert.match(endpoints.kafkaBrokers[0]!, /^127\.0\.0\.1:\d+$/)
+      }).pipe(
+        Effect.provide(RealServices.layer.pipe(Layer.provide(ConfigProvider.layer(ConfigProvider.fromUnknown({})))))
+      ),
+    { timeout: 300_000 }
+  )
 })

@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
+import { BrokerUnavailableError } from "@effect-outbox/core/Errors"
 import * as Outbox from "@effect-outbox/core/Outbox"
 import type { OutboxMessage } from "@effect-outbox/core/OutboxMessage"
-import { BrokerUnavailableError } from "@effect-outbox/core/Errors"
 import { Publisher, type PublishOutcome, type PublishRequest } from "@effect-outbox/core/Publisher"
 import * as Relay from "@effect-outbox/core/Relay"
 import * as Transition from "@effect-outbox/core/Transition"

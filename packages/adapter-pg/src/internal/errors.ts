@@ -35,24 +35,29 @@ export const isRetriable = (error: SqlError): boolean =>
  * A database failure as the port's typed error, naming the operation. Connection loss,
  * serialization failures, deadlocks, timeouts and the infrastructure states above are retriable.
  */
-export const fromSqlError = (operation: string) => (error: SqlError): OutboxStoreError => {
-  const state = sqlState(error)
-  // The driver's own message is generic ("Query failed"); PostgreSQL's is in the cause.
-  const cause = error.reason.cause as { readonly message?: unknown } | undefined
-  const detail = typeof cause?.message === "string" && cause.message !== error.message
-    ? `${error.message}: ${cause.message}`
-    : error.message
-  return new OutboxStoreError({
-    operation,
-    reason: `${error.reason._tag}${state === undefined ? "" : ` (SQLSTATE ${state})`}: ${detail}`,
-    retriable: isRetriable(error),
-    cause: error
-  })
-}
+export const fromSqlError =
+  (operation: string) =>
+  (error: SqlError): OutboxStoreError => {
+    const state = sqlState(error)
+    // The driver's own message is generic ("Query failed"); PostgreSQL's is in the cause.
+    const cause = error.reason.cause as { readonly message?: unknown } | undefined
+    const detail =
+      typeof cause?.message === "string" && cause.message !== error.message
+        ? `${error.message}: ${cause.message}`
+        : error.message
+    return new OutboxStoreError({
+      operation,
+      reason: `${error.reason._tag}${state === undefined ? "" : ` (SQLSTATE ${state})`}: ${detail}`,
+      retriable: isRetriable(error),
+      cause: error
+    })
+  }
 
 /** Maps the SqlError channel of a database call and names its span. */
-export const run = (operation: string) => <A, R>(effect: Effect.Effect<A, SqlError, R>) =>
-  effect.pipe(Effect.mapError(fromSqlError(operation)), Effect.withSpan(`pg.${operation}`))
+export const run =
+  (operation: string) =>
+  <A, R>(effect: Effect.Effect<A, SqlError, R>) =>
+    effect.pipe(Effect.mapError(fromSqlError(operation)), Effect.withSpan(`pg.${operation}`))
 
 export const invalid = (operation: string, reason: string): OutboxStoreError =>
   new OutboxStoreError({ operation, reason, retriable: false })

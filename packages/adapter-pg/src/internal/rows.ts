@@ -28,7 +28,7 @@ export interface MessageRow {
 export const millis = (value: Date | number | string): number =>
   value instanceof Date ? value.getTime() : typeof value === "number" ? value : new Date(value).getTime()
 
-const millisOrNull = (value: Date | number | string | null): number | null => value === null ? null : millis(value)
+const millisOrNull = (value: Date | number | string | null): number | null => (value === null ? null : millis(value))
 
 const headersOf = (value: unknown): Headers => {
   const parsed = typeof value === "string" ? JSON.parse(value) : value
@@ -52,9 +52,10 @@ export const toMessage = (row: MessageRow): OutboxMessage => ({
   availableAt: millis(row.available_at),
   leaseOwner: row.lease_owner,
   leaseExpiresAt: millisOrNull(row.lease_expires_at),
-  receipt: row.published_partition === null || row.published_offset === null
-    ? null
-    : { topic: row.topic, partition: row.published_partition, offset: String(row.published_offset) },
+  receipt:
+    row.published_partition === null || row.published_offset === null
+      ? null
+      : { topic: row.topic, partition: row.published_partition, offset: String(row.published_offset) },
   lastError: row.last_error,
   createdAt: millis(row.created_at),
   updatedAt: millis(row.updated_at),

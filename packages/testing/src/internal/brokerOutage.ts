@@ -73,9 +73,7 @@ export const probe = (engine: BrokerEngine, inner: BrokerProbe["Service"]): Brok
   const findMany = inner.findMany
   return {
     find: (request) => Effect.andThen(down(request.topic), inner.find(request)),
-    ...(findMany === undefined
-      ? {}
-      : { findMany: (request) => Effect.andThen(down(request.topic), findMany(request)) })
+    ...(findMany === undefined ? {} : { findMany: (request) => Effect.andThen(down(request.topic), findMany(request)) })
   }
 }
 

@@ -498,7 +498,11 @@ export const startRelay = async (
  * from `OUTBOX_MAX_RECORD_BYTES`, default 1,048,588) and the Kafka publisher's own timeouts.
  */
 export const defaultsStackLayer = (options: { readonly schema: string; readonly brokers?: ReadonlyArray<string> }) => {
-  const client = PgClient.layer({ url: Redacted.make(databaseUrl), maxConnections: 4, applicationName: "effect-outbox-faults" })
+  const client = PgClient.layer({
+    url: Redacted.make(databaseUrl),
+    maxConnections: 4,
+    applicationName: "effect-outbox-faults"
+  })
   const pg = PgOutbox.layer({ schema: options.schema }).pipe(Layer.provideMerge(client))
   const broker = KafkaOutbox.layer({ brokers: options.brokers ?? sharedBrokers, clientId: "faults" })
   const logLevel = Layer.succeed(References.MinimumLogLevel)(
@@ -590,7 +594,12 @@ export const logStackLayer = (options: {
   })
   const pg = PgLogOutbox.layer({ slot: options.slot }).pipe(Layer.provideMerge(client))
   const broker = KafkaOutbox.layer(
-    { brokers: options.brokers ?? sharedBrokers, clientId: "log-relay", connectionTimeout: 3_000, requestTimeout: 10_000 },
+    {
+      brokers: options.brokers ?? sharedBrokers,
+      clientId: "log-relay",
+      connectionTimeout: 3_000,
+      requestTimeout: 10_000
+    },
     { publisher: { publishTimeoutMillis: 8_000 } }
   )
   const logLevel = Layer.succeed(References.MinimumLogLevel)(
@@ -626,7 +635,7 @@ export const enqueueLog = (
           return { topic, key: `k${index % (options.keys ?? 20)}`, payload: payloadOf({ index, pad: "x".repeat(200) }) }
         })
         const ids = yield* transactor.withTransaction(Outbox.enqueue(drafts))
-        ids.forEach((id, j) => out.push({ id, key: drafts[j]!.key! }))
+        for (const [j, id] of ids.entries()) out.push({ id, key: drafts[j]!.key! })
       }
       return out
     })

@@ -69,16 +69,20 @@ export const handleRecord = (
  * is waited for like the database: the record is neither dropped nor run out of order.
  */
 const parkDurably = (settings: BatchSettings, record: ConsumerRecord) =>
-  settings.parkedStore!.park(settings.record.groupId, [
-    { topic: record.topic, partition: record.partition, key: record.key!, offset: record.offset }
-  ]).pipe(
-    Effect.tapError((error) => Effect.logWarning(`parking ${record.topic}/${record.partition}@${record.offset} waits: ${error.message}`)),
-    Effect.retry({
-      schedule: settings.record.infrastructureRetry,
-      while: (error) => error._tag === "ParkedLimitError" || error.retriable
-    }),
-    Effect.orDie
-  )
+  settings
+    .parkedStore!.park(settings.record.groupId, [
+      { topic: record.topic, partition: record.partition, key: record.key!, offset: record.offset }
+    ])
+    .pipe(
+      Effect.tapError((error) =>
+        Effect.logWarning(`parking ${record.topic}/${record.partition}@${record.offset} waits: ${error.message}`)
+      ),
+      Effect.retry({
+        schedule: settings.record.infrastructureRetry,
+        while: (error) => error._tag === "ParkedLimitError" || error.retriable
+      }),
+      Effect.orDie
+    )
 
 /**
  * Durable parking: the partition's parked keys as the store has them now, read before each batch
@@ -87,11 +91,13 @@ const parkDurably = (settings: BatchSettings, record: ConsumerRecord) =>
 export const refreshParked = (settings: BatchSettings, state: PartitionState) =>
   Effect.gen(function* () {
     if (!settings.parking || settings.parkedStore === undefined) return
-    const keys = yield* settings.parkedStore.list({
-      consumer: settings.record.groupId,
-      topic: state.topic,
-      partition: state.partition
-    }).pipe(Effect.retry({ schedule: settings.record.infrastructureRetry, while: (e) => e.retriable }), Effect.orDie)
+    const keys = yield* settings.parkedStore
+      .list({
+        consumer: settings.record.groupId,
+        topic: state.topic,
+        partition: state.partition
+      })
+      .pipe(Effect.retry({ schedule: settings.record.infrastructureRetry, while: (e) => e.retriable }), Effect.orDie)
     state.parked.clear()
     for (const key of keys) state.parked.set(key.key, [])
   })
