@@ -19,6 +19,7 @@ import {
   UnknownPartitionError
 } from "@effect-outbox/core/Errors"
 import { EVENT_ID_HEADER, type PublishReceipt } from "@effect-outbox/core/OutboxMessage"
+import * as ProducerLeases from "@effect-outbox/core/ProducerLeases"
 import { Publisher, type PublishOutcome, type PublishRequest } from "@effect-outbox/core/Publisher"
 import * as RecordSize from "@effect-outbox/core/RecordSize"
 import { type CompressionAlgorithmValue, murmur2, ProduceAcks, Producer, stringSerializer } from "@platformatic/kafka"
@@ -26,7 +27,6 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
 import * as Result from "effect/Result"
-import * as ProducerLeases from "./internal/producerLeases.ts"
 import * as TopicLimits from "./internal/topicLimits.ts"
 import { PlatformaticClient } from "./PlatformaticClient.ts"
 import {

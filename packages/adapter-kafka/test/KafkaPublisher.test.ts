@@ -5,12 +5,12 @@
 // KafkaPublisher.integration.test.ts and the conformance suite.
 import { assert, describe, it } from "@effect/vitest"
 import type { EventId } from "@effect-outbox/core/OutboxMessage"
+import * as ProducerLeases from "@effect-outbox/core/ProducerLeases"
 import type { PublishRequest } from "@effect-outbox/core/Publisher"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Result from "effect/Result"
 import type Kafkajs from "kafkajs"
-import * as ProducerLeases from "../src/internal/producerLeases.ts"
 import { KafkaClient } from "../src/KafkaClient.ts"
 import * as KafkaPublisher from "../src/KafkaPublisher.ts"
 

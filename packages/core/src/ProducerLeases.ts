@@ -1,14 +1,19 @@
 /**
- * The publisher's current producer, handed out by reference count (review M5; copied from the kafkajs adapter, client-agnostic). A reset (after an
+ * The publisher's current producer, handed out by reference count (review M5). A reset (after an
  * uncertain failure, a timeout or a topic change) retires the current producer: new sends get a
  * fresh one, and the retired one is disconnected only when the last send that holds it settles,
- * so a reset never cuts off other sends still running on it.
+ * so a reset never cuts off other sends still running on it. Client-agnostic: both Kafka adapters
+ * (kafkajs, @platformatic/kafka) build their publisher's producer on it.
  *
- * @internal
+ * @since 0.2.0
  */
 import * as Effect from "effect/Effect"
 import * as Semaphore from "effect/Semaphore"
 
+/**
+ * @since 0.2.0
+ * @category models
+ */
 export interface ProducerDriver<P> {
   readonly create: () => P
   readonly connect: (producer: P) => Promise<void>
@@ -17,12 +22,20 @@ export interface ProducerDriver<P> {
   readonly onReplace?: Effect.Effect<void> | undefined
 }
 
+/**
+ * @since 0.2.0
+ * @category models
+ */
 export interface Lease<P> {
   readonly producer: P
   /** Gives the producer back; call it once, when the send that used it has settled. */
   readonly release: () => void
 }
 
+/**
+ * @since 0.2.0
+ * @category models
+ */
 export interface ProducerLeases<P> {
   /** The current producer (connecting a fresh one after a reset), held until `release`. */
   readonly acquire: Effect.Effect<Lease<P>, unknown>
@@ -40,6 +53,10 @@ interface Slot<P> {
   retired: boolean
 }
 
+/**
+ * @since 0.2.0
+ * @category constructors
+ */
 export const make = <P>(driver: ProducerDriver<P>): Effect.Effect<ProducerLeases<P>> =>
   Effect.gen(function* () {
     const lock = yield* Semaphore.make(1)
