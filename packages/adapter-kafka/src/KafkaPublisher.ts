@@ -14,9 +14,10 @@ import {
   UnknownPartitionError
 } from "@effect-outbox/core/Errors"
 import { EVENT_ID_HEADER, type PublishReceipt } from "@effect-outbox/core/OutboxMessage"
+import * as PartitionSend from "@effect-outbox/core/PartitionSend"
 import * as ProducerLeases from "@effect-outbox/core/ProducerLeases"
 import { Publisher, type PublishOutcome, type PublishRequest } from "@effect-outbox/core/Publisher"
-import * as RecordSize from "@effect-outbox/core/RecordSize"
+import type * as RecordSize from "@effect-outbox/core/RecordSize"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
@@ -222,81 +223,24 @@ export const make = (options: KafkaPublisherOptions = {}) =>
       readonly records: Array<Outgoing>
     }
 
-    /**
-     * Sends one partition's records: in batches under the topic's size limit, one after the
-     * other (a batch starts only after the previous one was acknowledged, so a failure cannot
-     * let a younger record of a key overtake an older one), each its own `sendBatch`, so every
-     * error is attributable to the records it concerns.
-     */
+    // One partition's records, in record batches under the topic's limit (core PartitionSend).
     const sendPartition = (group: PartitionGroup, deadline: number, outcomes: Array<PublishOutcome | undefined>) =>
-      Effect.gen(function* () {
-        const { partition, topic } = group
-        let limit = yield* limits.limitFor(topic)
-        const queue = RecordSize.splitByBatchBytes(group.records, limit)
-        // Keys with a record that failed for its own sake: their younger records are not sent.
-        const failedKeys = new Set<string>()
-        const notSent = (record: Outgoing, why: string) => {
-          outcomes[record.index] = Result.fail(new RetriablePublishError({ topic, reason: `not sent: ${why}` }))
-        }
-        while (queue.length > 0) {
-          const batch = queue.shift()!.filter((record) => {
-            if (record.key === null || !failedKeys.has(record.key)) return true
-            notSent(record, `an older record of key ${record.key} failed in this call`)
-            return false
-          })
-          if (batch.length === 0) continue
-          const single = batch.length === 1 ? batch[0]! : undefined
-          // Uncompressed, the size is exact: a record that cannot fit alone is not sent at all.
-          if (single !== undefined && uncompressed && RecordSize.singleRecordBatchBytes(single) > limit) {
-            outcomes[single.index] = Result.fail(
-              new PermanentPublishError({ topic, reason: RecordSize.describeTooLarge(single, limit) })
-            )
-            if (single.key !== null) failedKeys.add(single.key)
-            continue
-          }
-          const sent = yield* sendRecords(topic, partition, batch, deadline)
-          if (Result.isSuccess(sent)) {
-            batch.forEach((record, i) => {
-              outcomes[record.index] = Result.succeed({
-                topic,
-                partition,
-                offset: (sent.success + BigInt(i)).toString()
-              } satisfies PublishReceipt)
-            })
-            yield* Metric.update(publishedRecords, batch.length)
-            continue
-          }
-          const error = sent.failure
-          if (isRecordSizeError(error)) {
-            // The broker's limit is below what we sized by (the topic's setting changed, or the
-            // broker's own limit is lower): re-read it and send the batch in halves.
-            limits.invalidate(topic)
-            limit = Math.min(limit, yield* limits.limitFor(topic))
-            if (single === undefined) {
-              const half = Math.ceil(batch.length / 2)
-              queue.unshift(batch.slice(0, half), batch.slice(half))
-              continue
-            }
-            outcomes[single.index] = Result.fail(
-              new PermanentPublishError({
-                topic,
-                reason: `${describe(error)}; ${RecordSize.describeTooLarge(single, limit)}`
-              })
-            )
-            if (single.key !== null) failedKeys.add(single.key)
-            continue
-          }
-          // Any other error concerns the partition: this batch failed, the rest is not sent.
-          const verdict = error instanceof SendError ? error.verdict : toPublishError(topic, error)
-          for (const record of batch) outcomes[record.index] = Result.fail(verdict)
-          for (const record of queue.flat()) {
-            if (verdict._tag === "BrokerUnavailableError") outcomes[record.index] = Result.fail(verdict)
-            else notSent(record, `an older record batch of partition ${partition} failed (${verdict.message})`)
-          }
-          yield* Effect.logDebug(`kafka publish to ${topic}/${partition} failed: ${verdict.message}`)
-          return
-        }
-      })
+      PartitionSend.sendPartition(
+        {
+          limitFor: limits.limitFor,
+          invalidateLimit: limits.invalidate,
+          send: (topic, partition, batch) => sendRecords(topic, partition, batch, deadline),
+          isRecordSizeError: (error) => !(error instanceof SendError) && isRecordSizeError(error),
+          verdict: (topic, error) => (error instanceof SendError ? error.verdict : toPublishError(topic, error)),
+          describe,
+          uncompressed,
+          onSent: (records) => Metric.update(publishedRecords, records)
+        },
+        group.topic,
+        group.partition,
+        group.records,
+        outcomes
+      )
 
     /**
      * One `sendBatch` of records for one partition: the base offset they were appended at, or

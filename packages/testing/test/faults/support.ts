@@ -380,19 +380,7 @@ export const privateBroker = (options: {
   }
   const services = join(repoRoot, "scripts", "services")
   // The broker JVMs of this state directory (by their config path on the command line).
-  const jvmPids = (): Array<number> =>
-    readdirSync("/proc")
-      .filter((d) => /^\d+$/.test(d))
-      .flatMap((d) => {
-        try {
-          const cmdline = readFileSync(`/proc/${d}/cmdline`, "utf8")
-          return cmdline.includes("kafka.Kafka") && cmdline.includes(join(options.state, "server.properties"))
-            ? [Number(d)]
-            : []
-        } catch {
-          return []
-        }
-      })
+  const jvmPids = () => brokerJvmPids(options.state)
   // `scripts/services down` stops the JVM itself and waits until its port is closed; a JVM still
   // running afterwards would be a bug in the script, so it fails the test instead of being killed.
   const down = async () => {
