@@ -12,5 +12,6 @@ TopicReaderSuite.suite("PlatformaticTopicReader", {
       { brokers, clientId: "adapter-platformatic-reader-conformance" },
       { consumer: consumerOptions }
     ),
-  deleteTopics: (topics) => PlatformaticClient.use((client) => PlatformaticBrokerAdmin.deleteTopics(client.admin, topics))
+  deleteTopics: (topics) =>
+    PlatformaticClient.use((client) => PlatformaticBrokerAdmin.deleteTopics(client.admin, topics))
 })

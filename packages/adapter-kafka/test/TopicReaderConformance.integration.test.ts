@@ -7,6 +7,7 @@ import * as KafkaOutbox from "../src/KafkaOutbox.ts"
 import { brokers, consumerOptions } from "./support.ts"
 
 TopicReaderSuite.suite("KafkaTopicReader", {
-  layer: () => KafkaOutbox.layer({ brokers, clientId: "adapter-kafka-reader-conformance" }, { consumer: consumerOptions }),
+  layer: () =>
+    KafkaOutbox.layer({ brokers, clientId: "adapter-kafka-reader-conformance" }, { consumer: consumerOptions }),
   deleteTopics: (topics) => KafkaClient.use((client) => KafkaBrokerAdmin.deleteTopics(client.admin, topics))
 })

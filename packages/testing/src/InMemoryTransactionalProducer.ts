@@ -4,6 +4,11 @@
  * half — and an injected abort changes nothing at all, like an aborted Kafka transaction seen by
  * a `read_committed` consumer.
  *
+ * As Kafka does, a transaction aborts, not retriable, when a record's topic or partition does not
+ * exist, when its offsets name a topic or partition that does not exist, when a partition's
+ * records exceed the broker's default `max.message.bytes` (Kafka sends them as one record batch),
+ * and when a newer producer over the same broker took its `transactionalId` (fencing).
+ *
  * The broker's publish fault plans are not meant for transactional topics: a transaction checks
  * its targets first and then cannot fail half-way; use {@link Control.failNext} to abort
  * transactions instead.
@@ -12,12 +17,52 @@
  */
 import { ConsumerSource, type Subscription } from "@effect-outbox/core/ConsumerSource"
 import { Publisher } from "@effect-outbox/core/Publisher"
-import { TransactionAbortedError, TransactionalProducer } from "@effect-outbox/core/TransactionalProducer"
+import * as RecordSize from "@effect-outbox/core/RecordSize"
+import {
+  TransactionAbortedError,
+  TransactionalProducer,
+  type TransactionRequest
+} from "@effect-outbox/core/TransactionalProducer"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Scope from "effect/Scope"
 import { InMemoryBroker } from "./InMemoryBroker.ts"
+import { brokerAccepts } from "./internal/brokerPublisher.ts"
+
+/**
+ * The producer epochs of each broker's transactional ids, as Kafka's transaction coordinator
+ * keeps them: keyed by the broker's control handle, so it lives and dies with that broker.
+ */
+const epochs = new WeakMap<InMemoryBroker["Service"], Map<string, number>>()
+
+/** Why Kafka would refuse `request`, checked before anything of it is applied. */
+const refusal = (request: TransactionRequest, topics: ReadonlyMap<string, number>): string | undefined => {
+  const batches = new Map<string, Array<RecordSize.SizedRecord>>()
+  for (const [i, record] of request.records.entries()) {
+    const partitions = topics.get(record.topic)
+    if (partitions === undefined) return `topic ${record.topic} does not exist`
+    if (record.partition !== null && (record.partition < 0 || record.partition >= partitions)) {
+      return `topic ${record.topic} has no partition ${record.partition}`
+    }
+    // One record batch per partition, as Kafka sends a transaction's records; a keyed record
+    // is counted with its key's (the same partition), an unkeyed one alone.
+    const slot = `${record.topic}\u0000${record.partition ?? (record.key === null ? `record ${i}` : `key ${record.key}`)}`
+    batches.set(slot, [...(batches.get(slot) ?? []), record])
+  }
+  for (const [slot, records] of batches) {
+    if (!brokerAccepts(records, RecordSize.DEFAULT_MAX_MESSAGE_BYTES)) {
+      return `MESSAGE_TOO_LARGE: the records for ${slot.split("\u0000")[0]} exceed max.message.bytes`
+    }
+  }
+  for (const offset of request.offsets) {
+    const partitions = topics.get(offset.topic)
+    if (partitions === undefined || offset.partition < 0 || offset.partition >= partitions) {
+      return `UNKNOWN_TOPIC_OR_PARTITION: cannot commit offsets of ${offset.topic}/${offset.partition}`
+    }
+  }
+  return undefined
+}
 
 /**
  * @since 0.1.0
@@ -58,6 +103,11 @@ export const layer = (
       let pendingFaults: Array<boolean> = []
       let committed = 0
       let aborted = 0
+      // Taking the id fences every older producer of it on this broker.
+      const registry = epochs.get(broker) ?? new Map<string, number>()
+      epochs.set(broker, registry)
+      const epoch = (registry.get(transactionalId) ?? 0) + 1
+      registry.set(transactionalId, epoch)
 
       const committer = (groupId: string) =>
         Effect.gen(function* () {
@@ -79,16 +129,13 @@ export const layer = (
           Effect.uninterruptible(
             Effect.gen(function* () {
               const members = yield* committer(request.groupId)
+              if (registry.get(transactionalId) !== epoch) {
+                return yield* abort("PRODUCER_FENCED: a newer producer took this transactionalId", false)
+              }
               const fault = pendingFaults.shift()
               if (fault !== undefined) return yield* abort("injected abort", fault)
-              const topics = yield* broker.topics
-              for (const record of request.records) {
-                const partitions = topics.get(record.topic)
-                if (partitions === undefined) return yield* abort(`topic ${record.topic} does not exist`, false)
-                if (record.partition !== null && (record.partition < 0 || record.partition >= partitions)) {
-                  return yield* abort(`topic ${record.topic} has no partition ${record.partition}`, false)
-                }
-              }
+              const refused = refusal(request, yield* broker.topics)
+              if (refused !== undefined) return yield* abort(refused, false)
               // From here nothing can fail: both halves are applied back to back.
               const outcomes = yield* publisher.publish(request.records)
               const receipts = outcomes.map((outcome) => {

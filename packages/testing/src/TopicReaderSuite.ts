@@ -94,10 +94,7 @@ const readsEverything: Case = {
       const requests = yield* Effect.forEach([0, 1, 2, 0, 1, 0, 2], (partition, i) =>
         publishRequest(topic, { partition, key: i % 2 === 0 ? `k${i}` : null, headers: { n: String(i) } })
       )
-      const receipts = [
-        ...(yield* publishAll(requests.slice(0, 4))),
-        ...(yield* publishAll(requests.slice(4)))
-      ]
+      const receipts = [...(yield* publishAll(requests.slice(0, 4))), ...(yield* publishAll(requests.slice(4)))]
       const records = yield* readAll(topic)
       assert.strictEqual(records.length, requests.length)
       assertOffsetOrder(records)

@@ -261,10 +261,7 @@ export const suite = <R = never>(name: string, options: Options<R>): void => {
       if (!offered(c.needs)) continue
       it.live(
         c.name,
-        () =>
-          c
-            .run<R>({ peer: peer ?? Effect.die("no peer") })
-            .pipe(Effect.scoped, Effect.provide(options.layer())),
+        () => c.run<R>({ peer: peer ?? Effect.die("no peer") }).pipe(Effect.scoped, Effect.provide(options.layer())),
         options.timeout ?? 60_000
       )
     }

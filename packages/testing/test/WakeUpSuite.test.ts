@@ -2,9 +2,9 @@
 // in-memory database's Transactor. It signals at once and knows no transaction (feature
 // `afterCommit` off, reason in the suite); PostgreSQL's runs in adapter-pg.
 import * as WakeUp from "@effect-outbox/core/WakeUp"
+import * as Layer from "effect/Layer"
 import * as InMemoryDatabase from "../src/InMemoryDatabase.ts"
 import * as WakeUpSuite from "../src/WakeUpSuite.ts"
-import * as Layer from "effect/Layer"
 
 WakeUpSuite.suite("WakeUp.layerMemory", {
   layer: () => Layer.merge(WakeUp.layerMemory, InMemoryDatabase.layer),

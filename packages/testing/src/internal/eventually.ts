@@ -24,7 +24,9 @@ export const eventually = <A, E, R>(
   )
 
 /** Counts the elements of `stream` in a fiber of the enclosing scope. */
-export const counting = <E, R>(stream: Stream.Stream<unknown, E, R>): Effect.Effect<Ref.Ref<number>, never, R | Scope.Scope> =>
+export const counting = <E, R>(
+  stream: Stream.Stream<unknown, E, R>
+): Effect.Effect<Ref.Ref<number>, never, R | Scope.Scope> =>
   Effect.gen(function* () {
     const count = yield* Ref.make(0)
     yield* Effect.forkScoped(Stream.runForEach(stream, () => Ref.update(count, (n) => n + 1)))
