@@ -4,7 +4,7 @@
  * with `KafkaConsumerSource`, which reads `read_committed`, so aborted records never reach
  * downstream consumers.
  *
- * Verified against Apache Kafka 4.1.1 with kafkajs 2.2.4 (see docs/kafka.md): commit, abort and
+ * Verified against Apache Kafka 4.4.0 with kafkajs 2.2.4 (see docs/kafka.md): commit, abort and
  * offsets-in-transaction work; kafkajs speaks the classic (v1) transaction protocol, which
  * Kafka 4.x still serves.
  *

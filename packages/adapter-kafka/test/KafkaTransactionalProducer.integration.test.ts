@@ -1,4 +1,4 @@
-// Kafka transactions on the real broker (R7.1): kafkajs 2.2.4 against Apache Kafka 4.1.1.
+// Kafka transactions on the real broker (R7.1): kafkajs 2.2.4 against Apache Kafka 4.4.0.
 
 import { randomUUID } from "node:crypto"
 import { assert, layer } from "@effect/vitest"

@@ -1,8 +1,9 @@
 /**
  * THE transition helper (R2.7). Every status change in the library goes through this module:
  * it checks the move against the lifecycle table, writes it as one batched compare-and-set
- * (`OutboxStore.transition`) or one claim (`OutboxStore.claim`), and records a span, a log line
- * and a metric per transition. Nothing else calls the store's `claim` or `transition`.
+ * (`OutboxStore.transition`) or one claim (`OutboxStore.claim`), and records one span per call
+ * (a call moves a whole batch of rows) plus a debug log line and a metric count per row moved.
+ * Nothing else calls the store's `claim` or `transition`.
  *
  * The convenience operations below are the only moves the library makes; {@link apply} is the
  * checked escape hatch for anything else.
