@@ -224,76 +224,77 @@ const offsetsAlone: Case = {
     })
 }
 
-const missingPartitionAborts: Case = {
-  name: "a record for a partition the topic lacks aborts the whole transaction, not retriable",
+/**
+ * A case where the transaction `doomed` builds (a good record to `output` among them, offsets of
+ * `input` at 1) must abort — not retriable unless `retriable` is left open — and leave nothing:
+ * a follow-up transaction is all that shows.
+ */
+const abortCase = (
+  name: string,
+  doomed: (
+    topics: Topics,
+    output: string,
+    input: string
+  ) => Effect.Effect<Pick<TransactionRequest, "records" | "offsets">, unknown, BrokerAdmin>,
+  notRetriable = true
+): Case => ({
+  name,
   run: ({ topics }) =>
     Effect.gen(function* () {
       const output = yield* topics.make(2)
       const input = yield* topics.make(1)
       const groupId = uniqueName("tx-group")
-      const error = yield* abortedBy({
-        groupId,
-        records: [yield* record(output, "doomed", 0), yield* record(output, "nowhere", 5)],
-        offsets: [{ topic: input, partition: 0, offset: "1" }]
-      })
-      assert.isFalse(error.retriable, error.message)
+      const error = yield* abortedBy({ groupId, ...(yield* doomed(topics, output, input)) })
+      if (notRetriable) assert.isFalse(error.retriable, error.message)
       yield* onlyTheFollowUp(output, input, groupId)
     })
-}
+})
 
-const missingTopicAborts: Case = {
-  name: "a record for a topic that does not exist aborts the whole transaction, not retriable",
-  run: ({ topics }) =>
+const inputAt1 = (input: string) => [{ topic: input, partition: 0, offset: "1" }]
+
+const missingPartitionAborts = abortCase(
+  "a record for a partition the topic lacks aborts the whole transaction, not retriable",
+  (_, output, input) =>
     Effect.gen(function* () {
-      const output = yield* topics.make(1)
-      const input = yield* topics.make(1)
-      const groupId = uniqueName("tx-group")
-      const error = yield* abortedBy({
-        groupId,
+      return {
+        records: [yield* record(output, "doomed"), yield* record(output, "nowhere", 5)],
+        offsets: inputAt1(input)
+      }
+    })
+)
+
+const missingTopicAborts = abortCase(
+  "a record for a topic that does not exist aborts the whole transaction, not retriable",
+  (topics, output, input) =>
+    Effect.gen(function* () {
+      return {
         records: [yield* record(output, "doomed"), yield* record(topics.name(), "nowhere")],
-        offsets: [{ topic: input, partition: 0, offset: "1" }]
-      })
-      assert.isFalse(error.retriable, error.message)
-      yield* onlyTheFollowUp(output, input, groupId)
+        offsets: inputAt1(input)
+      }
     })
-}
+)
 
-const uncommittableOffsetsAbort: Case = {
-  name: "offsets the broker cannot commit (a missing topic) abort the transaction: its records never show",
-  run: ({ topics }) =>
+const uncommittableOffsetsAbort = abortCase(
+  "offsets the broker cannot commit (a missing topic) abort the transaction: its records never show",
+  (topics, output, input) =>
     Effect.gen(function* () {
-      const output = yield* topics.make(1)
-      const input = yield* topics.make(1)
-      const groupId = uniqueName("tx-group")
-      yield* abortedBy({
-        groupId,
+      return {
         records: [yield* record(output, "doomed")],
-        offsets: [
-          { topic: input, partition: 0, offset: "1" },
-          { topic: topics.name(), partition: 0, offset: "1" }
-        ]
-      })
-      yield* onlyTheFollowUp(output, input, groupId)
-    })
-}
+        offsets: [...inputAt1(input), { topic: topics.name(), partition: 0, offset: "1" }]
+      }
+    }),
+  // kafkajs reports the broker's answer as it comes; the port promises only the abort here.
+  false
+)
 
-const refusedRecordAborts: Case = {
-  name: "a record the broker refuses (over max.message.bytes) aborts the whole transaction, not retriable",
-  run: ({ topics }) =>
+const refusedRecordAborts = abortCase(
+  "a record the broker refuses (over max.message.bytes) aborts the whole transaction, not retriable",
+  (_, output, input) =>
     Effect.gen(function* () {
-      const output = yield* topics.make(1)
-      const input = yield* topics.make(1)
-      const groupId = uniqueName("tx-group")
       const huge = yield* publishRequest(output, { partition: 0, payload: new Uint8Array(1_100_000) })
-      const error = yield* abortedBy({
-        groupId,
-        records: [yield* record(output, "doomed"), huge],
-        offsets: [{ topic: input, partition: 0, offset: "1" }]
-      })
-      assert.isFalse(error.retriable, error.message)
-      yield* onlyTheFollowUp(output, input, groupId)
+      return { records: [yield* record(output, "doomed"), huge], offsets: inputAt1(input) }
     })
-}
+)
 
 const newerProducerFences: Case = {
   name: "a newer producer with the same transactionalId fences the older: its commits abort, not retriable",

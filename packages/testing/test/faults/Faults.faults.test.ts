@@ -22,7 +22,7 @@ afterAll(() => {
 })
 
 describe("a relay process killed with SIGKILL while draining", () => {
-  it("loses nothing, duplicates only batches in flight, keeps per-key order", async () => {
+  it("loses nothing, sends nothing twice, keeps per-key order", async () => {
     const events = Number(process.env.FAULTS_KILL_EVENTS ?? 20_000)
     const keys = 200
     const schema = Support.uniqueName("faults_kill")
