@@ -34,16 +34,21 @@ export const counting = <E, R>(
   })
 
 /**
- * The count once it has not moved for `quietMillis` (at most 10 s): what a subscriber saw of the
- * signals already under way (a connect signal, the tail of a burst).
+ * The count once it has not moved for `quietMillis`, and not before `atLeastMillis` have passed
+ * (at most 10 s): what a subscriber saw of the signals already under way (a connect signal that a
+ * busy machine delays, the tail of a burst).
  */
-export const settled = (count: Ref.Ref<number>, quietMillis = 300): Effect.Effect<number, Error> =>
+export const settled = (
+  count: Ref.Ref<number>,
+  quietMillis = 400,
+  atLeastMillis = 1_000
+): Effect.Effect<number, Error> =>
   Effect.gen(function* () {
     let last = yield* Ref.get(count)
     for (let waited = 0; waited < 10_000; waited += quietMillis) {
       yield* Effect.sleep(quietMillis)
       const now = yield* Ref.get(count)
-      if (now === last) return now
+      if (now === last && waited + quietMillis >= atLeastMillis) return now
       last = now
     }
     return yield* Effect.fail(new Error(`signals never went quiet (${last} so far)`))
