@@ -12,7 +12,7 @@
  *
  * @since 0.1.0
  */
-import { assert, describe, it } from "@effect/vitest"
+import { assert } from "@effect/vitest"
 import type { BrokerAdmin } from "@effect-outbox/core/BrokerAdmin"
 import type { ConsumerRecord } from "@effect-outbox/core/ConsumerSource"
 import type { PublishReceipt } from "@effect-outbox/core/OutboxMessage"
@@ -22,6 +22,7 @@ import * as Effect from "effect/Effect"
 import type * as Layer from "effect/Layer"
 import * as Result from "effect/Result"
 import * as Stream from "effect/Stream"
+import { registerCases } from "./internal/caseTable.ts"
 import { publishRequest } from "./internal/conformance.ts"
 import { type DeleteTopics, type Topics, withTopics } from "./internal/suiteTopics.ts"
 
@@ -211,13 +212,8 @@ export const cases: ReadonlyArray<Case> = [
  */
 export const suite = <R = never>(name: string, options: Options<R>): void => {
   const prefix = options.topicPrefix ?? "reader-conformance"
-  describe(`${name} (TopicReader conformance)`, () => {
-    for (const c of cases) {
-      it.live(
-        c.name,
-        () => withTopics(prefix, options.deleteTopics, c.run).pipe(Effect.provide(options.layer())),
-        options.timeout ?? 120_000
-      )
-    }
+  registerCases(`${name} (TopicReader conformance)`, cases, {
+    run: (c) => withTopics(prefix, options.deleteTopics, c.run).pipe(Effect.provide(options.layer())),
+    timeout: options.timeout ?? 120_000
   })
 }

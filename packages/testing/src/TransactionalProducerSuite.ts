@@ -13,7 +13,7 @@
  *
  * @since 0.1.0
  */
-import { assert, describe, it } from "@effect/vitest"
+import { assert } from "@effect/vitest"
 import { BrokerAdmin } from "@effect-outbox/core/BrokerAdmin"
 import type { PublishRequest } from "@effect-outbox/core/Publisher"
 import { TopicReader } from "@effect-outbox/core/TopicReader"
@@ -22,6 +22,7 @@ import * as Effect from "effect/Effect"
 import type * as Layer from "effect/Layer"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
+import { registerCases } from "./internal/caseTable.ts"
 import { publishRequest, uniqueName } from "./internal/conformance.ts"
 import { eventually } from "./internal/eventually.ts"
 import { type DeleteTopics, type Topics, withTopics } from "./internal/suiteTopics.ts"
@@ -224,18 +225,20 @@ const offsetsAlone: Case = {
     })
 }
 
+/** The records (each built fresh) and offsets of a transaction that must abort. */
+interface Doomed {
+  readonly records: ReadonlyArray<Effect.Effect<PublishRequest>>
+  readonly offsets: TransactionRequest["offsets"]
+}
+
 /**
- * A case where the transaction `doomed` builds (a good record to `output` among them, offsets of
- * `input` at 1) must abort — not retriable unless `retriable` is left open — and leave nothing:
- * a follow-up transaction is all that shows.
+ * A case where the transaction `doomed` describes (a good record to `output` among the bad,
+ * offsets of `input`) must abort — not retriable unless `notRetriable` is `false` — and leave
+ * nothing behind: a follow-up transaction is all that shows.
  */
 const abortCase = (
   name: string,
-  doomed: (
-    topics: Topics,
-    output: string,
-    input: string
-  ) => Effect.Effect<Pick<TransactionRequest, "records" | "offsets">, unknown, BrokerAdmin>,
+  doomed: (topics: Topics, output: string, input: string) => Doomed,
   notRetriable = true
 ): Case => ({
   name,
@@ -244,7 +247,8 @@ const abortCase = (
       const output = yield* topics.make(2)
       const input = yield* topics.make(1)
       const groupId = uniqueName("tx-group")
-      const error = yield* abortedBy({ groupId, ...(yield* doomed(topics, output, input)) })
+      const { records, offsets } = doomed(topics, output, input)
+      const error = yield* abortedBy({ groupId, records: yield* Effect.all(records), offsets })
       if (notRetriable) assert.isFalse(error.retriable, error.message)
       yield* onlyTheFollowUp(output, input, groupId)
     })
@@ -254,46 +258,36 @@ const inputAt1 = (input: string) => [{ topic: input, partition: 0, offset: "1" }
 
 const missingPartitionAborts = abortCase(
   "a record for a partition the topic lacks aborts the whole transaction, not retriable",
-  (_, output, input) =>
-    Effect.gen(function* () {
-      return {
-        records: [yield* record(output, "doomed"), yield* record(output, "nowhere", 5)],
-        offsets: inputAt1(input)
-      }
-    })
+  (_, output, input) => ({
+    records: [record(output, "doomed"), record(output, "nowhere", 5)],
+    offsets: inputAt1(input)
+  })
 )
 
 const missingTopicAborts = abortCase(
   "a record for a topic that does not exist aborts the whole transaction, not retriable",
-  (topics, output, input) =>
-    Effect.gen(function* () {
-      return {
-        records: [yield* record(output, "doomed"), yield* record(topics.name(), "nowhere")],
-        offsets: inputAt1(input)
-      }
-    })
+  (topics, output, input) => ({
+    records: [record(output, "doomed"), record(topics.name(), "nowhere")],
+    offsets: inputAt1(input)
+  })
 )
 
 const uncommittableOffsetsAbort = abortCase(
   "offsets the broker cannot commit (a missing topic) abort the transaction: its records never show",
-  (topics, output, input) =>
-    Effect.gen(function* () {
-      return {
-        records: [yield* record(output, "doomed")],
-        offsets: [...inputAt1(input), { topic: topics.name(), partition: 0, offset: "1" }]
-      }
-    }),
-  // kafkajs reports the broker's answer as it comes; the port promises only the abort here.
+  (topics, output, input) => ({
+    records: [record(output, "doomed")],
+    offsets: [...inputAt1(input), { topic: topics.name(), partition: 0, offset: "1" }]
+  }),
+  // The port promises the abort; whether Kafka's answer here is retriable is the client's call.
   false
 )
 
 const refusedRecordAborts = abortCase(
   "a record the broker refuses (over max.message.bytes) aborts the whole transaction, not retriable",
-  (_, output, input) =>
-    Effect.gen(function* () {
-      const huge = yield* publishRequest(output, { partition: 0, payload: new Uint8Array(1_100_000) })
-      return { records: [yield* record(output, "doomed"), huge], offsets: inputAt1(input) }
-    })
+  (_, output, input) => ({
+    records: [record(output, "doomed"), publishRequest(output, { partition: 0, payload: new Uint8Array(1_100_000) })],
+    offsets: inputAt1(input)
+  })
 )
 
 const newerProducerFences: Case = {
@@ -347,17 +341,12 @@ export const cases: ReadonlyArray<Case> = [
 export const suite = <R = never>(name: string, options: Options<R>): void => {
   const prefix = options.topicPrefix ?? "tx-conformance"
   const producer = options.producer
-  describe(`${name} (TransactionalProducer conformance)`, () => {
-    for (const c of cases) {
-      if (c.needs === "producer" && producer === undefined) continue
-      it.live(
-        c.name,
-        () =>
-          withTopics(prefix, options.deleteTopics, (topics) =>
-            c.run<R>({ topics, producer: producer ?? (() => Effect.die("no producer")) })
-          ).pipe(Effect.scoped, Effect.provide(options.layer())),
-        options.timeout ?? 120_000
-      )
-    }
+  registerCases(`${name} (TransactionalProducer conformance)`, cases, {
+    offered: (c) => c.needs !== "producer" || producer !== undefined,
+    run: (c) =>
+      withTopics(prefix, options.deleteTopics, (topics) =>
+        c.run<R>({ topics, producer: producer ?? (() => Effect.die("no producer")) })
+      ).pipe(Effect.scoped, Effect.provide(options.layer())),
+    timeout: options.timeout ?? 120_000
   })
 }

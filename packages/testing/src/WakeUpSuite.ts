@@ -13,7 +13,7 @@
  *
  * @since 0.1.0
  */
-import { assert, describe, it } from "@effect/vitest"
+import { assert } from "@effect/vitest"
 import { Transactor } from "@effect-outbox/core/Transactor"
 import { WakeUp } from "@effect-outbox/core/WakeUp"
 import * as Effect from "effect/Effect"
@@ -22,6 +22,7 @@ import type * as Layer from "effect/Layer"
 import * as Ref from "effect/Ref"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
+import { registerCases } from "./internal/caseTable.ts"
 import { counting, eventually, settled } from "./internal/eventually.ts"
 
 /**
@@ -256,14 +257,9 @@ export const suite = <R = never>(name: string, options: Options<R>): void => {
         return afterCommit && peer !== undefined
     }
   }
-  describe(`${name} (WakeUp conformance)`, () => {
-    for (const c of cases) {
-      if (!offered(c.needs)) continue
-      it.live(
-        c.name,
-        () => c.run<R>({ peer: peer ?? Effect.die("no peer") }).pipe(Effect.scoped, Effect.provide(options.layer())),
-        options.timeout ?? 60_000
-      )
-    }
+  registerCases(`${name} (WakeUp conformance)`, cases, {
+    offered: (c) => offered(c.needs),
+    run: (c) => c.run<R>({ peer: peer ?? Effect.die("no peer") }).pipe(Effect.scoped, Effect.provide(options.layer())),
+    timeout: options.timeout ?? 60_000
   })
 }
