@@ -1,8 +1,10 @@
 /**
- * The raw @platformatic/kafka baselines of `KafkaAdapters.ts`, the counterparts of `Raw.ts`'s
- * kafkajs ones: the same records, batch sizes and acknowledgements, no outbox.
+ * The raw client baselines of `KafkaAdapters.ts`: @platformatic/kafka counterparts of `Raw.ts`'s
+ * kafkajs ones (the same records, batch sizes and acknowledgements, no outbox), and no-op
+ * consumers of both clients timed from their first batch.
  */
 import { Consumer, ProduceAcks, Producer } from "@platformatic/kafka"
+import type Kafkajs from "kafkajs"
 import * as Env from "../Env.ts"
 
 export const producer = () =>
@@ -27,26 +29,75 @@ export const sendLoop = async (p: Producer, topic: string, n: number, batchSize:
   return performance.now() - started
 }
 
-/** Consumes `expected` records with a no-op handler (a fresh group, from the earliest); elapsed ms. */
+/**
+ * A consumer's delivery rate with the group join left out: the clock starts when the first batch
+ * arrives and the records of that batch are not counted.
+ */
+export class Clock {
+  private first: number | undefined
+  private firstCount = 0
+  count = 0
+  /** Records `n` delivered records. */
+  add(n: number) {
+    if (this.first === undefined) {
+      this.first = performance.now()
+      this.firstCount = n
+    }
+    this.count += n
+  }
+  /** Records per second after the first batch. */
+  rate() {
+    return ((this.count - this.firstCount) / (performance.now() - (this.first ?? 0))) * 1000
+  }
+}
+
+/** A no-op @platformatic/kafka group consumer (a fresh group, from the earliest) reading `expected` records. */
 export const noopConsume = async (topic: string, expected: number, timeoutMs = 300_000): Promise<number> => {
   const consumer = new Consumer({
     clientId: "effect-outbox-bench",
     bootstrapBrokers: Env.brokers,
     groupId: Env.uniqueName("bench-noop-plt")
   })
-  const started = performance.now()
   try {
     const stream = await consumer.consume({ topics: [topic], mode: "earliest", autocommit: true, maxWaitTime: 100 })
-    let count = 0
-    const timer = setTimeout(() => stream.destroy(new Error(`consumed ${count}/${expected} in time`)), timeoutMs)
+    const clock = new Clock()
+    const timer = setTimeout(() => stream.destroy(new Error(`consumed ${clock.count}/${expected} in time`)), timeoutMs)
     for await (const _ of stream) {
-      if (++count >= expected) break
+      clock.add(1)
+      if (clock.count >= expected) break
     }
     clearTimeout(timer)
-    const elapsed = performance.now() - started
+    const rate = clock.rate()
     await stream.close().catch(() => undefined)
-    return elapsed
+    return rate
   } finally {
     await consumer.close(true).catch(() => undefined)
+  }
+}
+
+/** The same with a no-op kafkajs consumer (`eachBatch`, offsets resolved, auto-commit). */
+export const kafkajsNoopConsume = async (k: Kafkajs.Kafka, topic: string, expected: number): Promise<number> => {
+  const consumer = k.consumer({ groupId: Env.uniqueName("bench-noop"), maxWaitTimeInMs: 100 })
+  await consumer.connect()
+  try {
+    await consumer.subscribe({ topic, fromBeginning: true })
+    const clock = new Clock()
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`consumed ${clock.count}/${expected} in time`)), 300_000)
+      void consumer.run({
+        eachBatch: async ({ batch, resolveOffset, heartbeat }) => {
+          clock.add(batch.messages.length)
+          for (const m of batch.messages) resolveOffset(m.offset)
+          await heartbeat()
+          if (clock.count >= expected) {
+            clearTimeout(timer)
+            resolve()
+          }
+        }
+      })
+    })
+    return clock.rate()
+  } finally {
+    await consumer.disconnect()
   }
 }
