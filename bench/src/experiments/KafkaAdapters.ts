@@ -11,8 +11,9 @@
  *   over `KafkaConsumerSource` or `PlatformaticConsumerSource`, and a no-op `ConsumerSource`
  *   subscription committing each batch (delivery through the adapter alone)
  *
- * Consumer rates are timed from the first batch (its records not counted): the group join, which
- * differs between the clients and dominates short runs, is left out.
+ * Consumer rates leave the group join out (it differs between the clients and dominates short
+ * runs): the raw consumers are timed from their member's join event, the adapter variants from
+ * their first batch (its records not counted).
  * The machine is shared: compare the columns of one run (ratios), not with bench/results.md.
  *
  *   node bench/src/experiments/KafkaAdapters.ts [--reps 3] [--backlog 5000] [--messages 20000]
