@@ -46,6 +46,7 @@ export interface StackOptions {
   readonly sink?: Sink
   /** The default wake-up (in process + a coalesced NOTIFY after commit, LISTEN), or polling only. */
   readonly wake?: Wake
+  /** Default: `BENCH_KAFKA` (`pnpm bench --kafka platformatic` sets it), else kafkajs. */
   readonly kafka?: KafkaAdapter
 }
 
@@ -71,7 +72,7 @@ const services = (options: StackOptions) => {
   const publisher =
     (options.sink ?? "kafka") === "none"
       ? nullPublisher
-      : options.kafka === "platformatic"
+      : (options.kafka ?? process.env.BENCH_KAFKA) === "platformatic"
         ? PlatformaticPublisher.layer().pipe(
             Layer.provide(PlatformaticClient.layer({ brokers: Env.brokers, clientId: "bench-relay" }))
           )
