@@ -6,6 +6,8 @@
 
 import * as KafkaClient from "@effect-outbox/adapter-kafka/KafkaClient"
 import * as KafkaPublisher from "@effect-outbox/adapter-kafka/KafkaPublisher"
+import * as PlatformaticClient from "@effect-outbox/adapter-kafka-platformatic/PlatformaticClient"
+import * as PlatformaticPublisher from "@effect-outbox/adapter-kafka-platformatic/PlatformaticPublisher"
 import * as PgInboxStore from "@effect-outbox/adapter-pg/PgInboxStore"
 import * as PgMigrations from "@effect-outbox/adapter-pg/PgMigrations"
 import * as PgOutboxStore from "@effect-outbox/adapter-pg/PgOutboxStore"
@@ -35,6 +37,8 @@ import * as Env from "./Env.ts"
 
 export type Sink = "kafka" | "none"
 export type Wake = "listen" | "poll"
+/** Which Kafka adapter publishes: kafkajs (`KafkaPublisher`, the default) or @platformatic/kafka. */
+export type KafkaAdapter = "kafkajs" | "platformatic"
 
 export interface StackOptions {
   readonly schema: string
@@ -42,6 +46,8 @@ export interface StackOptions {
   readonly sink?: Sink
   /** The default wake-up (in process + a coalesced NOTIFY after commit, LISTEN), or polling only. */
   readonly wake?: Wake
+  /** Default: `BENCH_KAFKA` (`pnpm bench --kafka platformatic` sets it), else kafkajs. */
+  readonly kafka?: KafkaAdapter
 }
 
 /** Claim + mark without a broker: every record gets a receipt at once. */
@@ -64,9 +70,15 @@ const services = (options: StackOptions) => {
     wake === "listen" ? PgWakeUp.layer() : WakeUp.layerPollingOnly
   ).pipe(Layer.provideMerge(PgMigrations.layer), Layer.provideMerge(tables), Layer.provideMerge(sql))
   const publisher =
-    (options.sink ?? "kafka") === "kafka"
-      ? KafkaPublisher.layer().pipe(Layer.provide(KafkaClient.layer({ brokers: Env.brokers, clientId: "bench-relay" })))
-      : nullPublisher
+    (options.sink ?? "kafka") === "none"
+      ? nullPublisher
+      : (options.kafka ?? process.env.BENCH_KAFKA) === "platformatic"
+        ? PlatformaticPublisher.layer().pipe(
+            Layer.provide(PlatformaticClient.layer({ brokers: Env.brokers, clientId: "bench-relay" }))
+          )
+        : KafkaPublisher.layer().pipe(
+            Layer.provide(KafkaClient.layer({ brokers: Env.brokers, clientId: "bench-relay" }))
+          )
   const outbox = Outbox.layerWith({ maxPayloadBytes: 1_000_000 })
   // The library logs every transition at INFO; a production deployment at volume runs at WARN
   // (BENCH_LOG_LEVEL=Info measures the default; docs/performance.md gives both).

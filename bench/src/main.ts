@@ -3,8 +3,11 @@
  *
  *   node bench/src/main.ts [--quick] [--reps N] [--latency-reps N] [--backlog N] [--seconds N]
  *                          [--messages N] [--churn-seconds N] [--only 1,2,3,4,5]
+ *                          [--kafka kafkajs|platformatic]
  *
  * Writes bench/results.json and bench/results.md and prints the table. See docs/performance.md.
+ * `--kafka platformatic` puts the relays' publisher on @platformatic/kafka (the baselines and the
+ * scenario 4 consumer stay kafkajs); both adapters side by side: experiments/KafkaAdapters.ts.
  */
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
@@ -26,7 +29,8 @@ const { values } = parseArgs({
     "churn-seconds": { type: "string" },
     messages: { type: "string" },
     "latency-reps": { type: "string" },
-    only: { type: "string" }
+    only: { type: "string" },
+    kafka: { type: "string" }
   }
 })
 
@@ -41,11 +45,14 @@ const settings = {
   messages: int(values.messages, quick ? 3_000 : 20_000),
   latencyReps: int(values["latency-reps"], int(values.reps, quick ? 2 : 5))
 }
+if (values.kafka !== undefined) process.env.BENCH_KAFKA = values.kafka
 const only = new Set((values.only ?? "1,2,3,4,5").split(",").map((s) => s.trim()))
 
 const main = async () => {
   const started = Date.now()
-  console.log(`effect-outbox bench ${JSON.stringify(settings)}; load average ${Cpu.loadAverage()}`)
+  console.log(
+    `effect-outbox bench ${JSON.stringify({ ...settings, kafka: process.env.BENCH_KAFKA ?? "kafkajs" })}; load average ${Cpu.loadAverage()}`
+  )
   let maxRate: number | undefined
   if (only.has("1")) {
     maxRate = (

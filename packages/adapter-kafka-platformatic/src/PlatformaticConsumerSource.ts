@@ -33,6 +33,7 @@ import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
+import { patchFetch } from "./internal/abortedRecords.ts"
 import { PlatformaticClient } from "./PlatformaticClient.ts"
 import { describe, protocolTypes, toConsumerError } from "./PlatformaticErrors.ts"
 import { retrying } from "./PlatformaticRetry.ts"
@@ -115,6 +116,8 @@ export const subscribe = (
       heartbeatInterval: options.heartbeatIntervalMillis ?? 3_000
     }
     const consumer = new Consumer({ ...client.baseOptions, groupId: request.groupId, ...groupOptions })
+    // The client's read_committed filter lets some aborted records through (internal/abortedRecords).
+    patchFetch(consumer)
     // Partitions the runner paused, as topic\u0000partition.
     const paused = new Set<string>()
     // Records of paused partitions read from the stream, in offset order, until resumed.

@@ -50,8 +50,7 @@ export const leaves = (error: unknown): ReadonlyArray<PlatformaticLikeError> => 
     }
     // A client error with its own code (NetworkError, TimeoutError, …) is the leaf: its cause
     // is the socket's error it wraps.
-    const ownCode =
-      current.code !== undefined && current.code.startsWith("PLT_KFK_") && current.code !== "PLT_KFK_MULTIPLE"
+    const ownCode = current.code?.startsWith("PLT_KFK_") && current.code !== "PLT_KFK_MULTIPLE"
     if (current.cause !== undefined && current.cause !== e && current.apiId === undefined && !ownCode) {
       walk(current.cause, depth + 1)
       return

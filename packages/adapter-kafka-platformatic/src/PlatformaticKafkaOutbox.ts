@@ -2,6 +2,8 @@
  * Every broker port of effect-outbox on @platformatic/kafka: `Publisher`, `BrokerProbe`,
  * `BrokerAdmin`, `ConsumerSource` and `TopicReader`. A drop-in sibling of the kafkajs adapter's
  * `KafkaOutbox`: the same ports, the same `KAFKA_BROKERS` / `KAFKA_CLIENT_ID` configuration.
+ * `PlatformaticTransactionalProducer.layer({ transactionalId })` is separate, as with kafkajs: a
+ * transactional id belongs to one pipeline instance.
  *
  * @example
  * ```ts

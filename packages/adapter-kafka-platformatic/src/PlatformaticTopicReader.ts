@@ -1,7 +1,8 @@
 /**
- * `TopicReader` on @platformatic/kafka: every retained record of a topic up to the high
- * watermarks seen when the read starts, read with group-less fetches (no consumer group, nothing
- * committed, nothing left behind).
+ * `TopicReader` on @platformatic/kafka: every retained record of a topic up to the last stable
+ * offsets seen when the read starts, read with group-less read_committed fetches (no consumer
+ * group, nothing committed, nothing left behind; aborted transactions' records left out), as the
+ * kafkajs reader reads.
  *
  * @since 0.1.0
  */
@@ -30,7 +31,7 @@ const readRange = (consumer: Consumer, topic: string, range: Range, fetchBytes: 
   Stream.paginate(range.start, (from) =>
     from >= range.end
       ? Effect.succeed([[] as ReadonlyArray<ConsumerRecord>, Option.none<bigint>()] as const)
-      : Effect.map(fetchOnce(consumer, topic, range, from, fetchBytes), ({ next, records }) => {
+      : Effect.map(fetchOnce(consumer, topic, range, from, fetchBytes, "committed"), ({ next, records }) => {
           const more = next > from && next < range.end ? Option.some(next) : Option.none<bigint>()
           return [records, more] as const
         })
@@ -46,7 +47,7 @@ export const read = (
   options: PlatformaticTopicReaderOptions = {}
 ): Stream.Stream<ConsumerRecord, ConsumerSourceError> =>
   Stream.unwrap(
-    Effect.map(bounds(consumer, topic), (ranges) =>
+    Effect.map(bounds(consumer, topic, "committed"), (ranges) =>
       Stream.fromIterable(ranges).pipe(
         Stream.flatMap((range) => readRange(consumer, topic, range, options.fetchBytes ?? 1_048_576))
       )

@@ -8,6 +8,7 @@ import type { ConsumerRecord } from "@effect-outbox/core/ConsumerSource"
 import type { Consumer } from "@platformatic/kafka"
 import * as Effect from "effect/Effect"
 import { brokerCall } from "../PlatformaticRetry.ts"
+import { committedBatches } from "./abortedRecords.ts"
 
 /** Control batches (transaction markers) carry no user records. */
 const CONTROL_BATCH = 0x20
@@ -18,13 +19,24 @@ export interface Range {
   readonly end: bigint
 }
 
-/** `[low, high)` of every partition of `topic`, read when called. Fails for a missing topic. */
-export const bounds = (consumer: Consumer, topic: string) =>
+/**
+ * Which records a read returns: every record that landed (the probe), or only those of committed
+ * transactions and non-transactional writes, up to the last stable offset (the topic reader).
+ */
+export type Isolation = "uncommitted" | "committed"
+
+const isolationLevel = (isolation: Isolation) => (isolation === "committed" ? 1 : 0)
+
+/**
+ * `[low, high)` of every partition of `topic`, read when called; `high` is the last stable offset
+ * for a committed read. Fails for a missing topic.
+ */
+export const bounds = (consumer: Consumer, topic: string, isolation: Isolation = "uncommitted") =>
   Effect.gen(function* () {
     const [starts, ends] = yield* brokerCall("listOffsets", () =>
       Promise.all([
         consumer.listOffsets({ topics: [topic], timestamp: -2n }),
-        consumer.listOffsets({ topics: [topic], timestamp: -1n })
+        consumer.listOffsets({ topics: [topic], timestamp: -1n, isolationLevel: isolationLevel(isolation) })
       ])
     )
     const highs = ends.get(topic) ?? []
@@ -50,7 +62,8 @@ export const fetchOnce = (
   topic: string,
   range: Range,
   from: bigint,
-  maxBytes = 1_048_576
+  maxBytes = 1_048_576,
+  isolation: Isolation = "uncommitted"
 ): Effect.Effect<{ readonly records: ReadonlyArray<ConsumerRecord>; readonly next: bigint }, unknown> =>
   Effect.gen(function* () {
     const metadata = yield* brokerCall("metadata", () => consumer.metadata({ topics: [topic] }))
@@ -64,8 +77,8 @@ export const fetchOnce = (
         node: leader,
         maxWaitTime: 100,
         maxBytes,
-        // Read uncommitted: the probe looks for any record that landed.
-        isolationLevel: 0,
+        // The probe reads uncommitted (any record that landed), the topic reader committed.
+        isolationLevel: isolationLevel(isolation),
         topics: [
           {
             topicId: info.id,
@@ -93,6 +106,9 @@ export const fetchOnce = (
     for (const batch of answer?.records ?? []) {
       const last = batch.firstOffset + BigInt(batch.lastOffsetDelta)
       if (last + 1n > next) next = last + 1n
+    }
+    const visible = answer === undefined ? [] : isolation === "committed" ? committedBatches(answer) : answer.records
+    for (const batch of visible ?? []) {
       if ((batch.attributes & CONTROL_BATCH) !== 0) continue
       for (const record of batch.records) {
         const offset = batch.firstOffset + BigInt(record.offsetDelta)

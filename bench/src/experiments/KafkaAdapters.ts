@@ -1,0 +1,283 @@
+/**
+ * What-if (not part of `pnpm bench`, issue #16): kafkajs vs @platformatic/kafka side by side in
+ * one process, every variant interleaved with its sibling, the order rotating per repetition.
+ *
+ * - raw producer: an idempotent producer sending 1 KB records in sequential acks=-1 batches of 100
+ * - raw consumer: a no-op group consumer reading the same topic from the start
+ * - scenario 1 (relay throughput): one relay at batch 100 draining a backlog through
+ *   `KafkaPublisher` or `PlatformaticPublisher`, everything else equal
+ * - scenario 2 (latency): commit → LogAppendTime at a fixed rate, LISTEN/NOTIFY wake-up, p50 / p99
+ * - scenario 4 (consumer): the core `Consumer` (per-batch transaction, one order row per event)
+ *   over `KafkaConsumerSource` or `PlatformaticConsumerSource`, and a no-op `ConsumerSource`
+ *   subscription committing each batch (delivery through the adapter alone)
+ *
+ * Consumer rates leave the group join out (it differs between the clients and dominates short
+ * runs): the raw consumers are timed from their member's join event, the adapter variants from
+ * their first batch (its records not counted).
+ * The machine is shared: compare the columns of one run (ratios), not with bench/results.md.
+ *
+ *   node bench/src/experiments/KafkaAdapters.ts [--reps 3] [--backlog 5000] [--messages 20000]
+ *                                               [--rate 300] [--seconds 5]
+ */
+import * as KafkaClient from "@effect-outbox/adapter-kafka/KafkaClient"
+import * as KafkaConsumerSource from "@effect-outbox/adapter-kafka/KafkaConsumerSource"
+import * as PlatformaticClient from "@effect-outbox/adapter-kafka-platformatic/PlatformaticClient"
+import * as PlatformaticConsumerSource from "@effect-outbox/adapter-kafka-platformatic/PlatformaticConsumerSource"
+import * as PgTables from "@effect-outbox/adapter-pg/PgTables"
+import * as Consumer from "@effect-outbox/core/Consumer"
+import { ConsumerSource } from "@effect-outbox/core/ConsumerSource"
+import * as Exit from "effect/Exit"
+import * as Layer from "effect/Layer"
+import * as Schema from "effect/Schema"
+import * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
+import * as Cpu from "../Cpu.ts"
+import * as Env from "../Env.ts"
+import * as Library from "../Library.ts"
+import * as Raw from "../Raw.ts"
+import { median, quantile } from "../Stats.ts"
+import { createOrders } from "../scenarios/WritePath.ts"
+import * as PlatformaticRaw from "./platformaticRaw.ts"
+
+const { Effect, SqlClient } = Library
+const arg = (name: string, fallback: number) => {
+  const i = process.argv.indexOf(`--${name}`)
+  return i === -1 ? fallback : Number(process.argv[i + 1])
+}
+const reps = arg("reps", 3)
+const backlog = arg("backlog", 5000)
+const messages = arg("messages", 20000)
+const rate = arg("rate", 300)
+const seconds = arg("seconds", 5)
+const batchSize = 100
+type Adapter = Library.KafkaAdapter
+
+const k = Env.kafka()
+const admin = k.admin()
+await admin.connect()
+const kafkajsProducer = Env.rawProducer(k)
+await kafkajsProducer.connect()
+const platformaticProducer = PlatformaticRaw.producer()
+const schema = Env.uniqueName("bench_adapters")
+const writer = await Library.makeStack({ schema, pgConnections: 4, wake: "listen" })
+await createOrders(writer, "orders")
+const orders = `${schema}.orders`
+const relays: Record<Adapter, Library.Stack> = {
+  kafkajs: await Library.makeStack({ schema, pgConnections: 4, wake: "listen", kafka: "kafkajs" }),
+  platformatic: await Library.makeStack({ schema, pgConnections: 4, wake: "listen", kafka: "platformatic" })
+}
+const sources: Record<Adapter, Layer.Layer<ConsumerSource>> = {
+  kafkajs: KafkaConsumerSource.layer({ maxWaitTimeMillis: 100 }).pipe(
+    Layer.provide(KafkaClient.layer({ brokers: Env.brokers, clientId: "bench-adapters" }))
+  ),
+  platformatic: PlatformaticConsumerSource.layer({ maxWaitTimeMillis: 100 }).pipe(
+    Layer.provide(PlatformaticClient.layer({ brokers: Env.brokers, clientId: "bench-adapters" }))
+  )
+}
+
+const topics: Array<string> = []
+const topic = async (configs?: Array<{ name: string; value: string }>) => {
+  const name = Env.uniqueName("bench-adapters")
+  await Env.createTopic(admin, name, configs)
+  topics.push(name)
+  return name
+}
+// One pre-filled input topic for every consumer variant (each reads it with a fresh group).
+const input = await topic()
+await Raw.sendBatchLoop(kafkajsProducer, input, messages, 500)
+
+const perSecond = (n: number, ms: number) => (n / ms) * 1000
+
+const rawProduce = async (adapter: Adapter) => {
+  const t = await topic()
+  return perSecond(
+    backlog,
+    adapter === "kafkajs"
+      ? await Raw.sendBatchLoop(kafkajsProducer, t, backlog, batchSize)
+      : await PlatformaticRaw.sendLoop(platformaticProducer, t, backlog, batchSize)
+  )
+}
+
+const rawConsume = (adapter: Adapter) =>
+  adapter === "kafkajs"
+    ? PlatformaticRaw.kafkajsNoopConsume(k, input, messages)
+    : PlatformaticRaw.noopConsume(input, messages)
+
+/** Scenario 1: one relay drains a `backlog`-row outbox. */
+const relayDrain = async (adapter: Adapter) => {
+  const t = await topic()
+  await Library.truncate(writer)
+  await Library.fillBacklog(writer, t, backlog)
+  const started = performance.now()
+  const stop = await Library.startRelay(relays[adapter], { batchSize, pollMillis: 50 })
+  while ((await Library.unpublished(writer)) > 0) await Env.sleep(20)
+  const elapsed = performance.now() - started
+  await stop()
+  const landed = await Env.topicRecords(admin, t)
+  if (landed < backlog) throw new Error(`only ${landed} of ${backlog} records reached ${t}`)
+  return perSecond(backlog, elapsed)
+}
+
+/** Scenario 2: events committed at `rate`/s; commit → LogAppendTime, p50 and p99 in ms. */
+const latency = async (adapter: Adapter) => {
+  const t = await topic([{ name: "message.timestamp.type", value: "LogAppendTime" }])
+  await Library.truncate(writer)
+  const stop = await Library.startRelay(relays[adapter], { batchSize, pollMillis: 1000 })
+  const committed = new Map<string, number>()
+  const total = Math.round(rate * seconds)
+  const started = Date.now()
+  let produced = 0
+  while (produced < total) {
+    const due = Math.min(total, Math.floor(((Date.now() - started) / 1000) * rate))
+    if (due > produced) {
+      const { committedAt, ids } = await Library.enqueueCommitted(writer, t, produced, due - produced)
+      for (const id of ids) committed.set(id, committedAt)
+      produced = due
+    }
+    await Env.sleep(10)
+  }
+  while ((await Library.unpublished(writer)) > 0) await Env.sleep(20)
+  await stop()
+  const appended = await Raw.readTimestamps(k, t, committed.size)
+  const lat = [...committed].map(([id, at]) => appended.get(id)! - at)
+  return { p50: quantile(lat, 0.5), p99: quantile(lat, 0.99) }
+}
+
+const processed = (group: string) =>
+  writer.run(
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const t = yield* PgTables.PgTables
+      const rows = yield* sql.unsafe<{ n: number }>(
+        `SELECT count(*)::int AS n FROM ${t.processed} WHERE consumer = $1`,
+        [group]
+      )
+      return rows[0]!.n
+    })
+  )
+
+const Payload = Schema.Struct({ i: Schema.Number })
+
+/** Scenario 4 through the adapter: the core `Consumer`, one transaction per batch. */
+const consumer = async (adapter: Adapter) => {
+  const group = Env.uniqueName(`bench-adapters-${adapter}`)
+  await writer.run(Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe(`TRUNCATE ${orders}`)))
+  const scope = await writer.run(Scope.make())
+  await writer.run(
+    Consumer.make({
+      groupId: group,
+      topics: [input],
+      schema: Payload,
+      fromBeginning: true,
+      transaction: "per-batch",
+      handler: (m) =>
+        Effect.flatMap(
+          Effect.service(SqlClient.SqlClient),
+          (sql) =>
+            sql`INSERT INTO ${sql(orders)} (id, user_id, amount) VALUES (${m.eventId}, ${Env.keyOf(m.payload.i)}, ${m.payload.i % 997})`
+        )
+    }).pipe(Effect.provide(sources[adapter]), Scope.provide(scope))
+  )
+  // The clock starts at the first committed batch (the group join left out, as for the others).
+  const clock = new PlatformaticRaw.Clock()
+  let done = 0
+  while (done < messages) {
+    const now = await processed(group)
+    if (now > done) clock.add(now - done)
+    done = now
+    await Env.sleep(20)
+  }
+  const rate = clock.rate()
+  await writer.run(Scope.close(scope, Exit.void))
+  return rate
+}
+
+/** Delivery through the adapter alone: subscribe, commit every batch, nothing else. */
+const sourceOnly = (adapter: Adapter) =>
+  Effect.runPromise(
+    Effect.gen(function* () {
+      const source = yield* ConsumerSource
+      const subscription = yield* source.subscribe({ groupId: Env.uniqueName("bench-src"), topics: [input] })
+      const clock = new PlatformaticRaw.Clock()
+      yield* subscription.batches.pipe(
+        Stream.mapEffect((batch) => {
+          clock.add(batch.records.length)
+          const last = batch.records[batch.records.length - 1]!
+          return subscription.commit([
+            { topic: batch.topic, partition: batch.partition, offset: (BigInt(last.offset) + 1n).toString() }
+          ])
+        }),
+        Stream.takeUntil(() => clock.count >= messages),
+        Stream.runDrain
+      )
+      return clock.rate()
+    }).pipe(Effect.scoped, Effect.provide(sources[adapter]))
+  )
+
+type Figure = number | { readonly p50: number; readonly p99: number }
+const experiments: Array<[string, (adapter: Adapter) => Promise<Figure>]> = [
+  ["raw producer, batches of 100 (records/s)", rawProduce],
+  ["raw consumer, no-op (records/s)", rawConsume],
+  ["1 relay drain, batch 100 (events/s)", relayDrain],
+  [`2 latency at ${rate}/s, LISTEN (ms p50 / p99)`, latency],
+  ["4 Consumer, tx per batch (msg/s)", consumer],
+  ["4 ConsumerSource only, commit per batch (msg/s)", sourceOnly]
+]
+const adapters: ReadonlyArray<Adapter> = ["kafkajs", "platformatic"]
+const results = new Map<string, Array<Figure>>()
+const loads: Array<number> = []
+// Warm-up: connections, metadata, producer ids.
+await rawProduce("kafkajs")
+await rawProduce("platformatic")
+for (let rep = 0; rep < reps; rep++) {
+  loads.push(Cpu.loadAverage())
+  const order = experiments.map((_, i) => experiments[(i + rep) % experiments.length]!)
+  for (const [name, run] of order) {
+    // The sibling goes first every other repetition.
+    for (const adapter of rep % 2 === 0 ? adapters : [...adapters].reverse()) {
+      const figure = await run(adapter)
+      results.set(`${name}\u0000${adapter}`, [...(results.get(`${name}\u0000${adapter}`) ?? []), figure])
+      console.log(
+        `rep ${rep + 1} ${name} ${adapter}: ${JSON.stringify(figure, (_, v) => (typeof v === "number" ? Math.round(v) : v))}`
+      )
+    }
+  }
+}
+loads.push(Cpu.loadAverage())
+
+const cell = (xs: ReadonlyArray<Figure>) => {
+  if (typeof xs[0] === "number") {
+    const ns = xs as ReadonlyArray<number>
+    return {
+      text: `${median([...ns]).toFixed(0)} (${Math.min(...ns).toFixed(0)}–${Math.max(...ns).toFixed(0)})`,
+      value: median([...ns])
+    }
+  }
+  const ls = xs as ReadonlyArray<{ p50: number; p99: number }>
+  const p50 = median(ls.map((l) => l.p50))
+  return { text: `${p50.toFixed(0)} / ${median(ls.map((l) => l.p99)).toFixed(0)}`, value: p50 }
+}
+console.log(
+  `\nkafka adapters: ${reps} reps, backlog ${backlog}, ${messages} consumed, latency ${rate}/s × ${seconds} s; ` +
+    `load average per rep ${loads.join(" → ")}`
+)
+// The ratio of each repetition's pair (run back to back), then the median: steadier than a ratio
+// of medians on a machine whose load moves between repetitions.
+const pairRatio = (xs: ReadonlyArray<Figure>, ys: ReadonlyArray<Figure>) =>
+  median(xs.map((x, i) => cell([ys[i]!]).value / cell([x]).value))
+console.log(
+  "| | kafkajs | @platformatic/kafka | platformatic ÷ kafkajs (median of per-rep ratios) |\n| --- | --- | --- | --- |"
+)
+for (const [name] of experiments) {
+  const xs = results.get(`${name}\u0000kafkajs`)!
+  const ys = results.get(`${name}\u0000platformatic`)!
+  console.log(`| ${name} | ${cell(xs).text} | ${cell(ys).text} | ×${pairRatio(xs, ys).toFixed(2)} |`)
+}
+await Env.deleteTopics(admin, topics)
+await Library.dropSchema(writer)
+await kafkajsProducer.disconnect()
+await platformaticProducer.close(true)
+await admin.disconnect()
+for (const stack of Object.values(relays)) await stack.dispose()
+await writer.dispose()
+process.exit(0)
