@@ -5,8 +5,9 @@
  *
  *   node bench/src/experiments/ClaimLimit.ts
  */
-import { claimFunction } from "@effect-outbox/adapter-pg/internal/sql"
+
 import * as PgTables from "@effect-outbox/adapter-pg/PgTables"
+import { claimFunction } from "../../../packages/adapter-pg/src/internal/sql.ts"
 import * as Env from "../Env.ts"
 import * as Library from "../Library.ts"
 

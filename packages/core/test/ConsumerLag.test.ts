@@ -4,11 +4,8 @@
 // shows its backlog instead of its last good sample.
 
 import { assert, describe, it } from "@effect/vitest"
-import * as OutboxRuntime from "@effect-outbox/core/OutboxRuntime"
-import * as Telemetry from "@effect-outbox/core/Telemetry"
-import * as Topic from "@effect-outbox/core/Topic"
-import { Transactor } from "@effect-outbox/core/Transactor"
-import * as WakeUp from "@effect-outbox/core/WakeUp"
+import * as InMemoryBroker from "@effect-outbox/testing/InMemoryBroker"
+import * as InMemoryDatabase from "@effect-outbox/testing/InMemoryDatabase"
 import * as ConfigProvider from "effect/ConfigProvider"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -17,8 +14,11 @@ import * as Metric from "effect/Metric"
 import * as References from "effect/References"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
-import * as InMemoryBroker from "../src/InMemoryBroker.ts"
-import * as InMemoryDatabase from "../src/InMemoryDatabase.ts"
+import * as OutboxRuntime from "../src/OutboxRuntime.ts"
+import * as Telemetry from "../src/Telemetry.ts"
+import * as Topic from "../src/Topic.ts"
+import { Transactor } from "../src/Transactor.ts"
+import * as WakeUp from "../src/WakeUp.ts"
 
 const Greeting = Schema.Struct({ to: Schema.String, n: Schema.Int })
 const Greetings = Topic.make({ name: "greetings", schema: Greeting, key: () => "one-key" })

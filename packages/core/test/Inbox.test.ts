@@ -1,14 +1,14 @@
 import { assert, describe, it } from "@effect/vitest"
-import { OutboxStoreError } from "@effect-outbox/core/Errors"
-import * as Inbox from "@effect-outbox/core/Inbox"
-import { Transactor } from "@effect-outbox/core/Transactor"
+import * as InMemoryDatabase from "@effect-outbox/testing/InMemoryDatabase"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
 import * as Ref from "effect/Ref"
 import * as Schema from "effect/Schema"
-import * as InMemoryDatabase from "../src/InMemoryDatabase.ts"
+import { OutboxStoreError } from "../src/Errors.ts"
+import * as Inbox from "../src/Inbox.ts"
+import { Transactor } from "../src/Transactor.ts"
 
 class WorkFailed extends Schema.TaggedError<WorkFailed>()("WorkFailed", { reason: Schema.String }) {}
 

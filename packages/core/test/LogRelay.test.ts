@@ -3,15 +3,15 @@
 
 import { randomUUID } from "node:crypto"
 import { assert, describe, it } from "@effect/vitest"
-import type { LogMessage } from "@effect-outbox/core/LogRecord"
-import * as LogRelay from "@effect-outbox/core/LogRelay"
-import type { EventId } from "@effect-outbox/core/OutboxMessage"
+import * as InMemoryBroker from "@effect-outbox/testing/InMemoryBroker"
+import * as InMemoryLog from "@effect-outbox/testing/InMemoryLog"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
-import * as InMemoryBroker from "../src/InMemoryBroker.ts"
-import * as InMemoryLog from "../src/InMemoryLog.ts"
+import type { LogMessage } from "../src/LogRecord.ts"
+import * as LogRelay from "../src/LogRelay.ts"
+import type { EventId } from "../src/OutboxMessage.ts"
 
 const settings: LogRelay.Settings = {
   batchSize: 20,

@@ -2,12 +2,6 @@
 // per-key order across them, the bound, the self wake-up after a batch that held keys, and
 // shutdown / crash with more than one batch outstanding.
 import { assert, describe, it } from "@effect/vitest"
-import { RetriablePublishError } from "@effect-outbox/core/Errors"
-import * as Outbox from "@effect-outbox/core/Outbox"
-import type { OutboxMessage } from "@effect-outbox/core/OutboxMessage"
-import { Publisher, type PublishRequest } from "@effect-outbox/core/Publisher"
-import * as Relay from "@effect-outbox/core/Relay"
-import * as StaleRecovery from "@effect-outbox/core/StaleRecovery"
 import * as ConfigProvider from "effect/ConfigProvider"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
@@ -18,6 +12,12 @@ import type * as Layer from "effect/Layer"
 import * as Result from "effect/Result"
 import * as Scope from "effect/Scope"
 import * as TestClock from "effect/testing/TestClock"
+import { RetriablePublishError } from "../src/Errors.ts"
+import * as Outbox from "../src/Outbox.ts"
+import type { OutboxMessage } from "../src/OutboxMessage.ts"
+import { Publisher, type PublishRequest } from "../src/Publisher.ts"
+import * as Relay from "../src/Relay.ts"
+import * as StaleRecovery from "../src/StaleRecovery.ts"
 import { draft, logTexts, makeWorld, row, rows } from "./support/outboxEnv.ts"
 
 type World = Effect.Success<ReturnType<typeof makeWorld>>

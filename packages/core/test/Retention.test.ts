@@ -1,13 +1,13 @@
 import { assert, describe, it } from "@effect/vitest"
-import * as Outbox from "@effect-outbox/core/Outbox"
-import type { EventId } from "@effect-outbox/core/OutboxMessage"
-import * as Relay from "@effect-outbox/core/Relay"
-import * as Retention from "@effect-outbox/core/Retention"
-import * as Transition from "@effect-outbox/core/Transition"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as TestClock from "effect/testing/TestClock"
+import * as Outbox from "../src/Outbox.ts"
+import type { EventId } from "../src/OutboxMessage.ts"
+import * as Relay from "../src/Relay.ts"
+import * as Retention from "../src/Retention.ts"
+import * as Transition from "../src/Transition.ts"
 import { draft, makeWorld, rows } from "./support/outboxEnv.ts"
 
 type World = Effect.Success<ReturnType<typeof makeWorld>>

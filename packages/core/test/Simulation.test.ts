@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
+import * as OutboxInvariants from "@effect-outbox/testing/OutboxInvariants"
 import * as Effect from "effect/Effect"
-import * as OutboxInvariants from "../src/OutboxInvariants.ts"
 import { goodRelay, type RelayLoop, runScenario } from "./support/simulation.ts"
 import { independentSendsRelay, noKeyLockRelay, reversedRelay } from "./support/wrongRelays.ts"
 

@@ -4,8 +4,8 @@
 // failing every record of the call), selected as a deliberately wrong broker model, with a
 // replayable seed; the same seed passes with the library's behaviour (split under the limit).
 import { assert, describe, it } from "@effect/vitest"
+import * as OutboxInvariants from "@effect-outbox/testing/OutboxInvariants"
 import * as Effect from "effect/Effect"
-import * as OutboxInvariants from "../src/OutboxInvariants.ts"
 import { goodRelay, runScenario } from "./support/simulation.ts"
 
 const SEEDS = 100

@@ -2,22 +2,22 @@
 // never reach the outbox, records that do not decode never reach the handler.
 
 import { assert, describe, it } from "@effect/vitest"
-import * as Consumer from "@effect-outbox/core/Consumer"
-import * as DeadLetter from "@effect-outbox/core/DeadLetter"
-import * as Inbox from "@effect-outbox/core/Inbox"
-import * as Outbox from "@effect-outbox/core/Outbox"
-import { OutboxStore } from "@effect-outbox/core/OutboxStore"
-import { Publisher } from "@effect-outbox/core/Publisher"
-import * as Topic from "@effect-outbox/core/Topic"
-import { Transactor } from "@effect-outbox/core/Transactor"
-import * as WakeUp from "@effect-outbox/core/WakeUp"
+import * as InMemoryBroker from "@effect-outbox/testing/InMemoryBroker"
+import * as InMemoryDatabase from "@effect-outbox/testing/InMemoryDatabase"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
-import * as InMemoryBroker from "../src/InMemoryBroker.ts"
-import * as InMemoryDatabase from "../src/InMemoryDatabase.ts"
+import * as Consumer from "../src/Consumer.ts"
+import * as DeadLetter from "../src/DeadLetter.ts"
+import * as Inbox from "../src/Inbox.ts"
+import * as Outbox from "../src/Outbox.ts"
+import { OutboxStore } from "../src/OutboxStore.ts"
+import { Publisher } from "../src/Publisher.ts"
+import * as Topic from "../src/Topic.ts"
+import { Transactor } from "../src/Transactor.ts"
+import * as WakeUp from "../src/WakeUp.ts"
 
 // The wire format is the schema's encoded side: `placedAt` travels as a string, arrives a Date.
 const OrderPlaced = Schema.Struct({

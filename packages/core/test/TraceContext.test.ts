@@ -3,11 +3,8 @@
 // the consumer's handler span both continue that trace.
 
 import { assert, describe, it } from "@effect/vitest"
-import * as OutboxRuntime from "@effect-outbox/core/OutboxRuntime"
-import * as Telemetry from "@effect-outbox/core/Telemetry"
-import * as Topic from "@effect-outbox/core/Topic"
-import * as TracedPublisher from "@effect-outbox/core/TracedPublisher"
-import * as WakeUp from "@effect-outbox/core/WakeUp"
+import * as InMemoryBroker from "@effect-outbox/testing/InMemoryBroker"
+import * as InMemoryDatabase from "@effect-outbox/testing/InMemoryDatabase"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -16,8 +13,11 @@ import * as Option from "effect/Option"
 import * as References from "effect/References"
 import * as Schema from "effect/Schema"
 import * as Tracer from "effect/Tracer"
-import * as InMemoryBroker from "../src/InMemoryBroker.ts"
-import * as InMemoryDatabase from "../src/InMemoryDatabase.ts"
+import * as OutboxRuntime from "../src/OutboxRuntime.ts"
+import * as Telemetry from "../src/Telemetry.ts"
+import * as Topic from "../src/Topic.ts"
+import * as TracedPublisher from "../src/TracedPublisher.ts"
+import * as WakeUp from "../src/WakeUp.ts"
 
 const Shipment = Schema.Struct({ orderId: Schema.String })
 const Shipments = Topic.make({ name: "shipments", schema: Shipment, key: (s) => s.orderId })

@@ -1,15 +1,15 @@
 import { assert, describe, it } from "@effect/vitest"
-import type { EventId } from "@effect-outbox/core/OutboxMessage"
-import { jsonPayload } from "@effect-outbox/core/OutboxMessage"
-import { Publisher } from "@effect-outbox/core/Publisher"
-import * as TransactionalPipeline from "@effect-outbox/core/TransactionalPipeline"
+import * as InMemoryBroker from "@effect-outbox/testing/InMemoryBroker"
+import * as InMemoryTransactionalProducer from "@effect-outbox/testing/InMemoryTransactionalProducer"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Ref from "effect/Ref"
 import * as TestClock from "effect/testing/TestClock"
-import * as InMemoryBroker from "../src/InMemoryBroker.ts"
-import * as InMemoryTransactionalProducer from "../src/InMemoryTransactionalProducer.ts"
+import type { EventId } from "../src/OutboxMessage.ts"
+import { jsonPayload } from "../src/OutboxMessage.ts"
+import { Publisher } from "../src/Publisher.ts"
+import * as TransactionalPipeline from "../src/TransactionalPipeline.ts"
 
 const id = (n: number) => `0190a0a0-0000-7000-8000-${n.toString(16).padStart(12, "0")}` as EventId
 

@@ -1,12 +1,12 @@
 import { assert, describe, it } from "@effect/vitest"
-import * as Outbox from "@effect-outbox/core/Outbox"
-import type { EventId } from "@effect-outbox/core/OutboxMessage"
-import * as Telemetry from "@effect-outbox/core/Telemetry"
-import * as Transition from "@effect-outbox/core/Transition"
 import * as Effect from "effect/Effect"
 import * as Logger from "effect/Logger"
 import * as Metric from "effect/Metric"
 import * as References from "effect/References"
+import * as Outbox from "../src/Outbox.ts"
+import type { EventId } from "../src/OutboxMessage.ts"
+import * as Telemetry from "../src/Telemetry.ts"
+import * as Transition from "../src/Transition.ts"
 import { draft, makeWorld, row } from "./support/outboxEnv.ts"
 
 const receipt = { topic: "orders", partition: 0, offset: "7" }

@@ -16,14 +16,9 @@
 //
 // Determinism: every random choice comes from the seeded `Random` service or a PRNG seeded from
 // the same seed; time comes from a fresh `TestClock` per run.
-import { fromSqlError } from "@effect-outbox/adapter-pg/internal/errors"
-import * as Consumer from "@effect-outbox/core/Consumer"
-import { ConsumerSource, type Subscription } from "@effect-outbox/core/ConsumerSource"
-import { ConsumerSourceError, OutboxStoreError } from "@effect-outbox/core/Errors"
-import * as Inbox from "@effect-outbox/core/Inbox"
-import { type EventId, jsonPayload, makeEventId } from "@effect-outbox/core/OutboxMessage"
-import { OutboxStore } from "@effect-outbox/core/OutboxStore"
-import * as Transition from "@effect-outbox/core/Transition"
+
+import * as InMemoryBroker from "@effect-outbox/testing/InMemoryBroker"
+import * as InMemoryDatabase from "@effect-outbox/testing/InMemoryDatabase"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -37,8 +32,13 @@ import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import type { SqlError } from "effect/sql/SqlError"
 import * as TestClock from "effect/testing/TestClock"
-import * as InMemoryBroker from "../../src/InMemoryBroker.ts"
-import * as InMemoryDatabase from "../../src/InMemoryDatabase.ts"
+import * as Consumer from "../../src/Consumer.ts"
+import { ConsumerSource, type Subscription } from "../../src/ConsumerSource.ts"
+import { ConsumerSourceError, OutboxStoreError } from "../../src/Errors.ts"
+import * as Inbox from "../../src/Inbox.ts"
+import { type EventId, jsonPayload, makeEventId } from "../../src/OutboxMessage.ts"
+import { OutboxStore } from "../../src/OutboxStore.ts"
+import * as Transition from "../../src/Transition.ts"
 import { chance, int, prng } from "./seeded.ts"
 
 export interface Outcome {
@@ -90,7 +90,7 @@ export interface ScenarioOptions {
  * same report, retriable only when `@effect/sql-pg` says so (57P01 / 57P03 are not).
  */
 const driverOnly = (operation: string) => (error: SqlError) => {
-  const mapped = fromSqlError(operation)(error)
+  const mapped = InMemoryDatabase.adapterSqlErrorMapping(operation)(error)
   return new OutboxStoreError({ operation, reason: mapped.reason, retriable: error.isRetryable, cause: error })
 }
 

@@ -1,12 +1,13 @@
 // A small in-memory world for the outbox algorithms: one database, one broker, the Outbox
 // service and the memory wake-up, all sharing state so several relays can run over it.
-import * as Outbox from "@effect-outbox/core/Outbox"
-import type { EventId, OutboxDraft, OutboxMessage } from "@effect-outbox/core/OutboxMessage"
-import * as WakeUp from "@effect-outbox/core/WakeUp"
+
+import * as InMemoryBroker from "@effect-outbox/testing/InMemoryBroker"
+import * as InMemoryDatabase from "@effect-outbox/testing/InMemoryDatabase"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as InMemoryBroker from "../../src/InMemoryBroker.ts"
-import * as InMemoryDatabase from "../../src/InMemoryDatabase.ts"
+import * as Outbox from "../../src/Outbox.ts"
+import type { EventId, OutboxDraft, OutboxMessage } from "../../src/OutboxMessage.ts"
+import * as WakeUp from "../../src/WakeUp.ts"
 
 export const draft = (key: string | null, n: number, extra: Partial<OutboxDraft> = {}): OutboxDraft => ({
   topic: "orders",

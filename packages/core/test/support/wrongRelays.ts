@@ -2,14 +2,14 @@
 // report a violation. They use the same transition helper as the real relay (only the algorithm
 // is wrong), so the store history stays legal and only ordering can be blamed.
 
-import type { OutboxMessage } from "@effect-outbox/core/OutboxMessage"
-import { OutboxStore } from "@effect-outbox/core/OutboxStore"
-import { Publisher } from "@effect-outbox/core/Publisher"
-import * as Transition from "@effect-outbox/core/Transition"
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
+import type { OutboxMessage } from "../../src/OutboxMessage.ts"
+import { OutboxStore } from "../../src/OutboxStore.ts"
+import { Publisher } from "../../src/Publisher.ts"
+import * as Transition from "../../src/Transition.ts"
 import type { RelayLoop } from "./simulation.ts"
 
 const loop = (once: Effect.Effect<unknown, unknown, OutboxStore | Publisher>) =>
