@@ -26,6 +26,8 @@ import * as Effect from "effect/Effect"
 import * as ManagedRuntime from "effect/ManagedRuntime"
 import * as Migrator from "effect/sql/Migrator"
 import * as SqlClient from "effect/sql/SqlClient"
+// The experiment measures adapter-pg's private statements: it reaches them by path, since the
+// package's exports map hides internal/ from every consumer.
 import { claimFunction } from "../../../packages/adapter-pg/src/internal/sql.ts"
 import { encodeRequest, genericStatement } from "../../../packages/adapter-pg/src/internal/transition.ts"
 import * as Env from "../Env.ts"
