@@ -5,8 +5,11 @@
  *
  *   node bench/src/experiments/ClaimLimit.ts
  */
-import { claimFunction } from "@effect-outbox/adapter-pg/internal/sql"
+
 import * as PgTables from "@effect-outbox/adapter-pg/PgTables"
+// The experiment measures adapter-pg's private statements: it reaches them by path, since the
+// package's exports map hides internal/ from every consumer.
+import { claimFunction } from "../../../packages/adapter-pg/src/internal/sql.ts"
 import * as Env from "../Env.ts"
 import * as Library from "../Library.ts"
 

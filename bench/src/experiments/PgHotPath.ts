@@ -15,8 +15,6 @@
  */
 
 import * as PgTypes from "@effect/sql-pg/PgTypes"
-import { claimFunction } from "@effect-outbox/adapter-pg/internal/sql"
-import { encodeRequest, genericStatement } from "@effect-outbox/adapter-pg/internal/transition"
 import * as PgMigrations from "@effect-outbox/adapter-pg/PgMigrations"
 import * as PgOutboxStore from "@effect-outbox/adapter-pg/PgOutboxStore"
 import * as PgTables from "@effect-outbox/adapter-pg/PgTables"
@@ -28,6 +26,10 @@ import * as Effect from "effect/Effect"
 import * as ManagedRuntime from "effect/ManagedRuntime"
 import * as Migrator from "effect/sql/Migrator"
 import * as SqlClient from "effect/sql/SqlClient"
+// The experiment measures adapter-pg's private statements: it reaches them by path, since the
+// package's exports map hides internal/ from every consumer.
+import { claimFunction } from "../../../packages/adapter-pg/src/internal/sql.ts"
+import { encodeRequest, genericStatement } from "../../../packages/adapter-pg/src/internal/transition.ts"
 import * as Env from "../Env.ts"
 import * as Stats from "../Stats.ts"
 

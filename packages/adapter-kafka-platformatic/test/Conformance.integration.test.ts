@@ -1,7 +1,7 @@
 // The conformance suites the kafkajs adapter and the in-memory broker pass, run against the real
 // Kafka broker through @platformatic/kafka. Every topic a test creates is deleted after it.
-import * as BrokerSuite from "../../testing/src/BrokerSuite.ts"
-import * as ConsumerSourceSuite from "../../testing/src/ConsumerSourceSuite.ts"
+import * as BrokerSuite from "@effect-outbox/testing/BrokerSuite"
+import * as ConsumerSourceSuite from "@effect-outbox/testing/ConsumerSourceSuite"
 import * as PlatformaticBrokerAdmin from "../src/PlatformaticBrokerAdmin.ts"
 import { PlatformaticClient } from "../src/PlatformaticClient.ts"
 import * as PlatformaticKafkaOutbox from "../src/PlatformaticKafkaOutbox.ts"

@@ -1,13 +1,12 @@
 // Swapping the adapter must not move keys: a key's records land on the partition kafkajs (and the
 // Java client) would choose, so per-key order survives the switch.
 import { assert, describe, it } from "@effect/vitest"
+import * as KafkaOutbox from "@effect-outbox/adapter-kafka/KafkaOutbox"
 import { Publisher } from "@effect-outbox/core/Publisher"
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
-import * as KafkaOutbox from "../../adapter-kafka/src/KafkaOutbox.ts"
-import { publishRequest, uniqueName } from "../../testing/src/internal/conformance.ts"
 import * as PlatformaticKafkaOutbox from "../src/PlatformaticKafkaOutbox.ts"
-import { brokers, namedTopic } from "./support.ts"
+import { brokers, namedTopic, publishRequest, uniqueName } from "./support.ts"
 
 const partitionsOf = (topic: string, keys: ReadonlyArray<string>) =>
   Effect.gen(function* () {

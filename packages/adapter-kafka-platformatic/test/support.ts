@@ -1,6 +1,8 @@
 // Shared by the integration tests of the @platformatic/kafka adapter: one layer tuned for quick
 // group joins, and topics deleted when the test's scope closes.
 import { BrokerAdmin } from "@effect-outbox/core/BrokerAdmin"
+import { makeEventId } from "@effect-outbox/core/OutboxMessage"
+import type { PublishRequest } from "@effect-outbox/core/Publisher"
 import * as Effect from "effect/Effect"
 import * as PlatformaticBrokerAdmin from "../src/PlatformaticBrokerAdmin.ts"
 import { PlatformaticClient } from "../src/PlatformaticClient.ts"
@@ -31,3 +33,18 @@ export const namedTopic = (topic: string, partitions: number) =>
   })
 
 export const text = (bytes: Uint8Array) => new TextDecoder().decode(bytes)
+
+/** A name no other test (or earlier run against the shared broker) uses. */
+export const uniqueName = (prefix: string): string =>
+  `${prefix}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 10)}`
+
+/** A keyed publish request with a fresh event id in its `event-id` header. */
+export const publishRequest = (topic: string, fields: { readonly key: string }): Effect.Effect<PublishRequest> =>
+  Effect.map(makeEventId, (id) => ({
+    id,
+    topic,
+    key: fields.key,
+    partition: null,
+    headers: { "event-id": id },
+    payload: new TextEncoder().encode(`payload of ${id}`)
+  }))

@@ -1,7 +1,7 @@
 // The conformance suites the in-memory broker passes, run against the real Kafka broker.
 // Every topic a test creates is deleted after it through the suites' deleteTopics hook.
-import * as BrokerSuite from "../../testing/src/BrokerSuite.ts"
-import * as ConsumerSourceSuite from "../../testing/src/ConsumerSourceSuite.ts"
+import * as BrokerSuite from "@effect-outbox/testing/BrokerSuite"
+import * as ConsumerSourceSuite from "@effect-outbox/testing/ConsumerSourceSuite"
 import * as KafkaBrokerAdmin from "../src/KafkaBrokerAdmin.ts"
 import { KafkaClient } from "../src/KafkaClient.ts"
 import * as KafkaOutbox from "../src/KafkaOutbox.ts"

@@ -9,6 +9,7 @@
 
 import { randomUUID } from "node:crypto"
 import { assert, describe, it } from "@effect/vitest"
+import * as PgOutbox from "@effect-outbox/adapter-pg/PgOutbox"
 import * as Consumer from "@effect-outbox/core/Consumer"
 import * as Inbox from "@effect-outbox/core/Inbox"
 import * as Outbox from "@effect-outbox/core/Outbox"
@@ -22,7 +23,6 @@ import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import * as SqlClient from "effect/sql/SqlClient"
-import * as PgOutbox from "../../adapter-pg/src/PgOutbox.ts"
 import { freshSchema, pgClient } from "../../adapter-pg/test/support.ts"
 import { KafkaTest, namedTopic, text } from "./support.ts"
 

@@ -2,19 +2,19 @@
 // broker grows, and each user's records land on the user's partition with the user's key.
 
 import { assert, layer } from "@effect/vitest"
+import * as PgPartitionAssignmentStore from "@effect-outbox/adapter-pg/PgPartitionAssignmentStore"
 import { BrokerAdmin } from "@effect-outbox/core/BrokerAdmin"
 import * as PartitionAssignment from "@effect-outbox/core/PartitionAssignment"
 import { PartitionAssignmentStore } from "@effect-outbox/core/PartitionAssignmentStore"
 import { Publisher } from "@effect-outbox/core/Publisher"
 import { TopicReader } from "@effect-outbox/core/TopicReader"
+import * as InMemoryDatabase from "@effect-outbox/testing/InMemoryDatabase"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Result from "effect/Result"
 import * as Stream from "effect/Stream"
-import * as PgPartitionAssignmentStore from "../../adapter-pg/src/PgPartitionAssignmentStore.ts"
 import { freshTables, pgClient } from "../../adapter-pg/test/support.ts"
-import * as InMemoryDatabase from "../../testing/src/InMemoryDatabase.ts"
 import { freshTopic, KafkaTest, request, text } from "./support.ts"
 
 const Assignment = PartitionAssignment.layer({ maxPerPartition: 3 }).pipe(

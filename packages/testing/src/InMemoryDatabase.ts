@@ -118,6 +118,15 @@ export type OutageMode = Outage.OutageMode
 export type SqlErrorMapping = Outage.SqlErrorMapping
 
 /**
+ * The default mapping: adapter-pg's own classification (`PgErrors.fromSqlError`). A test of a
+ * wrong classification builds its own from this one.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export const adapterSqlErrorMapping: SqlErrorMapping = Outage.adapterMapping
+
+/**
  * The control and inspection handle of one in-memory database.
  *
  * @since 0.1.0

@@ -1,7 +1,7 @@
 // PostgreSQL outages as the in-memory database plays them (issue #18): each phase fails with the
 // SQLSTATE PostgreSQL gives, through adapter-pg's own error mapping.
 import { assert, describe, it } from "@effect/vitest"
-import { fromSqlError } from "@effect-outbox/adapter-pg/internal/errors"
+import { fromSqlError } from "@effect-outbox/adapter-pg/PgErrors"
 import { OutboxStoreError } from "@effect-outbox/core/Errors"
 import type { EventId, NewOutboxMessage } from "@effect-outbox/core/OutboxMessage"
 import { OutboxStore } from "@effect-outbox/core/OutboxStore"

@@ -6,7 +6,7 @@
  *
  * @internal
  */
-import { fromSqlError } from "@effect-outbox/adapter-pg/internal/errors"
+import { fromSqlError } from "@effect-outbox/adapter-pg/PgErrors"
 import type { OutboxStoreError } from "@effect-outbox/core/Errors"
 import { ConnectionError, SqlError, UnknownError } from "effect/sql/SqlError"
 import type * as Store from "./memoryStore.ts"

@@ -1,0 +1,33 @@
+/**
+ * `OutboxStore` case: a database that cannot be reached (issue #18: the errors of an outage are
+ * the infrastructure's, retriable, H2).
+ *
+ * @internal
+ */
+import { assert } from "@effect/vitest"
+import { OutboxStore } from "@effect-outbox/core/OutboxStore"
+import { Transactor } from "@effect-outbox/core/Transactor"
+import * as Effect from "effect/Effect"
+import { newMessages } from "../../conformance.ts"
+import { type Case, claimRequest } from "./support.ts"
+
+export const unreachableFailsRetriably: Case = {
+  name: "a database that cannot be reached fails each call with a retriable OutboxStoreError",
+  unreachable: true,
+  run: () =>
+    Effect.gen(function* () {
+      const store = yield* OutboxStore
+      const [message] = yield* newMessages([{}])
+      const calls = [
+        store.insert([message!]),
+        store.claim(claimRequest()),
+        store.get(message!.id),
+        (yield* Transactor).withTransaction(store.insert([message!]))
+      ]
+      for (const call of calls) {
+        const error = yield* Effect.flip(call)
+        assert.strictEqual(error._tag, "OutboxStoreError")
+        assert.isTrue(error.retriable, error.message)
+      }
+    })
+}
