@@ -9,8 +9,9 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Migrator from "effect/sql/Migrator"
 import * as SqlClient from "effect/sql/SqlClient"
+import { claimFunctionV2 } from "./internal/claimV2.ts"
 import { fromSqlError } from "./internal/errors.ts"
-import { claimFunction, claimFunctionV2, claimFunctionV4, notQueued, statusList, statusListV1 } from "./internal/sql.ts"
+import { claimFunction, claimFunctionV4, notQueued, statusList, statusListV1 } from "./internal/sql.ts"
 import { PgTables, type Tables } from "./PgTables.ts"
 
 const q = (identifier: string) => `"${identifier}"`
