@@ -12,8 +12,8 @@
  *   the transaction: delivered on commit, dropped on rollback, folded by PostgreSQL. Its cost: a
  *   notifying transaction takes a database-wide lock at commit, which serialises concurrent
  *   writers (about half the write throughput, see `docs/performance.md`). A `PgTransactor`
- *   transaction that already queued it (here or in a `PgOutboxStore` insert with `notify` on)
- *   skips the call.
+ *   transaction that already queued it here skips the call. (An enqueue whose insert queued it,
+ *   `PgOutboxStore` with `notify` on, reports `wakeUpQueued` and does not call `notify`.)
  * - `signals` shares ONE pooled connection in `LISTEN` among all its subscribers (every relay
  *   of the process built from this layer), opened when the first subscribes and held for the
  *   layer's life; each signal fans out to every subscriber (review M6: a connection per relay

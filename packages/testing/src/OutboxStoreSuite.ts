@@ -10,6 +10,7 @@
  * @since 0.1.0
  */
 import { assert, describe, it } from "@effect/vitest"
+import type { OutboxStoreError } from "@effect-outbox/core/Errors"
 import type { OutboxStatus } from "@effect-outbox/core/Lifecycle"
 import type { NewOutboxMessage, OutboxMessage } from "@effect-outbox/core/OutboxMessage"
 import { type ClaimRequest, OutboxStore } from "@effect-outbox/core/OutboxStore"
@@ -821,7 +822,7 @@ export const suite = (name: string, options: Options): void => {
           Effect.gen(function* () {
             const store = yield* OutboxStore
             const [message] = yield* newMessages([{}])
-            const calls = [
+            const calls: ReadonlyArray<Effect.Effect<unknown, OutboxStoreError>> = [
               store.insert([message!]),
               store.claim(claimRequest()),
               store.get(message!.id),
