@@ -4,11 +4,26 @@
 import { createHash } from "node:crypto"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
+import * as SqlClient from "effect/sql/SqlClient"
 import { claimFunctionV2 } from "../src/internal/claimV2.ts"
 import * as PgMigrations from "../src/PgMigrations.ts"
 import * as PgTables from "../src/PgTables.ts"
 
 const sha256 = (text: string) => createHash("sha256").update(text).digest("hex")
+
+/** Every statement the migrations run, in order, captured by a client that only records. */
+const statementsOf = (t: PgTables.Tables) =>
+  Effect.gen(function* () {
+    const captured: Array<string> = []
+    const recorder = { unsafe: (text: string) => ({ unprepared: Effect.sync(() => void captured.push(text)) }) }
+    for (const [name, migration] of Object.entries(PgMigrations.migrations(t))) {
+      captured.push(`-- ${name}`)
+      yield* Effect.provideService(migration, SqlClient.SqlClient, recorder as unknown as SqlClient.SqlClient).pipe(
+        Effect.orDie
+      )
+    }
+    return captured.join("\n;;\n")
+  })
 
 describe("PgMigrations", () => {
   it.effect("migration 2's claim function is the text it was published with", () =>
@@ -19,6 +34,13 @@ describe("PgMigrations", () => {
       const other = claimFunctionV2(yield* PgTables.make({ schema: "s", tablePrefix: "p_" }))
       assert.include(other, `CREATE OR REPLACE FUNCTION "s"."p_claim"(`)
       assert.notInclude(other, `"outbox"`)
+    })
+  )
+
+  it.effect("every migration runs the statements it was published with", () =>
+    Effect.gen(function* () {
+      const text = yield* statementsOf(yield* PgTables.make({ schema: "s", tablePrefix: "p_" }))
+      assert.strictEqual(sha256(text), "ee7620b2797b77e0a118fb848b62919cf7b3e545d4269754f0325dd486c7a6ba")
     })
   )
 
