@@ -7,7 +7,6 @@
 import * as KafkaBrokerAdmin from "@effect-outbox/adapter-kafka/KafkaBrokerAdmin"
 import * as KafkaClient from "@effect-outbox/adapter-kafka/KafkaClient"
 import * as Dashboard from "@effect-outbox/cli/Dashboard"
-import * as ReadModel from "@effect-outbox/cli/ReadModel"
 import * as Config from "effect/Config"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -61,10 +60,8 @@ export const runDemo = (options: RunOptions) =>
         ? services
         : Layer.merge(
             services,
-            Dashboard.layer({ port: options.dashboardPort }).pipe(
-              Layer.provide(ReadModel.layerPg),
-              Layer.provide(services)
-            )
+            // PgOutbox.layer carries the dashboard's read model (PgReadModel) too
+            Dashboard.layer({ port: options.dashboardPort }).pipe(Layer.provide(services))
           )
     const {
       keep = false,

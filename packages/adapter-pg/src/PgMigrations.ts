@@ -9,8 +9,9 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Migrator from "effect/sql/Migrator"
 import * as SqlClient from "effect/sql/SqlClient"
+import { claimFunctionV2 } from "./internal/claimV2.ts"
 import { fromSqlError } from "./internal/errors.ts"
-import { claimFunction, claimFunctionV2, claimFunctionV4, notQueued, statusList, statusListV1 } from "./internal/sql.ts"
+import { claimFunction, claimFunctionV4, notQueued, statusList, statusListV1 } from "./internal/sql.ts"
 import { PgTables, type Tables } from "./PgTables.ts"
 
 const q = (identifier: string) => `"${identifier}"`
@@ -18,19 +19,14 @@ const q = (identifier: string) => `"${identifier}"`
 const statements = (sql: SqlClient.SqlClient, list: ReadonlyArray<string>) =>
   Effect.forEach(list, (statement) => sql.unsafe(statement).unprepared, { discard: true })
 
-/**
- * The migrations, numbered. Never edit a published one: add the next number.
- *
- * @since 0.1.0
- * @category migrations
- */
-export const migrations = (t: Tables): Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>> => {
+// Each migration's statements, frozen once published (the text is pinned by test/PgMigrations.test.ts).
+
+// The tables and the indexes of the first claim.
+const tables = (t: Tables): ReadonlyArray<string> => {
   const p = t.tablePrefix
   const statuses = statusListV1.map((s) => `'${s}'`).join(", ")
-  return {
-    "1_tables": Effect.flatMap(SqlClient.SqlClient, (sql) =>
-      statements(sql, [
-        `CREATE TABLE IF NOT EXISTS ${t.message} (
+  return [
+    `CREATE TABLE IF NOT EXISTS ${t.message} (
            id uuid PRIMARY KEY,
            seq bigint GENERATED ALWAYS AS IDENTITY,
            topic text NOT NULL CHECK (topic <> ''),
@@ -51,37 +47,37 @@ export const migrations = (t: Tables): Record<string, Effect.Effect<void, unknow
            published_at timestamptz,
            processed_at timestamptz
          )`,
-        // The claim's candidate scan, in availability order; rows backing off are never read.
-        `CREATE INDEX IF NOT EXISTS ${p}message_pending_idx ON ${t.message} (available_at, seq)
+    // The claim's candidate scan, in availability order; rows backing off are never read.
+    `CREATE INDEX IF NOT EXISTS ${p}message_pending_idx ON ${t.message} (available_at, seq)
            WHERE status = 'PENDING'`,
-        // A key's claimable prefix, read in seq order and cut at maxPerKey.
-        `CREATE INDEX IF NOT EXISTS ${p}message_pending_key_idx ON ${t.message} (key, seq)
+    // A key's claimable prefix, read in seq order and cut at maxPerKey.
+    `CREATE INDEX IF NOT EXISTS ${p}message_pending_key_idx ON ${t.message} (key, seq)
            WHERE status = 'PENDING' AND key IS NOT NULL`,
-        // "Is this key in flight?": tiny, only rows being dispatched.
-        `CREATE INDEX IF NOT EXISTS ${p}message_dispatching_key_idx ON ${t.message} (key)
+    // "Is this key in flight?": tiny, only rows being dispatched.
+    `CREATE INDEX IF NOT EXISTS ${p}message_dispatching_key_idx ON ${t.message} (key)
            WHERE status = 'DISPATCHING' AND key IS NOT NULL`,
-        // Stale-lease recovery, oldest lease first.
-        `CREATE INDEX IF NOT EXISTS ${p}message_lease_idx ON ${t.message} (lease_expires_at)
+    // Stale-lease recovery, oldest lease first.
+    `CREATE INDEX IF NOT EXISTS ${p}message_lease_idx ON ${t.message} (lease_expires_at)
            WHERE status = 'DISPATCHING'`,
-        // Retention (status + age), stats and operator listings by status.
-        `CREATE INDEX IF NOT EXISTS ${p}message_status_updated_idx ON ${t.message} (status, updated_at)`,
-        `CREATE TABLE IF NOT EXISTS ${t.processed} (
+    // Retention (status + age), stats and operator listings by status.
+    `CREATE INDEX IF NOT EXISTS ${p}message_status_updated_idx ON ${t.message} (status, updated_at)`,
+    `CREATE TABLE IF NOT EXISTS ${t.processed} (
            consumer text NOT NULL,
            identity text NOT NULL,
            processed_at timestamptz NOT NULL,
            CONSTRAINT ${p}processed_pkey PRIMARY KEY (consumer, identity)
          )`,
-        `CREATE INDEX IF NOT EXISTS ${p}processed_at_idx ON ${t.processed} (processed_at)`,
-        `CREATE TABLE IF NOT EXISTS ${t.partitionAssignment} (
+    `CREATE INDEX IF NOT EXISTS ${p}processed_at_idx ON ${t.processed} (processed_at)`,
+    `CREATE TABLE IF NOT EXISTS ${t.partitionAssignment} (
            topic text NOT NULL,
            owner_id text NOT NULL,
            partition integer NOT NULL CHECK (partition >= 0),
            created_at timestamptz NOT NULL DEFAULT now(),
            CONSTRAINT ${p}partition_assignment_pkey PRIMARY KEY (topic, owner_id)
          )`,
-        `CREATE INDEX IF NOT EXISTS ${p}partition_assignment_partition_idx
+    `CREATE INDEX IF NOT EXISTS ${p}partition_assignment_partition_idx
            ON ${t.partitionAssignment} (topic, partition)`,
-        `CREATE TABLE IF NOT EXISTS ${t.transition} (
+    `CREATE TABLE IF NOT EXISTS ${t.transition} (
            id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
            event_id uuid NOT NULL,
            from_status text NOT NULL,
@@ -89,46 +85,49 @@ export const migrations = (t: Tables): Record<string, Effect.Effect<void, unknow
            lease_owner text,
            at timestamptz NOT NULL
          )`,
-        `CREATE INDEX IF NOT EXISTS ${p}transition_event_idx ON ${t.transition} (event_id, id)`
-      ])
-    ),
-    "2_claim_function": Effect.flatMap(SqlClient.SqlClient, (sql) => statements(sql, [claimFunctionV2(t)])),
-    // Fewer index entries per insert and per status change, a cheaper claim, and autovacuum
-    // settings for a queue table (issue #8; measured in docs/postgres.md). Upgrades a populated
-    // table in place: CREATE INDEX (not CONCURRENTLY: the migration is one transaction) blocks
-    // writers of the table while it builds, which takes seconds per million rows.
-    "3_hot_path": Effect.flatMap(SqlClient.SqlClient, (sql) =>
-      statements(sql, [
-        // One index for every DISPATCHING question ("is this key in flight?", stale leases),
-        // replacing dispatching_key_idx + lease_idx: a claim writes one entry per row, not two.
-        `CREATE INDEX IF NOT EXISTS ${p}message_dispatching_idx ON ${t.message} (key)
+    `CREATE INDEX IF NOT EXISTS ${p}transition_event_idx ON ${t.transition} (event_id, id)`
+  ]
+}
+
+// Fewer index entries per insert and per status change, a cheaper claim, and autovacuum
+// settings for a queue table (issue #8; measured in docs/postgres.md). Upgrades a populated
+// table in place: CREATE INDEX (not CONCURRENTLY: the migration is one transaction) blocks
+// writers of the table while it builds, which takes seconds per million rows.
+const hotPath = (t: Tables): ReadonlyArray<string> => {
+  const p = t.tablePrefix
+  return [
+    // One index for every DISPATCHING question ("is this key in flight?", stale leases),
+    // replacing dispatching_key_idx + lease_idx: a claim writes one entry per row, not two.
+    `CREATE INDEX IF NOT EXISTS ${p}message_dispatching_idx ON ${t.message} (key)
            WHERE status = 'DISPATCHING'`,
-        `DROP INDEX IF EXISTS ${q(t.schema)}.${q(`${p}message_dispatching_key_idx`)}`,
-        `DROP INDEX IF EXISTS ${q(t.schema)}.${q(`${p}message_lease_idx`)}`,
-        // Retention, stats and operator listings by status, for every status but the relay's
-        // two: inserts (PENDING) and claims (DISPATCHING) no longer write an entry here; those
-        // two are counted through their own partial indexes.
-        `CREATE INDEX IF NOT EXISTS ${p}message_status_idx ON ${t.message} (status, updated_at)
+    `DROP INDEX IF EXISTS ${q(t.schema)}.${q(`${p}message_dispatching_key_idx`)}`,
+    `DROP INDEX IF EXISTS ${q(t.schema)}.${q(`${p}message_lease_idx`)}`,
+    // Retention, stats and operator listings by status, for every status but the relay's
+    // two: inserts (PENDING) and claims (DISPATCHING) no longer write an entry here; those
+    // two are counted through their own partial indexes.
+    `CREATE INDEX IF NOT EXISTS ${p}message_status_idx ON ${t.message} (status, updated_at)
            WHERE ${notQueued("status")}`,
-        `DROP INDEX IF EXISTS ${q(t.schema)}.${q(`${p}message_status_updated_idx`)}`,
-        // A queue table: every event leaves three row versions behind. Vacuum it after a fixed
-        // number of dead rows (not a fraction of a table that is mostly dead), without throttling.
-        `ALTER TABLE ${t.message} SET (
+    `DROP INDEX IF EXISTS ${q(t.schema)}.${q(`${p}message_status_updated_idx`)}`,
+    // A queue table: every event leaves three row versions behind. Vacuum it after a fixed
+    // number of dead rows (not a fraction of a table that is mostly dead), without throttling.
+    `ALTER TABLE ${t.message} SET (
            autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 5000,
            autovacuum_vacuum_insert_scale_factor = 0, autovacuum_vacuum_insert_threshold = 5000,
            autovacuum_analyze_scale_factor = 0, autovacuum_analyze_threshold = 5000,
            autovacuum_vacuum_cost_delay = 0)`,
-        claimFunction(t)
-      ])
-    ),
-    // Issue #12: a FAILURE row blocks its key's younger rows (unless the relay says
-    // failedHead "skip"), the operator's SKIPPED status, and the lease expiry from the database
-    // clock (M9). The claim function gets a new signature, so the old one is dropped: a relay of
-    // an older version fails loudly instead of claiming past a FAILURE head.
-    "4_failure_blocks_key": Effect.flatMap(SqlClient.SqlClient, (sql) =>
-      statements(sql, [
-        // Migration 1's CHECK is a column constraint named by PostgreSQL; find and replace it.
-        `DO $replace$
+    claimFunction(t)
+  ]
+}
+
+// Issue #12: a FAILURE row blocks its key's younger rows (unless the relay says
+// failedHead "skip"), the operator's SKIPPED status, and the lease expiry from the database
+// clock (M9). The claim function gets a new signature, so the old one is dropped: a relay of
+// an older version fails loudly instead of claiming past a FAILURE head.
+const failureBlocksKey = (t: Tables): ReadonlyArray<string> => {
+  const p = t.tablePrefix
+  return [
+    // Migration 1's CHECK is a column constraint named by PostgreSQL; find and replace it.
+    `DO $replace$
          DECLARE c record;
          BEGIN
            FOR c IN SELECT conname FROM pg_constraint
@@ -138,30 +137,29 @@ export const migrations = (t: Tables): Record<string, Effect.Effect<void, unknow
            END LOOP;
          END
          $replace$`,
-        `ALTER TABLE ${t.message} ADD CONSTRAINT ${p}message_status_check
+    `ALTER TABLE ${t.message} ADD CONSTRAINT ${p}message_status_check
            CHECK (status IN (${statusList.map((s) => `'${s}'`).join(", ")}))`,
-        // "Does this key have a FAILURE row before its head?": tiny, only FAILURE rows.
-        `CREATE INDEX IF NOT EXISTS ${p}message_failure_key_idx ON ${t.message} (key, seq)
+    // "Does this key have a FAILURE row before its head?": tiny, only FAILURE rows.
+    `CREATE INDEX IF NOT EXISTS ${p}message_failure_key_idx ON ${t.message} (key, seq)
            WHERE status = 'FAILURE' AND key IS NOT NULL`,
-        `DROP FUNCTION IF EXISTS ${t.claimFunction}(text, integer, integer, timestamptz, timestamptz)`,
-        claimFunctionV4(t)
-      ])
-    ),
-    // Stale recovery that converges (issue #12, review H3): one recoverer at a time per outbox,
-    // through a named lease whose expiry the database clock judges.
-    "5_stale_recovery": Effect.flatMap(SqlClient.SqlClient, (sql) =>
-      statements(sql, [
-        `CREATE TABLE IF NOT EXISTS ${t.lease} (
+    `DROP FUNCTION IF EXISTS ${t.claimFunction}(text, integer, integer, timestamptz, timestamptz)`,
+    claimFunctionV4(t)
+  ]
+}
+
+// Stale recovery that converges (issue #12, review H3): one recoverer at a time per outbox,
+// through a named lease whose expiry the database clock judges.
+const staleRecovery = (t: Tables): ReadonlyArray<string> => [
+  `CREATE TABLE IF NOT EXISTS ${t.lease} (
            name text PRIMARY KEY,
            owner text NOT NULL,
            expires_at timestamptz NOT NULL
          )`
-      ])
-    ),
-    // Durable parking (issue #13, review M10): positions only, never payloads.
-    "6_parked": Effect.flatMap(SqlClient.SqlClient, (sql) =>
-      statements(sql, [
-        `CREATE TABLE IF NOT EXISTS ${t.parked} (
+]
+
+// Durable parking (issue #13, review M10): positions only, never payloads.
+const parked = (t: Tables): ReadonlyArray<string> => [
+  `CREATE TABLE IF NOT EXISTS ${t.parked} (
            consumer text NOT NULL,
            topic text NOT NULL,
            partition integer NOT NULL,
@@ -170,7 +168,7 @@ export const migrations = (t: Tables): Record<string, Effect.Effect<void, unknow
            parked_at timestamptz NOT NULL DEFAULT now(),
            PRIMARY KEY (consumer, topic, partition, record_offset)
          )`,
-        `CREATE TABLE IF NOT EXISTS ${t.parkedRelease} (
+  `CREATE TABLE IF NOT EXISTS ${t.parkedRelease} (
            consumer text NOT NULL,
            topic text NOT NULL,
            partition integer NOT NULL,
@@ -178,8 +176,23 @@ export const migrations = (t: Tables): Record<string, Effect.Effect<void, unknow
            requested_at timestamptz NOT NULL DEFAULT now(),
            PRIMARY KEY (consumer, topic, partition, key)
          )`
-      ])
-    )
+]
+
+/**
+ * The migrations, numbered. Never edit a published one: add the next number.
+ *
+ * @since 0.1.0
+ * @category migrations
+ */
+export const migrations = (t: Tables): Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>> => {
+  const run = (list: ReadonlyArray<string>) => Effect.flatMap(SqlClient.SqlClient, (sql) => statements(sql, list))
+  return {
+    "1_tables": run(tables(t)),
+    "2_claim_function": run([claimFunctionV2(t)]),
+    "3_hot_path": run(hotPath(t)),
+    "4_failure_blocks_key": run(failureBlocksKey(t)),
+    "5_stale_recovery": run(staleRecovery(t)),
+    "6_parked": run(parked(t))
   }
 }
 

@@ -1,7 +1,7 @@
 /**
  * Every PostgreSQL service of effect-outbox in one layer: tables (migrated at start-up unless
- * switched off), `OutboxStore`, `InboxStore`, `Transactor`, `PartitionAssignmentStore` and
- * `WakeUp`, all on one `PgClient`.
+ * switched off), `OutboxStore`, `InboxStore`, `Transactor`, `PartitionAssignmentStore`,
+ * `ParkedStore`, `WakeUp` and the operators' `ReadModel`, all on one `PgClient`.
  *
  * ```ts
  * const Database = PgClient.layerConfig({ url: Config.Redacted("DATABASE_URL") })
@@ -17,6 +17,7 @@ import type { InboxStore } from "@effect-outbox/core/InboxStore"
 import type { OutboxStore } from "@effect-outbox/core/OutboxStore"
 import type { ParkedStore } from "@effect-outbox/core/ParkedStore"
 import type { PartitionAssignmentStore } from "@effect-outbox/core/PartitionAssignmentStore"
+import type { ReadModel } from "@effect-outbox/core/ReadModel"
 import type { Transactor } from "@effect-outbox/core/Transactor"
 import type { WakeUp } from "@effect-outbox/core/WakeUp"
 import * as Config from "effect/Config"
@@ -30,6 +31,7 @@ import * as PgMigrations from "./PgMigrations.ts"
 import * as PgOutboxStore from "./PgOutboxStore.ts"
 import * as PgParkedStore from "./PgParkedStore.ts"
 import * as PgPartitionAssignmentStore from "./PgPartitionAssignmentStore.ts"
+import * as PgReadModel from "./PgReadModel.ts"
 import * as PgTables from "./PgTables.ts"
 import * as PgTransactor from "./PgTransactor.ts"
 import * as PgWakeUp from "./PgWakeUp.ts"
@@ -59,6 +61,7 @@ export type Services =
   | PartitionAssignmentStore
   | ParkedStore
   | WakeUp
+  | ReadModel
   | PgTables.PgTables
 
 /**
@@ -74,8 +77,8 @@ export const layer = (
   const migrated =
     options.migrate === false ? tables : Layer.merge(tables, PgMigrations.layer.pipe(Layer.provide(tables)))
   return Layer.mergeAll(
-    // in the in-transaction mode the insert queues the NOTIFY in its own statement; the wake-up
-    // then skips its round trip
+    // in the in-transaction mode the insert queues the NOTIFY in its own statement and says so;
+    // the enqueue then skips the wake-up's round trip
     PgOutboxStore.layer({
       notify: options.wakeUp?.notifyInTransaction === true && options.wakeUp.notify !== false,
       ...options.store
@@ -84,7 +87,8 @@ export const layer = (
     PgTransactor.layer,
     PgPartitionAssignmentStore.layer,
     PgParkedStore.layer(options.parked),
-    PgWakeUp.layer(options.wakeUp)
+    PgWakeUp.layer(options.wakeUp),
+    PgReadModel.layer
   ).pipe(Layer.provideMerge(migrated))
 }
 

@@ -12,8 +12,8 @@
  *   the transaction: delivered on commit, dropped on rollback, folded by PostgreSQL. Its cost: a
  *   notifying transaction takes a database-wide lock at commit, which serialises concurrent
  *   writers (about half the write throughput, see `docs/performance.md`). A `PgTransactor`
- *   transaction that already queued it (here or in a `PgOutboxStore` insert with `notify` on)
- *   skips the call.
+ *   transaction that already queued it here skips the call. (An enqueue whose insert queued it,
+ *   `PgOutboxStore` with `notify` on, reports `wakeUpQueued` and does not call `notify`.)
  * - `signals` shares ONE pooled connection in `LISTEN` among all its subscribers (every relay
  *   of the process built from this layer), opened when the first subscribes and held for the
  *   layer's life; each signal fans out to every subscriber (review M6: a connection per relay
@@ -37,6 +37,7 @@ import * as PubSub from "effect/PubSub"
 import * as Queue from "effect/Queue"
 import * as Ref from "effect/Ref"
 import * as Schedule from "effect/Schedule"
+import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import * as SqlClient from "effect/sql/SqlClient"
 import { run } from "./internal/errors.ts"
@@ -69,6 +70,111 @@ export interface Options {
 }
 
 /**
+ * The after-commit `NOTIFY` for relays in other processes, sent outside any transaction and
+ * coalesced: at most one per `interval` (leading and trailing edge). Answers the request to make
+ * after a commit. A short-lived process (the CLI's release) sends its last one when the layer
+ * closes.
+ */
+const coalescedNotify = (
+  sql: SqlClient.SqlClient,
+  channel: string,
+  self: string,
+  interval: Duration.Duration,
+  layerScope: Scope.Scope
+) =>
+  Effect.gen(function* () {
+    // One pending request at most: requests during a send or the interval after it fold into one.
+    const requests = yield* Queue.sliding<void>(1)
+    let requested = 0
+    let sent = 0
+    const send = sql`SELECT pg_notify(${channel}::text, ${self})`.withoutTransform.pipe(
+      Effect.catchCause((cause) =>
+        Effect.logDebug("outbox wake-up: NOTIFY after commit failed; relays elsewhere poll", cause)
+      )
+    )
+    yield* Effect.forkIn(
+      Effect.forever(
+        Queue.take(requests).pipe(
+          // the callbacks of one commit (one per enqueue) arrive together: fold them into this send
+          Effect.andThen(Effect.yieldNow),
+          Effect.andThen(Queue.clear(requests)),
+          Effect.andThen(
+            Effect.suspend(() => {
+              const upTo = requested
+              return Effect.tap(send, () => Effect.sync(() => (sent = upTo)))
+            })
+          ),
+          Effect.andThen(Effect.sleep(interval))
+        )
+      ),
+      layerScope
+    )
+    yield* Effect.addFinalizer(() =>
+      Effect.suspend(() => (requested > sent ? Effect.timeout(send, Duration.seconds(2)) : Effect.void)).pipe(
+        Effect.ignore
+      )
+    )
+    return Effect.suspend(() => {
+      requested++
+      return Queue.offer(requests, undefined)
+    }).pipe(Effect.asVoid)
+  })
+
+/**
+ * The signals of one `LISTEN` connection: one on every (re)connect, one per notification from
+ * elsewhere (`self`'s own are skipped), and while `LISTEN` is down one per `fallback` until it is
+ * back. Never fails.
+ */
+const listen = (
+  pg: PgClient,
+  channel: string,
+  self: string,
+  fallback: Duration.Duration,
+  reconnect: Schedule.Schedule<unknown, unknown>
+): Stream.Stream<void> =>
+  Stream.unwrap(
+    Effect.gen(function* () {
+      // Only a failed LISTEN switches polling on; the first connect is not "down".
+      const down = yield* Ref.make(false)
+      const listening = Stream.unwrap(
+        Effect.gen(function* () {
+          const queue = yield* pg.listen(channel)
+          yield* Ref.set(down, false)
+          return Stream.fromQueue(queue).pipe(
+            Stream.filter((notification) => notification.payload !== self),
+            Stream.as(undefined),
+            Stream.prepend([undefined])
+          )
+        })
+      ).pipe(
+        Stream.tapError((error) =>
+          Ref.set(down, true).pipe(
+            Effect.andThen(
+              Effect.logWarning(
+                `outbox wake-up: LISTEN ${channel} failed (${error.message}); polling every ${Duration.format(
+                  fallback
+                )} until it is back`
+              )
+            )
+          )
+        ),
+        Stream.retry(reconnect)
+      )
+      const polling = Stream.tick(fallback).pipe(Stream.filterEffect(() => Ref.get(down)))
+      return Stream.merge(listening, polling)
+    })
+  ).pipe(
+    // Only a defect gets here (connection failures are retried above). Signals are a hint: go
+    // quiet and let the relay's own poll interval carry on, but say so.
+    Stream.catchCause((cause) =>
+      Stream.fromEffect(Effect.logError("outbox wake-up stopped listening; relays fall back to polling", cause)).pipe(
+        Stream.drain,
+        Stream.concat(Stream.never)
+      )
+    )
+  )
+
+/**
  * @since 0.1.0
  * @category constructors
  */
@@ -95,51 +201,9 @@ export const make = (options: Options = {}) =>
       if (state !== undefined) state.notified = true
     })
 
-    // One pending request at most: requests during a send or the interval after it fold into one.
-    const requests = yield* Queue.sliding<void>(1)
-    let requested = 0
-    let sent = 0
-    if (remote) {
-      const send = sql`SELECT pg_notify(${t.channel}::text, ${self})`.withoutTransform.pipe(
-        Effect.catchCause((cause) =>
-          Effect.logDebug("outbox wake-up: NOTIFY after commit failed; relays elsewhere poll", cause)
-        )
-      )
-      yield* Effect.forkIn(
-        Effect.forever(
-          Queue.take(requests).pipe(
-            // the callbacks of one commit (one per enqueue) arrive together: fold them into this send
-            Effect.andThen(Effect.yieldNow),
-            Effect.andThen(Queue.clear(requests)),
-            Effect.andThen(
-              Effect.suspend(() => {
-                const upTo = requested
-                return Effect.tap(send, () => Effect.sync(() => (sent = upTo)))
-              })
-            ),
-            Effect.andThen(Effect.sleep(notifyInterval))
-          )
-        ),
-        layerScope
-      )
-      // A short-lived process (the CLI's release) must not take its last wake-up with it.
-      yield* Effect.addFinalizer(() =>
-        Effect.suspend(() => (requested > sent ? Effect.timeout(send, Duration.seconds(2)) : Effect.void)).pipe(
-          Effect.ignore
-        )
-      )
-    }
-    const afterCommit: Effect.Effect<void> = PubSub.publish(hub, undefined).pipe(
-      Effect.andThen(
-        remote
-          ? Effect.suspend(() => {
-              requested++
-              return Queue.offer(requests, undefined)
-            })
-          : Effect.void
-      ),
-      Effect.asVoid
-    )
+    // After-commit wake-ups: signal this layer's relays, and ask for one coalesced NOTIFY.
+    const request = remote ? yield* coalescedNotify(sql, t.channel, self, notifyInterval, layerScope) : Effect.void
+    const afterCommit: Effect.Effect<void> = PubSub.publish(hub, undefined).pipe(Effect.andThen(request))
 
     const notify = Effect.gen(function* () {
       if (remote && options.notifyInTransaction === true) {
@@ -151,47 +215,7 @@ export const make = (options: Options = {}) =>
       yield* sql.afterCommit(afterCommit)
     }).pipe(run("wakeup.notify"))
 
-    const listener: Stream.Stream<void> = Stream.unwrap(
-      Effect.gen(function* () {
-        // Only a failed LISTEN switches polling on; the first connect is not "down".
-        const down = yield* Ref.make(false)
-        const listening = Stream.unwrap(
-          Effect.gen(function* () {
-            const queue = yield* pg.listen(t.channel)
-            yield* Ref.set(down, false)
-            return Stream.fromQueue(queue).pipe(
-              Stream.filter((notification) => notification.payload !== self),
-              Stream.as(undefined),
-              Stream.prepend([undefined])
-            )
-          })
-        ).pipe(
-          Stream.tapError((error) =>
-            Ref.set(down, true).pipe(
-              Effect.andThen(
-                Effect.logWarning(
-                  `outbox wake-up: LISTEN ${t.channel} failed (${error.message}); polling every ${Duration.format(
-                    fallback
-                  )} until it is back`
-                )
-              )
-            )
-          ),
-          Stream.retry(reconnect)
-        )
-        const polling = Stream.tick(fallback).pipe(Stream.filterEffect(() => Ref.get(down)))
-        return Stream.merge(listening, polling)
-      })
-    ).pipe(
-      // Only a defect gets here (connection failures are retried above). Signals are a hint: go
-      // quiet and let the relay's own poll interval carry on, but say so.
-      Stream.catchCause((cause) =>
-        Stream.fromEffect(Effect.logError("outbox wake-up stopped listening; relays fall back to polling", cause)).pipe(
-          Stream.drain,
-          Stream.concat(Stream.never)
-        )
-      )
-    )
+    const listener = listen(pg, t.channel, self, fallback, reconnect)
 
     // One listener for the layer, started by the first subscriber, fanned out through the hub.
     let started = false

@@ -115,13 +115,19 @@ describe("PgWakeUp after commit (issue #14 write path)", () => {
   )
 
   it.live(
-    "the old mode stays an option: notifyInTransaction queues the NOTIFY inside the transaction",
+    "the old mode stays an option: notifyInTransaction queues the NOTIFY inside the transaction, in the insert",
     () => {
       const schema = freshSchema()
       return Effect.gen(function* () {
         const transactor = yield* Transactor
         const payloads = yield* rawPayloads
-        yield* transactor.withTransaction(Effect.andThen(Outbox.enqueue(order(1)), Outbox.enqueue(order(2))))
+        const recorded = recordingTracer()
+        yield* transactor
+          .withTransaction(Effect.andThen(Outbox.enqueue(order(1)), Outbox.enqueue(order(2))))
+          .pipe(Effect.withTracer(recorded.tracer))
+        // each insert carries the pg_notify and says so: no wake-up statement of its own
+        assert.strictEqual(recorded.statements.length, 2, recorded.statements.join(" | "))
+        for (const q of recorded.statements) assert.match(q, /INSERT INTO[\s\S]*pg_notify/)
         yield* Effect.sleep("400 millis")
         assert.deepStrictEqual(yield* Ref.get(payloads), [""])
       }).pipe(Effect.scoped, Effect.provide(Process(schema, { notifyInTransaction: true })))

@@ -116,46 +116,43 @@ describe("PgWakeUp", () => {
     30_000
   )
 
-  it.live(
-    "in-transaction mode: an insert with notify on queues the NOTIFY itself; the wake-up in the same transaction adds none",
-    () =>
-      Effect.gen(function* () {
-        const wakeUp = yield* WakeUp
-        const tx = yield* Transactor
-        const store = yield* PgOutboxStore.make({ notify: true })
-        const delivered = yield* rawCount
-        const message = (status: "PENDING" | "PREQUEUED") => ({
-          id: randomUUID() as EventId,
-          topic: "t",
-          key: null,
-          partition: null,
-          headers: {},
-          payload: new Uint8Array(1),
-          status,
-          availableAt: 0,
-          createdAt: 0
-        })
-        // only held-back rows: the insert does not notify, the wake-up does
-        yield* tx.withTransaction(Effect.andThen(store.insert([message("PREQUEUED")]), wakeUp.notify))
-        yield* Effect.sleep("300 millis")
-        assert.strictEqual(yield* Ref.get(delivered), 1)
-        yield* tx.withTransaction(
-          Effect.gen(function* () {
-            yield* store.insert([message("PENDING")])
-            yield* store.insert([message("PENDING"), message("PREQUEUED")])
-            yield* wakeUp.notify
-          })
-        )
-        // a rolled-back insert notifies nobody
-        yield* Effect.flip(
-          tx.withTransaction(store.insert([message("PENDING")]).pipe(Effect.andThen(Effect.fail("no"))))
-        )
-        yield* Effect.sleep("300 millis")
-        assert.strictEqual(yield* Ref.get(delivered), 2)
-      }).pipe(
-        Effect.scoped,
-        Effect.provide(Layer.provideMerge(PgTransactor.layer, Live({ notifyInTransaction: true })))
-      )
+  it.live("in-transaction mode: an insert with notify on queues the NOTIFY in its statement and reports it", () =>
+    Effect.gen(function* () {
+      const wakeUp = yield* WakeUp
+      const tx = yield* Transactor
+      const store = yield* PgOutboxStore.make({ notify: true })
+      const delivered = yield* rawCount
+      const message = (status: "PENDING" | "PREQUEUED") => ({
+        id: randomUUID() as EventId,
+        topic: "t",
+        key: null,
+        partition: null,
+        headers: {},
+        payload: new Uint8Array(1),
+        status,
+        availableAt: 0,
+        createdAt: 0
+      })
+      // only held-back rows: the insert queues nothing, the wake-up does
+      const held = yield* tx.withTransaction(Effect.tap(store.insert([message("PREQUEUED")]), () => wakeUp.notify))
+      assert.isFalse(held.wakeUpQueued)
+      yield* Effect.sleep("300 millis")
+      assert.strictEqual(yield* Ref.get(delivered), 1)
+      // a PENDING row: the insert alone notifies, on commit
+      const queued = yield* tx.withTransaction(store.insert([message("PENDING"), message("PREQUEUED")]))
+      assert.isTrue(queued.wakeUpQueued)
+      yield* Effect.sleep("300 millis")
+      assert.strictEqual(yield* Ref.get(delivered), 2)
+      // a rolled-back insert notifies nobody
+      yield* Effect.flip(tx.withTransaction(store.insert([message("PENDING")]).pipe(Effect.andThen(Effect.fail("no")))))
+      yield* Effect.sleep("300 millis")
+      assert.strictEqual(yield* Ref.get(delivered), 2)
+      // without notify the same insert queues nothing
+      const plain = yield* PgOutboxStore.make()
+      assert.isFalse((yield* tx.withTransaction(plain.insert([message("PENDING")]))).wakeUpQueued)
+      yield* Effect.sleep("300 millis")
+      assert.strictEqual(yield* Ref.get(delivered), 2)
+    }).pipe(Effect.scoped, Effect.provide(Layer.provideMerge(PgTransactor.layer, Live({ notifyInTransaction: true }))))
   )
 
   it.live("switched off: notify is free and sends nothing, signals stay silent", () =>

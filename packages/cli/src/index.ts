@@ -2,4 +2,3 @@
  * @since 0.1.0
  */
 export * as Operations from "./Operations.ts"
-export * as ReadModel from "./ReadModel.ts"

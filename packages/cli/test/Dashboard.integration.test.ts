@@ -29,7 +29,6 @@ import * as SqlClient from "effect/sql/SqlClient"
 import { type Browser, chromium, type Page } from "playwright-core"
 import { afterAll, assert, beforeAll, describe, it } from "vitest"
 import * as Dashboard from "../src/Dashboard.ts"
-import * as ReadModel from "../src/ReadModel.ts"
 
 const databaseUrl = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres"
 const brokers = process.env.KAFKA_BROKERS ?? "127.0.0.1:9092"
@@ -64,7 +63,7 @@ const start = async (options: Dashboard.Options = {}) => {
   const logger = Logger.make(
     ({ message }) => void logs.push(Array.isArray(message) ? message.join(" ") : String(message))
   )
-  const services = Layer.mergeAll(Outbox.layerWith({ maxPayloadBytes: 1_000_000 }), ReadModel.layerPg).pipe(
+  const services = Outbox.layerWith({ maxPayloadBytes: 1_000_000 }).pipe(
     Layer.provideMerge(PgOutbox.layer({ schema, store: { recordTransitions: true }, wakeUp: { listen: false } })),
     Layer.provideMerge(PgClient.layer({ url: Redacted.make(databaseUrl), maxConnections: 4 })),
     Layer.provideMerge(KafkaOutbox.layer({ brokers: brokers.split(","), clientId: "dashboard-test" }))

@@ -41,7 +41,7 @@ import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
 import * as Schedule from "effect/Schedule"
-import * as Schema from "effect/Schema"
+import type * as Schema from "effect/Schema"
 import * as Scope from "effect/Scope"
 import * as Semaphore from "effect/Semaphore"
 import * as Stream from "effect/Stream"
@@ -55,6 +55,7 @@ import * as Classify from "./internal/consumer/classify.ts"
 import type { PartitionState } from "./internal/consumer/partition.ts"
 import * as Partition from "./internal/consumer/partition.ts"
 import * as RecordRunner from "./internal/consumer/record.ts"
+import { decodePayload } from "./OutboxMessage.ts"
 import { OutboxStore } from "./OutboxStore.ts"
 import { ParkedStore } from "./ParkedStore.ts"
 import { Publisher } from "./Publisher.ts"
@@ -461,7 +462,7 @@ const recordSettings = <S extends Schema.Top, E, R>(options: Options<S, E, R>) =
     const context = yield* Effect.context<R | S["DecodingServices"]>()
     const provideUser = <A, E2>(effect: Effect.Effect<A, E2, R | S["DecodingServices"]>) =>
       Effect.provideContext(effect, context)
-    const decodeJson = Schema.decodeUnknownEffect(Schema.fromJsonString(options.schema))
+    const decode = decodePayload(options.schema)
     return {
       groupId: options.groupId,
       identity: options.identity ?? "event-id",
@@ -473,7 +474,7 @@ const recordSettings = <S extends Schema.Top, E, R>(options: Options<S, E, R>) =
       infrastructureRetry: options.infrastructureRetrySchedule ?? infrastructureRetrySchedule,
       deadLetterTopic: options.deadLetterTopic ?? DeadLetter.defaultTopic,
       decode: (record) =>
-        decodeJson(new TextDecoder().decode(record.value)).pipe(
+        decode(record.value).pipe(
           Effect.mapError(
             (error) =>
               new PayloadDecodeError({

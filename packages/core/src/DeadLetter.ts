@@ -18,7 +18,7 @@ import { BrokerAdmin } from "./BrokerAdmin.ts"
 import type { ConsumerRecord } from "./ConsumerSource.ts"
 import * as DeadLetterDepth from "./DeadLetterDepth.ts"
 import type { ConsumerSourceError, PublishError } from "./Errors.ts"
-import { EVENT_ID_HEADER, EventId, type Headers, makeEventId, ORIGINAL_RECORD_HEADER } from "./OutboxMessage.ts"
+import { EVENT_ID_HEADER, type Headers, isEventId, makeEventId, ORIGINAL_RECORD_HEADER } from "./OutboxMessage.ts"
 import { Publisher, type PublishRequest } from "./Publisher.ts"
 import { TopicReader } from "./TopicReader.ts"
 
@@ -182,8 +182,6 @@ export const toPublishRequest = (
       writeEventId: false
     }
   })
-
-const isEventId = Schema.is(EventId)
 
 const requestId = (recordHeaders: Headers) => {
   const value = recordHeaders[EVENT_ID_HEADER]

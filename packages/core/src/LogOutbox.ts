@@ -7,17 +7,33 @@
  *
  * @since 0.3.0
  */
-import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
 import { EventNotFoundError, OutboxValidationError } from "./Errors.ts"
 import type { LogMessage } from "./LogRecord.ts"
 import { LogWriter } from "./LogWriter.ts"
-import { Outbox, type Settings, validateDraft, validateRecordSize } from "./Outbox.ts"
-import * as OutboxMessage from "./OutboxMessage.ts"
+import { Outbox, prepare, type Settings } from "./Outbox.ts"
+import type * as OutboxMessage from "./OutboxMessage.ts"
 import * as Telemetry from "./Telemetry.ts"
 import { Transactor } from "./Transactor.ts"
+
+/** What the log cannot do: hold an event back, or delay it. */
+const logRules = (draft: OutboxMessage.OutboxDraft, index: number, now: number) => {
+  if (draft.prequeued === true) {
+    return new OutboxValidationError({
+      field: `drafts[${index}].prequeued`,
+      reason: "the log engine has no row to hold back; use the claim engine (Outbox.layer) for deferred events"
+    })
+  }
+  if (draft.availableAt !== undefined && draft.availableAt > now) {
+    return new OutboxValidationError({
+      field: `drafts[${index}].availableAt`,
+      reason: "the log engine publishes in commit order and cannot delay an event; use the claim engine"
+    })
+  }
+  return undefined
+}
 
 /**
  * @since 0.3.0
@@ -30,55 +46,19 @@ export const make = (settings: Settings) =>
 
     const enqueue = (drafts: ReadonlyArray<OutboxMessage.OutboxDraft>) =>
       Effect.gen(function* () {
-        const now = yield* Clock.currentTimeMillis
-        const seen = new Set<string>()
-        for (let i = 0; i < drafts.length; i++) {
-          const draft = drafts[i]!
-          const invalid = validateDraft(draft, settings, i)
-          if (invalid !== undefined) return yield* invalid
-          if (draft.prequeued === true) {
-            return yield* new OutboxValidationError({
-              field: `drafts[${i}].prequeued`,
-              reason: "the log engine has no row to hold back; use the claim engine (Outbox.layer) for deferred events"
-            })
-          }
-          if (draft.availableAt !== undefined && draft.availableAt > now) {
-            return yield* new OutboxValidationError({
-              field: `drafts[${i}].availableAt`,
-              reason: "the log engine publishes in commit order and cannot delay an event; use the claim engine"
-            })
-          }
-          if (draft.id !== undefined) {
-            if (seen.has(draft.id.toLowerCase())) {
-              return yield* new OutboxValidationError({
-                field: `drafts[${i}].id`,
-                reason: `${draft.id} appears twice in one batch`
-              })
-            }
-            seen.add(draft.id.toLowerCase())
-          }
-        }
-        if (drafts.length === 0) return []
-        const messages: Array<LogMessage> = []
-        for (const [index, draft] of drafts.entries()) {
-          const id = draft.id ?? (yield* OutboxMessage.makeEventId)
-          const headers = yield* Telemetry.injectTraceparent({ ...draft.headers, [OutboxMessage.EVENT_ID_HEADER]: id })
-          const tooLarge = validateRecordSize(
-            { key: draft.key ?? null, headers, payload: draft.payload },
-            settings,
-            index
-          )
-          if (tooLarge !== undefined) return yield* tooLarge
-          messages.push({
-            id,
-            topic: draft.topic,
-            key: draft.key ?? null,
-            partition: draft.partition ?? null,
-            headers,
-            payload: draft.payload,
-            createdAt: now
+        const prepared = yield* prepare(drafts, settings, logRules)
+        if (prepared.length === 0) return []
+        const messages = prepared.map(
+          (m): LogMessage => ({
+            id: m.id,
+            topic: m.topic,
+            key: m.key,
+            partition: m.partition,
+            headers: m.headers,
+            payload: m.payload,
+            createdAt: m.createdAt
           })
-        }
+        )
         yield* transactor.withTransaction(writer.emit(messages))
         yield* Metric.update(Telemetry.enqueued, messages.length)
         return messages.map((message) => message.id)

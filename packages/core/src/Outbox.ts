@@ -101,7 +101,6 @@ export class Outbox extends Context.Service<
 
 // Kafka's own rule (kafka.common.internals.Topic): at most 249 of [a-zA-Z0-9._-], not "." or "..".
 const TOPIC = /^[a-zA-Z0-9._-]{1,249}$/
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
 
 /**
  * Checks one draft; the first problem found, or `undefined`. `index` names the draft in a batch.
@@ -144,7 +143,7 @@ export const validateDraft = (
     const above = PartitionLimit.aboveMaximum(draft.partition, settings.maxPartition)
     if (above !== undefined) return invalid("partition", above)
   }
-  if (draft.id !== undefined && !(typeof draft.id === "string" && UUID.test(draft.id))) {
+  if (draft.id !== undefined && !OutboxMessage.isEventId(draft.id)) {
     return invalid("id", `${String(draft.id)} is not a UUID`)
   }
   if (draft.key !== undefined && draft.key !== null && typeof draft.key !== "string")
@@ -186,6 +185,59 @@ export const validateRecordSize = (
 }
 
 /**
+ * Drafts to the rows a store inserts: every draft validated ({@link validateDraft}, ids unique
+ * in the batch), then given its id (a fresh UUIDv7 unless set), its headers (`event-id`,
+ * `traceparent`) and its times, and checked against the record limit with those headers
+ * ({@link validateRecordSize}). The one validation of the library: stores and the log writer
+ * take what it returns as it is. `check` adds an engine's own rule per draft.
+ *
+ * @since 0.4.0
+ * @category validation
+ */
+export const prepare = (
+  drafts: ReadonlyArray<OutboxMessage.OutboxDraft>,
+  settings: Settings,
+  check?: (draft: OutboxMessage.OutboxDraft, index: number, now: number) => OutboxValidationError | undefined
+): Effect.Effect<Array<OutboxMessage.NewOutboxMessage>, OutboxValidationError> =>
+  Effect.gen(function* () {
+    const now = yield* Clock.currentTimeMillis
+    const seen = new Set<string>()
+    for (const [index, draft] of drafts.entries()) {
+      const invalid = validateDraft(draft, settings, index) ?? check?.(draft, index, now)
+      if (invalid !== undefined) return yield* invalid
+      if (draft.id !== undefined) {
+        if (seen.has(draft.id.toLowerCase())) {
+          return yield* new OutboxValidationError({
+            field: `drafts[${index}].id`,
+            reason: `${draft.id} appears twice in one batch`
+          })
+        }
+        seen.add(draft.id.toLowerCase())
+      }
+    }
+    const messages: Array<OutboxMessage.NewOutboxMessage> = []
+    for (const [index, draft] of drafts.entries()) {
+      const id = draft.id ?? (yield* OutboxMessage.makeEventId)
+      const headers = yield* Telemetry.injectTraceparent({ ...draft.headers, [OutboxMessage.EVENT_ID_HEADER]: id })
+      const key = draft.key ?? null
+      const tooLarge = validateRecordSize({ key, headers, payload: draft.payload }, settings, index)
+      if (tooLarge !== undefined) return yield* tooLarge
+      messages.push({
+        id,
+        topic: draft.topic,
+        key,
+        partition: draft.partition ?? null,
+        headers,
+        payload: draft.payload,
+        status: draft.prequeued === true ? "PREQUEUED" : "PENDING",
+        availableAt: draft.availableAt ?? now,
+        createdAt: now
+      })
+    }
+    return messages
+  })
+
+/**
  * Builds the service from its ports and settings.
  *
  * @since 0.1.0
@@ -199,46 +251,13 @@ export const make = (settings: Settings) =>
 
     const enqueue = (drafts: ReadonlyArray<OutboxMessage.OutboxDraft>) =>
       Effect.gen(function* () {
-        const seen = new Set<string>()
-        for (let i = 0; i < drafts.length; i++) {
-          const invalid = validateDraft(drafts[i]!, settings, i)
-          if (invalid !== undefined) return yield* invalid
-          const id = drafts[i]!.id
-          if (id !== undefined) {
-            if (seen.has(id.toLowerCase())) {
-              return yield* new OutboxValidationError({
-                field: `drafts[${i}].id`,
-                reason: `${id} appears twice in one batch`
-              })
-            }
-            seen.add(id.toLowerCase())
-          }
-        }
-        if (drafts.length === 0) return []
-        const now = yield* Clock.currentTimeMillis
-        const messages: Array<OutboxMessage.NewOutboxMessage> = []
-        for (const [index, draft] of drafts.entries()) {
-          const id = draft.id ?? (yield* OutboxMessage.makeEventId)
-          const headers = yield* Telemetry.injectTraceparent({ ...draft.headers, [OutboxMessage.EVENT_ID_HEADER]: id })
-          const tooLarge = validateRecordSize(
-            { key: draft.key ?? null, headers, payload: draft.payload },
-            settings,
-            index
-          )
-          if (tooLarge !== undefined) return yield* tooLarge
-          messages.push({
-            id,
-            topic: draft.topic,
-            key: draft.key ?? null,
-            partition: draft.partition ?? null,
-            headers,
-            payload: draft.payload,
-            status: draft.prequeued === true ? "PREQUEUED" : "PENDING",
-            availableAt: draft.availableAt ?? now,
-            createdAt: now
-          })
-        }
-        yield* transactor.withTransaction(Effect.andThen(store.insert(messages), wakeUp.notify))
+        const messages = yield* prepare(drafts, settings)
+        if (messages.length === 0) return []
+        // A store that queued the wake-up with the rows (PostgreSQL's in-transaction NOTIFY)
+        // says so; else the relays are woken here, once per enqueue.
+        yield* transactor.withTransaction(
+          Effect.flatMap(store.insert(messages), (inserted) => (inserted.wakeUpQueued ? Effect.void : wakeUp.notify))
+        )
         yield* Metric.update(Telemetry.enqueued, messages.length)
         return messages.map((message) => message.id)
       }).pipe(Effect.withSpan(Telemetry.spans.enqueue, { attributes: { "outbox.count": drafts.length } }))

@@ -7,7 +7,7 @@ import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Random from "effect/Random"
 import * as Schema from "effect/Schema"
-import { OutboxStatus } from "./Lifecycle.ts"
+import type { OutboxStatus } from "./Lifecycle.ts"
 
 /**
  * A time-ordered UUIDv7: the event's identity everywhere, the `event-id` header on the Kafka
@@ -23,6 +23,15 @@ export const EventId = Schema.String.check(Schema.isUUID()).pipe(Schema.brand("@
  * @category models
  */
 export type EventId = typeof EventId.Type
+
+/**
+ * Whether a value is an event id: the library's one UUID check (drafts, stores, consumers and
+ * the CLI all ask it, so an id one of them accepts the others accept too).
+ *
+ * @since 0.4.0
+ * @category guards
+ */
+export const isEventId: (value: unknown) => value is EventId = Schema.is(EventId)
 
 /**
  * The header that carries the event id on every published record.
@@ -175,11 +184,8 @@ export interface OutboxMessage {
   readonly processedAt: number | null
 }
 
-/**
- * @since 0.1.0
- * @category schemas
- */
-export const Status = OutboxStatus
+const encoder = new TextEncoder()
+const decoder = new TextDecoder()
 
 /**
  * Encodes a JSON value as a payload (UTF-8).
@@ -187,26 +193,28 @@ export const Status = OutboxStatus
  * @since 0.1.0
  * @category payload
  */
-export const jsonPayload = (value: unknown): Uint8Array => new TextEncoder().encode(JSON.stringify(value))
+export const jsonPayload = (value: unknown): Uint8Array => encoder.encode(JSON.stringify(value))
 
 /**
- * Encodes a value through a Schema into a JSON payload.
+ * The payload codec: a value through a Schema into JSON bytes (UTF-8). `Topic` encodes with it;
+ * the consumer decodes with {@link decodePayload}, so both sides of a topic read one format.
  *
  * @since 0.1.0
  * @category payload
  */
 export const encodePayload =
   <S extends Schema.Top>(schema: S) =>
-  (value: S["Type"]) =>
-    Schema.encodeEffect(Schema.fromJsonString(schema))(value).pipe(Effect.map((json) => new TextEncoder().encode(json)))
+  (value: S["Type"]): Effect.Effect<Uint8Array, Schema.SchemaError, S["EncodingServices"]> =>
+    Effect.map(Schema.encodeEffect(Schema.fromJsonString(schema))(value), (json) => encoder.encode(json))
 
 /**
- * Decodes a JSON payload through a Schema.
+ * Decodes a JSON payload (UTF-8) through a Schema: the other half of {@link encodePayload}.
  *
  * @since 0.1.0
  * @category payload
  */
-export const decodePayload =
-  <S extends Schema.Top>(schema: S) =>
-  (payload: Uint8Array) =>
-    Schema.decodeUnknownEffect(Schema.fromJsonString(schema))(new TextDecoder().decode(payload))
+export const decodePayload = <S extends Schema.Top>(schema: S) => {
+  const decode = Schema.decodeUnknownEffect(Schema.fromJsonString(schema))
+  return (payload: Uint8Array): Effect.Effect<S["Type"], Schema.SchemaError, S["DecodingServices"]> =>
+    decode(decoder.decode(payload))
+}

@@ -194,14 +194,32 @@ export interface RecoveryLease {
 }
 
 /**
+ * What `insert` did besides storing the rows.
+ *
+ * - `wakeUpQueued`: the store queued the relays' wake-up in the same write (PostgreSQL's
+ *   in-transaction mode puts the `NOTIFY` in the insert statement), so the enqueue does not call
+ *   `WakeUp.notify` again. Stores without such a fold answer `false`.
+ *
+ * @since 0.4.0
+ * @category models
+ */
+export interface InsertResult {
+  readonly wakeUpQueued: boolean
+}
+
+/**
  * @since 0.1.0
  * @category services
  */
 export class OutboxStore extends Context.Service<
   OutboxStore,
   {
-    /** Inserts new rows in the ambient transaction when there is one (R1.1). Ids are unique. */
-    readonly insert: (messages: ReadonlyArray<NewOutboxMessage>) => Effect.Effect<void, OutboxStoreError>
+    /**
+     * Inserts new rows in the ambient transaction when there is one (R1.1). The rows come from
+     * `Outbox.prepare`, the one validation: a store checks no more than its schema enforces
+     * (ids are unique). Reports whether it queued the relays' wake-up with them.
+     */
+    readonly insert: (messages: ReadonlyArray<NewOutboxMessage>) => Effect.Effect<InsertResult, OutboxStoreError>
     /** `PENDING → DISPATCHING` for a batch, honouring the per-key rule of {@link ClaimRequest}. */
     readonly claim: (request: ClaimRequest) => Effect.Effect<ReadonlyArray<OutboxMessage>, OutboxStoreError>
     /** Batched compare-and-set, one round trip for the whole batch. Outcomes in request order. */

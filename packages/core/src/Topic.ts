@@ -19,12 +19,12 @@
  * @since 0.1.0
  */
 import * as Effect from "effect/Effect"
-import * as Schema from "effect/Schema"
+import type * as Schema from "effect/Schema"
 import type * as Consumer from "./Consumer.ts"
 import * as DeadLetter from "./DeadLetter.ts"
 import { type OutboxStoreError, OutboxValidationError } from "./Errors.ts"
 import * as Outbox from "./Outbox.ts"
-import type { EventId, Headers, OutboxDraft } from "./OutboxMessage.ts"
+import { type EventId, encodePayload, type Headers, type OutboxDraft } from "./OutboxMessage.ts"
 
 /**
  * A declared topic. `S` is the payload schema: `S["Type"]` is what producers hand in and what
@@ -100,17 +100,17 @@ export const draft = <S extends Schema.Top>(
   payload: S["Type"],
   options: EnqueueOptions = {}
 ): Effect.Effect<OutboxDraft, OutboxValidationError, S["EncodingServices"]> =>
-  Schema.encodeEffect(Schema.fromJsonString(topic.schema))(payload).pipe(
+  encodePayload(topic.schema)(payload).pipe(
     Effect.mapError(
       (error) =>
         new OutboxValidationError({ field: "payload", reason: `does not encode as ${topic.name}: ${error.message}` })
     ),
-    Effect.map((json): OutboxDraft => {
+    Effect.map((bytes): OutboxDraft => {
       const partition = options.partition !== undefined ? options.partition : topic.partition(payload)
       return {
         topic: topic.name,
         key: topic.key(payload),
-        payload: new TextEncoder().encode(json),
+        payload: bytes,
         ...(partition === null ? {} : { partition }),
         ...(options.id === undefined ? {} : { id: options.id }),
         ...(options.headers === undefined ? {} : { headers: options.headers }),

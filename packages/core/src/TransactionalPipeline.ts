@@ -14,11 +14,10 @@
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Schedule from "effect/Schedule"
-import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import { type ConsumerBatch, type ConsumerRecord, ConsumerSource } from "./ConsumerSource.ts"
 import type { ConsumerSourceError } from "./Errors.ts"
-import { EVENT_ID_HEADER, EventId, type Headers, makeEventId } from "./OutboxMessage.ts"
+import { EVENT_ID_HEADER, type EventId, type Headers, isEventId, makeEventId } from "./OutboxMessage.ts"
 import type { PublishRequest } from "./Publisher.ts"
 import { type TransactionAbortedError, TransactionalProducer } from "./TransactionalProducer.ts"
 
@@ -51,8 +50,6 @@ export interface Options<E, R> {
   /** Retries of retriable aborts (default exponential from 100 ms, capped at 5 s, forever). */
   readonly retrySchedule?: Schedule.Schedule<unknown, TransactionAbortedError>
 }
-
-const isEventId = Schema.is(EventId)
 
 const toRequest = (output: Output): Effect.Effect<PublishRequest> =>
   Effect.map(

@@ -1,10 +1,13 @@
 import { assert, describe, it } from "@effect/vitest"
+import * as InMemoryDatabase from "@effect-outbox/testing/InMemoryDatabase"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
+import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
 import * as Outbox from "../src/Outbox.ts"
 import { EVENT_ID_HEADER, type EventId, makeEventId } from "../src/OutboxMessage.ts"
+import { OutboxStore } from "../src/OutboxStore.ts"
 import * as RecordSize from "../src/RecordSize.ts"
 import * as Telemetry from "../src/Telemetry.ts"
 import { Transactor } from "../src/Transactor.ts"
@@ -141,6 +144,38 @@ describe("Outbox.enqueue (R1.1, R1.2)", () => {
     )
   )
 
+  it.effect("a store that queued the wake-up with its rows is not asked to notify again", () =>
+    Effect.gen(function* () {
+      const database = yield* InMemoryDatabase.make
+      const db = InMemoryDatabase.layerFrom(database)
+      let notified = 0
+      const counting = Layer.succeed(WakeUp)(
+        WakeUp.of({ notify: Effect.sync(() => void notified++), signals: Stream.never })
+      )
+      // a store that folds the wake-up into its insert when it stores a PENDING row
+      const folding = Layer.effect(OutboxStore)(
+        Effect.map(Effect.service(OutboxStore), (store) =>
+          OutboxStore.of({
+            ...store,
+            insert: (messages) =>
+              Effect.as(store.insert(messages), { wakeUpQueued: messages.some((m) => m.status === "PENDING") })
+          })
+        )
+      ).pipe(Layer.provide(db))
+      const layer = Outbox.layerWith({}).pipe(Layer.provide(Layer.merge(folding, counting)), Layer.provide(db))
+      yield* Effect.provide(
+        Effect.gen(function* () {
+          yield* Outbox.enqueue(draft("k", 1))
+          assert.strictEqual(notified, 0, "the insert queued it")
+          yield* Outbox.enqueue(draft("k", 2, { prequeued: true }))
+          assert.strictEqual(notified, 1, "the insert queued nothing: the enqueue notifies")
+        }),
+        layer
+      )
+      assert.strictEqual((yield* rows(database)).length, 2)
+    })
+  )
+
   describe("validation writes nothing on bad input", () => {
     const bad: ReadonlyArray<[string, Parameters<typeof draft>[2], string]> = [
       ["an empty topic", { topic: "" }, "topic"],
@@ -152,6 +187,8 @@ describe("Outbox.enqueue (R1.1, R1.2)", () => {
       ["a fractional partition", { partition: 1.5 }, "partition"],
       ["a partition above OUTBOX_MAX_PARTITION (default 1023)", { partition: 1024 }, "partition"],
       ["an id that is not a UUID", { id: "not-a-uuid" as EventId }, "id"],
+      // the one check is EventId's (version and variant digits), the same the consumer asks
+      ["a UUID-shaped id that is no event id", { id: "11111111-1111-1111-1111-111111111111" as EventId }, "id"],
       ["a conflicting event-id header", { headers: { "event-id": "someone-else" } }, "event-id"]
     ]
     for (const [name, patch, field] of bad) {

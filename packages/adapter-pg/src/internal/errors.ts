@@ -61,6 +61,3 @@ export const run =
 
 export const invalid = (operation: string, reason: string): OutboxStoreError =>
   new OutboxStoreError({ operation, reason, retriable: false })
-
-const uuid = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
-export const isUuid = (value: string): boolean => uuid.test(value)

@@ -42,112 +42,6 @@ export const countByStatus = (t: Tables) =>
 export const fromMillis = (expression: string) => `to_timestamp((${expression})::float8 / 1000)`
 
 /**
- * The claim's candidate scan: available `PENDING` rows in availability order, skipping keys that
- * already have a row in flight (a cheap hint from this statement's snapshot; the authoritative
- * check runs again under the key's lock). Served by the `(available_at, seq) WHERE PENDING`
- * partial index; the in-flight probe by the `(key) WHERE DISPATCHING` one.
- */
-export const candidateScan = (t: Tables, now: string) =>
-  `SELECT m.id, m.key FROM ${t.message} m
-    WHERE m.status = 'PENDING' AND m.available_at <= ${now}
-      AND (m.key IS NULL OR NOT EXISTS (
-        SELECT 1 FROM ${t.message} d WHERE d.key = m.key AND d.status = 'DISPATCHING'))
-    ORDER BY m.available_at, m.seq`
-
-/**
- * One key's claimable prefix: its `PENDING` rows in `seq` order, at most `maxPerKey`, up to the
- * first one still backing off (`available_at > now`). Served by the `(key, seq) WHERE PENDING`
- * partial index, reading at most `maxPerKey` entries.
- */
-export const keyPrefix = (t: Tables, key: string, now: string, maxPerKey: string) =>
-  `SELECT w.id, w.seq FROM (
-      SELECT m.id, m.seq, bool_and(m.available_at <= ${now}) OVER (ORDER BY m.seq) AS open
-        FROM ${t.message} m
-       WHERE m.key = ${key} AND m.status = 'PENDING'
-       ORDER BY m.seq
-       LIMIT ${maxPerKey}
-    ) w WHERE w.open`
-
-/**
- * The claim function as migration 2 created it. Frozen: migration 2 must create exactly this on
- * a fresh database (migration 3 replaces it with {@link claimFunction}).
- *
- * The claim, as a PL/pgSQL function so it runs in one round trip yet takes two snapshots.
- *
- * Why a function: with READ COMMITTED and `SKIP LOCKED` alone, two relays can both see a key's
- * rows as `PENDING` (each statement has its own snapshot) and split its prefix between them.
- * Here phase 1 discovers candidate keys and takes `pg_try_advisory_xact_lock(space, hashtext(key))`
- * for each (a key another claimer holds is skipped, not waited on). Phase 2 is a new statement,
- * so it reads a snapshot taken AFTER the locks were granted: every earlier claim of those keys
- * has committed and is visible, and no other claim of them can run until this transaction ends.
- * Under that lock it re-checks "no row of the key is DISPATCHING" and takes the key's prefix.
- * Rows without a key need no key lock: `FOR UPDATE SKIP LOCKED` is enough for them.
- */
-export const claimFunctionV2 = (t: Tables) =>
-  `CREATE OR REPLACE FUNCTION ${t.claimFunction}(
-     p_owner text, p_limit integer, p_max_per_key integer, p_now timestamptz, p_lease_until timestamptz)
-   RETURNS SETOF ${t.message}
-   LANGUAGE plpgsql VOLATILE AS $claim$
-   DECLARE
-     candidate record;
-     locked_keys text[] := '{}';
-     seen_keys text[] := '{}';
-     unkeyed uuid[] := '{}';
-     slots integer := 0;
-     scanned integer := 0;
-   BEGIN
-     IF p_limit <= 0 OR p_max_per_key <= 0 THEN
-       RETURN;
-     END IF;
-     -- The second snapshot is what makes the key lock meaningful; REPEATABLE READ would reuse
-     -- the first one and could hand a key's later rows to a second relay.
-     IF current_setting('transaction_isolation') <> 'read committed' THEN
-       RAISE EXCEPTION 'outbox claim needs READ COMMITTED, the transaction is %',
-         current_setting('transaction_isolation') USING ERRCODE = '25000';
-     END IF;
-     -- The LIMIT is the loop's own exit bound below. Without it PostgreSQL plans the cursor as
-     -- a sequential scan and sort of every PENDING row, on every claim (O(backlog); found by
-     -- bench/src/experiments/ClaimLimit.ts).
-     FOR candidate IN ${candidateScan(t, "p_now")} LIMIT LEAST(p_limit, 100000) * 20 + 1000 LOOP
-       scanned := scanned + 1;
-       IF candidate.key IS NULL THEN
-         unkeyed := unkeyed || candidate.id;
-         slots := slots + 1;
-       ELSIF NOT (candidate.key = ANY (seen_keys)) THEN
-         seen_keys := seen_keys || candidate.key;
-         IF pg_try_advisory_xact_lock(${t.locks.claimKey}, hashtext(candidate.key)) THEN
-           locked_keys := locked_keys || candidate.key;
-           slots := slots + 1;
-         END IF;
-       END IF;
-       -- Bounded: a hot key with a long backlog must not turn one claim into a table scan.
-       EXIT WHEN slots >= p_limit OR scanned >= LEAST(p_limit, 100000) * 20 + 1000;
-     END LOOP;
-     IF slots = 0 THEN
-       RETURN;
-     END IF;
-     RETURN QUERY
-     WITH keyed AS (
-       SELECT p.id, p.seq
-         FROM unnest(locked_keys) AS k(key)
-         CROSS JOIN LATERAL (${keyPrefix(t, "k.key", "p_now", "p_max_per_key")}) p
-        WHERE NOT EXISTS (SELECT 1 FROM ${t.message} d WHERE d.key = k.key AND d.status = 'DISPATCHING')
-     ), loose AS (
-       SELECT m.id, m.seq FROM ${t.message} m
-        WHERE m.id = ANY (unkeyed) AND m.status = 'PENDING' AND m.available_at <= p_now
-        FOR UPDATE SKIP LOCKED
-     ), chosen AS (
-       SELECT c.id FROM (SELECT * FROM keyed UNION ALL SELECT * FROM loose) c ORDER BY c.seq LIMIT p_limit
-     )
-     UPDATE ${t.message} m
-        SET status = 'DISPATCHING', lease_owner = p_owner, lease_expires_at = p_lease_until, updated_at = p_now
-       FROM chosen
-      WHERE m.id = chosen.id AND m.status = 'PENDING'
-     RETURNING m.*;
-   END
-   $claim$`
-
-/**
  * The claim's candidate scan since migration 3: the first `readLimit` available `PENDING` rows in
  * availability order, one candidate per key (at the key's first row in that order) plus every
  * key-less row. A key is a candidate only when nothing of it is `DISPATCHING` and its *head* (its
@@ -188,8 +82,10 @@ export const keyHead = (t: Tables, key: string) =>
     LIMIT 1`
 
 /**
- * One key's claimable prefix up to `seq <= cut`: as {@link keyPrefix}, but the index range
- * ends at the cut, so a key with a long backlog is read only as far as the batch can reach.
+ * One key's claimable prefix up to `seq <= cut`: its `PENDING` rows in `seq` order, at most
+ * `maxPerKey`, up to the first one still backing off (`available_at > now`). The `(key, seq)
+ * WHERE PENDING` index range ends at the cut, so a key with a long backlog is read only as far
+ * as the batch can reach.
  */
 export const keyPrefixUpTo = (t: Tables, key: string, now: string, maxPerKey: string, cut: string) =>
   `SELECT w.id, w.seq FROM (
@@ -201,8 +97,17 @@ export const keyPrefixUpTo = (t: Tables, key: string, now: string, maxPerKey: st
     ) w WHERE w.open`
 
 /**
- * The claim function since migration 3. Same contract and the same two snapshots as
- * {@link claimFunctionV2}; the second step is cheaper:
+ * The claim function since migration 3, a PL/pgSQL function so it runs in one round trip yet
+ * takes two snapshots (the frozen one of migration 2, `claimV2.ts`, has the same contract).
+ *
+ * Why a function: with READ COMMITTED and `SKIP LOCKED` alone, two relays can both see a key's
+ * rows as `PENDING` (each statement has its own snapshot) and split its prefix between them.
+ * Phase 1 takes `pg_try_advisory_xact_lock(space, hashtext(key))` for each candidate key (a key
+ * another claimer holds is skipped, not waited on). Phase 2 is a new statement, so it reads a
+ * snapshot taken AFTER the locks were granted: every earlier claim of those keys has committed
+ * and is visible, and no other claim of them can run until this transaction ends. Rows without
+ * a key need no key lock: `FOR UPDATE SKIP LOCKED` is enough for them.
+ *
  *
  * - Phase 1 (unchanged): walk the candidate scan, try-lock each new key, stop at `limit` slots.
  * - Phase 2, one statement under a fresh snapshot: each locked key's *head* (first `PENDING`

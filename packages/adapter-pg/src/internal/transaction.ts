@@ -1,15 +1,14 @@
 import * as Context from "effect/Context"
 
 /**
- * What one transaction opened by `PgTransactor` carries for the services that join it. Provided
- * for the outermost call only and new for every transaction, so nothing outlives it (it replaces
- * a module-global WeakSet). The wake-ups after commit use `SqlClient.afterCommit` instead, which
- * works in any transaction.
+ * What one transaction opened by `PgTransactor` carries for the calls that join it. Provided
+ * for the outermost call only and new for every transaction, so nothing outlives it. The
+ * wake-ups after commit use `SqlClient.afterCommit` instead, which works in any transaction.
  */
 export interface TransactionState {
   /** A joined call failed: its writes cannot be undone alone (no savepoint), so the commit must not happen. */
   failedInside: boolean
-  /** The wake-up `NOTIFY` is already queued in this transaction (`notifyInTransaction`). */
+  /** `PgWakeUp.notify` already queued its `NOTIFY` in this transaction (`notifyInTransaction`). */
   notified: boolean
 }
 

@@ -7,6 +7,7 @@ import { OutboxStoreError } from "@effect-outbox/core/Errors"
 import type { OutboxStatus } from "@effect-outbox/core/Lifecycle"
 import type { OutboxMessage } from "@effect-outbox/core/OutboxMessage"
 import type {
+  InsertResult,
   OutboxStats,
   OutboxStore,
   StalePage,
@@ -53,7 +54,7 @@ export const make = (engine: Engine): OutboxStore["Service"] => {
   const { call, read, store } = engine
   return {
     insert: (messages) =>
-      call<void>(
+      call<InsertResult>(
         "outbox.insert",
         () => messages.map((m) => Store.outboxResource(m.id)),
         (tx) => {
@@ -100,7 +101,8 @@ export const make = (engine: Engine): OutboxStore["Service"] => {
               operation: "insert"
             })
           }
-          return { result: undefined, touched: messages.map((m) => Store.outboxResource(m.id)) }
+          // the in-memory wake-up is the WakeUp service's: nothing is queued here
+          return { result: { wakeUpQueued: false }, touched: messages.map((m) => Store.outboxResource(m.id)) }
         }
       ),
 

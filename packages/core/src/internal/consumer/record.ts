@@ -10,13 +10,12 @@ import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
 import * as Result from "effect/Result"
 import type * as Schedule from "effect/Schedule"
-import * as Schema from "effect/Schema"
 import type { ConsumerRecord } from "../../ConsumerSource.ts"
 import * as DeadLetter from "../../DeadLetter.ts"
 import type { OutboxStoreError, PayloadDecodeError } from "../../Errors.ts"
 import * as Inbox from "../../Inbox.ts"
 import type { InboxStore, ProcessedKey } from "../../InboxStore.ts"
-import { EVENT_ID_HEADER, EventId, type OutboxMessage } from "../../OutboxMessage.ts"
+import { EVENT_ID_HEADER, type EventId, isEventId, type OutboxMessage } from "../../OutboxMessage.ts"
 import { OutboxStore } from "../../OutboxStore.ts"
 import type { Publisher } from "../../Publisher.ts"
 import * as Telemetry from "../../Telemetry.ts"
@@ -71,7 +70,6 @@ export type Prepared =
     }
 
 const skip: Prepared = { _tag: "skip" }
-const isEventId = Schema.is(EventId)
 
 export const countRecord = (result: RecordResult | "dead_lettered") =>
   Metric.update(Metric.withAttributes(Telemetry.consumerRecordsTotal, { result }), 1)

@@ -5,6 +5,7 @@
  * @internal
  */
 import { assert } from "@effect/vitest"
+import type { OutboxStoreError } from "@effect-outbox/core/Errors"
 import { OutboxStore } from "@effect-outbox/core/OutboxStore"
 import { Transactor } from "@effect-outbox/core/Transactor"
 import * as Effect from "effect/Effect"
@@ -18,7 +19,7 @@ export const unreachableFailsRetriably: Case = {
     Effect.gen(function* () {
       const store = yield* OutboxStore
       const [message] = yield* newMessages([{}])
-      const calls = [
+      const calls: ReadonlyArray<Effect.Effect<unknown, OutboxStoreError>> = [
         store.insert([message!]),
         store.claim(claimRequest()),
         store.get(message!.id),
