@@ -10,7 +10,15 @@ import * as Layer from "effect/Layer"
 import * as Migrator from "effect/sql/Migrator"
 import * as SqlClient from "effect/sql/SqlClient"
 import { fromSqlError } from "./internal/errors.ts"
-import { claimFunction, claimFunctionV2, claimFunctionV4, notQueued, statusList, statusListV1 } from "./internal/sql.ts"
+import {
+  claimFunction,
+  claimFunctionV2,
+  claimFunctionV4,
+  notQueued,
+  sqlStatuses,
+  statusList,
+  statusListV1
+} from "./internal/sql.ts"
 import { PgTables, type Tables } from "./PgTables.ts"
 
 const q = (identifier: string) => `"${identifier}"`
@@ -26,7 +34,7 @@ const statements = (sql: SqlClient.SqlClient, list: ReadonlyArray<string>) =>
  */
 export const migrations = (t: Tables): Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>> => {
   const p = t.tablePrefix
-  const statuses = statusListV1.map((s) => `'${s}'`).join(", ")
+  const statuses = sqlStatuses(statusListV1)
   return {
     "1_tables": Effect.flatMap(SqlClient.SqlClient, (sql) =>
       statements(sql, [
@@ -139,7 +147,7 @@ export const migrations = (t: Tables): Record<string, Effect.Effect<void, unknow
          END
          $replace$`,
         `ALTER TABLE ${t.message} ADD CONSTRAINT ${p}message_status_check
-           CHECK (status IN (${statusList.map((s) => `'${s}'`).join(", ")}))`,
+           CHECK (status IN (${sqlStatuses(statusList)}))`,
         // "Does this key have a FAILURE row before its head?": tiny, only FAILURE rows.
         `CREATE INDEX IF NOT EXISTS ${p}message_failure_key_idx ON ${t.message} (key, seq)
            WHERE status = 'FAILURE' AND key IS NOT NULL`,

@@ -8,11 +8,18 @@
 import { PgTables } from "@effect-outbox/adapter-pg/PgTables"
 import { OutboxStoreError } from "@effect-outbox/core/Errors"
 import type { OutboxStatus } from "@effect-outbox/core/Lifecycle"
+import * as Lifecycle from "@effect-outbox/core/Lifecycle"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as SqlClient from "effect/sql/SqlClient"
 import type { SqlError } from "effect/sql/SqlError"
+
+// The relay's working statuses (`Lifecycle.isQueued`), as a SQL list.
+const queuedStatuses = Lifecycle.statuses
+  .filter(Lifecycle.isQueued)
+  .map((s) => `'${s}'`)
+  .join(", ")
 
 /**
  * @since 0.1.0
@@ -218,7 +225,7 @@ export const layerPg: Layer.Layer<ReadModel, never, SqlClient.SqlClient | PgTabl
           .unsafe<{ n: number }>(
             // the NOT IN (a no-op: purge takes finished statuses only) lets the planner use the
             // adapter's partial (status, updated_at) index, whose predicate it is (migration 3)
-            `SELECT count(*)::int AS n FROM ${t.message} WHERE status = ANY (string_to_array($1::text, ',')) AND status NOT IN ('PENDING', 'DISPATCHING') AND updated_at < to_timestamp($2::float8 / 1000)`,
+            `SELECT count(*)::int AS n FROM ${t.message} WHERE status = ANY (string_to_array($1::text, ',')) AND status NOT IN (${queuedStatuses}) AND updated_at < to_timestamp($2::float8 / 1000)`,
             [statuses.join(","), olderThan]
           )
           .withoutTransform.pipe(
