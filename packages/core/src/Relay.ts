@@ -14,8 +14,9 @@
  * 3. Once a row of a key fails, the later rows of that key in the batch are handed back to
  *    `PENDING` (no attempt counted) instead of being marked published or failed on their own:
  *    a key's published rows always form a prefix of its creation order, and the held-back rows
- *    follow the failed one when it is retried. A row given up (`FAILURE`) keeps blocking its
- *    key by default (`failedHead: "block"`) until an operator requeues or skips it.
+ *    follow the failed one when it is retried (`KeyOrder`, shared with stale recovery). A row
+ *    given up (`FAILURE`) keeps blocking its key by default (`failedHead: "block"`) until an
+ *    operator requeues or skips it.
  *
  * Outages (issue #12, H1): a `BrokerUnavailableError` (or this relay's own publish timeout) says
  * nothing about the record, so it never counts an attempt. The rows go back to `PENDING` after an

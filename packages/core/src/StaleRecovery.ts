@@ -22,12 +22,12 @@
  *
  * Rows of one key are handled in creation order and, like in the relay, once a row of a key is
  * requeued or left, the later rows of that key are requeued or left too: a key's published rows
- * always form a prefix of its creation order (see `docs/ordering.md`). A page always holds all
- * of a key's expired rows.
+ * always form a prefix of its creation order (see `docs/ordering.md`; the rule is `KeyOrder`, the
+ * moves are made in `internal/stale/settle.ts`). A page always holds all of a key's expired rows.
  *
- * A row whose explicit partition the topic does not have takes the unknown-partition path (R3.3)
- * behind the `unknownPartition` switch: `"sync"` grows the topic and requeues, `"fail"` moves it
- * to `FAILURE` with a reason.
+ * A row whose explicit partition the topic does not have takes the unknown-partition path (R3.3,
+ * `UnknownPartition`, the relay's policy): `"sync"` grows the topic and requeues, `"fail"` moves
+ * it to `FAILURE` with a reason.
  *
  * @since 0.1.0
  */
