@@ -1,6 +1,9 @@
 /**
- * The outbox lifecycle: the nine statuses, the transition table, and the compare-and-set rules
- * every status change obeys (SPEC R2). Pure and total; the one place to read the state machine.
+ * The outbox lifecycle: the nine statuses, the transition table, and every rule over statuses
+ * (SPEC R2): what a late compare-and-set accepts, what holds a lease, blocks a key, counts as
+ * unfinished, may be purged, and what the consumer does with a row. Pure and total; the one place
+ * to read the state machine. The compare-and-set decision itself is `CompareAndSet.ts`; SQL
+ * drivers derive their status lists from here.
  *
  * @since 0.1.0
  */
@@ -37,19 +40,12 @@ export type OutboxStatus = typeof OutboxStatus.Type
 export const statuses: ReadonlyArray<OutboxStatus> = OutboxStatus.literals
 
 /**
- * The ordinary transitions (R2.1–R2.5). `FAILURE → PENDING` and `FAILURE → SKIPPED` are
- * deliberately absent: leaving `FAILURE` is the operator's audited requeue ({@link canRequeue})
- * or skip ({@link canSkip}), never an ordinary move.
- *
- * - `PREQUEUED → PENDING`: deferred work released (R2.2).
- * - `PENDING → DISPATCHING`: claimed under a lease.
- * - `DISPATCHING → PUBLISHED`: the broker confirmed the record.
- * - `DISPATCHING → PENDING`: retriable failure, stale lease without a broker record, or release
- *   on shutdown.
- * - `DISPATCHING → FAILURE`: permanent error or retries exhausted (R2.3).
- * - `DISPATCHING | PUBLISHED → UNDER_PROCESSING`: a consumer may run ahead of the publisher's
- *   acknowledgement (R2.5).
- * - `UNDER_PROCESSING → SUCCESS | PUSHED_FAILURE`: consumption ended.
+ * The ordinary transitions (R2.1–R2.5): `PREQUEUED → PENDING` releases deferred work (R2.2);
+ * `PENDING → DISPATCHING` is a claim under a lease; `DISPATCHING → PUBLISHED` the broker's
+ * confirmation, `→ PENDING` a retry, stale lease or shutdown release, `→ FAILURE` a permanent
+ * error or exhausted retries (R2.3); a consumer may run ahead of the acknowledgement
+ * (`DISPATCHING | PUBLISHED → UNDER_PROCESSING`, R2.5), and ends in `SUCCESS | PUSHED_FAILURE`.
+ * Leaving `FAILURE` is never an ordinary move: it is the operator's audited requeue or skip.
  *
  * @since 0.1.0
  * @category constants
@@ -90,9 +86,7 @@ export const canRequeue = (from: OutboxStatus): boolean => from === "FAILURE"
 
 /**
  * The operator's explicit, audited way to give up on a `FAILURE` row for good: `FAILURE →
- * SKIPPED`. `SKIPPED` is terminal and, unlike `FAILURE`, does not block its key (issue #12): the
- * key's younger events go on without it. The record was never confirmed by the broker (it may
- * still be there if the last send timed out; the relay probes before `FAILURE`).
+ * SKIPPED`, terminal and, unlike `FAILURE`, not blocking its key (issue #12).
  *
  * @since 0.2.0
  * @category predicates
@@ -100,9 +94,8 @@ export const canRequeue = (from: OutboxStatus): boolean => from === "FAILURE"
 export const canSkip = (from: OutboxStatus): boolean => from === "FAILURE"
 
 /**
- * Statuses that lie beyond `status` on the lifecycle's forward path. A late compare-and-set
- * aimed at `status` finds a row already in one of these and accepts it as a no-op (R2.6):
- * processing that ran ahead of the publisher's acknowledgement is never moved backwards.
+ * Statuses beyond `status` on the forward path: a late compare-and-set aimed at `status` accepts
+ * a row already there as a no-op (R2.6), so processing that ran ahead is never moved back.
  *
  * @since 0.1.0
  * @category constants
@@ -117,4 +110,66 @@ export const advancedBeyond: { readonly [S in OutboxStatus]: ReadonlyArray<Outbo
   PUSHED_FAILURE: [],
   FAILURE: [],
   SKIPPED: []
+}
+
+/**
+ * Only `DISPATCHING` rows hold a lease: every move to another status clears it.
+ *
+ * @since 0.2.0
+ * @category predicates
+ */
+export const holdsLease = (status: OutboxStatus): boolean => status === "DISPATCHING"
+
+/**
+ * Not finished with publication: the relay's working statuses. `PREQUEUED` is not queued yet.
+ *
+ * @since 0.2.0
+ * @category predicates
+ */
+export const isQueued = (status: OutboxStatus): boolean => status === "PENDING" || status === "DISPATCHING"
+
+/**
+ * Whether a row in `status` holds back the younger rows of its key (R1.4): a queued row (they
+ * are claimed only with or after it), and a `FAILURE` row unless the relay's `failedHead` is
+ * `"skip"` (issue #12). `PREQUEUED` and `SKIPPED` rows never block.
+ *
+ * @since 0.2.0
+ * @category predicates
+ */
+export const blocksKey = (status: OutboxStatus, failedHead: "block" | "skip" = "block"): boolean =>
+  isQueued(status) || (status === "FAILURE" && failedHead === "block")
+
+/**
+ * Committed, not yet finished by the consumer that drives the lifecycle (the end-to-end lag).
+ *
+ * @since 0.2.0
+ * @category predicates
+ */
+export const isUnfinished = (status: OutboxStatus): boolean => status !== "PREQUEUED" && !isTerminal(status)
+
+/**
+ * What retention may delete: a terminal status, or `PUBLISHED` (its record is on the broker).
+ *
+ * @since 0.2.0
+ * @category predicates
+ */
+export const isPurgeable = (status: OutboxStatus): boolean => isTerminal(status) || status === "PUBLISHED"
+
+/**
+ * What the consumer does with a record whose row is in `status` (R4.4, R2.5): `"skip"` finished
+ * work (`SUCCESS`; `PUSHED_FAILURE` unless replayed: a replay is processed, its terminal row not
+ * moved, R2.4); `"start"`: move the row `UNDER_PROCESSING`, then process; `"processFailed"`: a
+ * `FAILURE` row whose record landed anyway: process and report, the row stays; `"process"`:
+ * process, leaving the row as it is.
+ *
+ * @since 0.2.0
+ * @category predicates
+ */
+export const consumerAction = (
+  status: OutboxStatus,
+  isReplay: boolean
+): "skip" | "start" | "processFailed" | "process" => {
+  if (status === "SUCCESS" || (status === "PUSHED_FAILURE" && !isReplay)) return "skip"
+  if (status === "FAILURE" && !isReplay) return "processFailed"
+  return canTransition(status, "UNDER_PROCESSING") || status === "UNDER_PROCESSING" ? "start" : "process"
 }

@@ -352,9 +352,10 @@ export const sampleMetrics: Effect.Effect<void, OutboxStoreError, OutboxStore> =
   )
   yield* Metric.update(staleLeasesGauge, stats.staleLeases)
   if (stats.blockedKeys !== undefined) yield* Metric.update(Telemetry.blockedKeys, stats.blockedKeys)
+  const unfinished = Lifecycle.statuses.filter(Lifecycle.isUnfinished)
   yield* Metric.update(
     unfinishedGauge,
-    count("PENDING") + count("DISPATCHING") + count("PUBLISHED") + count("UNDER_PROCESSING")
+    unfinished.reduce((n, status) => n + count(status), 0)
   )
   for (const status of Lifecycle.statuses) {
     yield* Metric.update(Metric.withAttributes(statusGauge, { status }), count(status))

@@ -26,7 +26,7 @@ import type { EventId, NewOutboxMessage, OutboxMessage, PublishReceipt } from ".
  *
  * "Not finished with publication" means `PENDING` or `DISPATCHING`; `PREQUEUED` rows do not
  * block their key. A `FAILURE` row blocks the younger rows (greater `seq`) of its key unless
- * `failedHead` is `"skip"` (see {@link FailedHeadPolicy}).
+ * `failedHead` is `"skip"` (see {@link FailedHeadPolicy}). The rule is `Lifecycle.blocksKey`.
  *
  * `now` decides availability (`availableAt <= now`) and is written as `updatedAt`. The lease
  * expiry is `leaseMillis` after the store's own clock (the database clock for PostgreSQL, M9),

@@ -100,7 +100,7 @@ export const validate = (settings: Settings): OutboxValidationError | undefined 
     if (!(Lifecycle.statuses as ReadonlyArray<string>).includes(status)) {
       return new OutboxValidationError({ field: "retention.statuses", reason: `${status} is not an outbox status` })
     }
-    if (!(Lifecycle.isTerminal(status) || status === "PUBLISHED")) {
+    if (!Lifecycle.isPurgeable(status)) {
       return new OutboxValidationError({
         field: "retention.statuses",
         reason: `${status} is not finished; only terminal statuses and PUBLISHED may be purged`

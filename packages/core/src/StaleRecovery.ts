@@ -22,12 +22,12 @@
  *
  * Rows of one key are handled in creation order and, like in the relay, once a row of a key is
  * requeued or left, the later rows of that key are requeued or left too: a key's published rows
- * always form a prefix of its creation order (see `docs/ordering.md`). A page always holds all
- * of a key's expired rows.
+ * always form a prefix of its creation order (see `docs/ordering.md`; the rule is `KeyOrder`, the
+ * moves are made in `internal/stale/settle.ts`). A page always holds all of a key's expired rows.
  *
- * A row whose explicit partition the topic does not have takes the unknown-partition path (R3.3)
- * behind the `unknownPartition` switch: `"sync"` grows the topic and requeues, `"fail"` moves it
- * to `FAILURE` with a reason.
+ * A row whose explicit partition the topic does not have takes the unknown-partition path (R3.3,
+ * `UnknownPartition`, the relay's policy): `"sync"` grows the topic and requeues, `"fail"` moves
+ * it to `FAILURE` with a reason.
  *
  * @since 0.1.0
  */
@@ -41,15 +41,16 @@ import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
-import { BrokerAdmin } from "./BrokerAdmin.ts"
-import { BrokerProbe } from "./BrokerProbe.ts"
-import type { OutboxStoreError, ProbeError } from "./Errors.ts"
-import type { OutboxMessage, PublishReceipt } from "./OutboxMessage.ts"
+import type { BrokerProbe } from "./BrokerProbe.ts"
+import type { OutboxStoreError } from "./Errors.ts"
+import { judge } from "./internal/stale/judge.ts"
+import { settle } from "./internal/stale/settle.ts"
+import type { OutboxMessage } from "./OutboxMessage.ts"
 import { OutboxStore, type StaleCursor, type TransitionOutcome } from "./OutboxStore.ts"
 import * as PartitionLimit from "./PartitionLimit.ts"
-import type { UnknownPartitionPolicy } from "./Relay.ts"
 import * as Telemetry from "./Telemetry.ts"
 import * as Transition from "./Transition.ts"
+import * as UnknownPartition from "./UnknownPartition.ts"
 
 /**
  * @since 0.1.0
@@ -60,7 +61,7 @@ export interface Settings {
   readonly batchSize: number
   /** Time between rounds. */
   readonly interval: Duration.Duration
-  readonly unknownPartition: UnknownPartitionPolicy
+  readonly unknownPartition: UnknownPartition.Policy
   /** `"sync"` never grows a topic past this partition (`OUTBOX_MAX_PARTITION`, default 1023, M4). */
   readonly maxPartition?: number
   /**
@@ -102,9 +103,7 @@ const leaseTtlMillis = (s: Settings): number =>
 export const config: Config.Config<Settings> = Config.all({
   batchSize: Config.Int("OUTBOX_STALE_BATCH_SIZE").pipe(Config.withDefault(defaults.batchSize)),
   interval: Config.Duration("OUTBOX_STALE_INTERVAL").pipe(Config.withDefault(defaults.interval)),
-  unknownPartition: Config.Literals(["fail", "sync"], "OUTBOX_RELAY_UNKNOWN_PARTITION").pipe(
-    Config.withDefault<UnknownPartitionPolicy>("fail")
-  ),
+  unknownPartition: UnknownPartition.config,
   maxPartition: PartitionLimit.config,
   giveUpAfter: Config.Duration("OUTBOX_STALE_GIVE_UP_AFTER").pipe(Config.withDefault(defaults.giveUpAfter)),
   leaseTtl: Config.Duration("OUTBOX_STALE_LEASE_TTL").pipe(
@@ -166,12 +165,6 @@ const emptyRound = (next: StaleCursor | undefined, heldBy?: string): RoundResult
   next,
   heldBy
 })
-
-type Verdict =
-  | { readonly _tag: "found"; readonly receipt: PublishReceipt }
-  | { readonly _tag: "absent" }
-  | { readonly _tag: "unknown_partition"; readonly reason: string; readonly retry: boolean }
-  | { readonly _tag: "error"; readonly reason: string }
 
 const applied = (outcomes: ReadonlyArray<TransitionOutcome>) =>
   outcomes.filter((outcome) => outcome.outcome === "applied").length
@@ -246,63 +239,7 @@ const round = (
     )
     yield* hooks.afterProbe(stale)
 
-    const giveUpMillis = Duration.toMillis(s.giveUpAfter)
-    const published: Array<Transition.FoundStale> = []
-    const requeue: Array<{ id: OutboxMessage["id"]; staleOwner: string; reason?: string }> = []
-    const failed: Array<{ id: OutboxMessage["id"]; owner: string; reason: string }> = []
-    let left = 0
-    let gaveUpAttempted = 0
-    // Per key, the first row that is not found decides the fate of the later ones.
-    const blocked = new Map<string, "requeue" | "leave">()
-    stale.forEach((row, i) => {
-      const verdict = verdicts[i]!
-      const staleOwner = row.leaseOwner ?? ""
-      const block = row.key === null ? undefined : blocked.get(row.key)
-      if (block === "leave") {
-        left++
-        return
-      }
-      if (block === "requeue") {
-        requeue.push({ id: row.id, staleOwner })
-        return
-      }
-      switch (verdict._tag) {
-        case "found":
-          published.push({ id: row.id, receipt: verdict.receipt, staleOwner })
-          return
-        case "absent":
-          requeue.push({ id: row.id, staleOwner })
-          if (row.key !== null) blocked.set(row.key, "requeue")
-          return
-        case "unknown_partition":
-          if (verdict.retry) {
-            requeue.push({ id: row.id, staleOwner })
-            if (row.key !== null) blocked.set(row.key, "requeue")
-          } else {
-            failed.push({ id: row.id, owner: staleOwner, reason: verdict.reason })
-            // The failed row no longer blocks its key; the later rows are probed on their own.
-          }
-          return
-        case "error": {
-          const expiredFor = page.now - (row.leaseExpiresAt ?? page.now)
-          if (expiredFor > giveUpMillis) {
-            gaveUpAttempted++
-            requeue.push({
-              id: row.id,
-              staleOwner,
-              reason:
-                `lease of ${staleOwner} expired ${Math.round(expiredFor / 1000)} s ago and the broker could not be ` +
-                `probed (${verdict.reason}); requeued without a verdict, a duplicate is possible`
-            })
-            if (row.key !== null) blocked.set(row.key, "requeue")
-            return
-          }
-          left++
-          if (row.key !== null) blocked.set(row.key, "leave")
-          return
-        }
-      }
-    })
+    const { failed, gaveUpAttempted, left, published, requeue } = settle(stale, verdicts, page.now, s.giveUpAfter)
 
     // Probing may outlast the lease: settle only while still the one recoverer.
     const renewed = yield* store.acquireRecoveryLease({ owner, ttlMillis })
@@ -355,45 +292,6 @@ const round = (
   }).pipe(Effect.withSpan(Telemetry.spans.staleRecovery))
 
 const freshOwner = () => `stale-recovery-${randomUUID()}`
-
-const judge = (row: OutboxMessage, s: Settings): Effect.Effect<Verdict, never, BrokerProbe> =>
-  Effect.gen(function* () {
-    const probe = yield* BrokerProbe
-    const found = yield* probe
-      // A DISPATCHING row was last written by its claim: `updatedAt` is the claim time.
-      .find({
-        topic: row.topic,
-        partition: row.partition,
-        eventId: row.id,
-        since: Math.max(row.createdAt, row.updatedAt)
-      })
-      .pipe(
-        Effect.map(
-          (receipt): Verdict =>
-            Option.isSome(receipt) ? { _tag: "found", receipt: receipt.value } : { _tag: "absent" }
-        ),
-        Effect.catch((error: ProbeError) => Effect.succeed<Verdict>({ _tag: "error", reason: error.message }))
-      )
-    if (found._tag !== "error" || row.partition === null) return found
-    // A probe error on an explicit partition may mean the partition does not exist (R3.3).
-    const admin = yield* Effect.serviceOption(BrokerAdmin)
-    if (Option.isNone(admin)) return found
-    const count = yield* admin.value.partitionCount(row.topic).pipe(Effect.option)
-    if (Option.isNone(count) || Option.isNone(count.value) || count.value.value > row.partition) return found
-    const partitions = count.value.value
-    const what = `topic ${row.topic} has no partition ${row.partition} (it has ${partitions})`
-    if (s.unknownPartition === "fail") {
-      return {
-        _tag: "unknown_partition",
-        retry: false,
-        reason: `${what}; unknown-partition recovery is off (OUTBOX_RELAY_UNKNOWN_PARTITION=fail): fix the partition or grow the topic, then requeue`
-      }
-    }
-    const above = PartitionLimit.aboveMaximum(row.partition, s.maxPartition)
-    if (above !== undefined) return { _tag: "unknown_partition", retry: false, reason: `${what}; ${above}` }
-    const grown = yield* admin.value.growPartitions(row.topic, row.partition + 1).pipe(Effect.option)
-    return Option.isSome(grown) ? { _tag: "unknown_partition", retry: true, reason: what } : found
-  })
 
 /**
  * Runs a round every `interval`, forever, paging through the expired leases under one recovery

@@ -117,6 +117,169 @@ describe("Lifecycle", () => {
     assert.deepStrictEqual(backwards, ["DISPATCHING -> PENDING"])
   })
 
+  // Each status rule, written out per status independently of the implementation.
+  describe("the status rules, every status", () => {
+    const expectations: ReadonlyArray<{
+      readonly name: string
+      readonly rule: (s: Status) => unknown
+      readonly expected: Record<Status, unknown>
+    }> = [
+      {
+        name: "holdsLease (only DISPATCHING keeps a lease)",
+        rule: Lifecycle.holdsLease,
+        expected: {
+          PREQUEUED: false,
+          PENDING: false,
+          DISPATCHING: true,
+          PUBLISHED: false,
+          UNDER_PROCESSING: false,
+          SUCCESS: false,
+          PUSHED_FAILURE: false,
+          FAILURE: false,
+          SKIPPED: false
+        }
+      },
+      {
+        name: "isQueued (not finished with publication)",
+        rule: Lifecycle.isQueued,
+        expected: {
+          PREQUEUED: false,
+          PENDING: true,
+          DISPATCHING: true,
+          PUBLISHED: false,
+          UNDER_PROCESSING: false,
+          SUCCESS: false,
+          PUSHED_FAILURE: false,
+          FAILURE: false,
+          SKIPPED: false
+        }
+      },
+      {
+        name: "blocksKey under failedHead block (the default)",
+        rule: (s) => Lifecycle.blocksKey(s),
+        expected: {
+          PREQUEUED: false,
+          PENDING: true,
+          DISPATCHING: true,
+          PUBLISHED: false,
+          UNDER_PROCESSING: false,
+          SUCCESS: false,
+          PUSHED_FAILURE: false,
+          FAILURE: true,
+          SKIPPED: false
+        }
+      },
+      {
+        name: "blocksKey under failedHead skip",
+        rule: (s) => Lifecycle.blocksKey(s, "skip"),
+        expected: {
+          PREQUEUED: false,
+          PENDING: true,
+          DISPATCHING: true,
+          PUBLISHED: false,
+          UNDER_PROCESSING: false,
+          SUCCESS: false,
+          PUSHED_FAILURE: false,
+          FAILURE: false,
+          SKIPPED: false
+        }
+      },
+      {
+        name: "isUnfinished (the end-to-end lag)",
+        rule: Lifecycle.isUnfinished,
+        expected: {
+          PREQUEUED: false,
+          PENDING: true,
+          DISPATCHING: true,
+          PUBLISHED: true,
+          UNDER_PROCESSING: true,
+          SUCCESS: false,
+          PUSHED_FAILURE: false,
+          FAILURE: false,
+          SKIPPED: false
+        }
+      },
+      {
+        name: "isPurgeable (what retention may delete)",
+        rule: Lifecycle.isPurgeable,
+        expected: {
+          PREQUEUED: false,
+          PENDING: false,
+          DISPATCHING: false,
+          PUBLISHED: true,
+          UNDER_PROCESSING: false,
+          SUCCESS: true,
+          PUSHED_FAILURE: true,
+          FAILURE: true,
+          SKIPPED: true
+        }
+      },
+      {
+        name: "consumerAction for a first delivery",
+        rule: (s) => Lifecycle.consumerAction(s, false),
+        expected: {
+          PREQUEUED: "process",
+          PENDING: "process",
+          DISPATCHING: "start",
+          PUBLISHED: "start",
+          UNDER_PROCESSING: "start",
+          SUCCESS: "skip",
+          PUSHED_FAILURE: "skip",
+          FAILURE: "processFailed",
+          SKIPPED: "process"
+        }
+      },
+      {
+        name: "consumerAction for a dead-letter replay",
+        rule: (s) => Lifecycle.consumerAction(s, true),
+        expected: {
+          PREQUEUED: "process",
+          PENDING: "process",
+          DISPATCHING: "start",
+          PUBLISHED: "start",
+          UNDER_PROCESSING: "start",
+          SUCCESS: "skip",
+          PUSHED_FAILURE: "process",
+          FAILURE: "process",
+          SKIPPED: "process"
+        }
+      }
+    ]
+    for (const { expected, name, rule } of expectations) {
+      for (const status of all) {
+        it(`${name}: ${status} -> ${String(expected[status])}`, () => {
+          assert.strictEqual(rule(status), expected[status])
+        })
+      }
+    }
+
+    it("a row that holds a lease is queued, blocks its key and is unfinished", () => {
+      for (const status of all.filter(Lifecycle.holdsLease)) {
+        assert.isTrue(
+          Lifecycle.isQueued(status) && Lifecycle.blocksKey(status, "skip") && Lifecycle.isUnfinished(status)
+        )
+      }
+    })
+
+    it("retention never purges a row the relay works on; PUBLISHED is the one unfinished status it may purge", () => {
+      assert.deepStrictEqual(
+        all.filter((s) => Lifecycle.isPurgeable(s) && Lifecycle.isQueued(s)),
+        []
+      )
+      assert.deepStrictEqual(
+        all.filter((s) => Lifecycle.isPurgeable(s) && Lifecycle.isUnfinished(s)),
+        ["PUBLISHED"]
+      )
+    })
+
+    it("the consumer starts processing exactly where the table allows a move to UNDER_PROCESSING, or is already there", () => {
+      for (const status of all) {
+        const starts = Lifecycle.consumerAction(status, false) === "start"
+        assert.strictEqual(starts, Lifecycle.canTransition(status, "UNDER_PROCESSING") || status === "UNDER_PROCESSING")
+      }
+    })
+  })
+
   describe("properties", () => {
     const OutboxStatus = Lifecycle.OutboxStatus
 

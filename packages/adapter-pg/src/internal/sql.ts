@@ -1,30 +1,33 @@
+import type { OutboxStatus } from "@effect-outbox/core/Lifecycle"
+import * as Lifecycle from "@effect-outbox/core/Lifecycle"
 import type { Tables } from "../PgTables.ts"
 
-/** The statuses of migration 1's CHECK constraint. Frozen: migration 4 adds `SKIPPED`. */
-export const statusListV1 = [
-  "PREQUEUED",
-  "PENDING",
-  "DISPATCHING",
-  "PUBLISHED",
-  "UNDER_PROCESSING",
-  "SUCCESS",
-  "PUSHED_FAILURE",
-  "FAILURE"
-] as const
-
-/** Every status, for the CHECK constraint (since migration 4). Kept in step with core's `Lifecycle.statuses`. */
-export const statusList = [...statusListV1, "SKIPPED"] as const
+/**
+ * Every status, for the CHECK constraint of migration 4. A status added to `Lifecycle` needs a
+ * migration of its own that replaces the constraint on tables migrated earlier.
+ */
+export const statusList: ReadonlyArray<OutboxStatus> = Lifecycle.statuses
 
 /**
- * The relay's working statuses. Since migration 3 the `(status, updated_at)` index leaves them
- * out (`WHERE status NOT IN (…)`): inserts and claims write no entry there, while retention, the
- * stats and operator listings, which read the other statuses, still find every row they need.
- * Queries that want that index spell the condition out, so the planner can prove its predicate.
+ * Migration 1's CHECK: every status but `SKIPPED`, which migration 4 added (and whose constraint
+ * replaces this one, so a status added later only ever widens it in between).
  */
-export const queuedStatuses = ["PENDING", "DISPATCHING"] as const
+export const statusListV1: ReadonlyArray<OutboxStatus> = statusList.filter((s) => s !== "SKIPPED")
+
+/**
+ * The relay's working statuses (`Lifecycle.isQueued`). Since migration 3 the `(status,
+ * updated_at)` index leaves them out (`WHERE status NOT IN (…)`): inserts and claims write no
+ * entry there, while retention, the stats and operator listings, which read the other statuses,
+ * still find every row they need. Queries that want that index spell the condition out, so the
+ * planner can prove its predicate.
+ */
+export const queuedStatuses: ReadonlyArray<OutboxStatus> = statusList.filter(Lifecycle.isQueued)
+
+/** A SQL list of statuses: `'PENDING', 'DISPATCHING'`. */
+export const sqlStatuses = (statuses: ReadonlyArray<OutboxStatus>) => statuses.map((s) => `'${s}'`).join(", ")
 
 /** `status NOT IN ('PENDING', 'DISPATCHING')`: the predicate of `message_status_idx`. */
-export const notQueued = (column: string) => `${column} NOT IN (${queuedStatuses.map((s) => `'${s}'`).join(", ")})`
+export const notQueued = (column: string) => `${column} NOT IN (${sqlStatuses(queuedStatuses)})`
 
 /**
  * Rows per status as `(status, n)`, statuses without rows left out. In three parts, each of which

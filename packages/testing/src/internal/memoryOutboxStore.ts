@@ -3,6 +3,8 @@
  *
  * @internal
  */
+
+import * as CompareAndSet from "@effect-outbox/core/CompareAndSet"
 import { OutboxStoreError } from "@effect-outbox/core/Errors"
 import type { OutboxStatus } from "@effect-outbox/core/Lifecycle"
 import type { OutboxMessage } from "@effect-outbox/core/OutboxMessage"
@@ -19,7 +21,7 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import type { Engine } from "./memoryEngine.ts"
 import * as Store from "./memoryStore.ts"
-import { applyTransition, claimed, selectClaimable } from "./outboxRules.ts"
+import { claimed, selectClaimable } from "./outboxRules.ts"
 
 const byLease = (a: OutboxMessage, b: OutboxMessage) => a.leaseExpiresAt! - b.leaseExpiresAt! || a.seq - b.seq
 
@@ -140,7 +142,7 @@ export const make = (engine: Engine): OutboxStore["Service"] => {
           const touched: Array<string> = []
           for (const request of requests) {
             const row = Store.readRow(store, tx, request.id)
-            const { next, outcome } = applyTransition(row, request)
+            const { next, outcome } = CompareAndSet.decide(row, request)
             if (next !== undefined && row !== undefined) {
               Store.writeRow(store, tx, next)
               touched.push(Store.outboxResource(request.id))

@@ -15,6 +15,7 @@ import * as DeadLetter from "../../DeadLetter.ts"
 import type { OutboxStoreError, PayloadDecodeError } from "../../Errors.ts"
 import * as Inbox from "../../Inbox.ts"
 import type { InboxStore, ProcessedKey } from "../../InboxStore.ts"
+import * as Lifecycle from "../../Lifecycle.ts"
 import { EVENT_ID_HEADER, type EventId, isEventId, type OutboxMessage } from "../../OutboxMessage.ts"
 import { OutboxStore } from "../../OutboxStore.ts"
 import type { Publisher } from "../../Publisher.ts"
@@ -104,19 +105,20 @@ const startLifecycle = (
     if (!settings.lifecycle || eventId === null || !isEventId(eventId)) return null
     const row = yield* lookup(eventId)
     if (Option.isNone(row)) return null
-    const status = row.value.status
     const isReplay = record.headers[DeadLetter.headers.replayAttempt] !== undefined
-    // Finished work (R4.4): SUCCESS, or this group's own dead letter (only the one group that
-    // drives the lifecycle writes PUSHED_FAILURE). A replayed dead letter is processed again, but
-    // its terminal row is not moved (terminal means terminal, R2.4).
-    if (status === "SUCCESS") return "skip"
-    if (status === "PUSHED_FAILURE" && !isReplay) return "skip"
-    // FAILURE does not prove the record never reached Kafka (a timed-out last attempt may have
-    // landed, C2): here it is, so it is processed; the row stays terminal.
-    if (status === "FAILURE" && !isReplay) yield* reportFailureRowDelivered(settings, record, eventId)
-    if (status !== "DISPATCHING" && status !== "PUBLISHED" && status !== "UNDER_PROCESSING") return null
+    // What to do with the row's status is Lifecycle's rule: finished work is skipped (only the
+    // one group that drives the lifecycle writes PUSHED_FAILURE); a FAILURE row whose record is
+    // here after all (a timed-out last attempt landed, C2) is processed and reported.
+    const action = Lifecycle.consumerAction(row.value.status, isReplay)
+    if (action === "skip") return "skip"
+    if (action === "processFailed") yield* reportFailureRowDelivered(settings, record, eventId)
+    if (action !== "start") return null
     const started = yield* Transition.startProcessing(eventId)
-    if (started.outcome === "already_advanced") return started.current === "SUCCESS" || !isReplay ? "skip" : null
+    if (started.outcome === "already_advanced") {
+      return started.current !== undefined && Lifecycle.consumerAction(started.current, isReplay) === "skip"
+        ? "skip"
+        : null
+    }
     return started.outcome === "applied" || started.current === "UNDER_PROCESSING" ? eventId : null
   })
 
