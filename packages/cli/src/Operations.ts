@@ -14,7 +14,8 @@ import type {
   BrokerAdminError,
   ConsumerSourceError,
   IllegalTransitionError,
-  OutboxStoreError
+  OutboxStoreError,
+  OutboxValidationError
 } from "@effect-outbox/core/Errors"
 import type { OutboxStatus } from "@effect-outbox/core/Lifecycle"
 import * as Lifecycle from "@effect-outbox/core/Lifecycle"
@@ -353,7 +354,11 @@ export const requeue = (
     readonly reason: string
     readonly execute: boolean
   }
-): Effect.Effect<ChangeReport, OperatorError | OutboxStoreError | IllegalTransitionError, OutboxStore | WakeUp> =>
+): Effect.Effect<
+  ChangeReport,
+  OperatorError | OutboxStoreError | IllegalTransitionError | OutboxValidationError,
+  OutboxStore | WakeUp
+> =>
   Effect.gen(function* () {
     if (request.reason.trim() === "") {
       return yield* new OperatorError({ reason: "--reason is required: the requeue is audited" })
@@ -391,7 +396,11 @@ export const skip = (
     readonly reason: string
     readonly execute: boolean
   }
-): Effect.Effect<ChangeReport, OperatorError | OutboxStoreError | IllegalTransitionError, OutboxStore | WakeUp> =>
+): Effect.Effect<
+  ChangeReport,
+  OperatorError | OutboxStoreError | IllegalTransitionError | OutboxValidationError,
+  OutboxStore | WakeUp
+> =>
   Effect.gen(function* () {
     if (request.reason.trim() === "") {
       return yield* new OperatorError({ reason: "--reason is required: the skip is audited" })

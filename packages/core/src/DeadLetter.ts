@@ -78,27 +78,16 @@ export const replayed = Metric.counter("outbox_dead_letters_replayed_total", {
   incremental: true
 })
 
-/**
- * The dead-letter topic refused the record (or kept failing): the consumer stops rather than
- * lose the record. Create the topic, or fix the broker, and restart; nothing was committed past it.
- *
- * @since 0.1.0
- * @category errors
- */
-export class DeadLetterPublishError extends Schema.TaggedError<DeadLetterPublishError>()("DeadLetterPublishError", {
-  deadLetterTopic: Schema.String,
-  topic: Schema.String,
-  partition: Schema.Int,
-  offset: Schema.String,
-  reason: Schema.String
-}) {
-  override get message() {
-    return (
-      `could not dead-letter ${this.topic}/${this.partition}@${this.offset} to ${this.deadLetterTopic}: ${this.reason}` +
-      ` (does the topic exist? offsets stay uncommitted, so the record is redelivered after a restart)`
-    )
-  }
-}
+export {
+  /**
+   * The dead-letter topic refused the record (or kept failing): the consumer stops rather than
+   * lose the record. Create the topic, or fix the broker, and restart; nothing was committed past it.
+   *
+   * @since 0.1.0
+   * @category errors
+   */
+  DeadLetterPublishError
+} from "./Errors.ts"
 
 /**
  * The class name of an error, for the `dlt-error-class` header and the metric.

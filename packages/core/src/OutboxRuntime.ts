@@ -37,14 +37,14 @@ import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
-import * as Schema from "effect/Schema"
+import type * as Schema from "effect/Schema"
 import { BrokerAdmin } from "./BrokerAdmin.ts"
 import type { BrokerProbe } from "./BrokerProbe.ts"
 import * as Consumer from "./Consumer.ts"
 import type { ConsumerSource } from "./ConsumerSource.ts"
 import * as DeadLetter from "./DeadLetter.ts"
 import * as DeadLetterDepth from "./DeadLetterDepth.ts"
-import type { OutboxStoreError, OutboxValidationError } from "./Errors.ts"
+import { LifecycleGroupConflictError, type OutboxStoreError, type OutboxValidationError } from "./Errors.ts"
 import * as Inbox from "./Inbox.ts"
 import type { InboxStore } from "./InboxStore.ts"
 import * as Lifecycle from "./Lifecycle.ts"
@@ -102,24 +102,16 @@ export const consumer = <S extends Schema.Top, E, R>(
   run: Consumer.run(options)
 })
 
-/**
- * Two consumer groups drive the outbox lifecycle of one topic: the second would skip every event
- * the first finished (H5). Exactly one group per topic may keep `lifecycle` on.
- *
- * @since 0.1.0
- * @category errors
- */
-export class LifecycleGroupConflictError extends Schema.TaggedError<LifecycleGroupConflictError>()(
-  "LifecycleGroupConflictError",
-  { topic: Schema.String, groups: Schema.Array(Schema.String) }
-) {
-  override get message() {
-    return (
-      `consumer groups ${this.groups.join(", ")} all drive the outbox lifecycle of topic ${this.topic}; ` +
-      `keep lifecycle on for one of them and declare the others with lifecycle: false`
-    )
-  }
-}
+export {
+  /**
+   * Two consumer groups drive the outbox lifecycle of one topic: the second would skip every event
+   * the first finished (H5). Exactly one group per topic may keep `lifecycle` on.
+   *
+   * @since 0.1.0
+   * @category errors
+   */
+  LifecycleGroupConflictError
+} from "./Errors.ts"
 
 /**
  * Refuses declarations where more than one group drives the lifecycle of a topic.
