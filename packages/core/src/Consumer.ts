@@ -514,7 +514,7 @@ const handlerWork = <S extends Schema.Top, E, R>(
     Effect.catchDefect((defect) =>
       Effect.fail(new HandlerDefectError({ reason: DeadLetter.errorMessage(defect), cause: defect }))
     ),
-    Effect.withSpan("outbox.consumer.handler", {
+    Effect.withSpan(Telemetry.spans.consumerHandler, {
       attributes: { "outbox.topic": record.topic, "outbox.partition": record.partition, "outbox.offset": record.offset }
     }),
     // Outermost, so the handler span itself is a child of the enqueueing span (R8.2) and the
@@ -742,5 +742,5 @@ const serveReleaseRequests = (
     }
   }).pipe(
     Effect.catch((error) => Effect.logWarning(`serving parked release requests failed: ${error.message}`)),
-    Effect.withSpan("outbox.consumer.parked_release")
+    Effect.withSpan(Telemetry.spans.consumerParkedRelease)
   )

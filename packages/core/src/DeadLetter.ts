@@ -20,6 +20,7 @@ import * as DeadLetterDepth from "./DeadLetterDepth.ts"
 import type { ConsumerSourceError, PublishError } from "./Errors.ts"
 import { EVENT_ID_HEADER, EventId, type Headers, makeEventId, ORIGINAL_RECORD_HEADER } from "./OutboxMessage.ts"
 import { Publisher, type PublishRequest } from "./Publisher.ts"
+import * as Telemetry from "./Telemetry.ts"
 import { TopicReader } from "./TopicReader.ts"
 
 /**
@@ -62,10 +63,7 @@ export const defaultTopic = (topic: string): string => `${topic}.DLT`
  * @since 0.1.0
  * @category metrics
  */
-export const deadLettered = Metric.counter("outbox_dead_lettered_total", {
-  description: "Records sent to a dead-letter topic, by original topic and error class",
-  incremental: true
-})
+export const deadLettered = Telemetry.deadLettered
 
 /**
  * Dead letters republished by `replay`, with attribute `topic` (the target).
@@ -73,10 +71,7 @@ export const deadLettered = Metric.counter("outbox_dead_lettered_total", {
  * @since 0.1.0
  * @category metrics
  */
-export const replayed = Metric.counter("outbox_dead_letters_replayed_total", {
-  description: "Dead letters republished to their original topic by replay",
-  incremental: true
-})
+export const replayed = Telemetry.deadLettersReplayed
 
 export {
   /**
@@ -370,4 +365,4 @@ export const replay = (
       )
     )
     return { replayed: replayedLetters, skipped, failed }
-  }).pipe(Effect.withSpan("outbox.dead_letter.replay", { attributes: { "outbox.dlt": options.from } }))
+  }).pipe(Effect.withSpan(Telemetry.spans.deadLetterReplay, { attributes: { "outbox.dlt": options.from } }))

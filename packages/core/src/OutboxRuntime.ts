@@ -285,7 +285,7 @@ export type Ports = OutboxStore | InboxStore | Transactor | WakeUp | Publisher |
  * @since 0.1.0
  * @category metrics
  */
-export const pendingGauge = Metric.gauge("outbox_pending", { description: "Outbox events waiting to be published" })
+export const pendingGauge = Telemetry.pending
 
 /**
  * Age of the oldest `PENDING` event in milliseconds (0 when none waits): how far publication lags.
@@ -293,9 +293,7 @@ export const pendingGauge = Metric.gauge("outbox_pending", { description: "Outbo
  * @since 0.1.0
  * @category metrics
  */
-export const oldestPendingAgeGauge = Metric.gauge("outbox_oldest_pending_age_ms", {
-  description: "Age of the oldest PENDING outbox event in milliseconds"
-})
+export const oldestPendingAgeGauge = Telemetry.oldestPendingAge
 
 /**
  * `DISPATCHING` rows whose lease expired (waiting for stale recovery).
@@ -303,9 +301,7 @@ export const oldestPendingAgeGauge = Metric.gauge("outbox_oldest_pending_age_ms"
  * @since 0.1.0
  * @category metrics
  */
-export const staleLeasesGauge = Metric.gauge("outbox_stale_leases", {
-  description: "DISPATCHING outbox rows whose lease expired"
-})
+export const staleLeasesGauge = Telemetry.staleLeases
 
 /**
  * Events committed but not yet finished by the consumer that drives the lifecycle (`PENDING`,
@@ -314,9 +310,7 @@ export const staleLeasesGauge = Metric.gauge("outbox_stale_leases", {
  * @since 0.1.0
  * @category metrics
  */
-export const unfinishedGauge = Metric.gauge("outbox_unfinished", {
-  description: "Outbox events committed but not yet consumed to SUCCESS / PUSHED_FAILURE"
-})
+export const unfinishedGauge = Telemetry.unfinished
 
 /**
  * Rows per status, with attribute `status`.
@@ -324,7 +318,7 @@ export const unfinishedGauge = Metric.gauge("outbox_unfinished", {
  * @since 0.1.0
  * @category metrics
  */
-export const statusGauge = Metric.gauge("outbox_events", { description: "Outbox rows by status" })
+export const statusGauge = Telemetry.eventsByStatus
 
 /**
  * Samples the store once into the gauges.

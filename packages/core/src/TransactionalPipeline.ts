@@ -20,6 +20,7 @@ import { type ConsumerBatch, type ConsumerRecord, ConsumerSource } from "./Consu
 import type { ConsumerSourceError } from "./Errors.ts"
 import { EVENT_ID_HEADER, EventId, type Headers, makeEventId } from "./OutboxMessage.ts"
 import type { PublishRequest } from "./Publisher.ts"
+import * as Telemetry from "./Telemetry.ts"
 import { type TransactionAbortedError, TransactionalProducer } from "./TransactionalProducer.ts"
 
 /**
@@ -104,7 +105,7 @@ export const processBatch = <E, R>(
         })
       )
   }).pipe(
-    Effect.withSpan("outbox.eos.batch", {
+    Effect.withSpan(Telemetry.spans.transactionalBatch, {
       attributes: {
         "outbox.topic": batch.topic,
         "outbox.partition": batch.partition,
