@@ -13,7 +13,7 @@ import {
   RetriablePublishError,
   UnknownPartitionError
 } from "@effect-outbox/core/Errors"
-import { EVENT_ID_HEADER, type PublishReceipt } from "@effect-outbox/core/OutboxMessage"
+import { EVENT_ID_HEADER } from "@effect-outbox/core/OutboxMessage"
 import * as PartitionSend from "@effect-outbox/core/PartitionSend"
 import * as ProducerLeases from "@effect-outbox/core/ProducerLeases"
 import { Publisher, type PublishOutcome, type PublishRequest } from "@effect-outbox/core/Publisher"
