@@ -25,9 +25,11 @@
  * through the per-record path (retries, dead letter, parking) before the rest continue, so the
  * order and the per-record guarantees are the same.
  *
- * The pieces: `internal/consumer/record.ts` (one record: lifecycle, decoding, the inbox, retries,
- * dead letter), `partition.ts` (offsets, parking), `batch.ts` (a fetched batch, both transaction
- * modes); this module wires them to the source (one worker per partition, graceful shutdown).
+ * The pieces, in `internal/consumer/`: `options.ts` (the options, their defaults, the handler's
+ * work), `record.ts` (one record: lifecycle, decoding, the inbox, retries, dead letter),
+ * `partition.ts` (offsets, parking), `batch.ts` (a fetched batch, both transaction modes),
+ * `workers.ts` (one worker per partition, pausing, graceful shutdown), `release.ts` (parked keys);
+ * this module holds the public types and wires them to the source.
  * Every status change goes through `Transition` (R2.7).
  *
  * @since 0.1.0
