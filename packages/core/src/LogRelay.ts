@@ -125,7 +125,7 @@ const drain = (lease: LogLease, settings: Settings) =>
     const poll = Duration.fromInputUnsafe(settings.pollInterval ?? "50 millis")
     const firstBackoff = Duration.toMillis(Duration.fromInputUnsafe(settings.backoff ?? "200 millis"))
     const maxBackoff = Duration.toMillis(Duration.fromInputUnsafe(settings.maxBackoff ?? "10 seconds"))
-    const gaugeEvery = settings.gaugeInterval ?? "5 seconds"
+    const gaugeEvery = Duration.toMillis(Duration.fromInputUnsafe(settings.gaugeInterval ?? "5 seconds"))
     const skew = Duration.toMillis(Duration.fromInputUnsafe(settings.probeSkew ?? "60 seconds"))
     const probeConcurrency = settings.probeConcurrency ?? 8
     const maxProbeFailures = settings.maxProbeFailures ?? 5
@@ -134,15 +134,15 @@ const drain = (lease: LogLease, settings: Settings) =>
     // A previous holder may have published this window without confirming it.
     let unsure = true
     let backoff = firstBackoff
-    // The slot gauges on their own schedule, for as long as the lease is held.
-    yield* Effect.forkScoped(
-      Jobs.every(
-        gaugeEvery,
-        sampleGauges(lease).pipe(
-          Effect.catch((error) => Effect.logDebug(`log relay: slot gauges failed: ${error.message}`))
-        )
-      )
-    )
+    // The slot gauges at most every `gaugeInterval`, between windows: the lease's queries share
+    // one connection with its reads, so they never run beside them.
+    let gaugedAt: number | undefined
+    const gaugesDue = Effect.gen(function* () {
+      const now = yield* Clock.currentTimeMillis
+      if (gaugedAt !== undefined && now - gaugedAt < gaugeEvery) return
+      gaugedAt = now
+      yield* sampleGauges(lease)
+    })
 
     const fail = (reason: string) =>
       Effect.gen(function* () {
@@ -155,6 +155,7 @@ const drain = (lease: LogLease, settings: Settings) =>
     const notYetPublished = windowProbe(probe, skew, probeConcurrency)
 
     const step = Effect.gen(function* () {
+      yield* gaugesDue
       const window = yield* lease.read(batchSize)
       if (window.entries.length === 0) {
         // Transactions without events still hold WAL: let the slot move past them.
