@@ -6,10 +6,13 @@
  */
 import { BrokerAdmin, type GroupOffsets } from "@effect-outbox/core/BrokerAdmin"
 import { BrokerAdminError } from "@effect-outbox/core/Errors"
+import * as Clock from "effect/Clock"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Result from "effect/Result"
+import * as Schedule from "effect/Schedule"
 import type Kafkajs from "kafkajs"
 import { KafkaClient } from "./KafkaClient.ts"
 import { describe, rootCause, toAdminError } from "./KafkaErrors.ts"
@@ -53,25 +56,27 @@ export const partitionCount = (
 
 /**
  * Metadata can trail a layout change by a moment; wait until it shows what we just asked for.
- * Waits on the wall clock (not Effect's `Clock`): the broker lives in real time, also in tests
- * that run under a `TestClock`.
+ * Polls on the live clock (not the fiber's `Clock`): the broker lives in real time, also in tests
+ * that run under a `TestClock`. Errors of the metadata call itself fail at once.
  */
 const awaitPartitions = (admin: Kafkajs.Admin, topic: string, atLeast: number, timeoutMillis: number) =>
-  Effect.gen(function* () {
-    const deadline = Date.now() + timeoutMillis
-    while (true) {
-      const count = yield* partitionCount(admin, topic)
-      if (Option.isSome(count) && count.value >= atLeast) return count.value
-      if (Date.now() >= deadline) {
-        return yield* new BrokerAdminError({
+  partitionCount(admin, topic).pipe(
+    Effect.filterOrFail(
+      (count): count is Option.Some<number> => Option.isSome(count) && count.value >= atLeast,
+      (count) =>
+        new BrokerAdminError({
           operation: "awaitPartitions",
           topic,
           reason: `metadata shows ${Option.isSome(count) ? count.value : "no topic"} partitions, expected ${atLeast}, after ${timeoutMillis} ms`
         })
-      }
-      yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 50)))
-    }
-  })
+    ),
+    Effect.retry({
+      schedule: Schedule.spaced("50 millis").pipe(Schedule.upTo({ duration: Duration.millis(timeoutMillis) })),
+      while: (error) => error.operation === "awaitPartitions"
+    }),
+    Effect.map((count) => count.value),
+    Effect.provideService(Clock.Clock, Clock.Clock.defaultValue())
+  )
 
 /**
  * Creates the topic when missing and waits for its leaders. An existing topic is left alone

@@ -15,6 +15,7 @@ import { randomUUID } from "node:crypto"
 import { BrokerProbe, type ProbeManyRequest, type ProbeRequest } from "@effect-outbox/core/BrokerProbe"
 import { ProbeError } from "@effect-outbox/core/Errors"
 import { EVENT_ID_HEADER, type EventId, type PublishReceipt } from "@effect-outbox/core/OutboxMessage"
+import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
@@ -88,6 +89,87 @@ const ranges = (admin: Kafkajs.Admin, request: ProbeRequest, skew: number) =>
     )
   )
 
+/** Reads `todo` until every wanted id is found or every range is read (the caller bounds the time). */
+const readRanges = (
+  consumer: Kafkajs.Consumer,
+  topic: string,
+  wanted: ReadonlySet<string>,
+  todo: ReadonlyArray<Range>,
+  maxRecords: number,
+  found: Map<string, PublishReceipt>,
+  counted: { read: number }
+): Effect.Effect<Map<string, PublishReceipt>, ProbeError> =>
+  Effect.callback<Map<string, PublishReceipt>, ProbeError>((resume) => {
+    const pending = new Map(todo.map((r) => [r.partition, r]))
+    let settled = false
+    const finish = (outcome: Effect.Effect<Map<string, PublishReceipt>, ProbeError>) => {
+      if (settled) return
+      settled = true
+      resume(outcome)
+    }
+    const progress = (partition: number, lastOffset: bigint) => {
+      const range = pending.get(partition)
+      if (range !== undefined && lastOffset >= range.end - 1n) pending.delete(partition)
+      if (pending.size === 0) finish(Effect.succeed(found))
+    }
+    // Batches made only of transaction markers never reach eachBatch: track them here.
+    consumer.on(consumer.events.START_BATCH_PROCESS, ({ payload }) => {
+      if (payload.topic === topic && payload.batchSize === 0) progress(payload.partition, BigInt(payload.lastOffset))
+    })
+    consumer.on(consumer.events.CRASH, ({ payload }) => {
+      if (!payload.restart) finish(Effect.fail(toProbeError(topic, payload.error)))
+    })
+    // Seek on every join, before the first fetch: a consumer that crashed on a retriable
+    // error (a coordinator still loading) restarts and joins again, and a seek right after
+    // `run` would then hit a consumer between two runs. Without a seek the consumer starts
+    // from the beginning, which only costs time (offsets outside the ranges are skipped).
+    consumer.on(consumer.events.GROUP_JOIN, () => {
+      for (const range of todo) {
+        try {
+          consumer.seek({ topic: topic, partition: range.partition, offset: range.start.toString() })
+        } catch {
+          // the consumer stopped again; its next join seeks
+        }
+      }
+    })
+    const run = async () => {
+      await consumer.subscribe({ topics: [topic], fromBeginning: true })
+      await consumer.run({
+        autoCommit: false,
+        eachBatchAutoResolve: true,
+        eachBatch: async ({ batch }) => {
+          if (settled || batch.topic !== topic) return
+          const range = pending.get(batch.partition)
+          if (range === undefined) return
+          for (const message of batch.messages) {
+            const offset = BigInt(message.offset)
+            if (offset < range.start || offset >= range.end) continue
+            counted.read++
+            const id = headerText(message.headers?.[EVENT_ID_HEADER])
+            if (id !== undefined && wanted.has(id) && !found.has(id)) {
+              found.set(id, { topic: batch.topic, partition: batch.partition, offset: message.offset })
+              if (found.size === wanted.size) {
+                finish(Effect.succeed(found))
+                return
+              }
+            }
+          }
+          if (counted.read >= maxRecords) {
+            finish(
+              Effect.fail(new ProbeError({ topic: topic, reason: `gave up after reading ${counted.read} records` }))
+            )
+            return
+          }
+          progress(batch.partition, BigInt(batch.lastOffset()))
+        }
+      })
+    }
+    run().catch((error) => finish(Effect.fail(toProbeError(topic, error))))
+    return Effect.sync(() => {
+      settled = true
+    })
+  })
+
 /**
  * Reads the ranges with a throwaway consumer (its own group id, nothing committed, read
  * uncommitted so records of open transactions count as "reached the broker").
@@ -104,6 +186,7 @@ const scan = (
   const groupId = `${options.groupPrefix ?? "effect-outbox-probe"}-${randomUUID()}`
   const maxRecords = options.maxRecords ?? 1_000_000
   const timeoutMillis = options.timeoutMillis ?? 30_000
+  const counted = { read: 0 }
   return Effect.acquireUseRelease(
     Effect.sync(() =>
       kafka.consumer({
@@ -123,94 +206,20 @@ const scan = (
       connectWhenCoordinatorReady(admin, consumer, groupId).pipe(
         Effect.mapError((error) => toProbeError(request.topic, error)),
         Effect.andThen(
-          Effect.callback<Map<string, PublishReceipt>, ProbeError>((resume) => {
-            const pending = new Map(todo.map((r) => [r.partition, r]))
-            let read = 0
-            let settled = false
-            const finish = (outcome: Effect.Effect<Map<string, PublishReceipt>, ProbeError>) => {
-              if (settled) return
-              settled = true
-              clearTimeout(timer)
-              resume(outcome)
-            }
-            const timer = setTimeout(
-              () =>
-                finish(
-                  Effect.fail(
-                    new ProbeError({
-                      topic: request.topic,
-                      reason: `no answer within ${timeoutMillis} ms (read ${read} records)`
-                    })
-                  )
-                ),
-              timeoutMillis
-            )
-            const progress = (partition: number, lastOffset: bigint) => {
-              const range = pending.get(partition)
-              if (range !== undefined && lastOffset >= range.end - 1n) pending.delete(partition)
-              if (pending.size === 0) finish(Effect.succeed(found))
-            }
-            // Batches made only of transaction markers never reach eachBatch: track them here.
-            consumer.on(consumer.events.START_BATCH_PROCESS, ({ payload }) => {
-              if (payload.topic === request.topic && payload.batchSize === 0)
-                progress(payload.partition, BigInt(payload.lastOffset))
-            })
-            consumer.on(consumer.events.CRASH, ({ payload }) => {
-              if (!payload.restart) finish(Effect.fail(toProbeError(request.topic, payload.error)))
-            })
-            // Seek on every join, before the first fetch: a consumer that crashed on a retriable
-            // error (a coordinator still loading) restarts and joins again, and a seek right after
-            // `run` would then hit a consumer between two runs. Without a seek the consumer starts
-            // from the beginning, which only costs time (offsets outside the ranges are skipped).
-            consumer.on(consumer.events.GROUP_JOIN, () => {
-              for (const range of todo) {
-                try {
-                  consumer.seek({ topic: request.topic, partition: range.partition, offset: range.start.toString() })
-                } catch {
-                  // the consumer stopped again; its next join seeks
-                }
-              }
-            })
-            const run = async () => {
-              await consumer.subscribe({ topics: [request.topic], fromBeginning: true })
-              await consumer.run({
-                autoCommit: false,
-                eachBatchAutoResolve: true,
-                eachBatch: async ({ batch }) => {
-                  if (settled || batch.topic !== request.topic) return
-                  const range = pending.get(batch.partition)
-                  if (range === undefined) return
-                  for (const message of batch.messages) {
-                    const offset = BigInt(message.offset)
-                    if (offset < range.start || offset >= range.end) continue
-                    read++
-                    const id = headerText(message.headers?.[EVENT_ID_HEADER])
-                    if (id !== undefined && wanted.has(id) && !found.has(id)) {
-                      found.set(id, { topic: batch.topic, partition: batch.partition, offset: message.offset })
-                      if (found.size === wanted.size) {
-                        finish(Effect.succeed(found))
-                        return
-                      }
-                    }
-                  }
-                  if (read >= maxRecords) {
-                    finish(
-                      Effect.fail(
-                        new ProbeError({ topic: request.topic, reason: `gave up after reading ${read} records` })
-                      )
-                    )
-                    return
-                  }
-                  progress(batch.partition, BigInt(batch.lastOffset()))
-                }
-              })
-            }
-            run().catch((error) => finish(Effect.fail(toProbeError(request.topic, error))))
-            return Effect.sync(() => {
-              settled = true
-              clearTimeout(timer)
-            })
-          })
+          readRanges(consumer, request.topic, wanted, todo, maxRecords, found, counted).pipe(
+            Effect.timeoutOrElse({
+              duration: timeoutMillis,
+              orElse: () =>
+                Effect.fail(
+                  new ProbeError({
+                    topic: request.topic,
+                    reason: `no answer within ${timeoutMillis} ms (read ${counted.read} records)`
+                  })
+                )
+            }),
+            // The broker lives in real time, also under a TestClock.
+            Effect.provideService(Clock.Clock, Clock.Clock.defaultValue())
+          )
         )
       ),
     (consumer) =>

@@ -55,6 +55,9 @@ export const read = (
   Stream.callback<ConsumerRecord, ConsumerSourceError>(
     (queue) =>
       Effect.gen(function* () {
+        // kafkajs calls back outside any fiber: run what it hands over with the reader's context
+        // (its tracer, logger and services), not on a bare default runtime.
+        const runPromise = Effect.runPromiseWith(yield* Effect.context<never>())
         const onError = (error: unknown) =>
           rootCause(error).type === "UNKNOWN_TOPIC_OR_PARTITION"
             ? new ConsumerSourceError({ operation: "read", reason: `topic ${topic} does not exist`, retriable: false })
@@ -139,7 +142,7 @@ export const read = (
                   .filter((m) => BigInt(m.offset) >= range.start && BigInt(m.offset) < range.end)
                   .map((m) => toConsumerRecord(batch.topic, batch.partition, m))
                 // Waits while the buffer is full: the stream's consumer sets the pace.
-                if (records.length > 0) await Effect.runPromise(Queue.offerAll(queue, records))
+                if (records.length > 0) await runPromise(Queue.offerAll(queue, records))
                 progress(batch.partition, BigInt(batch.lastOffset()))
               }
             })

@@ -91,42 +91,6 @@ export const make = (options: KafkaTransactionalProducerOptions) =>
     })
     yield* Effect.addFinalizer(() => lock.withPermits(1)(reset))
 
-    /** Every record's partition, decided before the transaction (kafkajs drops unknown ones). */
-    const targets = (request: TransactionRequest) =>
-      Effect.gen(function* () {
-        const topics = [...new Set(request.records.map((r) => r.topic))]
-        const layouts = new Map<string, Array<Kafkajs.PartitionMetadata>>()
-        for (const topic of topics) {
-          const metadata = yield* Effect.tryPromise({
-            try: () => admin.fetchTopicMetadata({ topics: [topic] }),
-            catch: (e) => e
-          }).pipe(
-            Effect.mapError((e) =>
-              rootCause(e).type === "UNKNOWN_TOPIC_OR_PARTITION"
-                ? aborted(`topic ${topic} does not exist`, false)
-                : aborted(`metadata of ${topic}: ${describe(e)}`, isRetriable(e))
-            )
-          )
-          layouts.set(
-            topic,
-            [...metadata.topics[0]!.partitions].sort((a, b) => a.partitionId - b.partitionId)
-          )
-        }
-        return yield* Effect.forEach(request.records, (record) => {
-          const layout = layouts.get(record.topic)!
-          if (record.partition === null) {
-            return Effect.succeed(
-              partitioner({ topic: record.topic, partitionMetadata: layout, message: { key: record.key, value: null } })
-            )
-          }
-          return record.partition >= 0 && record.partition < layout.length
-            ? Effect.succeed(record.partition)
-            : Effect.fail(
-                aborted(`topic ${record.topic} has no partition ${record.partition} (it has ${layout.length})`, false)
-              )
-        })
-      })
-
     const commit = (
       request: TransactionRequest
     ): Effect.Effect<ReadonlyArray<PublishReceipt>, TransactionAbortedError> =>
@@ -134,57 +98,10 @@ export const make = (options: KafkaTransactionalProducerOptions) =>
         .withPermits(1)(
           Effect.gen(function* () {
             if (request.records.length === 0 && request.offsets.length === 0) return []
-            const partitions = yield* targets(request)
+            const partitions = yield* targets(admin, partitioner, aborted, request)
             const p = yield* acquire
-            const byTopic = new Map<string, Array<Kafkajs.Message>>()
-            request.records.forEach((record, i) => {
-              const messages = byTopic.get(record.topic) ?? []
-              messages.push({
-                key: record.key,
-                value: toBuffer(record.payload),
-                partition: partitions[i]!,
-                headers: recordHeaders(record)
-              })
-              byTopic.set(record.topic, messages)
-            })
-            const offsetsByTopic = new Map<string, Array<{ partition: number; offset: string }>>()
-            for (const o of request.offsets) {
-              const list = offsetsByTopic.get(o.topic) ?? []
-              list.push({ partition: o.partition, offset: o.offset })
-              offsetsByTopic.set(o.topic, list)
-            }
             const metadata = yield* Effect.tryPromise({
-              try: async () => {
-                const tx = await p.transaction()
-                try {
-                  const sent =
-                    byTopic.size === 0
-                      ? []
-                      : await tx.sendBatch({
-                          acks: -1,
-                          topicMessages: [...byTopic].map(([topic, messages]) => ({ topic, messages }))
-                        })
-                  if (offsetsByTopic.size > 0) {
-                    await tx.sendOffsets({
-                      consumerGroupId: request.groupId,
-                      topics: [...offsetsByTopic].map(([topic, partitions]) => ({ topic, partitions }))
-                    })
-                  }
-                  const missing = request.records.find(
-                    (r, i) => !sent.some((m) => m.topicName === r.topic && m.partition === partitions[i])
-                  )
-                  if (missing !== undefined) {
-                    throw Object.assign(new Error(`the producer had no metadata for a partition of ${missing.topic}`), {
-                      name: "KafkaJSMetadataNotLoaded"
-                    })
-                  }
-                  await tx.commit()
-                  return sent
-                } catch (error) {
-                  await tx.abort().catch(() => undefined)
-                  throw error
-                }
-              },
+              try: () => send(p, request, partitions),
               catch: (error) => error
             }).pipe(
               // Interrupted mid-transaction: the next transaction starts on a fresh producer, whose
@@ -201,16 +118,7 @@ export const make = (options: KafkaTransactionalProducerOptions) =>
                 )
               )
             )
-            const base = new Map(
-              metadata.map((m) => [`${m.topicName}\u0000${m.partition}`, BigInt(m.baseOffset ?? "0")])
-            )
-            const next = new Map<string, bigint>()
-            return request.records.map((record, i): PublishReceipt => {
-              const slot = `${record.topic}\u0000${partitions[i]}`
-              const index = next.get(slot) ?? 0n
-              next.set(slot, index + 1n)
-              return { topic: record.topic, partition: partitions[i]!, offset: (base.get(slot)! + index).toString() }
-            })
+            return receiptsOf(request, partitions, metadata)
           })
         )
         .pipe(
@@ -221,6 +129,117 @@ export const make = (options: KafkaTransactionalProducerOptions) =>
 
     return TransactionalProducer.of({ transactionalId, commit })
   })
+
+/** Every record's partition, decided before the transaction (kafkajs drops unknown ones). */
+const targets = (
+  admin: Kafkajs.Admin,
+  partitioner: ReturnType<typeof Kafkajs.Partitioners.DefaultPartitioner>,
+  aborted: (reason: string, retriable: boolean) => TransactionAbortedError,
+  request: TransactionRequest
+) =>
+  Effect.gen(function* () {
+    const topics = [...new Set(request.records.map((r) => r.topic))]
+    const layouts = new Map<string, Array<Kafkajs.PartitionMetadata>>()
+    for (const topic of topics) {
+      const metadata = yield* Effect.tryPromise({
+        try: () => admin.fetchTopicMetadata({ topics: [topic] }),
+        catch: (e) => e
+      }).pipe(
+        Effect.mapError((e) =>
+          rootCause(e).type === "UNKNOWN_TOPIC_OR_PARTITION"
+            ? aborted(`topic ${topic} does not exist`, false)
+            : aborted(`metadata of ${topic}: ${describe(e)}`, isRetriable(e))
+        )
+      )
+      layouts.set(
+        topic,
+        [...metadata.topics[0]!.partitions].sort((a, b) => a.partitionId - b.partitionId)
+      )
+    }
+    return yield* Effect.forEach(request.records, (record) => {
+      const layout = layouts.get(record.topic)!
+      if (record.partition === null) {
+        return Effect.succeed(
+          partitioner({ topic: record.topic, partitionMetadata: layout, message: { key: record.key, value: null } })
+        )
+      }
+      return record.partition >= 0 && record.partition < layout.length
+        ? Effect.succeed(record.partition)
+        : Effect.fail(
+            aborted(`topic ${record.topic} has no partition ${record.partition} (it has ${layout.length})`, false)
+          )
+    })
+  })
+
+/** One transaction: the records, the group's offsets, then the commit (an abort on any failure). */
+const send = async (
+  p: Kafkajs.Producer,
+  request: TransactionRequest,
+  partitions: ReadonlyArray<number>
+): Promise<ReadonlyArray<Kafkajs.RecordMetadata>> => {
+  const byTopic = new Map<string, Array<Kafkajs.Message>>()
+  request.records.forEach((record, i) => {
+    const messages = byTopic.get(record.topic) ?? []
+    messages.push({
+      key: record.key,
+      value: toBuffer(record.payload),
+      partition: partitions[i]!,
+      headers: recordHeaders(record)
+    })
+    byTopic.set(record.topic, messages)
+  })
+  const offsetsByTopic = new Map<string, Array<{ partition: number; offset: string }>>()
+  for (const o of request.offsets) {
+    const list = offsetsByTopic.get(o.topic) ?? []
+    list.push({ partition: o.partition, offset: o.offset })
+    offsetsByTopic.set(o.topic, list)
+  }
+  const tx = await p.transaction()
+  try {
+    const sent =
+      byTopic.size === 0
+        ? []
+        : await tx.sendBatch({
+            acks: -1,
+            topicMessages: [...byTopic].map(([topic, messages]) => ({ topic, messages }))
+          })
+    if (offsetsByTopic.size > 0) {
+      await tx.sendOffsets({
+        consumerGroupId: request.groupId,
+        topics: [...offsetsByTopic].map(([topic, partitions]) => ({ topic, partitions }))
+      })
+    }
+    const missing = request.records.find(
+      (r, i) => !sent.some((m) => m.topicName === r.topic && m.partition === partitions[i])
+    )
+    if (missing !== undefined) {
+      throw Object.assign(new Error(`the producer had no metadata for a partition of ${missing.topic}`), {
+        name: "KafkaJSMetadataNotLoaded"
+      })
+    }
+    await tx.commit()
+    return sent
+  } catch (error) {
+    await tx.abort().catch(() => undefined)
+    throw error
+  }
+}
+
+/** Each record's receipt: its batch's base offset plus its place among the batch's records. */
+const receiptsOf = (
+  request: TransactionRequest,
+  partitions: ReadonlyArray<number>,
+  metadata: ReadonlyArray<Kafkajs.RecordMetadata>
+): ReadonlyArray<PublishReceipt> => {
+  const base = new Map(metadata.map((m) => [`${m.topicName}\u0000${m.partition}`, BigInt(m.baseOffset ?? "0")]))
+  const next = new Map<string, bigint>()
+  return request.records.map((record, i): PublishReceipt => {
+    const slot = `${record.topic}\u0000${partitions[i]}`
+    const index = next.get(slot) ?? 0n
+    next.set(slot, index + 1n)
+    return { topic: record.topic, partition: partitions[i]!, offset: (base.get(slot)! + index).toString() }
+  })
+}
 
 /**
  * @since 0.1.0

@@ -20,6 +20,7 @@ import * as DeadLetterDepth from "./DeadLetterDepth.ts"
 import type { ConsumerSourceError, PublishError } from "./Errors.ts"
 import { EVENT_ID_HEADER, type Headers, isEventId, makeEventId, ORIGINAL_RECORD_HEADER } from "./OutboxMessage.ts"
 import { Publisher, type PublishRequest } from "./Publisher.ts"
+import * as Telemetry from "./Telemetry.ts"
 import { TopicReader } from "./TopicReader.ts"
 
 /**
@@ -62,10 +63,7 @@ export const defaultTopic = (topic: string): string => `${topic}.DLT`
  * @since 0.1.0
  * @category metrics
  */
-export const deadLettered = Metric.counter("outbox_dead_lettered_total", {
-  description: "Records sent to a dead-letter topic, by original topic and error class",
-  incremental: true
-})
+export const deadLettered = Telemetry.deadLettered
 
 /**
  * Dead letters republished by `replay`, with attribute `topic` (the target).
@@ -73,32 +71,18 @@ export const deadLettered = Metric.counter("outbox_dead_lettered_total", {
  * @since 0.1.0
  * @category metrics
  */
-export const replayed = Metric.counter("outbox_dead_letters_replayed_total", {
-  description: "Dead letters republished to their original topic by replay",
-  incremental: true
-})
+export const replayed = Telemetry.deadLettersReplayed
 
-/**
- * The dead-letter topic refused the record (or kept failing): the consumer stops rather than
- * lose the record. Create the topic, or fix the broker, and restart; nothing was committed past it.
- *
- * @since 0.1.0
- * @category errors
- */
-export class DeadLetterPublishError extends Schema.TaggedError<DeadLetterPublishError>()("DeadLetterPublishError", {
-  deadLetterTopic: Schema.String,
-  topic: Schema.String,
-  partition: Schema.Int,
-  offset: Schema.String,
-  reason: Schema.String
-}) {
-  override get message() {
-    return (
-      `could not dead-letter ${this.topic}/${this.partition}@${this.offset} to ${this.deadLetterTopic}: ${this.reason}` +
-      ` (does the topic exist? offsets stay uncommitted, so the record is redelivered after a restart)`
-    )
-  }
-}
+export {
+  /**
+   * The dead-letter topic refused the record (or kept failing): the consumer stops rather than
+   * lose the record. Create the topic, or fix the broker, and restart; nothing was committed past it.
+   *
+   * @since 0.1.0
+   * @category errors
+   */
+  DeadLetterPublishError
+} from "./Errors.ts"
 
 /**
  * The class name of an error, for the `dlt-error-class` header and the metric.
@@ -379,4 +363,4 @@ export const replay = (
       )
     )
     return { replayed: replayedLetters, skipped, failed }
-  }).pipe(Effect.withSpan("outbox.dead_letter.replay", { attributes: { "outbox.dlt": options.from } }))
+  }).pipe(Effect.withSpan(Telemetry.spans.deadLetterReplay, { attributes: { "outbox.dlt": options.from } }))

@@ -40,9 +40,7 @@ export const replayGroup = (deadLetterTopic: string): string => `effect-outbox.r
  * @since 0.1.0
  * @category metrics
  */
-export const pendingGauge = Metric.gauge("outbox_dead_letters_pending", {
-  description: "Records on a dead-letter topic from the first one not yet replayed to its end"
-})
+export const pendingGauge = Telemetry.deadLettersPending
 
 /**
  * One dead-letter topic's depth.
@@ -143,4 +141,4 @@ export const advance = (
       if (position > from) moves.push({ partition: o.partition, offset: String(position) })
     }
     yield* admin.commitGroupOffsets({ groupId, topic: deadLetterTopic, partitions: moves })
-  }).pipe(Effect.withSpan("outbox.deadLetters.advance", { attributes: { "outbox.topic": deadLetterTopic } }))
+  }).pipe(Effect.withSpan(Telemetry.spans.deadLettersAdvance, { attributes: { "outbox.topic": deadLetterTopic } }))

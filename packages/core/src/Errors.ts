@@ -229,3 +229,114 @@ export class HandlerDefectError extends Schema.TaggedError<HandlerDefectError>()
     return `handler died: ${this.reason}`
   }
 }
+
+/**
+ * Parking more would exceed the store's bound (`maxRecords` per consumer group): release or
+ * replay parked keys first. The consumer waits (retrying) rather than drop or reorder a record.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class ParkedLimitError extends Schema.TaggedError<ParkedLimitError>()("ParkedLimitError", {
+  consumer: Schema.String,
+  limit: Schema.Number
+}) {
+  override get message() {
+    return `consumer group ${this.consumer} already parks ${this.limit} records (the bound): release parked keys (effect-outbox parked release) before more can park`
+  }
+}
+
+/**
+ * The log failed (lost connection, slot gone, decoding error). `retriable` says whether taking
+ * the lease again may help.
+ *
+ * @since 0.3.0
+ * @category errors
+ */
+export class LogSourceError extends Schema.TaggedError<LogSourceError>()("LogSourceError", {
+  operation: Schema.String,
+  reason: Schema.String,
+  retriable: Schema.Boolean
+}) {
+  override get message() {
+    return `log source ${this.operation} failed: ${this.reason}`
+  }
+}
+
+/**
+ * Two consumer groups drive the outbox lifecycle of one topic: the second would skip every event
+ * the first finished (H5). Exactly one group per topic may keep `lifecycle` on.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class LifecycleGroupConflictError extends Schema.TaggedError<LifecycleGroupConflictError>()(
+  "LifecycleGroupConflictError",
+  { topic: Schema.String, groups: Schema.Array(Schema.String) }
+) {
+  override get message() {
+    return (
+      `consumer groups ${this.groups.join(", ")} all drive the outbox lifecycle of topic ${this.topic}; ` +
+      `keep lifecycle on for one of them and declare the others with lifecycle: false`
+    )
+  }
+}
+
+/**
+ * The transaction was aborted: none of its records is visible and its offsets were not
+ * committed. `retriable: false` when retrying cannot help (fenced by a newer producer with the
+ * same `transactionalId`, authorisation, a record the broker refuses).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class TransactionAbortedError extends Schema.TaggedError<TransactionAbortedError>()("TransactionAbortedError", {
+  transactionalId: Schema.String,
+  reason: Schema.String,
+  retriable: Schema.Boolean
+}) {
+  override get message() {
+    return (
+      `Kafka transaction of ${this.transactionalId} aborted: ${this.reason}` +
+      (this.retriable
+        ? ""
+        : " (not retriable: another producer with this transactionalId fenced it, or the broker refuses a record)")
+    )
+  }
+}
+
+/**
+ * The dead-letter topic refused the record (or kept failing): the consumer stops rather than
+ * lose the record. Create the topic, or fix the broker, and restart; nothing was committed past it.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class DeadLetterPublishError extends Schema.TaggedError<DeadLetterPublishError>()("DeadLetterPublishError", {
+  deadLetterTopic: Schema.String,
+  topic: Schema.String,
+  partition: Schema.Int,
+  offset: Schema.String,
+  reason: Schema.String
+}) {
+  override get message() {
+    return (
+      `could not dead-letter ${this.topic}/${this.partition}@${this.offset} to ${this.deadLetterTopic}: ${this.reason}` +
+      ` (does the topic exist? offsets stay uncommitted, so the record is redelivered after a restart)`
+    )
+  }
+}
+
+/**
+ * An entry of the log that is not an event of this library (wrong version, bad metadata).
+ *
+ * @since 0.3.0
+ * @category errors
+ */
+export class LogRecordError extends Schema.TaggedError<LogRecordError>()("LogRecordError", {
+  reason: Schema.String
+}) {
+  override get message() {
+    return `log record unreadable: ${this.reason}`
+  }
+}

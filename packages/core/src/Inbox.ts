@@ -24,6 +24,7 @@ import * as Metric from "effect/Metric"
 import type { OutboxStoreError } from "./Errors.ts"
 import { InboxStore, type ProcessedKey } from "./InboxStore.ts"
 import { EVENT_ID_HEADER, type Headers, ORIGINAL_RECORD_HEADER } from "./OutboxMessage.ts"
+import * as Telemetry from "./Telemetry.ts"
 import { Transactor } from "./Transactor.ts"
 
 /**
@@ -148,10 +149,7 @@ export const keyOf = (
  * @since 0.1.0
  * @category metrics
  */
-export const processedTotal = Metric.counter("outbox_inbox_processed_total", {
-  description: "Messages handled by Inbox.processOnce, by outcome",
-  incremental: true
-})
+export const processedTotal = Telemetry.inboxProcessed
 
 const byOutcome = {
   processed: Metric.withAttributes(processedTotal, { outcome: "processed" }),
@@ -291,14 +289,14 @@ export class Inbox extends Context.Service<
           once(key, work).pipe(
             Effect.tap((outcome) => count(outcome)),
             Effect.tapError(() => count("failed")),
-            Effect.withSpan("outbox.inbox.process_once", {
+            Effect.withSpan(Telemetry.spans.inboxProcessOnce, {
               attributes: { "outbox.consumer": key.consumer, "outbox.identity": key.identity }
             })
           ),
         processBatch: <E, R>(entries: ReadonlyArray<Entry<E, R>>, options?: BatchOptions) =>
           batch(entries, options?.stopAtFailure ?? false).pipe(
             Effect.tap(countAll),
-            Effect.withSpan("outbox.inbox.process_batch", {
+            Effect.withSpan(Telemetry.spans.inboxProcessBatch, {
               attributes: { "outbox.batch_size": entries.length }
             })
           )

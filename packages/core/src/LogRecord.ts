@@ -8,7 +8,8 @@
  *
  * @since 0.3.0
  */
-import * as Schema from "effect/Schema"
+
+import { LogRecordError } from "./Errors.ts"
 import type { EventId, Headers } from "./OutboxMessage.ts"
 
 /**
@@ -28,19 +29,15 @@ export interface LogMessage {
   readonly createdAt: number
 }
 
-/**
- * An entry of the log that is not an event of this library (wrong version, bad metadata).
- *
- * @since 0.3.0
- * @category errors
- */
-export class LogRecordError extends Schema.TaggedError<LogRecordError>()("LogRecordError", {
-  reason: Schema.String
-}) {
-  override get message() {
-    return `log record unreadable: ${this.reason}`
-  }
-}
+export {
+  /**
+   * An entry of the log that is not an event of this library (wrong version, bad metadata).
+   *
+   * @since 0.3.0
+   * @category errors
+   */
+  LogRecordError
+} from "./Errors.ts"
 
 const VERSION = 1
 const encoder = new TextEncoder()

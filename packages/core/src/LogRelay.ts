@@ -14,12 +14,14 @@
  *
  * @since 0.3.0
  */
+import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
 import * as Result from "effect/Result"
 import { BrokerProbe } from "./BrokerProbe.ts"
+import * as Jobs from "./internal/jobs.ts"
 import type { LogMessage } from "./LogRecord.ts"
 import { type LogLease, LogSource, type LogSourceError } from "./LogSource.ts"
 import { Publisher, type PublishRequest } from "./Publisher.ts"
@@ -61,9 +63,7 @@ export interface Settings {
  * @since 0.3.0
  * @category metrics
  */
-export const slotLag = Metric.gauge("outbox_log_slot_lag_bytes", {
-  description: "WAL bytes the log relay's slot has not confirmed yet"
-})
+export const slotLag = Telemetry.logSlotLag
 
 /**
  * WAL bytes the server keeps on disk for the slot (from its restart position).
@@ -71,9 +71,7 @@ export const slotLag = Metric.gauge("outbox_log_slot_lag_bytes", {
  * @since 0.3.0
  * @category metrics
  */
-export const retainedWal = Metric.gauge("outbox_log_retained_wal_bytes", {
-  description: "WAL bytes retained on the server for the log relay's slot"
-})
+export const retainedWal = Telemetry.logRetainedWal
 
 /**
  * Events of an unconfirmed window found on the broker by the takeover probe, and so not re-sent.
@@ -81,10 +79,7 @@ export const retainedWal = Metric.gauge("outbox_log_retained_wal_bytes", {
  * @since 0.3.0
  * @category metrics
  */
-export const probedLanded = Metric.counter("outbox_log_probe_landed_total", {
-  description: "Events of an unconfirmed log window the probe found already published",
-  incremental: true
-})
+export const probedLanded = Telemetry.logProbeLanded
 
 const toRequest = (message: LogMessage): PublishRequest => ({
   id: message.id,
@@ -119,7 +114,7 @@ export const run = (settings: Settings = {}): Effect.Effect<never, never, LogSou
         Effect.as(Effect.logWarning(`log relay: lease lost or not taken: ${error.message}`), false)
       )
     )
-    return yield* Effect.forever(Effect.andThen(attempt, Effect.sleep(leaseRetry)))
+    return yield* Jobs.every(leaseRetry, attempt)
   })
 
 const drain = (lease: LogLease, settings: Settings) =>
@@ -139,15 +134,14 @@ const drain = (lease: LogLease, settings: Settings) =>
     // A previous holder may have published this window without confirming it.
     let unsure = true
     let backoff = firstBackoff
-    let gaugedAt = 0
-
-    const sampleGauges = Effect.gen(function* () {
-      const now = Date.now()
-      if (now - gaugedAt < gaugeEvery) return
+    // The slot gauges at most every `gaugeInterval`, between windows: the lease's queries share
+    // one connection with its reads, so they never run beside them.
+    let gaugedAt: number | undefined
+    const gaugesDue = Effect.gen(function* () {
+      const now = yield* Clock.currentTimeMillis
+      if (gaugedAt !== undefined && now - gaugedAt < gaugeEvery) return
       gaugedAt = now
-      const gauges = yield* lease.gauges
-      yield* Metric.update(slotLag, gauges.lagBytes)
-      yield* Metric.update(retainedWal, gauges.retainedBytes)
+      yield* sampleGauges(lease)
     })
 
     const fail = (reason: string) =>
@@ -158,51 +152,10 @@ const drain = (lease: LogLease, settings: Settings) =>
         backoff = Math.min(backoff * 2, maxBackoff)
       })
 
-    // The events of the window not on the broker yet; `undefined` when a probe failed (the
-    // window stays unsent). One read per topic when the probe can search many ids at once.
-    const notYetPublished = (entries: ReadonlyArray<LogMessage>) => {
-      const findMany = probe.findMany
-      if (findMany === undefined) {
-        return Effect.forEach(
-          entries,
-          (message) =>
-            probe
-              .find({
-                topic: message.topic,
-                partition: message.partition,
-                eventId: message.id,
-                since: message.createdAt - skew
-              })
-              .pipe(Effect.map(Option.isNone), Effect.option),
-          { concurrency: probeConcurrency }
-        ).pipe(
-          Effect.map((verdicts) =>
-            verdicts.some(Option.isNone) ? undefined : entries.filter((_, i) => Option.getOrThrow(verdicts[i]!))
-          )
-        )
-      }
-      const topics = new Map<string, Array<LogMessage>>()
-      for (const message of entries) topics.set(message.topic, [...(topics.get(message.topic) ?? []), message])
-      return Effect.forEach(
-        [...topics.values()],
-        (messages) =>
-          findMany({
-            topic: messages[0]!.topic,
-            partition: null,
-            eventIds: messages.map((m) => m.id),
-            since: Math.min(...messages.map((m) => m.createdAt)) - skew
-          }),
-        { concurrency: probeConcurrency }
-      ).pipe(
-        Effect.map((found) => entries.filter((m) => !found.some((receipts) => receipts.has(m.id)))),
-        Effect.catch((error) =>
-          Effect.as(Effect.logWarning(`log relay: window probe failed: ${error.message}`), undefined)
-        )
-      )
-    }
+    const notYetPublished = windowProbe(probe, skew, probeConcurrency)
 
     const step = Effect.gen(function* () {
-      yield* sampleGauges
+      yield* gaugesDue
       const window = yield* lease.read(batchSize)
       if (window.entries.length === 0) {
         // Transactions without events still hold WAL: let the slot move past them.
@@ -231,13 +184,13 @@ const drain = (lease: LogLease, settings: Settings) =>
         probeFailures = 0
       }
       if (toSend.length > 0) {
-        const start = Date.now()
+        const start = yield* Clock.currentTimeMillis
         const outcomes = yield* publisher.publish(toSend.map(toRequest)).pipe(
           Effect.withSpan(Telemetry.spans.publish, {
             attributes: { "outbox.count": toSend.length, "outbox.engine": "log" }
           })
         )
-        yield* Metric.update(Telemetry.publishLatency, Date.now() - start)
+        yield* Metric.update(Telemetry.publishLatency, (yield* Clock.currentTimeMillis) - start)
         const failures = outcomes.filter(Result.isFailure)
         if (failures.length > 0) {
           yield* Metric.update(Telemetry.published, outcomes.length - failures.length)
@@ -256,3 +209,55 @@ const drain = (lease: LogLease, settings: Settings) =>
 
     return yield* Effect.forever(step)
   })
+
+const sampleGauges = (lease: LogLease) =>
+  Effect.gen(function* () {
+    const gauges = yield* lease.gauges
+    yield* Metric.update(slotLag, gauges.lagBytes)
+    yield* Metric.update(retainedWal, gauges.retainedBytes)
+  })
+
+// The events of a window not on the broker yet; `undefined` when a probe failed (the
+// window stays unsent). One read per topic when the probe can search many ids at once.
+const windowProbe =
+  (probe: BrokerProbe["Service"], skew: number, probeConcurrency: number) =>
+  (entries: ReadonlyArray<LogMessage>): Effect.Effect<ReadonlyArray<LogMessage> | undefined> => {
+    const findMany = probe.findMany
+    if (findMany === undefined) {
+      return Effect.forEach(
+        entries,
+        (message) =>
+          probe
+            .find({
+              topic: message.topic,
+              partition: message.partition,
+              eventId: message.id,
+              since: message.createdAt - skew
+            })
+            .pipe(Effect.map(Option.isNone), Effect.option),
+        { concurrency: probeConcurrency }
+      ).pipe(
+        Effect.map((verdicts) =>
+          verdicts.some(Option.isNone) ? undefined : entries.filter((_, i) => Option.getOrThrow(verdicts[i]!))
+        )
+      )
+    }
+    const topics = new Map<string, Array<LogMessage>>()
+    for (const message of entries) topics.set(message.topic, [...(topics.get(message.topic) ?? []), message])
+    return Effect.forEach(
+      [...topics.values()],
+      (messages) =>
+        findMany({
+          topic: messages[0]!.topic,
+          partition: null,
+          eventIds: messages.map((m) => m.id),
+          since: Math.min(...messages.map((m) => m.createdAt)) - skew
+        }),
+      { concurrency: probeConcurrency }
+    ).pipe(
+      Effect.map((found) => entries.filter((m) => !found.some((receipts) => receipts.has(m.id)))),
+      Effect.catch((error) =>
+        Effect.as(Effect.logWarning(`log relay: window probe failed: ${error.message}`), undefined)
+      )
+    )
+  }

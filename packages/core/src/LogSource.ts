@@ -8,26 +8,20 @@
 import * as Context from "effect/Context"
 import type * as Effect from "effect/Effect"
 import type * as Option from "effect/Option"
-import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
+import type { LogSourceError } from "./Errors.ts"
 import type { LogMessage } from "./LogRecord.ts"
 
-/**
- * The log failed (lost connection, slot gone, decoding error). `retriable` says whether taking
- * the lease again may help.
- *
- * @since 0.3.0
- * @category errors
- */
-export class LogSourceError extends Schema.TaggedError<LogSourceError>()("LogSourceError", {
-  operation: Schema.String,
-  reason: Schema.String,
-  retriable: Schema.Boolean
-}) {
-  override get message() {
-    return `log source ${this.operation} failed: ${this.reason}`
-  }
-}
+export {
+  /**
+   * The log failed (lost connection, slot gone, decoding error). `retriable` says whether taking
+   * the lease again may help.
+   *
+   * @since 0.3.0
+   * @category errors
+   */
+  LogSourceError
+} from "./Errors.ts"
 
 /**
  * Events read from the confirmed position on. `upTo` is the position just past the last whole

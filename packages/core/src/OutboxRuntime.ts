@@ -27,36 +27,30 @@
  * @since 0.1.0
  */
 
-import * as Clock from "effect/Clock"
 import * as Config from "effect/Config"
 import * as ConfigProvider from "effect/ConfigProvider"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
-import * as Schedule from "effect/Schedule"
-import * as Schema from "effect/Schema"
-import { BrokerAdmin } from "./BrokerAdmin.ts"
+import type * as Schema from "effect/Schema"
 import type { BrokerProbe } from "./BrokerProbe.ts"
 import * as Consumer from "./Consumer.ts"
 import type { ConsumerSource } from "./ConsumerSource.ts"
-import * as DeadLetter from "./DeadLetter.ts"
-import * as DeadLetterDepth from "./DeadLetterDepth.ts"
-import type { OutboxStoreError, OutboxValidationError } from "./Errors.ts"
+import { LifecycleGroupConflictError, type OutboxStoreError, type OutboxValidationError } from "./Errors.ts"
 import * as Inbox from "./Inbox.ts"
 import type { InboxStore } from "./InboxStore.ts"
-import * as Lifecycle from "./Lifecycle.ts"
+import * as Sampling from "./internal/runtime/sampling.ts"
+import * as Workers from "./internal/runtime/workers.ts"
 import * as Outbox from "./Outbox.ts"
-import { OutboxStore } from "./OutboxStore.ts"
-import { Publisher } from "./Publisher.ts"
+import type { OutboxStore } from "./OutboxStore.ts"
+import type { Publisher } from "./Publisher.ts"
 import * as Reconciler from "./Reconciler.ts"
 import * as Relay from "./Relay.ts"
 import * as Retention from "./Retention.ts"
 import * as StaleRecovery from "./StaleRecovery.ts"
 import * as Telemetry from "./Telemetry.ts"
-import * as TracedPublisher from "./TracedPublisher.ts"
 import type { Transactor } from "./Transactor.ts"
 import type { WakeUp } from "./WakeUp.ts"
 
@@ -102,24 +96,16 @@ export const consumer = <S extends Schema.Top, E, R>(
   run: Consumer.run(options)
 })
 
-/**
- * Two consumer groups drive the outbox lifecycle of one topic: the second would skip every event
- * the first finished (H5). Exactly one group per topic may keep `lifecycle` on.
- *
- * @since 0.1.0
- * @category errors
- */
-export class LifecycleGroupConflictError extends Schema.TaggedError<LifecycleGroupConflictError>()(
-  "LifecycleGroupConflictError",
-  { topic: Schema.String, groups: Schema.Array(Schema.String) }
-) {
-  override get message() {
-    return (
-      `consumer groups ${this.groups.join(", ")} all drive the outbox lifecycle of topic ${this.topic}; ` +
-      `keep lifecycle on for one of them and declare the others with lifecycle: false`
-    )
-  }
-}
+export {
+  /**
+   * Two consumer groups drive the outbox lifecycle of one topic: the second would skip every event
+   * the first finished (H5). Exactly one group per topic may keep `lifecycle` on.
+   *
+   * @since 0.1.0
+   * @category errors
+   */
+  LifecycleGroupConflictError
+} from "./Errors.ts"
 
 /**
  * Refuses declarations where more than one group drives the lifecycle of a topic.
@@ -269,13 +255,13 @@ export class OutboxRuntime extends Context.Service<
  * @since 0.1.0
  * @category models
  */
-export interface Options<C extends ReadonlyArray<ConsumerDeclaration<any>>> extends Partial<Settings> {
+export interface Options<C extends ReadonlyArray<ConsumerDeclaration<unknown>>> extends Partial<Settings> {
   readonly consumers?: C | undefined
 }
 
 // Distributes over the declarations; no declarations (never) needs nothing.
 type ServicesOf<D> = D extends ConsumerDeclaration<infer R> ? R : never
-type ConsumerServices<C extends ReadonlyArray<ConsumerDeclaration<any>>> = ServicesOf<C[number]>
+type ConsumerServices<C extends ReadonlyArray<ConsumerDeclaration<unknown>>> = ServicesOf<C[number]>
 
 /**
  * The ports the runtime needs: storage (`OutboxStore`, `InboxStore`, `Transactor`, `WakeUp`)
@@ -293,7 +279,7 @@ export type Ports = OutboxStore | InboxStore | Transactor | WakeUp | Publisher |
  * @since 0.1.0
  * @category metrics
  */
-export const pendingGauge = Metric.gauge("outbox_pending", { description: "Outbox events waiting to be published" })
+export const pendingGauge = Telemetry.pending
 
 /**
  * Age of the oldest `PENDING` event in milliseconds (0 when none waits): how far publication lags.
@@ -301,9 +287,7 @@ export const pendingGauge = Metric.gauge("outbox_pending", { description: "Outbo
  * @since 0.1.0
  * @category metrics
  */
-export const oldestPendingAgeGauge = Metric.gauge("outbox_oldest_pending_age_ms", {
-  description: "Age of the oldest PENDING outbox event in milliseconds"
-})
+export const oldestPendingAgeGauge = Telemetry.oldestPendingAge
 
 /**
  * `DISPATCHING` rows whose lease expired (waiting for stale recovery).
@@ -311,9 +295,7 @@ export const oldestPendingAgeGauge = Metric.gauge("outbox_oldest_pending_age_ms"
  * @since 0.1.0
  * @category metrics
  */
-export const staleLeasesGauge = Metric.gauge("outbox_stale_leases", {
-  description: "DISPATCHING outbox rows whose lease expired"
-})
+export const staleLeasesGauge = Telemetry.staleLeases
 
 /**
  * Events committed but not yet finished by the consumer that drives the lifecycle (`PENDING`,
@@ -322,9 +304,7 @@ export const staleLeasesGauge = Metric.gauge("outbox_stale_leases", {
  * @since 0.1.0
  * @category metrics
  */
-export const unfinishedGauge = Metric.gauge("outbox_unfinished", {
-  description: "Outbox events committed but not yet consumed to SUCCESS / PUSHED_FAILURE"
-})
+export const unfinishedGauge = Telemetry.unfinished
 
 /**
  * Rows per status, with attribute `status`.
@@ -332,7 +312,7 @@ export const unfinishedGauge = Metric.gauge("outbox_unfinished", {
  * @since 0.1.0
  * @category metrics
  */
-export const statusGauge = Metric.gauge("outbox_events", { description: "Outbox rows by status" })
+export const statusGauge = Telemetry.eventsByStatus
 
 /**
  * Samples the store once into the gauges.
@@ -340,41 +320,9 @@ export const statusGauge = Metric.gauge("outbox_events", { description: "Outbox 
  * @since 0.1.0
  * @category metrics
  */
-export const sampleMetrics: Effect.Effect<void, OutboxStoreError, OutboxStore> = Effect.gen(function* () {
-  const store = yield* OutboxStore
-  const now = yield* Clock.currentTimeMillis
-  const stats = yield* store.stats(now)
-  const count = (status: Lifecycle.OutboxStatus) => stats.byStatus[status] ?? 0
-  yield* Metric.update(pendingGauge, count("PENDING"))
-  yield* Metric.update(
-    oldestPendingAgeGauge,
-    stats.oldestPendingCreatedAt === null ? 0 : Math.max(0, now - stats.oldestPendingCreatedAt)
-  )
-  yield* Metric.update(staleLeasesGauge, stats.staleLeases)
-  if (stats.blockedKeys !== undefined) yield* Metric.update(Telemetry.blockedKeys, stats.blockedKeys)
-  const unfinished = Lifecycle.statuses.filter(Lifecycle.isUnfinished)
-  yield* Metric.update(
-    unfinishedGauge,
-    unfinished.reduce((n, status) => n + count(status), 0)
-  )
-  for (const status of Lifecycle.statuses) {
-    yield* Metric.update(Metric.withAttributes(statusGauge, { status }), count(status))
-  }
-})
+export const sampleMetrics: Effect.Effect<void, OutboxStoreError, OutboxStore> = Sampling.sampleStore
 
-/** The dead-letter topics of `declarations`, each once. */
-const deadLetterTopics = (declarations: ReadonlyArray<ConsumerDeclaration<any>>): ReadonlyArray<string> => [
-  ...new Set(
-    declarations.flatMap((d) => d.topics.map((topic) => (d.deadLetterTopic ?? DeadLetter.defaultTopic)(topic)))
-  )
-]
-
-const restartSchedule = (first: Duration.Duration) =>
-  Schedule.exponential(first).pipe(
-    Schedule.modifyDelay(({ duration }) => Effect.succeed(Duration.min(duration, Duration.minutes(1))))
-  )
-
-const start = <C extends ReadonlyArray<ConsumerDeclaration<any>>>(settings: Settings, declared: C) =>
+const start = <R>(settings: Settings, declared: ReadonlyArray<ConsumerDeclaration<R>>) =>
   Effect.gen(function* () {
     // Finalizers run in reverse: consumers stop first, then relays, then recovery and retention.
     if (settings.retention !== false) yield* Retention.start(settings.retention)
@@ -383,84 +331,12 @@ const start = <C extends ReadonlyArray<ConsumerDeclaration<any>>>(settings: Sett
       yield* Retention.startInbox(settings.inboxRetention, settings.retention === false ? {} : settings.retention)
     }
     if (settings.staleRecovery !== false) yield* StaleRecovery.start(settings.staleRecovery)
-    const drivers = settings.runConsumers ? declared.filter((declaration) => declaration.lifecycle !== false) : []
+    const running = settings.runConsumers ? declared : []
+    const drivers = running.filter((declaration) => declaration.lifecycle !== false)
     if (settings.reconciler !== false && drivers.length > 0) yield* Reconciler.start(drivers, settings.reconciler)
-    const relays: Array<string> = []
-    if (settings.relay !== false) {
-      const { instances, ...relaySettings } = settings.relay
-      // Each event's publication is a span in the event's own trace (enqueue -> publish -> consume).
-      const publisher = TracedPublisher.traced(yield* Publisher)
-      for (let i = 0; i < instances; i++) {
-        const owner =
-          relaySettings.owner === undefined
-            ? undefined
-            : instances === 1
-              ? relaySettings.owner
-              : `${relaySettings.owner}-${i + 1}`
-        const relay = yield* Relay.start({ ...relaySettings, ...(owner === undefined ? {} : { owner }) }).pipe(
-          Effect.provideService(Publisher, publisher)
-        )
-        relays.push(relay.owner)
-      }
-    }
-    const consumers: Array<string> = []
-    if (settings.runConsumers) {
-      for (const declaration of declared) {
-        yield* Effect.forkScoped(
-          declaration.run.pipe(
-            Effect.tapError((error) =>
-              Effect.logError(`consumer ${declaration.groupId} stopped, restarting: ${error.message}`).pipe(
-                Effect.annotateLogs({ consumerGroup: declaration.groupId, topics: declaration.topics.join(",") })
-              )
-            ),
-            Effect.retry(restartSchedule(settings.consumerRestart))
-          )
-        )
-        consumers.push(declaration.groupId)
-      }
-    }
-    if (settings.metricsInterval !== false) {
-      const interval = settings.metricsInterval
-      yield* Effect.forkScoped(
-        sampleMetrics.pipe(
-          Effect.catch((error) => Effect.logDebug(`outbox metrics sample failed: ${error.message}`)),
-          Effect.andThen(Effect.sleep(interval)),
-          Effect.forever
-        )
-      )
-      // Consumer lag from the broker's committed offsets: true also while a consumer is stuck.
-      const admin = yield* Effect.serviceOption(BrokerAdmin)
-      const running = settings.runConsumers ? declared : []
-      if (Option.isSome(admin) && running.length > 0) {
-        yield* Effect.forkScoped(
-          Effect.forEach(
-            running,
-            (declaration) =>
-              Telemetry.sampleConsumerLag(declaration).pipe(
-                Effect.catch((error) =>
-                  Effect.logDebug(`consumer lag sample of ${declaration.groupId} failed: ${error.message}`)
-                )
-              ),
-            { discard: true }
-          ).pipe(
-            // Dead letters not yet replayed, per dead-letter topic (R5.3).
-            Effect.andThen(
-              Effect.forEach(
-                deadLetterTopics(running),
-                (topic) =>
-                  DeadLetterDepth.sample(topic).pipe(
-                    Effect.catch((error) => Effect.logDebug(`dead-letter depth of ${topic} failed: ${error.message}`))
-                  ),
-                { discard: true }
-              )
-            ),
-            Effect.provideService(BrokerAdmin, admin.value),
-            Effect.andThen(Effect.sleep(interval)),
-            Effect.forever
-          )
-        )
-      }
-    }
+    const relays = settings.relay === false ? [] : yield* Workers.startRelays(settings.relay)
+    const consumers = yield* Workers.superviseConsumers(running, settings.consumerRestart)
+    if (settings.metricsInterval !== false) yield* Sampling.start(settings.metricsInterval, running)
     yield* Effect.addFinalizer(() => Effect.logInfo("outbox runtime stopped"))
     yield* Effect.logInfo(
       `outbox runtime started: ${relays.length} relay(s), ${consumers.length} consumer(s)` +
@@ -471,19 +347,28 @@ const start = <C extends ReadonlyArray<ConsumerDeclaration<any>>>(settings: Sett
   })
 
 /**
+ * The runtime layer for the consumer declarations `C`: the services each declaration needs, less
+ * the ones the layer provides itself, plus the {@link Ports}.
+ *
+ * @since 0.3.0
+ * @category layers
+ */
+export type RuntimeLayer<C extends ReadonlyArray<ConsumerDeclaration<unknown>>> = Layer.Layer<
+  Outbox.Outbox | Inbox.Inbox | OutboxRuntime,
+  Config.ConfigError | OutboxValidationError | LifecycleGroupConflictError,
+  Ports | Exclude<ConsumerServices<C>, Outbox.Outbox | Inbox.Inbox | OutboxRuntime>
+>
+
+/**
  * The runtime: `Outbox`, `Inbox` and `OutboxRuntime`, with relays, recovery, retention and the
  * declared consumers running for the life of the layer.
  *
  * @since 0.1.0
  * @category layers
  */
-export const layer = <const C extends ReadonlyArray<ConsumerDeclaration<any>> = readonly []>(
+export const layer = <const C extends ReadonlyArray<ConsumerDeclaration<unknown>> = readonly []>(
   options: Options<C> = {}
-): Layer.Layer<
-  Outbox.Outbox | Inbox.Inbox | OutboxRuntime,
-  Config.ConfigError | OutboxValidationError | LifecycleGroupConflictError,
-  Ports | Exclude<ConsumerServices<C>, Outbox.Outbox | Inbox.Inbox | OutboxRuntime>
-> => {
+): RuntimeLayer<C> => {
   const settings = Effect.andThen(
     checkLifecycleGroups(options.consumers ?? []),
     Effect.map(
@@ -504,9 +389,12 @@ export const layer = <const C extends ReadonlyArray<ConsumerDeclaration<any>> = 
   const services = Layer.unwrap(
     Effect.map(settings, (s) => Layer.mergeAll(Outbox.layerWith(s.outbox), Inbox.Inbox.layer))
   )
-  const running = Layer.effect(OutboxRuntime)(
-    Effect.flatMap(settings, (s) => start(s, options.consumers ?? ([] as unknown as C)))
-  )
-  // Consumers use `Inbox`: the running part is built on top of the services.
-  return Layer.provideMerge(running, services) as any
+  // Each declaration needs its own services; the union of them is what the layer asks for.
+  // Each element of `C` needs a member of `ConsumerServices<C>`; TypeScript cannot see it of a generic `C`.
+  const declared = (options.consumers ?? []) as ReadonlyArray<ConsumerDeclaration<ConsumerServices<C>>>
+  const running = Layer.effect(OutboxRuntime)(Effect.flatMap(settings, (s) => start(s, declared)))
+  // Consumers use `Inbox`: the running part is built on top of the services. TypeScript cannot
+  // fold the nested `Exclude`s over a generic declaration list into the one of `RuntimeLayer`:
+  // the same requirements, written differently.
+  return Layer.provideMerge(running, services) as RuntimeLayer<C>
 }

@@ -10,8 +10,7 @@
  */
 import * as Context from "effect/Context"
 import type * as Effect from "effect/Effect"
-import * as Schema from "effect/Schema"
-import type { OutboxStoreError } from "./Errors.ts"
+import type { OutboxStoreError, ParkedLimitError } from "./Errors.ts"
 
 /**
  * One parked record's position.
@@ -54,21 +53,16 @@ export interface ReleaseTarget {
   readonly key: string
 }
 
-/**
- * Parking more would exceed the store's bound (`maxRecords` per consumer group): release or
- * replay parked keys first. The consumer waits (retrying) rather than drop or reorder a record.
- *
- * @since 0.1.0
- * @category errors
- */
-export class ParkedLimitError extends Schema.TaggedError<ParkedLimitError>()("ParkedLimitError", {
-  consumer: Schema.String,
-  limit: Schema.Number
-}) {
-  override get message() {
-    return `consumer group ${this.consumer} already parks ${this.limit} records (the bound): release parked keys (effect-outbox parked release) before more can park`
-  }
-}
+export {
+  /**
+   * Parking more would exceed the store's bound (`maxRecords` per consumer group): release or
+   * replay parked keys first. The consumer waits (retrying) rather than drop or reorder a record.
+   *
+   * @since 0.1.0
+   * @category errors
+   */
+  ParkedLimitError
+} from "./Errors.ts"
 
 /**
  * The default bound on parked records per consumer group.

@@ -22,6 +22,7 @@ import * as Option from "effect/Option"
 import { BrokerAdmin } from "./BrokerAdmin.ts"
 import { type BrokerAdminError, type OutboxStoreError, OutboxValidationError } from "./Errors.ts"
 import { PartitionAssignmentStore } from "./PartitionAssignmentStore.ts"
+import * as Telemetry from "./Telemetry.ts"
 
 /**
  * Where an owner's events go.
@@ -56,10 +57,7 @@ export interface Options {
  * @since 0.1.0
  * @category metrics
  */
-export const partitionsGrown = Metric.counter("outbox_partitions_grown_total", {
-  description: "Topic partition growths triggered by partition assignment",
-  incremental: true
-})
+export const partitionsGrown = Telemetry.partitionsGrown
 
 /**
  * @since 0.1.0
@@ -122,7 +120,7 @@ export const make = (options: Options) =>
           partitionCount
         }
         return assignment
-      }).pipe(Effect.withSpan("outbox.partition_assignment.assign", { attributes: { topic, ownerId } }))
+      }).pipe(Effect.withSpan(Telemetry.spans.partitionAssign, { attributes: { topic, ownerId } }))
     return PartitionAssignment.of({ assign, lookup: store.lookup })
   })
 

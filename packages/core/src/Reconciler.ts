@@ -27,8 +27,10 @@ import type * as Scope from "effect/Scope"
 import type { OutboxStoreError } from "./Errors.ts"
 import * as Inbox from "./Inbox.ts"
 import { InboxStore, type ProcessedKey } from "./InboxStore.ts"
+import * as Jobs from "./internal/jobs.ts"
 import type { OutboxMessage } from "./OutboxMessage.ts"
 import { OutboxStore } from "./OutboxStore.ts"
+import * as Telemetry from "./Telemetry.ts"
 import * as Transition from "./Transition.ts"
 
 /**
@@ -94,10 +96,7 @@ export const config: Config.Config<Settings> = Config.all({
  * @since 0.1.0
  * @category metrics
  */
-export const reconciledTotal = Metric.counter("outbox_reconciler_reconciled_total", {
-  description: "UNDER_PROCESSING rows moved to SUCCESS by the reconciler (inbox record found)",
-  incremental: true
-})
+export const reconciledTotal = Telemetry.reconciled
 
 /**
  * Rows `UNDER_PROCESSING` past `stuckAfter` without an inbox record of their driving group, as of
@@ -106,9 +105,7 @@ export const reconciledTotal = Metric.counter("outbox_reconciler_reconciled_tota
  * @since 0.1.0
  * @category metrics
  */
-export const stuckGauge = Metric.gauge("outbox_consumer_stuck", {
-  description: "UNDER_PROCESSING outbox rows past the stuck timeout with no processed-message record"
-})
+export const stuckGauge = Telemetry.consumerStuck
 
 /**
  * What one round did.
@@ -214,7 +211,7 @@ export const runOnce = (
       yield* Effect.logWarning(`reconciler: ${stuck.length - 10} more stuck row(s); see \`effect-outbox status\``)
     }
     return { examined: rows.length, reconciled, stuck }
-  }).pipe(Effect.withSpan("outbox.reconcile"))
+  }).pipe(Effect.withSpan(Telemetry.spans.reconcile))
 
 /**
  * A round every `interval`, forever; a failed round is logged and tried again next time.
@@ -227,10 +224,9 @@ export const run = (
   settings: Partial<Settings> = {}
 ): Effect.Effect<never, never, OutboxStore | InboxStore> => {
   const s: Settings = { ...defaults, ...settings }
-  return runOnce(drivers, s).pipe(
-    Effect.catch((error) => Effect.logWarning(`reconciler round failed: ${error.message}`)),
-    Effect.andThen(Effect.sleep(s.interval)),
-    Effect.forever
+  return Jobs.every(
+    s.interval,
+    runOnce(drivers, s).pipe(Effect.catch((error) => Effect.logWarning(`reconciler round failed: ${error.message}`)))
   )
 }
 

@@ -22,9 +22,11 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
+import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
 import { type OutboxStoreError, OutboxValidationError } from "./Errors.ts"
 import { InboxStore } from "./InboxStore.ts"
+import * as Jobs from "./internal/jobs.ts"
 import * as Lifecycle from "./Lifecycle.ts"
 import { OutboxStore } from "./OutboxStore.ts"
 import * as Telemetry from "./Telemetry.ts"
@@ -181,12 +183,16 @@ const loop = <E extends { readonly message: string }, R>(
   once: Effect.Effect<Round, E, R>,
   s: Pick<Settings, "interval" | "catchUpInterval">
 ): Effect.Effect<never, never, R> =>
-  once.pipe(
-    Effect.catch((error) =>
-      Effect.as(Effect.logWarning(`${name} round failed: ${error.message}`), { deleted: 0, behind: false })
+  Jobs.repeatForever(
+    once.pipe(
+      Effect.catch((error) =>
+        Effect.as(Effect.logWarning(`${name} round failed: ${error.message}`), { deleted: 0, behind: false })
+      )
     ),
-    Effect.flatMap((r) => Effect.sleep(r.behind ? s.catchUpInterval : s.interval)),
-    Effect.forever
+    Schedule.forever.pipe(
+      Schedule.setInputType<Round>(),
+      Schedule.modifyDelay(({ input }) => Effect.succeed(input.behind ? s.catchUpInterval : s.interval))
+    )
   )
 
 /**
@@ -236,10 +242,7 @@ export const layer: Layer.Layer<never, Config.ConfigError | OutboxValidationErro
  * @since 0.1.0
  * @category metrics
  */
-export const inboxPurged = Metric.counter("outbox_inbox_purged_total", {
-  description: "Processed-message (inbox) records removed by retention",
-  incremental: true
-})
+export const inboxPurged = Telemetry.inboxPurged
 
 /**
  * One round of inbox retention: processed-message records older than `olderThan`, in the same
@@ -265,7 +268,7 @@ export const runInboxOnce = (
       )
     }
     return result
-  }).pipe(Effect.withSpan("outbox.retention.inbox"))
+  }).pipe(Effect.withSpan(Telemetry.spans.inboxRetention))
 
 /**
  * Inbox retention rounds in the current scope, on the outbox retention's schedule.

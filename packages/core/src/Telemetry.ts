@@ -1,6 +1,8 @@
 /**
- * Span, log and metric names in one place, W3C trace context in Kafka headers (R2.7, R8.2), and
- * consumer lag read from the broker (R8.1).
+ * Every span name and metric of the library in one place (R8), with the helpers that fill the
+ * broker-side ones: W3C trace context in Kafka headers (R2.7, R8.2) and consumer lag read from the
+ * broker (R8.1). Modules that documented a metric before keep an alias of it (e.g.
+ * `Consumer.recordsTotal`, `OutboxRuntime.pendingGauge`).
  *
  * The enqueueing transaction writes its span's context into the event's `traceparent` header;
  * the consumer parses it back and runs its handler as a child of that span, so one trace spans
@@ -8,13 +10,11 @@
  *
  * @since 0.1.0
  */
-import * as Effect from "effect/Effect"
+import type * as Effect from "effect/Effect"
 import * as Metric from "effect/Metric"
-import * as Option from "effect/Option"
-import * as Tracer from "effect/Tracer"
-import { BrokerAdmin, type GroupOffsets } from "./BrokerAdmin.ts"
+import type { BrokerAdmin } from "./BrokerAdmin.ts"
 import type { BrokerAdminError } from "./Errors.ts"
-import type { Headers } from "./OutboxMessage.ts"
+import * as ConsumerLag from "./internal/telemetry/consumerLag.ts"
 
 /**
  * Span names.
@@ -26,14 +26,32 @@ export const spans = {
   enqueue: "outbox.enqueue",
   release: "outbox.release",
   claim: "outbox.claim",
+  /** One batched compare-and-set, whatever its size. */
   transition: "outbox.transition",
   requeue: "outbox.requeue",
   skip: "outbox.skip",
   relayBatch: "outbox.relay.batch",
   publish: "outbox.relay.publish",
+  /** One per published event, in the event's own trace (`TracedPublisher`). */
+  publishEvent: "outbox.publish",
   staleRecovery: "outbox.stale_recovery",
-  retention: "outbox.retention"
+  retention: "outbox.retention",
+  inboxRetention: "outbox.retention.inbox",
+  reconcile: "outbox.reconcile",
+  inboxProcessOnce: "outbox.inbox.process_once",
+  inboxProcessBatch: "outbox.inbox.process_batch",
+  consumerRecord: "outbox.consumer.record",
+  consumerHandler: "outbox.consumer.handler",
+  consumerParkedRelease: "outbox.consumer.parked_release",
+  deadLetterReplay: "outbox.dead_letter.replay",
+  deadLettersAdvance: "outbox.deadLetters.advance",
+  partitionAssign: "outbox.partition_assignment.assign",
+  transactionalBatch: "outbox.eos.batch"
 } as const
+
+// Counters only go up (`incremental`); gauges are set to a sampled value.
+const counter = (name: string, description: string) => Metric.counter(name, { description, incremental: true })
+const gauge = (name: string, description: string) => Metric.gauge(name, { description })
 
 /**
  * Counts every status change the transition helper attempted, with attributes `from`, `to` and
@@ -42,37 +60,31 @@ export const spans = {
  * @since 0.1.0
  * @category metrics
  */
-export const transitions = Metric.counter("outbox_transitions_total", {
-  description: "Outbox status transitions attempted, by from/to/outcome",
-  incremental: true
-})
+export const transitions = counter(
+  "outbox_transitions_total",
+  "Outbox status transitions attempted, by from/to/outcome"
+)
 
 /**
  * @since 0.1.0
  * @category metrics
  */
-export const claimed = Metric.counter("outbox_claimed_total", {
-  description: "Outbox rows claimed for dispatch",
-  incremental: true
-})
+export const claimed = counter("outbox_claimed_total", "Outbox rows claimed for dispatch")
 
 /**
  * @since 0.1.0
  * @category metrics
  */
-export const enqueued = Metric.counter("outbox_enqueued_total", {
-  description: "Outbox events enqueued (counted inside the transaction, so rolled-back ones count too)",
-  incremental: true
-})
+export const enqueued = counter(
+  "outbox_enqueued_total",
+  "Outbox events enqueued (counted inside the transaction, so rolled-back ones count too)"
+)
 
 /**
  * @since 0.1.0
  * @category metrics
  */
-export const published = Metric.counter("outbox_published_total", {
-  description: "Outbox events the broker confirmed",
-  incremental: true
-})
+export const published = counter("outbox_published_total", "Outbox events the broker confirmed")
 
 /**
  * Failed publications, with attribute `kind`: `retriable`, `permanent`, `exhausted`,
@@ -81,10 +93,7 @@ export const published = Metric.counter("outbox_published_total", {
  * @since 0.1.0
  * @category metrics
  */
-export const publishFailed = Metric.counter("outbox_publish_failed_total", {
-  description: "Outbox publications that failed, by kind",
-  incremental: true
-})
+export const publishFailed = counter("outbox_publish_failed_total", "Outbox publications that failed, by kind")
 
 /**
  * Time from the start of a batch's publish call to the broker's answer, in milliseconds.
@@ -104,28 +113,22 @@ export const publishLatency = Metric.histogram("outbox_publish_latency_ms", {
  * @since 0.1.0
  * @category metrics
  */
-export const staleRecovered = Metric.counter("outbox_stale_recovered_total", {
-  description: "Stale DISPATCHING leases handled by recovery, by result",
-  incremental: true
-})
+export const staleRecovered = counter(
+  "outbox_stale_recovered_total",
+  "Stale DISPATCHING leases handled by recovery, by result"
+)
 
 /**
  * @since 0.1.0
  * @category metrics
  */
-export const purged = Metric.counter("outbox_purged_total", {
-  description: "Finished outbox rows removed by retention",
-  incremental: true
-})
+export const purged = counter("outbox_purged_total", "Finished outbox rows removed by retention")
 
 /**
  * @since 0.1.0
  * @category metrics
  */
-export const requeued = Metric.counter("outbox_requeued_total", {
-  description: "FAILURE rows requeued by an operator",
-  incremental: true
-})
+export const requeued = counter("outbox_requeued_total", "FAILURE rows requeued by an operator")
 
 /**
  * Keys with a `FAILURE` row (sampled from the store). Under the relay's default
@@ -135,176 +138,23 @@ export const requeued = Metric.counter("outbox_requeued_total", {
  * @since 0.2.0
  * @category metrics
  */
-export const blockedKeys = Metric.gauge("outbox_blocked_keys", {
-  description: "Keys whose younger outbox events wait behind a FAILURE row (requeue or skip it)"
-})
+export const blockedKeys = gauge(
+  "outbox_blocked_keys",
+  "Keys whose younger outbox events wait behind a FAILURE row (requeue or skip it)"
+)
 
 /**
  * Records of one partition a consumer group has not committed yet, with attributes `group`,
- * `topic` and `partition`: the partition's end offset minus the group's committed offset, as the
- * broker stores them (see {@link sampleConsumerLag}). It grows while a consumer is stuck on a
- * record (retrying a poison record, a slow handler) or not running, and is 0 when the group has
- * committed everything.
+ * `topic` and `partition` (see {@link sampleConsumerLag}). It grows while a consumer is stuck on
+ * a record (a poison record retrying, a slow handler) or not running; 0 when all is committed.
  *
  * @since 0.1.0
  * @category metrics
  */
-export const consumerLag = Metric.gauge("outbox_consumer_lag", {
-  description: "Records a consumer group has not committed yet (end offset - committed offset), per partition"
-})
-
-/**
- * A partition's offsets with the group's lag on it.
- *
- * @since 0.1.0
- * @category consumer lag
- */
-export interface PartitionLag extends GroupOffsets {
-  readonly groupId: string
-  readonly lag: number
-}
-
-/**
- * The lag of a group on one partition: records between its committed offset (or the log start,
- * when retention removed what it had not read) and the end of the log. A group that never
- * committed on the partition counts from the log start when it reads from the beginning (the
- * consumer's default), and as caught up with `fromBeginning: false` (it then starts at the end).
- *
- * @since 0.1.0
- * @category consumer lag
- */
-export const lagOf = (
-  offsets: GroupOffsets,
-  options: { readonly fromBeginning?: boolean | undefined } = {}
-): number => {
-  const start = BigInt(offsets.start)
-  const end = BigInt(offsets.end)
-  const position =
-    offsets.committed === null ? (options.fromBeginning !== false ? start : end) : BigInt(offsets.committed)
-  const lag = end - (position > start ? position : start)
-  return lag > 0n ? Number(lag) : 0
-}
-
-/**
- * Reads a group's committed offsets and the logs' end offsets from the broker (`BrokerAdmin`),
- * sets {@link consumerLag} for every partition of `topics`, and returns the rows (sum their
- * `lag` for the group's total).
- *
- * The committed offset is the consumer's durable position: the idempotent consumer commits after
- * each batch, only past records that finished (processed, skipped or dead-lettered). Reading it
- * from the broker rather than from a live member keeps the gauge true when the consumer is stuck
- * retrying a record (it commits nothing while the log keeps growing), crashed, or not running.
- *
- * @since 0.1.0
- * @category consumer lag
- */
-export const sampleConsumerLag = (request: {
-  readonly groupId: string
-  readonly topics: ReadonlyArray<string>
-  readonly fromBeginning?: boolean | undefined
-}): Effect.Effect<ReadonlyArray<PartitionLag>, BrokerAdminError, BrokerAdmin> =>
-  Effect.gen(function* () {
-    const admin = yield* BrokerAdmin
-    const offsets = yield* admin.groupOffsets({ groupId: request.groupId, topics: request.topics })
-    const rows = offsets.map(
-      (o): PartitionLag => ({ ...o, groupId: request.groupId, lag: lagOf(o, { fromBeginning: request.fromBeginning }) })
-    )
-    for (const row of rows) {
-      yield* Metric.update(
-        Metric.withAttributes(consumerLag, {
-          group: row.groupId,
-          topic: row.topic,
-          partition: String(row.partition)
-        }),
-        row.lag
-      )
-    }
-    return rows
-  })
-
-/**
- * The W3C trace-context header.
- *
- * @since 0.1.0
- * @category constants
- */
-export const TRACEPARENT_HEADER = "traceparent"
-
-const TRACEPARENT = /^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/
-
-/**
- * Formats a span's context as a W3C `traceparent` value (`00-<trace>-<span>-<flags>`).
- *
- * @since 0.1.0
- * @category trace context
- */
-export const formatTraceparent = (span: {
-  readonly traceId: string
-  readonly spanId: string
-  readonly sampled: boolean
-}): string => `00-${normalise(span.traceId, 32)}-${normalise(span.spanId, 16)}-${span.sampled ? "01" : "00"}`
-
-// Effect's native tracer already produces hex ids of the right width; other tracers may not,
-// and a malformed header is worse than a padded one.
-const normalise = (id: string, width: number): string => {
-  const hex = id.toLowerCase().replace(/[^0-9a-f]/g, "")
-  return hex.length >= width ? hex.slice(-width) : hex.padStart(width, "0")
-}
-
-/**
- * Parses a `traceparent` value. Invalid values, version `ff` and all-zero ids are rejected, as
- * the W3C specification requires.
- *
- * @since 0.1.0
- * @category trace context
- */
-export const parseTraceparent = (value: string): Option.Option<Tracer.ExternalSpan> => {
-  const match = TRACEPARENT.exec(value.trim().toLowerCase())
-  if (match === null) return Option.none()
-  const [, version, traceId, spanId, flags] = match as unknown as [string, string, string, string, string]
-  if (version === "ff" || /^0+$/.test(traceId) || /^0+$/.test(spanId)) return Option.none()
-  return Option.some(Tracer.externalSpan({ traceId, spanId, sampled: (parseInt(flags, 16) & 1) === 1 }))
-}
-
-/**
- * Adds the current span's `traceparent` to `headers` (unchanged when no span is active or the
- * caller already set one).
- *
- * @since 0.1.0
- * @category trace context
- */
-export const injectTraceparent = (headers: Headers): Effect.Effect<Headers> =>
-  TRACEPARENT_HEADER in headers
-    ? Effect.succeed(headers)
-    : Effect.currentSpan.pipe(
-        Effect.map((span): Headers => ({ ...headers, [TRACEPARENT_HEADER]: formatTraceparent(span) })),
-        Effect.catch(() => Effect.succeed(headers))
-      )
-
-/**
- * The parent span a consumer should continue from, read from a record's headers.
- *
- * @since 0.1.0
- * @category trace context
- */
-export const parentFromHeaders = (headers: Headers): Option.Option<Tracer.ExternalSpan> => {
-  const value = headers[TRACEPARENT_HEADER]
-  return value === undefined ? Option.none() : parseTraceparent(value)
-}
-
-/**
- * Runs `effect` as a child of the trace carried in `headers`, when there is one.
- *
- * @since 0.1.0
- * @category trace context
- */
-export const withParentFromHeaders =
-  (headers: Headers) =>
-  <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
-    Option.match(parentFromHeaders(headers), {
-      onNone: () => effect,
-      onSome: (parent) => Effect.withParentSpan(effect, parent)
-    })
+export const consumerLag = gauge(
+  "outbox_consumer_lag",
+  "Records a consumer group has not committed yet (end offset - committed offset), per partition"
+)
 
 // ---------------------------------------------------------------------------------------------
 // consumer metrics
@@ -317,10 +167,10 @@ export const withParentFromHeaders =
  * @since 0.1.0
  * @category metrics
  */
-export const consumerRecordsTotal = Metric.counter("outbox_consumer_records_total", {
-  description: "Records finished by the consumer, by result",
-  incremental: true
-})
+export const consumerRecordsTotal = counter(
+  "outbox_consumer_records_total",
+  "Records finished by the consumer, by result"
+)
 
 /**
  * Missing `SUCCESS` transitions repaired without running the handler again (R4.4).
@@ -328,10 +178,10 @@ export const consumerRecordsTotal = Metric.counter("outbox_consumer_records_tota
  * @since 0.1.0
  * @category metrics
  */
-export const consumerReconciledTotal = Metric.counter("outbox_consumer_reconciled_total", {
-  description: "Already-processed records whose missing SUCCESS transition was reconciled",
-  incremental: true
-})
+export const consumerReconciledTotal = counter(
+  "outbox_consumer_reconciled_total",
+  "Already-processed records whose missing SUCCESS transition was reconciled"
+)
 
 /**
  * Handler tries that failed and will be retried.
@@ -339,10 +189,7 @@ export const consumerReconciledTotal = Metric.counter("outbox_consumer_reconcile
  * @since 0.1.0
  * @category metrics
  */
-export const consumerRetriesTotal = Metric.counter("outbox_consumer_retries_total", {
-  description: "Failed handler tries that were retried",
-  incremental: true
-})
+export const consumerRetriesTotal = counter("outbox_consumer_retries_total", "Failed handler tries that were retried")
 
 /**
  * Record tries that failed on the infrastructure (database down, transaction lost) and are
@@ -351,10 +198,10 @@ export const consumerRetriesTotal = Metric.counter("outbox_consumer_retries_tota
  * @since 0.1.0
  * @category metrics
  */
-export const consumerInfrastructureRetriesTotal = Metric.counter("outbox_consumer_infrastructure_retries_total", {
-  description: "Record tries that failed on the infrastructure and were retried outside the attempt budget",
-  incremental: true
-})
+export const consumerInfrastructureRetriesTotal = counter(
+  "outbox_consumer_infrastructure_retries_total",
+  "Record tries that failed on the infrastructure and were retried outside the attempt budget"
+)
 
 /**
  * Delivered records whose local outbox row said they should not have been delivered, with
@@ -364,10 +211,10 @@ export const consumerInfrastructureRetriesTotal = Metric.counter("outbox_consume
  * @since 0.1.0
  * @category metrics
  */
-export const consumerAnomaliesTotal = Metric.counter("outbox_consumer_anomalies_total", {
-  description: "Delivered records whose outbox row said they should not have been delivered",
-  incremental: true
-})
+export const consumerAnomaliesTotal = counter(
+  "outbox_consumer_anomalies_total",
+  "Delivered records whose outbox row said they should not have been delivered"
+)
 
 /**
  * Records of revoked partitions dropped before their handler ran (M3): the partition's new
@@ -376,7 +223,226 @@ export const consumerAnomaliesTotal = Metric.counter("outbox_consumer_anomalies_
  * @since 0.1.0
  * @category metrics
  */
-export const consumerRevokedRecordsTotal = Metric.counter("outbox_consumer_revoked_records_total", {
-  description: "Records of revoked partitions dropped before their handler ran",
-  incremental: true
-})
+export const consumerRevokedRecordsTotal = counter(
+  "outbox_consumer_revoked_records_total",
+  "Records of revoked partitions dropped before their handler ran"
+)
+
+// ---------------------------------------------------------------------------------------------
+// metrics of the outbox rows (sampled from the store by `OutboxRuntime`), the inbox, retention,
+// partition assignment, the reconciler and dead letters
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * Events waiting to be published (`PENDING`).
+ *
+ * @since 0.1.0
+ * @category metrics
+ */
+export const pending = gauge("outbox_pending", "Outbox events waiting to be published")
+
+/**
+ * Age of the oldest `PENDING` event in milliseconds (0 when none waits): how far publication lags.
+ *
+ * @since 0.1.0
+ * @category metrics
+ */
+export const oldestPendingAge = gauge(
+  "outbox_oldest_pending_age_ms",
+  "Age of the oldest PENDING outbox event in milliseconds"
+)
+
+/**
+ * `DISPATCHING` rows whose lease expired (waiting for stale recovery).
+ *
+ * @since 0.1.0
+ * @category metrics
+ */
+export const staleLeases = gauge("outbox_stale_leases", "DISPATCHING outbox rows whose lease expired")
+
+/**
+ * Events committed but not yet finished by the consumer that drives the lifecycle (`PENDING`,
+ * `DISPATCHING`, `PUBLISHED`, `UNDER_PROCESSING`): the pipeline's end-to-end lag, in events.
+ *
+ * @since 0.1.0
+ * @category metrics
+ */
+export const unfinished = gauge(
+  "outbox_unfinished",
+  "Outbox events committed but not yet consumed to SUCCESS / PUSHED_FAILURE"
+)
+
+/**
+ * Rows per status, with attribute `status`.
+ *
+ * @since 0.1.0
+ * @category metrics
+ */
+export const eventsByStatus = gauge("outbox_events", "Outbox rows by status")
+
+/**
+ * Messages handled by `processOnce`, with attribute `outcome` (`processed`, `already_processed`,
+ * `failed`).
+ *
+ * @since 0.1.0
+ * @category metrics
+ */
+export const inboxProcessed = counter(
+  "outbox_inbox_processed_total",
+  "Messages handled by Inbox.processOnce, by outcome"
+)
+
+/**
+ * Partitions added to topics because an assignment needed them.
+ *
+ * @since 0.1.0
+ * @category metrics
+ */
+export const partitionsGrown = counter(
+  "outbox_partitions_grown_total",
+  "Topic partition growths triggered by partition assignment"
+)
+
+/**
+ * Processed-message records removed by inbox retention.
+ *
+ * @since 0.1.0
+ * @category metrics
+ */
+export const inboxPurged = counter(
+  "outbox_inbox_purged_total",
+  "Processed-message (inbox) records removed by retention"
+)
+
+/**
+ * Rows the sweep moved to `SUCCESS` because their driving group had already processed them.
+ *
+ * @since 0.1.0
+ * @category metrics
+ */
+export const reconciled = counter(
+  "outbox_reconciler_reconciled_total",
+  "UNDER_PROCESSING rows moved to SUCCESS by the reconciler (inbox record found)"
+)
+
+/**
+ * Rows `UNDER_PROCESSING` past `stuckAfter` without an inbox record of their driving group, as of
+ * the last round.
+ *
+ * @since 0.1.0
+ * @category metrics
+ */
+export const consumerStuck = gauge(
+  "outbox_consumer_stuck",
+  "UNDER_PROCESSING outbox rows past the stuck timeout with no processed-message record"
+)
+
+/**
+ * Dead letters not yet replayed, with attribute `topic` (the dead-letter topic).
+ *
+ * @since 0.1.0
+ * @category metrics
+ */
+export const deadLettersPending = gauge(
+  "outbox_dead_letters_pending",
+  "Records on a dead-letter topic from the first one not yet replayed to its end"
+)
+
+/**
+ * Dead letters written, with attributes `topic` (the original topic) and `error` (the class).
+ *
+ * @since 0.1.0
+ * @category metrics
+ */
+export const deadLettered = counter(
+  "outbox_dead_lettered_total",
+  "Records sent to a dead-letter topic, by original topic and error class"
+)
+
+/**
+ * Dead letters republished by `replay`, with attribute `topic` (the target).
+ *
+ * @since 0.1.0
+ * @category metrics
+ */
+export const deadLettersReplayed = counter(
+  "outbox_dead_letters_replayed_total",
+  "Dead letters republished to their original topic by replay"
+)
+
+// ---------------------------------------------------------------------------------------------
+// metrics of the log relay
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * WAL bytes between the server's current position and the slot's confirmed one.
+ *
+ * @since 0.3.0
+ * @category metrics
+ */
+export const logSlotLag = gauge("outbox_log_slot_lag_bytes", "WAL bytes the log relay's slot has not confirmed yet")
+
+/**
+ * WAL bytes the server keeps on disk for the slot (from its restart position).
+ *
+ * @since 0.3.0
+ * @category metrics
+ */
+export const logRetainedWal = gauge(
+  "outbox_log_retained_wal_bytes",
+  "WAL bytes retained on the server for the log relay's slot"
+)
+
+/**
+ * Events of an unconfirmed window found on the broker by the takeover probe, and so not re-sent.
+ *
+ * @since 0.3.0
+ * @category metrics
+ */
+export const logProbeLanded = counter(
+  "outbox_log_probe_landed_total",
+  "Events of an unconfirmed log window the probe found already published"
+)
+
+// ---------------------------------------------------------------------------------------------
+// consumer lag, from the broker
+// ---------------------------------------------------------------------------------------------
+
+// Documented where they are defined.
+export {
+  lagOf,
+  type PartitionLag
+} from "./internal/telemetry/consumerLag.ts"
+
+/**
+ * Reads a group's committed offsets and the logs' end offsets from the broker (`BrokerAdmin`),
+ * sets {@link consumerLag} for every partition of `topics`, and returns the rows (sum their
+ * `lag` for the group's total).
+ *
+ * The committed offset is the consumer's durable position (it commits only past finished records):
+ * read from the broker, not a live member, the gauge stays true while a consumer is stuck
+ * retrying a record (it commits nothing while the log grows), crashed, or not running.
+ *
+ * @since 0.1.0
+ * @category consumer lag
+ */
+export const sampleConsumerLag = (request: {
+  readonly groupId: string
+  readonly topics: ReadonlyArray<string>
+  readonly fromBeginning?: boolean | undefined
+}): Effect.Effect<ReadonlyArray<ConsumerLag.PartitionLag>, BrokerAdminError, BrokerAdmin> =>
+  ConsumerLag.sample(consumerLag, request)
+
+// ---------------------------------------------------------------------------------------------
+// trace context
+// ---------------------------------------------------------------------------------------------
+
+// Documented where they are defined.
+export {
+  formatTraceparent,
+  injectTraceparent,
+  parentFromHeaders,
+  parseTraceparent,
+  TRACEPARENT_HEADER,
+  withParentFromHeaders
+} from "./internal/telemetry/traceContext.ts"

@@ -21,7 +21,7 @@ import * as Telemetry from "./Telemetry.ts"
  * @since 0.1.0
  * @category constants
  */
-export const spanName = "outbox.publish"
+export const spanName = Telemetry.spans.publishEvent
 
 /**
  * Wraps a publisher so every request with a valid `traceparent` gets its own span in its trace.

@@ -19,6 +19,7 @@ import { type ConsumerBatch, type ConsumerRecord, ConsumerSource } from "./Consu
 import type { ConsumerSourceError } from "./Errors.ts"
 import { EVENT_ID_HEADER, type EventId, type Headers, isEventId, makeEventId } from "./OutboxMessage.ts"
 import type { PublishRequest } from "./Publisher.ts"
+import * as Telemetry from "./Telemetry.ts"
 import { type TransactionAbortedError, TransactionalProducer } from "./TransactionalProducer.ts"
 
 /**
@@ -101,7 +102,7 @@ export const processBatch = <E, R>(
         })
       )
   }).pipe(
-    Effect.withSpan("outbox.eos.batch", {
+    Effect.withSpan(Telemetry.spans.transactionalBatch, {
       attributes: {
         "outbox.topic": batch.topic,
         "outbox.partition": batch.partition,

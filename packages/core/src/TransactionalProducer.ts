@@ -23,33 +23,22 @@
  */
 import * as Context from "effect/Context"
 import type * as Effect from "effect/Effect"
-import * as Schema from "effect/Schema"
 import type { OffsetCommit } from "./ConsumerSource.ts"
+import type { TransactionAbortedError } from "./Errors.ts"
 import type { PublishReceipt } from "./OutboxMessage.ts"
 import type { PublishRequest } from "./Publisher.ts"
 
-/**
- * The transaction was aborted: none of its records is visible and its offsets were not
- * committed. `retriable: false` when retrying cannot help (fenced by a newer producer with the
- * same `transactionalId`, authorisation, a record the broker refuses).
- *
- * @since 0.1.0
- * @category errors
- */
-export class TransactionAbortedError extends Schema.TaggedError<TransactionAbortedError>()("TransactionAbortedError", {
-  transactionalId: Schema.String,
-  reason: Schema.String,
-  retriable: Schema.Boolean
-}) {
-  override get message() {
-    return (
-      `Kafka transaction of ${this.transactionalId} aborted: ${this.reason}` +
-      (this.retriable
-        ? ""
-        : " (not retriable: another producer with this transactionalId fenced it, or the broker refuses a record)")
-    )
-  }
-}
+export {
+  /**
+   * The transaction was aborted: none of its records is visible and its offsets were not
+   * committed. `retriable: false` when retrying cannot help (fenced by a newer producer with the
+   * same `transactionalId`, authorisation, a record the broker refuses).
+   *
+   * @since 0.1.0
+   * @category errors
+   */
+  TransactionAbortedError
+} from "./Errors.ts"
 
 /**
  * One transaction: `records` are produced and `offsets` (next offset to read, as Kafka expects)

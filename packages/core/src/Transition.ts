@@ -14,25 +14,21 @@ import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Metric from "effect/Metric"
 import { IllegalTransitionError, type OutboxStoreError } from "./Errors.ts"
+import { type Move, write } from "./internal/transition/write.ts"
 import * as Lifecycle from "./Lifecycle.ts"
 import type { EventId, OutboxMessage, PublishReceipt } from "./OutboxMessage.ts"
-import { type FailedHeadPolicy, OutboxStore, type TransitionOutcome, type TransitionPatch } from "./OutboxStore.ts"
+import { type FailedHeadPolicy, OutboxStore, type TransitionOutcome } from "./OutboxStore.ts"
 import * as Telemetry from "./Telemetry.ts"
 
-/**
- * A requested move: a {@link OutboxStore.TransitionRequest} without `now` (taken from `Clock`).
- *
- * @since 0.1.0
- * @category models
- */
-export interface Move {
-  readonly id: EventId
-  readonly from: ReadonlyArray<Lifecycle.OutboxStatus>
-  readonly to: Lifecycle.OutboxStatus
-  readonly acceptIfIn?: ReadonlyArray<Lifecycle.OutboxStatus>
-  readonly leaseOwner?: string
-  readonly patch?: TransitionPatch
-}
+export type {
+  /**
+   * A requested move: a {@link OutboxStore.TransitionRequest} without `now` (taken from `Clock`).
+   *
+   * @since 0.1.0
+   * @category models
+   */
+  Move
+} from "./internal/transition/write.ts"
 
 /**
  * Checks a move against the lifecycle table: every `from` must be allowed to reach `to`, and
@@ -67,48 +63,6 @@ export const apply = (
     }
     return yield* write(moves)
   })
-
-// The unchecked write, used by `apply` after validation and by `requeue` after its own check.
-const write = (
-  moves: ReadonlyArray<Move>
-): Effect.Effect<ReadonlyArray<TransitionOutcome>, OutboxStoreError, OutboxStore> =>
-  moves.length === 0
-    ? Effect.succeed([])
-    : Effect.gen(function* () {
-        const store = yield* OutboxStore
-        const now = yield* Clock.currentTimeMillis
-        const outcomes = yield* store.transition(
-          moves.map((move) => ({
-            id: move.id,
-            from: move.from,
-            to: move.to,
-            ...(move.acceptIfIn === undefined ? {} : { acceptIfIn: move.acceptIfIn }),
-            ...(move.leaseOwner === undefined ? {} : { leaseOwner: move.leaseOwner }),
-            patch: move.patch ?? {},
-            now
-          }))
-        )
-        yield* Effect.forEach(outcomes, (outcome, i) => record(moves[i]!, outcome), { discard: true })
-        return outcomes
-      }).pipe(
-        Effect.withSpan(Telemetry.spans.transition, {
-          attributes: { "outbox.batch_size": moves.length, "outbox.to": [...new Set(moves.map((m) => m.to))].join(",") }
-        })
-      )
-
-const record = (move: Move, outcome: TransitionOutcome) => {
-  const from = move.from.join("|")
-  const line =
-    `outbox ${outcome.id}: ${from} -> ${move.to} ${outcome.outcome}` +
-    (outcome.outcome === "applied" ? "" : ` (now ${outcome.current ?? "missing"})`)
-  // Debug: one line per row and move is too many for Info in production; raise the minimum
-  // log level to Debug to follow every transition.
-  const log = Effect.logDebug(line)
-  return Effect.andThen(
-    Metric.update(Metric.withAttributes(Telemetry.transitions, { from, to: move.to, outcome: outcome.outcome }), 1),
-    log.pipe(Effect.annotateLogs({ eventId: outcome.id, from, to: move.to, outcome: outcome.outcome }))
-  )
-}
 
 // The convenience moves are legal by construction; a violation is a bug in this file.
 const applyKnown = (moves: ReadonlyArray<Move>) =>
@@ -411,96 +365,26 @@ export const finishProcessing = (
     )
   )
 
-/**
- * An operator's requeue out of `FAILURE` (R2.4): `FAILURE → PENDING` with attempts reset,
- * checked by `Lifecycle.canRequeue` and recorded as an audit log line naming the operator and
- * the reason. Never part of the ordinary table.
- *
- * @since 0.1.0
- * @category operator
- */
-export const requeue = (request: {
-  readonly ids: ReadonlyArray<EventId>
-  readonly operator: string
-  readonly reason: string
-  readonly availableAt?: number
-}): Effect.Effect<ReadonlyArray<TransitionOutcome>, OutboxStoreError | IllegalTransitionError, OutboxStore> =>
-  Effect.gen(function* () {
-    if (request.operator.trim() === "" || request.reason.trim() === "") {
-      return yield* Effect.die(new Error("requeue needs a non-empty operator and reason for the audit log"))
-    }
-    const from: Lifecycle.OutboxStatus = "FAILURE"
-    if (!Lifecycle.canRequeue(from)) return yield* new IllegalTransitionError({ from: [from], to: "PENDING" })
-    const now = yield* Clock.currentTimeMillis
-    const outcomes = yield* write(
-      request.ids.map((id) => ({
-        id,
-        from: [from],
-        to: "PENDING",
-        patch: { attempts: 0, availableAt: request.availableAt ?? now, lastError: null, lease: null }
-      }))
-    )
-    const applied = outcomes.filter((outcome) => outcome.outcome === "applied")
-    yield* Metric.update(Telemetry.requeued, applied.length)
-    yield* Effect.logWarning(
-      `AUDIT outbox requeue by ${request.operator}: ${applied.length}/${request.ids.length} FAILURE rows -> PENDING (${request.reason})`
-    ).pipe(
-      Effect.annotateLogs({
-        audit: "outbox.requeue",
-        operator: request.operator,
-        reason: request.reason,
-        requeued: applied.map((outcome) => outcome.id).join(","),
-        skipped: outcomes
-          .filter((outcome) => outcome.outcome !== "applied")
-          .map((o) => `${o.id}:${o.current ?? "missing"}`)
-          .join(",")
-      })
-    )
-    return outcomes
-  }).pipe(Effect.withSpan(Telemetry.spans.requeue, { attributes: { "outbox.operator": request.operator } }))
-
-/**
- * An operator's skip (issue #12): `FAILURE → SKIPPED`, checked by `Lifecycle.canSkip` and
- * recorded as an audit log line naming the operator and the reason. A `FAILURE` row blocks the
- * younger rows of its key (the relay's default `failedHead: "block"`); a `SKIPPED` one does not,
- * so the key goes on without it. The reason is kept as the row's `lastError`, after the failure.
- *
- * @since 0.2.0
- * @category operator
- */
-export const skip = (request: {
-  readonly ids: ReadonlyArray<EventId>
-  readonly operator: string
-  readonly reason: string
-}): Effect.Effect<ReadonlyArray<TransitionOutcome>, OutboxStoreError | IllegalTransitionError, OutboxStore> =>
-  Effect.gen(function* () {
-    if (request.operator.trim() === "" || request.reason.trim() === "") {
-      return yield* Effect.die(new Error("skip needs a non-empty operator and reason for the audit log"))
-    }
-    const from: Lifecycle.OutboxStatus = "FAILURE"
-    if (!Lifecycle.canSkip(from)) return yield* new IllegalTransitionError({ from: [from], to: "SKIPPED" })
-    const outcomes = yield* write(
-      request.ids.map((id) => ({
-        id,
-        from: [from],
-        to: "SKIPPED",
-        patch: { lastError: `skipped by ${request.operator}: ${request.reason}`, lease: null }
-      }))
-    )
-    const applied = outcomes.filter((outcome) => outcome.outcome === "applied")
-    yield* Effect.logWarning(
-      `AUDIT outbox skip by ${request.operator}: ${applied.length}/${request.ids.length} FAILURE rows -> SKIPPED (${request.reason})`
-    ).pipe(
-      Effect.annotateLogs({
-        audit: "outbox.skip",
-        operator: request.operator,
-        reason: request.reason,
-        skippedIds: applied.map((outcome) => outcome.id).join(","),
-        notSkipped: outcomes
-          .filter((outcome) => outcome.outcome !== "applied")
-          .map((o) => `${o.id}:${o.current ?? "missing"}`)
-          .join(",")
-      })
-    )
-    return outcomes
-  }).pipe(Effect.withSpan(Telemetry.spans.skip, { attributes: { "outbox.operator": request.operator } }))
+export {
+  /**
+   * An operator's requeue out of `FAILURE` (R2.4): `FAILURE → PENDING` with attempts reset,
+   * checked by `Lifecycle.canRequeue` and recorded as an audit log line naming the operator and
+   * the reason. Never part of the ordinary table. An empty operator or reason fails with
+   * `OutboxValidationError`, before anything is written.
+   *
+   * @since 0.1.0
+   * @category operator
+   */
+  requeue,
+  /**
+   * An operator's skip (issue #12): `FAILURE → SKIPPED`, checked by `Lifecycle.canSkip` and
+   * recorded as an audit log line naming the operator and the reason. A `FAILURE` row blocks the
+   * younger rows of its key (the relay's default `failedHead: "block"`); a `SKIPPED` one does not,
+   * so the key goes on without it. The reason is kept as the row's `lastError`, after the failure.
+   * An empty operator or reason fails with `OutboxValidationError`.
+   *
+   * @since 0.2.0
+   * @category operator
+   */
+  skip
+} from "./internal/transition/operator.ts"

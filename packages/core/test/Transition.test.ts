@@ -179,6 +179,21 @@ describe("Transition, the one transition helper (R2.7)", () => {
     )
   )
 
+  it.effect("requeue and skip without an operator or a reason fail with OutboxValidationError and write nothing", () =>
+    withDispatching((id, world) =>
+      Effect.gen(function* () {
+        yield* Transition.markPublishFailed([{ id, owner: "relay-1", reason: "bad", attempts: 3, retryAt: null }])
+        const noOperator = yield* Effect.flip(Transition.requeue({ ids: [id], operator: " ", reason: "fixed" }))
+        assert.strictEqual(noOperator._tag, "OutboxValidationError")
+        assert.strictEqual(noOperator._tag === "OutboxValidationError" && noOperator.field, "operator")
+        const noReason = yield* Effect.flip(Transition.skip({ ids: [id], operator: "carol", reason: "" }))
+        assert.strictEqual(noReason._tag, "OutboxValidationError")
+        assert.strictEqual(noReason._tag === "OutboxValidationError" && noReason.field, "reason")
+        assert.strictEqual((yield* row(world.database, id)).status, "FAILURE")
+      })
+    )
+  )
+
   it.effect("skip out of FAILURE is an audited operator action: SKIPPED, terminal; other rows are left alone", () =>
     withDispatching((id, world) =>
       Effect.gen(function* () {

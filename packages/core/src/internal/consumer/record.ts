@@ -228,7 +228,7 @@ export const runRecord = (
     yield* countRecord("dead_lettered")
     return "dead_lettered" as const
   }).pipe(
-    Effect.withSpan("outbox.consumer.record", {
+    Effect.withSpan(Telemetry.spans.consumerRecord, {
       attributes: { "outbox.topic": record.topic, "outbox.partition": record.partition, "outbox.offset": record.offset }
     })
   )

@@ -1,0 +1,64 @@
+/**
+ * The runtime's long-running workers: the relays (each publication traced in its event's own
+ * trace) and the declared consumers, each supervised (a consumer that stops on an error is
+ * started again after a backoff instead of silently leaving its partitions unread).
+ */
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Schedule from "effect/Schedule"
+import type * as Scope from "effect/Scope"
+import { Publisher } from "../../Publisher.ts"
+import * as Relay from "../../Relay.ts"
+import * as TracedPublisher from "../../TracedPublisher.ts"
+
+/** Starts `instances` relays; returns their lease owner ids. */
+export const startRelays = (settings: Partial<Relay.Settings> & { readonly instances: number }) =>
+  Effect.gen(function* () {
+    const { instances, ...relaySettings } = settings
+    // Each event's publication is a span in the event's own trace (enqueue -> publish -> consume).
+    const publisher = TracedPublisher.traced(yield* Publisher)
+    const owners: Array<string> = []
+    for (let i = 0; i < instances; i++) {
+      const owner =
+        relaySettings.owner === undefined
+          ? undefined
+          : instances === 1
+            ? relaySettings.owner
+            : `${relaySettings.owner}-${i + 1}`
+      const relay = yield* Relay.start({ ...relaySettings, ...(owner === undefined ? {} : { owner }) }).pipe(
+        Effect.provideService(Publisher, publisher)
+      )
+      owners.push(relay.owner)
+    }
+    return owners
+  })
+
+/** What supervision needs of a declared consumer. */
+export interface Supervised<E extends { readonly message: string }, R> {
+  readonly groupId: string
+  readonly topics: ReadonlyArray<string>
+  readonly run: Effect.Effect<never, E, R>
+}
+
+const restartSchedule = (first: Duration.Duration) =>
+  Schedule.exponential(first).pipe(
+    Schedule.modifyDelay(({ duration }) => Effect.succeed(Duration.min(duration, Duration.minutes(1))))
+  )
+
+/** Runs each consumer in the current scope, restarted after `restart` (doubling, capped at 1 minute). */
+export const superviseConsumers = <E extends { readonly message: string }, R>(
+  declared: ReadonlyArray<Supervised<E, R>>,
+  restart: Duration.Duration
+): Effect.Effect<ReadonlyArray<string>, never, R | Scope.Scope> =>
+  Effect.forEach(declared, (declaration) =>
+    Effect.forkScoped(
+      declaration.run.pipe(
+        Effect.tapError((error) =>
+          Effect.logError(`consumer ${declaration.groupId} stopped, restarting: ${error.message}`).pipe(
+            Effect.annotateLogs({ consumerGroup: declaration.groupId, topics: declaration.topics.join(",") })
+          )
+        ),
+        Effect.retry(restartSchedule(restart))
+      )
+    ).pipe(Effect.as(declaration.groupId))
+  )

@@ -1,0 +1,64 @@
+/**
+ * The unchecked write under every transition: one batched compare-and-set through the store, with
+ * a span for the batch and a metric and a debug log line per row. `Transition.apply` calls it after
+ * validating the moves against the lifecycle table, the operator moves after their own check.
+ */
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import * as Metric from "effect/Metric"
+import type { OutboxStoreError } from "../../Errors.ts"
+import type * as Lifecycle from "../../Lifecycle.ts"
+import type { EventId } from "../../OutboxMessage.ts"
+import { OutboxStore, type TransitionOutcome, type TransitionPatch } from "../../OutboxStore.ts"
+import * as Telemetry from "../../Telemetry.ts"
+
+/** A requested move: a `TransitionRequest` without `now` (taken from `Clock`). */
+export interface Move {
+  readonly id: EventId
+  readonly from: ReadonlyArray<Lifecycle.OutboxStatus>
+  readonly to: Lifecycle.OutboxStatus
+  readonly acceptIfIn?: ReadonlyArray<Lifecycle.OutboxStatus>
+  readonly leaseOwner?: string
+  readonly patch?: TransitionPatch
+}
+
+export const write = (
+  moves: ReadonlyArray<Move>
+): Effect.Effect<ReadonlyArray<TransitionOutcome>, OutboxStoreError, OutboxStore> =>
+  moves.length === 0
+    ? Effect.succeed([])
+    : Effect.gen(function* () {
+        const store = yield* OutboxStore
+        const now = yield* Clock.currentTimeMillis
+        const outcomes = yield* store.transition(
+          moves.map((move) => ({
+            id: move.id,
+            from: move.from,
+            to: move.to,
+            ...(move.acceptIfIn === undefined ? {} : { acceptIfIn: move.acceptIfIn }),
+            ...(move.leaseOwner === undefined ? {} : { leaseOwner: move.leaseOwner }),
+            patch: move.patch ?? {},
+            now
+          }))
+        )
+        yield* Effect.forEach(outcomes, (outcome, i) => record(moves[i]!, outcome), { discard: true })
+        return outcomes
+      }).pipe(
+        Effect.withSpan(Telemetry.spans.transition, {
+          attributes: { "outbox.batch_size": moves.length, "outbox.to": [...new Set(moves.map((m) => m.to))].join(",") }
+        })
+      )
+
+const record = (move: Move, outcome: TransitionOutcome) => {
+  const from = move.from.join("|")
+  const line =
+    `outbox ${outcome.id}: ${from} -> ${move.to} ${outcome.outcome}` +
+    (outcome.outcome === "applied" ? "" : ` (now ${outcome.current ?? "missing"})`)
+  // Debug: one line per row and move is too many for Info in production; raise the minimum
+  // log level to Debug to follow every transition.
+  const log = Effect.logDebug(line)
+  return Effect.andThen(
+    Metric.update(Metric.withAttributes(Telemetry.transitions, { from, to: move.to, outcome: outcome.outcome }), 1),
+    log.pipe(Effect.annotateLogs({ eventId: outcome.id, from, to: move.to, outcome: outcome.outcome }))
+  )
+}
