@@ -5,7 +5,13 @@
  * - "write": the business write alone in its transaction (BEGIN, INSERT, COMMIT);
  * - "processOnce": `Inbox.processOnce` around the same write;
  * - "empty tx": BEGIN + COMMIT alone — what one round trip of transaction control costs;
- * - "write ×2": two business writes in one transaction — what one more ordinary statement costs.
+ * - "write ×2": two business writes in one transaction — what one more ordinary statement costs;
+ * - "write + SELECT 1": the write and a statement that does nothing — what one more round trip
+ *   costs by itself, i.e. what carrying the record with BEGIN (a fold the driver cannot do, see
+ *   docs/performance.md) would save at most: folded ≈ processOnce − (this − write);
+ * - "record+write", "raw rec+write", "record only": the record through the port, the same
+ *   statement sent on the transaction's connection without effect/sql's statement layer, and the
+ *   record alone.
  * Variants interleave over `reps` rounds of `n` messages; the load average is printed with them.
  * See docs/performance.md (scenario 4).
  *
@@ -58,15 +64,22 @@ const variants: ReadonlyArray<readonly [string, Variant]> = [
       inTx(
         Effect.flatMap(Effect.service(SqlClient.SqlClient), (sql) =>
           Effect.flatMap(Effect.service(sql.transactionService), ([conn]) =>
-            Effect.andThen(
-              conn.execute(rawRecord, ["bench", `event:${id}`, new Date()], undefined),
-              insertOrder(i, id)
-            )
+            Effect.andThen(conn.execute(rawRecord, ["bench", `event:${id}`, new Date()], undefined), insertOrder(i, id))
           )
         )
       )
   ],
   ["record only", (_i, id) => inTx(Effect.flatMap(Effect.service(InboxStore), (s) => s.record(key(id), Date.now())))],
+  [
+    "write + SELECT 1",
+    (i, id) =>
+      inTx(
+        Effect.andThen(
+          insertOrder(i, id),
+          Effect.flatMap(Effect.service(SqlClient.SqlClient), (sql) => sql`SELECT 1`)
+        )
+      )
+  ],
   ["write ×2", (i, id) => inTx(Effect.andThen(insertOrder(i, id), insertOrder(i, Env.newEventId())))]
 ]
 
@@ -86,14 +99,23 @@ for (const [label, variant] of variants) await once(label, variant) // warm: sta
 results.clear()
 for (let rep = 0; rep < reps; rep++) {
   for (const [label, variant] of rep % 2 === 0 ? variants : [...variants].reverse()) await once(label, variant)
-  console.log(`rep ${rep + 1}/${reps}, load average ${loadavg().map((l) => l.toFixed(2)).join(" ")}`)
+  console.log(
+    `rep ${rep + 1}/${reps}, load average ${loadavg()
+      .map((l) => l.toFixed(2))
+      .join(" ")}`
+  )
 }
 const median = (xs: ReadonlyArray<number>) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!
 const base = median(results.get("write")!.map((r) => r.us))
+const bare = median(results.get("write + SELECT 1")!.map((r) => r.us)) - base
+const lib = median(results.get("processOnce")!.map((r) => r.us))
+console.log(
+  `one bare round trip ≈ ${bare.toFixed(0)} µs; processOnce with it folded away ≈ ×${(base / (lib - bare)).toFixed(2)}`
+)
 for (const [label, rs] of results) {
   const us = median(rs.map((r) => r.us))
   console.log(
-    `${label.padEnd(12)} ${us.toFixed(0).padStart(6)} µs/msg (${rs.map((r) => r.us.toFixed(0)).join(", ")}), ` +
+    `${label.padEnd(16)} ${us.toFixed(0).padStart(6)} µs/msg (${rs.map((r) => r.us.toFixed(0)).join(", ")}), ` +
       `node CPU ${median(rs.map((r) => r.cpuUs)).toFixed(0)} µs/msg, write ÷ this ×${(base / us).toFixed(2)}`
   )
 }

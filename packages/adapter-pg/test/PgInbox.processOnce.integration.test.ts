@@ -169,29 +169,31 @@ describe("Inbox.processOnce on PostgreSQL", () => {
     }).pipe(Effect.provide(Live))
   )
 
-  it.effect("round trips: the handler's statements + BEGIN, the record and COMMIT; a duplicate runs none of the handler's", () =>
-    Effect.gen(function* () {
-      const { write } = yield* orders
-      const transactor = yield* Transactor
-      const sql = yield* SqlClient.SqlClient
-      // warm: every statement prepared once, so the counts below are the steady state
-      yield* Inbox.processOnce(key("warm"), write("warm"))
-      yield* transactor.withTransaction(write("warm-2"))
+  it.effect(
+    "round trips: the handler's statements + BEGIN, the record and COMMIT; a duplicate runs none of the handler's",
+    () =>
+      Effect.gen(function* () {
+        const { write } = yield* orders
+        const transactor = yield* Transactor
+        const sql = yield* SqlClient.SqlClient
+        // warm: every statement prepared once, so the counts below are the steady state
+        yield* Inbox.processOnce(key("warm"), write("warm"))
+        yield* transactor.withTransaction(write("warm-2"))
 
-      const [, baseline] = yield* cyclesOf(transactor.withTransaction(write("b-1")))
-      const [outcome, once] = yield* cyclesOf(Inbox.processOnce(key("e5"), write("o-5")))
-      const [again, duplicate] = yield* cyclesOf(Inbox.processOnce(key("e5"), write("o-5")))
-      assert.strictEqual(baseline, 3) // BEGIN, INSERT, COMMIT
-      assert.strictEqual(outcome, "processed")
-      assert.strictEqual(once, baseline + 1) // + the record: nothing else (no read, no savepoint)
-      assert.strictEqual(again, "already_processed")
-      assert.strictEqual(duplicate, 3) // BEGIN, the record that finds the key, COMMIT
+        const [, baseline] = yield* cyclesOf(transactor.withTransaction(write("b-1")))
+        const [outcome, once] = yield* cyclesOf(Inbox.processOnce(key("e5"), write("o-5")))
+        const [again, duplicate] = yield* cyclesOf(Inbox.processOnce(key("e5"), write("o-5")))
+        assert.strictEqual(baseline, 3) // BEGIN, INSERT, COMMIT
+        assert.strictEqual(outcome, "processed")
+        assert.strictEqual(once, baseline + 1) // + the record: nothing else (no read, no savepoint)
+        assert.strictEqual(again, "already_processed")
+        assert.strictEqual(duplicate, 3) // BEGIN, the record that finds the key, COMMIT
 
-      // joined to the caller's transaction: the record is the only statement it adds
-      const [, outer] = yield* cyclesOf(sql.withTransaction(write("b-2")))
-      const [, joined] = yield* cyclesOf(sql.withTransaction(Inbox.processOnce(key("e6"), write("o-6"))))
-      assert.strictEqual(joined, outer + 1)
-    }).pipe(Effect.provide(Live))
+        // joined to the caller's transaction: the record is the only statement it adds
+        const [, outer] = yield* cyclesOf(sql.withTransaction(write("b-2")))
+        const [, joined] = yield* cyclesOf(sql.withTransaction(Inbox.processOnce(key("e6"), write("o-6"))))
+        assert.strictEqual(joined, outer + 1)
+      }).pipe(Effect.provide(Live))
   )
 
   it.effect("the driver cannot carry the record with BEGIN: one cycle holds one statement", () =>
