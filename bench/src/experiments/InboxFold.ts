@@ -9,15 +9,18 @@
  * - "write + SELECT 1": the write and a statement that does nothing — what one more round trip
  *   costs by itself, i.e. what carrying the record with BEGIN (a fold the driver cannot do, see
  *   docs/performance.md) would save at most: folded ≈ processOnce − (this − write);
- * - "record+write", "raw rec+write", "record only": the record through the port, the same
- *   statement sent on the transaction's connection without effect/sql's statement layer, and the
- *   record alone.
+ * - "record+write": the record through the port (`PgInboxStore.record`: its fixed text straight
+ *   to the transaction's connection) and the write, in one transaction; "Statement rec+write": the
+ *   same with the record built as an effect/sql `Statement` in a span, as `record` did before
+ *   (per-call compile + two spans) — the two interleave, so their difference is the change's gain;
+ * - "record only": the record alone in its transaction.
  * Variants interleave over `reps` rounds of `n` messages; the load average is printed with them.
  * See docs/performance.md (scenario 4).
  *
  *   node bench/src/experiments/InboxFold.ts [n=1000] [reps=5]
  */
 import { loadavg } from "node:os"
+import * as PgTypes from "@effect/sql-pg/PgTypes"
 import { InboxStore } from "@effect-outbox/core/InboxStore"
 import * as Env from "../Env.ts"
 import * as Library from "../Library.ts"
@@ -37,8 +40,7 @@ const insertOrder = (i: number, id: string) =>
     Effect.service(SqlClient.SqlClient),
     (sql) => sql`INSERT INTO ${sql(table)} (id, user_id, amount) VALUES (${id}, ${Env.keyOf(i)}, ${i % 997})`
   )
-const rawRecord = `INSERT INTO "${schema}"."outbox_processed" (consumer, identity, processed_at) VALUES ($1::text, $2::text, $3)
-  ON CONFLICT (consumer, identity) DO NOTHING RETURNING 1 AS recorded`
+const processed = `"${schema}"."outbox_processed"`
 const key = (id: string) => ({ consumer: "bench", identity: Inbox.eventIdentity(id) })
 
 type Variant = (i: number, id: string) => Library.Effect.Effect<unknown, unknown, Library.Services>
@@ -59,12 +61,19 @@ const variants: ReadonlyArray<readonly [string, Variant]> = [
       )
   ],
   [
-    "raw rec+write",
+    "Statement rec+write",
     (i, id) =>
       inTx(
         Effect.flatMap(Effect.service(SqlClient.SqlClient), (sql) =>
-          Effect.flatMap(Effect.service(sql.transactionService), ([conn]) =>
-            Effect.andThen(conn.execute(rawRecord, ["bench", `event:${id}`, new Date()], undefined), insertOrder(i, id))
+          Effect.andThen(
+            Effect.withSpan(
+              sql`INSERT INTO ${sql.literal(processed)} (consumer, identity, processed_at)
+                VALUES (${"bench"}::text, ${`event:${id}`}::text, ${PgTypes.timestamptz(Date.now())})
+                ON CONFLICT (consumer, identity) DO NOTHING
+                RETURNING 1 AS recorded`.withoutTransform,
+              "pg.inbox.record"
+            ),
+            insertOrder(i, id)
           )
         )
       )

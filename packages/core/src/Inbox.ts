@@ -293,10 +293,11 @@ export class Inbox extends Context.Service<
             Effect.tapError(() => count("failed")),
             // No stack trace: it would only name this line, and capturing it costs about as much
             // Node CPU as the rest of the span (processOnce runs once per consumed message).
-            Effect.withSpan("outbox.inbox.process_once", {
-              attributes: { "outbox.consumer": key.consumer, "outbox.identity": key.identity },
-              captureStackTrace: false
-            })
+            Effect.withSpan(
+              "outbox.inbox.process_once",
+              { attributes: { "outbox.consumer": key.consumer, "outbox.identity": key.identity } },
+              { captureStackTrace: false }
+            )
           ),
         processBatch: <E, R>(entries: ReadonlyArray<Entry<E, R>>, options?: BatchOptions) =>
           batch(entries, options?.stopAtFailure ?? false).pipe(
