@@ -59,9 +59,18 @@ export const topicRecords = async (admin: Kafkajs.Admin, topic: string): Promise
 export const rawProducer = (k: Kafkajs.Kafka): Kafkajs.Producer =>
   k.producer({ idempotent: true, maxInFlightRequests: 5, allowAutoTopicCreation: false })
 
+/**
+ * `BENCH_SYNCHRONOUS_COMMIT=off` runs every bench session with `synchronous_commit = off`: COMMIT
+ * no longer waits for the WAL flush, which on a machine whose disk other work keeps busy is most
+ * of a transaction's time and hides what the client does (the round trips and their CPU). A
+ * diagnostic setting, said next to any figure measured with it.
+ */
+const sessionDefaults: Record<string, string> =
+  process.env.BENCH_SYNCHRONOUS_COMMIT === undefined ? {} : { synchronous_commit: process.env.BENCH_SYNCHRONOUS_COMMIT }
+
 export const pgLayer = (
   maxConnections = 10,
-  startupParameters: Record<string, string> = {}
+  startupParameters: Record<string, string> = sessionDefaults
 ): Layer.Layer<PgClient.PgClient | SqlClient.SqlClient, SqlError> =>
   PgClient.layer({
     url: Redacted.make(databaseUrl),
