@@ -5,7 +5,7 @@
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Schedule from "effect/Schedule"
-import * as Schema from "effect/Schema"
+import type * as Schema from "effect/Schema"
 import type { ConsumerRecord } from "../../ConsumerSource.ts"
 import * as DeadLetter from "../../DeadLetter.ts"
 import { HandlerDefectError, PayloadDecodeError } from "../../Errors.ts"
