@@ -25,6 +25,7 @@ import * as Clock from "effect/Clock"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
+import type { PublishFault } from "../InMemoryBroker.ts"
 import { type BrokerEngine, type StoredRecord, tp } from "./brokerEngine.ts"
 import { partitionForKey } from "./murmur2.ts"
 
@@ -56,158 +57,198 @@ const tooLargeReason = (records: ReadonlyArray<RecordSize.SizedRecord>, maxMessa
   `MESSAGE_TOO_LARGE: the record batch of ${records.length} record(s) takes ${batchBytes(records)} bytes, ` +
   `over the topic's max.message.bytes of ${maxMessageBytes}`
 
+/** One partition's records of a call, in request order. */
+interface PartitionRecords {
+  readonly topic: string
+  readonly partition: number
+  readonly records: Array<Outgoing>
+}
+
+/** How one publisher sends: its batching, the size limit, and where keyless records go next. */
+interface Sender {
+  readonly engine: BrokerEngine
+  readonly maxMessageBytes: number
+  readonly batching: Batching
+  /** Topic → the last partition a keyless record went to. */
+  readonly roundRobin: Map<string, number>
+}
+
+/** Kafka's partitioner: the explicit partition, else the key's hash, else round robin. */
+const partitionOf = (
+  sender: Sender,
+  request: PublishRequest,
+  partitionCount: number
+): number | UnknownPartitionError => {
+  if (request.partition !== null) {
+    const partition = request.partition
+    if (!Number.isInteger(partition) || partition < 0 || partition >= partitionCount) {
+      return new UnknownPartitionError({ topic: request.topic, partition, partitionCount })
+    }
+    return partition
+  }
+  if (request.key !== null) return partitionForKey(request.key, partitionCount)
+  const counter = (sender.roundRobin.get(request.topic) ?? -1) + 1
+  sender.roundRobin.set(request.topic, counter)
+  return counter % partitionCount
+}
+
+/**
+ * The call's records grouped by partition, in order of first appearance; a request that cannot
+ * be routed (no such topic or partition) gets its failed outcome here instead.
+ */
+const groupByPartition = (
+  sender: Sender,
+  requests: ReadonlyArray<PublishRequest>,
+  outcomes: Array<PublishOutcome>
+): Map<string, PartitionRecords> => {
+  const batches = new Map<string, PartitionRecords>()
+  requests.forEach((request, index) => {
+    const logs = sender.engine.topics.get(request.topic)
+    if (logs === undefined) {
+      outcomes[index] = Result.fail(
+        new PermanentPublishError({
+          topic: request.topic,
+          reason: "the topic does not exist (topics are not auto-created: create it with BrokerAdmin.ensureTopic)"
+        })
+      )
+      return
+    }
+    const partition = partitionOf(sender, request, logs.length)
+    if (typeof partition !== "number") {
+      outcomes[index] = Result.fail(partition)
+      return
+    }
+    const key = tp(request.topic, partition)
+    const batch = batches.get(key) ?? { topic: request.topic, partition, records: [] }
+    // Sized with the headers the Kafka publisher sends (`event-id` guaranteed).
+    batch.records.push({
+      index,
+      request,
+      key: request.key,
+      headers: { ...request.headers, [EVENT_ID_HEADER]: request.id },
+      payload: request.payload
+    })
+    batches.set(key, batch)
+  })
+  return batches
+}
+
+/** The error an injected fault other than a lost acknowledgement gives the partition's records. */
+const faultError = (
+  fault: Exclude<PublishFault, "lost_ack">,
+  reason: string,
+  topic: string,
+  partition: number
+): PublishError => {
+  switch (fault) {
+    case "retriable":
+      return new RetriablePublishError({ topic, reason })
+    case "permanent":
+      return new PermanentPublishError({ topic, reason })
+    case "unknown_partition":
+      return new UnknownPartitionError({ topic, partition })
+  }
+}
+
+/**
+ * The Kafka publisher's way: a partition's records in batches under the limit, one after the
+ * other; a batch the broker refuses is halved, a lone record it refuses fails permanently and
+ * the younger records of its key in this call are not sent.
+ */
+const sendSplit = (
+  topic: string,
+  records: ReadonlyArray<Outgoing>,
+  append: (batch: ReadonlyArray<Outgoing>) => void,
+  outcomes: Array<PublishOutcome>,
+  maxMessageBytes: number
+) => {
+  const queue = RecordSize.splitByBatchBytes(records, maxMessageBytes)
+  const failedKeys = new Set<string>()
+  while (queue.length > 0) {
+    const batch = queue.shift()!.filter((r) => {
+      if (r.key === null || !failedKeys.has(r.key)) return true
+      outcomes[r.index] = Result.fail(
+        new RetriablePublishError({ topic, reason: `not sent: an older record of key ${r.key} failed in this call` })
+      )
+      return false
+    })
+    if (batch.length === 0) continue
+    if (brokerAccepts(batch, maxMessageBytes)) {
+      append(batch)
+      continue
+    }
+    if (batch.length > 1) {
+      const half = Math.ceil(batch.length / 2)
+      queue.unshift(batch.slice(0, half), batch.slice(half))
+      continue
+    }
+    const single = batch[0]!
+    outcomes[single.index] = Result.fail(
+      new PermanentPublishError({ topic, reason: RecordSize.describeTooLarge(single, maxMessageBytes) })
+    )
+    if (single.key !== null) failedKeys.add(single.key)
+  }
+}
+
+/** Publishes one call at `now`: each request's outcome, in request order. */
+const publish = (sender: Sender, requests: ReadonlyArray<PublishRequest>, now: number): Array<PublishOutcome> => {
+  const { engine, maxMessageBytes } = sender
+  const outcomes = new Array<PublishOutcome>(requests.length)
+  let appended = false
+  let tooLarge: PermanentPublishError | undefined // whole-call-batch: the call's size error
+  const sendable: Array<number> = []
+  for (const { partition, records, topic } of groupByPartition(sender, requests, outcomes).values()) {
+    const fault = engine.publishFault({ topic, partition, requests: records.map((r) => r.request) })
+    sendable.push(...records.map((r) => r.index))
+    if (fault !== undefined && fault.fault !== "lost_ack") {
+      const error = faultError(fault.fault, fault.reason, topic, partition)
+      for (const r of records) outcomes[r.index] = Result.fail(error)
+      continue
+    }
+    const log = engine.topics.get(topic)![partition]!
+    const append = (batch: ReadonlyArray<Outgoing>) => {
+      for (const r of batch) {
+        outcomes[r.index] = Result.succeed({ topic, partition, offset: String(log.length) })
+        log.push({
+          key: r.request.key,
+          headers: { ...r.request.headers },
+          value: new Uint8Array(r.request.payload),
+          timestamp: now
+        } satisfies StoredRecord)
+      }
+      appended = true
+    }
+    if (sender.batching === "whole-call-batch") {
+      if (brokerAccepts(records, maxMessageBytes)) append(records)
+      else tooLarge ??= new PermanentPublishError({ topic, reason: tooLargeReason(records, maxMessageBytes) })
+    } else {
+      sendSplit(topic, records, append, outcomes, maxMessageBytes)
+    }
+    if (fault !== undefined) {
+      // Lost acknowledgement: what was appended is reported as failed.
+      const lost = new RetriablePublishError({ topic, reason: `${fault.reason}: acknowledgement lost after append` })
+      for (const r of records) if (Result.isSuccess(outcomes[r.index]!)) outcomes[r.index] = Result.fail(lost)
+    }
+  }
+  // kafkajs threw the first partition's error for the whole call; the old adapter gave it to
+  // every record it had sent, landed or not.
+  if (tooLarge !== undefined) for (const i of sendable) outcomes[i] = Result.fail(tooLarge)
+  if (appended) engine.notify()
+  return outcomes
+}
+
 export const make = (
   engine: BrokerEngine,
   latency: Duration.Duration | undefined,
   maxMessageBytes: number = RecordSize.DEFAULT_MAX_MESSAGE_BYTES,
   batching: Batching = "split"
 ): Publisher["Service"] => {
-  const { notify, publishFault, topics } = engine
-  const roundRobin = new Map<string, number>()
-
-  const publish = (requests: ReadonlyArray<PublishRequest>, now: number): ReadonlyArray<PublishOutcome> => {
-    const outcomes = new Array<PublishOutcome>(requests.length)
-    // Partition batches in order of first appearance; each keeps its records in request order.
-    const batches = new Map<string, { topic: string; partition: number; records: Array<Outgoing> }>()
-    requests.forEach((request, index) => {
-      const logs = topics.get(request.topic)
-      if (logs === undefined) {
-        outcomes[index] = Result.fail(
-          new PermanentPublishError({
-            topic: request.topic,
-            reason: "the topic does not exist (topics are not auto-created: create it with BrokerAdmin.ensureTopic)"
-          })
-        )
-        return
-      }
-      let partition: number
-      if (request.partition !== null) {
-        partition = request.partition
-        if (!Number.isInteger(partition) || partition < 0 || partition >= logs.length) {
-          outcomes[index] = Result.fail(
-            new UnknownPartitionError({ topic: request.topic, partition, partitionCount: logs.length })
-          )
-          return
-        }
-      } else if (request.key !== null) {
-        partition = partitionForKey(request.key, logs.length)
-      } else {
-        const counter = (roundRobin.get(request.topic) ?? -1) + 1
-        roundRobin.set(request.topic, counter)
-        partition = counter % logs.length
-      }
-      const key = tp(request.topic, partition)
-      const batch = batches.get(key) ?? { topic: request.topic, partition, records: [] }
-      // Sized with the headers the Kafka publisher sends (`event-id` guaranteed).
-      batch.records.push({
-        index,
-        request,
-        key: request.key,
-        headers: { ...request.headers, [EVENT_ID_HEADER]: request.id },
-        payload: request.payload
-      })
-      batches.set(key, batch)
-    })
-
-    let appended = false
-    let tooLarge: PermanentPublishError | undefined // whole-call-batch: the call's size error
-    const sendable: Array<number> = []
-    for (const { partition, records, topic } of batches.values()) {
-      const fault = publishFault({ topic, partition, requests: records.map((r) => r.request) })
-      const failWith = (error: PublishError) => {
-        for (const r of records) outcomes[r.index] = Result.fail(error)
-      }
-      sendable.push(...records.map((r) => r.index))
-      if (fault !== undefined && fault.fault !== "lost_ack") {
-        switch (fault.fault) {
-          case "retriable":
-            failWith(new RetriablePublishError({ topic, reason: fault.reason }))
-            break
-          case "permanent":
-            failWith(new PermanentPublishError({ topic, reason: fault.reason }))
-            break
-          case "unknown_partition":
-            failWith(new UnknownPartitionError({ topic, partition }))
-            break
-        }
-        continue
-      }
-      const log = topics.get(topic)![partition]!
-      const append = (batch: ReadonlyArray<Outgoing>) => {
-        for (const r of batch) {
-          outcomes[r.index] = Result.succeed({ topic, partition, offset: String(log.length) })
-          log.push({
-            key: r.request.key,
-            headers: { ...r.request.headers },
-            value: new Uint8Array(r.request.payload),
-            timestamp: now
-          } satisfies StoredRecord)
-        }
-        appended = true
-      }
-      if (batching === "whole-call-batch") {
-        if (brokerAccepts(records, maxMessageBytes)) append(records)
-        else tooLarge ??= new PermanentPublishError({ topic, reason: tooLargeReason(records, maxMessageBytes) })
-      } else {
-        sendSplit(topic, records, append, outcomes)
-      }
-      if (fault !== undefined) {
-        // Lost acknowledgement: what was appended is reported as failed.
-        const lost = new RetriablePublishError({ topic, reason: `${fault.reason}: acknowledgement lost after append` })
-        for (const r of records) if (Result.isSuccess(outcomes[r.index]!)) outcomes[r.index] = Result.fail(lost)
-      }
-    }
-    // kafkajs threw the first partition's error for the whole call; the old adapter gave it to
-    // every record it had sent, landed or not.
-    if (tooLarge !== undefined) for (const i of sendable) outcomes[i] = Result.fail(tooLarge)
-    if (appended) notify()
-    return outcomes
-  }
-
-  /**
-   * The Kafka publisher's way: a partition's records in batches under the limit, one after the
-   * other; a batch the broker refuses is halved, a lone record it refuses fails permanently and
-   * the younger records of its key in this call are not sent.
-   */
-  const sendSplit = (
-    topic: string,
-    records: ReadonlyArray<Outgoing>,
-    append: (batch: ReadonlyArray<Outgoing>) => void,
-    outcomes: Array<PublishOutcome>
-  ) => {
-    const queue = RecordSize.splitByBatchBytes(records, maxMessageBytes)
-    const failedKeys = new Set<string>()
-    while (queue.length > 0) {
-      const batch = queue.shift()!.filter((r) => {
-        if (r.key === null || !failedKeys.has(r.key)) return true
-        outcomes[r.index] = Result.fail(
-          new RetriablePublishError({ topic, reason: `not sent: an older record of key ${r.key} failed in this call` })
-        )
-        return false
-      })
-      if (batch.length === 0) continue
-      if (brokerAccepts(batch, maxMessageBytes)) {
-        append(batch)
-        continue
-      }
-      if (batch.length > 1) {
-        const half = Math.ceil(batch.length / 2)
-        queue.unshift(batch.slice(0, half), batch.slice(half))
-        continue
-      }
-      const single = batch[0]!
-      outcomes[single.index] = Result.fail(
-        new PermanentPublishError({ topic, reason: RecordSize.describeTooLarge(single, maxMessageBytes) })
-      )
-      if (single.key !== null) failedKeys.add(single.key)
-    }
-  }
-
+  const sender: Sender = { engine, maxMessageBytes, batching, roundRobin: new Map() }
   return {
     publish: (requests) =>
       Effect.andThen(
         latency === undefined ? Effect.void : Effect.sleep(latency),
-        Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.sync(() => publish(requests, now)))
+        Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.sync(() => publish(sender, requests, now)))
       )
   }
 }
