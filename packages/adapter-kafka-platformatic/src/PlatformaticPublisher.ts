@@ -192,7 +192,9 @@ const partitionGroups = (
           ? {
               _tag: "Reject",
               error:
-                layout.failure instanceof BrokerUnavailableError ? layout.failure : toPublishError(topic, layout.failure)
+                layout.failure instanceof BrokerUnavailableError
+                  ? layout.failure
+                  : toPublishError(topic, layout.failure)
             }
           : layouts.target(request, layout.success)
       })
