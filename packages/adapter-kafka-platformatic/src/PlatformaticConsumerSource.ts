@@ -17,25 +17,17 @@
  *
  * @since 0.1.0
  */
-import {
-  type ConsumerBatch,
-  type ConsumerRecord,
-  ConsumerSource,
-  type OffsetCommit,
-  type Subscription,
-  type TopicPartition
-} from "@effect-outbox/core/ConsumerSource"
-import { ConsumerSourceError } from "@effect-outbox/core/Errors"
-import { Consumer, FetchIsolationLevels, type Message, type MessagesStream } from "@platformatic/kafka"
-import * as Cause from "effect/Cause"
+import { ConsumerSource, type Subscription } from "@effect-outbox/core/ConsumerSource"
+import type { ConsumerSourceError } from "@effect-outbox/core/Errors"
+import { Consumer, FetchIsolationLevels } from "@platformatic/kafka"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as Metric from "effect/Metric"
 import type * as Scope from "effect/Scope"
-import * as Stream from "effect/Stream"
 import { patchFetch } from "./internal/abortedRecords.ts"
+import * as Commit from "./internal/commit.ts"
+import * as Handoff from "./internal/handoff.ts"
 import { PlatformaticClient } from "./PlatformaticClient.ts"
-import { describe, protocolTypes, toConsumerError } from "./PlatformaticErrors.ts"
+import { toConsumerError } from "./PlatformaticErrors.ts"
 import { retrying } from "./PlatformaticRetry.ts"
 
 /**
@@ -57,45 +49,29 @@ export interface PlatformaticConsumerSourceOptions {
   readonly maxHeldRecords?: number | undefined
 }
 
-/**
- * @since 0.1.0
- * @category metrics
- */
-export const droppedCommits = Metric.counter("outbox_kafka_dropped_commits_total", {
-  description: "Offset commits dropped because the partition was no longer assigned to this member",
-  incremental: true
-})
+export {
+  /**
+   * Offset commits dropped because the partition was no longer assigned to this member.
+   *
+   * @since 0.1.0
+   * @category metrics
+   */
+  droppedCommits
+} from "./internal/commit.ts"
+export {
+  /**
+   * A @platformatic/kafka message as a core `ConsumerRecord` (headers as strings).
+   *
+   * @since 0.1.0
+   * @category conversions
+   */
+  toConsumerRecord
+} from "./internal/records.ts"
 
-type RawMessage = Message<Buffer, Buffer, Buffer, Buffer>
-
-const isCoordinatorMoving = (error: unknown): boolean => {
-  const types = protocolTypes(error)
-  return (
-    types.has("NOT_COORDINATOR") || types.has("COORDINATOR_NOT_AVAILABLE") || types.has("COORDINATOR_LOAD_IN_PROGRESS")
-  )
-}
-
-/**
- * @since 0.1.0
- * @category conversions
- */
-export const toConsumerRecord = (message: RawMessage): ConsumerRecord => {
-  const headers: Record<string, string> = {}
-  for (const [name, value] of message.headers ?? new Map<Buffer, Buffer>()) {
-    const key = name.toString()
-    if (!(key in headers) && value !== undefined && value !== null) headers[key] = value.toString()
-  }
-  const key = message.key as Buffer | null | undefined
-  const value = message.value as Buffer | null | undefined
-  return {
-    topic: message.topic,
-    partition: message.partition,
-    offset: message.offset.toString(),
-    key: key === null || key === undefined ? null : key.toString(),
-    headers,
-    value: value === null || value === undefined ? new Uint8Array(0) : new Uint8Array(value),
-    timestamp: Number(message.timestamp)
-  }
+type GroupOptions = {
+  readonly sessionTimeout: number
+  readonly rebalanceTimeout: number
+  readonly heartbeatInterval: number
 }
 
 /**
@@ -108,9 +84,7 @@ export const subscribe = (
   options: PlatformaticConsumerSourceOptions = {}
 ): Effect.Effect<Subscription, ConsumerSourceError, Scope.Scope> =>
   Effect.gen(function* () {
-    const commitTimeout = options.commitTimeoutMillis ?? 10_000
-    const maxBatch = options.maxBatchRecords ?? 1_000
-    const groupOptions = {
+    const groupOptions: GroupOptions = {
       sessionTimeout: options.sessionTimeoutMillis ?? 30_000,
       rebalanceTimeout: options.rebalanceTimeoutMillis ?? 60_000,
       heartbeatInterval: options.heartbeatIntervalMillis ?? 3_000
@@ -118,243 +92,65 @@ export const subscribe = (
     const consumer = new Consumer({ ...client.baseOptions, groupId: request.groupId, ...groupOptions })
     // The client's read_committed filter lets some aborted records through (internal/abortedRecords).
     patchFetch(consumer)
-    // Partitions the runner paused, as topic\u0000partition.
-    const paused = new Set<string>()
-    // Records of paused partitions read from the stream, in offset order, until resumed.
-    const held = new Map<string, Array<RawMessage>>()
-    let heldCount = 0
-    // Counts group joins: after one, the stream restarts every assigned partition at the group's
-    // committed offset, so batches read before it are not current any more.
-    let generation = 0
-    consumer.on("consumer:group:join", () => {
-      generation++
-      held.clear()
-      heldCount = 0
-    })
-    // topic/partition -> highest offset committed through this subscription
-    const committed = new Map<string, bigint>()
-    let closed = false
+    const state = Handoff.makeState(consumer)
 
-    const stream = yield* Effect.acquireRelease(
-      Effect.tryPromise({
-        try: () =>
-          consumer.consume({
-            ...groupOptions,
-            topics: [...request.topics],
-            autocommit: false,
-            // Where the group committed; partitions without a committed offset fall back here.
-            mode: "committed",
-            fallbackMode: request.fromBeginning === false ? "latest" : "earliest",
-            isolationLevel: FetchIsolationLevels.READ_COMMITTED,
-            maxWaitTime: options.maxWaitTimeMillis ?? 5_000,
-            ...(options.maxBytesPerPartition === undefined
-              ? {}
-              : { maxBytesPerPartition: options.maxBytesPerPartition })
-          }),
-        catch: (error) => error
-      }).pipe(
-        retrying("consumer.subscribe"),
-        Effect.mapError((error) => toConsumerError("subscribe", error)),
-        Effect.onError(() => Effect.promise(() => consumer.close(true).catch(() => undefined)))
-      ),
-      (stream: MessagesStream<Buffer, Buffer, Buffer, Buffer>) =>
-        Effect.promise(async () => {
-          closed = true
-          await stream.close().catch(() => undefined)
-          // Leave the group (so the next member need not wait out the session), bounded.
-          await Promise.race([
-            consumer.close().catch(() => undefined),
-            new Promise((resolve) => setTimeout(resolve, 5_000))
-          ])
-          await consumer.close(true).catch(() => undefined)
-        })
+    const stream = yield* Effect.acquireRelease(start(consumer, request, groupOptions, options), (stream) =>
+      Effect.promise(async () => {
+        state.closed = true
+        await stream.close().catch(() => undefined)
+        // Leave the group (so the next member need not wait out the session), bounded.
+        await Promise.race([
+          consumer.close().catch(() => undefined),
+          new Promise((resolve) => setTimeout(resolve, 5_000))
+        ])
+        await consumer.close(true).catch(() => undefined)
+      })
     )
 
-    // A record read from the stream that belongs to the next batch (another partition).
-    let pending: RawMessage | undefined
-    const slotOf = (topic: string, partition: number) => `${topic}\u0000${partition}`
-    let streamPausedByUs = false
-    const maxHeld = options.maxHeldRecords ?? 10_000
-    const batchGeneration = new WeakMap<ConsumerBatch, number>()
-
-    const hold = (message: RawMessage) => {
-      const slot = slotOf(message.topic, message.partition)
-      const list = held.get(slot) ?? []
-      list.push(message)
-      held.set(slot, list)
-      heldCount++
-      if (heldCount > maxHeld && !streamPausedByUs) {
-        streamPausedByUs = true
-        stream.pause()
-      }
+    return {
+      batches: Handoff.batches(stream, state, {
+        maxBatch: options.maxBatchRecords ?? 1_000,
+        maxHeld: options.maxHeldRecords ?? 10_000
+      }),
+      commit: Commit.commit(consumer, state, {
+        groupId: request.groupId,
+        timeoutMillis: options.commitTimeoutMillis ?? 10_000
+      }),
+      isCurrent: Handoff.isCurrent(consumer, state),
+      pause: (partitions) => Handoff.setPaused(state, partitions, true),
+      resume: (partitions) => Handoff.setPaused(state, partitions, false)
     }
-    const toBatch = (messages: ReadonlyArray<RawMessage>): ConsumerBatch => {
-      const batch: ConsumerBatch = {
-        topic: messages[0]!.topic,
-        partition: messages[0]!.partition,
-        records: messages.map(toConsumerRecord)
-      }
-      batchGeneration.set(batch, generation)
-      return batch
-    }
-    // A resumed partition's held records go first.
-    const readHeld = (): ConsumerBatch | undefined => {
-      for (const [slot, list] of held) {
-        if (paused.has(slot)) continue
-        const taken = list.splice(0, maxBatch)
-        if (list.length === 0) held.delete(slot)
-        heldCount -= taken.length
-        if (streamPausedByUs && heldCount <= maxHeld / 2) {
-          streamPausedByUs = false
-          stream.resume()
-        }
-        if (taken.length > 0) return toBatch(taken)
-      }
-      return undefined
-    }
-    const next = (): RawMessage | undefined => {
-      for (;;) {
-        const message = pending ?? (stream.read() as RawMessage | null) ?? undefined
-        pending = undefined
-        if (message === undefined) return undefined
-        if (!paused.has(slotOf(message.topic, message.partition))) return message
-        hold(message)
-      }
-    }
-    const readBatch = (): ConsumerBatch | undefined => {
-      const fromHeld = readHeld()
-      if (fromHeld !== undefined) return fromHeld
-      const first = next()
-      if (first === undefined) return undefined
-      const messages: Array<RawMessage> = [first]
-      while (messages.length < maxBatch) {
-        const message = next()
-        if (message === undefined) break
-        if (message.topic !== first.topic || message.partition !== first.partition) {
-          pending = message
-          break
-        }
-        messages.push(message)
-      }
-      return toBatch(messages)
-    }
-
-    // The stream fetches only while someone listens for 'readable' (with no listener its
-    // `readableFlowing` goes back to null and its fetch loop stops for good), so one listener
-    // stays attached for the subscription's life and wakes the pull that waits.
-    let failure: ConsumerSourceError | undefined
-    let ended = false
-    let wake: (() => void) | undefined
-    const notify = () => {
-      const w = wake
-      wake = undefined
-      w?.()
-    }
-    stream.on("readable", notify)
-    stream.on("error", (error: unknown) => {
-      failure ??= toConsumerError("consume", error)
-      notify()
-    })
-    stream.on("close", () => {
-      ended = true
-      notify()
-    })
-
-    const pull: Effect.Effect<readonly [ConsumerBatch], ConsumerSourceError | Cause.Done> = Effect.callback<
-      readonly [ConsumerBatch],
-      ConsumerSourceError | Cause.Done
-    >((resume) => {
-      const attempt = () => {
-        const batch = readBatch()
-        if (batch !== undefined) return resume(Effect.succeed([batch] as const))
-        if (failure !== undefined) return resume(Effect.fail(failure))
-        if (ended || closed || stream.destroyed) return resume(Cause.done())
-        wake = attempt
-      }
-      attempt()
-      return Effect.sync(() => {
-        if (wake === attempt) wake = undefined
-      })
-    })
-    const batches: Stream.Stream<ConsumerBatch, ConsumerSourceError> = Stream.fromPull(Effect.succeed(pull))
-
-    const owns = (topic: string, partition: number) =>
-      consumer.assignments?.some((a) => a.topic === topic && a.partitions.includes(partition)) === true
-
-    const commit = (offsets: ReadonlyArray<OffsetCommit>): Effect.Effect<void, ConsumerSourceError> =>
-      Effect.gen(function* () {
-        if (closed) {
-          return yield* new ConsumerSourceError({
-            operation: "commit",
-            reason: "the subscription is closed",
-            retriable: false
-          })
-        }
-        const owned: Array<OffsetCommit> = []
-        for (const o of offsets) {
-          if (!owns(o.topic, o.partition)) {
-            yield* Metric.update(droppedCommits, 1)
-            yield* Effect.logDebug(
-              `dropping commit of ${o.topic}/${o.partition}@${o.offset}: partition no longer assigned to this member`
-            )
-            continue
-          }
-          // Committing the same or a lower offset again would at best be a no-op and at worst
-          // move the group backwards.
-          if ((committed.get(`${o.topic}\u0000${o.partition}`) ?? -1n) >= BigInt(o.offset)) continue
-          owned.push(o)
-        }
-        if (owned.length === 0) return
-        yield* Effect.tryPromise({
-          try: () =>
-            consumer.commit({
-              offsets: owned.map((o) => ({
-                topic: o.topic,
-                partition: o.partition,
-                offset: BigInt(o.offset),
-                leaderEpoch: -1
-              }))
-            }),
-          catch: (error) => error
-        }).pipe(
-          retrying("commit", isCoordinatorMoving),
-          Effect.mapError((error) => toConsumerError("commit", error)),
-          Effect.timeoutOrElse({
-            duration: commitTimeout,
-            orElse: () =>
-              Effect.fail(
-                new ConsumerSourceError({
-                  operation: "commit",
-                  reason: `no answer within ${commitTimeout} ms`,
-                  retriable: true
-                })
-              )
-          })
-        )
-        for (const o of owned) {
-          const slot = `${o.topic}\u0000${o.partition}`
-          if ((committed.get(slot) ?? -1n) < BigInt(o.offset)) committed.set(slot, BigInt(o.offset))
-        }
-      }).pipe(
-        Effect.tapError((error) => Effect.logDebug(`kafka commit failed: ${describe(error)}`)),
-        Effect.withSpan("kafka.consumer.commit", { attributes: { groupId: request.groupId } })
-      )
-
-    const isCurrent = (batch: ConsumerBatch): boolean =>
-      !closed && batchGeneration.get(batch) === generation && owns(batch.topic, batch.partition)
-    const pause = (partitions: ReadonlyArray<TopicPartition>) =>
-      Effect.sync(() => {
-        for (const p of partitions) paused.add(slotOf(p.topic, p.partition))
-      })
-    const resume = (partitions: ReadonlyArray<TopicPartition>) =>
-      Effect.sync(() => {
-        for (const p of partitions) paused.delete(slotOf(p.topic, p.partition))
-        // A pull waiting for records may now take the held ones.
-        notify()
-      })
-
-    return { batches, commit, isCurrent, pause, resume }
   })
+
+/**
+ * Joins the group and opens the stream at the group's committed offsets, retried (PlatformaticRetry)
+ * while the broker is unreachable or starting; a failed start closes the consumer.
+ */
+const start = (
+  consumer: Handoff.AnyConsumer,
+  request: { readonly topics: ReadonlyArray<string>; readonly fromBeginning?: boolean },
+  groupOptions: GroupOptions,
+  options: PlatformaticConsumerSourceOptions
+): Effect.Effect<Handoff.RawStream, ConsumerSourceError> =>
+  Effect.tryPromise({
+    try: () =>
+      consumer.consume({
+        ...groupOptions,
+        topics: [...request.topics],
+        autocommit: false,
+        // Where the group committed; partitions without a committed offset fall back here.
+        mode: "committed",
+        fallbackMode: request.fromBeginning === false ? "latest" : "earliest",
+        isolationLevel: FetchIsolationLevels.READ_COMMITTED,
+        maxWaitTime: options.maxWaitTimeMillis ?? 5_000,
+        ...(options.maxBytesPerPartition === undefined ? {} : { maxBytesPerPartition: options.maxBytesPerPartition })
+      }),
+    catch: (error) => error
+  }).pipe(
+    retrying("consumer.subscribe"),
+    Effect.mapError((error) => toConsumerError("subscribe", error)),
+    Effect.onError(() => Effect.promise(() => consumer.close(true).catch(() => undefined)))
+  )
 
 /**
  * @since 0.1.0

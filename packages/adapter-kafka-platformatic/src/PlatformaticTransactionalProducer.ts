@@ -21,20 +21,13 @@ import {
   TransactionalProducer,
   type TransactionRequest
 } from "@effect-outbox/core/TransactionalProducer"
-import {
-  type Consumer,
-  FindCoordinatorKeyTypes,
-  type Message,
-  ProduceAcks,
-  Producer,
-  stringSerializer
-} from "@platformatic/kafka"
+import { ProduceAcks, Producer, stringSerializer } from "@platformatic/kafka"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Semaphore from "effect/Semaphore"
+import * as Transaction from "./internal/transaction.ts"
 import { PlatformaticClient } from "./PlatformaticClient.ts"
 import { describe, isRetriable, isUnknownTopic, protocolTypes } from "./PlatformaticErrors.ts"
-import { keyPartition, recordHeaders } from "./PlatformaticPublisher.ts"
 
 /**
  * @since 0.1.0
@@ -61,59 +54,16 @@ const fencedTypes: ReadonlySet<string> = new Set([
   "GROUP_AUTHORIZATION_FAILED"
 ])
 
-/** A failure whose verdict is decided before any broker call. */
-class Refused {
-  readonly reason: string
-  constructor(reason: string) {
-    this.reason = reason
-  }
+/** Why a transaction failed, and whether running it again on a fresh producer may succeed. */
+const verdict = (transactionalId: string, error: unknown): TransactionAbortedError => {
+  const aborted = (reason: string, retriable: boolean) =>
+    new TransactionAbortedError({ transactionalId, reason, retriable })
+  if (error instanceof TransactionAbortedError) return error
+  if (error instanceof Transaction.Refused) return aborted(error.reason, false)
+  if (isUnknownTopic(error)) return aborted(`a topic does not exist: ${describe(error)}`, false)
+  const fenced = [...protocolTypes(error)].some((t) => fencedTypes.has(t))
+  return aborted(describe(error), !fenced && isRetriable(error))
 }
-
-const toBuffer = (bytes: Uint8Array): Buffer => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
-
-type TxProducer = Producer<Buffer | undefined, Buffer, string, string>
-
-/**
- * Every record's partition, from the producer's own metadata (refreshed when it lacks one): the
- * client folds a partition it does not know onto `partition % count` instead of failing.
- */
-const partitionsFor = async (producer: TxProducer, request: TransactionRequest): Promise<Array<number>> => {
-  const topics = [...new Set(request.records.map((r) => r.topic))]
-  if (topics.length === 0) return []
-  const wanted = (topic: string) =>
-    request.records.reduce(
-      (max, r) => (r.topic === topic && r.partition !== null ? Math.max(max, r.partition) : max),
-      -1
-    )
-  let metadata = await producer.metadata({ topics })
-  if (topics.some((t) => (metadata.topics.get(t)?.partitionsCount ?? 0) <= wanted(t))) {
-    metadata = await producer.metadata({ topics, forceUpdate: true })
-  }
-  const roundRobin = new Map<string, number>()
-  return request.records.map((record) => {
-    const count = metadata.topics.get(record.topic)?.partitionsCount ?? 0
-    if (record.partition !== null) {
-      if (Number.isInteger(record.partition) && record.partition >= 0 && record.partition < count) {
-        return record.partition
-      }
-      throw new Refused(`topic ${record.topic} has no partition ${record.partition} (it has ${count})`)
-    }
-    if (record.key !== null) return keyPartition(record.key, count)
-    const next = roundRobin.get(record.topic) ?? 0
-    roundRobin.set(record.topic, next + 1)
-    return next % count
-  })
-}
-
-/** What the client's `addOffset` reads from a consumed message: topic, partition, offset, group. */
-const offsetMessage = (groupId: string, coordinatorId: number, topic: string, partition: number, next: string) =>
-  ({
-    topic,
-    partition,
-    // The client commits `offset + 1`; the port gives the next offset to read.
-    offset: BigInt(next) - 1n,
-    metadata: { consumer: { groupId, coordinatorId, generationId: -1, memberId: "" } }
-  }) as unknown as Message<Buffer, Buffer, Buffer, Buffer>
 
 /**
  * @since 0.1.0
@@ -125,12 +75,9 @@ export const make = (options: PlatformaticTransactionalProducerOptions) =>
     const { transactionalId } = options
     const commitTimeout = options.commitTimeoutMillis ?? 30_000
     const lock = yield* Semaphore.make(1)
-    let producer: TxProducer | undefined
+    let producer: Transaction.TxProducer | undefined
 
-    const aborted = (reason: string, retriable: boolean) =>
-      new TransactionAbortedError({ transactionalId, reason, retriable })
-
-    const acquire = (): TxProducer => {
+    const acquire = (): Transaction.TxProducer => {
       producer ??= new Producer<Buffer | undefined, Buffer, string, string>({
         ...client.baseOptions,
         timeout: options.transactionTimeoutMillis ?? 10_000,
@@ -154,54 +101,6 @@ export const make = (options: PlatformaticTransactionalProducerOptions) =>
     })
     yield* Effect.addFinalizer(() => lock.withPermits(1)(reset))
 
-    const groupCoordinator = async (groupId: string): Promise<number> => {
-      const [found] = await client.admin.findCoordinator({ keyType: FindCoordinatorKeyTypes.GROUP, keys: [groupId] })
-      if (found === undefined) throw new Error(`no coordinator for group ${groupId}`)
-      return found.nodeId
-    }
-
-    const run = async (p: TxProducer, request: TransactionRequest) => {
-      const partitions = await partitionsFor(p, request)
-      // -1/-1 asks for a fresh producer id (or the current one, epoch bumped). Without it the
-      // client sends 0/0, which the broker reads as "bump producer 0, epoch 0": once the
-      // transactional id has a producer, every new one (a restart, our reset) is PRODUCER_FENCED.
-      const tx = await p.beginTransaction({ producerId: -1n, producerEpoch: -1 })
-      try {
-        const sent =
-          request.records.length === 0
-            ? { offsets: [] }
-            : await tx.send({
-                messages: request.records.map((record, i) => ({
-                  topic: record.topic,
-                  partition: partitions[i]!,
-                  key: record.key === null ? undefined : Buffer.from(record.key),
-                  value: toBuffer(record.payload),
-                  headers: recordHeaders(record)
-                }))
-              })
-        if (request.offsets.length > 0) {
-          const coordinatorId = await groupCoordinator(request.groupId)
-          await tx.addConsumer({ groupId: request.groupId } as Consumer)
-          // One at a time: the client deduplicates concurrent calls of the same operation.
-          for (const o of request.offsets) {
-            await tx.addOffset(offsetMessage(request.groupId, coordinatorId, o.topic, o.partition, o.offset))
-          }
-        }
-        await tx.commit()
-        return { partitions, offsets: sent.offsets ?? [] }
-      } catch (error) {
-        if (!tx.completed) await tx.abort().catch(() => undefined)
-        throw error
-      }
-    }
-
-    const verdict = (error: unknown): TransactionAbortedError => {
-      if (error instanceof Refused) return aborted(error.reason, false)
-      if (isUnknownTopic(error)) return aborted(`a topic does not exist: ${describe(error)}`, false)
-      const fenced = [...protocolTypes(error)].some((t) => fencedTypes.has(t))
-      return aborted(describe(error), !fenced && isRetriable(error))
-    }
-
     const commit = (
       request: TransactionRequest
     ): Effect.Effect<ReadonlyArray<PublishReceipt>, TransactionAbortedError> =>
@@ -210,31 +109,28 @@ export const make = (options: PlatformaticTransactionalProducerOptions) =>
           Effect.gen(function* () {
             if (request.records.length === 0 && request.offsets.length === 0) return []
             const p = acquire()
-            const result = yield* Effect.tryPromise({ try: () => run(p, request), catch: (error) => error }).pipe(
+            const result = yield* Effect.tryPromise({
+              try: () => Transaction.run(p, client.admin, request),
+              catch: (error) => error
+            }).pipe(
               Effect.timeoutOrElse({
                 duration: commitTimeout,
-                orElse: () => Effect.fail(aborted(`no answer within ${commitTimeout} ms`, true))
+                orElse: () =>
+                  Effect.fail(
+                    new TransactionAbortedError({
+                      transactionalId,
+                      reason: `no answer within ${commitTimeout} ms`,
+                      retriable: true
+                    })
+                  )
               }),
               // Interrupted or timed out mid-transaction: never reuse this producer.
               Effect.onInterrupt(() => reset),
               // After any failure the client's transaction state is not trustworthy (a fenced
               // producer keeps failing): the next transaction gets a fresh producer.
-              Effect.catch((error) =>
-                Effect.andThen(reset, Effect.fail(error instanceof TransactionAbortedError ? error : verdict(error)))
-              )
+              Effect.catch((error) => Effect.andThen(reset, Effect.fail(verdict(transactionalId, error))))
             )
-            const base = new Map(result.offsets.map((o) => [`${o.topic}\u0000${o.partition}`, o.offset]))
-            const next = new Map<string, bigint>()
-            return request.records.map((record, i): PublishReceipt => {
-              const slot = `${record.topic}\u0000${result.partitions[i]}`
-              const index = next.get(slot) ?? 0n
-              next.set(slot, index + 1n)
-              return {
-                topic: record.topic,
-                partition: result.partitions[i]!,
-                offset: ((base.get(slot) ?? 0n) + index).toString()
-              }
-            })
+            return Transaction.receipts(request, result)
           })
         )
         .pipe(

@@ -1,0 +1,198 @@
+/**
+ * The subscription's shared state and the path of records from the client's stream to the
+ * core's batches: one partition per batch, records of paused partitions held back in the adapter
+ * (the client pauses only its whole stream, which it does when too many wait), and the
+ * generation that tells whether a batch is still current.
+ *
+ * @internal
+ */
+import type { ConsumerBatch, TopicPartition } from "@effect-outbox/core/ConsumerSource"
+import type { ConsumerSourceError } from "@effect-outbox/core/Errors"
+import type { Consumer, MessagesStream } from "@platformatic/kafka"
+import * as Cause from "effect/Cause"
+import * as Effect from "effect/Effect"
+import * as Stream from "effect/Stream"
+import { toConsumerError } from "../PlatformaticErrors.ts"
+import { type RawMessage, toConsumerRecord } from "./records.ts"
+
+export type AnyConsumer = Consumer<Buffer, Buffer, Buffer, Buffer>
+export type RawStream = MessagesStream<Buffer, Buffer, Buffer, Buffer>
+
+/** What the group events, the stream, `commit` and `pause` share; mutated in place. */
+export interface State {
+  /** Partitions the runner paused, as topic\u0000partition. */
+  readonly paused: Set<string>
+  /** Records of paused partitions read from the stream, in offset order, until resumed. */
+  readonly held: Map<string, Array<RawMessage>>
+  heldCount: number
+  /**
+   * Counts group joins: after one, the stream restarts every assigned partition at the group's
+   * committed offset, so batches read before it are not current any more.
+   */
+  generation: number
+  readonly batchGeneration: WeakMap<ConsumerBatch, number>
+  /** topic/partition -> highest offset committed through this subscription */
+  readonly committed: Map<string, bigint>
+  closed: boolean
+  /** The pull waiting for records, if any. */
+  wake: (() => void) | undefined
+}
+
+export const slotOf = (topic: string, partition: number) => `${topic}\u0000${partition}`
+
+/** Fresh state, its generation counting the consumer's group joins from now on. */
+export const makeState = (consumer: AnyConsumer): State => {
+  const state: State = {
+    paused: new Set(),
+    held: new Map(),
+    heldCount: 0,
+    generation: 0,
+    batchGeneration: new WeakMap(),
+    committed: new Map(),
+    closed: false,
+    wake: undefined
+  }
+  consumer.on("consumer:group:join", () => {
+    state.generation++
+    state.held.clear()
+    state.heldCount = 0
+  })
+  return state
+}
+
+/** Wakes the pull that waits for records. */
+export const notify = (state: State) => {
+  const w = state.wake
+  state.wake = undefined
+  w?.()
+}
+
+export const owns = (consumer: AnyConsumer, topic: string, partition: number) =>
+  consumer.assignments?.some((a) => a.topic === topic && a.partitions.includes(partition)) === true
+
+export const isCurrent =
+  (consumer: AnyConsumer, state: State) =>
+  (batch: ConsumerBatch): boolean =>
+    !state.closed &&
+    state.batchGeneration.get(batch) === state.generation &&
+    owns(consumer, batch.topic, batch.partition)
+
+export const setPaused = (state: State, partitions: ReadonlyArray<TopicPartition>, paused: boolean) =>
+  Effect.sync(() => {
+    for (const p of partitions) {
+      if (paused) state.paused.add(slotOf(p.topic, p.partition))
+      else state.paused.delete(slotOf(p.topic, p.partition))
+    }
+    // A pull waiting for records may now take the held ones.
+    if (!paused) notify(state)
+  })
+
+/** Reads one-partition batches off the stream, holding back records of paused partitions. */
+const reader = (stream: RawStream, state: State, maxBatch: number, maxHeld: number) => {
+  // A record read from the stream that belongs to the next batch (another partition).
+  let pending: RawMessage | undefined
+  let streamPausedByUs = false
+
+  const hold = (message: RawMessage) => {
+    const slot = slotOf(message.topic, message.partition)
+    const list = state.held.get(slot) ?? []
+    list.push(message)
+    state.held.set(slot, list)
+    state.heldCount++
+    if (state.heldCount > maxHeld && !streamPausedByUs) {
+      streamPausedByUs = true
+      stream.pause()
+    }
+  }
+  const toBatch = (messages: ReadonlyArray<RawMessage>): ConsumerBatch => {
+    const batch: ConsumerBatch = {
+      topic: messages[0]!.topic,
+      partition: messages[0]!.partition,
+      records: messages.map(toConsumerRecord)
+    }
+    state.batchGeneration.set(batch, state.generation)
+    return batch
+  }
+  // A resumed partition's held records go first.
+  const readHeld = (): ConsumerBatch | undefined => {
+    for (const [slot, list] of state.held) {
+      if (state.paused.has(slot)) continue
+      const taken = list.splice(0, maxBatch)
+      if (list.length === 0) state.held.delete(slot)
+      state.heldCount -= taken.length
+      if (streamPausedByUs && state.heldCount <= maxHeld / 2) {
+        streamPausedByUs = false
+        stream.resume()
+      }
+      if (taken.length > 0) return toBatch(taken)
+    }
+    return undefined
+  }
+  const next = (): RawMessage | undefined => {
+    for (;;) {
+      const message = pending ?? (stream.read() as RawMessage | null) ?? undefined
+      pending = undefined
+      if (message === undefined) return undefined
+      if (!state.paused.has(slotOf(message.topic, message.partition))) return message
+      hold(message)
+    }
+  }
+  return (): ConsumerBatch | undefined => {
+    const fromHeld = readHeld()
+    if (fromHeld !== undefined) return fromHeld
+    const first = next()
+    if (first === undefined) return undefined
+    const messages: Array<RawMessage> = [first]
+    while (messages.length < maxBatch) {
+      const message = next()
+      if (message === undefined) break
+      if (message.topic !== first.topic || message.partition !== first.partition) {
+        pending = message
+        break
+      }
+      messages.push(message)
+    }
+    return toBatch(messages)
+  }
+}
+
+/** The subscription's batches; listens to the stream from now on. */
+export const batches = (
+  stream: RawStream,
+  state: State,
+  limits: { readonly maxBatch: number; readonly maxHeld: number }
+): Stream.Stream<ConsumerBatch, ConsumerSourceError> => {
+  const readBatch = reader(stream, state, limits.maxBatch, limits.maxHeld)
+  // The stream fetches only while someone listens for 'readable' (with no listener its
+  // `readableFlowing` goes back to null and its fetch loop stops for good), so one listener
+  // stays attached for the subscription's life and wakes the pull that waits.
+  let failure: ConsumerSourceError | undefined
+  let ended = false
+  stream.on("readable", () => notify(state))
+  stream.on("error", (error: unknown) => {
+    failure ??= toConsumerError("consume", error)
+    notify(state)
+  })
+  stream.on("close", () => {
+    ended = true
+    notify(state)
+  })
+
+  const pull: Effect.Effect<readonly [ConsumerBatch], ConsumerSourceError | Cause.Done> = Effect.callback<
+    readonly [ConsumerBatch],
+    ConsumerSourceError | Cause.Done
+  >((resume) => {
+    const attempt = () => {
+      const batch = readBatch()
+      if (batch !== undefined) return resume(Effect.succeed([batch] as const))
+      if (failure !== undefined) return resume(Effect.fail(failure))
+      if (ended || state.closed || stream.destroyed) return resume(Cause.done())
+      state.wake = attempt
+    }
+    attempt()
+    return Effect.sync(() => {
+      if (state.wake === attempt) state.wake = undefined
+    })
+  })
+  return Stream.fromPull(Effect.succeed(pull))
+}

@@ -1,0 +1,131 @@
+/**
+ * One Kafka transaction on a transactional producer: every record's partition decided from the
+ * producer's metadata, the records sent, the group's offsets added (without a generation, as
+ * kafkajs' `sendOffsets` does), then committed — or aborted when any step fails. And the
+ * receipts the port returns, from the base offsets the broker reported.
+ *
+ * @internal
+ */
+import type { PublishReceipt } from "@effect-outbox/core/OutboxMessage"
+import type { TransactionRequest } from "@effect-outbox/core/TransactionalProducer"
+import { type Admin, type Consumer, FindCoordinatorKeyTypes, type Message, type Producer } from "@platformatic/kafka"
+import { recordHeaders } from "../PlatformaticPublisher.ts"
+import { keyPartition } from "./layouts.ts"
+
+/** A failure whose verdict is decided before any broker call. */
+export class Refused {
+  readonly reason: string
+  constructor(reason: string) {
+    this.reason = reason
+  }
+}
+
+export type TxProducer = Producer<Buffer | undefined, Buffer, string, string>
+
+/** What a committed transaction reports: every record's partition, each partition's base offset. */
+export interface Sent {
+  readonly partitions: ReadonlyArray<number>
+  readonly offsets: ReadonlyArray<{ readonly topic: string; readonly partition: number; readonly offset: bigint }>
+}
+
+const toBuffer = (bytes: Uint8Array): Buffer => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
+
+/**
+ * Every record's partition, from the producer's own metadata (refreshed when it lacks one): the
+ * client folds a partition it does not know onto `partition % count` instead of failing.
+ */
+const partitionsFor = async (producer: TxProducer, request: TransactionRequest): Promise<Array<number>> => {
+  const topics = [...new Set(request.records.map((r) => r.topic))]
+  if (topics.length === 0) return []
+  const wanted = (topic: string) =>
+    request.records.reduce(
+      (max, r) => (r.topic === topic && r.partition !== null ? Math.max(max, r.partition) : max),
+      -1
+    )
+  let metadata = await producer.metadata({ topics })
+  if (topics.some((t) => (metadata.topics.get(t)?.partitionsCount ?? 0) <= wanted(t))) {
+    metadata = await producer.metadata({ topics, forceUpdate: true })
+  }
+  const roundRobin = new Map<string, number>()
+  return request.records.map((record) => {
+    const count = metadata.topics.get(record.topic)?.partitionsCount ?? 0
+    if (record.partition !== null) {
+      if (Number.isInteger(record.partition) && record.partition >= 0 && record.partition < count) {
+        return record.partition
+      }
+      throw new Refused(`topic ${record.topic} has no partition ${record.partition} (it has ${count})`)
+    }
+    if (record.key !== null) return keyPartition(record.key, count)
+    const next = roundRobin.get(record.topic) ?? 0
+    roundRobin.set(record.topic, next + 1)
+    return next % count
+  })
+}
+
+/** What the client's `addOffset` reads from a consumed message: topic, partition, offset, group. */
+const offsetMessage = (groupId: string, coordinatorId: number, topic: string, partition: number, next: string) =>
+  ({
+    topic,
+    partition,
+    // The client commits `offset + 1`; the port gives the next offset to read.
+    offset: BigInt(next) - 1n,
+    metadata: { consumer: { groupId, coordinatorId, generationId: -1, memberId: "" } }
+  }) as unknown as Message<Buffer, Buffer, Buffer, Buffer>
+
+const groupCoordinator = async (admin: Admin, groupId: string): Promise<number> => {
+  const [found] = await admin.findCoordinator({ keyType: FindCoordinatorKeyTypes.GROUP, keys: [groupId] })
+  if (found === undefined) throw new Error(`no coordinator for group ${groupId}`)
+  return found.nodeId
+}
+
+/** Runs one transaction to its commit; a failed one is aborted (when still open) and rethrown. */
+export const run = async (p: TxProducer, admin: Admin, request: TransactionRequest): Promise<Sent> => {
+  const partitions = await partitionsFor(p, request)
+  // -1/-1 asks for a fresh producer id (or the current one, epoch bumped). Without it the
+  // client sends 0/0, which the broker reads as "bump producer 0, epoch 0": once the
+  // transactional id has a producer, every new one (a restart, our reset) is PRODUCER_FENCED.
+  const tx = await p.beginTransaction({ producerId: -1n, producerEpoch: -1 })
+  try {
+    const sent =
+      request.records.length === 0
+        ? { offsets: [] }
+        : await tx.send({
+            messages: request.records.map((record, i) => ({
+              topic: record.topic,
+              partition: partitions[i]!,
+              key: record.key === null ? undefined : Buffer.from(record.key),
+              value: toBuffer(record.payload),
+              headers: recordHeaders(record)
+            }))
+          })
+    if (request.offsets.length > 0) {
+      const coordinatorId = await groupCoordinator(admin, request.groupId)
+      await tx.addConsumer({ groupId: request.groupId } as Consumer)
+      // One at a time: the client deduplicates concurrent calls of the same operation.
+      for (const o of request.offsets) {
+        await tx.addOffset(offsetMessage(request.groupId, coordinatorId, o.topic, o.partition, o.offset))
+      }
+    }
+    await tx.commit()
+    return { partitions, offsets: sent.offsets ?? [] }
+  } catch (error) {
+    if (!tx.completed) await tx.abort().catch(() => undefined)
+    throw error
+  }
+}
+
+/** Each record's receipt: its partition's base offset plus its place among that partition's records. */
+export const receipts = (request: TransactionRequest, result: Sent): ReadonlyArray<PublishReceipt> => {
+  const base = new Map(result.offsets.map((o) => [`${o.topic}\u0000${o.partition}`, o.offset]))
+  const next = new Map<string, bigint>()
+  return request.records.map((record, i): PublishReceipt => {
+    const slot = `${record.topic}\u0000${result.partitions[i]}`
+    const index = next.get(slot) ?? 0n
+    next.set(slot, index + 1n)
+    return {
+      topic: record.topic,
+      partition: result.partitions[i]!,
+      offset: ((base.get(slot) ?? 0n) + index).toString()
+    }
+  })
+}
