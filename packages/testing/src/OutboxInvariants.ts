@@ -83,24 +83,44 @@ const ADVANCED: ReadonlySet<Lifecycle.OutboxStatus> = new Set([
   "PUSHED_FAILURE"
 ])
 
-/**
- * Checks every invariant; returns the violations found (empty when the run was correct).
- *
- * @since 0.1.0
- * @category checking
- */
-export const check = (observation: Observation): ReadonlyArray<Violation> => {
-  const violations: Array<Violation> = []
-  const fail = (invariant: Invariant, message: string) => violations.push({ invariant, message })
+/** One event of an enqueue transaction: its key, its transaction and its place in it. */
+interface Event {
+  readonly id: EventId
+  readonly key: string | null
+  readonly tx: number
+  readonly index: number
+}
 
-  const inserted = new Set<EventId>()
-  for (const change of observation.history) if (change.from === null) inserted.add(change.id)
-  const rowsById = new Map(observation.rows.map((row) => [row.id, row] as const))
+/** Where an event first appears in the broker log. */
+interface Position {
+  readonly topic: string
+  readonly partition: number
+  readonly offset: number
+}
 
-  // Where each event first appears in the broker log.
-  const firstAt = new Map<EventId, { topic: string; partition: number; offset: number }>()
+/** What the invariants are checked against, derived once from the observation. */
+interface Facts {
+  readonly observation: Observation
+  /** Events whose insert is in the history (their transaction committed). */
+  readonly inserted: ReadonlySet<EventId>
+  readonly rowsById: ReadonlyMap<EventId, OutboxMessage>
+  readonly firstAt: ReadonlyMap<EventId, Position>
+  /** Broker records by `topic/partition/offset`. */
+  readonly byPosition: ReadonlyMap<string, ConsumerRecord>
+  readonly events: ReadonlyArray<Event>
+  readonly committed: ReadonlyArray<Event>
+  /** The committed events of each non-null key, in enqueue order. */
+  readonly byKey: ReadonlyMap<string, ReadonlyArray<Event>>
+  /** The order rule: `a` must precede `b` (same key, see the module's description). */
+  readonly mustPrecede: (a: Event, b: Event) => boolean
+}
+
+type Fail = (invariant: Invariant, message: string) => void
+
+const brokerPositions = (log: ReadonlyArray<ConsumerRecord>) => {
+  const firstAt = new Map<EventId, Position>()
   const byPosition = new Map<string, ConsumerRecord>()
-  for (const record of observation.log) {
+  for (const record of log) {
     byPosition.set(`${record.topic}/${record.partition}/${record.offset}`, record)
     const id = record.headers[EVENT_ID_HEADER] as EventId | undefined
     if (id === undefined) continue
@@ -111,14 +131,12 @@ export const check = (observation: Observation): ReadonlyArray<Violation> => {
       firstAt.set(id, { topic: record.topic, partition: record.partition, offset })
     }
   }
+  return { firstAt, byPosition }
+}
 
-  // The order rule, as "a must precede b" pairs per key.
-  interface Event {
-    readonly id: EventId
-    readonly key: string | null
-    readonly tx: number
-    readonly index: number
-  }
+const factsOf = (observation: Observation): Facts => {
+  const inserted = new Set<EventId>()
+  for (const change of observation.history) if (change.from === null) inserted.add(change.id)
   const events: Array<Event> = []
   observation.transactions.forEach((tx, t) => {
     tx.ids.forEach((id, index) => {
@@ -138,26 +156,28 @@ export const check = (observation: Observation): ReadonlyArray<Violation> => {
     list.push(event)
     byKey.set(event.key, list)
   }
+  const rowsById = new Map(observation.rows.map((row) => [row.id, row] as const))
+  return { observation, inserted, rowsById, ...brokerPositions(observation.log), events, committed, byKey, mustPrecede }
+}
 
-  // phantom
+/** `phantom`: nothing of a rolled-back transaction is stored or on the broker. */
+const checkPhantom = ({ events, inserted, rowsById, firstAt }: Facts, fail: Fail) => {
   for (const event of events) {
     if (inserted.has(event.id)) continue
     if (rowsById.has(event.id)) fail("phantom", `event ${event.id} of a rolled-back transaction is stored`)
     if (firstAt.has(event.id)) fail("phantom", `event ${event.id} of a rolled-back transaction reached the broker`)
   }
+}
 
-  // loss, receipts, failure reasons
+/** `loss`: every committed event ended published (with a receipt to its record), FAILURE, or behind a FAILURE. */
+const checkLoss = ({ observation, committed, rowsById, firstAt, byPosition }: Facts, fail: Fail) => {
   for (const event of committed) {
     const row = rowsById.get(event.id)
     if (row === undefined) {
       fail("loss", `committed event ${event.id} (key ${event.key}) has no row`)
       continue
     }
-    if (row.status === "FAILURE") {
-      if (row.lastError === null || row.lastError.trim() === "")
-        fail("failure_reason", `event ${row.id} is FAILURE without a reason`)
-      continue
-    }
+    if (row.status === "FAILURE") continue
     const behindFailure =
       row.status === "PENDING" &&
       row.key !== null &&
@@ -187,14 +207,25 @@ export const check = (observation: Observation): ReadonlyArray<Violation> => {
       fail("loss", `event ${row.id} is ${row.status} but its receipt ${JSON.stringify(row.receipt)} is not its record`)
     }
   }
+}
+
+/** `failure_reason`: every FAILURE row (committed events first, then the other rows) has a reason. */
+const checkFailureReason = ({ observation, committed, rowsById }: Facts, fail: Fail) => {
+  const noReason = (row: OutboxMessage) => row.lastError === null || row.lastError.trim() === ""
+  for (const event of committed) {
+    const row = rowsById.get(event.id)
+    if (row?.status === "FAILURE" && noReason(row))
+      fail("failure_reason", `event ${row.id} is FAILURE without a reason`)
+  }
   for (const row of observation.rows) {
-    if (row.status === "FAILURE" && !committed.some((event) => event.id === row.id)) {
-      if (row.lastError === null || row.lastError.trim() === "")
-        fail("failure_reason", `event ${row.id} is FAILURE without a reason`)
+    if (row.status === "FAILURE" && !committed.some((event) => event.id === row.id) && noReason(row)) {
+      fail("failure_reason", `event ${row.id} is FAILURE without a reason`)
     }
   }
+}
 
-  // order of first appearance
+/** `order`: of two events one must precede, the earlier one appears first on the broker. */
+const checkOrder = ({ byKey, mustPrecede, firstAt, rowsById }: Facts, fail: Fail) => {
   for (const [key, list] of byKey) {
     for (const a of list) {
       for (const b of list) {
@@ -221,42 +252,81 @@ export const check = (observation: Observation): ReadonlyArray<Violation> => {
       }
     }
   }
+}
 
-  // transitions and the stored prefix, replaying the history in commit order
+/**
+ * Replays the history in commit order, calling `visit` with each change and the status its row
+ * had before it (undefined: absent).
+ */
+const replay = (
+  history: ReadonlyArray<StatusChange>,
+  visit: (
+    change: StatusChange,
+    current: Lifecycle.OutboxStatus | undefined,
+    status: ReadonlyMap<EventId, Lifecycle.OutboxStatus>
+  ) => void
+) => {
   const status = new Map<EventId, Lifecycle.OutboxStatus>()
-  const eventById = new Map(committed.map((event) => [event.id, event] as const))
-  for (const change of observation.history) {
-    const current = status.get(change.id)
+  for (const change of history) {
+    visit(change, status.get(change.id), status)
+    status.set(change.id, change.to)
+  }
+}
+
+/** `transition`: every change is allowed by the lifecycle table and starts where the row was. */
+const checkTransition = ({ observation }: Facts, fail: Fail) =>
+  replay(observation.history, (change, current) => {
     if (change.from === null) {
       if (current !== undefined) fail("transition", `event ${change.id} inserted twice`)
       if (change.to !== "PENDING" && change.to !== "PREQUEUED")
         fail("transition", `event ${change.id} inserted as ${change.to}`)
-    } else {
-      if (current !== change.from) {
-        fail("transition", `event ${change.id} moved ${change.from} -> ${change.to} but was ${current ?? "absent"}`)
-      }
-      const legal =
-        Lifecycle.canTransition(change.from, change.to) ||
-        (observation.allowRequeue === true && Lifecycle.canRequeue(change.from) && change.to === "PENDING")
-      if (!legal) fail("transition", `event ${change.id} made the forbidden move ${change.from} -> ${change.to}`)
-      // The prefix is a publication fact: a consumer may legitimately run ahead of the store
-      // (it saw the record on the broker while the row still said PENDING after a lost ack).
-      if (change.to === "PUBLISHED") {
-        const event = eventById.get(change.id)
-        const earlier =
-          event === undefined || event.key === null ? [] : byKey.get(event.key)!.filter((a) => mustPrecede(a, event))
-        for (const a of earlier) {
-          const aStatus = status.get(a.id)
-          if (aStatus !== undefined && !ADVANCED.has(aStatus) && aStatus !== "FAILURE") {
-            fail(
-              "prefix",
-              `key ${event!.key}: ${change.id} became ${change.to} while the earlier ${a.id} was ${aStatus}`
-            )
-          }
-        }
+      return
+    }
+    if (current !== change.from) {
+      fail("transition", `event ${change.id} moved ${change.from} -> ${change.to} but was ${current ?? "absent"}`)
+    }
+    const legal =
+      Lifecycle.canTransition(change.from, change.to) ||
+      (observation.allowRequeue === true && Lifecycle.canRequeue(change.from) && change.to === "PENDING")
+    if (!legal) fail("transition", `event ${change.id} made the forbidden move ${change.from} -> ${change.to}`)
+  })
+
+/**
+ * `prefix`: no event becomes PUBLISHED while an earlier one of its key is still waiting. A
+ * publication fact only: a consumer may legitimately run ahead of the store (it saw the record on
+ * the broker while the row still said PENDING after a lost ack).
+ */
+const checkPrefix = ({ observation, committed, byKey, mustPrecede }: Facts, fail: Fail) => {
+  const eventById = new Map(committed.map((event) => [event.id, event] as const))
+  replay(observation.history, (change, _current, status) => {
+    if (change.from === null || change.to !== "PUBLISHED") return
+    const event = eventById.get(change.id)
+    const earlier =
+      event === undefined || event.key === null ? [] : byKey.get(event.key)!.filter((a) => mustPrecede(a, event))
+    for (const a of earlier) {
+      const aStatus = status.get(a.id)
+      if (aStatus !== undefined && !ADVANCED.has(aStatus) && aStatus !== "FAILURE") {
+        fail("prefix", `key ${event!.key}: ${change.id} became ${change.to} while the earlier ${a.id} was ${aStatus}`)
       }
     }
-    status.set(change.id, change.to)
+  })
+}
+
+/**
+ * Checks every invariant; returns the violations found (empty when the run was correct), grouped
+ * by invariant.
+ *
+ * @since 0.1.0
+ * @category checking
+ */
+export const check = (observation: Observation): ReadonlyArray<Violation> => {
+  const violations: Array<Violation> = []
+  const fail: Fail = (invariant, message) => {
+    violations.push({ invariant, message })
+  }
+  const facts = factsOf(observation)
+  for (const invariant of [checkPhantom, checkLoss, checkFailureReason, checkOrder, checkTransition, checkPrefix]) {
+    invariant(facts, fail)
   }
   return violations
 }

@@ -7,9 +7,10 @@
 import * as CompareAndSet from "@effect-outbox/core/CompareAndSet"
 import { OutboxStoreError } from "@effect-outbox/core/Errors"
 import type { OutboxStatus } from "@effect-outbox/core/Lifecycle"
-import type { OutboxMessage } from "@effect-outbox/core/OutboxMessage"
+import type { NewOutboxMessage, OutboxMessage } from "@effect-outbox/core/OutboxMessage"
 import type {
   InsertResult,
+  ListFilter,
   OutboxStats,
   OutboxStore,
   StalePage,
@@ -52,188 +53,204 @@ const stalePage = (rows: ReadonlyArray<OutboxMessage>, request: StaleRequest, no
   }
 }
 
-export const make = (engine: Engine): OutboxStore["Service"] => {
-  const { call, read, store } = engine
-  return {
-    insert: (messages) =>
-      call<InsertResult>(
-        "outbox.insert",
-        () => messages.map((m) => Store.outboxResource(m.id)),
-        (tx) => {
-          const seen = new Set<string>()
-          for (const m of messages) {
-            if (seen.has(m.id) || Store.readRow(store, tx, m.id) !== undefined) {
-              return {
-                error: new OutboxStoreError({
-                  operation: "outbox.insert",
-                  reason: `an outbox event with id ${m.id} already exists (ids are unique)`,
-                  retriable: false
-                })
-              }
-            }
-            seen.add(m.id)
-          }
-          for (const m of messages) {
-            const row: OutboxMessage = {
-              id: m.id,
-              seq: store.nextSeq++,
-              topic: m.topic,
-              key: m.key,
-              partition: m.partition,
-              headers: { ...m.headers },
-              payload: m.payload,
-              status: m.status,
-              attempts: 0,
-              availableAt: m.availableAt,
-              leaseOwner: null,
-              leaseExpiresAt: null,
-              receipt: null,
-              lastError: null,
-              createdAt: m.createdAt,
-              updatedAt: m.createdAt,
-              publishedAt: null,
-              processedAt: null
-            }
-            Store.writeRow(store, tx, row)
-            Store.recordChange(store, tx, {
-              id: m.id,
-              from: null,
-              to: m.status,
-              at: m.createdAt,
-              operation: "insert"
-            })
-          }
-          // the in-memory wake-up is the WakeUp service's: nothing is queued here
-          return { result: { wakeUpQueued: false }, touched: messages.map((m) => Store.outboxResource(m.id)) }
-        }
-      ),
+/** A new row as `insert` stores it: never attempted, no lease, updated when created. */
+const newRow = (m: NewOutboxMessage, seq: number): OutboxMessage => ({
+  id: m.id,
+  seq,
+  topic: m.topic,
+  key: m.key,
+  partition: m.partition,
+  headers: { ...m.headers },
+  payload: m.payload,
+  status: m.status,
+  attempts: 0,
+  availableAt: m.availableAt,
+  leaseOwner: null,
+  leaseExpiresAt: null,
+  receipt: null,
+  lastError: null,
+  createdAt: m.createdAt,
+  updatedAt: m.createdAt,
+  publishedAt: null,
+  processedAt: null
+})
 
-    claim: (request) =>
-      call(
-        "outbox.claim",
-        () => [],
-        (tx) => {
-          const rows = Store.visibleRows(store, tx)
-          const chosen = selectClaimable(rows, request, (row) =>
-            Store.isLockedByOther(store, tx, Store.outboxResource(row.id))
-          )
-          const result = chosen.map((row) => {
-            const next = claimed(row, request)
-            Store.writeRow(store, tx, next)
-            Store.recordChange(store, tx, {
-              id: row.id,
-              from: row.status,
-              to: next.status,
-              at: request.now,
-              operation: "claim"
-            })
-            return next
+const insert =
+  ({ call, store }: Engine): OutboxStore["Service"]["insert"] =>
+  (messages) =>
+    call<InsertResult>(
+      "outbox.insert",
+      () => messages.map((m) => Store.outboxResource(m.id)),
+      (tx) => {
+        const seen = new Set<string>()
+        for (const m of messages) {
+          if (seen.has(m.id) || Store.readRow(store, tx, m.id) !== undefined) {
+            return {
+              error: new OutboxStoreError({
+                operation: "outbox.insert",
+                reason: `an outbox event with id ${m.id} already exists (ids are unique)`,
+                retriable: false
+              })
+            }
+          }
+          seen.add(m.id)
+        }
+        for (const m of messages) {
+          Store.writeRow(store, tx, newRow(m, store.nextSeq++))
+          Store.recordChange(store, tx, {
+            id: m.id,
+            from: null,
+            to: m.status,
+            at: m.createdAt,
+            operation: "insert"
           })
-          return { result, touched: result.map((row) => Store.outboxResource(row.id)) }
         }
-      ),
+        // the in-memory wake-up is the WakeUp service's: nothing is queued here
+        return { result: { wakeUpQueued: false }, touched: messages.map((m) => Store.outboxResource(m.id)) }
+      }
+    )
 
-    transition: (requests) =>
-      call(
-        "outbox.transition",
-        () => requests.map((r) => Store.outboxResource(r.id)),
-        (tx) => {
-          const outcomes: Array<TransitionOutcome> = []
-          const touched: Array<string> = []
-          for (const request of requests) {
-            const row = Store.readRow(store, tx, request.id)
-            const { next, outcome } = CompareAndSet.decide(row, request)
-            if (next !== undefined && row !== undefined) {
-              Store.writeRow(store, tx, next)
-              touched.push(Store.outboxResource(request.id))
-              if (outcome.outcome === "applied") {
-                Store.recordChange(store, tx, {
-                  id: request.id,
-                  from: row.status,
-                  to: next.status,
-                  at: request.now,
-                  operation: "transition"
-                })
-              }
+const claim =
+  ({ call, store }: Engine): OutboxStore["Service"]["claim"] =>
+  (request) =>
+    call(
+      "outbox.claim",
+      () => [],
+      (tx) => {
+        const rows = Store.visibleRows(store, tx)
+        const chosen = selectClaimable(rows, request, (row) =>
+          Store.isLockedByOther(store, tx, Store.outboxResource(row.id))
+        )
+        const result = chosen.map((row) => {
+          const next = claimed(row, request)
+          Store.writeRow(store, tx, next)
+          Store.recordChange(store, tx, {
+            id: row.id,
+            from: row.status,
+            to: next.status,
+            at: request.now,
+            operation: "claim"
+          })
+          return next
+        })
+        return { result, touched: result.map((row) => Store.outboxResource(row.id)) }
+      }
+    )
+
+const transition =
+  ({ call, store }: Engine): OutboxStore["Service"]["transition"] =>
+  (requests) =>
+    call(
+      "outbox.transition",
+      () => requests.map((r) => Store.outboxResource(r.id)),
+      (tx) => {
+        const outcomes: Array<TransitionOutcome> = []
+        const touched: Array<string> = []
+        for (const request of requests) {
+          const row = Store.readRow(store, tx, request.id)
+          const { next, outcome } = CompareAndSet.decide(row, request)
+          if (next !== undefined && row !== undefined) {
+            Store.writeRow(store, tx, next)
+            touched.push(Store.outboxResource(request.id))
+            if (outcome.outcome === "applied") {
+              Store.recordChange(store, tx, {
+                id: request.id,
+                from: row.status,
+                to: next.status,
+                at: request.now,
+                operation: "transition"
+              })
             }
-            outcomes.push(outcome)
           }
-          return { result: outcomes, touched }
+          outcomes.push(outcome)
         }
-      ),
+        return { result: outcomes, touched }
+      }
+    )
 
+const acquireRecoveryLease =
+  ({ store }: Engine): OutboxStore["Service"]["acquireRecoveryLease"] =>
+  ({ owner, ttlMillis }) =>
+    Effect.map(Clock.currentTimeMillis, (now) => {
+      const held = store.recoveryLease
+      if (held !== undefined && held.owner !== owner && held.expiresAt > now) {
+        return { acquired: false, owner: held.owner, expiresAt: held.expiresAt }
+      }
+      store.recoveryLease = { owner, expiresAt: now + ttlMillis }
+      return { acquired: true, owner, expiresAt: now + ttlMillis }
+    })
+
+/** The rows `list` returns: see `ListFilter`. */
+const listed = (rows: ReadonlyArray<OutboxMessage>, filter: ListFilter): ReadonlyArray<OutboxMessage> =>
+  rows
+    .filter(
+      (row) =>
+        (filter.statuses === undefined || filter.statuses.includes(row.status)) &&
+        (filter.topic === undefined || row.topic === filter.topic) &&
+        (filter.ids === undefined || filter.ids.includes(row.id)) &&
+        (filter.createdBefore === undefined || row.createdAt < filter.createdBefore) &&
+        (filter.updatedBefore === undefined || row.updatedAt < filter.updatedBefore) &&
+        (filter.afterSeq === undefined || row.seq > filter.afterSeq)
+    )
+    .slice(0, Math.max(0, filter.limit))
+
+/** What `stats` reports over the visible rows at `now`. */
+const statsOf = (rows: ReadonlyArray<OutboxMessage>, now: number): OutboxStats => {
+  const byStatus: { [S in OutboxStatus]?: number } = {}
+  let oldestPendingCreatedAt: number | null = null
+  let staleLeases = 0
+  const failedKeys = new Set<string>()
+  for (const row of rows) {
+    if (row.status === "FAILURE" && row.key !== null) failedKeys.add(row.key)
+    byStatus[row.status] = (byStatus[row.status] ?? 0) + 1
+    if (row.status === "PENDING") {
+      oldestPendingCreatedAt =
+        oldestPendingCreatedAt === null ? row.createdAt : Math.min(oldestPendingCreatedAt, row.createdAt)
+    }
+    if (row.status === "DISPATCHING" && row.leaseExpiresAt !== null && row.leaseExpiresAt < now) staleLeases++
+  }
+  return { byStatus, oldestPendingCreatedAt, staleLeases, blockedKeys: failedKeys.size }
+}
+
+const purge =
+  ({ call, store }: Engine): OutboxStore["Service"]["purge"] =>
+  (request) =>
+    call(
+      "outbox.purge",
+      () => [],
+      (tx) => {
+        const doomed = Store.visibleRows(store, tx)
+          .filter(
+            (row) =>
+              request.statuses.includes(row.status) &&
+              row.updatedAt < request.olderThan &&
+              !Store.isLockedByOther(store, tx, Store.outboxResource(row.id))
+          )
+          .slice(0, Math.max(0, request.limit))
+        for (const row of doomed) Store.deleteRow(store, tx, row.id)
+        return { result: doomed.length, touched: doomed.map((row) => Store.outboxResource(row.id)) }
+      }
+    )
+
+export const make = (engine: Engine): OutboxStore["Service"] => {
+  const { read, store } = engine
+  return {
+    insert: insert(engine),
+    claim: claim(engine),
+    transition: transition(engine),
     // The memory store's clock is the Effect `Clock` (the `TestClock` in tests).
     findStale: (request) =>
       Effect.flatMap(request.now === undefined ? Clock.currentTimeMillis : Effect.succeed(request.now), (now) =>
         read("outbox.findStale", (tx) => stalePage(Store.visibleRows(store, tx), request, now))
       ),
-
-    acquireRecoveryLease: ({ owner, ttlMillis }) =>
-      Effect.map(Clock.currentTimeMillis, (now) => {
-        const held = store.recoveryLease
-        if (held !== undefined && held.owner !== owner && held.expiresAt > now) {
-          return { acquired: false, owner: held.owner, expiresAt: held.expiresAt }
-        }
-        store.recoveryLease = { owner, expiresAt: now + ttlMillis }
-        return { acquired: true, owner, expiresAt: now + ttlMillis }
-      }),
-
+    acquireRecoveryLease: acquireRecoveryLease(engine),
     releaseRecoveryLease: (owner) =>
       Effect.sync(() => {
         if (store.recoveryLease?.owner === owner) store.recoveryLease = undefined
       }),
-
     get: (id) => read("outbox.get", (tx) => Option.fromUndefinedOr(Store.readRow(store, tx, id))),
-
-    list: (filter) =>
-      read("outbox.list", (tx) =>
-        Store.visibleRows(store, tx)
-          .filter(
-            (row) =>
-              (filter.statuses === undefined || filter.statuses.includes(row.status)) &&
-              (filter.topic === undefined || row.topic === filter.topic) &&
-              (filter.ids === undefined || filter.ids.includes(row.id)) &&
-              (filter.createdBefore === undefined || row.createdAt < filter.createdBefore) &&
-              (filter.updatedBefore === undefined || row.updatedAt < filter.updatedBefore) &&
-              (filter.afterSeq === undefined || row.seq > filter.afterSeq)
-          )
-          .slice(0, Math.max(0, filter.limit))
-      ),
-
-    stats: (now) =>
-      read("outbox.stats", (tx): OutboxStats => {
-        const byStatus: { [S in OutboxStatus]?: number } = {}
-        let oldestPendingCreatedAt: number | null = null
-        let staleLeases = 0
-        const failedKeys = new Set<string>()
-        for (const row of Store.visibleRows(store, tx)) {
-          if (row.status === "FAILURE" && row.key !== null) failedKeys.add(row.key)
-          byStatus[row.status] = (byStatus[row.status] ?? 0) + 1
-          if (row.status === "PENDING") {
-            oldestPendingCreatedAt =
-              oldestPendingCreatedAt === null ? row.createdAt : Math.min(oldestPendingCreatedAt, row.createdAt)
-          }
-          if (row.status === "DISPATCHING" && row.leaseExpiresAt !== null && row.leaseExpiresAt < now) staleLeases++
-        }
-        return { byStatus, oldestPendingCreatedAt, staleLeases, blockedKeys: failedKeys.size }
-      }),
-
-    purge: (request) =>
-      call(
-        "outbox.purge",
-        () => [],
-        (tx) => {
-          const doomed = Store.visibleRows(store, tx)
-            .filter(
-              (row) =>
-                request.statuses.includes(row.status) &&
-                row.updatedAt < request.olderThan &&
-                !Store.isLockedByOther(store, tx, Store.outboxResource(row.id))
-            )
-            .slice(0, Math.max(0, request.limit))
-          for (const row of doomed) Store.deleteRow(store, tx, row.id)
-          return { result: doomed.length, touched: doomed.map((row) => Store.outboxResource(row.id)) }
-        }
-      )
+    list: (filter) => read("outbox.list", (tx) => listed(Store.visibleRows(store, tx), filter)),
+    stats: (now) => read("outbox.stats", (tx) => statsOf(Store.visibleRows(store, tx), now)),
+    purge: purge(engine)
   }
 }
