@@ -23,15 +23,16 @@ const arg = (name: string, fallback: number) => {
 }
 const backlog = arg("backlog", 20_000)
 const batch = arg("batch", 100)
+const perTx = arg("per-tx", 1000)
 const logicalUrl = process.env.LOGICAL_DATABASE_URL ?? "postgres://postgres@127.0.0.1:55433/postgres"
 const slot = Env.uniqueName("bench_cost").toLowerCase()
 const client = PgClient.layer({ url: Redacted.make(logicalUrl), maxConnections: 4 })
 const runtime = ManagedRuntime.make(PgLogOutbox.layer({ slot }).pipe(Layer.provideMerge(client)))
 
 const program = Effect.gen(function* () {
-  for (let i = 0; i < backlog; i += 1000) {
+  for (let i = 0; i < backlog; i += perTx) {
     yield* Outbox.enqueue(
-      Array.from({ length: Math.min(1000, backlog - i) }, (_, j) => ({
+      Array.from({ length: Math.min(perTx, backlog - i) }, (_, j) => ({
         topic: "t",
         key: Env.keyOf(i + j),
         payload: Env.payload(i + j)
@@ -44,6 +45,7 @@ const program = Effect.gen(function* () {
   let confirm = 0
   let events = 0
   let windows = 0
+  const perWindow: Array<number> = []
   const started = performance.now()
   while (events < backlog) {
     const t0 = performance.now()
@@ -52,13 +54,23 @@ const program = Effect.gen(function* () {
     if (window.upTo !== null) yield* lease.confirm(window.upTo)
     const t2 = performance.now()
     read += t1 - t0
+    perWindow.push(Math.round(t1 - t0))
     confirm += t2 - t1
     events += window.entries.length
     windows++
   }
   const total = performance.now() - started
   console.log(
-    JSON.stringify({ backlog, batch, windows, totalMs: Math.round(total), readMs: Math.round(read), confirmMs: Math.round(confirm), eventsPerSec: Math.round(events / (total / 1000)) })
+    JSON.stringify({
+      backlog,
+      batch,
+      windows,
+      totalMs: Math.round(total),
+      readMs: Math.round(read),
+      confirmMs: Math.round(confirm),
+      eventsPerSec: Math.round(events / (total / 1000)),
+      readMsPerWindow: perWindow
+    })
   )
 }).pipe(Effect.scoped, Effect.ensuring(Effect.ignore(PgLogSource.dropSlot({ slot }))))
 

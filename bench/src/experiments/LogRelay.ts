@@ -117,7 +117,9 @@ const main = async () => {
       for (const which of order) {
         const ms = which === "raw" ? await rawRun(admin, producer) : await logRun(admin, which)
         runs[which]!.push(backlog / (ms / 1000))
-        console.error(`rep ${rep} ${which}: ${Math.round(backlog / (ms / 1000))} msg/s (load ${loadavg()[0]!.toFixed(1)})`)
+        console.error(
+          `rep ${rep} ${which}: ${Math.round(backlog / (ms / 1000))} msg/s (load ${loadavg()[0]!.toFixed(1)})`
+        )
       }
     }
   } finally {

@@ -156,7 +156,14 @@ const vacuum = async () => {
     }
   }
   await admin.disconnect()
-  return { backlog, perTx, free: median(runs.free), held: median(runs.held), ratio: median(runs.held) / median(runs.free), runs }
+  return {
+    backlog,
+    perTx,
+    free: median(runs.free),
+    held: median(runs.held),
+    ratio: median(runs.held) / median(runs.free),
+    runs
+  }
 }
 
 const write = async () => {
@@ -180,7 +187,8 @@ const write = async () => {
       yield* transactor.withTransaction(
         Effect.gen(function* () {
           yield* sql`INSERT INTO ${sql(table)} (id, user_id, amount) VALUES (${Env.newEventId()}, ${Env.keyOf(i)}, ${i % 997})`
-          if (withEvent) yield* Outbox.enqueue({ topic: "bench-logw-unpublished", key: Env.keyOf(i), payload: Env.payload(i) })
+          if (withEvent)
+            yield* Outbox.enqueue({ topic: "bench-logw-unpublished", key: Env.keyOf(i), payload: Env.payload(i) })
         })
       )
     })
@@ -200,11 +208,14 @@ const write = async () => {
   const rows: Record<number, { plain: Array<number>; log: Array<number> }> = {}
   for (let rep = 0; rep < reps; rep++) {
     for (const n of clients) {
-      const row = (rows[n] ??= { plain: [], log: [] })
+      const row = rows[n] ?? { plain: [], log: [] }
+      rows[n] = row
       for (const withEvent of rep % 2 === 0 ? [false, true] : [true, false]) {
         const tps = await measure(n, withEvent)
         row[withEvent ? "log" : "plain"].push(tps)
-        console.error(`rep ${rep} ${n} clients ${withEvent ? "log enqueue" : "plain"}: ${Math.round(tps)} tx/s (load ${load()})`)
+        console.error(
+          `rep ${rep} ${n} clients ${withEvent ? "log enqueue" : "plain"}: ${Math.round(tps)} tx/s (load ${load()})`
+        )
       }
     }
   }
@@ -215,13 +226,31 @@ const write = async () => {
   return Object.fromEntries(
     Object.entries(rows).map(([n, r]) => [
       n,
-      { plain: Math.round(median(r.plain)), log: Math.round(median(r.log)), ratio: median(r.log) / median(r.plain), runs: r }
+      {
+        plain: Math.round(median(r.plain)),
+        log: Math.round(median(r.log)),
+        ratio: median(r.log) / median(r.plain),
+        runs: r
+      }
     ])
   )
 }
 
 const which = process.argv[2]
 const startLoad = loadavg().map((l) => Number(l.toFixed(1)))
-const result = which === "latency" ? await latency() : which === "vacuum" ? await vacuum() : which === "write" ? await write() : undefined
+const result =
+  which === "latency"
+    ? await latency()
+    : which === "vacuum"
+      ? await vacuum()
+      : which === "write"
+        ? await write()
+        : undefined
 if (result === undefined) throw new Error("usage: LogTargets.ts latency|vacuum|write [options]")
-console.log(JSON.stringify({ which, loadavgStart: startLoad, loadavgEnd: loadavg().map((l) => Number(l.toFixed(1))), result }, null, 2))
+console.log(
+  JSON.stringify(
+    { which, loadavgStart: startLoad, loadavgEnd: loadavg().map((l) => Number(l.toFixed(1))), result },
+    null,
+    2
+  )
+)

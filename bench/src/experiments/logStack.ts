@@ -27,7 +27,9 @@ export const make = (pgConnections = 4) => {
   const client = PgClient.layer({ url: Redacted.make(logicalUrl), maxConnections: pgConnections + 2 })
   const kafka = KafkaClient.layer({ brokers: Env.brokers, clientId: "bench-log" })
   const broker = Layer.merge(KafkaPublisher.layer(), KafkaBrokerProbe.layer()).pipe(Layer.provide(kafka))
-  const logLevel = Layer.succeed(References.MinimumLogLevel)((process.env.BENCH_LOG_LEVEL ?? "Warn") as LogLevel.LogLevel)
+  const logLevel = Layer.succeed(References.MinimumLogLevel)(
+    (process.env.BENCH_LOG_LEVEL ?? "Warn") as LogLevel.LogLevel
+  )
   const runtime = ManagedRuntime.make(
     Layer.mergeAll(PgLogOutbox.layer({ slot, outbox: { maxRecordBytes: 1_000_000 } }), broker, logLevel).pipe(
       Layer.provideMerge(client)

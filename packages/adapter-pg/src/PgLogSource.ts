@@ -120,10 +120,7 @@ const prefixAt = (data: Uint8Array, at: number, prefix: Uint8Array) => {
 }
 
 /** Parses pgoutput rows: messages with our prefix, up to the last commit. */
-const parseWindow = (
-  rows: ReadonlyArray<{ readonly lsn: string; readonly data: Uint8Array }>,
-  prefix: Uint8Array
-): LogWindow | LogSourceError => {
+const parseWindow = (rows: ReadonlyArray<LogReader.Row>, prefix: Uint8Array): LogWindow | LogSourceError => {
   let upTo: string | null = null
   const entries: Array<LogRecord.LogMessage> = []
   let pending = 0
@@ -154,9 +151,11 @@ const parseWindow = (
   return { entries, upTo }
 }
 
-const toWindow = (rows: ReadonlyArray<any>, prefix: Uint8Array) => {
+const toWindow = (rows: ReadonlyArray<LogReader.Row>, prefix: Uint8Array, maxEntries: number) => {
   const window = parseWindow(rows, prefix)
-  return window instanceof LogSourceError ? Effect.fail(window) : Effect.succeed(window)
+  return window instanceof LogSourceError
+    ? Effect.fail(window)
+    : Effect.succeed<LogWindow>({ ...window, more: rows.length >= maxEntries })
 }
 
 const makeLease = (
@@ -176,7 +175,7 @@ const makeLease = (
     const readAfter = (after: string, maxEntries: number) =>
       ahead
         ? run(reader.rowsAfter(after, maxEntries, slot)).pipe(
-            Effect.map((rows): ReadonlyArray<any> | undefined => rows),
+            Effect.map((rows): ReadonlyArray<LogReader.Row> | undefined => rows),
             Effect.catchIf(
               (error) => NO_READER.has(sqlState(error) ?? ""),
               (error) => {
@@ -187,7 +186,9 @@ const makeLease = (
               }
             ),
             Effect.mapError(logError("log.readAfter")),
-            Effect.flatMap((rows) => (rows === undefined ? Effect.succeed(undefined) : toWindow(rows, prefix))),
+            Effect.flatMap((rows) =>
+              rows === undefined ? Effect.succeed(undefined) : toWindow(rows, prefix, maxEntries)
+            ),
             Effect.withSpan("pg.log.readAfter")
           )
         : Effect.succeed(undefined)
@@ -201,7 +202,7 @@ const makeLease = (
           )
         ).pipe(
           Effect.mapError(logError("log.read")),
-          Effect.flatMap((rows) => toWindow(rows, prefix)),
+          Effect.flatMap((rows) => toWindow(rows, prefix, maxEntries)),
           Effect.withSpan("pg.log.read")
         ),
       readAfter,

@@ -16,8 +16,8 @@
  */
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Metric from "effect/Metric"
 import * as Fiber from "effect/Fiber"
+import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
 import * as Result from "effect/Result"
 import { BrokerProbe } from "./BrokerProbe.ts"
@@ -178,7 +178,7 @@ const drain = (lease: LogLease, settings: Settings) =>
 
     // Bigger windows while a backlog lasts (fewer reads), back to `batchSize` once it is drained.
     const nextSize = (window: LogWindow) => {
-      size = window.entries.length >= size ? Math.min(size * 2, maxWindow) : batchSize
+      size = (window.more ?? window.entries.length >= size) ? Math.min(size * 2, maxWindow) : batchSize
       return size
     }
     // From the confirmed position; an unsure window at the largest size (see `maxWindow`).
@@ -221,7 +221,9 @@ const drain = (lease: LogLease, settings: Settings) =>
         if (failures.length > 0) {
           yield* Metric.update(Telemetry.published, outcomes.length - failures.length)
           yield* Metric.update(Metric.withAttributes(Telemetry.publishFailed, { kind: "log" }), failures.length)
-          yield* fail(`${failures.length} of ${toSend.length} events not acknowledged (${failures[0]!.failure.message})`)
+          yield* fail(
+            `${failures.length} of ${toSend.length} events not acknowledged (${failures[0]!.failure.message})`
+          )
           return false
         }
         yield* Metric.update(Telemetry.published, toSend.length)
@@ -241,8 +243,7 @@ const drain = (lease: LogLease, settings: Settings) =>
           yield* Effect.sleep(poll)
           return yield* readConfirmed
         }
-        const ahead =
-          readAfter === undefined ? undefined : yield* Effect.forkChild(readAfter(window.upTo!, want))
+        const ahead = readAfter === undefined ? undefined : yield* Effect.forkChild(readAfter(window.upTo!, want))
         const acked = yield* publishWindow(window)
         if (!acked) {
           // Read again from the confirmed position (and probe): the read-ahead is dropped.

@@ -39,6 +39,8 @@ export class LogSourceError extends Schema.TaggedError<LogSourceError>()("LogSou
 export interface LogWindow {
   readonly entries: ReadonlyArray<LogMessage>
   readonly upTo: string | null
+  /** The read stopped at `maxEntries` log rows: more is probably committed behind it (a backlog). */
+  readonly more?: boolean | undefined
 }
 
 /**
@@ -73,7 +75,9 @@ export interface LogLease {
    * and reads from the confirmed position). Confirming stays separate: nothing read ahead is
    * confirmed by reading it.
    */
-  readonly readAfter?: ((after: string, maxEntries: number) => Effect.Effect<LogWindow | undefined, LogSourceError>) | undefined
+  readonly readAfter?:
+    | ((after: string, maxEntries: number) => Effect.Effect<LogWindow | undefined, LogSourceError>)
+    | undefined
   /** Moves the confirmed position to `upTo` of a window: its events are never read again. */
   readonly confirm: (upTo: string) => Effect.Effect<void, LogSourceError>
   readonly gauges: Effect.Effect<LogGauges, LogSourceError>

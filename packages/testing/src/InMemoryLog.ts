@@ -45,7 +45,7 @@ export const make: Effect.Effect<Log> = Effect.sync(() => {
     const entries: Array<LogMessage> = []
     let end = start
     while (end < transactions.length && entries.length < maxEntries) entries.push(...transactions[end++]!)
-    return { entries, upTo: end === start ? null : String(end) }
+    return { entries, upTo: end === start ? null : String(end), more: end < transactions.length }
   }
 
   const lease: LogLease = {

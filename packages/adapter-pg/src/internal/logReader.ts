@@ -29,6 +29,12 @@ const hash = (text: string) => {
 export const readerName = (slot: string): string =>
   slot.length <= 57 ? `${slot}_ahead` : `${slot.slice(0, 48)}_ahead_${hash(slot)}`
 
+/** One pgoutput row of `pg_logical_slot_{peek,get}_binary_changes`. */
+export interface Row {
+  readonly lsn: string
+  readonly data: Uint8Array
+}
+
 export interface Reader {
   /**
    * The raw pgoutput rows after position `after`, whole transactions up to `maxEntries` rows
@@ -38,7 +44,7 @@ export interface Reader {
     after: string,
     maxEntries: number,
     publication: string
-  ) => Effect.Effect<ReadonlyArray<{ readonly lsn: string; readonly data: Uint8Array }>, SqlError>
+  ) => Effect.Effect<ReadonlyArray<Row>, SqlError>
   readonly drop: Effect.Effect<void, SqlError>
 }
 
@@ -50,17 +56,19 @@ export const make = (exec: Exec, slot: string): Reader => {
   let at: bigint | undefined
   const drop = Effect.suspend(() => {
     at = undefined
-    return exec(`SELECT count(pg_drop_replication_slot(slot_name))::int AS n FROM pg_replication_slots WHERE slot_name = $1`, [
-      name
-    ])
+    return exec(
+      `SELECT count(pg_drop_replication_slot(slot_name))::int AS n FROM pg_replication_slots WHERE slot_name = $1`,
+      [name]
+    )
   }).pipe(Effect.asVoid)
   // A fresh copy starts at the slot's confirmed position.
   const reset = Effect.gen(function* () {
     yield* drop
     yield* exec(`SELECT (pg_copy_logical_replication_slot($1, $2, true)).lsn::text AS lsn`, [slot, name])
-    const [row] = yield* exec(`SELECT confirmed_flush_lsn::text AS lsn FROM pg_replication_slots WHERE slot_name = $1`, [
-      name
-    ])
+    const [row] = yield* exec(
+      `SELECT confirmed_flush_lsn::text AS lsn FROM pg_replication_slots WHERE slot_name = $1`,
+      [name]
+    )
     at = lsnValue(String(row?.lsn ?? "0/0"))
   })
   const rowsAfter = (after: string, maxEntries: number, publication: string) =>
@@ -78,7 +86,7 @@ export const make = (exec: Exec, slot: string): Reader => {
         [name, maxEntries, publication]
       )
       if (rows.length > 0) at = lsnValue(String(rows[rows.length - 1].lsn))
-      return rows as ReadonlyArray<{ readonly lsn: string; readonly data: Uint8Array }>
+      return rows as ReadonlyArray<Row>
     })
   return { rowsAfter, drop }
 }

@@ -24,7 +24,12 @@ export const notYetPublished = (
       entries,
       (message) =>
         probe
-          .find({ topic: message.topic, partition: message.partition, eventId: message.id, since: message.createdAt - skew })
+          .find({
+            topic: message.topic,
+            partition: message.partition,
+            eventId: message.id,
+            since: message.createdAt - skew
+          })
           .pipe(Effect.map(Option.isNone), Effect.option),
       { concurrency }
     ).pipe(
