@@ -8,8 +8,8 @@
  *     LogRelay.ts), the log relay polling every `--polls` ms, vs raw kafkajs produce at the same
  *     rate (scenario 2's sender); both timed to the broker's LogAppendTime.
  *   node bench/src/experiments/LogTargets.ts vacuum [--reps 3] [--backlog 20000] [--per-tx 10]
- *     the log relay draining a backlog with VACUUM held back (an idle transaction with an xid,
- *     opened before the backlog is written, as scenario 5) vs free.
+ *     the log relay draining a backlog with VACUUM held back (an idle REPEATABLE READ transaction
+ *     holding the xmin horizon, opened before the backlog is written) vs free.
  *   node bench/src/experiments/LogTargets.ts write [--reps 3] [--seconds 3] [--clients 1,4,16]
  *     the write path: an order-row transaction with `Outbox.enqueue` of one event through
  *     PgLogOutbox (WAL only) vs the same transaction without the event, same pool.

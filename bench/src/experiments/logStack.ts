@@ -61,8 +61,10 @@ export const enqueue = (topic: string, from: number, n: number) =>
 export const interrupt = <A, E>(fiber: Fiber.Fiber<A, E>) => Effect.asVoid(Fiber.interrupt(fiber))
 
 /**
- * Holds back the xmin horizon (and the slot's restart point): a transaction with an xid stays
- * open on its own connection until the returned function is called (scenario 5's holder).
+ * Holds back the xmin horizon: a REPEATABLE READ transaction with a snapshot stays open on its
+ * own connection until the returned function is called. Unlike scenario 5's holder it takes no
+ * xid: on a cluster shared with other tests, an open xid makes every `CREATE_REPLICATION_SLOT`
+ * wait for it (a new slot needs a consistent point), which would stall their tests.
  */
 export const holdBackVacuum = async (stack: Stack): Promise<() => Promise<void>> => {
   let release: () => void = () => undefined
@@ -78,7 +80,8 @@ export const holdBackVacuum = async (stack: Stack): Promise<() => Promise<void>>
       const sql = yield* SqlClient.SqlClient
       yield* sql.withTransaction(
         Effect.gen(function* () {
-          yield* sql`SELECT txid_current()`
+          yield* sql`SET TRANSACTION ISOLATION LEVEL REPEATABLE READ`
+          yield* sql`SELECT count(*) FROM pg_class`
           started()
           yield* Effect.promise(() => released)
         })

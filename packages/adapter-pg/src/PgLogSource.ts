@@ -320,8 +320,14 @@ export const layerWriter = (options: Options = {}): Layer.Layer<LogWriter, LogSo
       return LogWriter.of({
         emit: (messages) => {
           if (messages.length === 0) return Effect.void
-          const contents = Result.getOrThrow(PgTypes.array(messages.map(LogRecord.encode), PgTypes.OID.bytea))
-          return sql`SELECT count(pg_logical_emit_message(true, ${prefix}, c)) AS n FROM unnest(${contents}::bytea[]) AS c`.pipe(
+          // The common case, one event per transaction: a plain call, no array to encode and unnest.
+          const statement =
+            messages.length === 1
+              ? sql`SELECT pg_logical_emit_message(true, ${prefix}, ${LogRecord.encode(messages[0]!)}::bytea) IS NOT NULL AS n`
+              : sql`SELECT count(pg_logical_emit_message(true, ${prefix}, c)) AS n FROM unnest(${Result.getOrThrow(
+                  PgTypes.array(messages.map(LogRecord.encode), PgTypes.OID.bytea)
+                )}::bytea[]) AS c`
+          return statement.pipe(
             Effect.asVoid,
             Effect.mapError(fromSqlError("log.emit")),
             Effect.withSpan("pg.log.emit")
