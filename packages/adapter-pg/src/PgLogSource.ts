@@ -84,15 +84,21 @@ const logError =
 type Exec = LogReader.Exec
 
 // The publication stays empty: pgoutput then sends only the logical messages.
-// The slot first: on a server without wal_level = logical it fails and leaves nothing behind.
+// The publication before the slot: pgoutput looks the publication up in the catalog as of each
+// decoded change, so a table change committed after the slot but before the publication (any
+// table of the database) would fail every read of the slot with "publication does not exist",
+// for good. On a server without wal_level = logical the first statement fails and creates nothing.
 const ensureSql = (slot: string) => [
-  `SELECT (pg_create_logical_replication_slot('${slot}', 'pgoutput')).lsn::text AS lsn
-     WHERE NOT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = '${slot}')`,
   `DO $$ BEGIN
+     IF current_setting('wal_level') <> 'logical' THEN
+       RAISE EXCEPTION 'logical decoding requires wal_level >= logical' USING ERRCODE = '55000';
+     END IF;
      IF NOT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = '${slot}') THEN
        CREATE PUBLICATION ${slot};
      END IF;
-   END $$`
+   END $$`,
+  `SELECT (pg_create_logical_replication_slot('${slot}', 'pgoutput')).lsn::text AS lsn
+     WHERE NOT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = '${slot}')`
 ]
 
 // Two processes may create at once: "already exists" (42710) means the other one won.
