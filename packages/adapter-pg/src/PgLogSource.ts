@@ -41,7 +41,11 @@ import * as LogReader from "./internal/logReader.ts"
 export interface Options {
   /** The replication slot (one per outbox), also the publication's name. Default `effect_outbox_log`. */
   readonly slot?: string | undefined
-  /** The logical message prefix events are written under. Default `effect-outbox`. */
+  /**
+   * The logical message prefix events are written under. Default `effect-outbox/<slot>`. Logical
+   * messages are database-wide: every slot of the database decodes every message, so two outboxes
+   * in one database must not share a prefix, or each relay publishes the other's events too.
+   */
   readonly prefix?: string | undefined
   /**
    * Let the relay read the next window before the current one is confirmed, through a
@@ -58,7 +62,7 @@ const SLOT = /^[a-z0-9_]{1,63}$/
 const resolve = (options: Options) => {
   const slot = options.slot ?? "effect_outbox_log"
   return SLOT.test(slot)
-    ? Effect.succeed({ slot, prefix: options.prefix ?? "effect-outbox" })
+    ? Effect.succeed({ slot, prefix: options.prefix ?? `effect-outbox/${slot}` })
     : Effect.fail(
         new LogSourceError({
           operation: "log.options",
