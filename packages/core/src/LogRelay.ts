@@ -137,36 +137,60 @@ export const run = (settings: Settings = {}): Effect.Effect<never, never, LogSou
     return yield* Effect.forever(Effect.andThen(attempt, Effect.sleep(leaseRetry)))
   })
 
+const millis = (input: Duration.Input) => Duration.toMillis(Duration.fromInputUnsafe(input))
+
+const resolve = (settings: Settings) => {
+  const batchSize = settings.batchSize ?? 500
+  return {
+    batchSize,
+    maxWindow: Math.max(batchSize, settings.maxWindow ?? batchSize * 8),
+    poll: Duration.fromInputUnsafe(settings.pollInterval ?? "50 millis"),
+    firstBackoff: millis(settings.backoff ?? "200 millis"),
+    maxBackoff: millis(settings.maxBackoff ?? "10 seconds"),
+    gaugeEvery: millis(settings.gaugeInterval ?? "5 seconds"),
+    skew: millis(settings.probeSkew ?? "60 seconds"),
+    probeConcurrency: settings.probeConcurrency ?? 8,
+    maxProbeFailures: settings.maxProbeFailures ?? 5
+  }
+}
+
+/** The slot gauges, sampled at most every `gaugeEvery` ms. */
+const gaugeSampler = (lease: LogLease, gaugeEvery: number) => {
+  let gaugedAt = 0
+  return Effect.gen(function* () {
+    const now = Date.now()
+    if (now - gaugedAt < gaugeEvery) return
+    gaugedAt = now
+    const gauges = yield* lease.gauges
+    yield* Metric.update(slotLag, gauges.lagBytes)
+    yield* Metric.update(retainedWal, gauges.retainedBytes)
+  })
+}
+
 const drain = (lease: LogLease, settings: Settings) =>
   Effect.gen(function* () {
     const publisher = yield* Publisher
     const probe = yield* BrokerProbe
-    const batchSize = settings.batchSize ?? 500
-    const maxWindow = Math.max(batchSize, settings.maxWindow ?? batchSize * 8)
-    const poll = Duration.fromInputUnsafe(settings.pollInterval ?? "50 millis")
-    const firstBackoff = Duration.toMillis(Duration.fromInputUnsafe(settings.backoff ?? "200 millis"))
-    const maxBackoff = Duration.toMillis(Duration.fromInputUnsafe(settings.maxBackoff ?? "10 seconds"))
-    const gaugeEvery = Duration.toMillis(Duration.fromInputUnsafe(settings.gaugeInterval ?? "5 seconds"))
-    const skew = Duration.toMillis(Duration.fromInputUnsafe(settings.probeSkew ?? "60 seconds"))
-    const probeConcurrency = settings.probeConcurrency ?? 8
-    const maxProbeFailures = settings.maxProbeFailures ?? 5
+    const {
+      batchSize,
+      firstBackoff,
+      gaugeEvery,
+      maxBackoff,
+      maxProbeFailures,
+      maxWindow,
+      poll,
+      probeConcurrency,
+      skew
+    } = resolve(settings)
     const readAfter = settings.readAhead === false ? undefined : lease.readAfter
     let probeFailures = 0
 
     // A previous holder may have published this window without confirming it.
     let unsure = true
     let backoff = firstBackoff
-    let gaugedAt = 0
     let size = batchSize
 
-    const sampleGauges = Effect.gen(function* () {
-      const now = Date.now()
-      if (now - gaugedAt < gaugeEvery) return
-      gaugedAt = now
-      const gauges = yield* lease.gauges
-      yield* Metric.update(slotLag, gauges.lagBytes)
-      yield* Metric.update(retainedWal, gauges.retainedBytes)
-    })
+    const sampleGauges = gaugeSampler(lease, gaugeEvery)
 
     const fail = (reason: string) =>
       Effect.gen(function* () {
