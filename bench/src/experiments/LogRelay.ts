@@ -5,9 +5,16 @@
  * order alternates per repetition). Needs a wal_level=logical PostgreSQL at LOGICAL_DATABASE_URL
  * (`scripts/services pg-private up`, see docs/log-relay.md) and Kafka at KAFKA_BROKERS.
  *
- *   node bench/src/experiments/LogRelay.ts [--reps 3] [--backlog 20000] [--batch 500]
+ *   node bench/src/experiments/LogRelay.ts [--reps 3] [--backlog 20000] [--batch 500] [--per-tx 1000]
+ *     [--variants ahead,serial]
+ *
+ * `--per-tx`: events per writing transaction (a window is whole transactions, so 1000 per
+ * transaction makes every window 1000 events whatever `--batch` says). `--variants`: `ahead` is
+ * the default relay (reads the next window while the current one is published), `serial` the
+ * same with `readAhead: false` (read, publish, confirm, one after the other).
  */
 
+import { loadavg } from "node:os"
 import { PgClient } from "@effect/sql-pg"
 import * as KafkaBrokerProbe from "@effect-outbox/adapter-kafka/KafkaBrokerProbe"
 import * as KafkaClient from "@effect-outbox/adapter-kafka/KafkaClient"
@@ -34,6 +41,9 @@ const arg = (name: string, fallback: number) => {
 const reps = arg("reps", 3)
 const backlog = arg("backlog", 20_000)
 const batchSize = arg("batch", 500)
+const perTx = arg("per-tx", 1000)
+const variantsArg = process.argv.indexOf("--variants")
+const variants = variantsArg === -1 ? ["ahead"] : process.argv[variantsArg + 1]!.split(",")
 const logicalUrl = process.env.LOGICAL_DATABASE_URL ?? "postgres://postgres@127.0.0.1:55433/postgres"
 
 const stackFor = (slot: string) => {
@@ -50,7 +60,7 @@ const stackFor = (slot: string) => {
   )
 }
 
-const logRun = async (admin: import("kafkajs").Admin): Promise<number> => {
+const logRun = async (admin: import("kafkajs").Admin, variant: string): Promise<number> => {
   const slot = Env.uniqueName("bench_log").toLowerCase()
   const topic = Env.uniqueName("bench-log")
   await Env.createTopic(admin, topic)
@@ -58,9 +68,9 @@ const logRun = async (admin: import("kafkajs").Admin): Promise<number> => {
   try {
     await runtime.runPromise(
       Effect.gen(function* () {
-        for (let i = 0; i < backlog; i += 1000) {
+        for (let i = 0; i < backlog; i += perTx) {
           yield* Outbox.enqueue(
-            Array.from({ length: Math.min(1000, backlog - i) }, (_, j) => ({
+            Array.from({ length: Math.min(perTx, backlog - i) }, (_, j) => ({
               topic,
               key: Env.keyOf(i + j),
               payload: Env.payload(i + j)
@@ -71,7 +81,7 @@ const logRun = async (admin: import("kafkajs").Admin): Promise<number> => {
     )
     await Env.sleep(500) // every commit flushed and readable before the clock starts
     const started = performance.now()
-    const relay = runtime.runFork(LogRelay.run({ batchSize }))
+    const relay = runtime.runFork(LogRelay.run({ batchSize, readAhead: variant !== "serial" }))
     while ((await Env.topicRecords(admin, topic)) < backlog) await Env.sleep(20)
     const elapsed = performance.now() - started
     await runtime.runPromise(Fiber.interrupt(relay))
@@ -98,15 +108,18 @@ const main = async () => {
   const producer = Env.rawProducer(k)
   await admin.connect()
   await producer.connect()
-  const log: Array<number> = []
-  const raw: Array<number> = []
+  const runs: Record<string, Array<number>> = { raw: [], ...Object.fromEntries(variants.map((v) => [v, []])) }
   try {
     for (let rep = 0; rep < reps; rep++) {
-      const order = rep % 2 === 0 ? ["log", "raw"] : ["raw", "log"]
+      const sides = ["raw", ...variants]
+      // Rotate who goes first, so a slow minute does not always hit the same side.
+      const order = sides.map((_, i) => sides[(i + rep) % sides.length]!)
       for (const which of order) {
-        const ms = which === "log" ? await logRun(admin) : await rawRun(admin, producer)
-        ;(which === "log" ? log : raw).push(backlog / (ms / 1000))
-        console.error(`rep ${rep} ${which}: ${Math.round(backlog / (ms / 1000))} msg/s`)
+        const ms = which === "raw" ? await rawRun(admin, producer) : await logRun(admin, which)
+        runs[which]!.push(backlog / (ms / 1000))
+        console.error(
+          `rep ${rep} ${which}: ${Math.round(backlog / (ms / 1000))} msg/s (load ${loadavg()[0]!.toFixed(1)})`
+        )
       }
     }
   } finally {
@@ -116,12 +129,13 @@ const main = async () => {
   }
   const result = {
     backlog,
+    perTx,
     logBatch: batchSize,
     rawBatch: 100,
-    logRelayMsgPerSec: Math.round(median(log)),
-    rawSendBatchMsgPerSec: Math.round(median(raw)),
-    ratio: Number((median(log) / median(raw)).toFixed(2)),
-    runs: { log: log.map(Math.round), raw: raw.map(Math.round) }
+    loadavg: loadavg().map((l) => Number(l.toFixed(1))),
+    msgPerSec: Object.fromEntries(Object.entries(runs).map(([k, v]) => [k, Math.round(median(v))])),
+    ratioToRaw: Object.fromEntries(variants.map((v) => [v, Number((median(runs[v]!) / median(runs.raw!)).toFixed(2))])),
+    runs: Object.fromEntries(Object.entries(runs).map(([k, v]) => [k, v.map(Math.round)]))
   }
   console.log(JSON.stringify(result, null, 2))
 }

@@ -26,10 +26,13 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Result from "effect/Result"
+import type * as Scope from "effect/Scope"
+import * as Semaphore from "effect/Semaphore"
 import * as SqlClient from "effect/sql/SqlClient"
 import type * as SqlConnection from "effect/sql/SqlConnection"
 import type { SqlError } from "effect/sql/SqlError"
 import { fromSqlError, sqlState } from "./internal/errors.ts"
+import * as LogReader from "./internal/logReader.ts"
 
 /**
  * @since 0.3.0
@@ -38,8 +41,18 @@ import { fromSqlError, sqlState } from "./internal/errors.ts"
 export interface Options {
   /** The replication slot (one per outbox), also the publication's name. Default `effect_outbox_log`. */
   readonly slot?: string | undefined
-  /** The logical message prefix events are written under. Default `effect-outbox`. */
+  /**
+   * The logical message prefix events are written under. Default `effect-outbox/<slot>`. Logical
+   * messages are database-wide: every slot of the database decodes every message, so two outboxes
+   * in one database must not share a prefix, or each relay publishes the other's events too.
+   */
   readonly prefix?: string | undefined
+  /**
+   * Let the relay read the next window before the current one is confirmed, through a
+   * temporary copy of the slot (`<slot>_ahead`, one more replication slot while a relay holds
+   * the lease). Default true; without a free slot the lease reads one window at a time.
+   */
+  readonly readAhead?: boolean | undefined
 }
 
 const SLOT = /^[a-z0-9_]{1,63}$/
@@ -49,7 +62,7 @@ const SLOT = /^[a-z0-9_]{1,63}$/
 const resolve = (options: Options) => {
   const slot = options.slot ?? "effect_outbox_log"
   return SLOT.test(slot)
-    ? Effect.succeed({ slot, prefix: options.prefix ?? "effect-outbox" })
+    ? Effect.succeed({ slot, prefix: options.prefix ?? `effect-outbox/${slot}` })
     : Effect.fail(
         new LogSourceError({
           operation: "log.options",
@@ -72,18 +85,24 @@ const logError =
     return new LogSourceError({ operation, reason, retriable: state !== "55000" && state !== "42501" })
   }
 
-type Exec = (text: string, params: ReadonlyArray<unknown>) => Effect.Effect<ReadonlyArray<any>, SqlError>
+type Exec = LogReader.Exec
 
 // The publication stays empty: pgoutput then sends only the logical messages.
-// The slot first: on a server without wal_level = logical it fails and leaves nothing behind.
+// The publication before the slot: pgoutput looks the publication up in the catalog as of each
+// decoded change, so a table change committed after the slot but before the publication (any
+// table of the database) would fail every read of the slot with "publication does not exist",
+// for good. On a server without wal_level = logical the first statement fails and creates nothing.
 const ensureSql = (slot: string) => [
-  `SELECT (pg_create_logical_replication_slot('${slot}', 'pgoutput')).lsn::text AS lsn
-     WHERE NOT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = '${slot}')`,
   `DO $$ BEGIN
+     IF current_setting('wal_level') <> 'logical' THEN
+       RAISE EXCEPTION 'logical decoding requires wal_level >= logical' USING ERRCODE = '55000';
+     END IF;
      IF NOT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = '${slot}') THEN
        CREATE PUBLICATION ${slot};
      END IF;
-   END $$`
+   END $$`,
+  `SELECT (pg_create_logical_replication_slot('${slot}', 'pgoutput')).lsn::text AS lsn
+     WHERE NOT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = '${slot}')`
 ]
 
 // Two processes may create at once: "already exists" (42710) means the other one won.
@@ -100,29 +119,32 @@ const ensure = (exec: Exec, slot: string) =>
     { discard: true }
   )
 
+const TAG_COMMIT = 0x43 // 'C'
+const TAG_MESSAGE = 0x4d // 'M'
+
+/** Whether `data` holds `prefix` (NUL-terminated) at `at`. */
+const prefixAt = (data: Uint8Array, at: number, prefix: Uint8Array) => {
+  if (data[at + prefix.length] !== 0) return false
+  for (let i = 0; i < prefix.length; i++) if (data[at + i] !== prefix[i]) return false
+  return true
+}
+
 /** Parses pgoutput rows: messages with our prefix, up to the last commit. */
-const parseWindow = (
-  rows: ReadonlyArray<{ readonly lsn: string; readonly data: Uint8Array }>,
-  prefix: string
-): LogWindow | LogSourceError => {
+const parseWindow = (rows: ReadonlyArray<LogReader.Row>, prefix: Uint8Array): LogWindow | LogSourceError => {
   let upTo: string | null = null
   const entries: Array<LogRecord.LogMessage> = []
-  let pending: Array<LogRecord.LogMessage> = []
-  const decoder = new TextDecoder()
+  let pending = 0
   for (const row of rows) {
     const data = row.data
-    const tag = String.fromCharCode(data[0]!)
-    if (tag === "C") {
-      entries.push(...pending)
-      pending = []
+    const tag = data[0]
+    if (tag === TAG_COMMIT) {
+      pending = entries.length
       upTo = row.lsn
-    } else if (tag === "M") {
+    } else if (tag === TAG_MESSAGE) {
       // 'M', flags Int8, lsn Int64, prefix (NUL-terminated), length Int32, content
-      const end = data.indexOf(0, 10)
-      const messagePrefix = decoder.decode(data.subarray(10, end))
-      if (messagePrefix !== prefix) continue
-      const view = new DataView(data.buffer, data.byteOffset, data.byteLength)
-      const length = view.getInt32(end + 1)
+      if (!prefixAt(data, 10, prefix)) continue
+      const end = 10 + prefix.length
+      const length = ((data[end + 1]! << 24) | (data[end + 2]! << 16) | (data[end + 3]! << 8) | data[end + 4]!) >>> 0
       const decoded = LogRecord.decode(data.subarray(end + 5, end + 5 + length))
       if (decoded instanceof LogRecord.LogRecordError) {
         return new LogSourceError({
@@ -131,46 +153,97 @@ const parseWindow = (
           retriable: false
         })
       }
-      pending.push(decoded)
+      entries.push(decoded)
     }
   }
+  // Events after the last commit (none with upto_nchanges, which stops after a commit) are dropped.
+  entries.length = pending
   return { entries, upTo }
 }
 
-const makeLease = (exec: Exec, slot: string, prefix: string): LogLease => ({
-  read: (maxEntries) =>
-    exec(
-      `SELECT lsn::text AS lsn, data FROM pg_logical_slot_peek_binary_changes($1::name, NULL, $2::int4,
-         'proto_version', '1', 'publication_names', $3::text, 'messages', 'true')`,
-      [slot, maxEntries, slot]
-    ).pipe(
-      Effect.mapError(logError("log.read")),
-      Effect.flatMap((rows) => {
-        const window = parseWindow(rows, prefix)
-        return window instanceof LogSourceError ? Effect.fail(window) : Effect.succeed(window)
-      }),
-      Effect.withSpan("pg.log.read")
-    ),
-  confirm: (upTo) =>
-    exec(`SELECT (pg_replication_slot_advance($1, $2::pg_lsn)).end_lsn::text AS lsn`, [slot, upTo]).pipe(
-      Effect.mapError(logError("log.confirm")),
-      Effect.asVoid,
-      Effect.withSpan("pg.log.confirm")
-    ),
-  gauges: exec(
-    `SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), confirmed_flush_lsn)::float8 AS lag,
-            pg_wal_lsn_diff(pg_current_wal_insert_lsn(), restart_lsn)::float8 AS retained
-       FROM pg_replication_slots WHERE slot_name = $1`,
-    [slot]
-  ).pipe(
-    Effect.mapError(logError("log.gauges")),
-    Effect.flatMap((rows) =>
-      rows.length === 0
-        ? Effect.fail(new LogSourceError({ operation: "log.gauges", reason: `slot ${slot} is gone`, retriable: false }))
-        : Effect.succeed<LogGauges>({ lagBytes: Number(rows[0].lag), retainedBytes: Number(rows[0].retained) })
-    )
-  )
-})
+const toWindow = (rows: ReadonlyArray<LogReader.Row>, prefix: Uint8Array, maxEntries: number) => {
+  const window = parseWindow(rows, prefix)
+  return window instanceof LogSourceError
+    ? Effect.fail(window)
+    : Effect.succeed<LogWindow>({ ...window, more: rows.length >= maxEntries })
+}
+
+const makeLease = (
+  exec: Exec,
+  slot: string,
+  prefixText: string,
+  readAhead: boolean
+): Effect.Effect<LogLease, never, Scope.Scope> =>
+  Effect.gen(function* () {
+    const prefix = new TextEncoder().encode(prefixText)
+    // One connection: the relay's read-ahead may overlap a confirm or a gauge sample.
+    const permit = Semaphore.makeUnsafe(1)
+    const run = <A, E, R>(effect: Effect.Effect<A, E, R>) => Semaphore.withPermit(permit, effect)
+    const reader = LogReader.make(exec, slot)
+    yield* Effect.addFinalizer(() => run(reader.drop).pipe(Effect.ignore))
+    let ahead = readAhead
+    const readAfter = (after: string, maxEntries: number) =>
+      ahead
+        ? run(reader.rowsAfter(after, maxEntries, slot)).pipe(
+            Effect.map((rows): ReadonlyArray<LogReader.Row> | undefined => rows),
+            Effect.catchIf(
+              (error) => NO_READER.has(sqlState(error) ?? ""),
+              (error) => {
+                // No free replication slot for the copy: read from the slot, one window at a time.
+                ahead = false
+                const reason = fromSqlError("log.readAfter")(error).reason
+                return Effect.as(Effect.logWarning(`log source: read-ahead off for slot ${slot}: ${reason}`), undefined)
+              }
+            ),
+            Effect.mapError(logError("log.readAfter")),
+            Effect.flatMap((rows) =>
+              rows === undefined ? Effect.succeed(undefined) : toWindow(rows, prefix, maxEntries)
+            ),
+            Effect.withSpan("pg.log.readAfter")
+          )
+        : Effect.succeed(undefined)
+    return {
+      read: (maxEntries) =>
+        run(
+          exec(
+            `SELECT lsn::text AS lsn, data FROM pg_logical_slot_peek_binary_changes($1::name, NULL, $2::int4,
+               'proto_version', '1', 'publication_names', $3::text, 'messages', 'true')`,
+            [slot, maxEntries, slot]
+          )
+        ).pipe(
+          Effect.mapError(logError("log.read")),
+          Effect.flatMap((rows) => toWindow(rows, prefix, maxEntries)),
+          Effect.withSpan("pg.log.read")
+        ),
+      readAfter,
+      confirm: (upTo) =>
+        run(exec(`SELECT (pg_replication_slot_advance($1, $2::pg_lsn)).end_lsn::text AS lsn`, [slot, upTo])).pipe(
+          Effect.mapError(logError("log.confirm")),
+          Effect.asVoid,
+          Effect.withSpan("pg.log.confirm")
+        ),
+      gauges: run(
+        exec(
+          `SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), confirmed_flush_lsn)::float8 AS lag,
+                  pg_wal_lsn_diff(pg_current_wal_insert_lsn(), restart_lsn)::float8 AS retained
+             FROM pg_replication_slots WHERE slot_name = $1`,
+          [slot]
+        )
+      ).pipe(
+        Effect.mapError(logError("log.gauges")),
+        Effect.flatMap((rows) =>
+          rows.length === 0
+            ? Effect.fail(
+                new LogSourceError({ operation: "log.gauges", reason: `slot ${slot} is gone`, retriable: false })
+              )
+            : Effect.succeed<LogGauges>({ lagBytes: Number(rows[0].lag), retainedBytes: Number(rows[0].retained) })
+        )
+      )
+    } satisfies LogLease
+  })
+
+// 53400: max_replication_slots reached; 42710: the copy's name is taken (not ours to drop).
+const NO_READER = new Set(["53400", "42710"])
 
 /**
  * Creates the slot and its publication when missing. Events written before the slot exists are
@@ -227,7 +300,7 @@ export const make = (options: Options = {}) =>
         exec(`SELECT pg_advisory_unlock(hashtext('effect-outbox-log'), hashtext($1))`, [slot]).pipe(Effect.ignore)
       )
       yield* ensure(exec, slot)
-      return Option.some(makeLease(exec, slot, prefix))
+      return Option.some(yield* makeLease(exec, slot, prefix, options.readAhead !== false))
     }).pipe(Effect.mapError(logError("log.acquire")))
     return LogSource.of({ acquire })
   })
@@ -257,8 +330,14 @@ export const layerWriter = (options: Options = {}): Layer.Layer<LogWriter, LogSo
       return LogWriter.of({
         emit: (messages) => {
           if (messages.length === 0) return Effect.void
-          const contents = Result.getOrThrow(PgTypes.array(messages.map(LogRecord.encode), PgTypes.OID.bytea))
-          return sql`SELECT count(pg_logical_emit_message(true, ${prefix}, c)) AS n FROM unnest(${contents}::bytea[]) AS c`.pipe(
+          // The common case, one event per transaction: a plain call, no array to encode and unnest.
+          const statement =
+            messages.length === 1
+              ? sql`SELECT pg_logical_emit_message(true, ${prefix}, ${LogRecord.encode(messages[0]!)}::bytea) IS NOT NULL AS n`
+              : sql`SELECT count(pg_logical_emit_message(true, ${prefix}, c)) AS n FROM unnest(${Result.getOrThrow(
+                  PgTypes.array(messages.map(LogRecord.encode), PgTypes.OID.bytea)
+                )}::bytea[]) AS c`
+          return statement.pipe(
             Effect.asVoid,
             Effect.mapError(fromSqlError("log.emit")),
             Effect.withSpan("pg.log.emit")

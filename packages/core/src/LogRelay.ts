@@ -17,13 +17,15 @@
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
 import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
 import * as Result from "effect/Result"
 import { BrokerProbe } from "./BrokerProbe.ts"
 import * as Jobs from "./internal/jobs.ts"
+import { notYetPublished } from "./internal/log/windowProbe.ts"
 import type { LogMessage } from "./LogRecord.ts"
-import { type LogLease, LogSource, type LogSourceError } from "./LogSource.ts"
+import { type LogLease, LogSource, type LogSourceError, type LogWindow } from "./LogSource.ts"
 import { Publisher, type PublishRequest } from "./Publisher.ts"
 import * as Telemetry from "./Telemetry.ts"
 
@@ -55,6 +57,19 @@ export interface Settings {
    * the log. During a broker outage the send fails too, so nothing changes then. Default 5.
    */
   readonly maxProbeFailures?: number | undefined
+  /**
+   * While a backlog is read (a read returns a full window), the next window asks for twice as
+   * many log rows, up to this many; an unsure window (after a takeover or a failed publish) is
+   * read at this size, so it covers any window a previous holder with the same settings was
+   * publishing. Default 8 × `batchSize`.
+   */
+  readonly maxWindow?: number | undefined
+  /**
+   * Read the next window while the broker acknowledges the current one, when the source can
+   * (`LogLease.readAfter`). The position is still confirmed only after the ack, and the next
+   * window is published only after that confirm. Default true.
+   */
+  readonly readAhead?: boolean | undefined
 }
 
 /**
@@ -117,32 +132,60 @@ export const run = (settings: Settings = {}): Effect.Effect<never, never, LogSou
     return yield* Jobs.every(leaseRetry, attempt)
   })
 
+const millis = (input: Duration.Input) => Duration.toMillis(Duration.fromInputUnsafe(input))
+
+const resolve = (settings: Settings) => {
+  const batchSize = settings.batchSize ?? 500
+  return {
+    batchSize,
+    maxWindow: Math.max(batchSize, settings.maxWindow ?? batchSize * 8),
+    poll: Duration.fromInputUnsafe(settings.pollInterval ?? "50 millis"),
+    firstBackoff: millis(settings.backoff ?? "200 millis"),
+    maxBackoff: millis(settings.maxBackoff ?? "10 seconds"),
+    gaugeEvery: millis(settings.gaugeInterval ?? "5 seconds"),
+    skew: millis(settings.probeSkew ?? "60 seconds"),
+    probeConcurrency: settings.probeConcurrency ?? 8,
+    maxProbeFailures: settings.maxProbeFailures ?? 5
+  }
+}
+
+/** The slot gauges, sampled at most every `gaugeEvery` ms. */
+const gaugeSampler = (lease: LogLease, gaugeEvery: number) => {
+  let gaugedAt: number | undefined
+  return Effect.gen(function* () {
+    const now = yield* Clock.currentTimeMillis
+    if (gaugedAt !== undefined && now - gaugedAt < gaugeEvery) return
+    gaugedAt = now
+    const gauges = yield* lease.gauges
+    yield* Metric.update(slotLag, gauges.lagBytes)
+    yield* Metric.update(retainedWal, gauges.retainedBytes)
+  })
+}
+
 const drain = (lease: LogLease, settings: Settings) =>
   Effect.gen(function* () {
     const publisher = yield* Publisher
     const probe = yield* BrokerProbe
-    const batchSize = settings.batchSize ?? 500
-    const poll = Duration.fromInputUnsafe(settings.pollInterval ?? "50 millis")
-    const firstBackoff = Duration.toMillis(Duration.fromInputUnsafe(settings.backoff ?? "200 millis"))
-    const maxBackoff = Duration.toMillis(Duration.fromInputUnsafe(settings.maxBackoff ?? "10 seconds"))
-    const gaugeEvery = Duration.toMillis(Duration.fromInputUnsafe(settings.gaugeInterval ?? "5 seconds"))
-    const skew = Duration.toMillis(Duration.fromInputUnsafe(settings.probeSkew ?? "60 seconds"))
-    const probeConcurrency = settings.probeConcurrency ?? 8
-    const maxProbeFailures = settings.maxProbeFailures ?? 5
+    const {
+      batchSize,
+      firstBackoff,
+      gaugeEvery,
+      maxBackoff,
+      maxProbeFailures,
+      maxWindow,
+      poll,
+      probeConcurrency,
+      skew
+    } = resolve(settings)
+    const readAfter = settings.readAhead === false ? undefined : lease.readAfter
     let probeFailures = 0
 
     // A previous holder may have published this window without confirming it.
     let unsure = true
     let backoff = firstBackoff
-    // The slot gauges at most every `gaugeInterval`, between windows: the lease's queries share
-    // one connection with its reads, so they never run beside them.
-    let gaugedAt: number | undefined
-    const gaugesDue = Effect.gen(function* () {
-      const now = yield* Clock.currentTimeMillis
-      if (gaugedAt !== undefined && now - gaugedAt < gaugeEvery) return
-      gaugedAt = now
-      yield* sampleGauges(lease)
-    })
+    let size = batchSize
+
+    const sampleGauges = gaugeSampler(lease, gaugeEvery)
 
     const fail = (reason: string) =>
       Effect.gen(function* () {
@@ -152,38 +195,40 @@ const drain = (lease: LogLease, settings: Settings) =>
         backoff = Math.min(backoff * 2, maxBackoff)
       })
 
-    const notYetPublished = windowProbe(probe, skew, probeConcurrency)
+    // Bigger windows while a backlog lasts (fewer reads), back to `batchSize` once it is drained.
+    const nextSize = (window: LogWindow) => {
+      size = (window.more ?? window.entries.length >= size) ? Math.min(size * 2, maxWindow) : batchSize
+      return size
+    }
+    // From the confirmed position; an unsure window at the largest size (see `maxWindow`).
+    const readConfirmed = Effect.suspend(() => lease.read(unsure ? maxWindow : size))
 
-    const step = Effect.gen(function* () {
-      yield* gaugesDue
-      const window = yield* lease.read(batchSize)
-      if (window.entries.length === 0) {
-        // Transactions without events still hold WAL: let the slot move past them.
-        if (window.upTo !== null) yield* lease.confirm(window.upTo)
-        return yield* Effect.sleep(poll)
-      }
-      let toSend: ReadonlyArray<LogMessage> = window.entries
-      if (unsure) {
-        const absent = yield* notYetPublished(window.entries)
-        if (absent === undefined && ++probeFailures < maxProbeFailures) {
-          return yield* fail(`the broker probe failed for an unconfirmed window (${probeFailures} in a row)`)
+    /** Publishes a window (probing it first when unsure): true when every event was acked. */
+    const publishWindow = (window: LogWindow) =>
+      Effect.gen(function* () {
+        let toSend: ReadonlyArray<LogMessage> = window.entries
+        if (unsure) {
+          const absent = yield* notYetPublished(probe, window.entries, skew, probeConcurrency)
+          if (absent === undefined && ++probeFailures < maxProbeFailures) {
+            yield* fail(`the broker probe failed for an unconfirmed window (${probeFailures} in a row)`)
+            return false
+          }
+          if (absent === undefined) {
+            yield* Effect.logWarning(
+              `log relay: sending an unconfirmed window of ${window.entries.length} without a probe answer after ${probeFailures} failures; duplicates possible`
+            )
+          }
+          const landed = absent === undefined ? 0 : window.entries.length - absent.length
+          if (landed > 0) {
+            yield* Metric.update(probedLanded, landed)
+            yield* Effect.logInfo(
+              `log relay: ${landed} of ${window.entries.length} unconfirmed events already on the broker`
+            )
+          }
+          toSend = absent ?? window.entries
+          probeFailures = 0
         }
-        if (absent === undefined) {
-          yield* Effect.logWarning(
-            `log relay: sending an unconfirmed window of ${window.entries.length} without a probe answer after ${probeFailures} failures; duplicates possible`
-          )
-        }
-        const landed = absent === undefined ? 0 : window.entries.length - absent.length
-        if (landed > 0) {
-          yield* Metric.update(probedLanded, landed)
-          yield* Effect.logInfo(
-            `log relay: ${landed} of ${window.entries.length} unconfirmed events already on the broker`
-          )
-        }
-        toSend = absent ?? window.entries
-        probeFailures = 0
-      }
-      if (toSend.length > 0) {
+        if (toSend.length === 0) return true
         const start = yield* Clock.currentTimeMillis
         const outcomes = yield* publisher.publish(toSend.map(toRequest)).pipe(
           Effect.withSpan(Telemetry.spans.publish, {
@@ -195,69 +240,43 @@ const drain = (lease: LogLease, settings: Settings) =>
         if (failures.length > 0) {
           yield* Metric.update(Telemetry.published, outcomes.length - failures.length)
           yield* Metric.update(Metric.withAttributes(Telemetry.publishFailed, { kind: "log" }), failures.length)
-          return yield* fail(
+          yield* fail(
             `${failures.length} of ${toSend.length} events not acknowledged (${failures[0]!.failure.message})`
           )
+          return false
         }
         yield* Metric.update(Telemetry.published, toSend.length)
-      }
-      // Everything up to `upTo` is on the broker: only now may the log forget it.
-      yield* lease.confirm(window.upTo!)
-      unsure = false
-      backoff = firstBackoff
-    })
+        return true
+      })
 
-    return yield* Effect.forever(step)
+    // One window per step, in log order. The next window is read while this one is published
+    // (read-ahead), but published only after this one was acked and confirmed: at most one
+    // window is ever unconfirmed-and-maybe-sent, the one a successor probes.
+    const step = (window: LogWindow): Effect.Effect<LogWindow, LogSourceError> =>
+      Effect.gen(function* () {
+        yield* sampleGauges
+        const want = nextSize(window)
+        if (window.entries.length === 0) {
+          // Transactions without events still hold WAL: let the slot move past them.
+          if (window.upTo !== null) yield* lease.confirm(window.upTo)
+          yield* Effect.sleep(poll)
+          return yield* readConfirmed
+        }
+        const ahead = readAfter === undefined ? undefined : yield* Effect.forkChild(readAfter(window.upTo!, want))
+        const acked = yield* publishWindow(window)
+        if (!acked) {
+          // Read again from the confirmed position (and probe): the read-ahead is dropped.
+          if (ahead !== undefined) yield* Fiber.await(ahead)
+          return yield* readConfirmed
+        }
+        // Everything up to `upTo` is on the broker: only now may the log forget it.
+        yield* lease.confirm(window.upTo!)
+        unsure = false
+        backoff = firstBackoff
+        const next = ahead === undefined ? undefined : yield* Fiber.join(ahead)
+        return next ?? (yield* readConfirmed)
+      })
+
+    let window = yield* readConfirmed
+    while (true) window = yield* step(window)
   })
-
-const sampleGauges = (lease: LogLease) =>
-  Effect.gen(function* () {
-    const gauges = yield* lease.gauges
-    yield* Metric.update(slotLag, gauges.lagBytes)
-    yield* Metric.update(retainedWal, gauges.retainedBytes)
-  })
-
-// The events of a window not on the broker yet; `undefined` when a probe failed (the
-// window stays unsent). One read per topic when the probe can search many ids at once.
-const windowProbe =
-  (probe: BrokerProbe["Service"], skew: number, probeConcurrency: number) =>
-  (entries: ReadonlyArray<LogMessage>): Effect.Effect<ReadonlyArray<LogMessage> | undefined> => {
-    const findMany = probe.findMany
-    if (findMany === undefined) {
-      return Effect.forEach(
-        entries,
-        (message) =>
-          probe
-            .find({
-              topic: message.topic,
-              partition: message.partition,
-              eventId: message.id,
-              since: message.createdAt - skew
-            })
-            .pipe(Effect.map(Option.isNone), Effect.option),
-        { concurrency: probeConcurrency }
-      ).pipe(
-        Effect.map((verdicts) =>
-          verdicts.some(Option.isNone) ? undefined : entries.filter((_, i) => Option.getOrThrow(verdicts[i]!))
-        )
-      )
-    }
-    const topics = new Map<string, Array<LogMessage>>()
-    for (const message of entries) topics.set(message.topic, [...(topics.get(message.topic) ?? []), message])
-    return Effect.forEach(
-      [...topics.values()],
-      (messages) =>
-        findMany({
-          topic: messages[0]!.topic,
-          partition: null,
-          eventIds: messages.map((m) => m.id),
-          since: Math.min(...messages.map((m) => m.createdAt)) - skew
-        }),
-      { concurrency: probeConcurrency }
-    ).pipe(
-      Effect.map((found) => entries.filter((m) => !found.some((receipts) => receipts.has(m.id)))),
-      Effect.catch((error) =>
-        Effect.as(Effect.logWarning(`log relay: window probe failed: ${error.message}`), undefined)
-      )
-    )
-  }

@@ -33,6 +33,8 @@ export {
 export interface LogWindow {
   readonly entries: ReadonlyArray<LogMessage>
   readonly upTo: string | null
+  /** The read stopped at `maxEntries` log rows: more is probably committed behind it (a backlog). */
+  readonly more?: boolean | undefined
 }
 
 /**
@@ -60,6 +62,16 @@ export interface LogLease {
    * twice without `confirm` returns the same events again.
    */
   readonly read: (maxEntries: number) => Effect.Effect<LogWindow, LogSourceError>
+  /**
+   * Optional read-ahead: the window that follows position `after` (the `upTo` of a window read
+   * but not confirmed yet), so the relay can read the next window while the broker acknowledges
+   * the current one. `undefined` when the source cannot read ahead now (the relay then confirms
+   * and reads from the confirmed position). Confirming stays separate: nothing read ahead is
+   * confirmed by reading it.
+   */
+  readonly readAfter?:
+    | ((after: string, maxEntries: number) => Effect.Effect<LogWindow | undefined, LogSourceError>)
+    | undefined
   /** Moves the confirmed position to `upTo` of a window: its events are never read again. */
   readonly confirm: (upTo: string) => Effect.Effect<void, LogSourceError>
   readonly gauges: Effect.Effect<LogGauges, LogSourceError>

@@ -86,18 +86,20 @@ const check = (broker: InMemoryBroker.Broker, committed: ReadonlyArray<LogMessag
   })
 
 describe("LogRelay over the in-memory log", () => {
-  it.live("publishes every committed event once, in commit order per key, and confirms the whole log", () =>
-    Effect.gen(function* () {
-      const { broker, layer, log } = yield* world
-      const committed = yield* commitMany(log, 200, 7, 3)
-      const relay = yield* Effect.forkDetach(LogRelay.run(settings).pipe(Effect.provide(layer)))
-      yield* waitUntil(
-        Effect.map(log.positions, (p) => p.confirmed === p.committed),
-        "the log to be confirmed"
-      )
-      yield* Fiber.interrupt(relay)
-      assert.deepStrictEqual(yield* check(broker, committed), { lost: 0, duplicates: 0, orderViolations: 0 })
-    })
+  it.live.each([true, false])(
+    "publishes every committed event once, in commit order per key, and confirms the whole log (readAhead %s)",
+    (readAhead) =>
+      Effect.gen(function* () {
+        const { broker, layer, log } = yield* world
+        const committed = yield* commitMany(log, 200, 7, 3)
+        const relay = yield* Effect.forkDetach(LogRelay.run({ ...settings, readAhead }).pipe(Effect.provide(layer)))
+        yield* waitUntil(
+          Effect.map(log.positions, (p) => p.confirmed === p.committed),
+          "the log to be confirmed"
+        )
+        yield* Fiber.interrupt(relay)
+        assert.deepStrictEqual(yield* check(broker, committed), { lost: 0, duplicates: 0, orderViolations: 0 })
+      })
   )
 
   it.live("a lost acknowledgement is probed before the window is sent again: no duplicate", () =>

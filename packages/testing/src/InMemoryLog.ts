@@ -1,7 +1,7 @@
 /**
  * An in-memory `LogSource`: committed transactions of events in commit order, a confirmed
  * position and one lease, for testing the log relay (`LogRelay`) without PostgreSQL. It behaves
- * like `PgLogSource`: reads do not consume, windows end on transaction boundaries, `confirm` moves
+ * like `PgLogSource`: reads do not consume (`readAfter` reads past an unconfirmed window), windows end on transaction boundaries, `confirm` moves
  * the position, the lease ends with the holder's scope (a killed relay's fiber is interrupted).
  *
  * @since 0.3.0
@@ -40,6 +40,14 @@ export const make: Effect.Effect<Log> = Effect.sync(() => {
   let held = false
   let failing = 0
 
+  // Whole transactions from `start`, stopping after the one that reaches maxEntries (as upto_nchanges).
+  const windowFrom = (start: number, maxEntries: number) => {
+    const entries: Array<LogMessage> = []
+    let end = start
+    while (end < transactions.length && entries.length < maxEntries) entries.push(...transactions[end++]!)
+    return { entries, upTo: end === start ? null : String(end), more: end < transactions.length }
+  }
+
   const lease: LogLease = {
     read: (maxEntries) =>
       Effect.suspend(() => {
@@ -49,11 +57,17 @@ export const make: Effect.Effect<Log> = Effect.sync(() => {
             new LogSourceError({ operation: "log.read", reason: "injected read fault", retriable: true })
           )
         }
-        const entries: Array<LogMessage> = []
-        let end = confirmed
-        // Whole transactions, stopping after the one that reaches maxEntries (as upto_nchanges).
-        while (end < transactions.length && entries.length < maxEntries) entries.push(...transactions[end++]!)
-        return Effect.succeed({ entries, upTo: end === confirmed ? null : String(end) })
+        return Effect.succeed(windowFrom(confirmed, maxEntries))
+      }),
+    readAfter: (after, maxEntries) =>
+      Effect.suspend(() => {
+        if (failing > 0) {
+          failing--
+          return Effect.fail(
+            new LogSourceError({ operation: "log.readAfter", reason: "injected read fault", retriable: true })
+          )
+        }
+        return Effect.succeed(windowFrom(Number(after), maxEntries))
       }),
     confirm: (upTo) =>
       Effect.suspend(() => {

@@ -158,6 +158,46 @@ export const suite = (name: string, options: Options): void => {
     )
 
     test(
+      "readAfter reads the window after an unconfirmed one and confirms nothing; after a re-read it follows the new position",
+      Effect.gen(function* () {
+        const lease = yield* acquired
+        const readAfter = lease.readAfter
+        if (readAfter === undefined) return
+        const [a, b, c] = [[message("k", 1)], [message("k", 2)], [message("k", 3)]]
+        yield* commit([a, b, c])
+        yield* readAtLeast(lease, 3)
+        const first = yield* lease.read(1)
+        assert.deepStrictEqual(
+          first.entries.map((m) => m.id),
+          a.map((m) => m.id)
+        )
+        const second = yield* readAfter(first.upTo!, 1)
+        assert.deepStrictEqual(
+          second?.entries.map((m) => m.id),
+          b.map((m) => m.id)
+        )
+        // Nothing confirmed: the slot still starts at the first transaction.
+        assert.deepStrictEqual(
+          (yield* lease.read(1)).entries.map((m) => m.id),
+          a.map((m) => m.id)
+        )
+        const third = yield* readAfter(second!.upTo!, 1)
+        assert.deepStrictEqual(
+          third?.entries.map((m) => m.id),
+          c.map((m) => m.id)
+        )
+        // Back to an earlier position (a relay re-reading after a failed publish).
+        const again = yield* readAfter(first.upTo!, 10)
+        assert.deepStrictEqual(
+          again?.entries.map((m) => m.id),
+          [...b, ...c].map((m) => m.id)
+        )
+        yield* lease.confirm(third!.upTo!)
+        assert.deepStrictEqual((yield* lease.read(100)).entries, [])
+      })
+    )
+
+    test(
       "a window with nothing committed since the confirmed position has no entries",
       Effect.gen(function* () {
         const lease = yield* acquired

@@ -15,8 +15,9 @@ const layer = () => {
   const client = PgClient.layer({ url: Redacted.make(Support.logicalDatabaseUrl), maxConnections: 3 })
   const dropOnRelease = Layer.effectDiscard(Effect.addFinalizer(() => Effect.ignore(PgLogSource.dropSlot({ slot }))))
   return Layer.mergeAll(
-    PgLogSource.layer({ slot }),
-    PgLogSource.layerWriter({ slot }),
+    // Logical messages are database-wide: a prefix of its own keeps other tests' events out.
+    PgLogSource.layer({ slot, prefix: slot }),
+    PgLogSource.layerWriter({ slot, prefix: slot }),
     PgTransactor.layer,
     dropOnRelease
   ).pipe(Layer.provide(client))

@@ -1,0 +1,256 @@
+/**
+ * What-if (not part of `pnpm bench`): issue #14's other log-engine targets, each side by side
+ * with its baseline in one run, interleaved (the side that goes first alternates). Needs a
+ * wal_level=logical PostgreSQL at LOGICAL_DATABASE_URL and Kafka at KAFKA_BROKERS.
+ *
+ *   node bench/src/experiments/LogTargets.ts latency --max-rate 11000 [--reps 3] [--seconds 5] [--polls 50,5]
+ *     commit → publish p50/p99 at 50 % of `--max-rate` (the log relay's drain rate, from
+ *     LogRelay.ts), the log relay polling every `--polls` ms, vs raw kafkajs produce at the same
+ *     rate (scenario 2's sender); both timed to the broker's LogAppendTime.
+ *   node bench/src/experiments/LogTargets.ts vacuum [--reps 3] [--backlog 20000] [--per-tx 10]
+ *     the log relay draining a backlog with VACUUM held back (an idle REPEATABLE READ transaction
+ *     holding the xmin horizon, opened before the backlog is written) vs free.
+ *   node bench/src/experiments/LogTargets.ts write [--reps 3] [--seconds 3] [--clients 1,4,16]
+ *     the write path: an order-row transaction with `Outbox.enqueue` of one event through
+ *     PgLogOutbox (WAL only) vs the same transaction without the event, same pool.
+ */
+import { loadavg } from "node:os"
+import * as LogRelay from "@effect-outbox/core/LogRelay"
+import * as Outbox from "@effect-outbox/core/Outbox"
+import { Transactor } from "@effect-outbox/core/Transactor"
+import * as Effect from "effect/Effect"
+import * as SqlClient from "effect/sql/SqlClient"
+import * as Env from "../Env.ts"
+import * as Raw from "../Raw.ts"
+import { median, quantile } from "../Stats.ts"
+import * as LogStack from "./logStack.ts"
+
+const arg = (name: string, fallback: number) => {
+  const i = process.argv.indexOf(`--${name}`)
+  return i === -1 ? fallback : Number(process.argv[i + 1])
+}
+const list = (name: string, fallback: string) => {
+  const i = process.argv.indexOf(`--${name}`)
+  return (i === -1 ? fallback : process.argv[i + 1]!).split(",").map(Number)
+}
+const reps = arg("reps", 3)
+const load = () => loadavg()[0]!.toFixed(1)
+
+const latencyTopic = async (admin: import("kafkajs").Admin) => {
+  const topic = Env.uniqueName("bench-loglat")
+  await Env.createTopic(admin, topic, [{ name: "message.timestamp.type", value: "LogAppendTime" }])
+  return topic
+}
+
+const percentiles = (from: Map<string, number>, appended: Map<string, number>) => {
+  const lat = [...from].map(([id, at]) => appended.get(id)! - at)
+  return { p50: quantile(lat, 0.5), p99: quantile(lat, 0.99) }
+}
+
+const latency = async () => {
+  const seconds = arg("seconds", 5)
+  const rate = Math.round(arg("max-rate", 10_000) * 0.5)
+  const polls = list("polls", "50,5")
+  const k = Env.kafka()
+  const admin = k.admin()
+  const producer = Env.rawProducer(k)
+  await admin.connect()
+  await producer.connect()
+  const topics: Array<string> = []
+  const logRun = async (poll: number, secs = seconds) => {
+    const topic = await latencyTopic(admin)
+    topics.push(topic)
+    const stack = LogStack.make()
+    try {
+      const relay = stack.runtime.runFork(LogRelay.run({ batchSize: 100, pollInterval: `${poll} millis` }))
+      await Env.sleep(1_000) // the lease taken and the first (empty) window read before the clock starts
+      const committed = new Map<string, number>()
+      const started = Date.now()
+      const total = Math.round(rate * secs)
+      let produced = 0
+      // Every 10 ms, the events that arrived since are committed in one transaction (scenario 2).
+      while (produced < total) {
+        const due = Math.min(total, Math.floor(((Date.now() - started) / 1000) * rate))
+        if (due > produced) {
+          const ids = await stack.runtime.runPromise(LogStack.enqueue(topic, produced, due - produced))
+          const at = Date.now()
+          for (const id of ids) committed.set(id, at)
+          produced = due
+        }
+        await Env.sleep(10)
+      }
+      const appended = await Raw.readTimestamps(k, topic, committed.size)
+      stack.runtime.runFork(LogStack.interrupt(relay))
+      return percentiles(committed, appended)
+    } finally {
+      await stack.close()
+    }
+  }
+  const rawRun = async (secs = seconds) => {
+    const topic = await latencyTopic(admin)
+    topics.push(topic)
+    const arrivals = await Raw.produceAtRate(producer, topic, rate, secs)
+    return percentiles(arrivals, await Raw.readTimestamps(k, topic, arrivals.size))
+  }
+  await logRun(polls[0]!, 1) // warm-up
+  await rawRun(1)
+  const sides = ["raw", ...polls.map((p) => `log poll ${p} ms`)]
+  const runs = new Map<string, Array<{ p50: number; p99: number }>>(sides.map((s) => [s, []]))
+  for (let rep = 0; rep < reps; rep++) {
+    for (const side of sides.map((_, i) => sides[(i + rep) % sides.length]!)) {
+      const r = side === "raw" ? await rawRun() : await logRun(Number(side.split(" ")[2]))
+      runs.get(side)!.push(r)
+      console.error(`rep ${rep} ${side} @ ${rate}/s: p50 ${r.p50} p99 ${r.p99} ms (load ${load()})`)
+    }
+  }
+  await producer.disconnect()
+  await Env.deleteTopics(admin, topics)
+  await admin.disconnect()
+  const summary = Object.fromEntries(
+    [...runs].map(([side, rs]) => [
+      side,
+      { p50: median(rs.map((r) => r.p50)), p99: median(rs.map((r) => r.p99)), p99s: rs.map((r) => r.p99) }
+    ])
+  )
+  return { rate, seconds, summary }
+}
+
+const vacuum = async () => {
+  const backlog = arg("backlog", 20_000)
+  const perTx = arg("per-tx", 10)
+  const k = Env.kafka()
+  const admin = k.admin()
+  await admin.connect()
+  const run = async (held: boolean) => {
+    const topic = Env.uniqueName("bench-logvac")
+    await Env.createTopic(admin, topic)
+    const stack = LogStack.make()
+    try {
+      await stack.runtime.runPromise(LogStack.ready)
+      const release = held ? await LogStack.holdBackVacuum(stack) : async () => undefined
+      try {
+        for (let i = 0; i < backlog; i += perTx) {
+          await stack.runtime.runPromise(LogStack.enqueue(topic, i, Math.min(perTx, backlog - i)))
+        }
+        await Env.sleep(500)
+        const started = performance.now()
+        const relay = stack.runtime.runFork(LogRelay.run({ batchSize: 100 }))
+        while ((await Env.topicRecords(admin, topic)) < backlog) await Env.sleep(20)
+        const ms = performance.now() - started
+        await stack.runtime.runPromise(LogStack.interrupt(relay))
+        return backlog / (ms / 1000)
+      } finally {
+        await release()
+      }
+    } finally {
+      await stack.close()
+      await Env.deleteTopics(admin, [topic])
+    }
+  }
+  const runs = { free: [] as Array<number>, held: [] as Array<number> }
+  for (let rep = 0; rep < reps; rep++) {
+    for (const held of rep % 2 === 0 ? [false, true] : [true, false]) {
+      const r = await run(held)
+      runs[held ? "held" : "free"].push(r)
+      console.error(`rep ${rep} ${held ? "held" : "free"}: ${Math.round(r)} msg/s (load ${load()})`)
+    }
+  }
+  await admin.disconnect()
+  return {
+    backlog,
+    perTx,
+    free: median(runs.free),
+    held: median(runs.held),
+    ratio: median(runs.held) / median(runs.free),
+    runs
+  }
+}
+
+const write = async () => {
+  const seconds = arg("seconds", 3)
+  const clients = list("clients", "1,4,16")
+  const stack = LogStack.make(Math.max(...clients))
+  const schema = Env.uniqueName("bench_logw").toLowerCase()
+  const table = `${schema}.orders`
+  await stack.runtime.runPromise(
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      yield* sql.unsafe(`CREATE SCHEMA ${schema}`)
+      yield* sql.unsafe(`CREATE TABLE ${table} (id uuid PRIMARY KEY, user_id text NOT NULL, amount int NOT NULL,
+        created_at timestamptz NOT NULL DEFAULT now())`)
+    })
+  )
+  const tx = (i: number, withEvent: boolean) =>
+    Effect.gen(function* () {
+      const transactor = yield* Transactor
+      const sql = yield* SqlClient.SqlClient
+      yield* transactor.withTransaction(
+        Effect.gen(function* () {
+          yield* sql`INSERT INTO ${sql(table)} (id, user_id, amount) VALUES (${Env.newEventId()}, ${Env.keyOf(i)}, ${i % 997})`
+          if (withEvent)
+            yield* Outbox.enqueue({ topic: "bench-logw-unpublished", key: Env.keyOf(i), payload: Env.payload(i) })
+        })
+      )
+    })
+  const measure = async (n: number, withEvent: boolean) => {
+    let count = 0
+    const deadline = performance.now() + seconds * 1000
+    const started = performance.now()
+    await Promise.all(
+      Array.from({ length: n }, async (_, c) => {
+        for (let i = c; performance.now() < deadline; i += n, count++) await stack.runtime.runPromise(tx(i, withEvent))
+      })
+    )
+    return (count / (performance.now() - started)) * 1000
+  }
+  await measure(4, true) // warm-up
+  await measure(4, false)
+  const rows: Record<number, { plain: Array<number>; log: Array<number> }> = {}
+  for (let rep = 0; rep < reps; rep++) {
+    for (const n of clients) {
+      const row = rows[n] ?? { plain: [], log: [] }
+      rows[n] = row
+      for (const withEvent of rep % 2 === 0 ? [false, true] : [true, false]) {
+        const tps = await measure(n, withEvent)
+        row[withEvent ? "log" : "plain"].push(tps)
+        console.error(
+          `rep ${rep} ${n} clients ${withEvent ? "log enqueue" : "plain"}: ${Math.round(tps)} tx/s (load ${load()})`
+        )
+      }
+    }
+  }
+  await stack.runtime.runPromise(
+    Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe(`DROP SCHEMA ${schema} CASCADE`))
+  )
+  await stack.close()
+  return Object.fromEntries(
+    Object.entries(rows).map(([n, r]) => [
+      n,
+      {
+        plain: Math.round(median(r.plain)),
+        log: Math.round(median(r.log)),
+        ratio: median(r.log) / median(r.plain),
+        runs: r
+      }
+    ])
+  )
+}
+
+const which = process.argv[2]
+const startLoad = loadavg().map((l) => Number(l.toFixed(1)))
+const result =
+  which === "latency"
+    ? await latency()
+    : which === "vacuum"
+      ? await vacuum()
+      : which === "write"
+        ? await write()
+        : undefined
+if (result === undefined) throw new Error("usage: LogTargets.ts latency|vacuum|write [options]")
+console.log(
+  JSON.stringify(
+    { which, loadavgStart: startLoad, loadavgEnd: loadavg().map((l) => Number(l.toFixed(1))), result },
+    null,
+    2
+  )
+)

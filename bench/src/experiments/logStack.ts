@@ -1,0 +1,96 @@
+/**
+ * The log engine's bench stack: PgLogOutbox on its own slot (LOGICAL_DATABASE_URL) and the
+ * kafkajs publisher and probe, in one runtime; the slot is dropped on close.
+ */
+import { PgClient } from "@effect/sql-pg"
+import * as KafkaBrokerProbe from "@effect-outbox/adapter-kafka/KafkaBrokerProbe"
+import * as KafkaClient from "@effect-outbox/adapter-kafka/KafkaClient"
+import * as KafkaPublisher from "@effect-outbox/adapter-kafka/KafkaPublisher"
+import * as PgLogOutbox from "@effect-outbox/adapter-pg/PgLogOutbox"
+import * as PgLogSource from "@effect-outbox/adapter-pg/PgLogSource"
+import * as Outbox from "@effect-outbox/core/Outbox"
+import { Transactor } from "@effect-outbox/core/Transactor"
+import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
+import * as Layer from "effect/Layer"
+import type * as LogLevel from "effect/LogLevel"
+import * as ManagedRuntime from "effect/ManagedRuntime"
+import * as Redacted from "effect/Redacted"
+import * as References from "effect/References"
+import * as SqlClient from "effect/sql/SqlClient"
+import * as Env from "../Env.ts"
+
+export const logicalUrl = process.env.LOGICAL_DATABASE_URL ?? "postgres://postgres@127.0.0.1:55433/postgres"
+
+export const make = (pgConnections = 4) => {
+  const slot = Env.uniqueName("bench_log").toLowerCase()
+  const client = PgClient.layer({ url: Redacted.make(logicalUrl), maxConnections: pgConnections + 2 })
+  const kafka = KafkaClient.layer({ brokers: Env.brokers, clientId: "bench-log" })
+  const broker = Layer.merge(KafkaPublisher.layer(), KafkaBrokerProbe.layer()).pipe(Layer.provide(kafka))
+  const logLevel = Layer.succeed(References.MinimumLogLevel)(
+    (process.env.BENCH_LOG_LEVEL ?? "Warn") as LogLevel.LogLevel
+  )
+  const runtime = ManagedRuntime.make(
+    Layer.mergeAll(PgLogOutbox.layer({ slot, outbox: { maxRecordBytes: 1_000_000 } }), broker, logLevel).pipe(
+      Layer.provideMerge(client)
+    )
+  )
+  const close = async () => {
+    await runtime.runPromise(PgLogSource.dropSlot({ slot })).catch(() => undefined)
+    await runtime.dispose()
+  }
+  return { runtime, slot, close }
+}
+
+export type Stack = ReturnType<typeof make>
+
+/** Builds the layer (creates the slot): events enqueued after this are in it. */
+export const ready = Effect.void
+
+/** `n` events (1 KB, keys over 1000 aggregates) in one transaction; their ids once committed. */
+export const enqueue = (topic: string, from: number, n: number) =>
+  Effect.gen(function* () {
+    const transactor = yield* Transactor
+    return yield* transactor.withTransaction(
+      Outbox.enqueue(
+        Array.from({ length: n }, (_, j) => ({ topic, key: Env.keyOf(from + j), payload: Env.payload(from + j) }))
+      )
+    )
+  })
+
+export const interrupt = <A, E>(fiber: Fiber.Fiber<A, E>) => Effect.asVoid(Fiber.interrupt(fiber))
+
+/**
+ * Holds back the xmin horizon: a REPEATABLE READ transaction with a snapshot stays open on its
+ * own connection until the returned function is called. Unlike scenario 5's holder it takes no
+ * xid: on a cluster shared with other tests, an open xid makes every `CREATE_REPLICATION_SLOT`
+ * wait for it (a new slot needs a consistent point), which would stall their tests.
+ */
+export const holdBackVacuum = async (stack: Stack): Promise<() => Promise<void>> => {
+  let release: () => void = () => undefined
+  const released = new Promise<void>((resolve) => {
+    release = resolve
+  })
+  let started: () => void = () => undefined
+  const holding = new Promise<void>((resolve) => {
+    started = resolve
+  })
+  const done = stack.runtime.runPromise(
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      yield* sql.withTransaction(
+        Effect.gen(function* () {
+          yield* sql`SET TRANSACTION ISOLATION LEVEL REPEATABLE READ`
+          yield* sql`SELECT count(*) FROM pg_class`
+          started()
+          yield* Effect.promise(() => released)
+        })
+      )
+    })
+  )
+  await holding
+  return async () => {
+    release()
+    await done
+  }
+}
