@@ -16,6 +16,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import type * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import type * as Scope from "effect/Scope"
 
 /**
  * @since 0.3.0
@@ -83,6 +84,148 @@ const acquired = Effect.flatMap(Effect.service(LogSource), (source) =>
   )
 )
 
+/** A named case; `requires` names the feature an adapter must have for it to run. */
+interface Case {
+  readonly name: string
+  readonly requires?: "transactional"
+  readonly run: Effect.Effect<unknown, unknown, Services | Scope.Scope>
+}
+
+/**
+ * The suite's cases, a table of named case functions (Watermill's shape).
+ *
+ * @since 0.3.0
+ * @category suites
+ */
+export const cases: ReadonlyArray<Case> = [
+  {
+    name: "events come back whole and in commit order; reading does not consume; confirm does",
+    run: Effect.gen(function* () {
+      const lease = yield* acquired
+      const first = [message("a", 1), message("b", 2)]
+      const second = [message("a", 3)]
+      yield* commit([first, second])
+      const window = yield* readAtLeast(lease, 3)
+      assert.deepStrictEqual(window.entries, [...first, ...second])
+      assert.isNotNull(window.upTo)
+      const again = yield* lease.read(1_000)
+      assert.deepStrictEqual(
+        again.entries.map((m) => m.id),
+        window.entries.map((m) => m.id)
+      )
+      yield* lease.confirm(window.upTo!)
+      const third = [message("c", 4)]
+      yield* commit([third])
+      const after = yield* readAtLeast(lease, 1)
+      assert.deepStrictEqual(after.entries, third)
+    })
+  },
+  {
+    name: "a window ends on a transaction boundary: a transaction is never split",
+    run: Effect.gen(function* () {
+      const lease = yield* acquired
+      const big = Array.from({ length: 6 }, (_, i) => message("k", i))
+      const next = [message("k", 10)]
+      yield* commit([big, next])
+      yield* readAtLeast(lease, 7)
+      const window = yield* lease.read(2)
+      assert.deepStrictEqual(
+        window.entries.map((m) => m.id),
+        big.map((m) => m.id)
+      )
+      yield* lease.confirm(window.upTo!)
+      const rest = yield* readAtLeast(lease, 1)
+      assert.deepStrictEqual(
+        rest.entries.map((m) => m.id),
+        next.map((m) => m.id)
+      )
+    })
+  },
+  {
+    name: "one lease: a second acquire gets None while the first is held, Some once it is released",
+    run: Effect.gen(function* () {
+      const source = yield* LogSource
+      const second = yield* Effect.scoped(
+        Effect.gen(function* () {
+          yield* acquired
+          return yield* Effect.scoped(source.acquire)
+        })
+      )
+      assert.isTrue(Option.isNone(second))
+      const third = yield* Effect.scoped(source.acquire)
+      assert.isTrue(Option.isSome(third))
+    })
+  },
+  {
+    name: "readAfter reads the window after an unconfirmed one and confirms nothing; after a re-read it follows the new position",
+    run: Effect.gen(function* () {
+      const lease = yield* acquired
+      const readAfter = lease.readAfter
+      if (readAfter === undefined) return
+      const [a, b, c] = [[message("k", 1)], [message("k", 2)], [message("k", 3)]]
+      yield* commit([a, b, c])
+      yield* readAtLeast(lease, 3)
+      const first = yield* lease.read(1)
+      assert.deepStrictEqual(
+        first.entries.map((m) => m.id),
+        a.map((m) => m.id)
+      )
+      const second = yield* readAfter(first.upTo!, 1)
+      assert.deepStrictEqual(
+        second?.entries.map((m) => m.id),
+        b.map((m) => m.id)
+      )
+      // Nothing confirmed: the slot still starts at the first transaction.
+      assert.deepStrictEqual(
+        (yield* lease.read(1)).entries.map((m) => m.id),
+        a.map((m) => m.id)
+      )
+      const third = yield* readAfter(second!.upTo!, 1)
+      assert.deepStrictEqual(
+        third?.entries.map((m) => m.id),
+        c.map((m) => m.id)
+      )
+      // Back to an earlier position (a relay re-reading after a failed publish).
+      const again = yield* readAfter(first.upTo!, 10)
+      assert.deepStrictEqual(
+        again?.entries.map((m) => m.id),
+        [...b, ...c].map((m) => m.id)
+      )
+      yield* lease.confirm(third!.upTo!)
+      assert.deepStrictEqual((yield* lease.read(100)).entries, [])
+    })
+  },
+  {
+    name: "a window with nothing committed since the confirmed position has no entries",
+    run: Effect.gen(function* () {
+      const lease = yield* acquired
+      yield* commit([[message("a", 1)]])
+      const window = yield* readAtLeast(lease, 1)
+      yield* lease.confirm(window.upTo!)
+      assert.deepStrictEqual((yield* lease.read(100)).entries, [])
+    })
+  },
+  {
+    name: "an emit in a rolled-back transaction is never read",
+    requires: "transactional",
+    run: Effect.gen(function* () {
+      const lease = yield* acquired
+      const writer = yield* LogWriter
+      const transactor = yield* Transactor
+      yield* transactor
+        .withTransaction(Effect.andThen(writer.emit([message("x", 1)]), Effect.fail("rollback")))
+        .pipe(Effect.ignore)
+      const kept = [message("y", 2)]
+      yield* commit([kept])
+      const window = yield* readAtLeast(lease, 1)
+      assert.deepStrictEqual(
+        window.entries.map((m) => m.id),
+        kept.map((m) => m.id)
+      )
+    })
+  }
+]
+
 /**
  * Registers the suite under `describe(name)`.
  *
@@ -92,141 +235,12 @@ const acquired = Effect.flatMap(Effect.service(LogSource), (source) =>
 export const suite = (name: string, options: Options): void => {
   const features = { transactional: true, ...options.features }
   const timeout = options.timeout ?? 60_000
-  const test = <A, E>(title: string, body: Effect.Effect<A, E, Services | import("effect/Scope").Scope>) =>
+  const test = <A, E>(title: string, body: Effect.Effect<A, E, Services | Scope.Scope>) =>
     it.live(title, () => Effect.provide(Effect.scoped(body), options.layer()), timeout)
 
   describe(`${name} (LogSource / LogWriter conformance)`, () => {
-    test(
-      "events come back whole and in commit order; reading does not consume; confirm does",
-      Effect.gen(function* () {
-        const lease = yield* acquired
-        const first = [message("a", 1), message("b", 2)]
-        const second = [message("a", 3)]
-        yield* commit([first, second])
-        const window = yield* readAtLeast(lease, 3)
-        assert.deepStrictEqual(window.entries, [...first, ...second])
-        assert.isNotNull(window.upTo)
-        const again = yield* lease.read(1_000)
-        assert.deepStrictEqual(
-          again.entries.map((m) => m.id),
-          window.entries.map((m) => m.id)
-        )
-        yield* lease.confirm(window.upTo!)
-        const third = [message("c", 4)]
-        yield* commit([third])
-        const after = yield* readAtLeast(lease, 1)
-        assert.deepStrictEqual(after.entries, third)
-      })
-    )
-
-    test(
-      "a window ends on a transaction boundary: a transaction is never split",
-      Effect.gen(function* () {
-        const lease = yield* acquired
-        const big = Array.from({ length: 6 }, (_, i) => message("k", i))
-        const next = [message("k", 10)]
-        yield* commit([big, next])
-        yield* readAtLeast(lease, 7)
-        const window = yield* lease.read(2)
-        assert.deepStrictEqual(
-          window.entries.map((m) => m.id),
-          big.map((m) => m.id)
-        )
-        yield* lease.confirm(window.upTo!)
-        const rest = yield* readAtLeast(lease, 1)
-        assert.deepStrictEqual(
-          rest.entries.map((m) => m.id),
-          next.map((m) => m.id)
-        )
-      })
-    )
-
-    test(
-      "one lease: a second acquire gets None while the first is held, Some once it is released",
-      Effect.gen(function* () {
-        const source = yield* LogSource
-        const second = yield* Effect.scoped(
-          Effect.gen(function* () {
-            yield* acquired
-            return yield* Effect.scoped(source.acquire)
-          })
-        )
-        assert.isTrue(Option.isNone(second))
-        const third = yield* Effect.scoped(source.acquire)
-        assert.isTrue(Option.isSome(third))
-      })
-    )
-
-    test(
-      "readAfter reads the window after an unconfirmed one and confirms nothing; after a re-read it follows the new position",
-      Effect.gen(function* () {
-        const lease = yield* acquired
-        const readAfter = lease.readAfter
-        if (readAfter === undefined) return
-        const [a, b, c] = [[message("k", 1)], [message("k", 2)], [message("k", 3)]]
-        yield* commit([a, b, c])
-        yield* readAtLeast(lease, 3)
-        const first = yield* lease.read(1)
-        assert.deepStrictEqual(
-          first.entries.map((m) => m.id),
-          a.map((m) => m.id)
-        )
-        const second = yield* readAfter(first.upTo!, 1)
-        assert.deepStrictEqual(
-          second?.entries.map((m) => m.id),
-          b.map((m) => m.id)
-        )
-        // Nothing confirmed: the slot still starts at the first transaction.
-        assert.deepStrictEqual(
-          (yield* lease.read(1)).entries.map((m) => m.id),
-          a.map((m) => m.id)
-        )
-        const third = yield* readAfter(second!.upTo!, 1)
-        assert.deepStrictEqual(
-          third?.entries.map((m) => m.id),
-          c.map((m) => m.id)
-        )
-        // Back to an earlier position (a relay re-reading after a failed publish).
-        const again = yield* readAfter(first.upTo!, 10)
-        assert.deepStrictEqual(
-          again?.entries.map((m) => m.id),
-          [...b, ...c].map((m) => m.id)
-        )
-        yield* lease.confirm(third!.upTo!)
-        assert.deepStrictEqual((yield* lease.read(100)).entries, [])
-      })
-    )
-
-    test(
-      "a window with nothing committed since the confirmed position has no entries",
-      Effect.gen(function* () {
-        const lease = yield* acquired
-        yield* commit([[message("a", 1)]])
-        const window = yield* readAtLeast(lease, 1)
-        yield* lease.confirm(window.upTo!)
-        assert.deepStrictEqual((yield* lease.read(100)).entries, [])
-      })
-    )
-
-    if (features.transactional) {
-      test(
-        "an emit in a rolled-back transaction is never read",
-        Effect.gen(function* () {
-          const lease = yield* acquired
-          const writer = yield* LogWriter
-          const transactor = yield* Transactor
-          yield* transactor
-            .withTransaction(Effect.andThen(writer.emit([message("x", 1)]), Effect.fail("rollback")))
-            .pipe(Effect.ignore)
-          const kept = [message("y", 2)]
-          yield* commit([kept])
-          const window = yield* readAtLeast(lease, 1)
-          assert.deepStrictEqual(
-            window.entries.map((m) => m.id),
-            kept.map((m) => m.id)
-          )
-        })
-      )
+    for (const c of cases) {
+      if (c.requires === undefined || features[c.requires]) test(c.name, c.run)
     }
   })
 }
