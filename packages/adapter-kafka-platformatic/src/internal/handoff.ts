@@ -88,7 +88,7 @@ export const setPaused = (state: State, partitions: ReadonlyArray<TopicPartition
   })
 
 /** Reads one-partition batches off the stream, holding back records of paused partitions. */
-const reader = (stream: RawStream, state: State, maxBatch: number, maxHeld: number) => {
+export const reader = (stream: RawStream, state: State, maxBatch: number, maxHeld: number) => {
   // A record read from the stream that belongs to the next batch (another partition).
   let pending: RawMessage | undefined
   let streamPausedByUs = false
@@ -113,17 +113,23 @@ const reader = (stream: RawStream, state: State, maxBatch: number, maxHeld: numb
     state.batchGeneration.set(batch, state.generation)
     return batch
   }
+  // Checked on every read, not only when held records are taken: a group join drops every held
+  // record at once, and the stream we paused must not stay paused for want of a take.
+  const resumeIfDrained = () => {
+    if (streamPausedByUs && state.heldCount <= maxHeld / 2) {
+      streamPausedByUs = false
+      stream.resume()
+    }
+  }
   // A resumed partition's held records go first.
   const readHeld = (): ConsumerBatch | undefined => {
+    resumeIfDrained()
     for (const [slot, list] of state.held) {
       if (state.paused.has(slot)) continue
       const taken = list.splice(0, maxBatch)
       if (list.length === 0) state.held.delete(slot)
       state.heldCount -= taken.length
-      if (streamPausedByUs && state.heldCount <= maxHeld / 2) {
-        streamPausedByUs = false
-        stream.resume()
-      }
+      resumeIfDrained()
       if (taken.length > 0) return toBatch(taken)
     }
     return undefined
