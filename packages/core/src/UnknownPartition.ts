@@ -81,7 +81,10 @@ export const resolve = (
   reported?: UnknownPartitionError
 ): Effect.Effect<Resolution> =>
   Effect.gen(function* (): Effect.fn.Return<Resolution, BrokerAdminError> {
-    if (reported !== undefined && settings.unknownPartition === "fail") return switchedOff(reported.message)
+    // The reason names the error class, as every other FAILURE reason does (operators grep for it).
+    if (reported !== undefined && settings.unknownPartition === "fail") {
+      return switchedOff(`${reported._tag}: ${reported.message}`)
+    }
     const admin = yield* Effect.serviceOption(BrokerAdmin)
     if (Option.isNone(admin)) return { _tag: "unknown", reason: "no BrokerAdmin service is provided" }
     const count = yield* admin.value.partitionCount(topic)

@@ -310,6 +310,7 @@ describe("Relay", () => {
         yield* relay.runOnce
         const stored = yield* row(world.database, id)
         assert.strictEqual(stored.status, "FAILURE")
+        assert.include(stored.lastError!, "UnknownPartitionError")
         assert.include(stored.lastError!, "no partition 5")
         assert.include(stored.lastError!, "OUTBOX_RELAY_UNKNOWN_PARTITION")
       })
