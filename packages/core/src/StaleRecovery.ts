@@ -43,6 +43,7 @@ import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
 import type { BrokerProbe } from "./BrokerProbe.ts"
 import type { OutboxStoreError } from "./Errors.ts"
+import * as Jobs from "./internal/jobs.ts"
 import { judge } from "./internal/stale/judge.ts"
 import { settle } from "./internal/stale/settle.ts"
 import type { OutboxMessage } from "./OutboxMessage.ts"
@@ -229,10 +230,9 @@ const round = (
     if (stale.length === 0) return emptyRound(page.next)
 
     // Probes may take long (30 s each by default): keep the lease alive meanwhile.
+    const renewEvery = Duration.millis(Math.max(1, Math.floor(ttlMillis / 3)))
     const heartbeat = yield* Effect.forkChild(
-      store
-        .acquireRecoveryLease({ owner, ttlMillis })
-        .pipe(Effect.ignore, Effect.delay(Duration.millis(Math.max(1, Math.floor(ttlMillis / 3)))), Effect.forever)
+      Effect.delay(Jobs.every(renewEvery, Effect.ignore(store.acquireRecoveryLease({ owner, ttlMillis }))), renewEvery)
     )
     const verdicts = yield* Effect.forEach(stale, (row) => judge(row, s), { concurrency: 8 }).pipe(
       Effect.ensuring(Fiber.interrupt(heartbeat))
@@ -313,8 +313,7 @@ export const run = (settings: Partial<Settings> = {}): Effect.Effect<never, neve
         })
       ),
       Effect.catch((error) => Effect.logWarning(`outbox stale recovery round failed: ${error.message}`)),
-      Effect.andThen(Effect.sleep(s.interval)),
-      Effect.forever,
+      (everyRound) => Jobs.every(s.interval, everyRound),
       Effect.ensuring(release(owner))
     )
   })

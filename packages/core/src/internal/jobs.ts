@@ -1,7 +1,7 @@
 /**
- * Background jobs (retention, the reconciler, the gauges, the log relay's lease): a round now,
- * then again after each delay of a `Schedule` that sees the last round's result, for as long as
- * the fiber lives.
+ * Background jobs (retention, the reconciler, stale recovery and its lease heartbeat, the gauges,
+ * the log relay's lease): a round now, then again after each delay of a `Schedule` that sees the
+ * last round's result, for as long as the fiber lives.
  */
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
