@@ -26,6 +26,7 @@ import type * as Scope from "effect/Scope"
 import { patchFetch } from "./internal/abortedRecords.ts"
 import * as Commit from "./internal/commit.ts"
 import * as Handoff from "./internal/handoff.ts"
+import { type GroupOptions, keepMembership } from "./internal/membership.ts"
 import { PlatformaticClient } from "./PlatformaticClient.ts"
 import { toConsumerError } from "./PlatformaticErrors.ts"
 import { retrying } from "./PlatformaticRetry.ts"
@@ -68,12 +69,6 @@ export {
   toConsumerRecord
 } from "./internal/records.ts"
 
-type GroupOptions = {
-  readonly sessionTimeout: number
-  readonly rebalanceTimeout: number
-  readonly heartbeatInterval: number
-}
-
 /**
  * @since 0.1.0
  * @category constructors
@@ -93,6 +88,7 @@ export const subscribe = (
     // The client's read_committed filter lets some aborted records through (internal/abortedRecords).
     patchFetch(consumer)
     const state = Handoff.makeState(consumer)
+    yield* keepMembership(consumer, state, groupOptions)
 
     const stream = yield* Effect.acquireRelease(start(consumer, request, groupOptions, options), (stream) =>
       Effect.promise(async () => {

@@ -34,6 +34,8 @@ export interface State {
   /** topic/partition -> highest offset committed through this subscription */
   readonly committed: Map<string, bigint>
   closed: boolean
+  /** Why the subscription cannot go on (the stream or the group failed); the next pull fails with it. */
+  failure: ConsumerSourceError | undefined
   /** The pull waiting for records, if any. */
   wake: (() => void) | undefined
 }
@@ -50,6 +52,7 @@ export const makeState = (consumer: AnyConsumer): State => {
     batchGeneration: new WeakMap(),
     committed: new Map(),
     closed: false,
+    failure: undefined,
     wake: undefined
   }
   consumer.on("consumer:group:join", () => {
@@ -172,11 +175,10 @@ export const batches = (
   // The stream fetches only while someone listens for 'readable' (with no listener its
   // `readableFlowing` goes back to null and its fetch loop stops for good), so one listener
   // stays attached for the subscription's life and wakes the pull that waits.
-  let failure: ConsumerSourceError | undefined
   let ended = false
   stream.on("readable", () => notify(state))
   stream.on("error", (error: unknown) => {
-    failure ??= toConsumerError("consume", error)
+    state.failure ??= toConsumerError("consume", error)
     notify(state)
   })
   stream.on("close", () => {
@@ -191,7 +193,7 @@ export const batches = (
     const attempt = () => {
       const batch = readBatch()
       if (batch !== undefined) return resume(Effect.succeed([batch] as const))
-      if (failure !== undefined) return resume(Effect.fail(failure))
+      if (state.failure !== undefined) return resume(Effect.fail(state.failure))
       if (ended || state.closed || stream.destroyed) return resume(Cause.done())
       state.wake = attempt
     }
