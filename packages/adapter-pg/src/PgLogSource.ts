@@ -18,6 +18,7 @@
  * @since 0.3.0
  */
 
+import * as PgClient from "@effect/sql-pg/PgClient"
 import * as PgTypes from "@effect/sql-pg/PgTypes"
 import * as LogRecord from "@effect-outbox/core/LogRecord"
 import { type LogGauges, type LogLease, LogSource, LogSourceError, type LogWindow } from "@effect-outbox/core/LogSource"
@@ -25,6 +26,7 @@ import { LogWriter } from "@effect-outbox/core/LogWriter"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as Redacted from "effect/Redacted"
 import * as Result from "effect/Result"
 import type * as Scope from "effect/Scope"
 import * as Semaphore from "effect/Semaphore"
@@ -33,6 +35,8 @@ import type * as SqlConnection from "effect/sql/SqlConnection"
 import type { SqlError } from "effect/sql/SqlError"
 import { fromSqlError, sqlState } from "./internal/errors.ts"
 import * as LogReader from "./internal/logReader.ts"
+import * as LogStream from "./internal/logStream.ts"
+import * as Pgoutput from "./internal/pgoutput.ts"
 
 /**
  * @since 0.3.0
@@ -53,6 +57,24 @@ export interface Options {
    * the lease). Default true; without a free slot the lease reads one window at a time.
    */
   readonly readAhead?: boolean | undefined
+  /**
+   * How the relay reads the slot. `"stream"` (the default): one replication connection streams
+   * it (`START_REPLICATION`, through `pg`), buffered in memory from the confirmed position, and
+   * wakes the relay on each commit. `"sql"`: `pg_logical_slot_peek_binary_changes` per read over
+   * the pool (`readAhead` applies to this one only). See docs/log-relay.md.
+   */
+  readonly transport?: "stream" | "sql" | undefined
+  /**
+   * Streaming: whole unconfirmed transactions held in memory before the socket is paused
+   * (resumed once confirms bring it under half). Default 32 MiB.
+   */
+  readonly maxBufferedBytes?: number | undefined
+  /**
+   * Streaming: where the replication connection goes. Default: the settings of the `PgClient`
+   * in context (url, host, port, database, user, password, ssl, application name); without a
+   * `PgClient` the layer fails unless this is given or `transport` is `"sql"`.
+   */
+  readonly replicationUrl?: Redacted.Redacted | string | undefined
 }
 
 const SLOT = /^[a-z0-9_]{1,63}$/
@@ -119,41 +141,20 @@ const ensure = (exec: Exec, slot: string) =>
     { discard: true }
   )
 
-const TAG_COMMIT = 0x43 // 'C'
-const TAG_MESSAGE = 0x4d // 'M'
-
-/** Whether `data` holds `prefix` (NUL-terminated) at `at`. */
-const prefixAt = (data: Uint8Array, at: number, prefix: Uint8Array) => {
-  if (data[at + prefix.length] !== 0) return false
-  for (let i = 0; i < prefix.length; i++) if (data[at + i] !== prefix[i]) return false
-  return true
-}
-
 /** Parses pgoutput rows: messages with our prefix, up to the last commit. */
 const parseWindow = (rows: ReadonlyArray<LogReader.Row>, prefix: Uint8Array): LogWindow | LogSourceError => {
   let upTo: string | null = null
   const entries: Array<LogRecord.LogMessage> = []
   let pending = 0
   for (const row of rows) {
-    const data = row.data
-    const tag = data[0]
-    if (tag === TAG_COMMIT) {
+    const tag = row.data[0]
+    if (tag === Pgoutput.TAG_COMMIT) {
       pending = entries.length
       upTo = row.lsn
-    } else if (tag === TAG_MESSAGE) {
-      // 'M', flags Int8, lsn Int64, prefix (NUL-terminated), length Int32, content
-      if (!prefixAt(data, 10, prefix)) continue
-      const end = 10 + prefix.length
-      const length = ((data[end + 1]! << 24) | (data[end + 2]! << 16) | (data[end + 3]! << 8) | data[end + 4]!) >>> 0
-      const decoded = LogRecord.decode(data.subarray(end + 5, end + 5 + length))
-      if (decoded instanceof LogRecord.LogRecordError) {
-        return new LogSourceError({
-          operation: "log.read",
-          reason: `at ${row.lsn}: ${decoded.reason}`,
-          retriable: false
-        })
-      }
-      entries.push(decoded)
+    } else if (tag === Pgoutput.TAG_MESSAGE) {
+      const entry = Pgoutput.message(row.data, prefix, row.lsn)
+      if (entry instanceof LogSourceError) return entry
+      if (entry !== undefined) entries.push(entry)
     }
   }
   // Events after the last commit (none with upto_nchanges, which stops after a commit) are dropped.
@@ -222,25 +223,24 @@ const makeLease = (
           Effect.asVoid,
           Effect.withSpan("pg.log.confirm")
         ),
-      gauges: run(
-        exec(
-          `SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), confirmed_flush_lsn)::float8 AS lag,
-                  pg_wal_lsn_diff(pg_current_wal_insert_lsn(), restart_lsn)::float8 AS retained
-             FROM pg_replication_slots WHERE slot_name = $1`,
-          [slot]
-        )
-      ).pipe(
-        Effect.mapError(logError("log.gauges")),
-        Effect.flatMap((rows) =>
-          rows.length === 0
-            ? Effect.fail(
-                new LogSourceError({ operation: "log.gauges", reason: `slot ${slot} is gone`, retriable: false })
-              )
-            : Effect.succeed<LogGauges>({ lagBytes: Number(rows[0].lag), retainedBytes: Number(rows[0].retained) })
-        )
-      )
+      gauges: run(gauges(exec, slot))
     } satisfies LogLease
   })
+
+const gauges = (exec: Exec, slot: string): Effect.Effect<LogGauges, LogSourceError> =>
+  exec(
+    `SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), confirmed_flush_lsn)::float8 AS lag,
+            pg_wal_lsn_diff(pg_current_wal_insert_lsn(), restart_lsn)::float8 AS retained
+       FROM pg_replication_slots WHERE slot_name = $1`,
+    [slot]
+  ).pipe(
+    Effect.mapError(logError("log.gauges")),
+    Effect.flatMap((rows) =>
+      rows.length === 0
+        ? Effect.fail(new LogSourceError({ operation: "log.gauges", reason: `slot ${slot} is gone`, retriable: false }))
+        : Effect.succeed<LogGauges>({ lagBytes: Number(rows[0].lag), retainedBytes: Number(rows[0].retained) })
+    )
+  )
 
 // 53400: max_replication_slots reached; 42710: the copy's name is taken (not ours to drop).
 const NO_READER = new Set(["53400", "42710"])
@@ -289,6 +289,21 @@ export const make = (options: Options = {}) =>
   Effect.gen(function* () {
     const { prefix, slot } = yield* resolve(options)
     const sql = yield* SqlClient.SqlClient
+    const pool: Exec = (text, params) => sql.unsafe(text, params as Array<any>)
+    if (options.transport !== "sql") {
+      const connection = yield* replicationConnection(options)
+      return LogSource.of({
+        acquire: LogStream.acquire({
+          slot,
+          prefix,
+          connection,
+          maxBufferedBytes: options.maxBufferedBytes ?? 32 * 1024 * 1024,
+          statusInterval: LogStream.defaultStatusInterval,
+          gauges: gauges(pool, slot),
+          ensure: ensure(pool, slot).pipe(Effect.mapError(logError("log.acquire")))
+        })
+      })
+    }
     const acquire = Effect.gen(function* () {
       const connection: SqlConnection.Connection = yield* sql.reserve
       const exec: Exec = (text, params) => connection.execute(text, params, undefined)
@@ -303,6 +318,51 @@ export const make = (options: Options = {}) =>
       return Option.some(yield* makeLease(exec, slot, prefix, options.readAhead !== false))
     }).pipe(Effect.mapError(logError("log.acquire")))
     return LogSource.of({ acquire })
+  })
+
+const definedOnly = (record: Record<string, unknown>): Readonly<Record<string, unknown>> =>
+  Object.fromEntries(Object.entries(record).filter(([, v]) => v !== undefined))
+
+/**
+ * The replication connection's settings: `replicationUrl`, or those of the `PgClient` in context.
+ * The password (static or an effect) is read at each connect.
+ */
+const replicationConnection = (options: Options) =>
+  Effect.gen(function* () {
+    if (options.replicationUrl !== undefined) {
+      const url = options.replicationUrl
+      return Effect.succeed<Readonly<Record<string, unknown>>>({
+        connectionString: typeof url === "string" ? url : Redacted.value(url)
+      })
+    }
+    const client = yield* Effect.serviceOption(PgClient.PgClient)
+    if (Option.isNone(client)) {
+      return yield* Effect.fail(
+        new LogSourceError({
+          operation: "log.options",
+          reason: `the streaming transport connects like the PgClient in context, and there is none: provide one, set replicationUrl, or transport: "sql"`,
+          retriable: false
+        })
+      )
+    }
+    const c = client.value.config
+    return Effect.gen(function* () {
+      const password =
+        c.password === undefined
+          ? undefined
+          : Redacted.value(Redacted.isRedacted(c.password) ? c.password : yield* c.password)
+      return definedOnly({
+        connectionString: c.url === undefined ? undefined : Redacted.value(c.url),
+        host: c.host,
+        port: c.port,
+        database: c.database,
+        user: c.username,
+        password,
+        ssl: c.ssl,
+        stream: c.stream,
+        application_name: c.applicationName
+      })
+    })
   })
 
 /**

@@ -36,8 +36,14 @@ import * as Telemetry from "./Telemetry.ts"
 export interface Settings {
   /** Log rows read per window (whole transactions, so a window can be larger). Default 500. */
   readonly batchSize?: number | undefined
-  /** Wait after an empty read. Default 50 ms. */
+  /** Wait after an empty read, for a source without `LogLease.awaitMore`. Default 50 ms. */
   readonly pollInterval?: Duration.Input | undefined
+  /**
+   * For a source that signals new transactions (`LogLease.awaitMore`, the streaming PostgreSQL
+   * transport, the in-memory log): the longest wait after an empty read, which ends as soon as a
+   * transaction commits (no poll delay). Default 1 s.
+   */
+  readonly idleWait?: Duration.Input | undefined
   /** A standby tries the lease this often. Default 1 s. */
   readonly leaseRetryInterval?: Duration.Input | undefined
   /** First wait after a failed publish or probe; doubles up to `maxBackoff`. Default 200 ms. */
@@ -140,6 +146,7 @@ const resolve = (settings: Settings) => {
     batchSize,
     maxWindow: Math.max(batchSize, settings.maxWindow ?? batchSize * 8),
     poll: Duration.fromInputUnsafe(settings.pollInterval ?? "50 millis"),
+    idleWait: Duration.fromInputUnsafe(settings.idleWait ?? "1 second"),
     firstBackoff: millis(settings.backoff ?? "200 millis"),
     maxBackoff: millis(settings.maxBackoff ?? "10 seconds"),
     gaugeEvery: millis(settings.gaugeInterval ?? "5 seconds"),
@@ -169,6 +176,7 @@ const drain = (lease: LogLease, settings: Settings) =>
     const {
       batchSize,
       firstBackoff,
+      idleWait,
       gaugeEvery,
       maxBackoff,
       maxProbeFailures,
@@ -259,7 +267,8 @@ const drain = (lease: LogLease, settings: Settings) =>
         if (window.entries.length === 0) {
           // Transactions without events still hold WAL: let the slot move past them.
           if (window.upTo !== null) yield* lease.confirm(window.upTo)
-          yield* Effect.sleep(poll)
+          // Woken by the next commit when the source can tell; polled otherwise.
+          yield* lease.awaitMore === undefined ? Effect.sleep(poll) : lease.awaitMore(idleWait)
           return yield* readConfirmed
         }
         const ahead = readAfter === undefined ? undefined : yield* Effect.forkChild(readAfter(window.upTo!, want))

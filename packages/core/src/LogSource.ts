@@ -6,6 +6,7 @@
  * @since 0.3.0
  */
 import * as Context from "effect/Context"
+import type * as Duration from "effect/Duration"
 import type * as Effect from "effect/Effect"
 import type * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
@@ -72,6 +73,13 @@ export interface LogLease {
   readonly readAfter?:
     | ((after: string, maxEntries: number) => Effect.Effect<LogWindow | undefined, LogSourceError>)
     | undefined
+  /**
+   * Optional wake-up, for a source that learns of commits as they happen (a replication stream):
+   * completes once a whole transaction past the confirmed position can be read (at once when one
+   * already can), or when `timeout` passes, whichever is first. The relay waits on it after an
+   * empty read instead of sleeping a poll interval. Fails when the log is lost, like `read`.
+   */
+  readonly awaitMore?: ((timeout: Duration.Input) => Effect.Effect<void, LogSourceError>) | undefined
   /** Moves the confirmed position to `upTo` of a window: its events are never read again. */
   readonly confirm: (upTo: string) => Effect.Effect<void, LogSourceError>
   readonly gauges: Effect.Effect<LogGauges, LogSourceError>

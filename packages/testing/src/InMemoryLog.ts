@@ -1,8 +1,10 @@
 /**
  * An in-memory `LogSource`: committed transactions of events in commit order, a confirmed
  * position and one lease, for testing the log relay (`LogRelay`) without PostgreSQL. It behaves
- * like `PgLogSource`: reads do not consume (`readAfter` reads past an unconfirmed window), windows end on transaction boundaries, `confirm` moves
- * the position, the lease ends with the holder's scope (a killed relay's fiber is interrupted).
+ * like `PgLogSource`: reads do not consume (`readAfter` reads past an unconfirmed window), windows
+ * end on transaction boundaries, `confirm` moves the position, `awaitMore` wakes on the next commit
+ * (as the streaming transport does), the lease ends with the holder's scope (a killed relay's fiber
+ * is interrupted).
  *
  * @since 0.3.0
  */
@@ -39,6 +41,7 @@ export const make: Effect.Effect<Log> = Effect.sync(() => {
   let confirmed = 0
   let held = false
   let failing = 0
+  const waiters = new Set<() => void>()
 
   // Whole transactions from `start`, stopping after the one that reaches maxEntries (as upto_nchanges).
   const windowFrom = (start: number, maxEntries: number) => {
@@ -80,6 +83,15 @@ export const make: Effect.Effect<Log> = Effect.sync(() => {
         confirmed = to
         return Effect.void
       }),
+    awaitMore: (timeout) =>
+      Effect.suspend(() => {
+        if (transactions.length > confirmed) return Effect.void
+        return Effect.callback<void>((resume) => {
+          const done = () => resume(Effect.void)
+          waiters.add(done)
+          return Effect.sync(() => waiters.delete(done))
+        }).pipe(Effect.timeoutOption(timeout), Effect.asVoid)
+      }),
     gauges: Effect.sync(() => {
       const lag = transactions.slice(confirmed).reduce((n, t) => n + t.length, 0)
       return { lagBytes: lag, retainedBytes: lag }
@@ -106,6 +118,9 @@ export const make: Effect.Effect<Log> = Effect.sync(() => {
     commit: (messages) =>
       Effect.sync(() => {
         transactions.push([...messages])
+        const woken = [...waiters]
+        waiters.clear()
+        for (const wake of woken) wake()
       }),
     positions: Effect.sync(() => ({ confirmed, committed: transactions.length })),
     leased: Effect.sync(() => held),

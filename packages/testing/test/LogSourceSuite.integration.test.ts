@@ -1,5 +1,6 @@
 // PgLogSource passes the log engine's conformance suite on a wal_level=logical PostgreSQL
-// (LOGICAL_DATABASE_URL, which scripts/test starts); each test on a slot of its own, dropped after.
+// (LOGICAL_DATABASE_URL, which scripts/test starts), on both transports (the replication stream,
+// the default, and the SQL interface); each test on a slot of its own, dropped after.
 
 import { PgClient } from "@effect/sql-pg"
 import * as PgLogSource from "@effect-outbox/adapter-pg/PgLogSource"
@@ -10,17 +11,18 @@ import * as Redacted from "effect/Redacted"
 import * as LogSourceSuite from "../src/LogSourceSuite.ts"
 import * as Support from "./faults/support.ts"
 
-const layer = () => {
+const layer = (transport: PgLogSource.Options["transport"]) => () => {
   const slot = Support.uniqueName("log_suite").toLowerCase()
   const client = PgClient.layer({ url: Redacted.make(Support.logicalDatabaseUrl), maxConnections: 3 })
   const dropOnRelease = Layer.effectDiscard(Effect.addFinalizer(() => Effect.ignore(PgLogSource.dropSlot({ slot }))))
   return Layer.mergeAll(
     // Logical messages are database-wide: a prefix of its own keeps other tests' events out.
-    PgLogSource.layer({ slot, prefix: slot }),
+    PgLogSource.layer({ slot, prefix: slot, transport }),
     PgLogSource.layerWriter({ slot, prefix: slot }),
     PgTransactor.layer,
     dropOnRelease
   ).pipe(Layer.provide(client))
 }
 
-LogSourceSuite.suite("PgLogSource", { layer })
+LogSourceSuite.suite("PgLogSource (stream)", { layer: layer("stream") })
+LogSourceSuite.suite("PgLogSource (sql)", { layer: layer("sql") })

@@ -1,0 +1,320 @@
+/**
+ * The log source's streaming transport: one replication connection (`replication=database`,
+ * through `pg`) that holds the lease and streams the slot with `START_REPLICATION … LOGICAL`.
+ *
+ * - XLogData ('w') frames carry pgoutput messages; whole transactions (up to their 'C') are
+ *   buffered in memory, decoded, from the confirmed position on. Reads are served from the
+ *   buffer; `confirm` drops what it covers and sends a standby status update with flush = upTo,
+ *   which is what moves the slot's `confirmed_flush_lsn`. Nothing else is ever reported flushed.
+ * - Primary keepalives ('k') asking for a reply get a status update; one is also sent every
+ *   `statusInterval`, so a relay that is not reading (backpressure) is not timed out by
+ *   `wal_sender_timeout`.
+ * - Backpressure: past `maxBufferedBytes` of whole unconfirmed transactions the socket is paused;
+ *   confirms that bring it under half of that resume it.
+ * - The lease: a session advisory lock taken on the same connection before START_REPLICATION
+ *   (the SQL transport takes the same lock, so the two exclude each other), and the slot itself:
+ *   a slot another walsender holds (SQLSTATE 55006) is `None`.
+ * - A lost connection fails every later call with a retriable `LogSourceError`.
+ */
+import type { LogMessage } from "@effect-outbox/core/LogRecord"
+import { type LogLease, LogSourceError, type LogWindow } from "@effect-outbox/core/LogSource"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Schedule from "effect/Schedule"
+import type * as Scope from "effect/Scope"
+import pg from "pg"
+import * as Pgoutput from "./pgoutput.ts"
+
+export interface Config {
+  readonly slot: string
+  readonly prefix: string
+  /** The replication connection's settings, read at each connect (the password may be an effect). */
+  readonly connection: Effect.Effect<Readonly<Record<string, unknown>>>
+  readonly maxBufferedBytes: number
+  readonly statusInterval: Duration.Input
+  readonly gauges: LogLease["gauges"]
+  /** Creates the slot and publication when missing (over the pool), once the lock is held. */
+  readonly ensure: Effect.Effect<void, LogSourceError>
+}
+
+interface Transaction {
+  readonly entries: ReadonlyArray<LogMessage>
+  readonly error: LogSourceError | undefined
+  readonly end: bigint
+  readonly upTo: string
+  readonly rows: number
+  readonly bytes: number
+}
+
+// Permanent: wal_level, privileges, a missing slot, authentication.
+const PERMANENT = new Set(["55000", "42501", "42704", "28000", "28P01", "3D000"])
+
+const toError = (operation: string, error: unknown): LogSourceError => {
+  const code = (error as { code?: unknown } | undefined)?.code
+  const text = error instanceof Error ? error.message : String(error)
+  return new LogSourceError({
+    operation,
+    reason: typeof code === "string" ? `${text} (SQLSTATE ${code})` : text,
+    retriable: !(typeof code === "string" && PERMANENT.has(code))
+  })
+}
+
+// Microseconds since 2000-01-01, the protocol's clock.
+const PG_EPOCH_MS = 946_684_800_000
+
+const statusUpdate = (position: bigint, replyRequested = false) => {
+  const buffer = Buffer.alloc(34)
+  buffer[0] = 0x72 // 'r'
+  buffer.writeBigUInt64BE(position, 1) // written
+  buffer.writeBigUInt64BE(position, 9) // flushed: the slot's confirmed_flush_lsn follows this
+  buffer.writeBigUInt64BE(position, 17) // applied
+  buffer.writeBigInt64BE(BigInt(Date.now() - PG_EPOCH_MS) * 1000n, 25)
+  buffer[33] = replyRequested ? 1 : 0
+  return buffer
+}
+
+const connect = (config: Config) =>
+  Effect.acquireRelease(
+    Effect.flatMap(config.connection, (settings) =>
+      Effect.tryPromise({
+        try: async () => {
+          const client = new pg.Client({ ...settings, replication: "database" } as pg.ClientConfig)
+          // A lost connection is reported to the lease through the copy stream's listeners; this
+          // keeps an 'error' without a listener from crashing the process.
+          client.on("error", () => undefined)
+          await client.connect()
+          return client
+        },
+        catch: (error) => toError("log.acquire", error)
+      })
+    ),
+    (client) =>
+      Effect.promise(() =>
+        Promise.race([
+          client.end().catch(() => undefined),
+          new Promise<void>((resolve) => setTimeout(resolve, 2_000).unref())
+        ])
+      )
+  )
+
+const query = (client: pg.Client, text: string) =>
+  Effect.tryPromise({
+    try: () => client.query(text).then((result) => result.rows as Array<Record<string, unknown>>),
+    catch: (error) => toError("log.acquire", error)
+  })
+
+/** START_REPLICATION; `false` when another walsender holds the slot (55006). */
+const startReplication = (client: pg.Client, text: string, onEnd: (error: unknown) => void) =>
+  Effect.callback<boolean, LogSourceError>((resume) => {
+    const connection = (client as unknown as { connection: NodeJS.EventEmitter }).connection
+    let started = false
+    connection.once("replicationStart", () => {
+      started = true
+      resume(Effect.succeed(true))
+    })
+    client.query(text).then(
+      () => onEnd(new Error("the server ended the replication stream")),
+      (error: unknown) => {
+        if (started) return onEnd(error)
+        const code = (error as { code?: unknown }).code
+        resume(code === "55006" ? Effect.succeed(false) : Effect.fail(toError("log.acquire", error)))
+      }
+    )
+  })
+
+/** Takes the lease over a replication connection and starts streaming; `None` while it is held. */
+export const acquire = (config: Config): Effect.Effect<Option.Option<LogLease>, LogSourceError, Scope.Scope> =>
+  Effect.gen(function* () {
+    const { slot } = config
+    const client = yield* connect(config)
+    // Replication connections take the simple query protocol only: no parameters. The slot name
+    // is checked against [a-z0-9_] before it gets here.
+    const [lock] = yield* query(
+      client,
+      `SELECT pg_try_advisory_lock(hashtext('effect-outbox-log'), hashtext('${slot}')) AS ok`
+    )
+    if (lock?.ok !== true) return Option.none<LogLease>()
+    yield* config.ensure
+    const [row] = yield* query(
+      client,
+      `SELECT confirmed_flush_lsn::text AS lsn FROM pg_replication_slots WHERE slot_name = '${slot}'`
+    )
+    if (typeof row?.lsn !== "string") {
+      return yield* Effect.fail(
+        new LogSourceError({ operation: "log.acquire", reason: `slot ${slot} has no position`, retriable: false })
+      )
+    }
+    const stream = makeStream(client, config, Pgoutput.lsnValue(row.lsn))
+    const started = yield* startReplication(
+      client,
+      `START_REPLICATION SLOT ${slot} LOGICAL ${row.lsn} (proto_version '1', publication_names '${slot}', messages 'true')`,
+      stream.lose
+    )
+    if (!started) return Option.none<LogLease>()
+    yield* Effect.addFinalizer(() => stream.close)
+    yield* Effect.forkScoped(Effect.repeat(stream.sendStatus, Schedule.spaced(config.statusInterval)))
+    return Option.some(stream.lease)
+  })
+
+/** What `pg` keeps of the wire under its client (not in its types): the copy stream and the socket. */
+interface WireConnection extends NodeJS.EventEmitter {
+  readonly stream: { readonly pause: () => void; readonly resume: () => void }
+  readonly sendCopyFromChunk: (chunk: Buffer) => void
+}
+
+const makeStream = (client: pg.Client, config: Config, start: bigint) => {
+  const prefix = new TextEncoder().encode(config.prefix)
+  const connection = (client as unknown as { connection: WireConnection }).connection
+  const buffered: Array<Transaction> = []
+  let bufferedBytes = 0
+  let paused = false
+  let confirmed = start
+  // The server's sent position from its last keepalive: every transaction committed before it
+  // has been received (an empty read may confirm up to it, so the slot moves past other WAL).
+  let serverEnd = start
+  let lost: LogSourceError | undefined
+  let closed = false
+  const waiters = new Set<() => void>()
+  const wake = () => {
+    const all = [...waiters]
+    waiters.clear()
+    for (const w of all) w()
+  }
+
+  // The transaction being received.
+  let entries: Array<LogMessage> = []
+  let error: LogSourceError | undefined
+  let rows = 0
+  let bytes = 0
+
+  const send = (buffer: Buffer) => {
+    if (lost === undefined && !closed) connection.sendCopyFromChunk(buffer)
+  }
+  const lose = (cause: unknown) => {
+    if (lost !== undefined || closed) return
+    lost = toError("log.stream", cause)
+    lost = new LogSourceError({
+      operation: "log.stream",
+      reason: `replication connection lost: ${lost.reason}`,
+      retriable: true
+    })
+    wake()
+  }
+
+  const onPgoutput = (data: Buffer, frameBytes: number) => {
+    const tag = data[0]
+    rows++
+    bytes += frameBytes
+    if (tag === Pgoutput.TAG_MESSAGE) {
+      const entry = Pgoutput.message(data, prefix, "stream")
+      if (entry instanceof LogSourceError) error ??= entry
+      else if (entry !== undefined) entries.push(entry)
+    } else if (tag === Pgoutput.TAG_COMMIT) {
+      const end = Pgoutput.commitEnd(data)
+      buffered.push({ entries, error, end, upTo: Pgoutput.lsnText(end), rows, bytes })
+      bufferedBytes += bytes
+      entries = []
+      error = undefined
+      rows = 0
+      bytes = 0
+      if (!paused && bufferedBytes > config.maxBufferedBytes) {
+        paused = true
+        connection.stream.pause()
+      }
+      wake()
+    }
+  }
+
+  connection.on("copyData", (message: { chunk: Buffer }) => {
+    const chunk = message.chunk
+    if (chunk[0] === 0x77) {
+      // 'w': dataStart Int64, walEnd Int64, sendTime Int64, then the pgoutput message.
+      onPgoutput(chunk.subarray(25), chunk.length)
+    } else if (chunk[0] === 0x6b) {
+      // 'k': walEnd Int64, sendTime Int64, replyRequested Byte1.
+      const walEnd = chunk.readBigUInt64BE(1)
+      if (walEnd > serverEnd) serverEnd = walEnd
+      if (chunk[17] === 1) send(statusUpdate(confirmed))
+    }
+  })
+  connection.on("end", () => lose(new Error("the server closed the connection")))
+  connection.on("error", lose)
+
+  const failed = Effect.suspend(() => (lost === undefined ? Effect.void : Effect.fail(lost)))
+
+  const windowFrom = (from: number, maxEntries: number): Effect.Effect<LogWindow, LogSourceError> => {
+    const out: Array<LogMessage> = []
+    let read = 0
+    let i = from
+    let upTo: string | null = null
+    while (i < buffered.length && (read === 0 || read < maxEntries)) {
+      const t = buffered[i++]!
+      if (t.error !== undefined) return Effect.fail(t.error)
+      for (const e of t.entries) out.push(e)
+      read += t.rows
+      upTo = t.upTo
+    }
+    // Nothing buffered: the keepalive position lets the relay confirm past WAL without events.
+    if (from === 0 && buffered.length === 0 && serverEnd > confirmed) upTo = Pgoutput.lsnText(serverEnd)
+    return Effect.succeed({ entries: out, upTo, more: i < buffered.length })
+  }
+
+  const lease: LogLease = {
+    read: (maxEntries) =>
+      Effect.andThen(
+        failed,
+        Effect.suspend(() => windowFrom(0, maxEntries))
+      ).pipe(Effect.withSpan("pg.log.read")),
+    readAfter: (after, maxEntries) =>
+      Effect.andThen(
+        failed,
+        Effect.suspend(() => {
+          const position = Pgoutput.lsnValue(after)
+          let from = 0
+          while (from < buffered.length && buffered[from]!.end <= position) from++
+          return windowFrom(from, maxEntries)
+        })
+      ),
+    confirm: (upTo) =>
+      Effect.andThen(
+        failed,
+        Effect.sync(() => {
+          const position = Pgoutput.lsnValue(upTo)
+          if (position <= confirmed) return
+          let drop = 0
+          while (drop < buffered.length && buffered[drop]!.end <= position) bufferedBytes -= buffered[drop++]!.bytes
+          buffered.splice(0, drop)
+          confirmed = position
+          send(statusUpdate(confirmed))
+          if (paused && bufferedBytes <= config.maxBufferedBytes / 2) {
+            paused = false
+            connection.stream.resume()
+          }
+        })
+      ).pipe(Effect.withSpan("pg.log.confirm")),
+    awaitMore: (timeout) =>
+      Effect.suspend(() => {
+        if (lost !== undefined) return Effect.fail(lost)
+        if (buffered.length > 0) return Effect.void
+        return Effect.callback<void, LogSourceError>((resume) => {
+          const done = () => resume(lost === undefined ? Effect.void : Effect.fail(lost))
+          waiters.add(done)
+          return Effect.sync(() => waiters.delete(done))
+        }).pipe(Effect.timeoutOption(timeout), Effect.asVoid)
+      }),
+    gauges: config.gauges
+  }
+
+  return {
+    lease,
+    lose,
+    sendStatus: Effect.sync(() => send(statusUpdate(confirmed))),
+    close: Effect.sync(() => {
+      closed = true
+      wake()
+    })
+  }
+}
+
+export const defaultStatusInterval = Duration.seconds(10)
