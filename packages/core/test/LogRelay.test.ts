@@ -102,6 +102,29 @@ describe("LogRelay over the in-memory log", () => {
       })
   )
 
+  it.live("an idle relay is woken by the next commit (LogLease.awaitMore), not by its poll interval", () =>
+    Effect.gen(function* () {
+      const { broker, layer, log } = yield* world
+      // A poll interval far longer than the test: only the wake-up can publish in time.
+      const relay = yield* Effect.forkDetach(
+        LogRelay.run({ ...settings, pollInterval: Duration.minutes(10), idleWait: Duration.minutes(10) }).pipe(
+          Effect.provide(layer)
+        )
+      )
+      yield* waitUntil(log.leased, "the lease")
+      yield* Effect.sleep(Duration.millis(50)) // the relay read the empty log and waits
+      const started = Date.now()
+      const committed = yield* commitMany(log, 3, 2, 3)
+      yield* waitUntil(
+        Effect.map(log.positions, (p) => p.confirmed === p.committed),
+        "the commit to be published"
+      )
+      assert.isBelow(Date.now() - started, 2_000)
+      yield* Fiber.interrupt(relay)
+      assert.deepStrictEqual(yield* check(broker, committed), { lost: 0, duplicates: 0, orderViolations: 0 })
+    })
+  )
+
   it.live("a lost acknowledgement is probed before the window is sent again: no duplicate", () =>
     Effect.gen(function* () {
       const { broker, layer, log } = yield* world

@@ -14,6 +14,7 @@ import type { EventId } from "@effect-outbox/core/OutboxMessage"
 import { Transactor } from "@effect-outbox/core/Transactor"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
 import type * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
@@ -193,6 +194,37 @@ export const cases: ReadonlyArray<Case> = [
       )
       yield* lease.confirm(third!.upTo!)
       assert.deepStrictEqual((yield* lease.read(100)).entries, [])
+    })
+  },
+  {
+    name: "awaitMore waits out its timeout while nothing commits, returns on the next commit, and at once while a transaction is unconfirmed",
+    run: Effect.gen(function* () {
+      const lease = yield* acquired
+      const awaitMore = lease.awaitMore
+      if (awaitMore === undefined) return
+      const idle = Date.now()
+      yield* awaitMore(Duration.millis(300))
+      assert.isAtLeast(Date.now() - idle, 250, "nothing committed: the timeout passed")
+      const waiting = yield* Effect.forkChild(awaitMore(Duration.seconds(20)))
+      yield* Effect.sleep(Duration.millis(200))
+      const committedAt = Date.now()
+      const event = [message("w", 1)]
+      yield* commit([event])
+      yield* Fiber.join(waiting)
+      assert.isBelow(Date.now() - committedAt, 5_000, "woken by the commit, not the 20 s timeout")
+      const window = yield* lease.read(100)
+      assert.deepStrictEqual(
+        window.entries.map((m) => m.id),
+        event.map((m) => m.id)
+      )
+      // Read but not confirmed: there is something to read, no wait.
+      const unconfirmed = Date.now()
+      yield* awaitMore(Duration.seconds(20))
+      assert.isBelow(Date.now() - unconfirmed, 1_000)
+      yield* lease.confirm(window.upTo!)
+      const after = Date.now()
+      yield* awaitMore(Duration.millis(300))
+      assert.isAtLeast(Date.now() - after, 250, "confirmed: nothing left, the timeout passed")
     })
   },
   {
