@@ -11,7 +11,8 @@
  * `--per-tx`: events per writing transaction (a window is whole transactions, so 1000 per
  * transaction makes every window 1000 events whatever `--batch` says). `--variants`: `ahead` is
  * the default relay (reads the next window while the current one is published), `serial` the
- * same with `readAhead: false` (read, publish, confirm, one after the other).
+ * same with `readAhead: false` (read, publish, confirm, one after the other), both on the default
+ * streaming transport; `sql` and `sql-serial` are the same two on `transport: "sql"` (peek per read).
  */
 
 import { loadavg } from "node:os"
@@ -46,7 +47,7 @@ const variantsArg = process.argv.indexOf("--variants")
 const variants = variantsArg === -1 ? ["ahead"] : process.argv[variantsArg + 1]!.split(",")
 const logicalUrl = process.env.LOGICAL_DATABASE_URL ?? "postgres://postgres@127.0.0.1:55433/postgres"
 
-const stackFor = (slot: string) => {
+const stackFor = (slot: string, transport: "stream" | "sql") => {
   const client = PgClient.layer({ url: Redacted.make(logicalUrl), maxConnections: 4, applicationName: "bench-log" })
   const kafka = KafkaClient.layer({ brokers: Env.brokers, clientId: "bench-log-relay" })
   const broker = Layer.merge(KafkaPublisher.layer(), KafkaBrokerProbe.layer()).pipe(Layer.provide(kafka))
@@ -54,7 +55,7 @@ const stackFor = (slot: string) => {
     (process.env.BENCH_LOG_LEVEL ?? "Warn") as LogLevel.LogLevel
   )
   return ManagedRuntime.make(
-    Layer.mergeAll(PgLogOutbox.layer({ slot, outbox: { maxRecordBytes: 1_000_000 } }), broker, logLevel).pipe(
+    Layer.mergeAll(PgLogOutbox.layer({ slot, transport, outbox: { maxRecordBytes: 1_000_000 } }), broker, logLevel).pipe(
       Layer.provideMerge(client)
     )
   )
@@ -64,7 +65,7 @@ const logRun = async (admin: import("kafkajs").Admin, variant: string): Promise<
   const slot = Env.uniqueName("bench_log").toLowerCase()
   const topic = Env.uniqueName("bench-log")
   await Env.createTopic(admin, topic)
-  const runtime = stackFor(slot)
+  const runtime = stackFor(slot, variant.startsWith("sql") ? "sql" : "stream")
   try {
     await runtime.runPromise(
       Effect.gen(function* () {
@@ -81,7 +82,7 @@ const logRun = async (admin: import("kafkajs").Admin, variant: string): Promise<
     )
     await Env.sleep(500) // every commit flushed and readable before the clock starts
     const started = performance.now()
-    const relay = runtime.runFork(LogRelay.run({ batchSize, readAhead: variant !== "serial" }))
+    const relay = runtime.runFork(LogRelay.run({ batchSize, readAhead: !variant.endsWith("serial") }))
     while ((await Env.topicRecords(admin, topic)) < backlog) await Env.sleep(20)
     const elapsed = performance.now() - started
     await runtime.runPromise(Fiber.interrupt(relay))

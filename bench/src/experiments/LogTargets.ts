@@ -3,10 +3,11 @@
  * with its baseline in one run, interleaved (the side that goes first alternates). Needs a
  * wal_level=logical PostgreSQL at LOGICAL_DATABASE_URL and Kafka at KAFKA_BROKERS.
  *
- *   node bench/src/experiments/LogTargets.ts latency --max-rate 11000 [--reps 3] [--seconds 5] [--polls 50,5]
+ *   node bench/src/experiments/LogTargets.ts latency --max-rate 11000 [--reps 3] [--seconds 5] [--polls 50]
  *     commit → publish p50/p99 at 50 % of `--max-rate` (the log relay's drain rate, from
- *     LogRelay.ts), the log relay polling every `--polls` ms, vs raw kafkajs produce at the same
- *     rate (scenario 2's sender); both timed to the broker's LogAppendTime.
+ *     LogRelay.ts): the log relay on the streaming transport (woken by each commit), and on the
+ *     SQL transport polling every `--polls` ms (`--polls ""`: none), vs raw kafkajs produce at
+ *     the same rate (scenario 2's sender); all timed to the broker's LogAppendTime.
  *   node bench/src/experiments/LogTargets.ts vacuum [--reps 3] [--backlog 20000] [--per-tx 10]
  *     the log relay draining a backlog with VACUUM held back (an idle REPEATABLE READ transaction
  *     holding the xmin horizon, opened before the backlog is written) vs free.
@@ -50,19 +51,20 @@ const percentiles = (from: Map<string, number>, appended: Map<string, number>) =
 const latency = async () => {
   const seconds = arg("seconds", 5)
   const rate = Math.round(arg("max-rate", 10_000) * 0.5)
-  const polls = list("polls", "50,5")
+  const polls = list("polls", "50").filter((p) => p > 0)
   const k = Env.kafka()
   const admin = k.admin()
   const producer = Env.rawProducer(k)
   await admin.connect()
   await producer.connect()
   const topics: Array<string> = []
-  const logRun = async (poll: number, secs = seconds) => {
+  // poll undefined: the streaming transport (no poll); else the SQL transport polling every `poll` ms.
+  const logRun = async (poll: number | undefined, secs = seconds) => {
     const topic = await latencyTopic(admin)
     topics.push(topic)
-    const stack = LogStack.make()
+    const stack = LogStack.make(4, poll === undefined ? "stream" : "sql")
     try {
-      const relay = stack.runtime.runFork(LogRelay.run({ batchSize: 100, pollInterval: `${poll} millis` }))
+      const relay = stack.runtime.runFork(LogRelay.run({ batchSize: 100, pollInterval: `${poll ?? 50} millis` }))
       await Env.sleep(1_000) // the lease taken and the first (empty) window read before the clock starts
       const committed = new Map<string, number>()
       const started = Date.now()
@@ -92,13 +94,16 @@ const latency = async () => {
     const arrivals = await Raw.produceAtRate(producer, topic, rate, secs)
     return percentiles(arrivals, await Raw.readTimestamps(k, topic, arrivals.size))
   }
-  await logRun(polls[0]!, 1) // warm-up
+  await logRun(undefined, 1) // warm-up
   await rawRun(1)
-  const sides = ["raw", ...polls.map((p) => `log poll ${p} ms`)]
+  const sides = ["raw", "log stream", ...polls.map((p) => `log sql poll ${p} ms`)]
   const runs = new Map<string, Array<{ p50: number; p99: number }>>(sides.map((s) => [s, []]))
   for (let rep = 0; rep < reps; rep++) {
     for (const side of sides.map((_, i) => sides[(i + rep) % sides.length]!)) {
-      const r = side === "raw" ? await rawRun() : await logRun(Number(side.split(" ")[2]))
+      const r =
+        side === "raw"
+          ? await rawRun()
+          : await logRun(side === "log stream" ? undefined : Number(side.split(" ")[3]))
       runs.get(side)!.push(r)
       console.error(`rep ${rep} ${side} @ ${rate}/s: p50 ${r.p50} p99 ${r.p99} ms (load ${load()})`)
     }

@@ -22,7 +22,7 @@ import * as Env from "../Env.ts"
 
 export const logicalUrl = process.env.LOGICAL_DATABASE_URL ?? "postgres://postgres@127.0.0.1:55433/postgres"
 
-export const make = (pgConnections = 4) => {
+export const make = (pgConnections = 4, transport: PgLogSource.Options["transport"] = "stream") => {
   const slot = Env.uniqueName("bench_log").toLowerCase()
   const client = PgClient.layer({ url: Redacted.make(logicalUrl), maxConnections: pgConnections + 2 })
   const kafka = KafkaClient.layer({ brokers: Env.brokers, clientId: "bench-log" })
@@ -31,7 +31,7 @@ export const make = (pgConnections = 4) => {
     (process.env.BENCH_LOG_LEVEL ?? "Warn") as LogLevel.LogLevel
   )
   const runtime = ManagedRuntime.make(
-    Layer.mergeAll(PgLogOutbox.layer({ slot, outbox: { maxRecordBytes: 1_000_000 } }), broker, logLevel).pipe(
+    Layer.mergeAll(PgLogOutbox.layer({ slot, transport, outbox: { maxRecordBytes: 1_000_000 } }), broker, logLevel).pipe(
       Layer.provideMerge(client)
     )
   )
