@@ -55,9 +55,11 @@ const stackFor = (slot: string, transport: "stream" | "sql") => {
     (process.env.BENCH_LOG_LEVEL ?? "Warn") as LogLevel.LogLevel
   )
   return ManagedRuntime.make(
-    Layer.mergeAll(PgLogOutbox.layer({ slot, transport, outbox: { maxRecordBytes: 1_000_000 } }), broker, logLevel).pipe(
-      Layer.provideMerge(client)
-    )
+    Layer.mergeAll(
+      PgLogOutbox.layer({ slot, transport, outbox: { maxRecordBytes: 1_000_000 } }),
+      broker,
+      logLevel
+    ).pipe(Layer.provideMerge(client))
   )
 }
 

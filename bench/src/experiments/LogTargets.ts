@@ -8,6 +8,9 @@
  *     LogRelay.ts): the log relay on the streaming transport (woken by each commit), and on the
  *     SQL transport polling every `--polls` ms (`--polls ""`: none), vs raw kafkajs produce at
  *     the same rate (scenario 2's sender); all timed to the broker's LogAppendTime.
+ *     `--synchronous-commit on`: the writers commit with synchronous_commit = on (the private
+ *     cluster runs `off`: a commit becomes decodable only when the WAL writer flushes it, every
+ *     `wal_writer_delay` = 200 ms, which no transport can beat).
  *   node bench/src/experiments/LogTargets.ts vacuum [--reps 3] [--backlog 20000] [--per-tx 10]
  *     the log relay draining a backlog with VACUUM held back (an idle REPEATABLE READ transaction
  *     holding the xmin horizon, opened before the backlog is written) vs free.
@@ -52,6 +55,8 @@ const latency = async () => {
   const seconds = arg("seconds", 5)
   const rate = Math.round(arg("max-rate", 10_000) * 0.5)
   const polls = list("polls", "50").filter((p) => p > 0)
+  const syncArg = process.argv.indexOf("--synchronous-commit")
+  const syncCommit = syncArg === -1 ? undefined : (process.argv[syncArg + 1] as "on" | "off")
   const k = Env.kafka()
   const admin = k.admin()
   const producer = Env.rawProducer(k)
@@ -62,7 +67,7 @@ const latency = async () => {
   const logRun = async (poll: number | undefined, secs = seconds) => {
     const topic = await latencyTopic(admin)
     topics.push(topic)
-    const stack = LogStack.make(4, poll === undefined ? "stream" : "sql")
+    const stack = LogStack.make(4, poll === undefined ? "stream" : "sql", syncCommit)
     try {
       const relay = stack.runtime.runFork(LogRelay.run({ batchSize: 100, pollInterval: `${poll ?? 50} millis` }))
       await Env.sleep(1_000) // the lease taken and the first (empty) window read before the clock starts
@@ -101,9 +106,7 @@ const latency = async () => {
   for (let rep = 0; rep < reps; rep++) {
     for (const side of sides.map((_, i) => sides[(i + rep) % sides.length]!)) {
       const r =
-        side === "raw"
-          ? await rawRun()
-          : await logRun(side === "log stream" ? undefined : Number(side.split(" ")[3]))
+        side === "raw" ? await rawRun() : await logRun(side === "log stream" ? undefined : Number(side.split(" ")[3]))
       runs.get(side)!.push(r)
       console.error(`rep ${rep} ${side} @ ${rate}/s: p50 ${r.p50} p99 ${r.p99} ms (load ${load()})`)
     }
@@ -117,7 +120,7 @@ const latency = async () => {
       { p50: median(rs.map((r) => r.p50)), p99: median(rs.map((r) => r.p99)), p99s: rs.map((r) => r.p99) }
     ])
   )
-  return { rate, seconds, summary }
+  return { rate, seconds, synchronousCommit: syncCommit ?? "server default", summary }
 }
 
 const vacuum = async () => {

@@ -22,18 +22,33 @@ import * as Env from "../Env.ts"
 
 export const logicalUrl = process.env.LOGICAL_DATABASE_URL ?? "postgres://postgres@127.0.0.1:55433/postgres"
 
-export const make = (pgConnections = 4, transport: PgLogSource.Options["transport"] = "stream") => {
+/**
+ * `synchronousCommit`: the writers' `synchronous_commit` (the private cluster's default is `off`,
+ * so a commit reaches the WAL flush, and so a logical decoder, only at the WAL writer's next round,
+ * up to `wal_writer_delay` = 200 ms later; `on` flushes at commit, as a durable server does).
+ */
+export const make = (
+  pgConnections = 4,
+  transport: PgLogSource.Options["transport"] = "stream",
+  synchronousCommit?: "on" | "off"
+) => {
   const slot = Env.uniqueName("bench_log").toLowerCase()
-  const client = PgClient.layer({ url: Redacted.make(logicalUrl), maxConnections: pgConnections + 2 })
+  const client = PgClient.layer({
+    url: Redacted.make(logicalUrl),
+    maxConnections: pgConnections + 2,
+    ...(synchronousCommit === undefined ? {} : { startupParameters: { synchronous_commit: synchronousCommit } })
+  })
   const kafka = KafkaClient.layer({ brokers: Env.brokers, clientId: "bench-log" })
   const broker = Layer.merge(KafkaPublisher.layer(), KafkaBrokerProbe.layer()).pipe(Layer.provide(kafka))
   const logLevel = Layer.succeed(References.MinimumLogLevel)(
     (process.env.BENCH_LOG_LEVEL ?? "Warn") as LogLevel.LogLevel
   )
   const runtime = ManagedRuntime.make(
-    Layer.mergeAll(PgLogOutbox.layer({ slot, transport, outbox: { maxRecordBytes: 1_000_000 } }), broker, logLevel).pipe(
-      Layer.provideMerge(client)
-    )
+    Layer.mergeAll(
+      PgLogOutbox.layer({ slot, transport, outbox: { maxRecordBytes: 1_000_000 } }),
+      broker,
+      logLevel
+    ).pipe(Layer.provideMerge(client))
   )
   const close = async () => {
     await runtime.runPromise(PgLogSource.dropSlot({ slot })).catch(() => undefined)
