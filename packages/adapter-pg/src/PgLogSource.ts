@@ -1,17 +1,18 @@
 /**
- * The log engine on PostgreSQL: the core `LogSource` (a logical replication slot read through
- * the SQL interface) and `LogWriter` (`pg_logical_emit_message`).
+ * The log engine on PostgreSQL: the core `LogSource` (a logical replication slot) and
+ * `LogWriter` (`pg_logical_emit_message`).
  *
  * - Events are transactional logical messages (`pg_logical_emit_message(true, prefix, bytes)`)
  *   written in the domain transaction: no table, nothing to update, delete or vacuum.
  * - The slot uses the built-in `pgoutput` plugin with `messages 'true'` over an empty
  *   publication, so only messages come out, in commit order, whole transactions at a time.
- * - Reading is `pg_logical_slot_peek_binary_changes` (nothing consumed); confirming is
- *   `pg_replication_slot_advance` to the end of the last transaction published. No replication
- *   connection and no extra dependency: the pool's `SqlClient` does it all.
- * - The lease is a session advisory lock on one reserved connection, which also runs every read
- *   and confirm: when that connection drops (a killed relay), the lock is gone and a standby's
- *   next try takes it.
+ * - Default transport (`"stream"`): one replication connection (`pg`) streams the slot with
+ *   `START_REPLICATION`; whole transactions are buffered from the confirmed position, and
+ *   `confirm` sends the status update that moves the slot. The lease is that connection: an
+ *   advisory lock taken on it, and the slot, which one walsender at a time can stream.
+ * - `transport: "sql"`: `pg_logical_slot_peek_binary_changes` per read (nothing consumed) and
+ *   `pg_replication_slot_advance` per confirm on one reserved pool connection, which holds the
+ *   same advisory lock.
  *
  * Needs `wal_level = logical` and a role with `REPLICATION` (or superuser). See docs/log-relay.md.
  *
@@ -245,6 +246,11 @@ const gauges = (exec: Exec, slot: string): Effect.Effect<LogGauges, LogSourceErr
 // 53400: max_replication_slots reached; 42710: the copy's name is taken (not ours to drop).
 const NO_READER = new Set(["53400", "42710"])
 
+const poolExec =
+  (sql: SqlClient.SqlClient): Exec =>
+  (text, params) =>
+    sql.unsafe(text, params as Array<any>)
+
 /**
  * Creates the slot and its publication when missing. Events written before the slot exists are
  * not in it: run this (or build `layerWriter`, which does) before the first enqueue.
@@ -256,9 +262,7 @@ export const ensureSlot = (options: Options = {}): Effect.Effect<void, LogSource
   Effect.gen(function* () {
     const { slot } = yield* resolve(options)
     const sql = yield* SqlClient.SqlClient
-    yield* ensure((text, params) => sql.unsafe(text, params as Array<any>), slot).pipe(
-      Effect.mapError(logError("log.ensureSlot"))
-    )
+    yield* ensure(poolExec(sql), slot).pipe(Effect.mapError(logError("log.ensureSlot")))
   })
 
 /**
@@ -289,7 +293,7 @@ export const make = (options: Options = {}) =>
   Effect.gen(function* () {
     const { prefix, slot } = yield* resolve(options)
     const sql = yield* SqlClient.SqlClient
-    const pool: Exec = (text, params) => sql.unsafe(text, params as Array<any>)
+    const pool = poolExec(sql)
     if (options.transport !== "sql") {
       const connection = yield* replicationConnection(options)
       return LogSource.of({

@@ -163,44 +163,54 @@ interface WireConnection extends NodeJS.EventEmitter {
   readonly sendCopyFromChunk: (chunk: Buffer) => void
 }
 
-const makeStream = (client: pg.Client, config: Config, start: bigint) => {
-  const prefix = new TextEncoder().encode(config.prefix)
-  const connection = (client as unknown as { connection: WireConnection }).connection
-  const buffered: Array<Transaction> = []
-  let bufferedBytes = 0
-  let paused = false
-  let confirmed = start
-  // The server's sent position from its last keepalive: every transaction committed before it
-  // has been received (an empty read may confirm up to it, so the slot moves past other WAL).
-  let serverEnd = start
-  let lost: LogSourceError | undefined
-  let closed = false
-  const waiters = new Set<() => void>()
-  const wake = () => {
-    const all = [...waiters]
-    waiters.clear()
-    for (const w of all) w()
-  }
+/** The stream's state, shared by the frame handler and the lease. */
+interface State {
+  readonly config: Config
+  readonly connection: WireConnection
+  /** Whole transactions received after the confirmed position, in commit order. */
+  readonly buffered: Array<Transaction>
+  bufferedBytes: number
+  paused: boolean
+  confirmed: bigint
+  /**
+   * The server's sent position from its last keepalive: every transaction committed before it
+   * has been received (an empty read may confirm up to it, so the slot moves past other WAL).
+   */
+  serverEnd: bigint
+  lost: LogSourceError | undefined
+  closed: boolean
+  readonly waiters: Set<() => void>
+}
 
+const wake = (state: State) => {
+  const all = [...state.waiters]
+  state.waiters.clear()
+  for (const w of all) w()
+}
+
+const send = (state: State, buffer: Buffer) => {
+  if (state.lost === undefined && !state.closed) state.connection.sendCopyFromChunk(buffer)
+}
+
+const lose = (state: State) => (cause: unknown) => {
+  if (state.lost !== undefined || state.closed) return
+  state.lost = new LogSourceError({
+    operation: "log.stream",
+    reason: `replication connection lost: ${toError("log.stream", cause).reason}`,
+    retriable: true
+  })
+  wake(state)
+}
+
+/** Listens to the copy stream: buffers whole transactions, answers keepalives. */
+const receive = (state: State) => {
+  const { config, connection } = state
+  const prefix = new TextEncoder().encode(config.prefix)
   // The transaction being received.
   let entries: Array<LogMessage> = []
   let error: LogSourceError | undefined
   let rows = 0
   let bytes = 0
-
-  const send = (buffer: Buffer) => {
-    if (lost === undefined && !closed) connection.sendCopyFromChunk(buffer)
-  }
-  const lose = (cause: unknown) => {
-    if (lost !== undefined || closed) return
-    lost = toError("log.stream", cause)
-    lost = new LogSourceError({
-      operation: "log.stream",
-      reason: `replication connection lost: ${lost.reason}`,
-      retriable: true
-    })
-    wake()
-  }
 
   const onPgoutput = (data: Buffer, frameBytes: number) => {
     const tag = data[0]
@@ -212,17 +222,17 @@ const makeStream = (client: pg.Client, config: Config, start: bigint) => {
       else if (entry !== undefined) entries.push(entry)
     } else if (tag === Pgoutput.TAG_COMMIT) {
       const end = Pgoutput.commitEnd(data)
-      buffered.push({ entries, error, end, upTo: Pgoutput.lsnText(end), rows, bytes })
-      bufferedBytes += bytes
+      state.buffered.push({ entries, error, end, upTo: Pgoutput.lsnText(end), rows, bytes })
+      state.bufferedBytes += bytes
       entries = []
       error = undefined
       rows = 0
       bytes = 0
-      if (!paused && bufferedBytes > config.maxBufferedBytes) {
-        paused = true
+      if (!state.paused && state.bufferedBytes > config.maxBufferedBytes) {
+        state.paused = true
         connection.stream.pause()
       }
-      wake()
+      wake(state)
     }
   }
 
@@ -234,85 +244,95 @@ const makeStream = (client: pg.Client, config: Config, start: bigint) => {
     } else if (chunk[0] === 0x6b) {
       // 'k': walEnd Int64, sendTime Int64, replyRequested Byte1.
       const walEnd = chunk.readBigUInt64BE(1)
-      if (walEnd > serverEnd) serverEnd = walEnd
-      if (chunk[17] === 1) send(statusUpdate(confirmed))
+      if (walEnd > state.serverEnd) state.serverEnd = walEnd
+      if (chunk[17] === 1) send(state, statusUpdate(state.confirmed))
     }
   })
-  connection.on("end", () => lose(new Error("the server closed the connection")))
-  connection.on("error", lose)
+  connection.on("end", () => lose(state)(new Error("the server closed the connection")))
+  connection.on("error", lose(state))
+}
 
-  const failed = Effect.suspend(() => (lost === undefined ? Effect.void : Effect.fail(lost)))
-
-  const windowFrom = (from: number, maxEntries: number): Effect.Effect<LogWindow, LogSourceError> => {
-    const out: Array<LogMessage> = []
-    let read = 0
-    let i = from
-    let upTo: string | null = null
-    while (i < buffered.length && (read === 0 || read < maxEntries)) {
-      const t = buffered[i++]!
-      if (t.error !== undefined) return Effect.fail(t.error)
-      for (const e of t.entries) out.push(e)
-      read += t.rows
-      upTo = t.upTo
-    }
-    // Nothing buffered: the keepalive position lets the relay confirm past WAL without events.
-    if (from === 0 && buffered.length === 0 && serverEnd > confirmed) upTo = Pgoutput.lsnText(serverEnd)
-    return Effect.succeed({ entries: out, upTo, more: i < buffered.length })
+/** Whole transactions from `buffered[from]`, stopping after the one that reaches `maxEntries` rows. */
+const windowFrom = (state: State, from: number, maxEntries: number): Effect.Effect<LogWindow, LogSourceError> => {
+  const { buffered } = state
+  const out: Array<LogMessage> = []
+  let read = 0
+  let i = from
+  let upTo: string | null = null
+  while (i < buffered.length && (read === 0 || read < maxEntries)) {
+    const t = buffered[i++]!
+    if (t.error !== undefined) return Effect.fail(t.error)
+    for (const e of t.entries) out.push(e)
+    read += t.rows
+    upTo = t.upTo
   }
+  // Nothing buffered: the keepalive position lets the relay confirm past WAL without events.
+  if (from === 0 && buffered.length === 0 && state.serverEnd > state.confirmed) upTo = Pgoutput.lsnText(state.serverEnd)
+  return Effect.succeed({ entries: out, upTo, more: i < buffered.length })
+}
 
-  const lease: LogLease = {
-    read: (maxEntries) =>
-      Effect.andThen(
-        failed,
-        Effect.suspend(() => windowFrom(0, maxEntries))
-      ).pipe(Effect.withSpan("pg.log.read")),
+const confirmTo = (state: State, upTo: string) => {
+  const position = Pgoutput.lsnValue(upTo)
+  if (position <= state.confirmed) return
+  const { buffered } = state
+  let drop = 0
+  while (drop < buffered.length && buffered[drop]!.end <= position) state.bufferedBytes -= buffered[drop++]!.bytes
+  buffered.splice(0, drop)
+  state.confirmed = position
+  send(state, statusUpdate(position))
+  if (state.paused && state.bufferedBytes <= state.config.maxBufferedBytes / 2) {
+    state.paused = false
+    state.connection.stream.resume()
+  }
+}
+
+const leaseOf = (state: State): LogLease => {
+  const live = <A>(f: () => Effect.Effect<A, LogSourceError>) =>
+    Effect.suspend(() => (state.lost === undefined ? f() : Effect.fail(state.lost)))
+  return {
+    read: (maxEntries) => live(() => windowFrom(state, 0, maxEntries)).pipe(Effect.withSpan("pg.log.read")),
     readAfter: (after, maxEntries) =>
-      Effect.andThen(
-        failed,
-        Effect.suspend(() => {
-          const position = Pgoutput.lsnValue(after)
-          let from = 0
-          while (from < buffered.length && buffered[from]!.end <= position) from++
-          return windowFrom(from, maxEntries)
-        })
-      ),
-    confirm: (upTo) =>
-      Effect.andThen(
-        failed,
-        Effect.sync(() => {
-          const position = Pgoutput.lsnValue(upTo)
-          if (position <= confirmed) return
-          let drop = 0
-          while (drop < buffered.length && buffered[drop]!.end <= position) bufferedBytes -= buffered[drop++]!.bytes
-          buffered.splice(0, drop)
-          confirmed = position
-          send(statusUpdate(confirmed))
-          if (paused && bufferedBytes <= config.maxBufferedBytes / 2) {
-            paused = false
-            connection.stream.resume()
-          }
-        })
-      ).pipe(Effect.withSpan("pg.log.confirm")),
+      live(() => {
+        const position = Pgoutput.lsnValue(after)
+        let from = 0
+        while (from < state.buffered.length && state.buffered[from]!.end <= position) from++
+        return windowFrom(state, from, maxEntries)
+      }),
+    confirm: (upTo) => live(() => Effect.sync(() => confirmTo(state, upTo))).pipe(Effect.withSpan("pg.log.confirm")),
     awaitMore: (timeout) =>
-      Effect.suspend(() => {
-        if (lost !== undefined) return Effect.fail(lost)
-        if (buffered.length > 0) return Effect.void
+      live(() => {
+        if (state.buffered.length > 0) return Effect.void
         return Effect.callback<void, LogSourceError>((resume) => {
-          const done = () => resume(lost === undefined ? Effect.void : Effect.fail(lost))
-          waiters.add(done)
-          return Effect.sync(() => waiters.delete(done))
+          const done = () => resume(state.lost === undefined ? Effect.void : Effect.fail(state.lost))
+          state.waiters.add(done)
+          return Effect.sync(() => state.waiters.delete(done))
         }).pipe(Effect.timeoutOption(timeout), Effect.asVoid)
       }),
-    gauges: config.gauges
+    gauges: state.config.gauges
   }
+}
 
+const makeStream = (client: pg.Client, config: Config, start: bigint) => {
+  const state: State = {
+    config,
+    connection: (client as unknown as { connection: WireConnection }).connection,
+    buffered: [],
+    bufferedBytes: 0,
+    paused: false,
+    confirmed: start,
+    serverEnd: start,
+    lost: undefined,
+    closed: false,
+    waiters: new Set()
+  }
+  receive(state)
   return {
-    lease,
-    lose,
-    sendStatus: Effect.sync(() => send(statusUpdate(confirmed))),
+    lease: leaseOf(state),
+    lose: lose(state),
+    sendStatus: Effect.sync(() => send(state, statusUpdate(state.confirmed))),
     close: Effect.sync(() => {
-      closed = true
-      wake()
+      state.closed = true
+      wake(state)
     })
   }
 }
