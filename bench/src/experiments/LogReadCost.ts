@@ -3,7 +3,10 @@
  * `--backlog` 1 KB events with `pg_logical_emit_message` (PgLogOutbox), then drains the slot
  * without Kafka — `read(--batch)` then `confirm` per window — and reports the time spent in each.
  *
- *   node bench/src/experiments/LogReadCost.ts [--backlog 20000] [--batch 100]
+ *   node bench/src/experiments/LogReadCost.ts [--backlog 20000] [--batch 100] [--transport sql|stream]
+ *
+ * `--transport`: `sql` (default here: what each peek costs) or `stream` (reads come from memory;
+ * the total is then the walsender's decode and send rate).
  */
 import { PgClient } from "@effect/sql-pg"
 import * as PgLogOutbox from "@effect-outbox/adapter-pg/PgLogOutbox"
@@ -27,7 +30,9 @@ const perTx = arg("per-tx", 1000)
 const logicalUrl = process.env.LOGICAL_DATABASE_URL ?? "postgres://postgres@127.0.0.1:55433/postgres"
 const slot = Env.uniqueName("bench_cost").toLowerCase()
 const client = PgClient.layer({ url: Redacted.make(logicalUrl), maxConnections: 4 })
-const runtime = ManagedRuntime.make(PgLogOutbox.layer({ slot }).pipe(Layer.provideMerge(client)))
+const transportArg = process.argv.indexOf("--transport")
+const transport = transportArg === -1 ? "sql" : (process.argv[transportArg + 1] as "sql" | "stream")
+const runtime = ManagedRuntime.make(PgLogOutbox.layer({ slot, transport }).pipe(Layer.provideMerge(client)))
 
 const program = Effect.gen(function* () {
   for (let i = 0; i < backlog; i += perTx) {
@@ -58,12 +63,15 @@ const program = Effect.gen(function* () {
     confirm += t2 - t1
     events += window.entries.length
     windows++
+    // The stream's buffer is empty until the walsender sends more: wait for it, do not spin.
+    if (window.entries.length === 0 && lease.awaitMore !== undefined) yield* lease.awaitMore("1 second")
   }
   const total = performance.now() - started
   console.log(
     JSON.stringify({
       backlog,
       batch,
+      transport,
       windows,
       totalMs: Math.round(total),
       readMs: Math.round(read),
