@@ -21,6 +21,7 @@ import * as Fiber from "effect/Fiber"
 import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
 import * as Result from "effect/Result"
+import type * as Scope from "effect/Scope"
 import { BrokerProbe } from "./BrokerProbe.ts"
 import * as Jobs from "./internal/jobs.ts"
 import { notYetPublished } from "./internal/log/windowProbe.ts"
@@ -156,16 +157,39 @@ const resolve = (settings: Settings) => {
   }
 }
 
-/** The slot gauges, sampled at most every `gaugeEvery` ms. */
-const gaugeSampler = (lease: LogLease, gaugeEvery: number) => {
+/**
+ * The slot gauges, sampled at most every `gaugeEvery` ms, off the relay's path: a sample is a
+ * database round trip, which inline would hold every event behind it (a commit → publish p99
+ * stall every `gaugeEvery`). A sample that failed fails the next call, so a slot that is gone
+ * still ends the drain.
+ */
+const gaugeSampler = (lease: LogLease, gaugeEvery: number, scope: Scope.Scope) => {
   let gaugedAt: number | undefined
-  return Effect.gen(function* () {
-    const now = yield* Clock.currentTimeMillis
-    if (gaugedAt !== undefined && now - gaugedAt < gaugeEvery) return
-    gaugedAt = now
+  let failure: LogSourceError | undefined
+  let running = false
+  const sample = Effect.gen(function* () {
     const gauges = yield* lease.gauges
     yield* Metric.update(slotLag, gauges.lagBytes)
     yield* Metric.update(retainedWal, gauges.retainedBytes)
+  }).pipe(
+    Effect.catch((error: LogSourceError) =>
+      Effect.sync(() => {
+        failure = error
+      })
+    ),
+    Effect.ensuring(
+      Effect.sync(() => {
+        running = false
+      })
+    )
+  )
+  return Effect.gen(function* () {
+    if (failure !== undefined) return yield* Effect.fail(failure)
+    const now = yield* Clock.currentTimeMillis
+    if (running || (gaugedAt !== undefined && now - gaugedAt < gaugeEvery)) return
+    gaugedAt = now
+    running = true
+    yield* Effect.forkIn(sample, scope) // ends with the lease
   })
 }
 
@@ -193,7 +217,7 @@ const drain = (lease: LogLease, settings: Settings) =>
     let backoff = firstBackoff
     let size = batchSize
 
-    const sampleGauges = gaugeSampler(lease, gaugeEvery)
+    const sampleGauges = gaugeSampler(lease, gaugeEvery, yield* Effect.scope)
 
     const fail = (reason: string) =>
       Effect.gen(function* () {

@@ -9,8 +9,10 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import type { LogMessage } from "../src/LogRecord.ts"
 import * as LogRelay from "../src/LogRelay.ts"
+import { LogSource } from "../src/LogSource.ts"
 import type { EventId } from "../src/OutboxMessage.ts"
 
 const settings: LogRelay.Settings = {
@@ -120,6 +122,33 @@ describe("LogRelay over the in-memory log", () => {
         "the commit to be published"
       )
       assert.isBelow(Date.now() - started, 2_000)
+      yield* Fiber.interrupt(relay)
+      assert.deepStrictEqual(yield* check(broker, committed), { lost: 0, duplicates: 0, orderViolations: 0 })
+    })
+  )
+
+  it.live("a slow gauge sample does not hold the relay: events are published while it runs", () =>
+    Effect.gen(function* () {
+      const { broker, log } = yield* world
+      // Every gauge sample takes 3 s (a slow database round trip).
+      const slowGauges = LogSource.of({
+        acquire: Effect.map(
+          log.source.acquire,
+          Option.map((lease) => ({ ...lease, gauges: Effect.delay(lease.gauges, Duration.seconds(3)) }))
+        )
+      })
+      const layer = Layer.merge(Layer.succeed(LogSource)(slowGauges), InMemoryBroker.layerFrom(broker))
+      const relay = yield* Effect.forkDetach(
+        LogRelay.run({ ...settings, gaugeInterval: Duration.millis(1) }).pipe(Effect.provide(layer))
+      )
+      yield* waitUntil(log.leased, "the lease")
+      const started = Date.now()
+      const committed = yield* commitMany(log, 30, 3, 3)
+      yield* waitUntil(
+        Effect.map(log.positions, (p) => p.confirmed === p.committed),
+        "the log to be confirmed"
+      )
+      assert.isBelow(Date.now() - started, 1_500)
       yield* Fiber.interrupt(relay)
       assert.deepStrictEqual(yield* check(broker, committed), { lost: 0, duplicates: 0, orderViolations: 0 })
     })
