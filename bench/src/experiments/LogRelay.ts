@@ -12,7 +12,8 @@
  * transaction makes every window 1000 events whatever `--batch` says). `--variants`: `ahead` is
  * the default relay (reads the next window while the current one is published), `serial` the
  * same with `readAhead: false` (read, publish, confirm, one after the other), both on the default
- * streaming transport; `sql` and `sql-serial` are the same two on `transport: "sql"` (peek per read).
+ * streaming transport (`ahead` sets `PgLogSource`'s `readAhead: true`, off by default there);
+ * `sql` and `sql-serial` are the same two on `transport: "sql"` (peek per read).
  */
 
 import { loadavg } from "node:os"
@@ -47,7 +48,7 @@ const variantsArg = process.argv.indexOf("--variants")
 const variants = variantsArg === -1 ? ["ahead"] : process.argv[variantsArg + 1]!.split(",")
 const logicalUrl = process.env.LOGICAL_DATABASE_URL ?? "postgres://postgres@127.0.0.1:55433/postgres"
 
-const stackFor = (slot: string, transport: "stream" | "sql") => {
+const stackFor = (slot: string, transport: "stream" | "sql", readAhead: boolean) => {
   const client = PgClient.layer({ url: Redacted.make(logicalUrl), maxConnections: 4, applicationName: "bench-log" })
   const kafka = KafkaClient.layer({ brokers: Env.brokers, clientId: "bench-log-relay" })
   const broker = Layer.merge(KafkaPublisher.layer(), KafkaBrokerProbe.layer()).pipe(Layer.provide(kafka))
@@ -56,7 +57,7 @@ const stackFor = (slot: string, transport: "stream" | "sql") => {
   )
   return ManagedRuntime.make(
     Layer.mergeAll(
-      PgLogOutbox.layer({ slot, transport, outbox: { maxRecordBytes: 1_000_000 } }),
+      PgLogOutbox.layer({ slot, transport, readAhead, outbox: { maxRecordBytes: 1_000_000 } }),
       broker,
       logLevel
     ).pipe(Layer.provideMerge(client))
@@ -67,7 +68,7 @@ const logRun = async (admin: import("kafkajs").Admin, variant: string): Promise<
   const slot = Env.uniqueName("bench_log").toLowerCase()
   const topic = Env.uniqueName("bench-log")
   await Env.createTopic(admin, topic)
-  const runtime = stackFor(slot, variant.startsWith("sql") ? "sql" : "stream")
+  const runtime = stackFor(slot, variant.startsWith("sql") ? "sql" : "stream", !variant.endsWith("serial"))
   try {
     await runtime.runPromise(
       Effect.gen(function* () {

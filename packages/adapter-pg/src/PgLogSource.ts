@@ -53,16 +53,19 @@ export interface Options {
    */
   readonly prefix?: string | undefined
   /**
-   * Let the relay read the next window before the current one is confirmed, through a
-   * temporary copy of the slot (`<slot>_ahead`, one more replication slot while a relay holds
-   * the lease). Default true; without a free slot the lease reads one window at a time.
+   * Let the relay read the next window before the current one is confirmed (`LogLease.readAfter`).
+   * `transport: "sql"`: through a temporary copy of the slot (`<slot>_ahead`, one more
+   * replication slot while a relay holds the lease); default true; without a free slot the lease
+   * reads one window at a time. Streaming: from the buffer; default false, since reads come from
+   * memory and a window read ahead is only staler than one read after the confirm (it holds what
+   * had arrived when the previous window's publish began).
    */
   readonly readAhead?: boolean | undefined
   /**
    * How the relay reads the slot. `"stream"` (the default): one replication connection streams
    * it (`START_REPLICATION`, through `pg`), buffered in memory from the confirmed position, and
    * wakes the relay on each commit. `"sql"`: `pg_logical_slot_peek_binary_changes` per read over
-   * the pool (`readAhead` applies to this one only). See docs/log-relay.md.
+   * the pool. See docs/log-relay.md.
    */
   readonly transport?: "stream" | "sql" | undefined
   /**
@@ -302,6 +305,7 @@ export const make = (options: Options = {}) =>
           prefix,
           connection,
           maxBufferedBytes: options.maxBufferedBytes ?? 32 * 1024 * 1024,
+          readAhead: options.readAhead === true,
           statusInterval: LogStream.defaultStatusInterval,
           gauges: gauges(pool, slot),
           ensure: ensure(pool, slot).pipe(Effect.mapError(logError("log.acquire")))

@@ -17,7 +17,8 @@ const layer = (transport: PgLogSource.Options["transport"]) => () => {
   const dropOnRelease = Layer.effectDiscard(Effect.addFinalizer(() => Effect.ignore(PgLogSource.dropSlot({ slot }))))
   return Layer.mergeAll(
     // Logical messages are database-wide: a prefix of its own keeps other tests' events out.
-    PgLogSource.layer({ slot, prefix: slot, transport }),
+    // readAhead: the streaming transport offers readAfter only when asked; the suite checks it.
+    PgLogSource.layer({ slot, prefix: slot, transport, readAhead: true }),
     PgLogSource.layerWriter({ slot, prefix: slot }),
     PgTransactor.layer,
     dropOnRelease

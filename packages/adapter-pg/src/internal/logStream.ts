@@ -32,6 +32,8 @@ export interface Config {
   /** The replication connection's settings, read at each connect (the password may be an effect). */
   readonly connection: Effect.Effect<Readonly<Record<string, unknown>>>
   readonly maxBufferedBytes: number
+  /** Offer `readAfter` (reads come from memory: reading ahead only makes the next window staler). */
+  readonly readAhead: boolean
   readonly statusInterval: Duration.Input
   readonly gauges: LogLease["gauges"]
   /** Creates the slot and publication when missing (over the pool), once the lock is held. */
@@ -291,13 +293,15 @@ const leaseOf = (state: State): LogLease => {
     Effect.suspend(() => (state.lost === undefined ? f() : Effect.fail(state.lost)))
   return {
     read: (maxEntries) => live(() => windowFrom(state, 0, maxEntries)).pipe(Effect.withSpan("pg.log.read")),
-    readAfter: (after, maxEntries) =>
-      live(() => {
-        const position = Pgoutput.lsnValue(after)
-        let from = 0
-        while (from < state.buffered.length && state.buffered[from]!.end <= position) from++
-        return windowFrom(state, from, maxEntries)
-      }),
+    readAfter: state.config.readAhead
+      ? (after, maxEntries) =>
+          live(() => {
+            const position = Pgoutput.lsnValue(after)
+            let from = 0
+            while (from < state.buffered.length && state.buffered[from]!.end <= position) from++
+            return windowFrom(state, from, maxEntries)
+          })
+      : undefined,
     confirm: (upTo) => live(() => Effect.sync(() => confirmTo(state, upTo))).pipe(Effect.withSpan("pg.log.confirm")),
     awaitMore: (timeout) =>
       live(() => {
