@@ -75,8 +75,8 @@ export interface LogLease {
     | undefined
   /**
    * Optional wake-up, for a source that learns of commits as they happen (a replication stream):
-   * completes once a whole transaction past the confirmed position can be read (at once when one
-   * already can), or when `timeout` passes, whichever is first. The relay waits on it after an
+   * completes once a whole transaction with events past the confirmed position can be read (at
+   * once when one already can), or when `timeout` passes, whichever is first. The relay waits on it after an
    * empty read instead of sleeping a poll interval. Fails when the log is lost, like `read`.
    */
   readonly awaitMore?: ((timeout: Duration.Input) => Effect.Effect<void, LogSourceError>) | undefined

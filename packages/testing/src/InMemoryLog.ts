@@ -85,9 +85,12 @@ export const make: Effect.Effect<Log> = Effect.sync(() => {
       }),
     awaitMore: (timeout) =>
       Effect.suspend(() => {
-        if (transactions.length > confirmed) return Effect.void
+        if (transactions.slice(confirmed).some((t) => t.length > 0)) return Effect.void
         return Effect.callback<void>((resume) => {
-          const done = () => resume(Effect.void)
+          const done = () => {
+            if (transactions.slice(confirmed).some((t) => t.length > 0)) resume(Effect.void)
+            else waiters.add(done)
+          }
           waiters.add(done)
           return Effect.sync(() => waiters.delete(done))
         }).pipe(Effect.timeoutOption(timeout), Effect.asVoid)

@@ -140,14 +140,15 @@ export const acquire = (config: Config): Effect.Effect<Option.Option<LogLease>, 
     yield* config.ensure
     const [row] = yield* query(
       client,
-      `SELECT confirmed_flush_lsn::text AS lsn FROM pg_replication_slots WHERE slot_name = '${slot}'`
+      `SELECT confirmed_flush_lsn::text AS lsn, pg_current_wal_flush_lsn()::text AS flushed
+         FROM pg_replication_slots WHERE slot_name = '${slot}'`
     )
     if (typeof row?.lsn !== "string") {
       return yield* Effect.fail(
         new LogSourceError({ operation: "log.acquire", reason: `slot ${slot} has no position`, retriable: false })
       )
     }
-    const stream = makeStream(client, config, Pgoutput.lsnValue(row.lsn))
+    const stream = makeStream(client, config, Pgoutput.lsnValue(row.lsn), Pgoutput.lsnValue(String(row.flushed)))
     const started = yield* startReplication(
       client,
       `START_REPLICATION SLOT ${slot} LOGICAL ${row.lsn} (proto_version '1', publication_names '${slot}', messages 'true')`,
@@ -181,6 +182,14 @@ interface State {
   serverEnd: bigint
   lost: LogSourceError | undefined
   closed: boolean
+  /**
+   * Whether the stream has reached the WAL flushed when it started: until then a read from the
+   * confirmed position may not hold every transaction committed before (the first window after a
+   * takeover, which the relay probes, must be whole: see `caughtUp`).
+   */
+  caughtUp: boolean
+  readonly catchUp: bigint
+  bufferedRows: number
   readonly waiters: Set<() => void>
 }
 
@@ -226,6 +235,7 @@ const receive = (state: State) => {
       const end = Pgoutput.commitEnd(data)
       state.buffered.push({ entries, error, end, upTo: Pgoutput.lsnText(end), rows, bytes })
       state.bufferedBytes += bytes
+      state.bufferedRows += rows
       entries = []
       error = undefined
       rows = 0
@@ -243,10 +253,12 @@ const receive = (state: State) => {
     if (chunk[0] === 0x77) {
       // 'w': dataStart Int64, walEnd Int64, sendTime Int64, then the pgoutput message.
       onPgoutput(chunk.subarray(25), chunk.length)
+      if (!state.caughtUp && chunk.readBigUInt64BE(9) >= state.catchUp) reached(state)
     } else if (chunk[0] === 0x6b) {
       // 'k': walEnd Int64, sendTime Int64, replyRequested Byte1.
       const walEnd = chunk.readBigUInt64BE(1)
       if (walEnd > state.serverEnd) state.serverEnd = walEnd
+      if (!state.caughtUp && walEnd >= state.catchUp) reached(state)
       if (chunk[17] === 1) send(state, statusUpdate(state.confirmed))
     }
   })
@@ -278,7 +290,10 @@ const confirmTo = (state: State, upTo: string) => {
   if (position <= state.confirmed) return
   const { buffered } = state
   let drop = 0
-  while (drop < buffered.length && buffered[drop]!.end <= position) state.bufferedBytes -= buffered[drop++]!.bytes
+  while (drop < buffered.length && buffered[drop]!.end <= position) {
+    state.bufferedBytes -= buffered[drop]!.bytes
+    state.bufferedRows -= buffered[drop++]!.rows
+  }
   buffered.splice(0, drop)
   state.confirmed = position
   send(state, statusUpdate(position))
@@ -288,11 +303,52 @@ const confirmTo = (state: State, upTo: string) => {
   }
 }
 
+const reached = (state: State) => {
+  state.caughtUp = true
+  wake(state)
+}
+
+/** The signal of the next commit, keepalive catch-up or loss (or `timeout`). */
+const signal = (state: State, timeout: Duration.Input) =>
+  Effect.callback<void>((resume) => {
+    const done = () => resume(Effect.void)
+    state.waiters.add(done)
+    return Effect.sync(() => state.waiters.delete(done))
+  }).pipe(Effect.timeoutOption(timeout), Effect.asVoid)
+
+const CATCH_UP_LIMIT = 10_000
+
+/**
+ * Until the stream has caught up with the WAL flushed when it started, a read from the confirmed
+ * position waits for it, unless the buffer already holds `maxEntries` rows (the read is full
+ * either way) or is paused: right after a takeover the relay reads the predecessor's possibly
+ * published window and probes it, so that window must hold every transaction the predecessor
+ * could have read. Bounded (10 s): a stream that cannot catch up reads what it has.
+ */
+const caughtUp = (state: State, maxEntries: number) =>
+  Effect.suspend(() => {
+    const deadline = Date.now() + CATCH_UP_LIMIT
+    const loop: Effect.Effect<void> = Effect.suspend(() =>
+      state.caughtUp ||
+      state.paused ||
+      state.lost !== undefined ||
+      state.bufferedRows >= maxEntries ||
+      Date.now() >= deadline
+        ? Effect.void
+        : Effect.andThen(signal(state, Duration.millis(Math.max(1, deadline - Date.now()))), loop)
+    )
+    return loop
+  })
+
 const leaseOf = (state: State): LogLease => {
   const live = <A>(f: () => Effect.Effect<A, LogSourceError>) =>
     Effect.suspend(() => (state.lost === undefined ? f() : Effect.fail(state.lost)))
   return {
-    read: (maxEntries) => live(() => windowFrom(state, 0, maxEntries)).pipe(Effect.withSpan("pg.log.read")),
+    read: (maxEntries) =>
+      Effect.andThen(
+        caughtUp(state, maxEntries),
+        live(() => windowFrom(state, 0, maxEntries))
+      ).pipe(Effect.withSpan("pg.log.read")),
     readAfter: state.config.readAhead
       ? (after, maxEntries) =>
           live(() => {
@@ -304,19 +360,23 @@ const leaseOf = (state: State): LogLease => {
       : undefined,
     confirm: (upTo) => live(() => Effect.sync(() => confirmTo(state, upTo))).pipe(Effect.withSpan("pg.log.confirm")),
     awaitMore: (timeout) =>
-      live(() => {
-        if (state.buffered.length > 0) return Effect.void
-        return Effect.callback<void, LogSourceError>((resume) => {
-          const done = () => resume(state.lost === undefined ? Effect.void : Effect.fail(state.lost))
-          state.waiters.add(done)
-          return Effect.sync(() => state.waiters.delete(done))
-        }).pipe(Effect.timeoutOption(timeout), Effect.asVoid)
+      Effect.suspend(() => {
+        const deadline = Date.now() + Duration.toMillis(Duration.fromInputUnsafe(timeout))
+        // Woken by any signal (a commit, the catch-up, the loss): wait again unless there are events
+        // to read. Transactions without ours (other prefixes: logical messages are database-wide)
+        // do not wake the relay; it reads and confirms them after `timeout`.
+        const loop: Effect.Effect<void, LogSourceError> = live(() =>
+          state.buffered.some((t) => t.entries.length > 0 || t.error !== undefined) || Date.now() >= deadline
+            ? Effect.void
+            : Effect.andThen(signal(state, Duration.millis(Math.max(1, deadline - Date.now()))), loop)
+        )
+        return loop
       }),
     gauges: state.config.gauges
   }
 }
 
-const makeStream = (client: pg.Client, config: Config, start: bigint) => {
+const makeStream = (client: pg.Client, config: Config, start: bigint, catchUp: bigint) => {
   const state: State = {
     config,
     connection: (client as unknown as { connection: WireConnection }).connection,
@@ -325,6 +385,9 @@ const makeStream = (client: pg.Client, config: Config, start: bigint) => {
     paused: false,
     confirmed: start,
     serverEnd: start,
+    caughtUp: start >= catchUp,
+    catchUp,
+    bufferedRows: 0,
     lost: undefined,
     closed: false,
     waiters: new Set()
