@@ -47,7 +47,9 @@ const layerFor = (slot: string, options: PgLogSource.Options = {}) => {
   ).pipe(Layer.provideMerge(client))
 }
 
-const test = (title: string, body: (slot: string) => Effect.Effect<unknown, unknown, any>, options = {}) =>
+type Services = LogSource | LogWriter | Transactor | SqlClient.SqlClient | Scope.Scope
+
+const test = (title: string, body: (slot: string) => Effect.Effect<unknown, unknown, Services>, options = {}) =>
   it.live(
     title,
     () => {
@@ -90,7 +92,7 @@ const slotRow = (slot: string) =>
     )
   ).pipe(Effect.map((rows) => rows[0]!))
 
-const waitFor = <A>(probe: Effect.Effect<A, unknown, any>, ok: (a: A) => boolean, what: string) =>
+const waitFor = <A, R>(probe: Effect.Effect<A, unknown, R>, ok: (a: A) => boolean, what: string) =>
   Effect.gen(function* () {
     const deadline = Date.now() + 10_000
     let value = yield* probe
