@@ -8,10 +8,11 @@
  * not here: `WritePathOverhead.ts` measures it with PostgreSQL.
  *
  *   hand       order row + a plain outbox `INSERT … VALUES` (a `sql` template) in `sql.withTransaction`
+ *   store      order row + `OutboxStore.insert` of a row built here, in `sql.withTransaction`: the insert alone
  *   library    order row + `Outbox.enqueue` in the `Transactor`, default wake-up (`PgWakeUp`)
  *   polling    the same with `WakeUp.layerPollingOnly`: the wake-up's share
  *
- *   node bench/src/experiments/WritePathCpu.ts [--slices 8] [--n 5000] [--modes hand,library,polling]
+ *   node bench/src/experiments/WritePathCpu.ts [--slices 8] [--n 5000] [--modes hand,store,library,polling]
  */
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as PgOutboxStore from "@effect-outbox/adapter-pg/PgOutboxStore"
@@ -19,6 +20,8 @@ import * as PgTables from "@effect-outbox/adapter-pg/PgTables"
 import * as PgTransactor from "@effect-outbox/adapter-pg/PgTransactor"
 import * as PgWakeUp from "@effect-outbox/adapter-pg/PgWakeUp"
 import * as Outbox from "@effect-outbox/core/Outbox"
+import type { EventId } from "@effect-outbox/core/OutboxMessage"
+import { OutboxStore } from "@effect-outbox/core/OutboxStore"
 import { Transactor } from "@effect-outbox/core/Transactor"
 import * as WakeUp from "@effect-outbox/core/WakeUp"
 import * as Effect from "effect/Effect"
@@ -36,7 +39,7 @@ const arg = (name: string, fallback: string) => {
 }
 const SLICES = Number(arg("slices", "8"))
 const N = Number(arg("n", "5000"))
-type Mode = "hand" | "library" | "polling"
+type Mode = "hand" | "store" | "library" | "polling"
 const modes = arg("modes", "hand,library,polling").split(",") as Array<Mode>
 
 /** A connection that answers every statement at once with no rows. */
@@ -89,7 +92,7 @@ const main = async () => {
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
       const t = yield* PgTables.PgTables
-      const id = Env.newEventId()
+      const id = Env.newEventIdV7()
       yield* sql.withTransaction(
         Effect.gen(function* () {
           yield* sql`INSERT INTO ${sql(table)} (id, user_id, amount) VALUES (${Env.newEventId()}, ${Env.keyOf(i)}, ${i % 997})`
@@ -97,6 +100,31 @@ const main = async () => {
             (id, topic, key, partition, headers, payload, status, available_at, created_at, updated_at)
             VALUES (${id}::uuid, ${topic}, ${Env.keyOf(i)}, NULL, ${JSON.stringify({ "event-id": id })}::jsonb,
                     ${Env.payload(i)}, 'PENDING', now(), now(), now())`
+        })
+      )
+    })
+  const storeTx = (i: number) =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const store = yield* OutboxStore
+      const now = Date.now()
+      const id = Env.newEventId() as EventId
+      yield* sql.withTransaction(
+        Effect.gen(function* () {
+          yield* sql`INSERT INTO ${sql(table)} (id, user_id, amount) VALUES (${Env.newEventId()}, ${Env.keyOf(i)}, ${i % 997})`
+          yield* store.insert([
+            {
+              id,
+              topic,
+              key: Env.keyOf(i),
+              partition: null,
+              headers: { "event-id": id },
+              payload: Env.payload(i),
+              status: "PENDING",
+              availableAt: now,
+              createdAt: now
+            }
+          ])
         })
       )
     })
@@ -116,7 +144,8 @@ const main = async () => {
     const runtime = mode === "polling" ? poll : listen
     const cpu = process.cpuUsage()
     // One promise per transaction, as the bench's clients do.
-    for (let i = 0; i < N; i++) await runtime.runPromise(mode === "hand" ? handTx(i) : libraryTx(i))
+    for (let i = 0; i < N; i++)
+      await runtime.runPromise(mode === "hand" ? handTx(i) : mode === "store" ? storeTx(i) : libraryTx(i))
     const used = process.cpuUsage(cpu)
     const t = totals.get(mode)!
     t.n += N
