@@ -1,5 +1,6 @@
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import type * as SqlClient from "effect/sql/SqlClient"
 
 /**
  * What one transaction opened by `PgTransactor` carries for the calls that join it. Provided
@@ -48,7 +49,7 @@ export const makeState = (): TransactionState => ({
  * outside any) this is `sql.afterCommit`.
  */
 export const afterCommit = (
-  transactionService: Context.Key<any, unknown>,
+  transactionService: SqlClient.SqlClient["transactionService"],
   sqlAfterCommit: (effect: Effect.Effect<void>) => Effect.Effect<void>,
   effect: Effect.Effect<void>
 ): Effect.Effect<void> =>
