@@ -8,22 +8,25 @@
  *   the outer call succeed, the outer transaction rolls back and fails (nothing half-written
  *   commits). Open a savepoint yourself (`sql.withTransaction` inside) for partial rollback: a
  *   failure inside it is the savepoint's to undo.
- * - `SqlClient.afterCommit` callbacks (the wake-ups of `PgWakeUp`) run once `COMMIT` succeeded,
- *   before the outermost call returns; a rollback runs none.
+ * - `SqlClient.afterCommit` callbacks run once `COMMIT` succeeded, before the outermost call
+ *   returns; a rollback runs none. So do the wake-ups `PgWakeUp` registers at the transaction's
+ *   outer level: this transactor keeps them itself (`internal/transaction.ts`) and runs them
+ *   right after the commit, which spares `SqlClient.afterCommit`'s copies of the fiber's context
+ *   on every enqueue (issue #14).
  *
  * @since 0.1.0
  */
 import { OutboxStoreError } from "@effect-outbox/core/Errors"
 import { Transactor } from "@effect-outbox/core/Transactor"
 import * as Cause from "effect/Cause"
+import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
-import * as Option from "effect/Option"
 import * as SqlClient from "effect/sql/SqlClient"
 import { isSqlError } from "effect/sql/SqlError"
 import { fromSqlError } from "./internal/errors.ts"
-import { CurrentTransaction, makeState, type TransactionState } from "./internal/transaction.ts"
+import { CurrentTransaction, makeState, runAfterCommit, type TransactionState } from "./internal/transaction.ts"
 
 /** Carries the caller's own failure through `withTransaction`, so only BEGIN/COMMIT errors are mapped. */
 class Inner<E> {
@@ -52,7 +55,7 @@ export const make = Effect.gen(function* () {
 
   const outermost = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | OutboxStoreError, R> => {
     const state = makeState()
-    const body = Effect.flatMap(
+    const checked = Effect.flatMap(
       Effect.mapError(effect, (error) => new Inner(error)),
       (a) =>
         state.failedInside
@@ -70,7 +73,17 @@ export const make = Effect.gen(function* () {
             )
           : Effect.succeed(a)
     )
+    const body = Effect.withFiber((fiber) => {
+      state.level = Context.getOrUndefined(fiber.context, sql.transactionService)
+      return checked
+    })
     return sql.withTransaction(Effect.provideService(body, CurrentTransaction, state)).pipe(
+      // COMMIT succeeded (or the transaction failed and rolled back): the callbacks registered at
+      // the outer level run after a commit only.
+      Effect.onExit((exit) => {
+        state.ended = true
+        return Exit.isSuccess(exit) && state.afterCommit.length > 0 ? runAfterCommit(state) : Effect.void
+      }),
       Effect.mapError((error): E | OutboxStoreError =>
         error instanceof Inner ? (error.error as E) : fromSqlError("transaction")(error)
       ),
@@ -91,11 +104,10 @@ export const make = Effect.gen(function* () {
 
   return Transactor.of({
     withTransaction: <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | OutboxStoreError, R> =>
-      Effect.flatMap(Effect.serviceOption(sql.transactionService), (ambient) =>
-        Option.isSome(ambient)
-          ? Effect.flatMap(Effect.service(CurrentTransaction), (state) => join(effect, state, ambient.value[1]))
-          : outermost(effect)
-      )
+      Effect.withFiber((fiber) => {
+        const ambient = Context.getOrUndefined(fiber.context, sql.transactionService)
+        return ambient === undefined ? outermost(effect) : join(effect, fiber.getRef(CurrentTransaction), ambient[1])
+      })
   })
 })
 

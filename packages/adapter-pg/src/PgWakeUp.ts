@@ -2,8 +2,9 @@
  * The core `WakeUp` port on PostgreSQL (R1.6). By default nothing is added to the business
  * commit: the wake-ups go out after it.
  *
- * - `notify` registers (`SqlClient.afterCommit`) an effect that runs right after the enclosing
- *   transaction's `COMMIT` succeeded, and never on rollback (at once outside a transaction): it
+ * - `notify` registers an effect that runs right after the enclosing transaction's `COMMIT`
+ *   succeeded, and never on rollback (at once outside a transaction; `SqlClient.afterCommit`, or
+ *   at the outer level of a `PgTransactor` transaction the transactor's own list): it
  *   signals the relays of this layer in process, and asks for one `NOTIFY` for relays in other
  *   processes. Those `NOTIFY`s are sent outside any transaction and coalesced: at most one per
  *   `notifyInterval` per layer (leading and trailing edge), carrying the layer's id as payload so
@@ -28,6 +29,7 @@
  */
 
 import { PgClient } from "@effect/sql-pg/PgClient"
+import type { OutboxStoreError } from "@effect-outbox/core/Errors"
 import { WakeUp } from "@effect-outbox/core/WakeUp"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -41,7 +43,7 @@ import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import * as SqlClient from "effect/sql/SqlClient"
 import { run } from "./internal/errors.ts"
-import { CurrentTransaction } from "./internal/transaction.ts"
+import { CurrentTransaction, afterCommit as registerAfterCommit } from "./internal/transaction.ts"
 import { PgTables } from "./PgTables.ts"
 
 /**
@@ -205,15 +207,16 @@ export const make = (options: Options = {}) =>
     const request = remote ? yield* coalescedNotify(sql, t.channel, self, notifyInterval, layerScope) : Effect.void
     const afterCommit: Effect.Effect<void> = PubSub.publish(hub, undefined).pipe(Effect.andThen(request))
 
-    const notify = Effect.gen(function* () {
-      if (remote && options.notifyInTransaction === true) {
-        const ambient = yield* Effect.serviceOption(sql.transactionService)
-        if (Option.isSome(ambient)) return yield* inTransaction
-      }
-      // after COMMIT succeeded (at once outside a transaction); dropped on rollback. Cheap, so
-      // many enqueues of one transaction may each register it.
-      yield* sql.afterCommit(afterCommit)
-    }).pipe(run("wakeup.notify"))
+    // After COMMIT succeeded (at once outside a transaction); dropped on rollback. Registered
+    // once per transaction however many enqueues it holds. No span: it only registers a
+    // callback, on every enqueue (issue #14).
+    const registered = registerAfterCommit(sql.transactionService, sql.afterCommit, afterCommit)
+    const notify: Effect.Effect<void, OutboxStoreError> =
+      remote && options.notifyInTransaction === true
+        ? Effect.flatMap(Effect.serviceOption(sql.transactionService), (ambient) =>
+            Option.isSome(ambient) ? inTransaction : registered
+          ).pipe(run("wakeup.notify"))
+        : registered
 
     const listener = listen(pg, t.channel, self, fallback, reconnect)
 

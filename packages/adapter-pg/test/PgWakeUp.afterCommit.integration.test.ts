@@ -221,4 +221,79 @@ describe("PgWakeUp after commit (issue #14 write path)", () => {
     },
     30_000
   )
+
+  it.live(
+    "five enqueues in one transaction signal this layer's subscribers once, after the commit",
+    () => {
+      const schema = freshSchema()
+      return Effect.gen(function* () {
+        const transactor = yield* Transactor
+        const here = yield* WakeUp
+        const signals = yield* counting(here.signals)
+        yield* Effect.sleep("400 millis") // the LISTEN connection's own signal is in
+        const base = yield* Ref.get(signals)
+        yield* transactor.withTransaction(
+          Effect.gen(function* () {
+            for (let i = 0; i < 5; i++) yield* Outbox.enqueue(order(i))
+            yield* Effect.sleep("100 millis")
+            assert.strictEqual(yield* Ref.get(signals), base, "nothing before the commit")
+          })
+        )
+        yield* Effect.sleep("300 millis")
+        assert.strictEqual((yield* Ref.get(signals)) - base, 1, "one wake-up per commit, not one per enqueue")
+      }).pipe(Effect.scoped, Effect.provide(Process(schema, { notify: false })))
+    },
+    30_000
+  )
+
+  it.live(
+    "a wake-up in a savepoint follows it: rolled back, nobody is woken; committed, woken after the outer commit; " +
+      "in a transaction the caller opened with sql.withTransaction, after its commit",
+    () => {
+      const schema = freshSchema()
+      return Effect.gen(function* () {
+        const transactor = yield* Transactor
+        const sql = yield* SqlClient.SqlClient
+        const here = yield* WakeUp
+        const signals = yield* counting(here.signals)
+        yield* Effect.sleep("400 millis")
+        const woken = (since: number) =>
+          Effect.andThen(
+            Effect.sleep("300 millis"),
+            Effect.map(Ref.get(signals), (n) => n - since)
+          )
+
+        let base = yield* Ref.get(signals)
+        yield* transactor.withTransaction(
+          Effect.gen(function* () {
+            yield* Effect.flip(sql.withTransaction(Effect.andThen(Outbox.enqueue(order(0)), Effect.fail("undo"))))
+            yield* sql`SELECT 1`
+          })
+        )
+        assert.strictEqual(yield* woken(base), 0, "the savepoint rolled back: no wake-up")
+
+        base = yield* Ref.get(signals)
+        yield* transactor.withTransaction(
+          Effect.gen(function* () {
+            yield* sql.withTransaction(Outbox.enqueue(order(1)))
+            yield* Effect.sleep("100 millis")
+            assert.strictEqual(yield* Ref.get(signals), base, "not at the savepoint's release")
+          })
+        )
+        assert.strictEqual(yield* woken(base), 1, "the savepoint committed with the transaction")
+
+        base = yield* Ref.get(signals)
+        yield* Effect.flip(sql.withTransaction(Effect.andThen(Outbox.enqueue(order(2)), Effect.fail("undo"))))
+        assert.strictEqual(yield* woken(base), 0, "the caller's own transaction rolled back")
+        yield* sql.withTransaction(Outbox.enqueue(order(3)))
+        assert.strictEqual(yield* woken(base), 1, "the caller's own transaction committed")
+
+        const rows = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM ${sql.literal(
+          (yield* PgTables.PgTables).message
+        )}`
+        assert.strictEqual(rows[0]!.n, 2, "the committed enqueues only")
+      }).pipe(Effect.scoped, Effect.provide(Process(schema, { notify: false })))
+    },
+    30_000
+  )
 })

@@ -7,6 +7,7 @@ import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Random from "effect/Random"
 import * as Schema from "effect/Schema"
+import { eventIdAt } from "./internal/ids/eventId.ts"
 import type { OutboxStatus } from "./Lifecycle.ts"
 
 /**
@@ -58,20 +59,9 @@ export const ORIGINAL_RECORD_HEADER = "outbox-original-record"
  * @since 0.1.0
  * @category constructors
  */
-export const makeEventId: Effect.Effect<EventId> = Effect.gen(function* () {
-  const now = yield* Clock.currentTimeMillis
-  const bytes = new Uint8Array(16)
-  for (let i = 6; i < 16; i++) bytes[i] = yield* Random.nextIntBetween(0, 255)
-  let ts = Math.max(0, Math.trunc(now))
-  for (let i = 5; i >= 0; i--) {
-    bytes[i] = ts % 256
-    ts = Math.floor(ts / 256)
-  }
-  bytes[6] = (bytes[6]! & 0x0f) | 0x70
-  bytes[8] = (bytes[8]! & 0x3f) | 0x80
-  const hex = Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("")
-  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}` as EventId
-})
+export const makeEventId: Effect.Effect<EventId> = Effect.withFiber((fiber) =>
+  Effect.succeed(eventIdAt(fiber.getRef(Clock.Clock).currentTimeMillisUnsafe(), fiber.getRef(Random.Random)) as EventId)
+)
 
 /**
  * String headers stored with the event and sent with the record.

@@ -1,9 +1,11 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as InMemoryDatabase from "@effect-outbox/testing/InMemoryDatabase"
+import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as Random from "effect/Random"
 import * as Stream from "effect/Stream"
 import * as Outbox from "../src/Outbox.ts"
 import { EVENT_ID_HEADER, type EventId, makeEventId } from "../src/OutboxMessage.ts"
@@ -263,4 +265,45 @@ describe("Outbox.enqueue (R1.1, R1.2)", () => {
       }
     })
   })
+})
+
+describe("event ids (UUIDv7 from the Clock and the Random service)", () => {
+  const at = 1_733_000_000_123
+  const fixedClock = Effect.provideService(Clock.Clock, {
+    ...Clock.Clock.defaultValue(),
+    currentTimeMillisUnsafe: () => at,
+    currentTimeMillis: Effect.succeed(at)
+  })
+  // The ids the generator gave for this seed and time before Outbox.prepare became plain code
+  // (issue #14): a seeded simulation must keep replaying the same ids.
+  const seeded = [
+    "01937ed9-727b-709e-a480-448d402b53ff",
+    "01937ed9-727b-71ea-afc9-035d7bfa2132",
+    "01937ed9-727b-7392-af10-9a9d53863a00"
+  ]
+
+  it.effect("makeEventId replays the same ids for the same seed", () =>
+    Effect.gen(function* () {
+      const ids = yield* Effect.replicateEffect(makeEventId, 3).pipe(Random.withSeed("s"), fixedClock)
+      assert.deepStrictEqual(ids, seeded)
+    })
+  )
+
+  it.effect("Outbox.prepare gives drafts the same ids as makeEventId, in order", () =>
+    Effect.gen(function* () {
+      const messages = yield* Outbox.prepare([draft("user-1", 1), draft("user-2", 2), draft("user-3", 3)], {}).pipe(
+        Random.withSeed("s"),
+        fixedClock
+      )
+      assert.deepStrictEqual(
+        messages.map((m) => m.id),
+        seeded
+      )
+      assert.deepStrictEqual(
+        messages.map((m) => m.headers[EVENT_ID_HEADER]),
+        seeded
+      )
+      assert.isTrue(messages.every((m) => m.createdAt === at && m.availableAt === at))
+    })
+  )
 })

@@ -2,65 +2,79 @@ import * as PgTypes from "@effect/sql-pg/PgTypes"
 import { OutboxStoreError } from "@effect-outbox/core/Errors"
 import type { NewOutboxMessage } from "@effect-outbox/core/OutboxMessage"
 import type { InsertResult } from "@effect-outbox/core/OutboxStore"
+import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import type * as SqlClient from "effect/sql/SqlClient"
+import type { SqlError } from "effect/sql/SqlError"
 import type { Tables } from "../PgTables.ts"
 import { fromSqlError } from "./errors.ts"
 import { ts, typedArray } from "./params.ts"
 
-/** Nine typed arrays, `seq` assigned in the batch's order. */
-const unnestRows = (sql: SqlClient.SqlClient, messages: ReadonlyArray<NewOutboxMessage>) =>
-  sql`SELECT u.id, u.topic, u.key, u.partition, u.headers, u.payload, u.status,
-                    u.available_at, u.created_at, u.created_at
-               FROM unnest(
-                 ${typedArray(
-                   messages.map((m) => m.id),
-                   PgTypes.OID.uuid
-                 )}::uuid[],
-                 ${typedArray(
-                   messages.map((m) => m.topic),
-                   PgTypes.OID.text
-                 )}::text[],
-                 ${typedArray(
-                   messages.map((m) => m.key),
-                   PgTypes.OID.text
-                 )}::text[],
-                 ${typedArray(
-                   messages.map((m) => m.partition),
-                   PgTypes.OID.int4
-                 )}::int4[],
-                 ${typedArray(
-                   messages.map((m) => m.headers),
-                   PgTypes.OID.jsonb
-                 )}::jsonb[],
-                 ${typedArray(
-                   messages.map((m) => m.payload),
-                   PgTypes.OID.bytea
-                 )}::bytea[],
-                 ${typedArray(
-                   messages.map((m) => m.status),
-                   PgTypes.OID.text
-                 )}::text[],
-                 ${typedArray(
-                   messages.map((m) => m.availableAt),
-                   PgTypes.OID.timestamptz
-                 )}::timestamptz[],
-                 ${typedArray(
-                   messages.map((m) => m.createdAt),
-                   PgTypes.OID.timestamptz
-                 )}::timestamptz[]
-               ) WITH ORDINALITY AS u(id, topic, key, partition, headers, payload, status,
-                                      available_at, created_at, ord)
-              ORDER BY u.ord`
+const COLUMNS = "(id, topic, key, partition, headers, payload, status, available_at, created_at, updated_at)"
 
 // One row (the usual enqueue): a plain VALUES list, cheaper to plan than unnest over nine
-// arrays (issue #14: ×0.79 of the same row inserted by hand, one client).
-const oneRow = (sql: SqlClient.SqlClient, one: NewOutboxMessage) =>
-  sql`VALUES (${PgTypes.uuid(one.id)}, ${PgTypes.text(one.topic)}, ${PgTypes.text(one.key)}, ${PgTypes.int4(
-    one.partition
-  )}, ${PgTypes.jsonb(one.headers)}, ${one.payload}, ${PgTypes.text(one.status)}, ${ts(one.availableAt)}, ${ts(
-    one.createdAt
-  )}, ${ts(one.createdAt)})`
+// arrays (issue #14: ×0.79 of the same row inserted by hand, one client). `updated_at` is
+// `created_at` ($9 twice).
+const ONE_ROW = "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9)"
+
+/** Nine typed arrays ($1–$9), `seq` assigned in the batch's order. */
+const UNNEST_ROWS = `SELECT u.id, u.topic, u.key, u.partition, u.headers, u.payload, u.status,
+         u.available_at, u.created_at, u.created_at
+    FROM unnest($1::uuid[], $2::text[], $3::text[], $4::int4[], $5::jsonb[], $6::bytea[], $7::text[],
+                $8::timestamptz[], $9::timestamptz[])
+         WITH ORDINALITY AS u(id, topic, key, partition, headers, payload, status, available_at, created_at, ord)
+   ORDER BY u.ord`
+
+const oneRowParams = (one: NewOutboxMessage): Array<unknown> => [
+  PgTypes.uuid(one.id),
+  PgTypes.text(one.topic),
+  PgTypes.text(one.key),
+  PgTypes.int4(one.partition),
+  PgTypes.jsonb(one.headers),
+  one.payload,
+  PgTypes.text(one.status),
+  ts(one.availableAt),
+  ts(one.createdAt)
+]
+
+const unnestParams = (messages: ReadonlyArray<NewOutboxMessage>): Array<unknown> => [
+  typedArray(
+    messages.map((m) => m.id),
+    PgTypes.OID.uuid
+  ),
+  typedArray(
+    messages.map((m) => m.topic),
+    PgTypes.OID.text
+  ),
+  typedArray(
+    messages.map((m) => m.key),
+    PgTypes.OID.text
+  ),
+  typedArray(
+    messages.map((m) => m.partition),
+    PgTypes.OID.int4
+  ),
+  typedArray(
+    messages.map((m) => m.headers),
+    PgTypes.OID.jsonb
+  ),
+  typedArray(
+    messages.map((m) => m.payload),
+    PgTypes.OID.bytea
+  ),
+  typedArray(
+    messages.map((m) => m.status),
+    PgTypes.OID.text
+  ),
+  typedArray(
+    messages.map((m) => m.availableAt),
+    PgTypes.OID.timestamptz
+  ),
+  typedArray(
+    messages.map((m) => m.createdAt),
+    PgTypes.OID.timestamptz
+  )
+]
 
 /**
  * The outbox insert: one statement for the batch. The rows come validated from core
@@ -68,22 +82,52 @@ const oneRow = (sql: SqlClient.SqlClient, one: NewOutboxMessage) =>
  * With `notify` (the in-transaction wake-up mode) and a `PENDING` row among them, the same
  * statement queues the wake-up `pg_notify` (delivered on commit, dropped on rollback) and the
  * result says so, so the enqueue does not notify again.
+ *
+ * It runs once per enqueue, so like `PgInboxStore.record` it sends a fixed statement text
+ * (table names are validated identifiers, everything else a bound parameter) straight to the
+ * transaction's connection (`SqlClient.transactionService`; prepared once per connection by the
+ * driver): no per-call compile of a `sql` template and no effect/sql statement span, which cost
+ * node CPU on every business transaction (issue #14, docs/performance.md). Outside a
+ * transaction it goes through `sql.unsafe`. Its span `pg.outbox.insert` (kind `client`, with
+ * `db.query.text`) captures no stack trace (it could only name this file).
  */
-export const insert =
-  (sql: SqlClient.SqlClient, t: Tables, notify: boolean) =>
-  (messages: ReadonlyArray<NewOutboxMessage>): Effect.Effect<InsertResult, OutboxStoreError> => {
+export const insert = (sql: SqlClient.SqlClient, t: Tables, notify: boolean) => {
+  const target = `INSERT INTO ${t.message} ${COLUMNS}`
+  const texts = {
+    one: `${target} ${ONE_ROW}`,
+    many: `${target} ${UNNEST_ROWS}`,
+    // The channel is the next parameter after the rows' ($10 after one row, $10 after nine arrays).
+    oneNotify: `WITH inserted AS (${target} ${ONE_ROW} RETURNING 1)
+      SELECT pg_notify($10::text, '') FROM (SELECT 1 FROM inserted LIMIT 1) AS one`,
+    manyNotify: `WITH inserted AS (${target} ${UNNEST_ROWS} RETURNING 1)
+      SELECT pg_notify($10::text, '') FROM (SELECT 1 FROM inserted LIMIT 1) AS one`
+  }
+  // The span of the insert is a database client span with the statement's text, as effect/sql's
+  // statement spans are (it stands in for the statement span this path does not make).
+  const spanOptions = new Map(
+    Object.values(texts).map((text) => [
+      text,
+      { kind: "client" as const, attributes: { "db.system.name": "postgresql", "db.query.text": text } }
+    ])
+  )
+  const execute = (text: string, params: ReadonlyArray<unknown>): Effect.Effect<ReadonlyArray<unknown>, SqlError> =>
+    Effect.withFiber((fiber) => {
+      const ambient = Context.getOrUndefined(fiber.context, sql.transactionService)
+      return ambient === undefined
+        ? sql.unsafe(text, params).withoutTransform
+        : ambient[0].execute(text, params, undefined)
+    })
+  return (messages: ReadonlyArray<NewOutboxMessage>): Effect.Effect<InsertResult, OutboxStoreError> => {
     if (messages.length === 0) return Effect.succeed({ wakeUpQueued: false })
-    const rows = messages.length === 1 ? oneRow(sql, messages[0]!) : unnestRows(sql, messages)
-    const target = sql`INSERT INTO ${sql.literal(t.message)}
-      (id, topic, key, partition, headers, payload, status, available_at, created_at, updated_at)`
+    const one = messages.length === 1
+    const params = one ? oneRowParams(messages[0]!) : unnestParams(messages)
     const wakeUpQueued = notify && messages.some((m) => m.status === "PENDING")
-    const statement = wakeUpQueued
-      ? sql`WITH inserted AS (${target} ${rows} RETURNING 1)
-            SELECT pg_notify(${t.channel}::text, '') FROM (SELECT 1 FROM inserted LIMIT 1) AS one`
-      : sql`${target} ${rows}`
-    return statement.withoutTransform.pipe(
-      Effect.as({ wakeUpQueued }),
-      Effect.mapError((error) =>
+    if (wakeUpQueued) params.push(PgTypes.text(t.channel))
+    const text = one ? (wakeUpQueued ? texts.oneNotify : texts.one) : wakeUpQueued ? texts.manyNotify : texts.many
+    const result: InsertResult = { wakeUpQueued }
+    return Effect.mapBoth(execute(text, params), {
+      onSuccess: () => result,
+      onFailure: (error) =>
         error.reason._tag === "UniqueViolation"
           ? new OutboxStoreError({
               operation: "outbox.insert",
@@ -92,7 +136,6 @@ export const insert =
               cause: error
             })
           : fromSqlError("outbox.insert")(error)
-      ),
-      Effect.withSpan("pg.outbox.insert")
-    )
+    }).pipe(Effect.withSpan("pg.outbox.insert", spanOptions.get(text), { captureStackTrace: false }))
   }
+}

@@ -3,6 +3,7 @@
  * context into the event's `traceparent` header; the consumer parses it back and runs its handler
  * as a child of that span. Exported through `Telemetry`.
  */
+import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Tracer from "effect/Tracer"
@@ -62,10 +63,28 @@ export const parseTraceparent = (value: string): Option.Option<Tracer.ExternalSp
 export const injectTraceparent = (headers: Headers): Effect.Effect<Headers> =>
   TRACEPARENT_HEADER in headers
     ? Effect.succeed(headers)
-    : Effect.currentSpan.pipe(
-        Effect.map((span): Headers => ({ ...headers, [TRACEPARENT_HEADER]: formatTraceparent(span) })),
-        Effect.catch(() => Effect.succeed(headers))
-      )
+    : Effect.withFiber((fiber) => Effect.succeed(withTraceparent(headers, currentSpanOf(fiber.context))))
+
+/**
+ * The span `Effect.currentSpan` would answer in `context` (its `ParentSpan` when that is a span
+ * of this process, not an external one), without running an effect.
+ *
+ * @internal
+ */
+export const currentSpanOf = (context: Context.Context<never>): Tracer.Span | undefined => {
+  const span = Context.getOrUndefined(context, Tracer.ParentSpan)
+  return span?._tag === "Span" ? span : undefined
+}
+
+/**
+ * `headers` with `span`'s `traceparent` added: {@link injectTraceparent} as plain code.
+ *
+ * @internal
+ */
+export const withTraceparent = (headers: Headers, span: Tracer.Span | undefined): Headers =>
+  span === undefined || TRACEPARENT_HEADER in headers
+    ? headers
+    : { ...headers, [TRACEPARENT_HEADER]: formatTraceparent(span) }
 
 /**
  * The parent span a consumer should continue from, read from a record's headers.
