@@ -71,6 +71,10 @@ const latency = async () => {
     try {
       const relay = stack.runtime.runFork(LogRelay.run({ batchSize: 100, pollInterval: `${poll ?? 50} millis` }))
       await Env.sleep(1_000) // the lease taken and the first (empty) window read before the clock starts
+      // One event through the whole path to the fresh topic before the clock starts (its metadata and
+      // size limit fetched once, as on a relay that has been running), as the raw side does.
+      await stack.runtime.runPromise(LogStack.enqueue(topic, 0, 1))
+      while ((await Env.topicRecords(admin, topic)) < 1) await Env.sleep(5)
       const committed = new Map<string, number>()
       const started = Date.now()
       const total = Math.round(rate * secs)
@@ -86,7 +90,7 @@ const latency = async () => {
         }
         await Env.sleep(10)
       }
-      const appended = await Raw.readTimestamps(k, topic, committed.size)
+      const appended = await Raw.readTimestamps(k, topic, committed.size + 1)
       stack.runtime.runFork(LogStack.interrupt(relay))
       return percentiles(committed, appended)
     } finally {
@@ -96,6 +100,8 @@ const latency = async () => {
   const rawRun = async (secs = seconds) => {
     const topic = await latencyTopic(admin)
     topics.push(topic)
+    // The same warm-up as the log side: one record on the fresh topic before the clock starts.
+    await producer.send({ topic, acks: -1, messages: [{ key: "warm-up", value: "warm-up" }] })
     const arrivals = await Raw.produceAtRate(producer, topic, rate, secs)
     return percentiles(arrivals, await Raw.readTimestamps(k, topic, arrivals.size))
   }
