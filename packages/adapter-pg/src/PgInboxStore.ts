@@ -25,11 +25,10 @@ import * as PgTypes from "@effect/sql-pg/PgTypes"
 import { InboxStore } from "@effect-outbox/core/InboxStore"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as Option from "effect/Option"
 import * as Result from "effect/Result"
 import * as SqlClient from "effect/sql/SqlClient"
-import type { SqlError } from "effect/sql/SqlError"
 import { fromSqlError, run } from "./internal/errors.ts"
+import { executor } from "./internal/fixedStatement.ts"
 import { PgTables } from "./PgTables.ts"
 
 const textArray = (values: ReadonlyArray<string>): PgTypes.Parameter =>
@@ -49,17 +48,12 @@ export const make = Effect.gen(function* () {
     ON CONFLICT (consumer, identity) DO NOTHING
     RETURNING 1 AS recorded`
   const recordFailed = fromSqlError("inbox.record")
+  const execute = executor(sql)
   return InboxStore.of({
     record: (key, now) =>
-      Effect.flatMap(Effect.serviceOption(sql.transactionService), (ambient) => {
-        const params = [key.consumer, key.identity, PgTypes.timestamptz(now)]
-        const rows: Effect.Effect<ReadonlyArray<unknown>, SqlError> = Option.isSome(ambient)
-          ? ambient.value[0].execute(recordText, params, undefined)
-          : sql.unsafe(recordText, params).withoutTransform
-        return Effect.mapBoth(rows, {
-          onFailure: recordFailed,
-          onSuccess: (found) => (found.length === 1 ? ("recorded" as const) : ("duplicate" as const))
-        })
+      Effect.mapBoth(execute(recordText, [key.consumer, key.identity, PgTypes.timestamptz(now)]), {
+        onFailure: recordFailed,
+        onSuccess: (found) => (found.length === 1 ? ("recorded" as const) : ("duplicate" as const))
       }),
     recordBatch: (keys, now) =>
       keys.length === 0

@@ -2,12 +2,11 @@ import * as PgTypes from "@effect/sql-pg/PgTypes"
 import { OutboxStoreError } from "@effect-outbox/core/Errors"
 import type { NewOutboxMessage } from "@effect-outbox/core/OutboxMessage"
 import type { InsertResult } from "@effect-outbox/core/OutboxStore"
-import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import type * as SqlClient from "effect/sql/SqlClient"
-import type { SqlError } from "effect/sql/SqlError"
 import type { Tables } from "../PgTables.ts"
 import { fromSqlError } from "./errors.ts"
+import { executor } from "./fixedStatement.ts"
 import { ts, typedArray } from "./params.ts"
 
 const COLUMNS = "(id, topic, key, partition, headers, payload, status, available_at, created_at, updated_at)"
@@ -37,44 +36,21 @@ const oneRowParams = (one: NewOutboxMessage): Array<unknown> => [
   ts(one.createdAt)
 ]
 
-const unnestParams = (messages: ReadonlyArray<NewOutboxMessage>): Array<unknown> => [
-  typedArray(
-    messages.map((m) => m.id),
-    PgTypes.OID.uuid
-  ),
-  typedArray(
-    messages.map((m) => m.topic),
-    PgTypes.OID.text
-  ),
-  typedArray(
-    messages.map((m) => m.key),
-    PgTypes.OID.text
-  ),
-  typedArray(
-    messages.map((m) => m.partition),
-    PgTypes.OID.int4
-  ),
-  typedArray(
-    messages.map((m) => m.headers),
-    PgTypes.OID.jsonb
-  ),
-  typedArray(
-    messages.map((m) => m.payload),
-    PgTypes.OID.bytea
-  ),
-  typedArray(
-    messages.map((m) => m.status),
-    PgTypes.OID.text
-  ),
-  typedArray(
-    messages.map((m) => m.availableAt),
-    PgTypes.OID.timestamptz
-  ),
-  typedArray(
-    messages.map((m) => m.createdAt),
-    PgTypes.OID.timestamptz
-  )
+// The nine columns' arrays for unnest, in `UNNEST_ROWS`'s order.
+const unnestColumns: ReadonlyArray<readonly [(m: NewOutboxMessage) => unknown, number]> = [
+  [(m) => m.id, PgTypes.OID.uuid],
+  [(m) => m.topic, PgTypes.OID.text],
+  [(m) => m.key, PgTypes.OID.text],
+  [(m) => m.partition, PgTypes.OID.int4],
+  [(m) => m.headers, PgTypes.OID.jsonb],
+  [(m) => m.payload, PgTypes.OID.bytea],
+  [(m) => m.status, PgTypes.OID.text],
+  [(m) => m.availableAt, PgTypes.OID.timestamptz],
+  [(m) => m.createdAt, PgTypes.OID.timestamptz]
 ]
+
+const unnestParams = (messages: ReadonlyArray<NewOutboxMessage>): Array<unknown> =>
+  unnestColumns.map(([field, oid]) => typedArray(messages.map(field), oid))
 
 /**
  * The outbox insert: one statement for the batch. The rows come validated from core
@@ -110,13 +86,7 @@ export const insert = (sql: SqlClient.SqlClient, t: Tables, notify: boolean) => 
       { kind: "client" as const, attributes: { "db.system.name": "postgresql", "db.query.text": text } }
     ])
   )
-  const execute = (text: string, params: ReadonlyArray<unknown>): Effect.Effect<ReadonlyArray<unknown>, SqlError> =>
-    Effect.withFiber((fiber) => {
-      const ambient = Context.getOrUndefined(fiber.context, sql.transactionService)
-      return ambient === undefined
-        ? sql.unsafe(text, params).withoutTransform
-        : ambient[0].execute(text, params, undefined)
-    })
+  const execute = executor(sql)
   return (messages: ReadonlyArray<NewOutboxMessage>): Effect.Effect<InsertResult, OutboxStoreError> => {
     if (messages.length === 0) return Effect.succeed({ wakeUpQueued: false })
     const one = messages.length === 1

@@ -1,0 +1,20 @@
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import type * as SqlClient from "effect/sql/SqlClient"
+import type { SqlError } from "effect/sql/SqlError"
+
+/**
+ * Runs a fixed statement text with bound parameters for a hot path (one per enqueue, one per
+ * consumed message): inside a transaction straight on its connection (`sql.transactionService`,
+ * prepared once per connection by the driver), with no per-call compile of a `sql` template and
+ * no effect/sql statement span; outside one through `sql.unsafe`. Rows come untransformed.
+ */
+export const executor =
+  (sql: SqlClient.SqlClient) =>
+  (text: string, params: ReadonlyArray<unknown>): Effect.Effect<ReadonlyArray<unknown>, SqlError> =>
+    Effect.withFiber((fiber) => {
+      const ambient = Context.getOrUndefined(fiber.context, sql.transactionService)
+      return ambient === undefined
+        ? sql.unsafe(text, params as Array<unknown>).withoutTransform
+        : ambient[0].execute(text, params, undefined)
+    })
