@@ -249,19 +249,20 @@ export const startRelay = async (
 }
 
 /** One business transaction: the order row, and (when `outbox`) its event, committed together. */
+export const businessWriteTx = (table: string, topic: string, i: number, outbox: boolean) =>
+  Effect.gen(function* () {
+    const transactor = yield* Transactor
+    const sql = yield* SqlClient.SqlClient
+    yield* transactor.withTransaction(
+      Effect.gen(function* () {
+        yield* sql`INSERT INTO ${sql(table)} (id, user_id, amount) VALUES (${Env.newEventId()}, ${Env.keyOf(i)}, ${i % 997})`
+        if (outbox) yield* Outbox.enqueue(draft(topic, i))
+      })
+    )
+  })
+
 export const businessWrite = (stack: Stack, table: string, topic: string, i: number, outbox: boolean): Promise<void> =>
-  stack.run(
-    Effect.gen(function* () {
-      const transactor = yield* Transactor
-      const sql = yield* SqlClient.SqlClient
-      yield* transactor.withTransaction(
-        Effect.gen(function* () {
-          yield* sql`INSERT INTO ${sql(table)} (id, user_id, amount) VALUES (${Env.newEventId()}, ${Env.keyOf(i)}, ${i % 997})`
-          if (outbox) yield* Outbox.enqueue(draft(topic, i))
-        })
-      )
-    })
-  )
+  stack.run(businessWriteTx(table, topic, i, outbox))
 
 /**
  * The same business transaction with the outbox row written by hand: the order row and one plain
@@ -271,23 +272,54 @@ export const businessWrite = (stack: Stack, table: string, topic: string, i: num
  * primary-key inserts the library's time-ordered ids do not pay). The library's row also carries a
  * `traceparent` header (about 70 bytes more jsonb); the hand row does not.
  */
+export const handWriteTx = (table: string, topic: string, i: number) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const t = yield* PgTables.PgTables
+    const id = Env.newEventIdV7()
+    yield* sql.withTransaction(
+      Effect.gen(function* () {
+        yield* sql`INSERT INTO ${sql(table)} (id, user_id, amount) VALUES (${Env.newEventId()}, ${Env.keyOf(i)}, ${i % 997})`
+        yield* sql`INSERT INTO ${sql.literal(t.message)}
+          (id, topic, key, partition, headers, payload, status, available_at, created_at, updated_at)
+          VALUES (${id}::uuid, ${topic}, ${Env.keyOf(i)}, NULL, ${JSON.stringify({ "event-id": id })}::jsonb,
+                  ${Env.payload(i)}, 'PENDING', now(), now(), now())`
+      })
+    )
+  })
+
 export const handWrite = (stack: Stack, table: string, topic: string, i: number): Promise<void> =>
-  stack.run(
-    Effect.gen(function* () {
-      const sql = yield* SqlClient.SqlClient
-      const t = yield* PgTables.PgTables
-      const id = Env.newEventIdV7()
-      yield* sql.withTransaction(
-        Effect.gen(function* () {
-          yield* sql`INSERT INTO ${sql(table)} (id, user_id, amount) VALUES (${Env.newEventId()}, ${Env.keyOf(i)}, ${i % 997})`
-          yield* sql`INSERT INTO ${sql.literal(t.message)}
-            (id, topic, key, partition, headers, payload, status, available_at, created_at, updated_at)
-            VALUES (${id}::uuid, ${topic}, ${Env.keyOf(i)}, NULL, ${JSON.stringify({ "event-id": id })}::jsonb,
-                    ${Env.payload(i)}, 'PENDING', now(), now(), now())`
-        })
-      )
-    })
-  )
+  stack.run(handWriteTx(table, topic, i))
+
+/**
+ * The order row and `OutboxStore.insert` of the event in `sql.withTransaction`: the store's insert
+ * statement alone, without `Outbox.enqueue` and the Transactor (the what-ifs' `store` mode).
+ */
+export const storeWriteTx = (table: string, topic: string, i: number) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const store = yield* OutboxStore
+    const now = Date.now()
+    const id = Env.newEventId()
+    yield* sql.withTransaction(
+      Effect.gen(function* () {
+        yield* sql`INSERT INTO ${sql(table)} (id, user_id, amount) VALUES (${Env.newEventId()}, ${Env.keyOf(i)}, ${i % 997})`
+        yield* store.insert([
+          {
+            id: id as never,
+            topic,
+            key: Env.keyOf(i),
+            partition: null,
+            headers: { "event-id": id },
+            payload: Env.payload(i),
+            status: "PENDING",
+            availableAt: now,
+            createdAt: now
+          }
+        ])
+      })
+    )
+  })
 
 /** Commits `count` events in one transaction and returns their ids with the commit time. */
 export const enqueueCommitted = (

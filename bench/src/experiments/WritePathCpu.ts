@@ -20,9 +20,6 @@ import * as PgTables from "@effect-outbox/adapter-pg/PgTables"
 import * as PgTransactor from "@effect-outbox/adapter-pg/PgTransactor"
 import * as PgWakeUp from "@effect-outbox/adapter-pg/PgWakeUp"
 import * as Outbox from "@effect-outbox/core/Outbox"
-import type { EventId } from "@effect-outbox/core/OutboxMessage"
-import { OutboxStore } from "@effect-outbox/core/OutboxStore"
-import { Transactor } from "@effect-outbox/core/Transactor"
 import * as WakeUp from "@effect-outbox/core/WakeUp"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -31,7 +28,7 @@ import * as References from "effect/References"
 import * as Reactivity from "effect/reactivity/Reactivity"
 import * as SqlClient from "effect/sql/SqlClient"
 import type * as Connection from "effect/sql/SqlConnection"
-import * as Env from "../Env.ts"
+import * as Library from "../Library.ts"
 
 const arg = (name: string, fallback: string) => {
   const i = process.argv.indexOf(`--${name}`)
@@ -88,57 +85,9 @@ const topic = "bench-wp-cpu"
 const main = async () => {
   const listen = stack("listen")
   const poll = stack("poll")
-  const handTx = (i: number) =>
-    Effect.gen(function* () {
-      const sql = yield* SqlClient.SqlClient
-      const t = yield* PgTables.PgTables
-      const id = Env.newEventIdV7()
-      yield* sql.withTransaction(
-        Effect.gen(function* () {
-          yield* sql`INSERT INTO ${sql(table)} (id, user_id, amount) VALUES (${Env.newEventId()}, ${Env.keyOf(i)}, ${i % 997})`
-          yield* sql`INSERT INTO ${sql.literal(t.message)}
-            (id, topic, key, partition, headers, payload, status, available_at, created_at, updated_at)
-            VALUES (${id}::uuid, ${topic}, ${Env.keyOf(i)}, NULL, ${JSON.stringify({ "event-id": id })}::jsonb,
-                    ${Env.payload(i)}, 'PENDING', now(), now(), now())`
-        })
-      )
-    })
-  const storeTx = (i: number) =>
-    Effect.gen(function* () {
-      const sql = yield* SqlClient.SqlClient
-      const store = yield* OutboxStore
-      const now = Date.now()
-      const id = Env.newEventId() as EventId
-      yield* sql.withTransaction(
-        Effect.gen(function* () {
-          yield* sql`INSERT INTO ${sql(table)} (id, user_id, amount) VALUES (${Env.newEventId()}, ${Env.keyOf(i)}, ${i % 997})`
-          yield* store.insert([
-            {
-              id,
-              topic,
-              key: Env.keyOf(i),
-              partition: null,
-              headers: { "event-id": id },
-              payload: Env.payload(i),
-              status: "PENDING",
-              availableAt: now,
-              createdAt: now
-            }
-          ])
-        })
-      )
-    })
-  const libraryTx = (i: number) =>
-    Effect.gen(function* () {
-      const transactor = yield* Transactor
-      const sql = yield* SqlClient.SqlClient
-      yield* transactor.withTransaction(
-        Effect.gen(function* () {
-          yield* sql`INSERT INTO ${sql(table)} (id, user_id, amount) VALUES (${Env.newEventId()}, ${Env.keyOf(i)}, ${i % 997})`
-          yield* Outbox.enqueue({ topic, key: Env.keyOf(i), payload: Env.payload(i) })
-        })
-      )
-    })
+  const handTx = (i: number) => Library.handWriteTx(table, topic, i)
+  const storeTx = (i: number) => Library.storeWriteTx(table, topic, i)
+  const libraryTx = (i: number) => Library.businessWriteTx(table, topic, i, true)
   const totals = new Map<Mode, { n: number; cpuUs: number }>(modes.map((m) => [m, { n: 0, cpuUs: 0 }]))
   const slice = async (mode: Mode) => {
     const runtime = mode === "polling" ? poll : listen

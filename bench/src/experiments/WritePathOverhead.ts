@@ -28,32 +28,7 @@ const modes: ReadonlyArray<Mode> =
   modeArg < 0 ? ["hand", "store", "library", "polling"] : (process.argv[modeArg + 1]!.split(",") as Array<Mode>)
 
 const storeWrite = (stack: Library.Stack, table: string, topic: string, i: number) =>
-  stack.run(
-    Library.Effect.gen(function* () {
-      const sql = yield* Library.SqlClient.SqlClient
-      const store = yield* Library.OutboxStore
-      const now = Date.now()
-      const id = Env.newEventId()
-      yield* sql.withTransaction(
-        Library.Effect.gen(function* () {
-          yield* sql`INSERT INTO ${sql(table)} (id, user_id, amount) VALUES (${Env.newEventId()}, ${Env.keyOf(i)}, ${i % 997})`
-          yield* store.insert([
-            {
-              id: id as never,
-              topic,
-              key: Env.keyOf(i),
-              partition: null,
-              headers: { "event-id": id },
-              payload: Env.payload(i),
-              status: "PENDING",
-              availableAt: now,
-              createdAt: now
-            }
-          ])
-        })
-      )
-    })
-  )
+  stack.run(Library.storeWriteTx(table, topic, i))
 
 const main = async () => {
   const schema = Env.uniqueName("wp_overhead")
