@@ -60,7 +60,7 @@ const message = (key: string, n: number): LogMessage => {
 }
 
 /** Commits each group as one transaction. */
-const commit = (groups: ReadonlyArray<ReadonlyArray<LogMessage>>) =>
+export const commit = (groups: ReadonlyArray<ReadonlyArray<LogMessage>>) =>
   Effect.gen(function* () {
     const writer = yield* LogWriter
     const transactor = yield* Transactor
@@ -68,7 +68,7 @@ const commit = (groups: ReadonlyArray<ReadonlyArray<LogMessage>>) =>
   })
 
 /** Reads until the window holds `n` entries (a server may make commits readable a moment later). */
-const readAtLeast = (lease: LogLease, n: number, maxEntries = 1_000) =>
+export const readAtLeast = (lease: LogLease, n: number, maxEntries = 1_000) =>
   Effect.gen(function* () {
     const deadline = Date.now() + 10_000
     let window: LogWindow = yield* lease.read(maxEntries)
@@ -79,7 +79,8 @@ const readAtLeast = (lease: LogLease, n: number, maxEntries = 1_000) =>
     return window
   })
 
-const acquired = Effect.flatMap(Effect.service(LogSource), (source) =>
+/** The lease, which the case expects to be free. */
+export const acquired = Effect.flatMap(Effect.service(LogSource), (source) =>
   Effect.flatMap(source.acquire, (lease) =>
     Option.isSome(lease) ? Effect.succeed(lease.value) : Effect.die(new Error("the lease is held elsewhere"))
   )

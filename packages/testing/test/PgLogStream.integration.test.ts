@@ -8,10 +8,10 @@ import { assert, describe, it } from "@effect/vitest"
 import * as PgLogSource from "@effect-outbox/adapter-pg/PgLogSource"
 import * as PgTransactor from "@effect-outbox/adapter-pg/PgTransactor"
 import type { LogMessage } from "@effect-outbox/core/LogRecord"
-import { type LogLease, LogSource, type LogSourceError, type LogWindow } from "@effect-outbox/core/LogSource"
-import { LogWriter } from "@effect-outbox/core/LogWriter"
+import { LogSource, type LogSourceError } from "@effect-outbox/core/LogSource"
+import type { LogWriter } from "@effect-outbox/core/LogWriter"
 import type { EventId } from "@effect-outbox/core/OutboxMessage"
-import { Transactor } from "@effect-outbox/core/Transactor"
+import type { Transactor } from "@effect-outbox/core/Transactor"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -21,6 +21,7 @@ import * as Redacted from "effect/Redacted"
 import * as Scope from "effect/Scope"
 import * as SqlClient from "effect/sql/SqlClient"
 import pg from "pg"
+import { acquired, commit, readAtLeast } from "../src/LogSourceSuite.ts"
 import * as Support from "./faults/support.ts"
 
 const message = (n: number, pad = 0): LogMessage => {
@@ -58,30 +59,6 @@ const test = (title: string, body: (slot: string) => Effect.Effect<unknown, unkn
     },
     60_000
   )
-
-const commit = (groups: ReadonlyArray<ReadonlyArray<LogMessage>>) =>
-  Effect.gen(function* () {
-    const writer = yield* LogWriter
-    const transactor = yield* Transactor
-    for (const group of groups) yield* transactor.withTransaction(writer.emit(group))
-  })
-
-const acquired = Effect.flatMap(Effect.service(LogSource), (source) =>
-  Effect.flatMap(source.acquire, (lease) =>
-    Option.isSome(lease) ? Effect.succeed(lease.value) : Effect.die(new Error("the lease is held elsewhere"))
-  )
-)
-
-const readAtLeast = (lease: LogLease, n: number, maxEntries = 100_000) =>
-  Effect.gen(function* () {
-    const deadline = Date.now() + 10_000
-    let window: LogWindow = yield* lease.read(maxEntries)
-    while (window.entries.length < n && Date.now() < deadline) {
-      yield* Effect.sleep(Duration.millis(50))
-      window = yield* lease.read(maxEntries)
-    }
-    return window
-  })
 
 const slotRow = (slot: string) =>
   Effect.flatMap(Effect.service(SqlClient.SqlClient), (sql) =>
