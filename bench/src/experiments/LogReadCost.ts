@@ -27,7 +27,7 @@ const arg = (name: string, fallback: number) => {
 const backlog = arg("backlog", 20_000)
 const batch = arg("batch", 100)
 const perTx = arg("per-tx", 1000)
-const logicalUrl = process.env.LOGICAL_DATABASE_URL ?? "postgres://postgres@127.0.0.1:55433/postgres"
+const logicalUrl = process.env.LOGICAL_DATABASE_URL ?? "postgres://postgres@127.0.0.1:25433/postgres"
 const slot = Env.uniqueName("bench_cost").toLowerCase()
 const client = PgClient.layer({ url: Redacted.make(logicalUrl), maxConnections: 4 })
 const transportArg = process.argv.indexOf("--transport")

@@ -46,7 +46,7 @@ const batchSize = arg("batch", 500)
 const perTx = arg("per-tx", 1000)
 const variantsArg = process.argv.indexOf("--variants")
 const variants = variantsArg === -1 ? ["ahead"] : process.argv[variantsArg + 1]!.split(",")
-const logicalUrl = process.env.LOGICAL_DATABASE_URL ?? "postgres://postgres@127.0.0.1:55433/postgres"
+const logicalUrl = process.env.LOGICAL_DATABASE_URL ?? "postgres://postgres@127.0.0.1:25433/postgres"
 
 const stackFor = (slot: string, transport: "stream" | "sql", readAhead: boolean) => {
   const client = PgClient.layer({ url: Redacted.make(logicalUrl), maxConnections: 4, applicationName: "bench-log" })

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What-if (not part of `pnpm bench`): the two sources a log relay can read (issue #14), side by
-# side on one wal_level=logical PostgreSQL (PG_PORT, default 55433: `scripts/services pg-private up`).
+# side on one wal_level=logical PostgreSQL (PG_PORT, default 25433: `scripts/services pg-private up`).
 #  write: pgbench tx/s of an order-row transaction, plain / + outbox-table insert (a published
 #         table) / + pg_logical_emit_message(true, ..., 1 KB), with a slot on each source so the
 #         server keeps the WAL a relay would read;
@@ -8,7 +8,7 @@
 #         to decode N events of each kind.
 #   bash bench/src/experiments/log-sources.sh [clients=4] [seconds=8] [n=20000]
 set -euo pipefail
-PG_PORT=${PG_PORT:-55433}
+PG_PORT=${PG_PORT:-25433}
 clients=${1:-4}
 seconds=${2:-8}
 n=${3:-20000}

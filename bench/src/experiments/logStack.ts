@@ -20,7 +20,7 @@ import * as References from "effect/References"
 import * as SqlClient from "effect/sql/SqlClient"
 import * as Env from "../Env.ts"
 
-export const logicalUrl = process.env.LOGICAL_DATABASE_URL ?? "postgres://postgres@127.0.0.1:55433/postgres"
+export const logicalUrl = process.env.LOGICAL_DATABASE_URL ?? "postgres://postgres@127.0.0.1:25433/postgres"
 
 /**
  * `synchronousCommit`: the writers' `synchronous_commit` (the private cluster's default is `off`,

@@ -129,7 +129,7 @@ const infrastructureRetries = (stack: Support.Stack) =>
 describe("PostgreSQL stopped while records stream to a consumer (H2)", () => {
   it("nothing is dead-lettered, nothing lost, every effect once", async () => {
     const outageSeconds = Number(process.env.FAULTS_PG_OUTAGE_SECONDS ?? 60)
-    const port = Number(process.env.FAULTS_PG_PORT ?? 55432)
+    const port = Number(process.env.FAULTS_PG_PORT ?? 25432)
     const pg = Support.privatePostgres({ port, state: mkdtempSync(join(tmpdir(), "effect-outbox-pg-")) })
     const schema = Support.uniqueName("faults_pgstop")
     const topic = Support.uniqueName("faults-pgstop")

@@ -11,7 +11,7 @@ import { join } from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
 import * as Support from "./support.js"
 
-const port = Number(process.env.FAULTS_PG_PORT ?? 55432)
+const port = Number(process.env.FAULTS_PG_PORT ?? 25432)
 const pg = Support.privatePostgres({ port, state: mkdtempSync(join(tmpdir(), "effect-outbox-pg-")) })
 
 const psql = (sql: string): string =>

@@ -567,7 +567,7 @@ export const privatePostgres = (options: { readonly port: number; readonly state
  * A PostgreSQL with `wal_level = logical`: `LOGICAL_DATABASE_URL` (scripts/test starts one with
  * `scripts/services pg-private` and exports it), else the private cluster's default port.
  */
-export const logicalDatabaseUrl = process.env.LOGICAL_DATABASE_URL ?? "postgres://postgres@127.0.0.1:55433/postgres"
+export const logicalDatabaseUrl = process.env.LOGICAL_DATABASE_URL ?? "postgres://postgres@127.0.0.1:25433/postgres"
 
 /** The log engine (PgLogOutbox on `slot`) + every Kafka port, at the fault tests' log level. */
 export const logStackLayer = (options: {
