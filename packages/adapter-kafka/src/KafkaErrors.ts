@@ -139,6 +139,23 @@ const transientNames: ReadonlySet<string> = new Set([
 ])
 
 /**
+ * kafkajs 2.2.4's `admin.fetchTopicMetadata` (and `cluster.metadata` under it) answers an outage
+ * that begins while its cached metadata is still fresh with a `TypeError`: every broker's metadata
+ * request failed, `brokerPool.withBroker` swallowed the failures and returned `null`, and the
+ * caller read `null.topicMetadata`. It means no broker answered, so it is read as
+ * `KafkaJSBrokerNotFound` (unavailable, retried without spending an attempt), not as a permanent
+ * failure of the records it was sent for.
+ */
+const nullMetadata = (error: KafkaLikeError): KafkaLikeError | undefined =>
+  error.name === "TypeError" && /of null \(reading 'topicMetadata'\)/.test(error.message ?? "")
+    ? {
+        name: "KafkaJSBrokerNotFound",
+        message: `no broker answered a metadata request (kafkajs: ${error.message})`,
+        retriable: true
+      }
+    : undefined
+
+/**
  * The innermost kafkajs error: `KafkaJSNumberOfRetriesExceeded` and friends wrap the one that
  * says what actually went wrong.
  *
@@ -156,7 +173,7 @@ export const rootCause = (error: unknown): KafkaLikeError => {
       current = asKafkaError(current.cause)
     } else break
   }
-  return current
+  return nullMetadata(current) ?? current
 }
 
 /**

@@ -65,6 +65,28 @@ describe("KafkaErrors", () => {
     }
   })
 
+  it("kafkajs's TypeError when no broker answers a metadata request is an outage, not a permanent failure", () => {
+    // kafkajs 2.2.4: an outage that starts while its cached metadata is fresh makes
+    // `admin.fetchTopicMetadata` read `.topicMetadata` of the `null` that `withBroker` returns
+    // when every broker failed. The V8 error, made the same way:
+    const nullMetadata = (() => {
+      try {
+        const metadata = JSON.parse("null") as { topicMetadata: unknown }
+        return metadata.topicMetadata
+      } catch (error) {
+        return error
+      }
+    })()
+    assert.instanceOf(nullMetadata, TypeError)
+    assert.isTrue(KafkaErrors.isBrokerUnavailable(nullMetadata))
+    const mapped = KafkaErrors.toPublishError("orders", nullMetadata)
+    assert.strictEqual(mapped._tag, "BrokerUnavailableError")
+    assert.match(mapped.message, /no broker answered a metadata request/)
+    assert.strictEqual(KafkaErrors.toPublishError("orders", exhausted(nullMetadata as Error))._tag, "BrokerUnavailableError")
+    // Any other TypeError is not guessed to be an outage.
+    assert.isFalse(KafkaErrors.isBrokerUnavailable(new TypeError("Cannot read properties of undefined (reading 'x')")))
+  })
+
   it("errors about the record or the producer's state stay retriable or permanent, never 'unavailable'", () => {
     const cases: ReadonlyArray<[Error, string]> = [
       [protocol("OUT_OF_ORDER_SEQUENCE_NUMBER", false), "RetriablePublishError"],
