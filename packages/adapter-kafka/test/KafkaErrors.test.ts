@@ -82,7 +82,10 @@ describe("KafkaErrors", () => {
     const mapped = KafkaErrors.toPublishError("orders", nullMetadata)
     assert.strictEqual(mapped._tag, "BrokerUnavailableError")
     assert.match(mapped.message, /no broker answered a metadata request/)
-    assert.strictEqual(KafkaErrors.toPublishError("orders", exhausted(nullMetadata as Error))._tag, "BrokerUnavailableError")
+    assert.strictEqual(
+      KafkaErrors.toPublishError("orders", exhausted(nullMetadata as Error))._tag,
+      "BrokerUnavailableError"
+    )
     // Any other TypeError is not guessed to be an outage.
     assert.isFalse(KafkaErrors.isBrokerUnavailable(new TypeError("Cannot read properties of undefined (reading 'x')")))
   })
