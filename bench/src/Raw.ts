@@ -3,7 +3,7 @@
  * acknowledgements, without the outbox. Each returns its own timing; the scenarios interleave
  * them with the library runs.
  */
-import type Kafkajs from "kafkajs"
+import Kafkajs from "kafkajs"
 import * as Env from "./Env.ts"
 
 /** The record shape the relay sends: key, 1 KB value, an `event-id` header. */
@@ -12,6 +12,21 @@ export const record = (i: number): Kafkajs.Message => ({
   value: Env.payloadBuffer(i),
   headers: { "event-id": Env.newEventId() }
 })
+
+const partitioner = Kafkajs.Partitioners.DefaultPartitioner()
+/** The partition kafkajs's default (murmur2) partitioner gives a record on a topic of `Env.PARTITIONS`. */
+const partitionOf = (m: Kafkajs.Message): number =>
+  partitioner({
+    topic: "",
+    partitionMetadata: Array.from({ length: Env.PARTITIONS }, (_, i) => ({
+      partitionId: i,
+      leader: 1,
+      partitionErrorCode: 0,
+      replicas: [1],
+      isr: [1]
+    })),
+    message: m
+  })
 
 /**
  * Sends `n` records in sequential `sendBatch` calls of `batchSize` (acks=-1, idempotent),
@@ -42,7 +57,9 @@ export const produceAtRate = async (
   producer: Kafkajs.Producer,
   topic: string,
   rate: number,
-  seconds: number
+  seconds: number,
+  /** One `sendBatch` per partition, all at once (as the library's publisher sends), not one per call. */
+  perPartition = false
 ): Promise<Map<string, number>> => {
   const arrivals = new Map<string, number>()
   let queue: Array<Kafkajs.Message> = []
@@ -62,7 +79,18 @@ export const produceAtRate = async (
       }
       const batch = queue
       queue = []
-      await producer.sendBatch({ acks: -1, topicMessages: [{ topic, messages: batch }] })
+      if (!perPartition) {
+        await producer.sendBatch({ acks: -1, topicMessages: [{ topic, messages: batch }] })
+        continue
+      }
+      const groups = new Map<number, Array<Kafkajs.Message>>()
+      for (const m of batch) {
+        const p = partitionOf(m)
+        groups.set(p, [...(groups.get(p) ?? []), { ...m, partition: p }])
+      }
+      await Promise.all(
+        [...groups.values()].map((messages) => producer.sendBatch({ acks: -1, topicMessages: [{ topic, messages }] }))
+      )
     }
   })()
   while (produced < total) {
