@@ -9,7 +9,7 @@
  * Also every kafkajs request of the run (instrumentation events: queued and round-trip time).
  *
  *   node [--max-semi-space-size=4] bench/src/experiments/LogLatencyTrace.ts [--rate 1000] [--seconds 10]
- *     [--synchronous-commit on] [--writer-thread] [--raw] [--raw-per-partition]
+ *     [--synchronous-commit on] [--writer-thread] [--raw] [--raw-per-partition] [--client platformatic]
  *
  * `--writer-thread`: the writer on a worker thread (its own heap); `--raw`: then raw kafkajs at the
  * same rate with the same monitors; `--raw-per-partition`: raw sends one `sendBatch` per partition.
@@ -197,7 +197,8 @@ const main = async () => {
   await admin.connect()
   const topic = Env.uniqueName("bench-logtrace")
   await Env.createTopic(admin, topic, [{ name: "message.timestamp.type", value: "LogAppendTime" }])
-  const stack = LogStack.make(4, "stream", syncCommit)
+  // `--client platformatic`: the relay publishes and probes through @platformatic/kafka.
+  const stack = LogStack.make(4, "stream", syncCommit, arg("client", "kafkajs") as "kafkajs" | "platformatic")
   const monitor = startMonitor()
   try {
     const relay = stack.runtime.runFork(LogRelay.run({ batchSize: 100 }).pipe(Effect.provide(traced)))

@@ -6,6 +6,9 @@ import { PgClient } from "@effect/sql-pg"
 import * as KafkaBrokerProbe from "@effect-outbox/adapter-kafka/KafkaBrokerProbe"
 import * as KafkaClient from "@effect-outbox/adapter-kafka/KafkaClient"
 import * as KafkaPublisher from "@effect-outbox/adapter-kafka/KafkaPublisher"
+import * as PlatformaticBrokerProbe from "@effect-outbox/adapter-kafka-platformatic/PlatformaticBrokerProbe"
+import * as PlatformaticClient from "@effect-outbox/adapter-kafka-platformatic/PlatformaticClient"
+import * as PlatformaticPublisher from "@effect-outbox/adapter-kafka-platformatic/PlatformaticPublisher"
 import * as PgLogOutbox from "@effect-outbox/adapter-pg/PgLogOutbox"
 import * as PgLogSource from "@effect-outbox/adapter-pg/PgLogSource"
 import * as Outbox from "@effect-outbox/core/Outbox"
@@ -30,7 +33,9 @@ export const logicalUrl = process.env.LOGICAL_DATABASE_URL ?? "postgres://postgr
 export const make = (
   pgConnections = 4,
   transport: PgLogSource.Options["transport"] = "stream",
-  synchronousCommit?: "on" | "off"
+  synchronousCommit?: "on" | "off",
+  /** The Kafka adapter the relay publishes and probes through. */
+  kafkaClient: "kafkajs" | "platformatic" = "kafkajs"
 ) => {
   const slot = Env.uniqueName("bench_log").toLowerCase()
   const client = PgClient.layer({
@@ -38,8 +43,14 @@ export const make = (
     maxConnections: pgConnections + 2,
     ...(synchronousCommit === undefined ? {} : { startupParameters: { synchronous_commit: synchronousCommit } })
   })
-  const kafka = KafkaClient.layer({ brokers: Env.brokers, clientId: "bench-log" })
-  const broker = Layer.merge(KafkaPublisher.layer(), KafkaBrokerProbe.layer()).pipe(Layer.provide(kafka))
+  const broker =
+    kafkaClient === "kafkajs"
+      ? Layer.merge(KafkaPublisher.layer(), KafkaBrokerProbe.layer()).pipe(
+          Layer.provide(KafkaClient.layer({ brokers: Env.brokers, clientId: "bench-log" }))
+        )
+      : Layer.merge(PlatformaticPublisher.layer(), PlatformaticBrokerProbe.layer()).pipe(
+          Layer.provide(PlatformaticClient.layer({ brokers: Env.brokers, clientId: "bench-log" }))
+        )
   const logLevel = Layer.succeed(References.MinimumLogLevel)(
     (process.env.BENCH_LOG_LEVEL ?? "Warn") as LogLevel.LogLevel
   )
