@@ -100,3 +100,37 @@ export const newEventIdV7 = (): string => {
 }
 
 export const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))
+
+/** What one commit of the latency load returns: its event ids and when the commit returned. */
+export interface Committed {
+  readonly ids: ReadonlyArray<string>
+  readonly committedAt: number
+}
+
+/**
+ * The latency scenarios' load: every 10 ms, the events that "arrived" since (at `rate`/s for
+ * `seconds`) are committed in one `commit(from, n)` call. Returns each event's commit time by id;
+ * `onCommitted` sees each commit as it returns.
+ */
+export const commitAtRate = async (
+  rate: number,
+  seconds: number,
+  commit: (from: number, n: number) => Promise<Committed>,
+  onCommitted: (committed: Committed) => void = () => undefined
+): Promise<Map<string, number>> => {
+  const committed = new Map<string, number>()
+  const started = Date.now()
+  const total = Math.round(rate * seconds)
+  let produced = 0
+  while (produced < total) {
+    const due = Math.min(total, Math.floor(((Date.now() - started) / 1000) * rate))
+    if (due > produced) {
+      const result = await commit(produced, due - produced)
+      for (const id of result.ids) committed.set(id, result.committedAt)
+      onCommitted(result)
+      produced = due
+    }
+    await sleep(10)
+  }
+  return committed
+}

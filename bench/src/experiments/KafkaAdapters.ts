@@ -123,19 +123,7 @@ const latency = async (adapter: Adapter) => {
   const t = await topic([{ name: "message.timestamp.type", value: "LogAppendTime" }])
   await Library.truncate(writer)
   const stop = await Library.startRelay(relays[adapter], { batchSize, pollMillis: 1000 })
-  const committed = new Map<string, number>()
-  const total = Math.round(rate * seconds)
-  const started = Date.now()
-  let produced = 0
-  while (produced < total) {
-    const due = Math.min(total, Math.floor(((Date.now() - started) / 1000) * rate))
-    if (due > produced) {
-      const { committedAt, ids } = await Library.enqueueCommitted(writer, t, produced, due - produced)
-      for (const id of ids) committed.set(id, committedAt)
-      produced = due
-    }
-    await Env.sleep(10)
-  }
+  const committed = await Env.commitAtRate(rate, seconds, (from, n) => Library.enqueueCommitted(writer, t, from, n))
   while ((await Library.unpublished(writer)) > 0) await Env.sleep(20)
   await stop()
   const appended = await Raw.readTimestamps(k, t, committed.size)

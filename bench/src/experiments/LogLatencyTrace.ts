@@ -217,41 +217,39 @@ const main = async () => {
     monitor.begin()
     const started = Date.now()
     const total = Math.round(rate * seconds)
+    const stampCommitted = ({ committedAt, ids }: Env.Committed) => {
+      for (const id of ids) stamp(id, "committed", committedAt)
+    }
     if (writer !== undefined) {
       await new Promise<void>((resolve) => {
-        writer.on("message", (m: { ids?: ReadonlyArray<string>; at?: number; done?: boolean }) => {
-          for (const id of m.ids ?? []) stamp(id, "committed", m.at!)
+        writer.on("message", (m: Partial<Env.Committed> & { done?: boolean }) => {
+          if (m.ids !== undefined) stampCommitted(m as Env.Committed)
           if (m.done === true) resolve()
         })
         writer.postMessage("start")
       })
     } else {
-      let produced = 0
-      while (produced < total) {
-        const due = Math.min(total, Math.floor(((Date.now() - started) / 1000) * rate))
-        if (due > produced) {
-          const ids = await stack.runtime.runPromise(LogStack.enqueue(topic, produced, due - produced))
-          const at = Date.now()
-          for (const id of ids) stamp(id, "committed", at)
-          produced = due
-        }
-        await Env.sleep(10)
-      }
+      await Env.commitAtRate(
+        rate,
+        seconds,
+        (from, n) => stack.runtime.runPromise(LogStack.enqueueCommitted(topic, from, n)),
+        stampCommitted
+      )
     }
     monitor.end()
     const appended = await Raw.readTimestamps(k, topic, total + 1)
     for (const [id, at] of appended) if (stamps.has(id)) stamp(id, "appended", at)
     stack.runtime.runFork(LogStack.interrupt(relay))
     const rows = [...stamps.values()].filter((s) => s.committed !== undefined && s.appended !== undefined)
-    const total_ = (s: Stamps) => s.appended! - s.committed!
-    rows.sort((a, b) => total_(a) - total_(b))
+    const latencyOf = (s: Stamps) => s.appended! - s.committed!
+    rows.sort((a, b) => latencyOf(a) - latencyOf(b))
     const split = (set: Array<Stamps>, label: string) => {
       const q = (f: (s: Stamps) => number) => {
         const v = set.map(f)
         return `p50 ${quantile(v, 0.5)} p90 ${quantile(v, 0.9)} max ${Math.max(...v)}`
       }
       console.log(`${label} (${set.length} events)`)
-      console.log(`  total           ${q(total_)}`)
+      console.log(`  total           ${q(latencyOf)}`)
       console.log(`  commit→read     ${q((s) => s.read! - s.committed!)}`)
       console.log(`  read→publish    ${q((s) => s.publishStart! - s.read!)}`)
       console.log(`  publish call    ${q((s) => s.publishEnd! - s.publishStart!)}`)
@@ -264,16 +262,12 @@ const main = async () => {
     const slow = rows.slice(Math.floor(rows.length * 0.99))
     const windows = [...new Set(slow.map((s) => s.committed! - started))].sort((a, b) => a - b)
     console.log(`slow commits at (ms into the run): ${windows.join(" ")}`)
-    const slowRequests = requests.filter((r) => r.sentAt >= started && r.duration + r.pending > 8)
-    console.log(
-      `kafkajs requests over 8 ms (sent at ms into the run: api by, pending + duration): ${slowRequests
-        .map((r) => `${r.sentAt - started}: ${r.api} ${r.by} ${r.pending}+${r.duration}`)
-        .join("; ")}`
-    )
-    const nonProduce = requests.filter((r) => r.sentAt >= started && r.api !== "Produce")
-    console.log(
-      `other kafkajs requests (sent at ms into the run: api by): ${nonProduce.map((r) => `${r.sentAt - started}: ${r.api} ${r.by} ${r.pending}+${r.duration}`).join("; ")}`
-    )
+    const ofRun = requests.filter((r) => r.sentAt >= started)
+    const listed = (rs: typeof requests) =>
+      rs.map((r) => `${r.sentAt - started}: ${r.api} ${r.by} ${r.pending}+${r.duration}`).join("; ")
+    const header = "(sent at ms into the run: api by, pending + duration)"
+    console.log(`kafkajs requests over 8 ms ${header}: ${listed(ofRun.filter((r) => r.duration + r.pending > 8))}`)
+    console.log(`other kafkajs requests ${header}: ${listed(ofRun.filter((r) => r.api !== "Produce"))}`)
     console.log(`GC pauses over 4 ms at (ms into the run, length): ${monitor.longPauses(4).join(" ")}`)
     console.log(
       `slow events, per stamp (committed, +read, +publishStart, +publishEnd, +appended):\n${slow

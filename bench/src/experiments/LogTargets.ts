@@ -20,11 +20,10 @@
  */
 import { loadavg } from "node:os"
 import * as LogRelay from "@effect-outbox/core/LogRelay"
-import * as Outbox from "@effect-outbox/core/Outbox"
-import { Transactor } from "@effect-outbox/core/Transactor"
 import * as Effect from "effect/Effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import * as Env from "../Env.ts"
+import * as Library from "../Library.ts"
 import * as Raw from "../Raw.ts"
 import { median, quantile } from "../Stats.ts"
 import * as LogStack from "./logStack.ts"
@@ -75,21 +74,10 @@ const latency = async () => {
       // size limit fetched once, as on a relay that has been running), as the raw side does.
       await stack.runtime.runPromise(LogStack.enqueue(topic, 0, 1))
       while ((await Env.topicRecords(admin, topic)) < 1) await Env.sleep(5)
-      const committed = new Map<string, number>()
-      const started = Date.now()
-      const total = Math.round(rate * secs)
-      let produced = 0
       // Every 10 ms, the events that arrived since are committed in one transaction (scenario 2).
-      while (produced < total) {
-        const due = Math.min(total, Math.floor(((Date.now() - started) / 1000) * rate))
-        if (due > produced) {
-          const ids = await stack.runtime.runPromise(LogStack.enqueue(topic, produced, due - produced))
-          const at = Date.now()
-          for (const id of ids) committed.set(id, at)
-          produced = due
-        }
-        await Env.sleep(10)
-      }
+      const committed = await Env.commitAtRate(rate, secs, (from, n) =>
+        stack.runtime.runPromise(LogStack.enqueueCommitted(topic, from, n))
+      )
       const appended = await Raw.readTimestamps(k, topic, committed.size + 1)
       stack.runtime.runFork(LogStack.interrupt(relay))
       return percentiles(committed, appended)
@@ -194,18 +182,7 @@ const write = async () => {
         created_at timestamptz NOT NULL DEFAULT now())`)
     })
   )
-  const tx = (i: number, withEvent: boolean) =>
-    Effect.gen(function* () {
-      const transactor = yield* Transactor
-      const sql = yield* SqlClient.SqlClient
-      yield* transactor.withTransaction(
-        Effect.gen(function* () {
-          yield* sql`INSERT INTO ${sql(table)} (id, user_id, amount) VALUES (${Env.newEventId()}, ${Env.keyOf(i)}, ${i % 997})`
-          if (withEvent)
-            yield* Outbox.enqueue({ topic: "bench-logw-unpublished", key: Env.keyOf(i), payload: Env.payload(i) })
-        })
-      )
-    })
+  const tx = (i: number, withEvent: boolean) => Library.businessWriteTx(table, "bench-logw-unpublished", i, withEvent)
   const measure = async (n: number, withEvent: boolean) => {
     let count = 0
     const deadline = performance.now() + seconds * 1000

@@ -179,19 +179,7 @@ const outboxLatency = async (depth: number, secs = seconds) => {
   await Library.truncate(watcher)
   const scope = await kafkaRelay.run(Scope.make())
   await kafkaRelay.run(Relay.start(relaySettings(depth, 1000)).pipe(Scope.provide(scope)))
-  const committed = new Map<string, number>()
-  const started = Date.now()
-  const total = Math.round(rate * secs)
-  let produced = 0
-  while (produced < total) {
-    const due = Math.min(total, Math.floor(((Date.now() - started) / 1000) * rate))
-    if (due > produced) {
-      const { committedAt, ids } = await Library.enqueueCommitted(watcher, t, produced, due - produced)
-      for (const id of ids) committed.set(id, committedAt)
-      produced = due
-    }
-    await Env.sleep(10)
-  }
+  const committed = await Env.commitAtRate(rate, secs, (from, n) => Library.enqueueCommitted(watcher, t, from, n))
   while ((await Library.unpublished(watcher)) > 0) await Env.sleep(20)
   await kafkaRelay.run(Scope.close(scope, Exit.void))
   return percentiles(committed, await Raw.readTimestamps(k, t, committed.size))

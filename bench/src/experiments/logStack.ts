@@ -84,6 +84,10 @@ export const enqueue = (topic: string, from: number, n: number) =>
     )
   })
 
+/** `enqueue`, with the time its commit returned (`Env.commitAtRate`'s load). */
+export const enqueueCommitted = (topic: string, from: number, n: number) =>
+  Effect.map(enqueue(topic, from, n), (ids): Env.Committed => ({ ids, committedAt: Date.now() }))
+
 export const interrupt = <A, E>(fiber: Fiber.Fiber<A, E>) => Effect.asVoid(Fiber.interrupt(fiber))
 
 /**

@@ -37,18 +37,12 @@ const runtime = ManagedRuntime.make(
 )
 
 parentPort!.once("message", async () => {
-  const started = Date.now()
-  const total = Math.round(rate * seconds)
-  let produced = 0
-  while (produced < total) {
-    const due = Math.min(total, Math.floor(((Date.now() - started) / 1000) * rate))
-    if (due > produced) {
-      const ids = await runtime.runPromise(LogStack.enqueue(topic, produced, due - produced))
-      parentPort!.postMessage({ ids, at: Date.now() })
-      produced = due
-    }
-    await Env.sleep(10)
-  }
+  await Env.commitAtRate(
+    rate,
+    seconds,
+    (from, n) => runtime.runPromise(LogStack.enqueueCommitted(topic, from, n)),
+    (committed) => parentPort!.postMessage(committed)
+  )
   await runtime.dispose()
   parentPort!.postMessage({ done: true })
 })

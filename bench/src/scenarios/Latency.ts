@@ -76,21 +76,11 @@ export const run = async (options: Options): Promise<void> => {
     topics.push(topic)
     await Library.truncate(writer)
     const stop = await Library.startRelay(mode.stack, { batchSize: 100, pollMillis: mode.pollMillis })
-    const committed = new Map<string, number>()
     const before = Cpu.snapshot()
-    const started = Date.now()
-    const total = Math.round(rate * seconds)
-    let produced = 0
     // Every 10 ms, the events that arrived since are committed in one transaction.
-    while (produced < total) {
-      const due = Math.min(total, Math.floor(((Date.now() - started) / 1000) * rate))
-      if (due > produced) {
-        const { committedAt, ids } = await Library.enqueueCommitted(writer, topic, produced, due - produced)
-        for (const id of ids) committed.set(id, committedAt)
-        produced = due
-      }
-      await Env.sleep(10)
-    }
+    const committed = await Env.commitAtRate(rate, seconds, (from, n) =>
+      Library.enqueueCommitted(writer, topic, from, n)
+    )
     while ((await Library.unpublished(writer)) > 0) await Env.sleep(20)
     const cpu = Cpu.between(before, Cpu.snapshot())
     await stop()

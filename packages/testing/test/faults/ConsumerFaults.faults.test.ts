@@ -7,9 +7,7 @@
 // The table printed at the end has, per scenario: events, lost, duplicate effects, dead-lettered,
 // order violations.
 
-import { mkdtempSync, rmSync } from "node:fs"
-import { tmpdir } from "node:os"
-import { join } from "node:path"
+import { rmSync } from "node:fs"
 import { afterAll, assert, describe, it } from "@effect/vitest"
 import * as Consumer from "@effect-outbox/core/Consumer"
 import { makeEventId } from "@effect-outbox/core/OutboxMessage"
@@ -129,8 +127,7 @@ const infrastructureRetries = (stack: Support.Stack) =>
 describe("PostgreSQL stopped while records stream to a consumer (H2)", () => {
   it("nothing is dead-lettered, nothing lost, every effect once", async () => {
     const outageSeconds = Number(process.env.FAULTS_PG_OUTAGE_SECONDS ?? 60)
-    const port = Number(process.env.FAULTS_PG_PORT ?? 25432)
-    const pg = Support.privatePostgres({ port, state: mkdtempSync(join(tmpdir(), "effect-outbox-pg-")) })
+    const pg = Support.privatePostgres()
     const schema = Support.uniqueName("faults_pgstop")
     const topic = Support.uniqueName("faults-pgstop")
     const dlt = `${topic}.DLT`

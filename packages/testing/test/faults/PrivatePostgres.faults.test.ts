@@ -5,14 +5,12 @@
  */
 
 import { execFileSync } from "node:child_process"
-import { existsSync, mkdtempSync } from "node:fs"
-import { tmpdir } from "node:os"
+import { existsSync } from "node:fs"
 import { join } from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
 import * as Support from "./support.js"
 
-const port = Number(process.env.FAULTS_PG_PORT ?? 25432)
-const pg = Support.privatePostgres({ port, state: mkdtempSync(join(tmpdir(), "effect-outbox-pg-")) })
+const pg = Support.privatePostgres()
 
 const psql = (sql: string): string =>
   execFileSync("psql", [pg.url, "-Atc", sql], { stdio: ["ignore", "pipe", "ignore"] })
@@ -32,6 +30,6 @@ describe("private PostgreSQL", () => {
     expect(psql("SELECT n FROM kept")).toBe("42")
     await pg.down()
     expect(() => psql("SELECT 1")).toThrow()
-    expect(existsSync(join(pg.state, `pg-private-${port}`))).toBe(false)
+    expect(existsSync(join(pg.state, `pg-private-${pg.port}`))).toBe(false)
   })
 })

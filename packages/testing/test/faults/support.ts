@@ -6,7 +6,8 @@
 
 import { type ChildProcess, execFile, spawn } from "node:child_process"
 import { randomBytes } from "node:crypto"
-import { chmodSync, mkdirSync, readdirSync, readFileSync } from "node:fs"
+import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync } from "node:fs"
+import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { inspect } from "node:util"
@@ -539,18 +540,24 @@ export const signalBroker = (state: string, signal: "SIGSTOP" | "SIGCONT"): numb
  * `state`, so a test can stop PostgreSQL (`stop`: fast shutdown, data kept) and bring it back
  * (`start`) without touching the shared server. `down` stops it and deletes its data.
  */
-export const privatePostgres = (options: { readonly port: number; readonly state: string }) => {
-  const env = { PG_PRIVATE_PORT: String(options.port), EFFECT_OUTBOX_STATE: options.state }
+export const privatePostgres = (
+  options: { readonly port?: number | undefined; readonly state?: string | undefined } = {}
+) => {
+  // 25432 (FAULTS_PG_PORT) is scripts/services' default, below the ephemeral port range.
+  const port = options.port ?? Number(process.env.FAULTS_PG_PORT ?? 25432)
+  const state = options.state ?? mkdtempSync(join(tmpdir(), "effect-outbox-pg-"))
+  const env = { PG_PRIVATE_PORT: String(port), EFFECT_OUTBOX_STATE: state }
   const services = join(repoRoot, "scripts", "services")
   const pg = (command: "up" | "stop" | "start" | "down") => run("bash", [services, "pg-private", command], env)
   return {
-    url: `postgres://postgres@127.0.0.1:${options.port}/postgres`,
-    state: options.state,
+    url: `postgres://postgres@127.0.0.1:${port}/postgres`,
+    port,
+    state,
     up: () => {
       // initdb runs as the `postgres` user when we are root; it must reach the state directory
       // (mkdtemp makes it 0700).
-      mkdirSync(options.state, { recursive: true })
-      chmodSync(options.state, 0o755)
+      mkdirSync(state, { recursive: true })
+      chmodSync(state, 0o755)
       return pg("up")
     },
     stop: () => pg("stop"),
