@@ -14,19 +14,15 @@ export const record = (i: number): Kafkajs.Message => ({
 })
 
 const partitioner = Kafkajs.Partitioners.DefaultPartitioner()
+const partitionMetadata = Array.from({ length: Env.PARTITIONS }, (_, i) => ({
+  partitionId: i,
+  leader: 1,
+  partitionErrorCode: 0,
+  replicas: [1],
+  isr: [1]
+}))
 /** The partition kafkajs's default (murmur2) partitioner gives a record on a topic of `Env.PARTITIONS`. */
-const partitionOf = (m: Kafkajs.Message): number =>
-  partitioner({
-    topic: "",
-    partitionMetadata: Array.from({ length: Env.PARTITIONS }, (_, i) => ({
-      partitionId: i,
-      leader: 1,
-      partitionErrorCode: 0,
-      replicas: [1],
-      isr: [1]
-    })),
-    message: m
-  })
+const partitionOf = (message: Kafkajs.Message): number => partitioner({ topic: "", partitionMetadata, message })
 
 /**
  * Sends `n` records in sequential `sendBatch` calls of `batchSize` (acks=-1, idempotent),
@@ -85,8 +81,10 @@ export const produceAtRate = async (
       }
       const groups = new Map<number, Array<Kafkajs.Message>>()
       for (const m of batch) {
-        const p = partitionOf(m)
-        groups.set(p, [...(groups.get(p) ?? []), { ...m, partition: p }])
+        const partition = partitionOf(m)
+        const group = groups.get(partition) ?? []
+        group.push({ ...m, partition })
+        groups.set(partition, group)
       }
       await Promise.all(
         [...groups.values()].map((messages) => producer.sendBatch({ acks: -1, topicMessages: [{ topic, messages }] }))
