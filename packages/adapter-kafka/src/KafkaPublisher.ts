@@ -7,6 +7,7 @@ import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
 import * as Result from "effect/Result"
 import Kafkajs from "kafkajs"
+import * as Combined from "./internal/combined.ts"
 import * as Layouts from "./internal/layouts.ts"
 import * as Send from "./internal/send.ts"
 import * as TopicLimits from "./internal/topicLimits.ts"
@@ -32,6 +33,14 @@ export interface KafkaPublisherOptions {
   /** At most 5 keeps the idempotent producer's ordering guarantee (default 5). */
   readonly maxInFlightRequests?: number | undefined
   readonly compression?: Kafkajs.CompressionTypes | undefined
+  /**
+   * Send a call's partitions in one produce request when each fits one record batch (default
+   * true). kafkajs's idempotent producer sends one request per broker at a time, so separate
+   * per-partition requests cost a round trip each. A failed combined request replaces the
+   * producer and the call is sent again per partition, so partitions that had landed are
+   * published twice (never lost). `false`: always one request per partition.
+   */
+  readonly combinePartitions?: boolean | undefined
 }
 
 /**
@@ -105,6 +114,7 @@ export const make = (options: KafkaPublisherOptions = {}) =>
       timeoutMillis
     }
     const limits = TopicLimits.make(client.admin)
+    const combine = options.combinePartitions ?? true
     const uncompressed = options.compression === undefined || options.compression === Kafkajs.CompressionTypes.None
 
     // One partition's records, in record batches under the topic's limit (core PartitionSend).
@@ -125,6 +135,23 @@ export const make = (options: KafkaPublisherOptions = {}) =>
         group.records,
         outcomes
       )
+    // One broker's partitions of a call (kafkajs sends one request to a broker at a time).
+    const sendToLeader = (
+      groups: ReadonlyArray<PartitionGroup>,
+      deadline: number,
+      outcomes: Array<PublishOutcome | undefined>
+    ) =>
+      Effect.gen(function* () {
+        if (combine && groups.length > 1) {
+          const parts = yield* Combined.asParts(groups, limits.limitFor)
+          const onSent = (records: number) => Metric.update(publishedRecords, records)
+          if (parts !== undefined && (yield* Combined.send(sender, parts, deadline, outcomes, onSent))) return
+        }
+        yield* Effect.forEach(groups, (group) => sendPartition(group, deadline, outcomes), {
+          concurrency: "unbounded",
+          discard: true
+        })
+      })
     const forgetDeleted = forgetDeletedTopics(client.admin, sender)
 
     const publish = (requests: ReadonlyArray<PublishRequest>): Effect.Effect<ReadonlyArray<PublishOutcome>> =>
@@ -135,11 +162,16 @@ export const make = (options: KafkaPublisherOptions = {}) =>
         const groups = yield* partitionGroups(sender.layouts, requests, outcomes)
         if (groups.size === 0) return outcomes as ReadonlyArray<PublishOutcome>
         yield* forgetDeleted(new Set([...groups.values()].map((g) => g.topic)))
-        // Partitions in parallel (kafkajs pipelines them per broker), each in order.
-        yield* Effect.forEach(groups.values(), (group) => sendPartition(group, deadline, outcomes), {
-          concurrency: "unbounded",
-          discard: true
-        })
+        // Each broker's partitions in parallel: one request for all of them when they fit, else
+        // one per partition, each partition's batches in order.
+        yield* Effect.forEach(
+          byLeader(groups.values()),
+          (leaderGroups) => sendToLeader(leaderGroups, deadline, outcomes),
+          {
+            concurrency: "unbounded",
+            discard: true
+          }
+        )
         return outcomes as ReadonlyArray<PublishOutcome>
       }).pipe(Effect.withSpan("kafka.publish", { attributes: { records: requests.length } }))
 
@@ -150,7 +182,19 @@ export const make = (options: KafkaPublisherOptions = {}) =>
 interface PartitionGroup {
   readonly topic: string
   readonly partition: number
+  /** The partition's leader as the layout last read it. */
+  readonly leader: number
   readonly records: Array<Send.Outgoing>
+}
+
+const byLeader = (groups: Iterable<PartitionGroup>): Array<Array<PartitionGroup>> => {
+  const leaders = new Map<number, Array<PartitionGroup>>()
+  for (const group of groups) {
+    const of = leaders.get(group.leader)
+    if (of === undefined) leaders.set(group.leader, [group])
+    else of.push(group)
+  }
+  return [...leaders.values()]
 }
 
 /**
@@ -182,7 +226,7 @@ const partitionGroups = (
         return
       }
       const slot = `${t.topic}\u0000${t.partition}`
-      const group = groups.get(slot) ?? { topic: t.topic, partition: t.partition, records: [] }
+      const group = groups.get(slot) ?? { topic: t.topic, partition: t.partition, leader: t.leader, records: [] }
       group.records.push({ index, key: request.key, headers: recordHeaders(request), payload: request.payload })
       groups.set(slot, group)
     })

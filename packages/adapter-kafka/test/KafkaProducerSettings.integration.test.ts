@@ -1,6 +1,7 @@
 // What the publisher asks of kafkajs: an idempotent producer with acks=-1, at most 5 requests in
-// flight, and one sendBatch per partition batch (so each broker error concerns its own records).
-// And what happens when no broker answers.
+// flight, and one sendBatch per broker for a call whose partitions each fit one record batch
+// (kafkajs sends one request per broker at a time), or, with `combinePartitions: false`, one per
+// partition batch. And what happens when no broker answers.
 
 import { assert, describe, it } from "@effect/vitest"
 import { BrokerAdmin } from "@effect-outbox/core/BrokerAdmin"
@@ -57,7 +58,7 @@ const recordingClient = (calls: {
 
 describe("KafkaPublisher producer settings", () => {
   it.live(
-    "an idempotent acks=-1 producer, one sendBatch per partition of a publish call",
+    "an idempotent acks=-1 producer; a call's partitions in one sendBatch, or one each with combinePartitions false",
     () => {
       const calls = {
         configs: [] as Array<Kafkajs.ProducerConfig>,
@@ -73,7 +74,18 @@ describe("KafkaPublisher producer settings", () => {
         const outcomes = yield* publisher.publish(batch)
         assert.isTrue(outcomes.every(Result.isSuccess))
         const used = new Set(outcomes.flatMap((o) => (Result.isSuccess(o) ? [o.success.partition] : [])))
-        // 50 small records fit one batch per partition: one call each, every record sent once.
+        assert.isAbove(used.size, 1)
+        // 50 small records fit one batch per partition, all on the one broker: one call holding
+        // every partition, every record sent once.
+        assert.strictEqual(calls.sends.length, 1)
+        assert.strictEqual(calls.sends[0]!.method, "sendBatch")
+        assert.strictEqual(calls.sends[0]!.acks, -1)
+        assert.deepStrictEqual(new Set(calls.sends[0]!.partitions), used)
+        assert.strictEqual(calls.sends[0]!.records, 50)
+        // Without combining: one call per partition.
+        calls.sends.length = 0
+        const separate = yield* KafkaPublisher.make({ combinePartitions: false })
+        assert.isTrue((yield* separate.publish(batch)).every(Result.isSuccess))
         assert.strictEqual(calls.sends.length, used.size)
         for (const send of calls.sends) {
           assert.strictEqual(send.method, "sendBatch")
@@ -85,12 +97,13 @@ describe("KafkaPublisher producer settings", () => {
           calls.sends.reduce((n, s) => n + s.records, 0),
           50
         )
-        assert.strictEqual(calls.configs.length, 1)
+        assert.strictEqual(calls.configs.length, 2)
         const config = calls.configs[0]!
         assert.isTrue(config.idempotent)
         assert.isAtMost(config.maxInFlightRequests!, 5)
         assert.isFalse(config.allowAutoTopicCreation)
       }).pipe(
+        Effect.scoped,
         Effect.provide(
           Layer.mergeAll(KafkaPublisher.layer(), KafkaBrokerAdmin.layer()).pipe(
             Layer.provideMerge(recordingClient(calls))

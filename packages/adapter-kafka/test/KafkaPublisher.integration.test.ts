@@ -231,19 +231,7 @@ layer(KafkaTest, { timeout: "90 seconds", excludeTestServices: true })("KafkaPub
       const topic = yield* topicWithLimit(200_000)
       const publisher = yield* Publisher
       receipts(yield* publisher.publish([yield* request(topic, { key: "k" })]))
-      const { admin } = yield* KafkaClient
-      yield* Effect.promise(() =>
-        admin.alterConfigs({
-          validateOnly: false,
-          resources: [
-            {
-              type: Kafkajs.ConfigResourceTypes.TOPIC,
-              name: topic,
-              configEntries: [{ name: "max.message.bytes", value: "50000" }]
-            }
-          ]
-        })
-      )
+      yield* lowerLimit(topic, 50_000)
       // Sized under the cached 200,000: one batch of 120 KB, which the broker now refuses.
       const batch = yield* Effect.forEach(Array.from({ length: 6 }), (_, i) =>
         request(topic, { key: "k", payload: `${i}:`.padEnd(20_000, "y") })
@@ -262,6 +250,35 @@ layer(KafkaTest, { timeout: "90 seconds", excludeTestServices: true })("KafkaPub
       assert.deepStrictEqual(receipts([small!]), [{ topic, partition: 0, offset: "7" }])
     })
   )
+
+  it.effect(
+    "a combined request one topic refuses (its limit lowered meanwhile): the refused record is permanent, the other lands at least once, later sends land",
+    () =>
+      Effect.gen(function* () {
+        const limited = yield* topicWithLimit(200_000)
+        const other = yield* freshTopic(1, "other")
+        const publisher = yield* Publisher
+        // Both topics' layouts and limits read, as on a running relay.
+        receipts(yield* publisher.publish([yield* request(limited, {}), yield* request(other, {})]))
+        yield* lowerLimit(limited, 50_000)
+        // One request for both partitions (one broker): the broker writes `other`'s record and
+        // refuses `limited`'s, so kafkajs fails the whole request.
+        const big = yield* request(limited, { payload: "z".repeat(60_000) })
+        const small = yield* request(other, {})
+        const [refused, landed] = yield* publisher.publish([big, small])
+        assert.isTrue(Result.isFailure(refused!) && refused.failure._tag === "PermanentPublishError")
+        assert.isTrue(Result.isSuccess(landed!))
+        // A later send to the partition whose sequence kafkajs rolled back lands: it is on a fresh
+        // producer, so the broker does not take it for a duplicate.
+        const later = yield* request(other, {})
+        const [laterReceipt] = receipts(yield* publisher.publish([later, yield* request(limited, {})]))
+        const records = yield* (yield* TopicReader).read(other).pipe(Stream.runCollect)
+        const ids = records.map((r) => r.headers["event-id"])
+        assert.isAtLeast(ids.filter((id) => id === small.id).length, 1)
+        assert.deepStrictEqual(ids.slice(-1), [later.id])
+        assert.strictEqual(laterReceipt!.offset, String(records.length - 1))
+      })
+  )
 })
 
 /** A one-partition topic whose `max.message.bytes` is `bytes`, deleted when the scope closes. */
@@ -277,4 +294,22 @@ const topicWithLimit = (bytes: number) =>
       })
     )
     return topic
+  })
+
+/** Sets the topic's `max.message.bytes` to `bytes` (after the publisher cached the old one). */
+const lowerLimit = (topic: string, bytes: number) =>
+  Effect.gen(function* () {
+    const { admin } = yield* KafkaClient
+    yield* Effect.promise(() =>
+      admin.alterConfigs({
+        validateOnly: false,
+        resources: [
+          {
+            type: Kafkajs.ConfigResourceTypes.TOPIC,
+            name: topic,
+            configEntries: [{ name: "max.message.bytes", value: String(bytes) }]
+          }
+        ]
+      })
+    )
   })

@@ -16,18 +16,23 @@ import * as KafkaPublisher from "../src/KafkaPublisher.ts"
 
 interface PendingSend {
   readonly producer: number
-  readonly partition: number
+  /** The partitions the request holds, in the order they came. */
+  readonly partitions: ReadonlyArray<number>
   readonly resolve: (metadata: Array<Kafkajs.RecordMetadata>) => void
   readonly reject: (error: unknown) => void
 }
 
 /**
  * A fake kafkajs: producers numbered from 1; disconnecting one fails its unsettled sends. With
- * `auto`, each send is settled at once by it (metadata, or an error to throw).
+ * `auto`, each send is settled at once: `auto` is asked for each partition of the request in turn
+ * (metadata, an error, or `[]` for no answer). Like a broker, partitions answered with metadata
+ * are written even when another partition of the request fails; like kafkajs, the request then
+ * fails with the first error. `leaderOf` places partitions on brokers (default: all on broker 1).
  */
 const fakeKafka = (
   topic: string,
-  auto?: (partition: number, messages: ReadonlyArray<Kafkajs.Message>) => Array<Kafkajs.RecordMetadata> | Error
+  auto?: (partition: number, messages: ReadonlyArray<Kafkajs.Message>) => Array<Kafkajs.RecordMetadata> | Error,
+  leaderOf: (partition: number) => number = () => 1
 ) => {
   const sends: Array<PendingSend> = []
   const disconnected: Array<number> = []
@@ -44,10 +49,11 @@ const fakeKafka = (
       },
       sendBatch: (batch: Kafkajs.ProducerBatch) =>
         new Promise<Array<Kafkajs.RecordMetadata>>((resolve, reject) => {
-          const partition = batch.topicMessages![0]!.messages[0]!.partition!
+          const messages = batch.topicMessages!.flatMap((t) => t.messages)
+          const partitions = [...new Set(messages.map((m) => m.partition!))]
           const send: PendingSend = {
             producer: id,
-            partition,
+            partitions,
             resolve: (m) => {
               mine.delete(send)
               resolve(m)
@@ -60,9 +66,17 @@ const fakeKafka = (
           mine.add(send)
           sends.push(send)
           if (auto !== undefined) {
-            const answer = auto(partition, batch.topicMessages![0]!.messages)
-            if (answer instanceof Error) send.reject(answer)
-            else if (answer.length > 0) send.resolve(answer) // empty: leave the send unanswered
+            const answers = partitions.map((partition) =>
+              auto(
+                partition,
+                messages.filter((m) => m.partition === partition)
+              )
+            )
+            const error = answers.find((a) => a instanceof Error)
+            if (error !== undefined) send.reject(error)
+            else if (answers.every((a) => (a as Array<unknown>).length > 0))
+              send.resolve(answers.flat() as Array<Kafkajs.RecordMetadata>)
+            // some partition without an answer: leave the send unanswered
           }
         })
     }
@@ -70,7 +84,15 @@ const fakeKafka = (
   const admin = {
     fetchTopicMetadata: async () => ({
       topics: [
-        { name: topic, partitions: [0, 1].map((partitionId) => ({ partitionId, leader: 1, replicas: [1], isr: [1] })) }
+        {
+          name: topic,
+          partitions: [0, 1, 2].map((partitionId) => ({
+            partitionId,
+            leader: leaderOf(partitionId),
+            replicas: [leaderOf(partitionId)],
+            isr: [leaderOf(partitionId)]
+          }))
+        }
       ]
     }),
     describeConfigs: async () => ({
@@ -169,14 +191,22 @@ describe("KafkaPublisher attributes each broker error to its own records (C1)", 
   const protocolError = (type: string) =>
     Object.assign(new Error(`broker says ${type}`), { name: "KafkaJSProtocolError", type, retriable: true })
 
+  // Partitions on different brokers go in separate requests; one broker's partitions in one
+  // request are the next describe block's.
+  const ownBroker = (partition: number) => partition + 1
+
   it.live("one partition without a leader fails its records only; the other partition's receipts are kept", () => {
     const offsets = new Map<number, number>()
-    const fake = fakeKafka("orders", (partition, messages) => {
-      if (partition === 0) return protocolError("NOT_LEADER_FOR_PARTITION")
-      const base = offsets.get(partition) ?? 0
-      offsets.set(partition, base + messages.length)
-      return [{ topicName: "orders", partition, errorCode: 0, baseOffset: String(base) }]
-    })
+    const fake = fakeKafka(
+      "orders",
+      (partition, messages) => {
+        if (partition === 0) return protocolError("NOT_LEADER_FOR_PARTITION")
+        const base = offsets.get(partition) ?? 0
+        offsets.set(partition, base + messages.length)
+        return [{ topicName: "orders", partition, errorCode: 0, baseOffset: String(base) }]
+      },
+      ownBroker
+    )
     return Effect.gen(function* () {
       const publisher = yield* KafkaPublisher.make()
       const outcomes = yield* publisher.publish([1, 0, 1, 0, 1].map((p, i) => request("orders", p, i)))
@@ -188,10 +218,13 @@ describe("KafkaPublisher attributes each broker error to its own records (C1)", 
   })
 
   it.live("a partition that does not answer in time is unavailable; the other partition's receipt is kept", () => {
-    const fake = fakeKafka("orders", (partition, messages) =>
-      partition === 0
-        ? [] // never settles (see below)
-        : [{ topicName: "orders", partition, errorCode: 0, baseOffset: String(messages.length - 1) }]
+    const fake = fakeKafka(
+      "orders",
+      (partition, messages) =>
+        partition === 0
+          ? [] // never settles (see below)
+          : [{ topicName: "orders", partition, errorCode: 0, baseOffset: String(messages.length - 1) }],
+      ownBroker
     )
     return Effect.gen(function* () {
       const publisher = yield* KafkaPublisher.make({ publishTimeoutMillis: 300 })
@@ -236,6 +269,128 @@ describe("KafkaPublisher attributes each broker error to its own records (C1)", 
       assert.deepStrictEqual(sizes, [6, 3, 2, 1, 3, 2, 1, 1, 1])
       const refused = outcomes[4]!
       if (Result.isFailure(refused)) assert.match(refused.failure.message, /MESSAGE_TOO_LARGE.*over the limit/)
+    }).pipe(Effect.scoped, Effect.provideService(KafkaClient, fake.client))
+  })
+})
+
+describe("KafkaPublisher sends one broker's partitions in one request (issue #14)", () => {
+  const notLeader = Object.assign(new Error("broker says NOT_LEADER_FOR_PARTITION"), {
+    name: "KafkaJSProtocolError",
+    type: "NOT_LEADER_FOR_PARTITION",
+    retriable: true
+  })
+  /** A broker's partition logs: `auto` appends each partition's records and answers its base offset. */
+  const logs = () => {
+    const written = new Map<number, Array<string>>()
+    const append = (partition: number, messages: ReadonlyArray<Kafkajs.Message>): Array<Kafkajs.RecordMetadata> => {
+      const log = written.get(partition) ?? []
+      written.set(partition, log)
+      const base = log.length
+      log.push(...messages.map((m) => String(m.headers!["event-id"])))
+      return [{ topicName: "orders", partition, errorCode: 0, baseOffset: String(base) }]
+    }
+    return { written, append }
+  }
+  const summary = (outcomes: ReadonlyArray<Result.Result<{ readonly offset: string }, { readonly _tag: string }>>) =>
+    outcomes.map((o) => (Result.isSuccess(o) ? o.success.offset : o.failure._tag))
+
+  it.live("partitions led by one broker go out in one request; each partition's receipts come from its answer", () => {
+    const broker = logs()
+    const fake = fakeKafka("orders", broker.append)
+    return Effect.gen(function* () {
+      const publisher = yield* KafkaPublisher.make()
+      const outcomes = yield* publisher.publish([0, 1, 2, 0, 1].map((p, i) => request("orders", p, i)))
+      assert.deepStrictEqual(summary(outcomes), ["0", "0", "0", "1", "1"])
+      assert.deepStrictEqual(
+        fake.sends.map((s) => s.partitions),
+        [[0, 1, 2]]
+      )
+      // Each partition holds its records in request order.
+      assert.deepStrictEqual(broker.written.get(0), [request("orders", 0, 0).id, request("orders", 0, 3).id])
+    }).pipe(Effect.scoped, Effect.provideService(KafkaClient, fake.client))
+  })
+
+  it.live("partitions on two brokers: one request per broker; combinePartitions false: one per partition", () => {
+    const broker = logs()
+    const fake = fakeKafka("orders", broker.append, (p) => (p === 2 ? 2 : 1))
+    return Effect.gen(function* () {
+      const combined = yield* KafkaPublisher.make()
+      yield* combined.publish([0, 1, 2].map((p, i) => request("orders", p, i)))
+      assert.deepStrictEqual(
+        fake.sends.map((s) => s.partitions).sort((a, b) => a.length - b.length),
+        [[2], [0, 1]]
+      )
+      const separate = yield* KafkaPublisher.make({ combinePartitions: false })
+      const outcomes = yield* separate.publish([0, 1, 2].map((p, i) => request("orders", p, 10 + i)))
+      assert.deepStrictEqual(summary(outcomes), ["1", "1", "1"])
+      assert.deepStrictEqual(
+        fake.sends
+          .slice(2)
+          .map((s) => s.partitions)
+          .sort(),
+        [[0], [1], [2]]
+      )
+    }).pipe(Effect.scoped, Effect.provideService(KafkaClient, fake.client))
+  })
+
+  it.live(
+    "a failed combined request: a fresh producer sends it again per partition, each verdict on its own records; a partition that had landed is written twice, never lost",
+    () => {
+      const broker = logs()
+      const fake = fakeKafka("orders", (partition, messages) =>
+        partition === 0 ? notLeader : broker.append(partition, messages)
+      )
+      return Effect.gen(function* () {
+        const publisher = yield* KafkaPublisher.make()
+        const requests = [1, 0, 1, 0, 1].map((p, i) => request("orders", p, i))
+        const outcomes = yield* publisher.publish(requests)
+        // Partition 1 landed in the combined request (offsets 0–2), which failed as a whole for
+        // partition 0; sent again on its own, it lands at 3–5.
+        assert.deepStrictEqual(summary(outcomes), ["3", "BrokerUnavailableError", "4", "BrokerUnavailableError", "5"])
+        const ones = [0, 2, 4].map((i) => requests[i]!.id)
+        assert.deepStrictEqual(broker.written.get(1), [...ones, ...ones])
+        // kafkajs rolled back every partition's sequence on the failed request: the producer that
+        // sent it is never used again.
+        assert.deepStrictEqual(
+          fake.sends.map((s) => [s.producer, s.partitions]),
+          [
+            [1, [1, 0]],
+            [2, [1]],
+            [2, [0]]
+          ]
+        )
+      }).pipe(Effect.scoped, Effect.provideService(KafkaClient, fake.client))
+    }
+  )
+
+  it.live(
+    "a combined request unanswered by the deadline: every record is unavailable and nothing is sent again",
+    () => {
+      const broker = logs()
+      const fake = fakeKafka("orders", (partition, messages) =>
+        partition === 0 ? [] : broker.append(partition, messages)
+      )
+      return Effect.gen(function* () {
+        const publisher = yield* KafkaPublisher.make({ publishTimeoutMillis: 300 })
+        const outcomes = yield* publisher.publish([request("orders", 0, 1), request("orders", 1, 2)])
+        assert.deepStrictEqual(summary(outcomes), ["BrokerUnavailableError", "BrokerUnavailableError"])
+        assert.strictEqual(fake.sends.length, 1)
+        yield* publisher.publish([request("orders", 1, 3)])
+        assert.strictEqual(fake.sends.at(-1)!.producer, 2)
+      }).pipe(Effect.scoped, Effect.provideService(KafkaClient, fake.client))
+    }
+  )
+
+  it.live("a partition whose records need more than one record batch: the call goes per partition", () => {
+    const broker = logs()
+    const fake = fakeKafka("orders", broker.append)
+    return Effect.gen(function* () {
+      const publisher = yield* KafkaPublisher.make()
+      // Two records of 600 KB on partition 0: over the 1,048,588-byte limit together.
+      const big = (n: number) => ({ ...request("orders", 0, n), payload: new Uint8Array(600_000) })
+      const outcomes = yield* publisher.publish([big(1), big(2), request("orders", 1, 3)])
+      assert.deepStrictEqual(summary(outcomes), ["0", "1", "0"])
+      assert.deepStrictEqual(fake.sends.map((s) => s.partitions).sort(), [[0], [0], [1]])
     }).pipe(Effect.scoped, Effect.provideService(KafkaClient, fake.client))
   })
 })

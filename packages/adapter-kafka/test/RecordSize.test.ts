@@ -59,6 +59,17 @@ describe("RecordSize", () => {
     }
   })
 
+  it("batchBytes of several records is at least kafkajs's encoded batch, and over it by at most 2 bytes per record", async () => {
+    const records = Array.from({ length: 40 }, (_, i) => record(100 + 301 * (i % 7), i % 3 === 0 ? null : `user-${i}`))
+    for (const n of [1, 2, 17, 40]) {
+      const run = records.slice(0, n)
+      const encoded = await encodedBatchBytes(run)
+      assert.isAtLeast(RecordSize.batchBytes(run), encoded)
+      assert.isAtMost(RecordSize.batchBytes(run), encoded + 2 * n)
+    }
+    assert.strictEqual(RecordSize.batchBytes([records[5]!]), RecordSize.singleRecordBatchBytes(records[5]!))
+  })
+
   it("a record too large for any batch gets a batch of its own; its neighbours are still packed", () => {
     const runs = RecordSize.splitByBatchBytes([record(10), record(10), record(50_000), record(10)], 20_000)
     assert.deepStrictEqual(

@@ -23,6 +23,16 @@ import type { PublishOutcome } from "./Publisher.ts"
 import * as RecordSize from "./RecordSize.ts"
 
 /**
+ * The most bytes a Kafka publisher puts in one produce request holding several partitions
+ * (issue #14): far below the broker's `socket.request.max.bytes` (100 MiB). A larger call is sent
+ * one request per partition, where a round trip per partition is a small share of the time.
+ *
+ * @since 0.2.0
+ * @category sizes
+ */
+export const MAX_COMBINED_BYTES = 8 * 1024 * 1024
+
+/**
  * A record of a publish call: its size inputs and its position in the call's requests.
  *
  * @since 0.2.0

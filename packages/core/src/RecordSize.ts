@@ -96,6 +96,15 @@ export const recordBytes = (record: SizedRecord, offsetDelta = 0): number => {
 export const singleRecordBatchBytes = (record: SizedRecord): number => RECORD_BATCH_OVERHEAD + recordBytes(record)
 
 /**
+ * The bytes of one uncompressed record batch holding `records`, in order.
+ *
+ * @since 0.2.0
+ * @category sizes
+ */
+export const batchBytes = (records: ReadonlyArray<SizedRecord>): number =>
+  records.reduce((sum, record, i) => sum + recordBytes(record, i), RECORD_BATCH_OVERHEAD)
+
+/**
  * Splits records bound for one partition into consecutive runs (order kept) whose record batch
  * stays within `limit` bytes. A record too large to fit even alone gets a run of its own; the
  * broker (or the caller) decides its fate.

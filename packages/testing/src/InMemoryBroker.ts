@@ -125,6 +125,12 @@ export interface Options {
    */
   readonly wrong?: "whole-call-batch"
   /**
+   * As the Kafka publisher's `combinePartitions` (default true): a call whose partitions each fit
+   * one record batch goes out as one request; when a partition of it fails, the call is sent again
+   * per partition and the partitions the broker had written are written twice.
+   */
+  readonly combinePartitions?: boolean
+  /**
    * Consumer groups learn about partitions added to a topic only at their next metadata refresh,
    * this long after the previous one (kafkajs `metadataMaxAge`: 5 minutes by default). Until then
    * the new partitions are assigned to nobody; once they are, a partition without a committed
@@ -323,7 +329,8 @@ export const makeUnsafe = (options: Options = {}): Broker => {
         engine,
         latency,
         options.maxMessageBytes,
-        options.wrong === "whole-call-batch" ? "whole-call-batch" : "split"
+        options.wrong === "whole-call-batch" ? "whole-call-batch" : "split",
+        options.combinePartitions ?? true
       )
     ),
     probe: BrokerOutage.probe(engine, MemoryProbe.make(engine)),

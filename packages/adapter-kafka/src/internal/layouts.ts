@@ -15,7 +15,7 @@ export interface TopicLayout {
 }
 
 export type Target =
-  | { readonly _tag: "Send"; readonly topic: string; readonly partition: number }
+  | { readonly _tag: "Send"; readonly topic: string; readonly partition: number; readonly leader: number }
   | { readonly _tag: "Reject"; readonly error: PublishError }
 
 export interface Layouts {
@@ -87,9 +87,11 @@ export const make = (admin: Kafkajs.Admin, maxAge: number, onGrown: () => void):
       }
     }
     const count = layout.partitions.length
+    // Partitions are sorted by id, so a partition's metadata is at its index.
+    const leaderOf = (partition: number) => layout.partitions[partition]!.leader
     if (request.partition !== null) {
       return Number.isInteger(request.partition) && request.partition >= 0 && request.partition < count
-        ? { _tag: "Send", topic: request.topic, partition: request.partition }
+        ? { _tag: "Send", topic: request.topic, partition: request.partition, leader: leaderOf(request.partition) }
         : {
             _tag: "Reject",
             error: new UnknownPartitionError({
@@ -104,7 +106,7 @@ export const make = (admin: Kafkajs.Admin, maxAge: number, onGrown: () => void):
       partitionMetadata: [...layout.partitions],
       message: { key: request.key, value: null }
     })
-    return { _tag: "Send", topic: request.topic, partition }
+    return { _tag: "Send", topic: request.topic, partition, leader: leaderOf(partition) }
   }
 
   return { fetch, layoutFor, target }

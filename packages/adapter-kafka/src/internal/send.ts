@@ -1,6 +1,7 @@
 /**
- * One `sendBatch` of records for one partition on the shared idempotent producer: the base offset
- * they were appended at, or the error (a `SendError` when its verdict is already decided). Replaces
+ * `sendBatch` on the shared idempotent producer: one partition's records (`sendRecords`: the base
+ * offset they were appended at, or the error, a `SendError` when its verdict is already decided),
+ * or several partitions' in one call (`sendParts`, see combined.ts). Replaces
  * the producer when its state is uncertain (an interrupted send, a reset-worthy error, a partition
  * its metadata lacked, a deleted topic it once used).
  */
@@ -41,30 +42,46 @@ export interface Sender {
 
 const toBuffer = (bytes: Uint8Array): Buffer => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
 
-export const sendRecords = (
+/** One partition's record batch within a `sendBatch`. */
+export interface Part {
+  readonly topic: string
+  readonly partition: number
+  readonly batch: ReadonlyArray<Outgoing>
+}
+
+/**
+ * One `sendBatch` holding every part (kafkajs sends one produce request per broker): each part's
+ * base offset, `undefined` for a part kafkajs skipped because its metadata lacked the partition
+ * (the producer is then replaced), or the client's error. A send that does not answer before
+ * `deadline` fails with a `SendError` of the first part's topic: unavailable, the records may
+ * have landed.
+ */
+export const sendParts = (
   sender: Sender,
-  topic: string,
-  partition: number,
-  batch: ReadonlyArray<Outgoing>,
+  parts: ReadonlyArray<Part>,
   deadline: number
-) => {
+): Effect.Effect<ReadonlyArray<bigint | undefined>, unknown> => {
   const { leases } = sender
+  const topics = [...new Set(parts.map((part) => part.topic))]
+  const topicMessages = topics.map((topic) => ({
+    topic,
+    messages: parts
+      .filter((part) => part.topic === topic)
+      .flatMap((part) =>
+        part.batch.map((record) => ({
+          key: record.key,
+          value: toBuffer(record.payload),
+          partition: part.partition,
+          headers: { ...record.headers }
+        }))
+      )
+  }))
   const sendOnce = Effect.flatMap(leases.acquire, (lease) => {
-    sender.targeted.add(topic)
+    for (const topic of topics) sender.targeted.add(topic)
     const sending = lease.producer.sendBatch({
       acks: -1,
       ...(sender.compression === undefined ? {} : { compression: sender.compression }),
-      topicMessages: [
-        {
-          topic,
-          messages: batch.map((record) => ({
-            key: record.key,
-            value: toBuffer(record.payload),
-            partition,
-            headers: { ...record.headers }
-          }))
-        }
-      ]
+      topicMessages
     })
     // The producer goes back when the send settles, not when we stop waiting for it: a reset
     // meanwhile must not disconnect it under the send (M5).
@@ -92,31 +109,48 @@ export const sendRecords = (
         Effect.fail(
           new SendError(
             new BrokerUnavailableError({
-              topic,
+              topic: topics[0]!,
               reason: `no acknowledgement within ${sender.timeoutMillis} ms; the records may have reached the broker`
             })
           )
         )
     }),
-    Effect.flatMap((metadata) => {
-      const found = metadata.find((m) => m.topicName === topic && m.partition === partition)
-      if (found !== undefined && found.errorCode === 0 && found.baseOffset !== undefined)
-        return Effect.succeed(BigInt(found.baseOffset))
-      // kafkajs's metadata did not know this partition and skipped it: nothing was sent.
-      leases.requestReset()
-      return Effect.fail(
-        new SendError(
-          new RetriablePublishError({
-            topic,
-            reason: `the producer had no metadata for partition ${partition}; it is being refreshed`
-          })
-        )
-      )
-    }),
+    Effect.map((metadata) => {
+      const offsets = parts.map((part) => {
+        const found = metadata.find((m) => m.topicName === part.topic && m.partition === part.partition)
+        return found !== undefined && found.errorCode === 0 && found.baseOffset !== undefined
+          ? BigInt(found.baseOffset)
+          : undefined
+      })
+      // kafkajs's metadata did not know a partition and skipped it: replace the producer.
+      if (offsets.includes(undefined)) leases.requestReset()
+      return offsets
+    })
+  )
+}
+
+/** The verdict for records kafkajs skipped: its metadata lacked their partition. */
+export const notInMetadata = (topic: string, partition: number) =>
+  new RetriablePublishError({
+    topic,
+    reason: `the producer had no metadata for partition ${partition}; it is being refreshed`
+  })
+
+/** One partition's record batch in its own request: its base offset, or the error. */
+export const sendRecords = (
+  sender: Sender,
+  topic: string,
+  partition: number,
+  batch: ReadonlyArray<Outgoing>,
+  deadline: number
+) =>
+  sendParts(sender, [{ topic, partition, batch }], deadline).pipe(
+    Effect.flatMap(([offset]) =>
+      offset !== undefined ? Effect.succeed(offset) : Effect.fail(new SendError(notInMetadata(topic, partition)))
+    ),
     Effect.catch((error) => judge(sender, topic, error)),
     Effect.result
   )
-}
 
 /** A send's error, after resetting the producer when its state is uncertain. */
 const judge = (sender: Sender, topic: string, error: unknown) =>

@@ -10,6 +10,12 @@
  * deliberately wrong `"whole-call-batch"` as kafkajs and the publisher before the fix did (one
  * batch per partition per call; a size error fails every record of the call, review C1).
  *
+ * Like the Kafka publisher since issue #14 (`combinePartitions`, default on), a call whose
+ * partitions each fit one record batch goes out as one request (this broker has one node). When a
+ * partition of it fails, the broker has still written the others, and the publisher, unable to tell
+ * which landed, sends the call again per partition: those partitions are written twice. A lost
+ * answer loses the whole request's answer: every partition written, every record reported failed.
+ *
  * @internal
  */
 import {
@@ -20,6 +26,7 @@ import {
 } from "@effect-outbox/core/Errors"
 import { EVENT_ID_HEADER } from "@effect-outbox/core/OutboxMessage"
 import type { Publisher, PublishOutcome, PublishRequest } from "@effect-outbox/core/Publisher"
+import * as PartitionSend from "@effect-outbox/core/PartitionSend"
 import * as RecordSize from "@effect-outbox/core/RecordSize"
 import * as Clock from "effect/Clock"
 import type * as Duration from "effect/Duration"
@@ -45,9 +52,7 @@ interface Outgoing extends RecordSize.SizedRecord {
   readonly request: PublishRequest
 }
 
-/** Bytes of a record batch holding `records`, as the broker counts them. */
-const batchBytes = (records: ReadonlyArray<RecordSize.SizedRecord>): number =>
-  records.reduce((sum, record, i) => sum + RecordSize.recordBytes(record, i), RecordSize.RECORD_BATCH_OVERHEAD)
+const batchBytes = RecordSize.batchBytes
 
 /** The broker's check of one record batch against `max.message.bytes`. */
 export const brokerAccepts = (records: ReadonlyArray<RecordSize.SizedRecord>, maxMessageBytes: number): boolean =>
@@ -69,6 +74,8 @@ interface Sender {
   readonly engine: BrokerEngine
   readonly maxMessageBytes: number
   readonly batching: Batching
+  /** One request for a call whose partitions each fit one record batch (issue #14). */
+  readonly combine: boolean
   /** Topic → the last partition a keyless record went to. */
   readonly roundRobin: Map<string, number>
 }
@@ -190,6 +197,18 @@ const sendSplit = (
   }
 }
 
+/** Whether the Kafka publisher would send these partitions in one request (issue #14). */
+const combinable = (sender: Sender, groups: ReadonlyArray<PartitionRecords>): boolean => {
+  if (sender.batching !== "split" || !sender.combine || groups.length < 2) return false
+  let total = 0
+  for (const group of groups) {
+    const bytes = batchBytes(group.records)
+    total += bytes
+    if (bytes > sender.maxMessageBytes || total > PartitionSend.MAX_COMBINED_BYTES) return false
+  }
+  return true
+}
+
 /** Publishes one call at `now`: each request's outcome, in request order. */
 const publish = (sender: Sender, requests: ReadonlyArray<PublishRequest>, now: number): Array<PublishOutcome> => {
   const { engine, maxMessageBytes } = sender
@@ -197,27 +216,54 @@ const publish = (sender: Sender, requests: ReadonlyArray<PublishRequest>, now: n
   let appended = false
   let tooLarge: PermanentPublishError | undefined // whole-call-batch: the call's size error
   const sendable: Array<number> = []
-  for (const { partition, records, topic } of groupByPartition(sender, requests, outcomes).values()) {
-    const fault = engine.publishFault({ topic, partition, requests: records.map((r) => r.request) })
+  const groups = [...groupByPartition(sender, requests, outcomes).values()]
+  const faults = groups.map(({ topic, partition, records }) =>
+    engine.publishFault({ topic, partition, requests: records.map((r) => r.request) })
+  )
+  const write = (topic: string, partition: number, batch: ReadonlyArray<Outgoing>, report: boolean) => {
+    const log = engine.topics.get(topic)![partition]!
+    for (const r of batch) {
+      if (report) outcomes[r.index] = Result.succeed({ topic, partition, offset: String(log.length) })
+      log.push({
+        key: r.request.key,
+        headers: { ...r.request.headers },
+        value: new Uint8Array(r.request.payload),
+        timestamp: now
+      } satisfies StoredRecord)
+    }
+    appended = true
+  }
+  if (combinable(sender, groups)) {
+    // One request: the broker writes every partition without an error of its own.
+    groups.forEach(({ topic, partition, records }, g) => {
+      if (faults[g] === undefined || faults[g].fault === "lost_ack") write(topic, partition, records, true)
+    })
+    const lostAck = faults.find((f) => f?.fault === "lost_ack")
+    if (faults.every((f) => f === undefined)) {
+      engine.notify()
+      return outcomes
+    }
+    if (faults.every((f) => f === undefined || f.fault === "lost_ack")) {
+      // The request's answer is lost: written, but every record reported failed.
+      for (const { topic, records } of groups) {
+        const lost = new RetriablePublishError({ topic, reason: `${lostAck!.reason}: acknowledgement lost after append` })
+        for (const r of records) outcomes[r.index] = Result.fail(lost)
+      }
+      engine.notify()
+      return outcomes
+    }
+    // A partition failed the request: the call is sent again per partition (below), so the
+    // partitions written above are written twice.
+  }
+  groups.forEach(({ partition, records, topic }, g) => {
+    const fault = faults[g]
     sendable.push(...records.map((r) => r.index))
     if (fault !== undefined && fault.fault !== "lost_ack") {
       const error = faultError(fault.fault, fault.reason, topic, partition)
       for (const r of records) outcomes[r.index] = Result.fail(error)
-      continue
+      return
     }
-    const log = engine.topics.get(topic)![partition]!
-    const append = (batch: ReadonlyArray<Outgoing>) => {
-      for (const r of batch) {
-        outcomes[r.index] = Result.succeed({ topic, partition, offset: String(log.length) })
-        log.push({
-          key: r.request.key,
-          headers: { ...r.request.headers },
-          value: new Uint8Array(r.request.payload),
-          timestamp: now
-        } satisfies StoredRecord)
-      }
-      appended = true
-    }
+    const append = (batch: ReadonlyArray<Outgoing>) => write(topic, partition, batch, true)
     if (sender.batching === "whole-call-batch") {
       if (brokerAccepts(records, maxMessageBytes)) append(records)
       else tooLarge ??= new PermanentPublishError({ topic, reason: tooLargeReason(records, maxMessageBytes) })
@@ -229,7 +275,7 @@ const publish = (sender: Sender, requests: ReadonlyArray<PublishRequest>, now: n
       const lost = new RetriablePublishError({ topic, reason: `${fault.reason}: acknowledgement lost after append` })
       for (const r of records) if (Result.isSuccess(outcomes[r.index]!)) outcomes[r.index] = Result.fail(lost)
     }
-  }
+  })
   // kafkajs threw the first partition's error for the whole call; the old adapter gave it to
   // every record it had sent, landed or not.
   if (tooLarge !== undefined) for (const i of sendable) outcomes[i] = Result.fail(tooLarge)
@@ -241,9 +287,10 @@ export const make = (
   engine: BrokerEngine,
   latency: Duration.Duration | undefined,
   maxMessageBytes: number = RecordSize.DEFAULT_MAX_MESSAGE_BYTES,
-  batching: Batching = "split"
+  batching: Batching = "split",
+  combine = true
 ): Publisher["Service"] => {
-  const sender: Sender = { engine, maxMessageBytes, batching, roundRobin: new Map() }
+  const sender: Sender = { engine, maxMessageBytes, batching, combine, roundRobin: new Map() }
   return {
     publish: (requests) =>
       Effect.andThen(

@@ -1,0 +1,101 @@
+/**
+ * One produce request for a whole publish call (issue #14). kafkajs's idempotent producer holds a
+ * lock per broker around each produce request, so the per-partition sends of one call go out one
+ * after the other, a round trip each, and one slow answer delays the rest. When every partition's
+ * records fit one record batch, the call sends them in one `sendBatch` (one request per broker).
+ *
+ * A failed combined request says nothing about which partition failed, and kafkajs has rolled back
+ * the sequence numbers of every partition in it, including partitions the broker wrote: another
+ * send of such a partition on that producer would reuse sequences the broker already holds and be
+ * dropped as a duplicate, a silent loss. So any failure replaces the producer, and the call is
+ * handed to the per-partition sends, which attribute each verdict to its own records (C1).
+ * Partitions that had landed are then sent again: a duplicate, never a loss.
+ */
+import { BrokerUnavailableError } from "@effect-outbox/core/Errors"
+import * as PartitionSend from "@effect-outbox/core/PartitionSend"
+import type { PublishOutcome } from "@effect-outbox/core/Publisher"
+import * as RecordSize from "@effect-outbox/core/RecordSize"
+import * as Effect from "effect/Effect"
+import * as Result from "effect/Result"
+import { describe } from "../KafkaErrors.ts"
+import * as Send from "./send.ts"
+
+export interface Group {
+  readonly topic: string
+  readonly partition: number
+  readonly records: ReadonlyArray<Send.Outgoing>
+}
+
+/**
+ * The call's groups as one request's parts, when each fits one record batch under its topic's
+ * limit and all together stay under `PartitionSend.MAX_COMBINED_BYTES`; `undefined` otherwise.
+ */
+export const asParts = (
+  groups: ReadonlyArray<Group>,
+  limitFor: (topic: string) => Effect.Effect<number>
+): Effect.Effect<ReadonlyArray<Send.Part> | undefined> =>
+  Effect.gen(function* () {
+    let total = 0
+    for (const group of groups) {
+      const bytes = RecordSize.batchBytes(group.records)
+      total += bytes
+      if (total > PartitionSend.MAX_COMBINED_BYTES || bytes > (yield* limitFor(group.topic))) return undefined
+    }
+    return groups.map((group) => ({ topic: group.topic, partition: group.partition, batch: group.records }))
+  })
+
+/**
+ * Sends `parts` in one request and writes each record's outcome at its index. `false` when the
+ * request failed with time left: nothing is written, the producer is being replaced, and the
+ * caller sends the call per partition.
+ */
+export const send = (
+  sender: Send.Sender,
+  parts: ReadonlyArray<Send.Part>,
+  deadline: number,
+  outcomes: Array<PublishOutcome | undefined>,
+  onSent: (records: number) => Effect.Effect<void>
+): Effect.Effect<boolean> =>
+  Send.sendParts(sender, parts, deadline).pipe(
+    Effect.matchEffect({
+      onFailure: (error) =>
+        Effect.gen(function* () {
+          sender.leases.requestReset()
+          // No answer by the deadline: the per-partition sends would have no time left either.
+          if (error instanceof Send.SendError && error.verdict._tag === "BrokerUnavailableError") {
+            const { reason } = error.verdict
+            for (const part of parts) {
+              const verdict = new BrokerUnavailableError({ topic: part.topic, reason })
+              for (const record of part.batch) outcomes[record.index] = Result.fail(verdict)
+            }
+            return true
+          }
+          yield* Effect.logDebug(
+            `kafka publish of ${parts.length} partitions in one request failed, sending per partition: ${
+              error instanceof Send.SendError ? error.verdict.message : describe(error)
+            }`
+          )
+          return false
+        }),
+      onSuccess: (offsets) =>
+        Effect.gen(function* () {
+          let sent = 0
+          parts.forEach((part, p) => {
+            const base = offsets[p]
+            part.batch.forEach((record, i) => {
+              outcomes[record.index] =
+                base === undefined
+                  ? Result.fail(Send.notInMetadata(part.topic, part.partition))
+                  : Result.succeed({
+                      topic: part.topic,
+                      partition: part.partition,
+                      offset: (base + BigInt(i)).toString()
+                    })
+            })
+            if (base !== undefined) sent += part.batch.length
+          })
+          yield* onSent(sent)
+          return true
+        })
+    })
+  )
