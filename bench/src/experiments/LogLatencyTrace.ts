@@ -172,6 +172,7 @@ const rawRun = async (k: ReturnType<typeof Env.kafka>, admin: ReturnType<ReturnT
   try {
     await producer.send({ topic, acks: -1, messages: [{ key: "warm-up", value: "warm-up" }] })
     monitor.begin()
+    const from = Date.now()
     const arrivals = await Raw.produceAtRate(
       producer,
       topic,
@@ -184,6 +185,12 @@ const rawRun = async (k: ReturnType<typeof Env.kafka>, admin: ReturnType<ReturnT
     const lat = [...arrivals].map(([id, at]) => appended.get(id)! - at)
     console.log(`raw kafkajs: p50 ${quantile(lat, 0.5)} p99 ${quantile(lat, 0.99)} max ${Math.max(...lat)} ms`)
     monitor.report()
+    // The broker's slow answers to raw, to set beside the relay's (they hit both sides).
+    const produced = requests.filter((r) => r.api === "Produce" && r.by === "producer" && r.sentAt >= from)
+    const slow = produced.filter((r) => r.duration + r.pending > 8)
+    console.log(
+      `raw produce requests: ${produced.length}, over 8 ms: ${slow.length} (${slow.map((r) => `${r.sentAt - from}: ${r.pending}+${r.duration}`).join("; ")})`
+    )
   } finally {
     monitor.close()
     await producer.disconnect()
@@ -198,7 +205,12 @@ const main = async () => {
   const topic = Env.uniqueName("bench-logtrace")
   await Env.createTopic(admin, topic, [{ name: "message.timestamp.type", value: "LogAppendTime" }])
   // `--client platformatic`: the relay publishes and probes through @platformatic/kafka.
-  const stack = LogStack.make(4, "stream", syncCommit, arg("client", "kafkajs") as "kafkajs" | "platformatic")
+  const stack = LogStack.make(
+    4,
+    "stream",
+    syncCommit,
+    arg("client", "kafkajs") as "kafkajs" | "kafkajs-per-partition" | "platformatic"
+  )
   const monitor = startMonitor()
   try {
     const relay = stack.runtime.runFork(LogRelay.run({ batchSize: 100 }).pipe(Effect.provide(traced)))
@@ -266,6 +278,10 @@ const main = async () => {
     const listed = (rs: typeof requests) =>
       rs.map((r) => `${r.sentAt - started}: ${r.api} ${r.by} ${r.pending}+${r.duration}`).join("; ")
     const header = "(sent at ms into the run: api by, pending + duration)"
+    const produced = ofRun.filter((r) => r.api === "Produce" && r.by === "producer")
+    console.log(
+      `relay produce requests: ${produced.length}, over 8 ms: ${produced.filter((r) => r.duration + r.pending > 8).length}`
+    )
     console.log(`kafkajs requests over 8 ms ${header}: ${listed(ofRun.filter((r) => r.duration + r.pending > 8))}`)
     console.log(`other kafkajs requests ${header}: ${listed(ofRun.filter((r) => r.api !== "Produce"))}`)
     console.log(`GC pauses over 4 ms at (ms into the run, length): ${monitor.longPauses(4).join(" ")}`)

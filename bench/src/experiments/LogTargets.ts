@@ -3,7 +3,7 @@
  * with its baseline in one run, interleaved (the side that goes first alternates). Needs a
  * wal_level=logical PostgreSQL at LOGICAL_DATABASE_URL and Kafka at KAFKA_BROKERS.
  *
- *   node bench/src/experiments/LogTargets.ts latency --max-rate 11000 [--reps 3] [--seconds 5] [--polls 50]
+ *   node bench/src/experiments/LogTargets.ts latency --max-rate 11000 [--reps 3] [--seconds 5] [--polls 50] [--per-partition]
  *     commit → publish p50/p99 at 50 % of `--max-rate` (the log relay's drain rate, from
  *     LogRelay.ts): the log relay on the streaming transport (woken by each commit), and on the
  *     SQL transport polling every `--polls` ms (`--polls ""`: none), vs raw kafkajs produce at
@@ -63,10 +63,15 @@ const latency = async () => {
   await producer.connect()
   const topics: Array<string> = []
   // poll undefined: the streaming transport (no poll); else the SQL transport polling every `poll` ms.
-  const logRun = async (poll: number | undefined, secs = seconds) => {
+  const logRun = async (poll: number | undefined, secs = seconds, perPartition = false) => {
     const topic = await latencyTopic(admin)
     topics.push(topic)
-    const stack = LogStack.make(4, poll === undefined ? "stream" : "sql", syncCommit)
+    const stack = LogStack.make(
+      4,
+      poll === undefined ? "stream" : "sql",
+      syncCommit,
+      perPartition ? "kafkajs-per-partition" : "kafkajs"
+    )
     try {
       const relay = stack.runtime.runFork(LogRelay.run({ batchSize: 100, pollInterval: `${poll ?? 50} millis` }))
       await Env.sleep(1_000) // the lease taken and the first (empty) window read before the clock starts
@@ -95,12 +100,18 @@ const latency = async () => {
   }
   await logRun(undefined, 1) // warm-up
   await rawRun(1)
-  const sides = ["raw", "log stream", ...polls.map((p) => `log sql poll ${p} ms`)]
+  // `--per-partition`: also the stream relay whose publisher sends one request per partition.
+  const perPartition = process.argv.includes("--per-partition") ? ["log stream per-partition"] : []
+  const sides = ["raw", "log stream", ...perPartition, ...polls.map((p) => `log sql poll ${p} ms`)]
   const runs = new Map<string, Array<{ p50: number; p99: number }>>(sides.map((s) => [s, []]))
   for (let rep = 0; rep < reps; rep++) {
     for (const side of sides.map((_, i) => sides[(i + rep) % sides.length]!)) {
       const r =
-        side === "raw" ? await rawRun() : await logRun(side === "log stream" ? undefined : Number(side.split(" ")[3]))
+        side === "raw"
+          ? await rawRun()
+          : side.startsWith("log stream")
+            ? await logRun(undefined, seconds, side.endsWith("per-partition"))
+            : await logRun(Number(side.split(" ")[3]))
       runs.get(side)!.push(r)
       console.error(`rep ${rep} ${side} @ ${rate}/s: p50 ${r.p50} p99 ${r.p99} ms (load ${load()})`)
     }

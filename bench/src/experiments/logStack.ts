@@ -34,8 +34,11 @@ export const make = (
   pgConnections = 4,
   transport: PgLogSource.Options["transport"] = "stream",
   synchronousCommit?: "on" | "off",
-  /** The Kafka adapter the relay publishes and probes through. */
-  kafkaClient: "kafkajs" | "platformatic" = "kafkajs"
+  /**
+   * The Kafka adapter the relay publishes and probes through; `kafkajs-per-partition` is kafkajs
+   * with `combinePartitions: false` (one produce request per partition, the publisher before #14).
+   */
+  kafkaClient: "kafkajs" | "kafkajs-per-partition" | "platformatic" = "kafkajs"
 ) => {
   const slot = Env.uniqueName("bench_log").toLowerCase()
   const client = PgClient.layer({
@@ -44,8 +47,11 @@ export const make = (
     ...(synchronousCommit === undefined ? {} : { startupParameters: { synchronous_commit: synchronousCommit } })
   })
   const broker =
-    kafkaClient === "kafkajs"
-      ? Layer.merge(KafkaPublisher.layer(), KafkaBrokerProbe.layer()).pipe(
+    kafkaClient !== "platformatic"
+      ? Layer.merge(
+          KafkaPublisher.layer({ combinePartitions: kafkaClient === "kafkajs" }),
+          KafkaBrokerProbe.layer()
+        ).pipe(
           Layer.provide(KafkaClient.layer({ brokers: Env.brokers, clientId: "bench-log" }))
         )
       : Layer.merge(PlatformaticPublisher.layer(), PlatformaticBrokerProbe.layer()).pipe(
