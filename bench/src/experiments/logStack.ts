@@ -51,9 +51,7 @@ export const make = (
       ? Layer.merge(
           KafkaPublisher.layer({ combinePartitions: kafkaClient === "kafkajs" }),
           KafkaBrokerProbe.layer()
-        ).pipe(
-          Layer.provide(KafkaClient.layer({ brokers: Env.brokers, clientId: "bench-log" }))
-        )
+        ).pipe(Layer.provide(KafkaClient.layer({ brokers: Env.brokers, clientId: "bench-log" })))
       : Layer.merge(PlatformaticPublisher.layer(), PlatformaticBrokerProbe.layer()).pipe(
           Layer.provide(PlatformaticClient.layer({ brokers: Env.brokers, clientId: "bench-log" }))
         )

@@ -31,16 +31,18 @@ describe("InMemoryBroker", () => {
     }
   })
 
-  it.effect("a retriable fault fails the whole partition batch and appends nothing of it (one request per partition)", () =>
-    Effect.gen(function* () {
-      const broker = yield* InMemoryBroker.InMemoryBroker
-      const publisher = yield* Publisher
-      yield* broker.failPublish({ fault: "retriable", partition: 1 })
-      const outcomes = yield* publisher.publish([request(1, 0), request(2, 1), request(3, 1), request(4, 0)])
-      assert.deepStrictEqual(outcomes.map(Result.isSuccess), [true, false, false, true])
-      assert.strictEqual((yield* broker.log("t", 1)).length, 0)
-      assert.strictEqual((yield* broker.log("t", 0)).length, 2)
-    }).pipe(Effect.provide(InMemoryBroker.layer({ topics: { t: 3 }, combinePartitions: false })))
+  it.effect(
+    "a retriable fault fails the whole partition batch and appends nothing of it (one request per partition)",
+    () =>
+      Effect.gen(function* () {
+        const broker = yield* InMemoryBroker.InMemoryBroker
+        const publisher = yield* Publisher
+        yield* broker.failPublish({ fault: "retriable", partition: 1 })
+        const outcomes = yield* publisher.publish([request(1, 0), request(2, 1), request(3, 1), request(4, 0)])
+        assert.deepStrictEqual(outcomes.map(Result.isSuccess), [true, false, false, true])
+        assert.strictEqual((yield* broker.log("t", 1)).length, 0)
+        assert.strictEqual((yield* broker.log("t", 0)).length, 2)
+      }).pipe(Effect.provide(InMemoryBroker.layer({ topics: { t: 3 }, combinePartitions: false })))
   )
 
   it.effect("a call's partitions in one request (the default): each written once, receipts per partition", () =>
@@ -57,22 +59,24 @@ describe("InMemoryBroker", () => {
     }).pipe(Effect.provide(layer))
   )
 
-  it.effect("a partition's fault fails the combined request: sent again per partition, the other partition is written twice", () =>
-    Effect.gen(function* () {
-      const broker = yield* InMemoryBroker.InMemoryBroker
-      const publisher = yield* Publisher
-      yield* broker.failPublish({ fault: "retriable", partition: 1 })
-      const outcomes = yield* publisher.publish([request(1, 0), request(2, 1), request(3, 1), request(4, 0)])
-      assert.deepStrictEqual(
-        outcomes.map((o) => (Result.isSuccess(o) ? `${o.success.partition}@${o.success.offset}` : o.failure._tag)),
-        ["0@2", "RetriablePublishError", "RetriablePublishError", "0@3"]
-      )
-      assert.strictEqual((yield* broker.log("t", 1)).length, 0)
-      assert.deepStrictEqual(
-        (yield* broker.log("t", 0)).map((r) => r.headers["event-id"]),
-        [request(1, 0).id, request(4, 0).id, request(1, 0).id, request(4, 0).id]
-      )
-    }).pipe(Effect.provide(layer))
+  it.effect(
+    "a partition's fault fails the combined request: sent again per partition, the other partition is written twice",
+    () =>
+      Effect.gen(function* () {
+        const broker = yield* InMemoryBroker.InMemoryBroker
+        const publisher = yield* Publisher
+        yield* broker.failPublish({ fault: "retriable", partition: 1 })
+        const outcomes = yield* publisher.publish([request(1, 0), request(2, 1), request(3, 1), request(4, 0)])
+        assert.deepStrictEqual(
+          outcomes.map((o) => (Result.isSuccess(o) ? `${o.success.partition}@${o.success.offset}` : o.failure._tag)),
+          ["0@2", "RetriablePublishError", "RetriablePublishError", "0@3"]
+        )
+        assert.strictEqual((yield* broker.log("t", 1)).length, 0)
+        assert.deepStrictEqual(
+          (yield* broker.log("t", 0)).map((r) => r.headers["event-id"]),
+          [request(1, 0).id, request(4, 0).id, request(1, 0).id, request(4, 0).id]
+        )
+      }).pipe(Effect.provide(layer))
   )
 
   it.effect("a lost answer to a combined request: every partition written once, every record reported failed", () =>

@@ -25,8 +25,8 @@ import {
   UnknownPartitionError
 } from "@effect-outbox/core/Errors"
 import { EVENT_ID_HEADER } from "@effect-outbox/core/OutboxMessage"
-import type { Publisher, PublishOutcome, PublishRequest } from "@effect-outbox/core/Publisher"
 import * as PartitionSend from "@effect-outbox/core/PartitionSend"
+import type { Publisher, PublishOutcome, PublishRequest } from "@effect-outbox/core/Publisher"
 import * as RecordSize from "@effect-outbox/core/RecordSize"
 import * as Clock from "effect/Clock"
 import type * as Duration from "effect/Duration"
@@ -246,7 +246,10 @@ const publish = (sender: Sender, requests: ReadonlyArray<PublishRequest>, now: n
     if (faults.every((f) => f === undefined || f.fault === "lost_ack")) {
       // The request's answer is lost: written, but every record reported failed.
       for (const { topic, records } of groups) {
-        const lost = new RetriablePublishError({ topic, reason: `${lostAck!.reason}: acknowledgement lost after append` })
+        const lost = new RetriablePublishError({
+          topic,
+          reason: `${lostAck!.reason}: acknowledgement lost after append`
+        })
         for (const r of records) outcomes[r.index] = Result.fail(lost)
       }
       engine.notify()
