@@ -20,6 +20,9 @@ const request = (n: number, partition: number | null, key: string | null = null)
 
 const layer = InMemoryBroker.layer({ topics: { t: 3 } })
 
+/** Two records for partition 0 and two for partition 1, interleaved. */
+const twoPartitions = [request(1, 0), request(2, 1), request(3, 1), request(4, 0)]
+
 describe("InMemoryBroker", () => {
   it("routes keys like Kafka's default partitioner (murmur2)", () => {
     const require = createRequire(import.meta.url)
@@ -38,7 +41,7 @@ describe("InMemoryBroker", () => {
         const broker = yield* InMemoryBroker.InMemoryBroker
         const publisher = yield* Publisher
         yield* broker.failPublish({ fault: "retriable", partition: 1 })
-        const outcomes = yield* publisher.publish([request(1, 0), request(2, 1), request(3, 1), request(4, 0)])
+        const outcomes = yield* publisher.publish(twoPartitions)
         assert.deepStrictEqual(outcomes.map(Result.isSuccess), [true, false, false, true])
         assert.strictEqual((yield* broker.log("t", 1)).length, 0)
         assert.strictEqual((yield* broker.log("t", 0)).length, 2)
@@ -49,7 +52,7 @@ describe("InMemoryBroker", () => {
     Effect.gen(function* () {
       const broker = yield* InMemoryBroker.InMemoryBroker
       const publisher = yield* Publisher
-      const outcomes = yield* publisher.publish([request(1, 0), request(2, 1), request(3, 1), request(4, 0)])
+      const outcomes = yield* publisher.publish(twoPartitions)
       assert.deepStrictEqual(
         outcomes.map((o) => (Result.isSuccess(o) ? `${o.success.partition}@${o.success.offset}` : "failed")),
         ["0@0", "1@0", "1@1", "0@1"]
@@ -66,7 +69,7 @@ describe("InMemoryBroker", () => {
         const broker = yield* InMemoryBroker.InMemoryBroker
         const publisher = yield* Publisher
         yield* broker.failPublish({ fault: "retriable", partition: 1 })
-        const outcomes = yield* publisher.publish([request(1, 0), request(2, 1), request(3, 1), request(4, 0)])
+        const outcomes = yield* publisher.publish(twoPartitions)
         assert.deepStrictEqual(
           outcomes.map((o) => (Result.isSuccess(o) ? `${o.success.partition}@${o.success.offset}` : o.failure._tag)),
           ["0@2", "RetriablePublishError", "RetriablePublishError", "0@3"]
