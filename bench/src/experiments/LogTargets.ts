@@ -3,7 +3,7 @@
  * with its baseline in one run, interleaved (the side that goes first alternates). Needs a
  * wal_level=logical PostgreSQL at LOGICAL_DATABASE_URL and Kafka at KAFKA_BROKERS.
  *
- *   node bench/src/experiments/LogTargets.ts latency --max-rate 11000 [--reps 3] [--seconds 5] [--polls 50] [--per-partition]
+ *   node bench/src/experiments/LogTargets.ts latency --max-rate 11000 [--reps 3] [--seconds 5] [--polls 50] [--per-partition] [--platformatic]
  *     commit → publish p50/p99 at 50 % of `--max-rate` (the log relay's drain rate, from
  *     LogRelay.ts): the log relay on the streaming transport (woken by each commit), and on the
  *     SQL transport polling every `--polls` ms (`--polls ""`: none), vs raw kafkajs produce at
@@ -63,15 +63,14 @@ const latency = async () => {
   await producer.connect()
   const topics: Array<string> = []
   // poll undefined: the streaming transport (no poll); else the SQL transport polling every `poll` ms.
-  const logRun = async (poll: number | undefined, secs = seconds, perPartition = false) => {
+  const logRun = async (
+    poll: number | undefined,
+    secs = seconds,
+    client: "kafkajs" | "kafkajs-per-partition" | "platformatic" = "kafkajs"
+  ) => {
     const topic = await latencyTopic(admin)
     topics.push(topic)
-    const stack = LogStack.make(
-      4,
-      poll === undefined ? "stream" : "sql",
-      syncCommit,
-      perPartition ? "kafkajs-per-partition" : "kafkajs"
-    )
+    const stack = LogStack.make(4, poll === undefined ? "stream" : "sql", syncCommit, client)
     try {
       const relay = stack.runtime.runFork(LogRelay.run({ batchSize: 100, pollInterval: `${poll ?? 50} millis` }))
       await Env.sleep(1_000) // the lease taken and the first (empty) window read before the clock starts
@@ -100,9 +99,17 @@ const latency = async () => {
   }
   await logRun(undefined, 1) // warm-up
   await rawRun(1)
-  // `--per-partition`: also the stream relay whose publisher sends one request per partition.
-  const perPartition = process.argv.includes("--per-partition") ? ["log stream per-partition"] : []
-  const sides = ["raw", "log stream", ...perPartition, ...polls.map((p) => `log sql poll ${p} ms`)]
+  // `--per-partition`: also the stream relay whose publisher sends one request per partition;
+  // `--platformatic`: also the stream relay on the @platformatic/kafka adapter.
+  const clients = {
+    "log stream per-partition": "kafkajs-per-partition",
+    "log stream platformatic": "platformatic"
+  } as const
+  const extra = [
+    ...(process.argv.includes("--per-partition") ? ["log stream per-partition" as const] : []),
+    ...(process.argv.includes("--platformatic") ? ["log stream platformatic" as const] : [])
+  ]
+  const sides = ["raw", "log stream", ...extra, ...polls.map((p) => `log sql poll ${p} ms`)]
   const runs = new Map<string, Array<{ p50: number; p99: number }>>(sides.map((s) => [s, []]))
   for (let rep = 0; rep < reps; rep++) {
     for (const side of sides.map((_, i) => sides[(i + rep) % sides.length]!)) {
@@ -110,7 +117,7 @@ const latency = async () => {
         side === "raw"
           ? await rawRun()
           : side.startsWith("log stream")
-            ? await logRun(undefined, seconds, side.endsWith("per-partition"))
+            ? await logRun(undefined, seconds, clients[side as keyof typeof clients] ?? "kafkajs")
             : await logRun(Number(side.split(" ")[3]))
       runs.get(side)!.push(r)
       console.error(`rep ${rep} ${side} @ ${rate}/s: p50 ${r.p50} p99 ${r.p99} ms (load ${load()})`)

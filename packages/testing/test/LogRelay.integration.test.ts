@@ -20,11 +20,11 @@ afterAll(async () => {
   for (const cleanup of cleanups.reverse()) await cleanup()
 })
 
-const setup = async (name: string) => {
+const setup = async (name: string, kafka: "kafkajs" | "platformatic" = "kafkajs") => {
   const slot = Support.uniqueName(`log_${name}`).toLowerCase()
   const topic = Support.uniqueName(`log-${name}`)
   await Support.createTopics(brokers, [topic], 3)
-  const stack = await Support.makeLogStack({ slot })
+  const stack = await Support.makeLogStack({ slot, kafka })
   cleanups.push(async () => {
     await Support.dropLogSlot(stack, slot)
     await stack.dispose()
@@ -68,144 +68,148 @@ const leaseHolders = async (stack: Support.LogStack, slot: string) => {
   return rows[0]!.n
 }
 
-describe("log relay on a wal_level=logical PostgreSQL and the real Kafka", () => {
-  it("committed events reach the topic once, in commit order per key; a rolled-back enqueue never does; the slot lag falls", async () => {
-    const { slot, stack, topic } = await setup("order")
-    const committed = await Support.enqueueLog(stack, topic, 300, { keys: 7, chunk: 25 })
-    const rolledBack = await stack.runPromise(
-      Effect.gen(function* () {
-        const transactor = yield* Transactor
-        const ids: Array<string> = []
-        yield* transactor
-          .withTransaction(
-            Effect.gen(function* () {
-              ids.push(yield* Outbox.enqueue({ topic, key: "k1", payload: Support.payloadOf({ index: -1 }) }))
-              return yield* Effect.fail("rollback")
-            })
-          )
-          .pipe(Effect.ignore)
-        return ids
-      })
-    )
-    assert.strictEqual(rolledBack.length, 1)
-    const lagBefore = await stack.runPromise(
-      Effect.scoped(
+// The relay's behaviours on each Kafka adapter: kafkajs (the default) and @platformatic/kafka.
+for (const kafka of ["kafkajs", "platformatic"] as const)
+  describe(`log relay on a wal_level=logical PostgreSQL and the real Kafka (${kafka})`, () => {
+    it("committed events reach the topic once, in commit order per key; a rolled-back enqueue never does; the slot lag falls", async () => {
+      const { slot, stack, topic } = await setup("order", kafka)
+      const committed = await Support.enqueueLog(stack, topic, 300, { keys: 7, chunk: 25 })
+      const rolledBack = await stack.runPromise(
         Effect.gen(function* () {
-          const lease = Option.getOrThrow(yield* (yield* LogSource).acquire)
-          return (yield* lease.gauges).lagBytes
+          const transactor = yield* Transactor
+          const ids: Array<string> = []
+          yield* transactor
+            .withTransaction(
+              Effect.gen(function* () {
+                ids.push(yield* Outbox.enqueue({ topic, key: "k1", payload: Support.payloadOf({ index: -1 }) }))
+                return yield* Effect.fail("rollback")
+              })
+            )
+            .pipe(Effect.ignore)
+          return ids
         })
       )
-    )
-    // ~500 bytes of WAL per event (the record, its metadata and headers)
-    assert.isAbove(lagBefore, 300 * 200, "the 300 events are in the unconfirmed WAL")
+      assert.strictEqual(rolledBack.length, 1)
+      const lagBefore = await stack.runPromise(
+        Effect.scoped(
+          Effect.gen(function* () {
+            const lease = Option.getOrThrow(yield* (yield* LogSource).acquire)
+            return (yield* lease.gauges).lagBytes
+          })
+        )
+      )
+      // ~500 bytes of WAL per event (the record, its metadata and headers)
+      assert.isAbove(lagBefore, 300 * 200, "the 300 events are in the unconfirmed WAL")
 
-    const relay = stack.runFork(LogRelay.run(settings))
-    const records = await waitForRecords(topic, 300)
-    await Support.sleep(1_000) // a late duplicate or the rolled-back event would show up here
-    const all = await Support.readTopic(brokers, topic)
-    await stack.runPromise(Fiber.interrupt(relay))
+      const relay = stack.runFork(LogRelay.run(settings))
+      const records = await waitForRecords(topic, 300)
+      await Support.sleep(1_000) // a late duplicate or the rolled-back event would show up here
+      const all = await Support.readTopic(brokers, topic)
+      await stack.runPromise(Fiber.interrupt(relay))
 
-    const verdict = Support.verdict(committed, all)
-    assert.deepStrictEqual(
-      { lost: verdict.lost, duplicates: verdict.duplicatesDelivered, order: verdict.orderViolations },
-      { lost: 0, duplicates: 0, order: 0 }
-    )
-    assert.strictEqual(records.length, 300)
-    assert.isFalse(all.some((r) => r.eventId === rolledBack[0]))
-    // Commit order across keys too: one partition's records come in enqueue order.
-    const byIndex = new Map(committed.map((c, i) => [c.id, i]))
-    for (const partition of [0, 1, 2]) {
-      const indexes = all.filter((r) => r.partition === partition).map((r) => byIndex.get(r.eventId!)!)
+      const verdict = Support.verdict(committed, all)
       assert.deepStrictEqual(
-        indexes,
-        [...indexes].sort((a, b) => a - b)
+        { lost: verdict.lost, duplicates: verdict.duplicatesDelivered, order: verdict.orderViolations },
+        { lost: 0, duplicates: 0, order: 0 }
       )
-    }
-    const lagAfter = await stack.runPromise(
-      Effect.scoped(
-        Effect.gen(function* () {
-          const lease = Option.getOrThrow(yield* (yield* LogSource).acquire)
-          return (yield* lease.gauges).lagBytes
-        })
+      assert.strictEqual(records.length, 300)
+      assert.isFalse(all.some((r) => r.eventId === rolledBack[0]))
+      // Commit order across keys too: one partition's records come in enqueue order.
+      const byIndex = new Map(committed.map((c, i) => [c.id, i]))
+      for (const partition of [0, 1, 2]) {
+        const indexes = all.filter((r) => r.partition === partition).map((r) => byIndex.get(r.eventId!)!)
+        assert.deepStrictEqual(
+          indexes,
+          [...indexes].sort((a, b) => a - b)
+        )
+      }
+      const lagAfter = await stack.runPromise(
+        Effect.scoped(
+          Effect.gen(function* () {
+            const lease = Option.getOrThrow(yield* (yield* LogSource).acquire)
+            return (yield* lease.gauges).lagBytes
+          })
+        )
       )
-    )
-    assert.isBelow(lagAfter, lagBefore, `slot lag ${lagAfter} after the drain, ${lagBefore} before`)
-    void slot
+      assert.isBelow(lagAfter, lagBefore, `slot lag ${lagAfter} after the drain, ${lagBefore} before`)
+      void slot
+    })
+
+    it("one relay holds the slot's lease; a standby takes over when it stops, losing and repeating nothing", async () => {
+      const { slot, stack, topic } = await setup("lease", kafka)
+      const first = await Support.enqueueLog(stack, topic, 150, { keys: 5 })
+      const a = stack.runFork(LogRelay.run(settings))
+      await waitForRecords(topic, 150)
+      const b = stack.runFork(LogRelay.run(settings))
+      const second = await Support.enqueueLog(stack, topic, 150, { keys: 5, from: 150 })
+      await waitForRecords(topic, 300)
+      await Support.sleep(1_000) // the standby has tried the lease several times by now
+      assert.strictEqual(await leaseHolders(stack, slot), 1)
+
+      await stack.runPromise(Fiber.interrupt(a))
+      const third = await Support.enqueueLog(stack, topic, 150, { keys: 5, from: 300 })
+      await waitForRecords(topic, 450)
+      assert.strictEqual(await leaseHolders(stack, slot), 1, "the standby took the lease")
+      await Support.sleep(1_000)
+      const all = await Support.readTopic(brokers, topic)
+      await stack.runPromise(Fiber.interrupt(b))
+      const verdict = Support.verdict([...first, ...second, ...third], all)
+      assert.deepStrictEqual(
+        { lost: verdict.lost, duplicates: verdict.duplicatesDelivered, order: verdict.orderViolations },
+        { lost: 0, duplicates: 0, order: 0 }
+      )
+    })
+
+    it("a window published but not confirmed before a crash is probed on takeover and not sent again", async () => {
+      const { stack, topic } = await setup("probe", kafka)
+      const committed = await Support.enqueueLog(stack, topic, 120, { keys: 4, chunk: 40 })
+      // A relay that published its window and died before confirming it.
+      const published = await stack.runPromise(
+        Effect.scoped(
+          Effect.gen(function* () {
+            const lease = Option.getOrThrow(yield* (yield* LogSource).acquire)
+            const publisher = yield* Publisher
+            let window = yield* lease.read(1_000)
+            // With synchronous_commit = off the last commits may not be flushed (readable) yet.
+            while (window.entries.length < 120) {
+              yield* Effect.sleep(Duration.millis(100))
+              window = yield* lease.read(1_000)
+            }
+            const outcomes = yield* publisher.publish(
+              window.entries.map((m) => ({
+                id: m.id,
+                topic: m.topic,
+                key: m.key,
+                partition: m.partition,
+                headers: m.headers,
+                payload: m.payload
+              }))
+            )
+            return outcomes.length
+          })
+        )
+      )
+      assert.strictEqual(published, 120)
+      const later = await Support.enqueueLog(stack, topic, 30, { keys: 4, from: 120 })
+      const relay = stack.runFork(LogRelay.run(settings))
+      await waitForRecords(topic, 150)
+      await Support.sleep(1_500)
+      const all = await Support.readTopic(brokers, topic)
+      await stack.runPromise(Fiber.interrupt(relay))
+      const verdict = Support.verdict([...committed, ...later], all)
+      assert.deepStrictEqual(
+        {
+          lost: verdict.lost,
+          duplicates: verdict.duplicatesDelivered,
+          order: verdict.orderViolations,
+          records: all.length
+        },
+        { lost: 0, duplicates: 0, order: 0, records: 150 }
+      )
+    })
   })
 
-  it("one relay holds the slot's lease; a standby takes over when it stops, losing and repeating nothing", async () => {
-    const { slot, stack, topic } = await setup("lease")
-    const first = await Support.enqueueLog(stack, topic, 150, { keys: 5 })
-    const a = stack.runFork(LogRelay.run(settings))
-    await waitForRecords(topic, 150)
-    const b = stack.runFork(LogRelay.run(settings))
-    const second = await Support.enqueueLog(stack, topic, 150, { keys: 5, from: 150 })
-    await waitForRecords(topic, 300)
-    await Support.sleep(1_000) // the standby has tried the lease several times by now
-    assert.strictEqual(await leaseHolders(stack, slot), 1)
-
-    await stack.runPromise(Fiber.interrupt(a))
-    const third = await Support.enqueueLog(stack, topic, 150, { keys: 5, from: 300 })
-    await waitForRecords(topic, 450)
-    assert.strictEqual(await leaseHolders(stack, slot), 1, "the standby took the lease")
-    await Support.sleep(1_000)
-    const all = await Support.readTopic(brokers, topic)
-    await stack.runPromise(Fiber.interrupt(b))
-    const verdict = Support.verdict([...first, ...second, ...third], all)
-    assert.deepStrictEqual(
-      { lost: verdict.lost, duplicates: verdict.duplicatesDelivered, order: verdict.orderViolations },
-      { lost: 0, duplicates: 0, order: 0 }
-    )
-  })
-
-  it("a window published but not confirmed before a crash is probed on takeover and not sent again", async () => {
-    const { stack, topic } = await setup("probe")
-    const committed = await Support.enqueueLog(stack, topic, 120, { keys: 4, chunk: 40 })
-    // A relay that published its window and died before confirming it.
-    const published = await stack.runPromise(
-      Effect.scoped(
-        Effect.gen(function* () {
-          const lease = Option.getOrThrow(yield* (yield* LogSource).acquire)
-          const publisher = yield* Publisher
-          let window = yield* lease.read(1_000)
-          // With synchronous_commit = off the last commits may not be flushed (readable) yet.
-          while (window.entries.length < 120) {
-            yield* Effect.sleep(Duration.millis(100))
-            window = yield* lease.read(1_000)
-          }
-          const outcomes = yield* publisher.publish(
-            window.entries.map((m) => ({
-              id: m.id,
-              topic: m.topic,
-              key: m.key,
-              partition: m.partition,
-              headers: m.headers,
-              payload: m.payload
-            }))
-          )
-          return outcomes.length
-        })
-      )
-    )
-    assert.strictEqual(published, 120)
-    const later = await Support.enqueueLog(stack, topic, 30, { keys: 4, from: 120 })
-    const relay = stack.runFork(LogRelay.run(settings))
-    await waitForRecords(topic, 150)
-    await Support.sleep(1_500)
-    const all = await Support.readTopic(brokers, topic)
-    await stack.runPromise(Fiber.interrupt(relay))
-    const verdict = Support.verdict([...committed, ...later], all)
-    assert.deepStrictEqual(
-      {
-        lost: verdict.lost,
-        duplicates: verdict.duplicatesDelivered,
-        order: verdict.orderViolations,
-        records: all.length
-      },
-      { lost: 0, duplicates: 0, order: 0, records: 150 }
-    )
-  })
-
+describe("log engine on a wal_level=logical PostgreSQL", () => {
   it("the log engine refuses what it cannot do (prequeued, a future availableAt) with a typed error, writing nothing", async () => {
     const { stack, topic } = await setup("refuse")
     const errors = await stack.runPromise(

@@ -13,16 +13,22 @@ import { fileURLToPath } from "node:url"
 import { inspect } from "node:util"
 import { PgClient } from "@effect/sql-pg"
 import * as KafkaOutbox from "@effect-outbox/adapter-kafka/KafkaOutbox"
+import * as PlatformaticKafkaOutbox from "@effect-outbox/adapter-kafka-platformatic/PlatformaticKafkaOutbox"
 import * as PgLogOutbox from "@effect-outbox/adapter-pg/PgLogOutbox"
 import * as PgLogSource from "@effect-outbox/adapter-pg/PgLogSource"
 import * as PgOutbox from "@effect-outbox/adapter-pg/PgOutbox"
 import * as PgTables from "@effect-outbox/adapter-pg/PgTables"
+import type { BrokerAdmin } from "@effect-outbox/core/BrokerAdmin"
+import type { BrokerProbe } from "@effect-outbox/core/BrokerProbe"
 import * as Consumer from "@effect-outbox/core/Consumer"
+import type { ConsumerSource } from "@effect-outbox/core/ConsumerSource"
 import * as Inbox from "@effect-outbox/core/Inbox"
 import * as Outbox from "@effect-outbox/core/Outbox"
 import type { OutboxDraft } from "@effect-outbox/core/OutboxMessage"
+import type { Publisher } from "@effect-outbox/core/Publisher"
 import * as Relay from "@effect-outbox/core/Relay"
 import * as StaleRecovery from "@effect-outbox/core/StaleRecovery"
+import type { TopicReader } from "@effect-outbox/core/TopicReader"
 import { Transactor } from "@effect-outbox/core/Transactor"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -576,11 +582,15 @@ export const privatePostgres = (
  */
 export const logicalDatabaseUrl = process.env.LOGICAL_DATABASE_URL ?? "postgres://postgres@127.0.0.1:25433/postgres"
 
-/** The log engine (PgLogOutbox on `slot`) + every Kafka port, at the fault tests' log level. */
+/**
+ * The log engine (PgLogOutbox on `slot`) + every Kafka port, at the fault tests' log level; the
+ * Kafka ports on kafkajs (default) or on @platformatic/kafka (`kafka: "platformatic"`).
+ */
 export const logStackLayer = (options: {
   readonly slot: string
   readonly brokers?: ReadonlyArray<string>
   readonly applicationName?: string
+  readonly kafka?: "kafkajs" | "platformatic"
 }) => {
   const client = PgClient.layer({
     url: Redacted.make(logicalDatabaseUrl),
@@ -588,15 +598,18 @@ export const logStackLayer = (options: {
     applicationName: options.applicationName ?? "effect-outbox-log"
   })
   const pg = PgLogOutbox.layer({ slot: options.slot }).pipe(Layer.provideMerge(client))
-  const broker = KafkaOutbox.layer(
-    {
-      brokers: options.brokers ?? sharedBrokers,
-      clientId: "log-relay",
-      connectionTimeout: 3_000,
-      requestTimeout: 10_000
-    },
-    { publisher: { publishTimeoutMillis: 8_000 } }
-  )
+  const broker: Layer.Layer<Publisher | BrokerProbe | BrokerAdmin | ConsumerSource | TopicReader> =
+    options.kafka === "platformatic"
+      ? PlatformaticKafkaOutbox.layer({ brokers: options.brokers ?? sharedBrokers, clientId: "log-relay" })
+      : KafkaOutbox.layer(
+          {
+            brokers: options.brokers ?? sharedBrokers,
+            clientId: "log-relay",
+            connectionTimeout: 3_000,
+            requestTimeout: 10_000
+          },
+          { publisher: { publishTimeoutMillis: 8_000 } }
+        )
   const logLevel = Layer.succeed(References.MinimumLogLevel)(
     (process.env.FAULTS_LOG_LEVEL ?? "Error") as LogLevel.LogLevel
   )
