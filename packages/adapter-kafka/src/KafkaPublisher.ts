@@ -117,6 +117,7 @@ export const make = (options: KafkaPublisherOptions = {}) =>
     const combine = options.combinePartitions ?? true
     const uncompressed = options.compression === undefined || options.compression === Kafkajs.CompressionTypes.None
 
+    const onSent = (records: number) => Metric.update(publishedRecords, records)
     // One partition's records, in record batches under the topic's limit (core PartitionSend).
     const sendPartition = (group: PartitionGroup, deadline: number, outcomes: Array<PublishOutcome | undefined>) =>
       PartitionSend.sendPartition(
@@ -128,7 +129,7 @@ export const make = (options: KafkaPublisherOptions = {}) =>
           verdict: (topic, error) => (error instanceof Send.SendError ? error.verdict : toPublishError(topic, error)),
           describe,
           uncompressed,
-          onSent: (records) => Metric.update(publishedRecords, records)
+          onSent
         },
         group.topic,
         group.partition,
@@ -142,11 +143,13 @@ export const make = (options: KafkaPublisherOptions = {}) =>
       outcomes: Array<PublishOutcome | undefined>
     ) =>
       Effect.gen(function* () {
-        if (combine && groups.length > 1) {
-          const parts = yield* Combined.asParts(groups, limits.limitFor)
-          const onSent = (records: number) => Metric.update(publishedRecords, records)
-          if (parts !== undefined && (yield* Combined.send(sender, parts, deadline, outcomes, onSent))) return
-        }
+        if (
+          combine &&
+          groups.length > 1 &&
+          (yield* Combined.fits(groups, limits.limitFor)) &&
+          (yield* Combined.send(sender, groups, deadline, outcomes, onSent))
+        )
+          return
         yield* Effect.forEach(groups, (group) => sendPartition(group, deadline, outcomes), {
           concurrency: "unbounded",
           discard: true

@@ -33,6 +33,26 @@ import * as RecordSize from "./RecordSize.ts"
 export const MAX_COMBINED_BYTES = 8 * 1024 * 1024
 
 /**
+ * Whether a call's partitions can go in one produce request: each partition's records fit one
+ * record batch under its topic's limit, and all together stay under {@link MAX_COMBINED_BYTES}.
+ *
+ * @since 0.2.0
+ * @category sizes
+ */
+export const fitsOneRequest = (
+  groups: ReadonlyArray<{ readonly topic: string; readonly records: ReadonlyArray<RecordSize.SizedRecord> }>,
+  limitOf: (topic: string) => number
+): boolean => {
+  let total = 0
+  for (const group of groups) {
+    const bytes = RecordSize.batchBytes(group.records)
+    total += bytes
+    if (bytes > limitOf(group.topic) || total > MAX_COMBINED_BYTES) return false
+  }
+  return true
+}
+
+/**
  * A record of a publish call: its size inputs and its position in the call's requests.
  *
  * @since 0.2.0

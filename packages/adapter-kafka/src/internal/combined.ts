@@ -14,34 +14,20 @@
 import { BrokerUnavailableError } from "@effect-outbox/core/Errors"
 import * as PartitionSend from "@effect-outbox/core/PartitionSend"
 import type { PublishOutcome } from "@effect-outbox/core/Publisher"
-import * as RecordSize from "@effect-outbox/core/RecordSize"
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
 import { describe } from "../KafkaErrors.ts"
 import * as Send from "./send.ts"
 
-export interface Group {
-  readonly topic: string
-  readonly partition: number
-  readonly records: ReadonlyArray<Send.Outgoing>
-}
-
-/**
- * The call's groups as one request's parts, when each fits one record batch under its topic's
- * limit and all together stay under `PartitionSend.MAX_COMBINED_BYTES`; `undefined` otherwise.
- */
-export const asParts = (
-  groups: ReadonlyArray<Group>,
+/** Whether `parts` fit one request (`PartitionSend.fitsOneRequest`), each topic's limit read once. */
+export const fits = (
+  parts: ReadonlyArray<Send.Part>,
   limitFor: (topic: string) => Effect.Effect<number>
-): Effect.Effect<ReadonlyArray<Send.Part> | undefined> =>
+): Effect.Effect<boolean> =>
   Effect.gen(function* () {
-    let total = 0
-    for (const group of groups) {
-      const bytes = RecordSize.batchBytes(group.records)
-      total += bytes
-      if (total > PartitionSend.MAX_COMBINED_BYTES || bytes > (yield* limitFor(group.topic))) return undefined
-    }
-    return groups.map((group) => ({ topic: group.topic, partition: group.partition, batch: group.records }))
+    const limits = new Map<string, number>()
+    for (const topic of new Set(parts.map((part) => part.topic))) limits.set(topic, yield* limitFor(topic))
+    return PartitionSend.fitsOneRequest(parts, (topic) => limits.get(topic)!)
   })
 
 /**
@@ -66,7 +52,7 @@ export const send = (
             const { reason } = error.verdict
             for (const part of parts) {
               const verdict = new BrokerUnavailableError({ topic: part.topic, reason })
-              for (const record of part.batch) outcomes[record.index] = Result.fail(verdict)
+              for (const record of part.records) outcomes[record.index] = Result.fail(verdict)
             }
             return true
           }
@@ -82,7 +68,7 @@ export const send = (
           let sent = 0
           parts.forEach((part, p) => {
             const base = offsets[p]
-            part.batch.forEach((record, i) => {
+            part.records.forEach((record, i) => {
               outcomes[record.index] =
                 base === undefined
                   ? Result.fail(Send.notInMetadata(part.topic, part.partition))
@@ -92,7 +78,7 @@ export const send = (
                       offset: (base + BigInt(i)).toString()
                     })
             })
-            if (base !== undefined) sent += part.batch.length
+            if (base !== undefined) sent += part.records.length
           })
           yield* onSent(sent)
           return true

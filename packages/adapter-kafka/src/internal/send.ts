@@ -46,7 +46,7 @@ const toBuffer = (bytes: Uint8Array): Buffer => Buffer.from(bytes.buffer, bytes.
 export interface Part {
   readonly topic: string
   readonly partition: number
-  readonly batch: ReadonlyArray<Outgoing>
+  readonly records: ReadonlyArray<Outgoing>
 }
 
 /**
@@ -68,7 +68,7 @@ export const sendParts = (
     messages: parts
       .filter((part) => part.topic === topic)
       .flatMap((part) =>
-        part.batch.map((record) => ({
+        part.records.map((record) => ({
           key: record.key,
           value: toBuffer(record.payload),
           partition: part.partition,
@@ -144,7 +144,7 @@ export const sendRecords = (
   batch: ReadonlyArray<Outgoing>,
   deadline: number
 ) =>
-  sendParts(sender, [{ topic, partition, batch }], deadline).pipe(
+  sendParts(sender, [{ topic, partition, records: batch }], deadline).pipe(
     Effect.flatMap(([offset]) =>
       offset !== undefined ? Effect.succeed(offset) : Effect.fail(new SendError(notInMetadata(topic, partition)))
     ),

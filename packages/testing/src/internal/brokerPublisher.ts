@@ -52,14 +52,12 @@ interface Outgoing extends RecordSize.SizedRecord {
   readonly request: PublishRequest
 }
 
-const batchBytes = RecordSize.batchBytes
-
 /** The broker's check of one record batch against `max.message.bytes`. */
 export const brokerAccepts = (records: ReadonlyArray<RecordSize.SizedRecord>, maxMessageBytes: number): boolean =>
-  batchBytes(records) <= maxMessageBytes
+  RecordSize.batchBytes(records) <= maxMessageBytes
 
 const tooLargeReason = (records: ReadonlyArray<RecordSize.SizedRecord>, maxMessageBytes: number) =>
-  `MESSAGE_TOO_LARGE: the record batch of ${records.length} record(s) takes ${batchBytes(records)} bytes, ` +
+  `MESSAGE_TOO_LARGE: the record batch of ${records.length} record(s) takes ${RecordSize.batchBytes(records)} bytes, ` +
   `over the topic's max.message.bytes of ${maxMessageBytes}`
 
 /** One partition's records of a call, in request order. */
@@ -198,16 +196,11 @@ const sendSplit = (
 }
 
 /** Whether the Kafka publisher would send these partitions in one request (issue #14). */
-const combinable = (sender: Sender, groups: ReadonlyArray<PartitionRecords>): boolean => {
-  if (sender.batching !== "split" || !sender.combine || groups.length < 2) return false
-  let total = 0
-  for (const group of groups) {
-    const bytes = batchBytes(group.records)
-    total += bytes
-    if (bytes > sender.maxMessageBytes || total > PartitionSend.MAX_COMBINED_BYTES) return false
-  }
-  return true
-}
+const combinable = (sender: Sender, groups: ReadonlyArray<PartitionRecords>): boolean =>
+  sender.batching === "split" &&
+  sender.combine &&
+  groups.length > 1 &&
+  PartitionSend.fitsOneRequest(groups, () => sender.maxMessageBytes)
 
 /** Publishes one call at `now`: each request's outcome, in request order. */
 const publish = (sender: Sender, requests: ReadonlyArray<PublishRequest>, now: number): Array<PublishOutcome> => {
