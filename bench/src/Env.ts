@@ -99,6 +99,12 @@ export const newEventIdV7 = (): string => {
   return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`
 }
 
+/** A well-formed W3C `traceparent` value derived from an event id (the length `Outbox.enqueue` writes). */
+export const traceparentOf = (id: string): string => {
+  const hex = id.replaceAll("-", "")
+  return `00-${hex}-${hex.slice(0, 16)}-01`
+}
+
 export const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))
 
 /** What one commit of the latency load returns: its event ids and when the commit returned. */

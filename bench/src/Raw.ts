@@ -6,12 +6,19 @@
 import Kafkajs from "kafkajs"
 import * as Env from "./Env.ts"
 
-/** The record shape the relay sends: key, 1 KB value, an `event-id` header. */
-export const record = (i: number): Kafkajs.Message => ({
-  key: Env.keyOf(i),
-  value: Env.payloadBuffer(i),
-  headers: { "event-id": Env.newEventId() }
-})
+/**
+ * The record shape the relay sends: key, 1 KB value, an `event-id` header and a `traceparent`
+ * header (`Outbox.enqueue` writes its span's; kafkajs encodes each header separately, so a raw
+ * side without it would send a cheaper record than the relay).
+ */
+export const record = (i: number): Kafkajs.Message => {
+  const id = Env.newEventId()
+  return {
+    key: Env.keyOf(i),
+    value: Env.payloadBuffer(i),
+    headers: { "event-id": id, traceparent: Env.traceparentOf(id) }
+  }
+}
 
 const partitioner = Kafkajs.Partitioners.DefaultPartitioner()
 const partitionMetadata = Array.from({ length: Env.PARTITIONS }, (_, i) => ({

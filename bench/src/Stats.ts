@@ -14,6 +14,10 @@ export const quantile = (values: ReadonlyArray<number>, q: number): number => {
 
 export const median = (values: ReadonlyArray<number>): number => quantile(values, 0.5)
 
+/** The largest value; NaN for an empty input. A loop, not `Math.max(...values)`, which overflows the stack past ~100k values. */
+export const maximum = (values: ReadonlyArray<number>): number =>
+  values.length === 0 ? Number.NaN : values.reduce((a, b) => (b > a ? b : a))
+
 /** Median with the full range of the repetitions: what a reader needs to judge noise. */
 export interface Spread {
   readonly median: number

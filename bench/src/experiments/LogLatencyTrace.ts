@@ -26,7 +26,7 @@ import * as Option from "effect/Option"
 import Kafkajs from "kafkajs"
 import * as Env from "../Env.ts"
 import * as Raw from "../Raw.ts"
-import { quantile } from "../Stats.ts"
+import { maximum, quantile } from "../Stats.ts"
 import * as LogStack from "./logStack.ts"
 
 const arg = (name: string, fallback: string) => {
@@ -183,7 +183,7 @@ const rawRun = async (k: ReturnType<typeof Env.kafka>, admin: ReturnType<ReturnT
     monitor.end()
     const appended = await Raw.readTimestamps(k, topic, arrivals.size)
     const lat = [...arrivals].map(([id, at]) => appended.get(id)! - at)
-    console.log(`raw kafkajs: p50 ${quantile(lat, 0.5)} p99 ${quantile(lat, 0.99)} max ${Math.max(...lat)} ms`)
+    console.log(`raw kafkajs: p50 ${quantile(lat, 0.5)} p99 ${quantile(lat, 0.99)} max ${maximum(lat)} ms`)
     monitor.report()
     // The broker's slow answers to raw, to set beside the relay's (they hit both sides).
     const produced = requests.filter((r) => r.api === "Produce" && r.by === "producer" && r.sentAt >= from)
@@ -258,7 +258,7 @@ const main = async () => {
     const split = (set: Array<Stamps>, label: string) => {
       const q = (f: (s: Stamps) => number) => {
         const v = set.map(f)
-        return `p50 ${quantile(v, 0.5)} p90 ${quantile(v, 0.9)} max ${Math.max(...v)}`
+        return `p50 ${quantile(v, 0.5)} p90 ${quantile(v, 0.9)} max ${maximum(v)}`
       }
       console.log(`${label} (${set.length} events)`)
       console.log(`  total           ${q(latencyOf)}`)

@@ -3,7 +3,7 @@
  * with its baseline in one run, interleaved (the side that goes first alternates). Needs a
  * wal_level=logical PostgreSQL at LOGICAL_DATABASE_URL and Kafka at KAFKA_BROKERS.
  *
- *   node bench/src/experiments/LogTargets.ts latency --max-rate 11000 [--reps 3] [--seconds 5] [--polls 50] [--per-partition] [--platformatic]
+ *   node bench/src/experiments/LogTargets.ts latency --max-rate 11000 [--reps 3] [--seconds 5] [--polls 50] [--per-partition] [--platformatic] [--raw-platformatic]
  *     commit → publish p50/p99 at 50 % of `--max-rate` (the log relay's drain rate, from
  *     LogRelay.ts): the log relay on the streaming transport (woken by each commit), and on the
  *     SQL transport polling every `--polls` ms (`--polls ""`: none), vs raw kafkajs produce at
@@ -27,6 +27,7 @@ import * as Library from "../Library.ts"
 import * as Raw from "../Raw.ts"
 import { median, quantile } from "../Stats.ts"
 import * as LogStack from "./logStack.ts"
+import * as PlatformaticRaw from "./platformaticRaw.ts"
 
 const arg = (name: string, fallback: number) => {
   const i = process.argv.indexOf(`--${name}`)
@@ -89,6 +90,15 @@ const latency = async () => {
       await stack.close()
     }
   }
+  // `--raw-platformatic`: also raw @platformatic/kafka at the same rate, the platformatic relay's own client.
+  const platformaticRaw = process.argv.includes("--raw-platformatic") ? PlatformaticRaw.producer() : undefined
+  const rawPlatformaticRun = async (secs = seconds) => {
+    const topic = await latencyTopic(admin)
+    topics.push(topic)
+    await platformaticRaw!.send({ messages: [{ topic, key: Buffer.from("warm-up"), value: Buffer.from("warm-up") }] })
+    const arrivals = await PlatformaticRaw.produceAtRate(platformaticRaw!, topic, rate, secs)
+    return percentiles(arrivals, await Raw.readTimestamps(k, topic, arrivals.size))
+  }
   const rawRun = async (secs = seconds) => {
     const topic = await latencyTopic(admin)
     topics.push(topic)
@@ -99,6 +109,7 @@ const latency = async () => {
   }
   await logRun(undefined, 1) // warm-up
   await rawRun(1)
+  if (platformaticRaw !== undefined) await rawPlatformaticRun(1)
   // `--per-partition`: also the stream relay whose publisher sends one request per partition;
   // `--platformatic`: also the stream relay on the @platformatic/kafka adapter.
   const clients = {
@@ -109,21 +120,30 @@ const latency = async () => {
     ...(process.argv.includes("--per-partition") ? ["log stream per-partition" as const] : []),
     ...(process.argv.includes("--platformatic") ? ["log stream platformatic" as const] : [])
   ]
-  const sides = ["raw", "log stream", ...extra, ...polls.map((p) => `log sql poll ${p} ms`)]
+  const sides = [
+    "raw",
+    ...(platformaticRaw === undefined ? [] : ["raw platformatic"]),
+    "log stream",
+    ...extra,
+    ...polls.map((p) => `log sql poll ${p} ms`)
+  ]
   const runs = new Map<string, Array<{ p50: number; p99: number }>>(sides.map((s) => [s, []]))
   for (let rep = 0; rep < reps; rep++) {
     for (const side of sides.map((_, i) => sides[(i + rep) % sides.length]!)) {
       const r =
         side === "raw"
           ? await rawRun()
-          : side.startsWith("log stream")
-            ? await logRun(undefined, seconds, clients[side as keyof typeof clients] ?? "kafkajs")
-            : await logRun(Number(side.split(" ")[3]))
+          : side === "raw platformatic"
+            ? await rawPlatformaticRun()
+            : side.startsWith("log stream")
+              ? await logRun(undefined, seconds, clients[side as keyof typeof clients] ?? "kafkajs")
+              : await logRun(Number(side.split(" ")[3]))
       runs.get(side)!.push(r)
       console.error(`rep ${rep} ${side} @ ${rate}/s: p50 ${r.p50} p99 ${r.p99} ms (load ${load()})`)
     }
   }
   await producer.disconnect()
+  await platformaticRaw?.close()
   await Env.deleteTopics(admin, topics)
   await admin.disconnect()
   const summary = Object.fromEntries(

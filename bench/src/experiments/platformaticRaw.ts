@@ -16,17 +16,66 @@ export const producer = () =>
     autocreateTopics: false
   })
 
+/** `Raw.record` for @platformatic/kafka: key, 1 KB value, `event-id` and `traceparent` headers. */
+const record = (topic: string, i: number, id: string) => ({
+  topic,
+  key: Buffer.from(Env.keyOf(i)),
+  value: Env.payloadBuffer(i),
+  headers: new Map([
+    [Buffer.from("event-id"), Buffer.from(id)],
+    [Buffer.from("traceparent"), Buffer.from(Env.traceparentOf(id))]
+  ])
+})
+
 /** `n` records in sequential `send` calls of `batchSize` (acks=-1, idempotent); elapsed ms. */
 export const sendLoop = async (p: Producer, topic: string, n: number, batchSize: number): Promise<number> => {
-  const records = Array.from({ length: n }, (_, i) => ({
-    topic,
-    key: Buffer.from(Env.keyOf(i)),
-    value: Env.payloadBuffer(i),
-    headers: new Map([[Buffer.from("event-id"), Buffer.from(Env.newEventId())]])
-  }))
+  const records = Array.from({ length: n }, (_, i) => record(topic, i, Env.newEventId()))
   const started = performance.now()
   for (let i = 0; i < n; i += batchSize) await p.send({ messages: records.slice(i, i + batchSize) })
   return performance.now() - started
+}
+
+/**
+ * `Raw.produceAtRate` on @platformatic/kafka: every tick (10 ms) the records that "arrived" are
+ * queued, and one sender sends everything queued in one `send` as soon as the previous one
+ * returned. Returns each record's arrival time by event id.
+ */
+export const produceAtRate = async (p: Producer, topic: string, rate: number, seconds: number) => {
+  const arrivals = new Map<string, number>()
+  let queue: Array<ReturnType<typeof record>> = []
+  let done = false
+  let wake: (() => void) | undefined
+  const sender = (async () => {
+    while (!done || queue.length > 0) {
+      if (queue.length === 0) {
+        await new Promise<void>((resolve) => {
+          wake = resolve
+        })
+        wake = undefined
+        continue
+      }
+      const messages = queue
+      queue = []
+      await p.send({ messages })
+    }
+  })()
+  const total = Math.round(rate * seconds)
+  const started = Date.now()
+  let produced = 0
+  while (produced < total) {
+    const due = Math.min(total, Math.floor(((Date.now() - started) / 1000) * rate))
+    for (; produced < due; produced++) {
+      const id = Env.newEventId()
+      arrivals.set(id, Date.now())
+      queue.push(record(topic, produced, id))
+    }
+    wake?.()
+    await Env.sleep(10)
+  }
+  done = true
+  wake?.()
+  await sender
+  return arrivals
 }
 
 /**

@@ -1,7 +1,7 @@
 // The log relay (issue #14) under a crash: relay processes on one slot of a wal_level=logical
 // PostgreSQL (LOGICAL_DATABASE_URL) and the real Kafka; the one holding the slot's lease is
 // SIGKILLed mid-stream, repeatedly, while events keep being committed; a standby takes the slot
-// over each time. Library defaults (LogRelay.run()).
+// over each time. Library defaults (LogRelay.run()), on each Kafka adapter.
 import { join } from "node:path"
 import { afterAll, assert, describe, it } from "@effect/vitest"
 import * as Support from "./support.ts"
@@ -36,7 +36,10 @@ const topicCount = async (topic: string): Promise<number> => {
   }
 }
 
-describe("a log relay process killed with SIGKILL mid-stream", () => {
+describe.each([
+  ["kafkajs", "L1"],
+  ["platformatic", "L2"]
+] as const)("a log relay process on %s killed with SIGKILL mid-stream", (kafka, id) => {
   it("a standby takes the slot over: nothing lost, per-key order kept, duplicates bounded by a window", async () => {
     const before = 10_000
     const during = 6_000
@@ -53,6 +56,7 @@ describe("a log relay process killed with SIGKILL mid-stream", () => {
       const child = Support.spawnNode(script, {
         FAULTS_LOG_SLOT: slot,
         FAULTS_APP_NAME: name,
+        FAULTS_KAFKA: kafka,
         KAFKA_BROKERS: Support.sharedBrokers.join(",")
       })
       children.push(child)
@@ -107,7 +111,7 @@ describe("a log relay process killed with SIGKILL mid-stream", () => {
       const records = await Support.readTopic(Support.sharedBrokers, topic)
       const v = Support.verdict(committed, records)
       Support.record({
-        scenario: `L1 log relay SIGKILL ×${kills}, standby takes the slot`,
+        scenario: `${id} log relay on ${kafka} SIGKILL ×${kills}, standby takes the slot`,
         ...v,
         note: `killed at published/committed: ${takeovers.map((t) => t.split(" at ")[1]).join(", ")}; defaults (window 500, up to 4,000 while a backlog lasts)`
       })

@@ -2,7 +2,8 @@
  * A log relay as its own process, for the SIGKILL fault test: `LogRelay.run` with the library's
  * defaults on the slot `FAULTS_LOG_SLOT` of the logical cluster (LOGICAL_DATABASE_URL), until
  * killed. Prints "ready" once its layers are built; its database sessions are named
- * `FAULTS_APP_NAME`, so the test can see which process holds the slot's lease.
+ * `FAULTS_APP_NAME`, so the test can see which process holds the slot's lease. `FAULTS_KAFKA`:
+ * the Kafka adapter (`kafkajs`, the default, or `platformatic`).
  */
 import * as LogRelay from "@effect-outbox/core/LogRelay"
 import * as Support from "./support.ts"
@@ -10,6 +11,11 @@ import * as Support from "./support.ts"
 const slot = process.env.FAULTS_LOG_SLOT
 if (slot === undefined) throw new Error("FAULTS_LOG_SLOT is required")
 
-const stack = await Support.makeLogStack({ slot, applicationName: process.env.FAULTS_APP_NAME ?? "log-relay-process" })
+const kafka = process.env.FAULTS_KAFKA === "platformatic" ? "platformatic" : "kafkajs"
+const stack = await Support.makeLogStack({
+  slot,
+  kafka,
+  applicationName: process.env.FAULTS_APP_NAME ?? "log-relay-process"
+})
 process.stdout.write("ready\n")
 await stack.runPromise(LogRelay.run())
