@@ -16,7 +16,7 @@ export const median = (values: ReadonlyArray<number>): number => quantile(values
 
 /** The largest value; NaN for an empty input. A loop, not `Math.max(...values)`, which overflows the stack past ~100k values. */
 export const maximum = (values: ReadonlyArray<number>): number =>
-  values.length === 0 ? Number.NaN : values.reduce((a, b) => (b > a ? b : a))
+  values.length === 0 ? Number.NaN : values.reduce((a, b) => Math.max(a, b))
 
 /** Median with the full range of the repetitions: what a reader needs to judge noise. */
 export interface Spread {
