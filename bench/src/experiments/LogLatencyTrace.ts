@@ -258,7 +258,7 @@ const main = async () => {
     const split = (set: Array<Stamps>, label: string) => {
       const q = (f: (s: Stamps) => number) => {
         const v = set.map(f)
-        return `p50 ${quantile(v, 0.5)} p90 ${quantile(v, 0.9)} max ${maximum(v)}`
+        return `p50 ${quantile(v, 0.5)} p90 ${quantile(v, 0.9)} p99 ${quantile(v, 0.99)} max ${maximum(v)}`
       }
       console.log(`${label} (${set.length} events)`)
       console.log(`  total           ${q(latencyOf)}`)
