@@ -8,6 +8,9 @@
  *     LogRelay.ts): the log relay on the streaming transport (woken by each commit), and on the
  *     SQL transport polling every `--polls` ms (`--polls ""`: none), vs raw kafkajs produce at
  *     the same rate (scenario 2's sender); all timed to the broker's LogAppendTime.
+ *     `--raw-platformatic`: also raw @platformatic/kafka at the same rate (the second adapter's own
+ *     client, the same records). The summary gives each side's median of the reps' p99 and the
+ *     p99 of every rep's events pooled.
  *     `--synchronous-commit on`: the writers commit with synchronous_commit = on (the private
  *     cluster runs `off`: a commit becomes decodable only when the WAL writer flushes it, every
  *     `wal_writer_delay` = 200 ms, which no transport can beat).
@@ -48,7 +51,7 @@ const latencyTopic = async (admin: import("kafkajs").Admin) => {
 
 const percentiles = (from: Map<string, number>, appended: Map<string, number>) => {
   const lat = [...from].map(([id, at]) => appended.get(id)! - at)
-  return { p50: quantile(lat, 0.5), p99: quantile(lat, 0.99) }
+  return { p50: quantile(lat, 0.5), p99: quantile(lat, 0.99), lat }
 }
 
 const latency = async () => {
@@ -127,7 +130,7 @@ const latency = async () => {
     ...extra,
     ...polls.map((p) => `log sql poll ${p} ms`)
   ]
-  const runs = new Map<string, Array<{ p50: number; p99: number }>>(sides.map((s) => [s, []]))
+  const runs = new Map<string, Array<{ p50: number; p99: number; lat: Array<number> }>>(sides.map((s) => [s, []]))
   for (let rep = 0; rep < reps; rep++) {
     for (const side of sides.map((_, i) => sides[(i + rep) % sides.length]!)) {
       const r =
@@ -149,7 +152,15 @@ const latency = async () => {
   const summary = Object.fromEntries(
     [...runs].map(([side, rs]) => [
       side,
-      { p50: median(rs.map((r) => r.p50)), p99: median(rs.map((r) => r.p99)), p99s: rs.map((r) => r.p99) }
+      {
+        p50: median(rs.map((r) => r.p50)),
+        p99: median(rs.map((r) => r.p99)),
+        p99s: rs.map((r) => r.p99),
+        pooledP99: quantile(
+          rs.flatMap((r) => r.lat),
+          0.99
+        )
+      }
     ])
   )
   return { rate, seconds, synchronousCommit: syncCommit ?? "server default", summary }
