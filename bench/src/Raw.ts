@@ -51,21 +51,19 @@ export const sendBatchLoop = async (
 }
 
 /**
- * Produces at `rate` records/s for `seconds`: every tick (10 ms) the records that "arrived" are
- * appended to a queue, and one sender sends everything queued in one `sendBatch` as soon as the
- * previous send returned (natural batching, no linger). Returns each record's arrival time by
- * event id, to be joined with the broker's LogAppendTime.
+ * An open loop at `rate` records/s for `seconds`: every tick (10 ms) the records that "arrived"
+ * (`make(i)`: the event id and the record) are queued, and one sender hands everything queued to
+ * `send` as soon as the previous call returned (natural batching, no linger). Returns each
+ * record's arrival time by event id, to be joined with the broker's LogAppendTime.
  */
-export const produceAtRate = async (
-  producer: Kafkajs.Producer,
-  topic: string,
+export const atRate = async <M>(
   rate: number,
   seconds: number,
-  /** One `sendBatch` per partition, all at once (as the library's publisher sends), not one per call. */
-  perPartition = false
+  make: (i: number) => { readonly id: string; readonly message: M },
+  send: (batch: Array<M>) => Promise<unknown>
 ): Promise<Map<string, number>> => {
   const arrivals = new Map<string, number>()
-  let queue: Array<Kafkajs.Message> = []
+  let queue: Array<M> = []
   let produced = 0
   const total = Math.round(rate * seconds)
   const started = Date.now()
@@ -82,28 +80,15 @@ export const produceAtRate = async (
       }
       const batch = queue
       queue = []
-      if (!perPartition) {
-        await producer.sendBatch({ acks: -1, topicMessages: [{ topic, messages: batch }] })
-        continue
-      }
-      const groups = new Map<number, Array<Kafkajs.Message>>()
-      for (const m of batch) {
-        const partition = partitionOf(m)
-        const group = groups.get(partition) ?? []
-        group.push({ ...m, partition })
-        groups.set(partition, group)
-      }
-      await Promise.all(
-        [...groups.values()].map((messages) => producer.sendBatch({ acks: -1, topicMessages: [{ topic, messages }] }))
-      )
+      await send(batch)
     }
   })()
   while (produced < total) {
     const due = Math.min(total, Math.floor(((Date.now() - started) / 1000) * rate))
     for (; produced < due; produced++) {
-      const m = record(produced)
-      arrivals.set(String(m.headers!["event-id"]), Date.now())
-      queue.push(m)
+      const { id, message } = make(produced)
+      arrivals.set(id, Date.now())
+      queue.push(message)
     }
     wake?.()
     await Env.sleep(10)
@@ -113,6 +98,37 @@ export const produceAtRate = async (
   await sender
   return arrivals
 }
+
+/** `atRate` on kafkajs: one `sendBatch` per turn (acks=-1, idempotent), `Raw.record`s. */
+export const produceAtRate = (
+  producer: Kafkajs.Producer,
+  topic: string,
+  rate: number,
+  seconds: number,
+  /** One `sendBatch` per partition, all at once (as the library's publisher sends), not one per call. */
+  perPartition = false
+): Promise<Map<string, number>> =>
+  atRate(
+    rate,
+    seconds,
+    (i) => {
+      const message = record(i)
+      return { id: String(message.headers!["event-id"]), message }
+    },
+    async (batch) => {
+      if (!perPartition) return producer.sendBatch({ acks: -1, topicMessages: [{ topic, messages: batch }] })
+      const groups = new Map<number, Array<Kafkajs.Message>>()
+      for (const m of batch) {
+        const partition = partitionOf(m)
+        const group = groups.get(partition) ?? []
+        group.push({ ...m, partition })
+        groups.set(partition, group)
+      }
+      return Promise.all(
+        [...groups.values()].map((messages) => producer.sendBatch({ acks: -1, topicMessages: [{ topic, messages }] }))
+      )
+    }
+  )
 
 /**
  * Reads every record of `topic` from the beginning until `expected` distinct event ids were

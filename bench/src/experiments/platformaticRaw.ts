@@ -6,6 +6,7 @@
 import { Consumer, ProduceAcks, Producer } from "@platformatic/kafka"
 import type Kafkajs from "kafkajs"
 import * as Env from "../Env.ts"
+import * as Raw from "../Raw.ts"
 
 export const producer = () =>
   new Producer({
@@ -35,48 +36,17 @@ export const sendLoop = async (p: Producer, topic: string, n: number, batchSize:
   return performance.now() - started
 }
 
-/**
- * `Raw.produceAtRate` on @platformatic/kafka: every tick (10 ms) the records that "arrived" are
- * queued, and one sender sends everything queued in one `send` as soon as the previous one
- * returned. Returns each record's arrival time by event id.
- */
-export const produceAtRate = async (p: Producer, topic: string, rate: number, seconds: number) => {
-  const arrivals = new Map<string, number>()
-  let queue: Array<ReturnType<typeof record>> = []
-  let done = false
-  let wake: (() => void) | undefined
-  const sender = (async () => {
-    while (!done || queue.length > 0) {
-      if (queue.length === 0) {
-        await new Promise<void>((resolve) => {
-          wake = resolve
-        })
-        wake = undefined
-        continue
-      }
-      const messages = queue
-      queue = []
-      await p.send({ messages })
-    }
-  })()
-  const total = Math.round(rate * seconds)
-  const started = Date.now()
-  let produced = 0
-  while (produced < total) {
-    const due = Math.min(total, Math.floor(((Date.now() - started) / 1000) * rate))
-    for (; produced < due; produced++) {
+/** `Raw.atRate` on @platformatic/kafka: one `send` per turn, the same records as `Raw.record`. */
+export const produceAtRate = (p: Producer, topic: string, rate: number, seconds: number) =>
+  Raw.atRate(
+    rate,
+    seconds,
+    (i) => {
       const id = Env.newEventId()
-      arrivals.set(id, Date.now())
-      queue.push(record(topic, produced, id))
-    }
-    wake?.()
-    await Env.sleep(10)
-  }
-  done = true
-  wake?.()
-  await sender
-  return arrivals
-}
+      return { id, message: record(topic, i, id) }
+    },
+    (messages) => p.send({ messages })
+  )
 
 /**
  * A consumer's delivery rate with the group join left out: the clock starts when the first batch
