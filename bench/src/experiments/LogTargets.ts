@@ -11,6 +11,9 @@
  *     `--raw-platformatic`: also raw @platformatic/kafka at the same rate (the second adapter's own
  *     client, the same records). The summary gives each side's median of the reps' p99 and the
  *     p99 of every rep's events pooled.
+ *     `--process-per-run`: every side's every run in a fresh node process (a 1-second warm-up of
+ *     its own first), so no run inherits another's heap, JIT state or live clients.
+ *     `--batch N`: the relay's `batchSize` (default 100; `default`: the library's, 500).
  *     `--synchronous-commit on`: the writers commit with synchronous_commit = on (the private
  *     cluster runs `off`: a commit becomes decodable only when the WAL writer flushes it, every
  *     `wal_writer_delay` = 200 ms, which no transport can beat).
@@ -21,7 +24,9 @@
  *     the write path: an order-row transaction with `Outbox.enqueue` of one event through
  *     PgLogOutbox (WAL only) vs the same transaction without the event, same pool.
  */
+import { execFile } from "node:child_process"
 import { loadavg } from "node:os"
+import { promisify } from "node:util"
 import * as LogRelay from "@effect-outbox/core/LogRelay"
 import * as Effect from "effect/Effect"
 import * as SqlClient from "effect/sql/SqlClient"
@@ -41,6 +46,15 @@ const list = (name: string, fallback: string) => {
   return (i === -1 ? fallback : process.argv[i + 1]!).split(",").map(Number)
 }
 const reps = arg("reps", 3)
+const run = promisify(execFile)
+// `--batch N`: the relay's `batchSize` in the latency runs (default 100; `--batch default`: the library's).
+const batchArg = process.argv.indexOf("--batch")
+const relayBatch: LogRelay.Settings =
+  batchArg === -1
+    ? { batchSize: 100 }
+    : process.argv[batchArg + 1] === "default"
+      ? {}
+      : { batchSize: arg("batch", 100) }
 const load = () => loadavg()[0]!.toFixed(1)
 
 const latencyTopic = async (admin: import("kafkajs").Admin) => {
@@ -52,6 +66,22 @@ const latencyTopic = async (admin: import("kafkajs").Admin) => {
 const percentiles = (from: Map<string, number>, appended: Map<string, number>) => {
   const lat = [...from].map(([id, at]) => appended.get(id)! - at)
   return { p50: quantile(lat, 0.5), p99: quantile(lat, 0.99), lat }
+}
+
+/**
+ * `--process-per-run`: each side's run in a fresh node process (this script with `--only-side`),
+ * so no run inherits another's heap, JIT state or clients; its result read from the child's JSON.
+ */
+const inChild = async (side: string): Promise<{ p50: number; p99: number; lat: Array<number> }> => {
+  const args = process.argv.slice(2).filter((a) => a !== "--process-per-run")
+  const { stdout } = await run(
+    process.execPath,
+    [...process.execArgv, process.argv[1]!, ...args, "--only-side", side],
+    {
+      maxBuffer: 256 * 1024 * 1024
+    }
+  )
+  return JSON.parse(stdout).result
 }
 
 const latency = async () => {
@@ -76,7 +106,7 @@ const latency = async () => {
     topics.push(topic)
     const stack = LogStack.make(4, poll === undefined ? "stream" : "sql", syncCommit, client)
     try {
-      const relay = stack.runtime.runFork(LogRelay.run({ batchSize: 100, pollInterval: `${poll ?? 50} millis` }))
+      const relay = stack.runtime.runFork(LogRelay.run({ ...relayBatch, pollInterval: `${poll ?? 50} millis` }))
       await Env.sleep(1_000) // the lease taken and the first (empty) window read before the clock starts
       // One event through the whole path to the fresh topic before the clock starts (its metadata and
       // size limit fetched once, as on a relay that has been running), as the raw side does.
@@ -94,7 +124,12 @@ const latency = async () => {
     }
   }
   // `--raw-platformatic`: also raw @platformatic/kafka at the same rate, the platformatic relay's own client.
-  const platformaticRaw = process.argv.includes("--raw-platformatic") ? PlatformaticRaw.producer() : undefined
+  // (A child of `--process-per-run` opens it only for its own side.)
+  const only = process.argv.indexOf("--only-side")
+  const platformaticRaw =
+    process.argv.includes("--raw-platformatic") && (only === -1 || process.argv[only + 1] === "raw platformatic")
+      ? PlatformaticRaw.producer()
+      : undefined
   const rawPlatformaticRun = async (secs = seconds) => {
     const topic = await latencyTopic(admin)
     topics.push(topic)
@@ -110,9 +145,6 @@ const latency = async () => {
     const arrivals = await Raw.produceAtRate(producer, topic, rate, secs)
     return percentiles(arrivals, await Raw.readTimestamps(k, topic, arrivals.size))
   }
-  await logRun(undefined, 1) // warm-up
-  await rawRun(1)
-  if (platformaticRaw !== undefined) await rawPlatformaticRun(1)
   // `--per-partition`: also the stream relay whose publisher sends one request per partition;
   // `--platformatic`: also the stream relay on the @platformatic/kafka adapter.
   const clients = {
@@ -125,30 +157,48 @@ const latency = async () => {
   ]
   const sides = [
     "raw",
-    ...(platformaticRaw === undefined ? [] : ["raw platformatic"]),
+    ...(process.argv.includes("--raw-platformatic") ? ["raw platformatic"] : []),
     "log stream",
     ...extra,
     ...polls.map((p) => `log sql poll ${p} ms`)
   ]
+  const runSide = (side: string, secs = seconds) =>
+    side === "raw"
+      ? rawRun(secs)
+      : side === "raw platformatic"
+        ? rawPlatformaticRun(secs)
+        : side.startsWith("log stream")
+          ? logRun(undefined, secs, clients[side as keyof typeof clients] ?? "kafkajs")
+          : logRun(Number(side.split(" ")[3]), secs)
+  const close = async () => {
+    await producer.disconnect()
+    await platformaticRaw?.close()
+    await Env.deleteTopics(admin, topics)
+    await admin.disconnect()
+  }
+  // A child of `--process-per-run`: this one side, after a 1-second warm-up of its own.
+  if (only !== -1) {
+    const side = process.argv[only + 1]!
+    await runSide(side, 1)
+    const r = await runSide(side)
+    await close()
+    return { side, ...r }
+  }
   const runs = new Map<string, Array<{ p50: number; p99: number; lat: Array<number> }>>(sides.map((s) => [s, []]))
+  const perProcess = process.argv.includes("--process-per-run")
+  if (!perProcess) {
+    await logRun(undefined, 1) // warm-up
+    await rawRun(1)
+    if (platformaticRaw !== undefined) await rawPlatformaticRun(1)
+  }
   for (let rep = 0; rep < reps; rep++) {
     for (const side of sides.map((_, i) => sides[(i + rep) % sides.length]!)) {
-      const r =
-        side === "raw"
-          ? await rawRun()
-          : side === "raw platformatic"
-            ? await rawPlatformaticRun()
-            : side.startsWith("log stream")
-              ? await logRun(undefined, seconds, clients[side as keyof typeof clients] ?? "kafkajs")
-              : await logRun(Number(side.split(" ")[3]))
+      const r = perProcess ? await inChild(side) : await runSide(side)
       runs.get(side)!.push(r)
       console.error(`rep ${rep} ${side} @ ${rate}/s: p50 ${r.p50} p99 ${r.p99} ms (load ${load()})`)
     }
   }
-  await producer.disconnect()
-  await platformaticRaw?.close()
-  await Env.deleteTopics(admin, topics)
-  await admin.disconnect()
+  await close()
   const summary = Object.fromEntries(
     [...runs].map(([side, rs]) => [
       side,
