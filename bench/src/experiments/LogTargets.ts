@@ -13,6 +13,7 @@
  *     p99 of every rep's events pooled.
  *     `--process-per-run`: every side's every run in a fresh node process (a 1-second warm-up of
  *     its own first), so no run inherits another's heap, JIT state or live clients.
+ *     `--writer-thread`: the log sides' writer on a worker thread (logWriterThread.ts).
  *     `--batch N`: the relay's `batchSize` (default 100; `default`: the library's, 500).
  *     `--synchronous-commit on`: the writers commit with synchronous_commit = on (the private
  *     cluster runs `off`: a commit becomes decodable only when the WAL writer flushes it, every
@@ -27,6 +28,7 @@
 import { execFile } from "node:child_process"
 import { loadavg } from "node:os"
 import { promisify } from "node:util"
+import { Worker } from "node:worker_threads"
 import * as LogRelay from "@effect-outbox/core/LogRelay"
 import * as Effect from "effect/Effect"
 import * as SqlClient from "effect/sql/SqlClient"
@@ -66,6 +68,32 @@ const latencyTopic = async (admin: import("kafkajs").Admin) => {
 const percentiles = (from: Map<string, number>, appended: Map<string, number>) => {
   const lat = [...from].map(([id, at]) => appended.get(id)! - at)
   return { p50: quantile(lat, 0.5), p99: quantile(lat, 0.99), lat }
+}
+
+/** `Env.commitAtRate` on `logWriterThread.ts`: each event's commit time, by id. */
+const commitOnWorker = async (data: {
+  readonly slot: string
+  readonly topic: string
+  readonly rate: number
+  readonly seconds: number
+  readonly synchronousCommit: "on" | "off" | undefined
+}): Promise<Map<string, number>> => {
+  const writer = new Worker(new URL("./logWriterThread.ts", import.meta.url), { workerData: data })
+  const committed = new Map<string, number>()
+  try {
+    await new Promise((resolve) => writer.once("message", resolve))
+    await new Promise<void>((resolve, reject) => {
+      writer.on("error", reject)
+      writer.on("message", (m: Partial<Env.Committed> & { done?: boolean }) => {
+        for (const id of m.ids ?? []) committed.set(id, m.committedAt!)
+        if (m.done === true) resolve()
+      })
+      writer.postMessage("start")
+    })
+    return committed
+  } finally {
+    await writer.terminate()
+  }
 }
 
 /**
@@ -113,9 +141,13 @@ const latency = async () => {
       await stack.runtime.runPromise(LogStack.enqueue(topic, 0, 1))
       while ((await Env.topicRecords(admin, topic)) < 1) await Env.sleep(5)
       // Every 10 ms, the events that arrived since are committed in one transaction (scenario 2).
-      const committed = await Env.commitAtRate(rate, secs, (from, n) =>
-        stack.runtime.runPromise(LogStack.enqueueCommitted(topic, from, n))
-      )
+      // `--writer-thread`: the writer on a worker thread (its own event loop and heap), as a service whose
+      // relay runs in another process would have it.
+      const committed = process.argv.includes("--writer-thread")
+        ? await commitOnWorker({ slot: stack.slot, topic, rate, seconds: secs, synchronousCommit: syncCommit })
+        : await Env.commitAtRate(rate, secs, (from, n) =>
+            stack.runtime.runPromise(LogStack.enqueueCommitted(topic, from, n))
+          )
       const appended = await Raw.readTimestamps(k, topic, committed.size + 1)
       stack.runtime.runFork(LogStack.interrupt(relay))
       return percentiles(committed, appended)
