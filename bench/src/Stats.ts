@@ -18,6 +18,10 @@ export const median = (values: ReadonlyArray<number>): number => quantile(values
 export const maximum = (values: ReadonlyArray<number>): number =>
   values.length === 0 ? Number.NaN : values.reduce((a, b) => Math.max(a, b))
 
+/** The smallest value; NaN for an empty input (a loop, as `maximum`). */
+export const minimum = (values: ReadonlyArray<number>): number =>
+  values.length === 0 ? Number.NaN : values.reduce((a, b) => Math.min(a, b))
+
 /** Median with the full range of the repetitions: what a reader needs to judge noise. */
 export interface Spread {
   readonly median: number
@@ -28,8 +32,8 @@ export interface Spread {
 
 export const spread = (values: ReadonlyArray<number>): Spread => ({
   median: median(values),
-  min: values.length === 0 ? Number.NaN : Math.min(...values),
-  max: values.length === 0 ? Number.NaN : Math.max(...values),
+  min: minimum(values),
+  max: maximum(values),
   n: values.length
 })
 

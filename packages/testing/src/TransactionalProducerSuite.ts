@@ -113,14 +113,12 @@ const committed = (groupId: string, topic: string) =>
  * returned, so a read right after may still see the offsets before it.
  */
 const committedAs = (groupId: string, topic: string, expected: Record<number, string>) =>
-  Effect.gen(function* () {
-    let seen = yield* committed(groupId, topic)
-    for (let i = 0; i < 100 && JSON.stringify(seen) !== JSON.stringify(expected); i++) {
-      yield* Effect.sleep("100 millis")
-      seen = yield* committed(groupId, topic)
-    }
-    return seen
-  })
+  eventually(
+    committed(groupId, topic),
+    (seen) => JSON.stringify(seen) === JSON.stringify(expected),
+    `the offsets of ${groupId} on ${topic} became readable`,
+    10_000
+  ).pipe(Effect.catch(() => committed(groupId, topic)))
 
 const record = (topic: string, payload: string, partition: number | null = 0, key: string | null = null) =>
   Effect.map(publishRequest(topic, { partition, key, payload: bytes(payload) }), (r): PublishRequest => r)
