@@ -120,9 +120,13 @@ const latency = async () => {
   const syncCommit = syncArg === -1 ? undefined : (process.argv[syncArg + 1] as "on" | "off")
   const k = Env.kafka()
   const admin = k.admin()
-  const producer = Env.rawProducer(k)
+  // A child of `--process-per-run` runs one side: the raw kafkajs producer is opened only for the
+  // raw side's child, so a log side's process holds no idle client the other sides do not.
+  const only = process.argv.indexOf("--only-side")
+  const opens = (side: string) => only === -1 || process.argv[only + 1] === side
+  const producer = opens("raw") ? Env.rawProducer(k) : undefined
   await admin.connect()
-  await producer.connect()
+  await producer?.connect()
   const topics: Array<string> = []
   // poll undefined: the streaming transport (no poll); else the SQL transport polling every `poll` ms.
   const logRun = async (
@@ -156,12 +160,8 @@ const latency = async () => {
     }
   }
   // `--raw-platformatic`: also raw @platformatic/kafka at the same rate, the platformatic relay's own client.
-  // (A child of `--process-per-run` opens it only for its own side.)
-  const only = process.argv.indexOf("--only-side")
   const platformaticRaw =
-    process.argv.includes("--raw-platformatic") && (only === -1 || process.argv[only + 1] === "raw platformatic")
-      ? PlatformaticRaw.producer()
-      : undefined
+    process.argv.includes("--raw-platformatic") && opens("raw platformatic") ? PlatformaticRaw.producer() : undefined
   const rawPlatformaticRun = async (secs = seconds) => {
     const topic = await latencyTopic(admin)
     topics.push(topic)
@@ -173,8 +173,8 @@ const latency = async () => {
     const topic = await latencyTopic(admin)
     topics.push(topic)
     // The same warm-up as the log side: one record on the fresh topic before the clock starts.
-    await producer.send({ topic, acks: -1, messages: [{ key: "warm-up", value: "warm-up" }] })
-    const arrivals = await Raw.produceAtRate(producer, topic, rate, secs)
+    await producer!.send({ topic, acks: -1, messages: [{ key: "warm-up", value: "warm-up" }] })
+    const arrivals = await Raw.produceAtRate(producer!, topic, rate, secs)
     return percentiles(arrivals, await Raw.readTimestamps(k, topic, arrivals.size))
   }
   // `--per-partition`: also the stream relay whose publisher sends one request per partition;
@@ -203,7 +203,7 @@ const latency = async () => {
           ? logRun(undefined, secs, clients[side as keyof typeof clients] ?? "kafkajs")
           : logRun(Number(side.split(" ")[3]), secs)
   const close = async () => {
-    await producer.disconnect()
+    await producer?.disconnect()
     await platformaticRaw?.close()
     await Env.deleteTopics(admin, topics)
     await admin.disconnect()
