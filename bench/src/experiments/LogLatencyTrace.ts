@@ -16,7 +16,6 @@
  * Findings: docs/performance.md, "The commit → publish tail, traced".
  */
 import { monitorEventLoopDelay, PerformanceObserver } from "node:perf_hooks"
-import { Worker } from "node:worker_threads"
 import * as LogRelay from "@effect-outbox/core/LogRelay"
 import { LogSource } from "@effect-outbox/core/LogSource"
 import { Publisher } from "@effect-outbox/core/Publisher"
@@ -28,6 +27,7 @@ import * as Env from "../Env.ts"
 import * as Raw from "../Raw.ts"
 import { maximum, quantile } from "../Stats.ts"
 import * as LogStack from "./logStack.ts"
+import * as WriterThread from "./writerThread.ts"
 
 const arg = (name: string, fallback: string) => {
   const i = process.argv.indexOf(`--${name}`)
@@ -220,11 +220,8 @@ const main = async () => {
     // `--writer-thread`: the writer on a worker thread (its own heap and GC), as a relay in a
     // process of its own sees it; otherwise in the relay's process.
     const writer = process.argv.includes("--writer-thread")
-      ? new Worker(new URL("./logWriterThread.ts", import.meta.url), {
-          workerData: { slot: stack.slot, topic, rate, seconds, synchronousCommit: syncCommit }
-        })
+      ? await WriterThread.open({ slot: stack.slot, topic, rate, seconds, synchronousCommit: syncCommit })
       : undefined
-    if (writer !== undefined) await new Promise((resolve) => writer.once("message", resolve))
     stamps.clear()
     monitor.begin()
     const started = Date.now()
@@ -233,13 +230,7 @@ const main = async () => {
       for (const id of ids) stamp(id, "committed", committedAt)
     }
     if (writer !== undefined) {
-      await new Promise<void>((resolve) => {
-        writer.on("message", (m: Partial<Env.Committed> & { done?: boolean }) => {
-          if (m.ids !== undefined) stampCommitted(m as Env.Committed)
-          if (m.done === true) resolve()
-        })
-        writer.postMessage("start")
-      })
+      await writer.run(stampCommitted).finally(writer.close)
     } else {
       await Env.commitAtRate(
         rate,

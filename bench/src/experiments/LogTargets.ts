@@ -28,7 +28,6 @@
 import { execFile } from "node:child_process"
 import { loadavg } from "node:os"
 import { promisify } from "node:util"
-import { Worker } from "node:worker_threads"
 import * as LogRelay from "@effect-outbox/core/LogRelay"
 import * as Effect from "effect/Effect"
 import * as SqlClient from "effect/sql/SqlClient"
@@ -38,6 +37,7 @@ import * as Raw from "../Raw.ts"
 import { median, quantile } from "../Stats.ts"
 import * as LogStack from "./logStack.ts"
 import * as PlatformaticRaw from "./platformaticRaw.ts"
+import * as WriterThread from "./writerThread.ts"
 
 const arg = (name: string, fallback: number) => {
   const i = process.argv.indexOf(`--${name}`)
@@ -71,28 +71,16 @@ const percentiles = (from: Map<string, number>, appended: Map<string, number>) =
 }
 
 /** `Env.commitAtRate` on `logWriterThread.ts`: each event's commit time, by id. */
-const commitOnWorker = async (data: {
-  readonly slot: string
-  readonly topic: string
-  readonly rate: number
-  readonly seconds: number
-  readonly synchronousCommit: "on" | "off" | undefined
-}): Promise<Map<string, number>> => {
-  const writer = new Worker(new URL("./logWriterThread.ts", import.meta.url), { workerData: data })
+const commitOnWorker = async (data: WriterThread.Data): Promise<Map<string, number>> => {
+  const writer = await WriterThread.open(data)
   const committed = new Map<string, number>()
   try {
-    await new Promise((resolve) => writer.once("message", resolve))
-    await new Promise<void>((resolve, reject) => {
-      writer.on("error", reject)
-      writer.on("message", (m: Partial<Env.Committed> & { done?: boolean }) => {
-        for (const id of m.ids ?? []) committed.set(id, m.committedAt!)
-        if (m.done === true) resolve()
-      })
-      writer.postMessage("start")
+    await writer.run(({ ids, committedAt }) => {
+      for (const id of ids) committed.set(id, committedAt)
     })
     return committed
   } finally {
-    await writer.terminate()
+    await writer.close()
   }
 }
 
