@@ -198,9 +198,11 @@ export interface BatchProfile {
   claim: number
   publish: number
   mark: number
+  /** `performance.now()` when the last batch's mark returned (0: none yet). */
+  lastMarkAt: number
 }
 
-export const emptyProfile = (): BatchProfile => ({ batches: 0, claim: 0, publish: 0, mark: 0 })
+export const emptyProfile = (): BatchProfile => ({ batches: 0, claim: 0, publish: 0, mark: 0, lastMarkAt: 0 })
 
 /**
  * Relay hooks that time each batch: claim = previous mark (or start) → after claim; publish =
@@ -218,6 +220,7 @@ const profilingHooks = (profile: BatchProfile): Relay.HooksShape => {
         else {
           profile.mark += now - last
           profile.batches++
+          profile.lastMarkAt = now
         }
         last = now
       })
