@@ -5,10 +5,13 @@
  *                          [--messages N] [--churn-seconds N] [--only 1,2,3,4,5]
  *                          [--kafka kafkajs|platformatic]
  *
- * Writes bench/results.json and bench/results.md and prints the table. See docs/performance.md.
+ * Writes bench/results.json and bench/results.md (the committed record of the last full run) and
+ * prints the table; a `--quick` or `--only` run writes them under bench/results/ (untracked), so a
+ * partial run never replaces the full one. See docs/performance.md.
  * `--kafka platformatic` puts the relays' publisher on @platformatic/kafka (the baselines and the
  * scenario 4 consumer stay kafkajs); both adapters side by side: experiments/KafkaAdapters.ts.
  */
+import { mkdirSync } from "node:fs"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { parseArgs } from "node:util"
@@ -76,10 +79,15 @@ const main = async () => {
   if (only.has("3")) await WritePath.run({ reps: settings.reps, seconds: settings.seconds, clients: [1, 4, 16] })
   if (only.has("4")) await Consumer.run({ reps: settings.reps, messages: settings.messages })
   if (only.has("5")) await Churn.run({ seconds: settings.churnSeconds, rate: rate / 2 })
-  const out = join(dirname(fileURLToPath(import.meta.url)), "..")
+  // Only a full run (every scenario, full settings) replaces the committed record.
+  const full = !quick && ["1", "2", "3", "4", "5"].every((scenario) => only.has(scenario))
+  const bench = join(dirname(fileURLToPath(import.meta.url)), "..")
+  const out = full ? bench : join(bench, "results")
+  mkdirSync(out, { recursive: true })
   const md = Report.write(out, { ...settings, maxRate: rate, minutes: (Date.now() - started) / 60_000 })
+  const where = full ? "bench" : "bench/results"
   console.log(
-    `\n${md}\n\nwritten: bench/results.json, bench/results.md (${((Date.now() - started) / 60_000).toFixed(1)} min)`
+    `\n${md}\n\nwritten: ${where}/results.json, ${where}/results.md (${((Date.now() - started) / 60_000).toFixed(1)} min)`
   )
   process.exit(0)
 }
