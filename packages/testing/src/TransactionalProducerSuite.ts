@@ -108,17 +108,20 @@ const committed = (groupId: string, topic: string) =>
   })
 
 /**
- * The group's committed offsets once they are `expected` (or as they are after 10 s): Kafka makes a
- * transaction's offsets readable when its commit markers are written, a moment after the commit
- * returned, so a read right after may still see the offsets before it.
+ * Asserts the group's committed offsets on `topic` are `expected`, waiting up to 10 s for them:
+ * Kafka makes a transaction's offsets readable when its commit markers are written, a moment after
+ * the commit returned, so a read right after may still see the offsets before it.
  */
-const committedAs = (groupId: string, topic: string, expected: Record<number, string>) =>
-  eventually(
-    committed(groupId, topic),
-    (seen) => JSON.stringify(seen) === JSON.stringify(expected),
-    `the offsets of ${groupId} on ${topic} became readable`,
-    10_000
-  ).pipe(Effect.catch(() => committed(groupId, topic)))
+const assertCommitted = (groupId: string, topic: string, expected: Record<number, string>) =>
+  Effect.gen(function* () {
+    const seen = yield* eventually(
+      committed(groupId, topic),
+      (offsets) => JSON.stringify(offsets) === JSON.stringify(expected),
+      `the offsets of ${groupId} on ${topic} became readable`,
+      10_000
+    ).pipe(Effect.catch(() => committed(groupId, topic)))
+    assert.deepStrictEqual(seen, expected)
+  })
 
 const record = (topic: string, payload: string, partition: number | null = 0, key: string | null = null) =>
   Effect.map(publishRequest(topic, { partition, key, payload: bytes(payload) }), (r): PublishRequest => r)
@@ -146,7 +149,7 @@ const onlyTheFollowUp = (output: string, input: string, groupId: string) =>
       offsets: [{ topic: input, partition: 0, offset: "2" }]
     })
     assert.deepStrictEqual(yield* payloads(output, 1), ["after"])
-    assert.deepStrictEqual(yield* committedAs(groupId, input, { 0: "2" }), { 0: "2" })
+    yield* assertCommitted(groupId, input, { 0: "2" })
   })
 
 const commitsRecordsAndOffsets: Case = {
@@ -192,7 +195,7 @@ const commitsRecordsAndOffsets: Case = {
         assert.strictEqual(found!.headers["event-id"], request.id)
         assert.strictEqual(found!.key, request.key)
       })
-      assert.deepStrictEqual(yield* committedAs(groupId, input, { 0: "7", 1: "3" }), { 0: "7", 1: "3" })
+      yield* assertCommitted(groupId, input, { 0: "7", 1: "3" })
     })
 }
 
@@ -215,7 +218,7 @@ const successiveTransactions: Case = {
       }
       assert.isTrue(offsets[0]! < offsets[1]! && offsets[1]! < offsets[2]!, `offsets ${offsets.join(",")}`)
       assert.deepStrictEqual(yield* payloads(output, 3), ["r1", "r2", "r3"])
-      assert.deepStrictEqual(yield* committedAs(groupId, input, { 0: "3" }), { 0: "3" })
+      yield* assertCommitted(groupId, input, { 0: "3" })
     })
 }
 
@@ -234,7 +237,7 @@ const offsetsAlone: Case = {
         offsets: [{ topic: input, partition: 0, offset: "4" }]
       })
       assert.deepStrictEqual(receipts, [])
-      assert.deepStrictEqual(yield* committedAs(groupId, input, { 0: "4" }), { 0: "4" })
+      yield* assertCommitted(groupId, input, { 0: "4" })
     })
 }
 
@@ -324,7 +327,7 @@ const newerProducerFences: Case = {
       assert.isFalse(error.retriable, error.message)
       yield* newer.commit({ groupId, records: [yield* record(output, "newest")], offsets: offsets("4") })
       assert.deepStrictEqual(yield* payloads(output, 3), ["new", "newest", "old"])
-      assert.deepStrictEqual(yield* committedAs(groupId, input, { 0: "4" }), { 0: "4" })
+      yield* assertCommitted(groupId, input, { 0: "4" })
     })
 }
 
