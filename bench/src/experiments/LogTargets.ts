@@ -48,7 +48,7 @@ const list = (name: string, fallback: string) => {
   return (i === -1 ? fallback : process.argv[i + 1]!).split(",").map(Number)
 }
 const reps = arg("reps", 3)
-const run = promisify(execFile)
+const execChild = promisify(execFile)
 // `--batch N`: the relay's `batchSize` in the latency runs (default 100; `--batch default`: the library's).
 const batchArg = process.argv.indexOf("--batch")
 const relayBatch: LogRelay.Settings =
@@ -90,7 +90,7 @@ const commitOnWorker = async (data: WriterThread.Data): Promise<Map<string, numb
  */
 const inChild = async (side: string): Promise<{ p50: number; p99: number; lat: Array<number> }> => {
   const args = process.argv.slice(2).filter((a) => a !== "--process-per-run")
-  const { stdout } = await run(
+  const { stdout } = await execChild(
     process.execPath,
     [...process.execArgv, process.argv[1]!, ...args, "--only-side", side],
     {
