@@ -200,9 +200,11 @@ export interface BatchProfile {
   mark: number
   /** `performance.now()` when the last batch's mark returned (0: none yet). */
   lastMarkAt: number
+  /** Rows of the batches whose mark returned. */
+  rows: number
 }
 
-export const emptyProfile = (): BatchProfile => ({ batches: 0, claim: 0, publish: 0, mark: 0, lastMarkAt: 0 })
+export const emptyProfile = (): BatchProfile => ({ batches: 0, claim: 0, publish: 0, mark: 0, lastMarkAt: 0, rows: 0 })
 
 /**
  * Relay hooks that time each batch: claim = previous mark (or start) → after claim; publish =
@@ -212,7 +214,7 @@ export const emptyProfile = (): BatchProfile => ({ batches: 0, claim: 0, publish
 const profilingHooks = (profile: BatchProfile): Relay.HooksShape => {
   let last = performance.now()
   return {
-    at: (point) =>
+    at: (point, _owner, rows) =>
       Effect.sync(() => {
         const now = performance.now()
         if (point === "afterClaim") profile.claim += now - last
@@ -220,6 +222,7 @@ const profilingHooks = (profile: BatchProfile): Relay.HooksShape => {
         else {
           profile.mark += now - last
           profile.batches++
+          profile.rows += rows.length
           profile.lastMarkAt = now
         }
         last = now

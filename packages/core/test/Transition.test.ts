@@ -239,6 +239,47 @@ describe("Transition, the one transition helper (R2.7)", () => {
     )
   )
 
+  it.effect("a batch counts each row under its own from/to/outcome, one per row", () =>
+    Effect.gen(function* () {
+      const world = yield* makeWorld()
+      yield* Effect.gen(function* () {
+        const ids = yield* Outbox.enqueue([draft("a", 1), draft("b", 2), draft("c", 3)])
+        yield* Transition.claim({ owner: "relay-1", limit: 10, maxPerKey: 10, leaseMillis: 1_000 })
+        yield* Transition.markPublished([{ id: ids[0]!, receipt }])
+        const count = (outcome: string) =>
+          Effect.map(
+            Metric.value(
+              Metric.withAttributes(Telemetry.transitions, { from: "DISPATCHING", to: "PUBLISHED", outcome })
+            ),
+            (state) => state.count
+          )
+        const applied = yield* count("applied")
+        const rejected = yield* count("rejected")
+        // One row already PUBLISHED (so rejected), two DISPATCHING: counted 1 and 2 under their outcomes.
+        const outcomes = yield* Transition.markPublished(ids.map((id) => ({ id, receipt })))
+        assert.deepStrictEqual(
+          outcomes.map((o) => o.outcome),
+          ["rejected", "applied", "applied"]
+        )
+        assert.strictEqual(yield* count("applied"), applied + 2)
+        assert.strictEqual(yield* count("rejected"), rejected + 1)
+      }).pipe(Effect.provide(world.layer))
+    })
+  )
+
+  it.effect("at the default log level a batch writes no per-row line", () =>
+    withDispatching((id) =>
+      Effect.gen(function* () {
+        const lines: Array<string> = []
+        const capture = Logger.make((options) => {
+          lines.push(String((options.message as ReadonlyArray<unknown>)[0]))
+        })
+        yield* Transition.markPublished([{ id, receipt }]).pipe(Effect.provide(Logger.layer([capture])))
+        assert.deepStrictEqual(lines, [])
+      })
+    )
+  )
+
   it.effect("every transition writes a log line (at Debug) naming the row and the move", () =>
     withDispatching((id) =>
       Effect.gen(function* () {
