@@ -249,6 +249,26 @@ const gauges = (exec: Exec, slot: string): Effect.Effect<LogGauges, LogSourceErr
 // 53400: max_replication_slots reached; 42710: the copy's name is taken (not ours to drop).
 const NO_READER = new Set(["53400", "42710"])
 
+// The lease lock's two keys as pg_locks shows them (classid, objid: the int4 keys as oids).
+const asLockOid = (key: string) => `((hashtext(${key})::int8 + 4294967296) % 4294967296)::oid`
+
+/**
+ * Whether some session holds the slot's lease now: a walsender streams the slot, or a session
+ * (the SQL transport's) holds the lease lock of this database.
+ */
+const leaseHeld = (exec: Exec, slot: string): Effect.Effect<boolean, LogSourceError> =>
+  exec(
+    `SELECT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = $1 AND active)
+         OR EXISTS (SELECT 1 FROM pg_locks
+                     WHERE locktype = 'advisory' AND granted AND objsubid = 2
+                       AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+                       AND classid = ${asLockOid("'effect-outbox-log'")} AND objid = ${asLockOid("$1")}) AS held`,
+    [slot]
+  ).pipe(
+    Effect.map((rows) => (rows[0] as { held?: unknown } | undefined)?.held === true),
+    Effect.mapError(logError("log.acquire"))
+  )
+
 const poolExec =
   (sql: SqlClient.SqlClient): Exec =>
   (text, params) =>
@@ -308,7 +328,8 @@ export const make = (options: Options = {}) =>
           readAhead: options.readAhead === true,
           statusInterval: LogStream.defaultStatusInterval,
           gauges: gauges(pool, slot),
-          ensure: ensure(pool, slot).pipe(Effect.mapError(logError("log.acquire")))
+          ensure: ensure(pool, slot).pipe(Effect.mapError(logError("log.acquire"))),
+          held: leaseHeld(pool, slot)
         })
       })
     }

@@ -100,6 +100,39 @@ describe("PgLogSource streaming transport", () => {
       assert.deepStrictEqual((yield* lease.read(100)).entries, [])
     }))
 
+  test("a standby's try while the lease is held opens no replication connection: it asks the pool first", (slot) =>
+    Effect.gen(function* () {
+      const source = yield* LogSource
+      // A standby whose replication connection could never open (nothing listens on port 1):
+      // its acquire fails with a connection error whenever it tries to connect.
+      const standby = yield* PgLogSource.make({
+        slot,
+        prefix: slot,
+        replicationUrl: "postgres://postgres@127.0.0.1:1/postgres"
+      })
+      const holderScope = yield* Scope.make()
+      Option.getOrThrow(yield* source.acquire.pipe(Scope.provide(holderScope)))
+      assert.isTrue(Option.isNone(yield* Effect.scoped(standby.acquire)), "held by a walsender: None, not connecting")
+      yield* Scope.close(holderScope, Exit.void)
+      // The SQL transport's holder (the lease lock, no walsender) is seen too.
+      const locked = yield* Effect.scoped(
+        Effect.gen(function* () {
+          const sqlSource = yield* PgLogSource.make({ slot, prefix: slot, transport: "sql" })
+          const lease = yield* waitFor(sqlSource.acquire, Option.isSome, "the SQL transport to take the lease")
+          assert.isTrue(Option.isSome(lease))
+          return yield* Effect.scoped(standby.acquire)
+        })
+      )
+      assert.isTrue(Option.isNone(locked), "held by the lease lock: None, not connecting")
+      // Free: the standby tries to connect (and here fails, its connection refused).
+      const error = yield* waitFor(
+        Effect.flip(Effect.scoped(standby.acquire)).pipe(Effect.option),
+        Option.isSome,
+        "the standby to try a connection"
+      )
+      assert.include(Option.getOrThrow(error).message.toLowerCase(), "connect")
+    }))
+
   test("a second acquire gets None while a walsender holds the slot; when the holder's walsender is terminated its reads fail (retriable) and a standby takes the slot", (slot) =>
     Effect.gen(function* () {
       const source = yield* LogSource

@@ -38,6 +38,8 @@ export interface Config {
   readonly gauges: LogLease["gauges"]
   /** Creates the slot and publication when missing (over the pool), once the lock is held. */
   readonly ensure: Effect.Effect<void, LogSourceError>
+  /** Whether another session holds the lease now (over the pool), asked before connecting. */
+  readonly held: Effect.Effect<boolean, LogSourceError>
 }
 
 interface Transaction {
@@ -129,6 +131,10 @@ const startReplication = (client: pg.Client, text: string, onEnd: (error: unknow
 export const acquire = (config: Config): Effect.Effect<Option.Option<LogLease>, LogSourceError, Scope.Scope> =>
   Effect.gen(function* () {
     const { slot } = config
+    // A standby asks the pool first: while the lease is held, a try costs one pooled query
+    // instead of a new replication connection (a backend and a walsender, every retry interval).
+    // Only a shortcut: a lease taken after this answer is still refused below.
+    if (yield* config.held) return Option.none<LogLease>()
     const client = yield* connect(config)
     // Replication connections take the simple query protocol only: no parameters. The slot name
     // is checked against [a-z0-9_] before it gets here.
