@@ -10,6 +10,7 @@
  */
 
 import { LogRecordError } from "./Errors.ts"
+import * as Bytes from "./internal/bytes/blocks.ts"
 import type { EventId, Headers } from "./OutboxMessage.ts"
 
 /**
@@ -43,12 +44,26 @@ const VERSION = 1
 const encoder = new TextEncoder()
 const decoder = new TextDecoder()
 
+// The metadata's UTF-8 is written here first (no array per call), then copied after the header.
+let scratch = new Uint8Array(1024)
+
+const utf8Into = (text: string): number => {
+  for (;;) {
+    const { read, written } = encoder.encodeInto(text, scratch)
+    if (read === text.length) return written
+    scratch = new Uint8Array(Math.max(scratch.length * 2, text.length * 3))
+  }
+}
+
 /**
+ * The bytes are a view into a shared block (`internal/bytes/blocks.ts`): read them through
+ * `byteOffset`, as every `Uint8Array` consumer must.
+ *
  * @since 0.3.0
  * @category codec
  */
 export const encode = (message: LogMessage): Uint8Array => {
-  const meta = encoder.encode(
+  const metaLength = utf8Into(
     JSON.stringify({
       id: message.id,
       topic: message.topic,
@@ -58,12 +73,14 @@ export const encode = (message: LogMessage): Uint8Array => {
       createdAt: message.createdAt
     })
   )
-  const out = new Uint8Array(5 + meta.byteLength + message.payload.byteLength)
-  const view = new DataView(out.buffer)
-  view.setUint8(0, VERSION)
-  view.setUint32(1, meta.byteLength)
-  out.set(meta, 5)
-  out.set(message.payload, 5 + meta.byteLength)
+  const out = Bytes.alloc(5 + metaLength + message.payload.byteLength)
+  out[0] = VERSION
+  out[1] = metaLength >>> 24
+  out[2] = (metaLength >>> 16) & 0xff
+  out[3] = (metaLength >>> 8) & 0xff
+  out[4] = metaLength & 0xff
+  out.set(scratch.subarray(0, metaLength), 5)
+  out.set(message.payload, 5 + metaLength)
   return out
 }
 
@@ -92,8 +109,8 @@ export const decode = (bytes: Uint8Array): LogMessage | LogRecordError => {
       partition: meta.partition ?? null,
       headers: meta.headers ?? {},
       createdAt: meta.createdAt,
-      // A copy: the driver's buffer may be reused.
-      payload: bytes.slice(5 + length)
+      // A copy (the driver's buffer may be reused), carved from a shared block.
+      payload: Bytes.copy(bytes.subarray(5 + length))
     }
   } catch (cause) {
     return new LogRecordError({ reason: `metadata is not JSON: ${String(cause)}` })
