@@ -20,21 +20,20 @@
  */
 
 import * as PgClient from "@effect/sql-pg/PgClient"
-import * as PgTypes from "@effect/sql-pg/PgTypes"
-import * as LogRecord from "@effect-outbox/core/LogRecord"
+import type * as LogRecord from "@effect-outbox/core/LogRecord"
 import { type LogGauges, type LogLease, LogSource, LogSourceError, type LogWindow } from "@effect-outbox/core/LogSource"
 import { LogWriter } from "@effect-outbox/core/LogWriter"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
-import * as Result from "effect/Result"
 import type * as Scope from "effect/Scope"
 import * as Semaphore from "effect/Semaphore"
 import * as SqlClient from "effect/sql/SqlClient"
 import type * as SqlConnection from "effect/sql/SqlConnection"
 import type { SqlError } from "effect/sql/SqlError"
 import { fromSqlError, sqlState } from "./internal/errors.ts"
+import * as LogEmit from "./internal/logEmit.ts"
 import * as LogReader from "./internal/logReader.ts"
 import * as LogStream from "./internal/logStream.ts"
 import * as Pgoutput from "./internal/pgoutput.ts"
@@ -416,22 +415,6 @@ export const layerWriter = (options: Options = {}): Layer.Layer<LogWriter, LogSo
       const { prefix } = yield* resolve(options)
       yield* ensureSlot(options)
       const sql = yield* SqlClient.SqlClient
-      return LogWriter.of({
-        emit: (messages) => {
-          if (messages.length === 0) return Effect.void
-          // The common case, one event per transaction: a plain call, no array to encode and unnest.
-          const statement =
-            messages.length === 1
-              ? sql`SELECT pg_logical_emit_message(true, ${prefix}, ${LogRecord.encode(messages[0]!)}::bytea) IS NOT NULL AS n`
-              : sql`SELECT count(pg_logical_emit_message(true, ${prefix}, c)) AS n FROM unnest(${Result.getOrThrow(
-                  PgTypes.array(messages.map(LogRecord.encode), PgTypes.OID.bytea)
-                )}::bytea[]) AS c`
-          return statement.pipe(
-            Effect.asVoid,
-            Effect.mapError(fromSqlError("log.emit")),
-            Effect.withSpan("pg.log.emit")
-          )
-        }
-      })
+      return LogWriter.of({ emit: LogEmit.emitter(sql, prefix) })
     })
   )
