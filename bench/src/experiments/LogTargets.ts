@@ -292,15 +292,7 @@ const write = async () => {
   const clients = list("clients", "1,4,16")
   const stack = LogStack.make(Math.max(...clients))
   const schema = Env.uniqueName("bench_logw").toLowerCase()
-  const table = `${schema}.orders`
-  await stack.runtime.runPromise(
-    Effect.gen(function* () {
-      const sql = yield* SqlClient.SqlClient
-      yield* sql.unsafe(`CREATE SCHEMA ${schema}`)
-      yield* sql.unsafe(`CREATE TABLE ${table} (id uuid PRIMARY KEY, user_id text NOT NULL, amount int NOT NULL,
-        created_at timestamptz NOT NULL DEFAULT now())`)
-    })
-  )
+  const table = await LogStack.createOrders(stack, schema)
   const tx = (i: number, withEvent: boolean) => Library.businessWriteTx(table, "bench-logw-unpublished", i, withEvent)
   const measure = async (n: number, withEvent: boolean) => {
     let count = 0

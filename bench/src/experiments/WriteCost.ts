@@ -40,7 +40,7 @@ type Variant = (typeof variants)[number]
 
 const stack = LogStack.make(clients)
 const schema = Env.uniqueName("bench_wcost").toLowerCase()
-const table = `${schema}.orders`
+const table = await LogStack.createOrders(stack, schema)
 const topic = "bench-write-cost"
 
 const tx = (variant: Variant, i: number) =>
@@ -89,14 +89,6 @@ const measure = async (variant: Variant, n: number, secs: number) => {
   }
 }
 
-await stack.runtime.runPromise(
-  Effect.gen(function* () {
-    const sql = yield* SqlClient.SqlClient
-    yield* sql.unsafe(`CREATE SCHEMA ${schema}`)
-    yield* sql.unsafe(`CREATE TABLE ${table} (id uuid PRIMARY KEY, user_id text NOT NULL, amount int NOT NULL,
-      created_at timestamptz NOT NULL DEFAULT now())`)
-  })
-)
 for (const v of variants) await measure(v, 4, 1) // warm-up
 const runs = new Map<Variant, Array<Awaited<ReturnType<typeof measure>>>>()
 console.log(`write cost: ${clients} clients, ${reps} reps of ${seconds} s; load average ${Cpu.loadAverage()}`)

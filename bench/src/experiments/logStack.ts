@@ -77,6 +77,20 @@ export type Stack = ReturnType<typeof make>
 /** Builds the layer (creates the slot): events enqueued after this are in it. */
 export const ready = Effect.void
 
+/** The write path's business table (`<schema>.orders`) in a schema of its own; its name. */
+export const createOrders = async (stack: Stack, schema: string): Promise<string> => {
+  const table = `${schema}.orders`
+  await stack.runtime.runPromise(
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      yield* sql.unsafe(`CREATE SCHEMA ${schema}`)
+      yield* sql.unsafe(`CREATE TABLE ${table} (id uuid PRIMARY KEY, user_id text NOT NULL, amount int NOT NULL,
+        created_at timestamptz NOT NULL DEFAULT now())`)
+    })
+  )
+  return table
+}
+
 /** `n` events (1 KB, keys over 1000 aggregates) in one transaction; their ids once committed. */
 export const enqueue = (topic: string, from: number, n: number) =>
   Effect.gen(function* () {

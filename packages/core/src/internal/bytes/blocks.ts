@@ -26,7 +26,7 @@ export const alloc = (size: number): Uint8Array => {
     used = 0
   }
   const bytes = block.subarray(used, used + size)
-  used += (size + 7) & ~7 // 8-byte aligned, so a view's DataView reads stay aligned
+  used += (size + 7) & ~7 // 8-byte aligned: a wider typed array over a view needs its offset so
   return bytes
 }
 
