@@ -33,6 +33,7 @@ import * as SqlClient from "effect/sql/SqlClient"
 import type * as SqlConnection from "effect/sql/SqlConnection"
 import type { SqlError } from "effect/sql/SqlError"
 import { fromSqlError, sqlState } from "./internal/errors.ts"
+import * as LeaseLock from "./internal/leaseLock.ts"
 import * as LogEmit from "./internal/logEmit.ts"
 import * as LogReader from "./internal/logReader.ts"
 import * as LogStream from "./internal/logStream.ts"
@@ -248,9 +249,6 @@ const gauges = (exec: Exec, slot: string): Effect.Effect<LogGauges, LogSourceErr
 // 53400: max_replication_slots reached; 42710: the copy's name is taken (not ours to drop).
 const NO_READER = new Set(["53400", "42710"])
 
-// The lease lock's two keys as pg_locks shows them (classid, objid: the int4 keys as oids).
-const asLockOid = (key: string) => `((hashtext(${key})::int8 + 4294967296) % 4294967296)::oid`
-
 /**
  * Whether some session holds the slot's lease now: a walsender streams the slot, or a session
  * (the SQL transport's) holds the lease lock of this database.
@@ -258,10 +256,7 @@ const asLockOid = (key: string) => `((hashtext(${key})::int8 + 4294967296) % 429
 const leaseHeld = (exec: Exec, slot: string): Effect.Effect<boolean, LogSourceError> =>
   exec(
     `SELECT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = $1 AND active)
-         OR EXISTS (SELECT 1 FROM pg_locks
-                     WHERE locktype = 'advisory' AND granted AND objsubid = 2
-                       AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-                       AND classid = ${asLockOid("'effect-outbox-log'")} AND objid = ${asLockOid("$1")}) AS held`,
+         OR ${LeaseLock.heldBySomeone("$1")} AS held`,
     [slot]
   ).pipe(
     Effect.map((rows) => (rows[0] as { held?: unknown } | undefined)?.held === true),
@@ -335,13 +330,9 @@ export const make = (options: Options = {}) =>
     const acquire = Effect.gen(function* () {
       const connection: SqlConnection.Connection = yield* sql.reserve
       const exec: Exec = (text, params) => connection.execute(text, params, undefined)
-      const [row] = yield* exec(`SELECT pg_try_advisory_lock(hashtext('effect-outbox-log'), hashtext($1)) AS ok`, [
-        slot
-      ])
+      const [row] = yield* exec(LeaseLock.tryLock("$1"), [slot])
       if (row?.ok !== true) return Option.none<LogLease>()
-      yield* Effect.addFinalizer(() =>
-        exec(`SELECT pg_advisory_unlock(hashtext('effect-outbox-log'), hashtext($1))`, [slot]).pipe(Effect.ignore)
-      )
+      yield* Effect.addFinalizer(() => exec(LeaseLock.unlock("$1"), [slot]).pipe(Effect.ignore))
       yield* ensure(exec, slot)
       return Option.some(yield* makeLease(exec, slot, prefix, options.readAhead !== false))
     }).pipe(Effect.mapError(logError("log.acquire")))

@@ -18,3 +18,15 @@ export const executor =
         ? sql.unsafe(text, params as Array<unknown>).withoutTransform
         : ambient[0].execute(text, params, undefined)
     })
+
+/**
+ * The span options of fixed statements, by text: a database client span with the statement's
+ * text, standing in for the effect/sql statement span the executor does not make.
+ */
+export const clientSpans = (texts: ReadonlyArray<string>) =>
+  new Map(
+    texts.map((text) => [
+      text,
+      { kind: "client" as const, attributes: { "db.system.name": "postgresql", "db.query.text": text } }
+    ])
+  )

@@ -6,7 +6,7 @@ import * as Effect from "effect/Effect"
 import type * as SqlClient from "effect/sql/SqlClient"
 import type { Tables } from "../PgTables.ts"
 import { fromSqlError } from "./errors.ts"
-import { executor } from "./fixedStatement.ts"
+import { clientSpans, executor } from "./fixedStatement.ts"
 import { ts, typedArray } from "./params.ts"
 
 const COLUMNS = "(id, topic, key, partition, headers, payload, status, available_at, created_at, updated_at)"
@@ -78,14 +78,7 @@ export const insert = (sql: SqlClient.SqlClient, t: Tables, notify: boolean) => 
     manyNotify: `WITH inserted AS (${target} ${UNNEST_ROWS} RETURNING 1)
       SELECT pg_notify($10::text, '') FROM (SELECT 1 FROM inserted LIMIT 1) AS one`
   }
-  // The span of the insert is a database client span with the statement's text, as effect/sql's
-  // statement spans are (it stands in for the statement span this path does not make).
-  const spanOptions = new Map(
-    Object.values(texts).map((text) => [
-      text,
-      { kind: "client" as const, attributes: { "db.system.name": "postgresql", "db.query.text": text } }
-    ])
-  )
+  const spanOptions = clientSpans(Object.values(texts))
   const execute = executor(sql)
   return (messages: ReadonlyArray<NewOutboxMessage>): Effect.Effect<InsertResult, OutboxStoreError> => {
     if (messages.length === 0) return Effect.succeed({ wakeUpQueued: false })

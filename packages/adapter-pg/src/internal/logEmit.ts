@@ -4,7 +4,7 @@ import * as LogRecord from "@effect-outbox/core/LogRecord"
 import * as Effect from "effect/Effect"
 import type * as SqlClient from "effect/sql/SqlClient"
 import { fromSqlError } from "./errors.ts"
-import { executor } from "./fixedStatement.ts"
+import { clientSpans, executor } from "./fixedStatement.ts"
 import { typedArray } from "./params.ts"
 
 const texts = {
@@ -13,14 +13,7 @@ const texts = {
   many: `SELECT count(pg_logical_emit_message(true, $1::text, c)) AS n FROM unnest($2::bytea[]) AS c`
 }
 
-// A database client span with the statement's text, standing in for the effect/sql statement
-// span this path does not make (as the claim engine's insert does).
-const spanOptions = new Map(
-  Object.values(texts).map((text) => [
-    text,
-    { kind: "client" as const, attributes: { "db.system.name": "postgresql", "db.query.text": text } }
-  ])
-)
+const spanOptions = clientSpans(Object.values(texts))
 
 /**
  * The log engine's write: the events as transactional logical messages (`prefix`) in the ambient

@@ -24,6 +24,7 @@ import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
 import pg from "pg"
+import * as LeaseLock from "./leaseLock.ts"
 import * as Pgoutput from "./pgoutput.ts"
 
 export interface Config {
@@ -138,10 +139,7 @@ export const acquire = (config: Config): Effect.Effect<Option.Option<LogLease>, 
     const client = yield* connect(config)
     // Replication connections take the simple query protocol only: no parameters. The slot name
     // is checked against [a-z0-9_] before it gets here.
-    const [lock] = yield* query(
-      client,
-      `SELECT pg_try_advisory_lock(hashtext('effect-outbox-log'), hashtext('${slot}')) AS ok`
-    )
+    const [lock] = yield* query(client, LeaseLock.tryLock(`'${slot}'`))
     if (lock?.ok !== true) return Option.none<LogLease>()
     yield* config.ensure
     const [row] = yield* query(
