@@ -258,10 +258,9 @@ export const startRelay = async (
 export const businessWriteTx = (table: string, topic: string, i: number, outbox: boolean) =>
   Effect.gen(function* () {
     const transactor = yield* Transactor
-    const sql = yield* SqlClient.SqlClient
     yield* transactor.withTransaction(
       Effect.gen(function* () {
-        yield* sql`INSERT INTO ${sql(table)} (id, user_id, amount) VALUES (${Env.newEventId()}, ${Env.keyOf(i)}, ${i % 997})`
+        yield* insertOrder(table, Env.newEventId(), i)
         if (outbox) yield* Outbox.enqueue(draft(topic, i))
       })
     )
@@ -285,7 +284,7 @@ export const handWriteTx = (table: string, topic: string, i: number) =>
     const id = Env.newEventIdV7()
     yield* sql.withTransaction(
       Effect.gen(function* () {
-        yield* sql`INSERT INTO ${sql(table)} (id, user_id, amount) VALUES (${Env.newEventId()}, ${Env.keyOf(i)}, ${i % 997})`
+        yield* insertOrder(table, Env.newEventId(), i)
         yield* sql`INSERT INTO ${sql.literal(t.message)}
           (id, topic, key, partition, headers, payload, status, available_at, created_at, updated_at)
           VALUES (${id}::uuid, ${topic}, ${Env.keyOf(i)}, NULL, ${JSON.stringify({ "event-id": id })}::jsonb,
@@ -309,7 +308,7 @@ export const storeWriteTx = (table: string, topic: string, i: number) =>
     const id = Env.newEventId()
     yield* sql.withTransaction(
       Effect.gen(function* () {
-        yield* sql`INSERT INTO ${sql(table)} (id, user_id, amount) VALUES (${Env.newEventId()}, ${Env.keyOf(i)}, ${i % 997})`
+        yield* insertOrder(table, Env.newEventId(), i)
         yield* store.insert([
           {
             id: id as never,
@@ -353,8 +352,8 @@ export const dropSchema = (stack: Stack): Promise<void> =>
     })
   )
 
-/** The order row a consumed event causes, keyed by its event id. */
-const insertOrder = (table: string, eventId: string, i: number) =>
+/** The business row of every write-path transaction (and the one a consumed event causes), by id. */
+export const insertOrder = (table: string, eventId: string, i: number) =>
   Effect.flatMap(
     Effect.service(SqlClient.SqlClient),
     (sql) => sql`INSERT INTO ${sql(table)} (id, user_id, amount) VALUES (${eventId}, ${Env.keyOf(i)}, ${i % 997})`

@@ -24,6 +24,7 @@ import * as Effect from "effect/Effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import * as Cpu from "../Cpu.ts"
 import * as Env from "../Env.ts"
+import * as Library from "../Library.ts"
 import { median } from "../Stats.ts"
 import * as LogStack from "./logStack.ts"
 
@@ -50,7 +51,7 @@ const tx = (variant: Variant, i: number) =>
     const writer = yield* LogWriter
     yield* transactor.withTransaction(
       Effect.gen(function* () {
-        yield* sql`INSERT INTO ${sql(table)} (id, user_id, amount) VALUES (${Env.newEventId()}, ${Env.keyOf(i)}, ${i % 997})`
+        yield* Library.insertOrder(table, Env.newEventId(), i)
         if (variant === "select1") yield* sql`SELECT 1 AS n`
         else if (variant === "emit") {
           const id = Env.newEventId() as EventId
@@ -65,7 +66,7 @@ const tx = (variant: Variant, i: number) =>
               createdAt: Date.now()
             }
           ])
-        } else if (variant === "enqueue") yield* Outbox.enqueue({ topic, key: Env.keyOf(i), payload: Env.payload(i) })
+        } else if (variant === "enqueue") yield* Outbox.enqueue(Library.draft(topic, i))
       })
     )
   })

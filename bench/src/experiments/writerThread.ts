@@ -22,7 +22,12 @@ export interface WriterThread {
 
 export const open = async (data: Data): Promise<WriterThread> => {
   const worker = new Worker(new URL("./logWriterThread.ts", import.meta.url), { workerData: data })
-  const failed = new Promise<never>((_, reject) => worker.once("error", reject))
+  // An uncaught failure fires "error"; a thread that ends without one (before "done") fails the run
+  // too, instead of leaving it waiting.
+  const failed = new Promise<never>((_, reject) => {
+    worker.once("error", reject)
+    worker.once("exit", (code) => reject(new Error(`the writer thread exited (code ${code}) before it was done`)))
+  })
   failed.catch(() => undefined)
   await Promise.race([new Promise((resolve) => worker.once("message", resolve)), failed])
   const run = (onCommitted: (committed: Env.Committed) => void) =>
