@@ -13,7 +13,7 @@
  * this process; the server's processes, including other work on the machine). Needs a
  * wal_level=logical PostgreSQL at LOGICAL_DATABASE_URL.
  *
- *   node bench/src/experiments/WriteCost.ts [--clients 16] [--reps 3] [--seconds 3]
+ *   node bench/src/experiments/WriteCost.ts [--clients 16] [--reps 3] [--seconds 3] [--variants plain,enqueue]
  */
 
 import { LogWriter } from "@effect-outbox/core/LogWriter"
@@ -36,8 +36,14 @@ const clients = arg("clients", 16)
 const reps = arg("reps", 3)
 const seconds = arg("seconds", 3)
 
-const variants = ["plain", "select1", "emit", "enqueue"] as const
-type Variant = (typeof variants)[number]
+const allVariants = ["plain", "select1", "emit", "enqueue"] as const
+type Variant = (typeof allVariants)[number]
+// `--variants enqueue,plain`: only these (e.g. one variant under `node --cpu-prof`).
+const variantsArg = process.argv.indexOf("--variants")
+const variants: ReadonlyArray<Variant> =
+  variantsArg < 0
+    ? allVariants
+    : allVariants.filter((v) => process.argv[variantsArg + 1]!.split(",").includes(v))
 
 const stack = LogStack.make(clients)
 const schema = Env.uniqueName("bench_wcost").toLowerCase()
@@ -103,7 +109,7 @@ for (let rep = 0; rep < reps; rep++) {
     )
   }
 }
-const plain = runs.get("plain")!
+const plain = runs.get("plain") ?? runs.get(variants[0]!)!
 for (const v of variants) {
   const r = runs.get(v)!
   const ratios = r.map((s, i) => s.tps / plain[i]!.tps)
