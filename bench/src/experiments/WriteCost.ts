@@ -41,9 +41,7 @@ type Variant = (typeof allVariants)[number]
 // `--variants enqueue,plain`: only these (e.g. one variant under `node --cpu-prof`).
 const variantsArg = process.argv.indexOf("--variants")
 const variants: ReadonlyArray<Variant> =
-  variantsArg < 0
-    ? allVariants
-    : allVariants.filter((v) => process.argv[variantsArg + 1]!.split(",").includes(v))
+  variantsArg < 0 ? allVariants : allVariants.filter((v) => process.argv[variantsArg + 1]!.split(",").includes(v))
 
 const stack = LogStack.make(clients)
 const schema = Env.uniqueName("bench_wcost").toLowerCase()

@@ -153,7 +153,9 @@ export const make = (options: PlatformaticPublisherOptions = {}) =>
           discard: true
         })
         return outcomes as ReadonlyArray<PublishOutcome>
-      }).pipe(Effect.withSpan("kafka.publish", { attributes: { records: requests.length } }))
+      }).pipe(
+        Effect.withSpan("kafka.publish", { attributes: { records: requests.length } }, { captureStackTrace: false })
+      )
 
     return Publisher.of({ publish })
   })

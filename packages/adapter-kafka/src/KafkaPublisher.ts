@@ -176,7 +176,9 @@ export const make = (options: KafkaPublisherOptions = {}) =>
           }
         )
         return outcomes as ReadonlyArray<PublishOutcome>
-      }).pipe(Effect.withSpan("kafka.publish", { attributes: { records: requests.length } }))
+      }).pipe(
+        Effect.withSpan("kafka.publish", { attributes: { records: requests.length } }, { captureStackTrace: false })
+      )
 
     return Publisher.of({ publish })
   })

@@ -204,7 +204,7 @@ const makeLease = (
             Effect.flatMap((rows) =>
               rows === undefined ? Effect.succeed(undefined) : toWindow(rows, prefix, maxEntries)
             ),
-            Effect.withSpan("pg.log.readAfter")
+            Effect.withSpan("pg.log.readAfter", undefined, { captureStackTrace: false })
           )
         : Effect.succeed(undefined)
     return {
@@ -218,14 +218,14 @@ const makeLease = (
         ).pipe(
           Effect.mapError(logError("log.read")),
           Effect.flatMap((rows) => toWindow(rows, prefix, maxEntries)),
-          Effect.withSpan("pg.log.read")
+          Effect.withSpan("pg.log.read", undefined, { captureStackTrace: false })
         ),
       readAfter,
       confirm: (upTo) =>
         run(exec(`SELECT (pg_replication_slot_advance($1, $2::pg_lsn)).end_lsn::text AS lsn`, [slot, upTo])).pipe(
           Effect.mapError(logError("log.confirm")),
           Effect.asVoid,
-          Effect.withSpan("pg.log.confirm")
+          Effect.withSpan("pg.log.confirm", undefined, { captureStackTrace: false })
         ),
       gauges: run(gauges(exec, slot))
     } satisfies LogLease

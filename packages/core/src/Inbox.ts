@@ -300,9 +300,11 @@ export class Inbox extends Context.Service<
         processBatch: <E, R>(entries: ReadonlyArray<Entry<E, R>>, options?: BatchOptions) =>
           batch(entries, options?.stopAtFailure ?? false).pipe(
             Effect.tap(countAll),
-            Effect.withSpan(Telemetry.spans.inboxProcessBatch, {
-              attributes: { "outbox.batch_size": entries.length }
-            })
+            Effect.withSpan(
+              Telemetry.spans.inboxProcessBatch,
+              { attributes: { "outbox.batch_size": entries.length } },
+              { captureStackTrace: false }
+            )
           )
       }
     })

@@ -262,11 +262,15 @@ const drain = (lease: LogLease, settings: Settings) =>
         }
         if (toSend.length === 0) return true
         const start = yield* Clock.currentTimeMillis
-        const outcomes = yield* publisher.publish(toSend.map(toRequest)).pipe(
-          Effect.withSpan(Telemetry.spans.publish, {
-            attributes: { "outbox.count": toSend.length, "outbox.engine": "log" }
-          })
-        )
+        const outcomes = yield* publisher
+          .publish(toSend.map(toRequest))
+          .pipe(
+            Effect.withSpan(
+              Telemetry.spans.publish,
+              { attributes: { "outbox.count": toSend.length, "outbox.engine": "log" } },
+              { captureStackTrace: false }
+            )
+          )
         yield* Metric.update(Telemetry.publishLatency, (yield* Clock.currentTimeMillis) - start)
         const failures = outcomes.filter(Result.isFailure)
         if (failures.length > 0) {

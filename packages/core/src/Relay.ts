@@ -369,7 +369,13 @@ const build = (s: Settings): Effect.Effect<Handle> =>
           yield* pipeline.wake
         }
         return result
-      }).pipe(Effect.withSpan(Telemetry.spans.relayBatch, { attributes: { "outbox.owner": owner } }))
+      }).pipe(
+        Effect.withSpan(
+          Telemetry.spans.relayBatch,
+          { attributes: { "outbox.owner": owner } },
+          { captureStackTrace: false }
+        )
+      )
 
     const relay: Relay = {
       owner,

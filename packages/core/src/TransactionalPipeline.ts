@@ -102,13 +102,17 @@ export const processBatch = <E, R>(
         })
       )
   }).pipe(
-    Effect.withSpan(Telemetry.spans.transactionalBatch, {
-      attributes: {
-        "outbox.topic": batch.topic,
-        "outbox.partition": batch.partition,
-        "outbox.records": batch.records.length
-      }
-    })
+    Effect.withSpan(
+      Telemetry.spans.transactionalBatch,
+      {
+        attributes: {
+          "outbox.topic": batch.topic,
+          "outbox.partition": batch.partition,
+          "outbox.records": batch.records.length
+        }
+      },
+      { captureStackTrace: false }
+    )
   )
 
 const defaultRetrySchedule: Schedule.Schedule<unknown, TransactionAbortedError> = Schedule.exponential(

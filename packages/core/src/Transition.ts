@@ -97,7 +97,13 @@ export const claim = (options: {
       )
     }
     return rows
-  }).pipe(Effect.withSpan(Telemetry.spans.claim, { attributes: { "outbox.owner": options.owner } }))
+  }).pipe(
+    Effect.withSpan(
+      Telemetry.spans.claim,
+      { attributes: { "outbox.owner": options.owner } },
+      { captureStackTrace: false }
+    )
+  )
 
 /**
  * A broker receipt for a dispatched row.

@@ -90,5 +90,9 @@ export const commit =
       }
     }).pipe(
       Effect.tapError((error) => Effect.logDebug(`kafka commit failed: ${describe(error)}`)),
-      Effect.withSpan("kafka.consumer.commit", { attributes: { groupId: options.groupId } })
+      Effect.withSpan(
+        "kafka.consumer.commit",
+        { attributes: { groupId: options.groupId } },
+        { captureStackTrace: false }
+      )
     )

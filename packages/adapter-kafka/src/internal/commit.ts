@@ -114,5 +114,9 @@ export const commit =
       accepted(state, commits)
     }).pipe(
       Effect.tapError((error) => Effect.logDebug(`kafka commit failed: ${describe(error)}`)),
-      Effect.withSpan("kafka.consumer.commit", { attributes: { groupId: options.groupId } })
+      Effect.withSpan(
+        "kafka.consumer.commit",
+        { attributes: { groupId: options.groupId } },
+        { captureStackTrace: false }
+      )
     )

@@ -53,11 +53,14 @@ export const fromSqlError =
     })
   }
 
+// A store call's stack trace would name this line; capturing it costs node CPU on every call.
+const noStackTrace = { captureStackTrace: false } as const
+
 /** Maps the SqlError channel of a database call and names its span. */
 export const run =
   (operation: string) =>
   <A, R>(effect: Effect.Effect<A, SqlError, R>) =>
-    effect.pipe(Effect.mapError(fromSqlError(operation)), Effect.withSpan(`pg.${operation}`))
+    effect.pipe(Effect.mapError(fromSqlError(operation)), Effect.withSpan(`pg.${operation}`, undefined, noStackTrace))
 
 export const invalid = (operation: string, reason: string): OutboxStoreError =>
   new OutboxStoreError({ operation, reason, retriable: false })

@@ -352,7 +352,7 @@ const leaseOf = (state: State): LogLease => {
       Effect.andThen(
         caughtUp(state, maxEntries),
         live(() => windowFrom(state, 0, maxEntries))
-      ).pipe(Effect.withSpan("pg.log.read")),
+      ).pipe(Effect.withSpan("pg.log.read", undefined, { captureStackTrace: false })),
     readAfter: state.config.readAhead
       ? (after, maxEntries) =>
           live(() => {
@@ -362,7 +362,10 @@ const leaseOf = (state: State): LogLease => {
             return windowFrom(state, from, maxEntries)
           })
       : undefined,
-    confirm: (upTo) => live(() => Effect.sync(() => confirmTo(state, upTo))).pipe(Effect.withSpan("pg.log.confirm")),
+    confirm: (upTo) =>
+      live(() => Effect.sync(() => confirmTo(state, upTo))).pipe(
+        Effect.withSpan("pg.log.confirm", undefined, { captureStackTrace: false })
+      ),
     awaitMore: (timeout) =>
       Effect.suspend(() => {
         const deadline = Date.now() + Duration.toMillis(Duration.fromInputUnsafe(timeout))

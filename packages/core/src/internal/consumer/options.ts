@@ -192,9 +192,17 @@ const handlerWork = <S extends Schema.Top, E, R>(
     Effect.catchDefect((defect) =>
       Effect.fail(new HandlerDefectError({ reason: DeadLetter.errorMessage(defect), cause: defect }))
     ),
-    Effect.withSpan(Telemetry.spans.consumerHandler, {
-      attributes: { "outbox.topic": record.topic, "outbox.partition": record.partition, "outbox.offset": record.offset }
-    }),
+    Effect.withSpan(
+      Telemetry.spans.consumerHandler,
+      {
+        attributes: {
+          "outbox.topic": record.topic,
+          "outbox.partition": record.partition,
+          "outbox.offset": record.offset
+        }
+      },
+      { captureStackTrace: false }
+    ),
     // Outermost, so the handler span itself is a child of the enqueueing span (R8.2) and the
     // handler's own spans are children of the handler span.
     Telemetry.withParentFromHeaders(record.headers)

@@ -228,9 +228,17 @@ export const runRecord = (
     yield* countRecord("dead_lettered")
     return "dead_lettered" as const
   }).pipe(
-    Effect.withSpan(Telemetry.spans.consumerRecord, {
-      attributes: { "outbox.topic": record.topic, "outbox.partition": record.partition, "outbox.offset": record.offset }
-    })
+    Effect.withSpan(
+      Telemetry.spans.consumerRecord,
+      {
+        attributes: {
+          "outbox.topic": record.topic,
+          "outbox.partition": record.partition,
+          "outbox.offset": record.offset
+        }
+      },
+      { captureStackTrace: false }
+    )
   )
 
 interface Tried {

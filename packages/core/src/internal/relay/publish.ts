@@ -98,4 +98,10 @@ export const publish = (
         )
       )
     })
-  }).pipe(Effect.withSpan(Telemetry.spans.publish, { attributes: { "outbox.batch_size": rows.length } }))
+  }).pipe(
+    Effect.withSpan(
+      Telemetry.spans.publish,
+      { attributes: { "outbox.batch_size": rows.length } },
+      { captureStackTrace: false }
+    )
+  )

@@ -45,9 +45,16 @@ export const write = (
         yield* record(moves, outcomes)
         return outcomes
       }).pipe(
-        Effect.withSpan(Telemetry.spans.transition, {
-          attributes: { "outbox.batch_size": moves.length, "outbox.to": [...new Set(moves.map((m) => m.to))].join(",") }
-        })
+        Effect.withSpan(
+          Telemetry.spans.transition,
+          {
+            attributes: {
+              "outbox.batch_size": moves.length,
+              "outbox.to": [...new Set(moves.map((m) => m.to))].join(",")
+            }
+          },
+          { captureStackTrace: false }
+        )
       )
 
 /**
