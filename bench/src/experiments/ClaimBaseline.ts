@@ -14,16 +14,15 @@
  *   node bench/src/experiments/ClaimBaseline.ts [--backlog 20000] [--reps 3]
  */
 import * as PgTables from "@effect-outbox/adapter-pg/PgTables"
+import * as Args from "../Args.ts"
 import * as Cpu from "../Cpu.ts"
 import * as Env from "../Env.ts"
 import * as Library from "../Library.ts"
 
-const arg = (name: string, fallback: number) => {
-  const i = process.argv.indexOf(`--${name}`)
-  return i < 0 ? fallback : Number(process.argv[i + 1])
-}
-const BACKLOG = arg("backlog", 20_000)
-const REPS = arg("reps", 3)
+const BACKLOG = Args.number("backlog", 20_000)
+const REPS = Args.number("reps", 3)
+// A relay that never finishes fails the run after this long instead of hanging it.
+const DRAIN_SECONDS = Args.number("drain-seconds", 300)
 const BATCH = 100
 
 const schema = Env.uniqueName("bench_claimbase")
@@ -111,8 +110,20 @@ const relayWith = (pipelineDepth?: number) => async (): Promise<Sample> => {
   // outbox, even every 250 ms, took PostgreSQL time (19 ms a count at 20,000 rows) from the relay
   // that the loops of `bare` and `fn` (which end when a claim comes back empty) never pay. The
   // table is asked once afterwards, to be sure nothing is left.
-  while (p.rows < BACKLOG) await Env.sleep(5)
-  while ((await Library.unpublished(stack)) > 0) await Env.sleep(250)
+  const deadline = performance.now() + DRAIN_SECONDS * 1000
+  const overdue = (what: string) => {
+    if (performance.now() > deadline) {
+      throw new Error(`the relay did not drain the backlog within ${DRAIN_SECONDS} s (${what}): see --drain-seconds`)
+    }
+  }
+  while (p.rows < BACKLOG) {
+    overdue(`${p.rows} of ${BACKLOG} rows marked`)
+    await Env.sleep(5)
+  }
+  for (let left = await Library.unpublished(stack); left > 0; left = await Library.unpublished(stack)) {
+    overdue(`${left} rows still unpublished`)
+    await Env.sleep(250)
+  }
   const rate = (BACKLOG / (p.lastMarkAt - t0)) * 1000
   await stop()
   return { rate, claimMs: p.claim / p.batches, markMs: (p.publish + p.mark) / p.batches }

@@ -31,6 +31,7 @@ import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
+import * as Args from "../Args.ts"
 import * as Cpu from "../Cpu.ts"
 import * as Env from "../Env.ts"
 import * as Library from "../Library.ts"
@@ -40,15 +41,11 @@ import { createOrders } from "../scenarios/WritePath.ts"
 import * as PlatformaticRaw from "./platformaticRaw.ts"
 
 const { Effect, SqlClient } = Library
-const arg = (name: string, fallback: number) => {
-  const i = process.argv.indexOf(`--${name}`)
-  return i === -1 ? fallback : Number(process.argv[i + 1])
-}
-const reps = arg("reps", 3)
-const backlog = arg("backlog", 5000)
-const messages = arg("messages", 20000)
-const rate = arg("rate", 300)
-const seconds = arg("seconds", 5)
+const reps = Args.number("reps", 3)
+const backlog = Args.number("backlog", 5000)
+const messages = Args.number("messages", 20000)
+const rate = Args.number("rate", 300)
+const seconds = Args.number("seconds", 5)
 const batchSize = 100
 type Adapter = Library.KafkaAdapter
 

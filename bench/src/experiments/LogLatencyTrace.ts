@@ -23,19 +23,16 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import Kafkajs from "kafkajs"
+import * as Args from "../Args.ts"
 import * as Env from "../Env.ts"
 import * as Raw from "../Raw.ts"
 import { maximum, quantile } from "../Stats.ts"
 import * as LogStack from "./logStack.ts"
 import * as WriterThread from "./writerThread.ts"
 
-const arg = (name: string, fallback: string) => {
-  const i = process.argv.indexOf(`--${name}`)
-  return i === -1 ? fallback : process.argv[i + 1]!
-}
-const rate = Number(arg("rate", "1000"))
-const seconds = Number(arg("seconds", "10"))
-const syncCommit = arg("synchronous-commit", "on") as "on" | "off"
+const rate = Args.number("rate", 1000)
+const seconds = Args.number("seconds", 10)
+const syncCommit = Args.text("synchronous-commit", "on") as "on" | "off"
 
 interface Stamps {
   committed?: number
@@ -173,13 +170,7 @@ const rawRun = async (k: ReturnType<typeof Env.kafka>, admin: ReturnType<ReturnT
     await producer.send({ topic, acks: -1, messages: [{ key: "warm-up", value: "warm-up" }] })
     monitor.begin()
     const from = Date.now()
-    const arrivals = await Raw.produceAtRate(
-      producer,
-      topic,
-      rate,
-      seconds,
-      process.argv.includes("--raw-per-partition")
-    )
+    const arrivals = await Raw.produceAtRate(producer, topic, rate, seconds, Args.flag("raw-per-partition"))
     monitor.end()
     const appended = await Raw.readTimestamps(k, topic, arrivals.size)
     const lat = [...arrivals].map(([id, at]) => appended.get(id)! - at)
@@ -209,7 +200,7 @@ const main = async () => {
     4,
     "stream",
     syncCommit,
-    arg("client", "kafkajs") as "kafkajs" | "kafkajs-per-partition" | "platformatic"
+    Args.text("client", "kafkajs") as "kafkajs" | "kafkajs-per-partition" | "platformatic"
   )
   const monitor = startMonitor()
   try {
@@ -219,7 +210,7 @@ const main = async () => {
     while ((await Env.topicRecords(admin, topic)) < 1) await Env.sleep(5)
     // `--writer-thread`: the writer on a worker thread (its own heap and GC), as a relay in a
     // process of its own sees it; otherwise in the relay's process.
-    const writer = process.argv.includes("--writer-thread")
+    const writer = Args.flag("writer-thread")
       ? await WriterThread.open({ slot: stack.slot, topic, rate, seconds, synchronousCommit: syncCommit })
       : undefined
     stamps.clear()
@@ -292,7 +283,7 @@ const main = async () => {
     monitor.close()
     await stack.close()
     await Env.deleteTopics(admin, [topic])
-    if (process.argv.includes("--raw")) await rawRun(k, admin)
+    if (Args.flag("raw")) await rawRun(k, admin)
     await admin.disconnect()
   }
 }

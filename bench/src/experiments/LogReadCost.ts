@@ -18,20 +18,16 @@ import * as Layer from "effect/Layer"
 import * as ManagedRuntime from "effect/ManagedRuntime"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
+import * as Args from "../Args.ts"
 import * as Env from "../Env.ts"
 
-const arg = (name: string, fallback: number) => {
-  const i = process.argv.indexOf(`--${name}`)
-  return i === -1 ? fallback : Number(process.argv[i + 1])
-}
-const backlog = arg("backlog", 20_000)
-const batch = arg("batch", 100)
-const perTx = arg("per-tx", 1000)
+const backlog = Args.number("backlog", 20_000)
+const batch = Args.number("batch", 100)
+const perTx = Args.number("per-tx", 1000)
 const logicalUrl = process.env.LOGICAL_DATABASE_URL ?? "postgres://postgres@127.0.0.1:25433/postgres"
 const slot = Env.uniqueName("bench_cost").toLowerCase()
 const client = PgClient.layer({ url: Redacted.make(logicalUrl), maxConnections: 4 })
-const transportArg = process.argv.indexOf("--transport")
-const transport = transportArg === -1 ? "sql" : (process.argv[transportArg + 1] as "sql" | "stream")
+const transport = Args.text("transport", "sql") as "sql" | "stream"
 const runtime = ManagedRuntime.make(PgLogOutbox.layer({ slot, transport }).pipe(Layer.provideMerge(client)))
 
 const program = Effect.gen(function* () {

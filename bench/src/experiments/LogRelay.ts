@@ -32,20 +32,16 @@ import type * as LogLevel from "effect/LogLevel"
 import * as ManagedRuntime from "effect/ManagedRuntime"
 import * as Redacted from "effect/Redacted"
 import * as References from "effect/References"
+import * as Args from "../Args.ts"
 import * as Env from "../Env.ts"
 import * as Raw from "../Raw.ts"
 import { median } from "../Stats.ts"
 
-const arg = (name: string, fallback: number) => {
-  const i = process.argv.indexOf(`--${name}`)
-  return i === -1 ? fallback : Number(process.argv[i + 1])
-}
-const reps = arg("reps", 3)
-const backlog = arg("backlog", 20_000)
-const batchSize = arg("batch", 500)
-const perTx = arg("per-tx", 1000)
-const variantsArg = process.argv.indexOf("--variants")
-const variants = variantsArg === -1 ? ["ahead"] : process.argv[variantsArg + 1]!.split(",")
+const reps = Args.number("reps", 3)
+const backlog = Args.number("backlog", 20_000)
+const batchSize = Args.number("batch", 500)
+const perTx = Args.number("per-tx", 1000)
+const variants = Args.list("variants", "ahead")
 const logicalUrl = process.env.LOGICAL_DATABASE_URL ?? "postgres://postgres@127.0.0.1:25433/postgres"
 
 const stackFor = (slot: string, transport: "stream" | "sql", readAhead: boolean) => {

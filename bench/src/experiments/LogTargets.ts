@@ -31,6 +31,7 @@ import { promisify } from "node:util"
 import * as LogRelay from "@effect-outbox/core/LogRelay"
 import * as Effect from "effect/Effect"
 import * as SqlClient from "effect/sql/SqlClient"
+import * as Args from "../Args.ts"
 import * as Env from "../Env.ts"
 import * as Library from "../Library.ts"
 import * as Raw from "../Raw.ts"
@@ -39,24 +40,11 @@ import * as LogStack from "./logStack.ts"
 import * as PlatformaticRaw from "./platformaticRaw.ts"
 import * as WriterThread from "./writerThread.ts"
 
-const arg = (name: string, fallback: number) => {
-  const i = process.argv.indexOf(`--${name}`)
-  return i === -1 ? fallback : Number(process.argv[i + 1])
-}
-const list = (name: string, fallback: string) => {
-  const i = process.argv.indexOf(`--${name}`)
-  return (i === -1 ? fallback : process.argv[i + 1]!).split(",").map(Number)
-}
-const reps = arg("reps", 3)
+const reps = Args.number("reps", 3)
 const execChild = promisify(execFile)
 // `--batch N`: the relay's `batchSize` in the latency runs (default 100; `--batch default`: the library's).
-const batchArg = process.argv.indexOf("--batch")
 const relayBatch: LogRelay.Settings =
-  batchArg === -1
-    ? { batchSize: 100 }
-    : process.argv[batchArg + 1] === "default"
-      ? {}
-      : { batchSize: arg("batch", 100) }
+  Args.text("batch", "100") === "default" ? {} : { batchSize: Args.number("batch", 100) }
 const load = () => loadavg()[0]!.toFixed(1)
 
 const latencyTopic = async (admin: import("kafkajs").Admin) => {
@@ -101,17 +89,18 @@ const inChild = async (side: string): Promise<{ p50: number; p99: number; lat: A
 }
 
 const latency = async () => {
-  const seconds = arg("seconds", 5)
-  const rate = Math.round(arg("max-rate", 10_000) * 0.5)
-  const polls = list("polls", "50").filter((p) => p > 0)
-  const syncArg = process.argv.indexOf("--synchronous-commit")
-  const syncCommit = syncArg === -1 ? undefined : (process.argv[syncArg + 1] as "on" | "off")
+  const seconds = Args.number("seconds", 5)
+  const rate = Math.round(Args.number("max-rate", 10_000) * 0.5)
+  const polls = Args.numbers("polls", "50").filter((p) => p > 0)
+  const syncCommit = Args.flag("synchronous-commit")
+    ? (Args.text("synchronous-commit", "on") as "on" | "off")
+    : undefined
   const k = Env.kafka()
   const admin = k.admin()
   // A child of `--process-per-run` runs one side: the raw kafkajs producer is opened only for the
   // raw side's child, so a log side's process holds no idle client the other sides do not.
-  const only = process.argv.indexOf("--only-side")
-  const opens = (side: string) => only === -1 || process.argv[only + 1] === side
+  const only = Args.flag("only-side") ? Args.text("only-side", "") : undefined
+  const opens = (side: string) => only === undefined || only === side
   const producer = opens("raw") ? Env.rawProducer(k) : undefined
   await admin.connect()
   await producer?.connect()
@@ -135,7 +124,7 @@ const latency = async () => {
       // Every 10 ms, the events that arrived since are committed in one transaction (scenario 2).
       // `--writer-thread`: the writer on a worker thread (its own event loop and heap), as a service whose
       // relay runs in another process would have it.
-      const committed = process.argv.includes("--writer-thread")
+      const committed = Args.flag("writer-thread")
         ? await commitOnWorker({ slot: stack.slot, topic, rate, seconds: secs, synchronousCommit: syncCommit })
         : await Env.commitAtRate(rate, secs, (from, n) =>
             stack.runtime.runPromise(LogStack.enqueueCommitted(topic, from, n))
@@ -149,7 +138,7 @@ const latency = async () => {
   }
   // `--raw-platformatic`: also raw @platformatic/kafka at the same rate, the platformatic relay's own client.
   const platformaticRaw =
-    process.argv.includes("--raw-platformatic") && opens("raw platformatic") ? PlatformaticRaw.producer() : undefined
+    Args.flag("raw-platformatic") && opens("raw platformatic") ? PlatformaticRaw.producer() : undefined
   const rawPlatformaticRun = async (secs = seconds) => {
     const topic = await latencyTopic(admin)
     topics.push(topic)
@@ -172,12 +161,12 @@ const latency = async () => {
     "log stream platformatic": "platformatic"
   } as const
   const extra = [
-    ...(process.argv.includes("--per-partition") ? ["log stream per-partition" as const] : []),
-    ...(process.argv.includes("--platformatic") ? ["log stream platformatic" as const] : [])
+    ...(Args.flag("per-partition") ? ["log stream per-partition" as const] : []),
+    ...(Args.flag("platformatic") ? ["log stream platformatic" as const] : [])
   ]
   const sides = [
     "raw",
-    ...(process.argv.includes("--raw-platformatic") ? ["raw platformatic"] : []),
+    ...(Args.flag("raw-platformatic") ? ["raw platformatic"] : []),
     "log stream",
     ...extra,
     ...polls.map((p) => `log sql poll ${p} ms`)
@@ -197,15 +186,15 @@ const latency = async () => {
     await admin.disconnect()
   }
   // A child of `--process-per-run`: this one side, after a 1-second warm-up of its own.
-  if (only !== -1) {
-    const side = process.argv[only + 1]!
+  if (only !== undefined) {
+    const side = only
     await runSide(side, 1)
     const r = await runSide(side)
     await close()
     return { side, ...r }
   }
   const runs = new Map<string, Array<{ p50: number; p99: number; lat: Array<number> }>>(sides.map((s) => [s, []]))
-  const perProcess = process.argv.includes("--process-per-run")
+  const perProcess = Args.flag("process-per-run")
   if (!perProcess) {
     await logRun(undefined, 1) // warm-up
     await rawRun(1)
@@ -237,8 +226,8 @@ const latency = async () => {
 }
 
 const vacuum = async () => {
-  const backlog = arg("backlog", 20_000)
-  const perTx = arg("per-tx", 10)
+  const backlog = Args.number("backlog", 20_000)
+  const perTx = Args.number("per-tx", 10)
   const k = Env.kafka()
   const admin = k.admin()
   await admin.connect()
@@ -288,8 +277,8 @@ const vacuum = async () => {
 }
 
 const write = async () => {
-  const seconds = arg("seconds", 3)
-  const clients = list("clients", "1,4,16")
+  const seconds = Args.number("seconds", 3)
+  const clients = Args.numbers("clients", "1,4,16")
   const stack = LogStack.make(Math.max(...clients))
   const schema = Env.uniqueName("bench_logw").toLowerCase()
   const table = await LogStack.createOrders(stack, schema)
@@ -353,6 +342,7 @@ console.log(
   JSON.stringify(
     { which, loadavgStart: startLoad, loadavgEnd: loadavg().map((l) => Number(l.toFixed(1))), result },
     null,
-    2
+    // A `--process-per-run` child's answer is read by its parent: one line, not one per latency.
+    Args.flag("only-side") ? undefined : 2
   )
 )

@@ -30,16 +30,13 @@ import * as SqlClient from "effect/sql/SqlClient"
 // package's exports map hides internal/ from every consumer.
 import { claimFunction } from "../../../packages/adapter-pg/src/internal/sql.ts"
 import { encodeRequest, genericStatement } from "../../../packages/adapter-pg/src/internal/transition.ts"
+import * as Args from "../Args.ts"
 import * as Env from "../Env.ts"
 import * as Stats from "../Stats.ts"
 
-const arg = (name: string, fallback: number) => {
-  const i = process.argv.indexOf(`--${name}`)
-  return i < 0 ? fallback : Number(process.argv[i + 1])
-}
-const BACKLOG = arg("backlog", 20_000)
-const WRITE_SECONDS = arg("write-seconds", 20)
-const BATCH = arg("batch", 100)
+const BACKLOG = Args.number("backlog", 20_000)
+const WRITE_SECONDS = Args.number("write-seconds", 20)
+const BATCH = Args.number("batch", 100)
 
 const runtime = ManagedRuntime.make(Env.pgLayer(6))
 const run = <A, E>(effect: Effect.Effect<A, E, SqlClient.SqlClient>) => runtime.runPromise(effect)

@@ -14,21 +14,18 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Scope from "effect/Scope"
+import * as Args from "../Args.ts"
 import * as Cpu from "../Cpu.ts"
 import * as Env from "../Env.ts"
 import * as Library from "../Library.ts"
 import * as Raw from "../Raw.ts"
 import { median, quantile } from "../Stats.ts"
 
-const arg = (name: string, fallback: number) => {
-  const i = process.argv.indexOf(`--${name}`)
-  return i === -1 ? fallback : Number(process.argv[i + 1])
-}
-const latencyMode = process.argv.includes("--latency")
-const reps = arg("reps", latencyMode ? 4 : 6)
-const rate = arg("rate", 1000)
-const seconds = arg("seconds", 4)
-const backlog = arg("backlog", 5000)
+const latencyMode = Args.flag("latency")
+const reps = Args.number("reps", latencyMode ? 4 : 6)
+const rate = Args.number("rate", 1000)
+const seconds = Args.number("seconds", 4)
+const backlog = Args.number("backlog", 5000)
 const batchSize = 100
 
 const schema = Env.uniqueName("bench_pipe")
@@ -135,8 +132,7 @@ const avgCpu = (cs: ReadonlyArray<Cpu.CpuUse>): Cpu.CpuUse => ({
 })
 
 // --only a,b: a subset of the variants by name prefix (raw sendBatch always runs: it is the baseline).
-const onlyArg = process.argv.indexOf("--only")
-const only = onlyArg === -1 ? undefined : process.argv[onlyArg + 1]!.split(",")
+const only = Args.flag("only") ? Args.list("only", "") : undefined
 const allVariants: Array<[string, () => Promise<number>]> = [
   ["raw sendBatch 100", raw],
   ["relay depth 1", () => drain(kafkaRelay, 1, true)],

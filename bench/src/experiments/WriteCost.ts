@@ -22,26 +22,22 @@ import type { EventId } from "@effect-outbox/core/OutboxMessage"
 import { Transactor } from "@effect-outbox/core/Transactor"
 import * as Effect from "effect/Effect"
 import * as SqlClient from "effect/sql/SqlClient"
+import * as Args from "../Args.ts"
 import * as Cpu from "../Cpu.ts"
 import * as Env from "../Env.ts"
 import * as Library from "../Library.ts"
 import { median } from "../Stats.ts"
 import * as LogStack from "./logStack.ts"
 
-const arg = (name: string, fallback: number) => {
-  const i = process.argv.indexOf(`--${name}`)
-  return i < 0 ? fallback : Number(process.argv[i + 1])
-}
-const clients = arg("clients", 16)
-const reps = arg("reps", 3)
-const seconds = arg("seconds", 3)
+const clients = Args.number("clients", 16)
+const reps = Args.number("reps", 3)
+const seconds = Args.number("seconds", 3)
 
 const allVariants = ["plain", "select1", "emit", "enqueue"] as const
 type Variant = (typeof allVariants)[number]
 // `--variants enqueue,plain`: only these (e.g. one variant under `node --cpu-prof`).
-const variantsArg = process.argv.indexOf("--variants")
-const variants: ReadonlyArray<Variant> =
-  variantsArg < 0 ? allVariants : allVariants.filter((v) => process.argv[variantsArg + 1]!.split(",").includes(v))
+const wanted = Args.list("variants", allVariants.join(","))
+const variants: ReadonlyArray<Variant> = allVariants.filter((v) => wanted.includes(v))
 
 const stack = LogStack.make(clients)
 const schema = Env.uniqueName("bench_wcost").toLowerCase()

@@ -28,16 +28,13 @@ import * as References from "effect/References"
 import * as Reactivity from "effect/reactivity/Reactivity"
 import * as SqlClient from "effect/sql/SqlClient"
 import type * as Connection from "effect/sql/SqlConnection"
+import * as Args from "../Args.ts"
 import * as Library from "../Library.ts"
 
-const arg = (name: string, fallback: string) => {
-  const i = process.argv.indexOf(`--${name}`)
-  return i < 0 ? fallback : process.argv[i + 1]!
-}
-const SLICES = Number(arg("slices", "8"))
-const N = Number(arg("n", "5000"))
+const SLICES = Args.number("slices", 8)
+const N = Args.number("n", 5000)
 type Mode = "hand" | "store" | "library" | "polling"
-const modes = arg("modes", "hand,library,polling").split(",") as Array<Mode>
+const modes = Args.list("modes", "hand,library,polling") as Array<Mode>
 
 /** A connection that answers every statement at once with no rows. */
 const connection: Connection.Connection = {

@@ -10,22 +10,18 @@
  *     [--modes hand,library]   (the first mode is the reference; `node --cpu-prof` on one mode profiles it)
  */
 import * as Outbox from "@effect-outbox/core/Outbox"
+import * as Args from "../Args.ts"
 import * as Env from "../Env.ts"
 import * as Library from "../Library.ts"
 import { createOrders } from "../scenarios/WritePath.ts"
 
-const arg = (name: string, fallback: number) => {
-  const i = process.argv.indexOf(`--${name}`)
-  return i < 0 ? fallback : Number(process.argv[i + 1])
-}
-const SLICES = arg("slices", 6)
-const SLICE_MS = arg("slice-ms", 1500)
-const CLIENTS = arg("clients", 1)
+const SLICES = Args.number("slices", 6)
+const SLICE_MS = Args.number("slice-ms", 1500)
+const CLIENTS = Args.number("clients", 1)
 
 type Mode = "hand" | "store" | "library" | "polling"
-const modeArg = process.argv.indexOf("--modes")
-const modes: ReadonlyArray<Mode> =
-  modeArg < 0 ? ["hand", "store", "library", "polling"] : (process.argv[modeArg + 1]!.split(",") as Array<Mode>)
+
+const modes: ReadonlyArray<Mode> = Args.list("modes", "hand,store,library,polling") as Array<Mode>
 
 const storeWrite = (stack: Library.Stack, table: string, topic: string, i: number) =>
   stack.run(Library.storeWriteTx(table, topic, i))
