@@ -139,6 +139,14 @@ export const run = (settings: Settings = {}): Effect.Effect<never, never, LogSou
     return yield* Jobs.every(leaseRetry, attempt)
   })
 
+/** A window's publish span, without a stack trace (docs/telemetry.md). */
+const publishSpan = (count: number) =>
+  Effect.withSpan(
+    Telemetry.spans.publish,
+    { attributes: { "outbox.count": count, "outbox.engine": "log" } },
+    { captureStackTrace: false }
+  )
+
 const millis = (input: Duration.Input) => Duration.toMillis(Duration.fromInputUnsafe(input))
 
 const resolve = (settings: Settings) => {
@@ -262,15 +270,7 @@ const drain = (lease: LogLease, settings: Settings) =>
         }
         if (toSend.length === 0) return true
         const start = yield* Clock.currentTimeMillis
-        const outcomes = yield* publisher
-          .publish(toSend.map(toRequest))
-          .pipe(
-            Effect.withSpan(
-              Telemetry.spans.publish,
-              { attributes: { "outbox.count": toSend.length, "outbox.engine": "log" } },
-              { captureStackTrace: false }
-            )
-          )
+        const outcomes = yield* publisher.publish(toSend.map(toRequest)).pipe(publishSpan(toSend.length))
         yield* Metric.update(Telemetry.publishLatency, (yield* Clock.currentTimeMillis) - start)
         const failures = outcomes.filter(Result.isFailure)
         if (failures.length > 0) {

@@ -19,10 +19,7 @@ import * as ConsumerLag from "./internal/telemetry/consumerLag.ts"
 /**
  * Span names.
  *
- * The spans on the running paths (per business transaction, consumed message, relay batch or log
- * window, and the adapters' store and publish calls) are opened without a stack trace
- * (`captureStackTrace: false`): it would only name a line of this library, and capturing one cost
- * ~10 µs of node CPU per span on the benches' machines (issue #14).
+ * Spans on the running paths take no stack trace (`captureStackTrace: false`, docs/telemetry.md).
  *
  * @since 0.1.0
  * @category constants
