@@ -15,6 +15,9 @@ const toNumber = (name: string, value: string): number => {
   return n
 }
 
+/** `--name value`, or `undefined` without it. */
+export const optional = (name: string): string | undefined => given(name)
+
 /** `--name value`, or `fallback` without it. */
 export const text = (name: string, fallback: string): string => given(name) ?? fallback
 

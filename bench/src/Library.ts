@@ -352,6 +352,15 @@ export const dropSchema = (stack: Stack): Promise<void> =>
     })
   )
 
+/** The table `insertOrder` writes to (`qualified`: a schema-qualified name), created if missing. */
+export const createOrdersTable = (qualified: string) =>
+  Effect.flatMap(Effect.service(SqlClient.SqlClient), (sql) =>
+    sql
+      .unsafe(`CREATE TABLE IF NOT EXISTS ${qualified} (
+        id uuid PRIMARY KEY, user_id text NOT NULL, amount int NOT NULL, created_at timestamptz NOT NULL DEFAULT now())`)
+      .unprepared.pipe(Effect.asVoid)
+  )
+
 /** The business row of every write-path transaction (and the one a consumed event causes), by id. */
 export const insertOrder = (table: string, eventId: string, i: number) =>
   Effect.flatMap(

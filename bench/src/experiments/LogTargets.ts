@@ -92,14 +92,12 @@ const latency = async () => {
   const seconds = Args.number("seconds", 5)
   const rate = Math.round(Args.number("max-rate", 10_000) * 0.5)
   const polls = Args.numbers("polls", "50").filter((p) => p > 0)
-  const syncCommit = Args.flag("synchronous-commit")
-    ? (Args.text("synchronous-commit", "on") as "on" | "off")
-    : undefined
+  const syncCommit = Args.optional("synchronous-commit") as "on" | "off" | undefined
   const k = Env.kafka()
   const admin = k.admin()
   // A child of `--process-per-run` runs one side: the raw kafkajs producer is opened only for the
   // raw side's child, so a log side's process holds no idle client the other sides do not.
-  const only = Args.flag("only-side") ? Args.text("only-side", "") : undefined
+  const only = Args.optional("only-side")
   const opens = (side: string) => only === undefined || only === side
   const producer = opens("raw") ? Env.rawProducer(k) : undefined
   await admin.connect()

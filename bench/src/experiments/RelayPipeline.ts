@@ -132,7 +132,7 @@ const avgCpu = (cs: ReadonlyArray<Cpu.CpuUse>): Cpu.CpuUse => ({
 })
 
 // --only a,b: a subset of the variants by name prefix (raw sendBatch always runs: it is the baseline).
-const only = Args.flag("only") ? Args.list("only", "") : undefined
+const only = Args.optional("only")?.split(",")
 const allVariants: Array<[string, () => Promise<number>]> = [
   ["raw sendBatch 100", raw],
   ["relay depth 1", () => drain(kafkaRelay, 1, true)],

@@ -22,6 +22,7 @@ import * as Redacted from "effect/Redacted"
 import * as References from "effect/References"
 import * as SqlClient from "effect/sql/SqlClient"
 import * as Env from "../Env.ts"
+import * as Library from "../Library.ts"
 
 export const logicalUrl = process.env.LOGICAL_DATABASE_URL ?? "postgres://postgres@127.0.0.1:25433/postgres"
 
@@ -84,8 +85,7 @@ export const createOrders = async (stack: Stack, schema: string): Promise<string
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
       yield* sql.unsafe(`CREATE SCHEMA ${schema}`)
-      yield* sql.unsafe(`CREATE TABLE ${table} (id uuid PRIMARY KEY, user_id text NOT NULL, amount int NOT NULL,
-        created_at timestamptz NOT NULL DEFAULT now())`)
+      yield* Library.createOrdersTable(table)
     })
   )
   return table

@@ -22,14 +22,7 @@ interface Sample {
 }
 
 export const createOrders = (stack: Library.Stack, table: string): Promise<void> =>
-  stack.run(
-    Library.Effect.gen(function* () {
-      const sql = yield* Library.SqlClient.SqlClient
-      yield* sql.unsafe(`CREATE TABLE IF NOT EXISTS "${stack.schema}"."${table}" (
-      id uuid PRIMARY KEY, user_id text NOT NULL, amount int NOT NULL, created_at timestamptz NOT NULL DEFAULT now())`)
-        .unprepared
-    })
-  )
+  stack.run(Library.createOrdersTable(`"${stack.schema}"."${table}"`))
 
 export const run = async (options: Options): Promise<void> => {
   console.log(`\n## 3. write path (${options.seconds} s per run, ${options.reps} reps)`)
