@@ -6,23 +6,19 @@
 // The caller's own span keeps Effect's default, which shows the probe sees captured traces.
 
 import { assert, describe, it } from "@effect/vitest"
-import * as InMemoryBroker from "@effect-outbox/testing/InMemoryBroker"
-import * as InMemoryDatabase from "@effect-outbox/testing/InMemoryDatabase"
 import * as InMemoryLog from "@effect-outbox/testing/InMemoryLog"
 import * as Deferred from "effect/Deferred"
-import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as References from "effect/References"
-import * as Schema from "effect/Schema"
 import * as LogOutbox from "../src/LogOutbox.ts"
 import { LogWriter } from "../src/LogWriter.ts"
 import * as Outbox from "../src/Outbox.ts"
-import * as OutboxRuntime from "../src/OutboxRuntime.ts"
 import * as Telemetry from "../src/Telemetry.ts"
 import * as Topic from "../src/Topic.ts"
 import { Transactor } from "../src/Transactor.ts"
 import * as WakeUp from "../src/WakeUp.ts"
+import { Shipments, shippingRuntime } from "./support/shipping.ts"
 
 /** The spans around the running code, innermost first: name, and whether a trace was captured. */
 type Frames = ReadonlyArray<{ readonly name: string; readonly captured: boolean }>
@@ -41,8 +37,6 @@ const frameNamed = (frames: Frames, name: string) => {
   return found!
 }
 
-const Shipment = Schema.Struct({ orderId: Schema.String })
-const Shipments = Topic.make({ name: "shipments", schema: Shipment, key: (s) => s.orderId })
 const bytes = new TextEncoder().encode('{"orderId":"o-1"}')
 
 describe("span stack traces", () => {
@@ -86,23 +80,9 @@ describe("span stack traces", () => {
           })
         })
       ).pipe(Layer.provide(WakeUp.layerMemory))
-      const shipping = OutboxRuntime.consumer(
-        Topic.consumer(Shipments, {
-          groupId: "shipping",
-          handler: () => Effect.flatMap(currentFrames, (frames) => Deferred.succeed(handled, frames))
-        })
-      )
-      const runtime = OutboxRuntime.layer({
-        relay: { instances: 1, pollInterval: Duration.millis(20) },
-        consumers: [shipping]
-      }).pipe(
-        Layer.provideMerge(
-          Layer.mergeAll(
-            InMemoryDatabase.layer,
-            wakeUp,
-            InMemoryBroker.layer({ topics: { shipments: 1, "shipments.DLT": 1 } })
-          )
-        )
+      const runtime = shippingRuntime(
+        () => Effect.flatMap(currentFrames, (frames) => Deferred.succeed(handled, frames)),
+        { wakeUp }
       )
       const inHandler = yield* Effect.gen(function* () {
         yield* Topic.enqueue(Shipments, { orderId: "o-1" }).pipe(Effect.withSpan("POST /orders"))

@@ -4,23 +4,15 @@
 
 import { assert, describe, it } from "@effect/vitest"
 import * as InMemoryBroker from "@effect-outbox/testing/InMemoryBroker"
-import * as InMemoryDatabase from "@effect-outbox/testing/InMemoryDatabase"
 import * as Deferred from "effect/Deferred"
-import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as References from "effect/References"
-import * as Schema from "effect/Schema"
 import * as Tracer from "effect/Tracer"
-import * as OutboxRuntime from "../src/OutboxRuntime.ts"
 import * as Telemetry from "../src/Telemetry.ts"
 import * as Topic from "../src/Topic.ts"
 import * as TracedPublisher from "../src/TracedPublisher.ts"
-import * as WakeUp from "../src/WakeUp.ts"
-
-const Shipment = Schema.Struct({ orderId: Schema.String })
-const Shipments = Topic.make({ name: "shipments", schema: Shipment, key: (s) => s.orderId })
+import { Shipments, shippingRuntime } from "./support/shipping.ts"
 
 /** The native tracer, remembering every span it starts. */
 const recordingTracer = () => {
@@ -42,24 +34,9 @@ describe("trace context", () => {
     const { spans, tracer } = recordingTracer()
     return Effect.gen(function* () {
       const handled = yield* Deferred.make<Tracer.Span>()
-      const shipping = OutboxRuntime.consumer(
-        Topic.consumer(Shipments, {
-          groupId: "shipping",
-          fromBeginning: true,
-          handler: () => Effect.flatMap(Effect.currentSpan, (span) => Deferred.succeed(handled, span))
-        })
-      )
-      const runtime = OutboxRuntime.layer({
-        relay: { instances: 1, pollInterval: Duration.millis(20) },
-        consumers: [shipping]
-      }).pipe(
-        Layer.provideMerge(
-          Layer.mergeAll(
-            InMemoryDatabase.layer,
-            WakeUp.layerMemory,
-            InMemoryBroker.layer({ topics: { shipments: 1, "shipments.DLT": 1 } })
-          )
-        )
+      const runtime = shippingRuntime(
+        () => Effect.flatMap(Effect.currentSpan, (span) => Deferred.succeed(handled, span)),
+        { fromBeginning: true }
       )
 
       yield* Effect.gen(function* () {
