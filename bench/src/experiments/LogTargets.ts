@@ -23,7 +23,10 @@
  *     holding the xmin horizon, opened before the backlog is written) vs free.
  *   node bench/src/experiments/LogTargets.ts write [--reps 3] [--seconds 3] [--clients 1,4,16]
  *     the write path: an order-row transaction with `Outbox.enqueue` of one event through
- *     PgLogOutbox (WAL only) vs the same transaction without the event, same pool.
+ *     PgLogOutbox (WAL only) vs the same transaction without the event, same pool. The result
+ *     names the server's fsync and synchronous_commit: the private cluster's test settings (off)
+ *     make the plain commit cheaper than a production server's; `scripts/services pg-private
+ *     durability on` gives PostgreSQL's defaults, as the issue's pgbench anchor ran.
  */
 import { execFile } from "node:child_process"
 import { loadavg } from "node:os"
@@ -280,6 +283,8 @@ const write = async () => {
   const stack = LogStack.make(Math.max(...clients))
   const schema = Env.uniqueName("bench_logw").toLowerCase()
   const table = await LogStack.createOrders(stack, schema)
+  const server = await LogStack.durability(stack)
+  console.error(`write: server ${server}`)
   const tx = (i: number, withEvent: boolean) => Library.businessWriteTx(table, "bench-logw-unpublished", i, withEvent)
   const measure = async (n: number, withEvent: boolean) => {
     let count = 0
@@ -312,17 +317,16 @@ const write = async () => {
     Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe(`DROP SCHEMA ${schema} CASCADE`))
   )
   await stack.close()
-  return Object.fromEntries(
-    Object.entries(rows).map(([n, r]) => [
-      n,
-      {
-        plain: Math.round(median(r.plain)),
-        log: Math.round(median(r.log)),
-        ratio: median(r.log) / median(r.plain),
-        runs: r
-      }
-    ])
-  )
+  const byClients = Object.entries(rows).map(([n, r]) => [
+    n,
+    {
+      plain: Math.round(median(r.plain)),
+      log: Math.round(median(r.log)),
+      ratio: median(r.log) / median(r.plain),
+      runs: r
+    }
+  ])
+  return { server, ...Object.fromEntries(byClients) }
 }
 
 const which = process.argv[2]

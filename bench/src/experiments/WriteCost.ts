@@ -92,7 +92,9 @@ const measure = async (variant: Variant, n: number, secs: number) => {
 
 for (const v of variants) await measure(v, 4, 1) // warm-up
 const runs = new Map<Variant, Array<Awaited<ReturnType<typeof measure>>>>()
-console.log(`write cost: ${clients} clients, ${reps} reps of ${seconds} s; load average ${Cpu.loadAverage()}`)
+console.log(
+  `write cost: ${clients} clients, ${reps} reps of ${seconds} s; load average ${Cpu.loadAverage()}; server ${await LogStack.durability(stack)}`
+)
 for (let rep = 0; rep < reps; rep++) {
   const order = [...variants.slice(rep % variants.length), ...variants.slice(0, rep % variants.length)]
   for (const v of order) {

@@ -91,6 +91,21 @@ export const createOrders = async (stack: Stack, schema: string): Promise<string
   return table
 }
 
+/**
+ * The server's commit durability as the stack's sessions see it ("fsync = on, synchronous_commit =
+ * on"). A write-path ratio depends on it: a commit that skips the WAL flush makes the plain
+ * transaction cheaper than on a production server (`scripts/services pg-private durability`).
+ */
+export const durability = (stack: Stack): Promise<string> =>
+  stack.runtime.runPromise(
+    Effect.flatMap(SqlClient.SqlClient, (sql) =>
+      sql.unsafe<{ readonly settings: string }>(
+        `SELECT string_agg(name || ' = ' || setting, ', ' ORDER BY name) AS settings FROM pg_settings
+          WHERE name IN ('fsync', 'synchronous_commit')`
+      )
+    ).pipe(Effect.map(([row]) => row?.settings ?? "unknown"))
+  )
+
 /** `n` events (1 KB, keys over 1000 aggregates) in one transaction; their ids once committed. */
 export const enqueue = (topic: string, from: number, n: number) =>
   Effect.gen(function* () {
