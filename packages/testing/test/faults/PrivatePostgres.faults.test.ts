@@ -1,7 +1,8 @@
 /**
  * The private PostgreSQL cluster fault tests stop and restart (scripts/services pg-private): it
  * comes up on its own port, `stop` refuses connections but keeps the data, `start` brings the same
- * data back, `down` removes it.
+ * data back, `down` removes it; `durability on` gives PostgreSQL's durable commits back for
+ * write-path benchmarks, `off` the test settings it starts with.
  */
 
 import { execFileSync } from "node:child_process"
@@ -19,6 +20,26 @@ const psql = (sql: string): string =>
 
 describe("private PostgreSQL", () => {
   afterAll(() => pg.down())
+
+  const durability = () =>
+    psql(
+      "SELECT string_agg(setting, ' ' ORDER BY name) FROM pg_settings WHERE name IN ('fsync', 'full_page_writes', 'synchronous_commit')"
+    )
+
+  it("durability on flushes every commit (PostgreSQL's defaults), off goes back to the test settings", async () => {
+    await pg.up()
+    expect(durability()).toBe("off off off")
+    expect((await pg.durability("on")).trim()).toBe("fsync = on, full_page_writes = on, synchronous_commit = on")
+    expect(durability()).toBe("on on on")
+    // Kept across a restart (ALTER SYSTEM), as a benchmark that restarts the server expects.
+    await pg.stop()
+    await pg.start()
+    expect(durability()).toBe("on on on")
+    await pg.durability("off")
+    expect(durability()).toBe("off off off")
+    await expect(pg.durability("maybe" as "on")).rejects.toThrow(/usage/)
+    await pg.down()
+  })
 
   it("stop keeps the data, start serves it again, down removes it", async () => {
     await pg.up()

@@ -568,7 +568,10 @@ export const privatePostgres = (
     },
     stop: () => pg("stop"),
     start: () => pg("start"),
-    down: () => pg("down").catch(() => "")
+    down: () => pg("down").catch(() => ""),
+    /** Commit durability (`on`: PostgreSQL's defaults; `off`: the test settings); the settings after. */
+    durability: (setting?: "on" | "off") =>
+      run("bash", [services, "pg-private", "durability", ...(setting === undefined ? [] : [setting])], env)
   }
 }
 
