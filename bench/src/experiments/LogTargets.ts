@@ -110,7 +110,7 @@ const latency = async () => {
   const logRun = async (
     poll: number | undefined,
     secs = seconds,
-    client: "kafkajs" | "kafkajs-per-partition" | "platformatic" = "kafkajs"
+    client: "kafkajs" | "kafkajs-per-partition" | "kafkajs-worker" | "platformatic" = "kafkajs"
   ) => {
     const topic = await latencyTopic(admin)
     topics.push(topic)
@@ -156,13 +156,16 @@ const latency = async () => {
     return percentiles(arrivals, await Raw.readTimestamps(k, topic, arrivals.size))
   }
   // `--per-partition`: also the stream relay whose publisher sends one request per partition;
+  // `--kafkajs-worker`: also the stream relay with its kafkajs publisher on a worker thread;
   // `--platformatic`: also the stream relay on the @platformatic/kafka adapter.
   const clients = {
     "log stream per-partition": "kafkajs-per-partition",
+    "log stream kafkajs worker": "kafkajs-worker",
     "log stream platformatic": "platformatic"
   } as const
   const extra = [
     ...(Args.flag("per-partition") ? ["log stream per-partition" as const] : []),
+    ...(Args.flag("kafkajs-worker") ? ["log stream kafkajs worker" as const] : []),
     ...(Args.flag("platformatic") ? ["log stream platformatic" as const] : [])
   ]
   const sides = [

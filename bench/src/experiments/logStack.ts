@@ -23,6 +23,7 @@ import * as References from "effect/References"
 import * as SqlClient from "effect/sql/SqlClient"
 import * as Env from "../Env.ts"
 import * as Library from "../Library.ts"
+import * as WorkerPublisher from "./workerPublisher.ts"
 
 export const logicalUrl = process.env.LOGICAL_DATABASE_URL ?? "postgres://postgres@127.0.0.1:25433/postgres"
 
@@ -39,7 +40,7 @@ export const make = (
    * The Kafka adapter the relay publishes and probes through; `kafkajs-per-partition` is kafkajs
    * with `combinePartitions: false` (one produce request per partition, the publisher before #14).
    */
-  kafkaClient: "kafkajs" | "kafkajs-per-partition" | "platformatic" = "kafkajs"
+  kafkaClient: "kafkajs" | "kafkajs-per-partition" | "kafkajs-worker" | "platformatic" = "kafkajs"
 ) => {
   const slot = Env.uniqueName("bench_log").toLowerCase()
   const client = PgClient.layer({
@@ -47,12 +48,16 @@ export const make = (
     maxConnections: pgConnections + 2,
     ...(synchronousCommit === undefined ? {} : { startupParameters: { synchronous_commit: synchronousCommit } })
   })
+  // `kafkajs-worker`: the kafkajs publisher on a worker thread of its own (workerPublisher.ts).
+  const kafkajsPublisher =
+    kafkaClient === "kafkajs-worker"
+      ? WorkerPublisher.layer(Env.brokers)
+      : KafkaPublisher.layer({ combinePartitions: kafkaClient === "kafkajs" })
   const broker =
     kafkaClient !== "platformatic"
-      ? Layer.merge(
-          KafkaPublisher.layer({ combinePartitions: kafkaClient === "kafkajs" }),
-          KafkaBrokerProbe.layer()
-        ).pipe(Layer.provide(KafkaClient.layer({ brokers: Env.brokers, clientId: "bench-log" })))
+      ? Layer.merge(kafkajsPublisher, KafkaBrokerProbe.layer()).pipe(
+          Layer.provide(KafkaClient.layer({ brokers: Env.brokers, clientId: "bench-log" }))
+        )
       : Layer.merge(PlatformaticPublisher.layer(), PlatformaticBrokerProbe.layer()).pipe(
           Layer.provide(PlatformaticClient.layer({ brokers: Env.brokers, clientId: "bench-log" }))
         )
