@@ -97,16 +97,17 @@ export const createOrders = async (stack: Stack, schema: string): Promise<string
 }
 
 /**
- * The server's commit durability as the stack's sessions see it ("fsync = on, synchronous_commit =
- * on"). A write-path ratio depends on it: a commit that skips the WAL flush makes the plain
- * transaction cheaper than on a production server (`scripts/services pg-private durability`).
+ * The server's commit durability as the stack's sessions see it ("fsync = on, full_page_writes = on,
+ * synchronous_commit = on", the three settings `scripts/services pg-private durability` switches). A
+ * write-path ratio depends on it: a commit that skips the WAL flush makes the plain transaction
+ * cheaper than on a production server.
  */
 export const durability = (stack: Stack): Promise<string> =>
   stack.runtime.runPromise(
     Effect.flatMap(SqlClient.SqlClient, (sql) =>
       sql.unsafe<{ readonly settings: string }>(
         `SELECT string_agg(name || ' = ' || setting, ', ' ORDER BY name) AS settings FROM pg_settings
-          WHERE name IN ('fsync', 'synchronous_commit')`
+          WHERE name IN ('fsync', 'full_page_writes', 'synchronous_commit')`
       )
     ).pipe(Effect.map(([row]) => row?.settings ?? "unknown"))
   )

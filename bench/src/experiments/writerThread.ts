@@ -4,8 +4,8 @@
  * hands each transaction's ids, with the time its commit returned, to `onCommitted` until the
  * writer is done. Between the two the caller can start its clocks and monitors.
  */
-import { Worker } from "node:worker_threads"
 import type * as Env from "../Env.ts"
+import * as Thread from "./thread.ts"
 
 export interface Data {
   readonly slot: string
@@ -21,15 +21,8 @@ export interface WriterThread {
 }
 
 export const open = async (data: Data): Promise<WriterThread> => {
-  const worker = new Worker(new URL("./logWriterThread.ts", import.meta.url), { workerData: data })
-  // An uncaught failure fires "error"; a thread that ends without one (before "done") fails the run
-  // too, instead of leaving it waiting.
-  const failed = new Promise<never>((_, reject) => {
-    worker.once("error", reject)
-    worker.once("exit", (code) => reject(new Error(`the writer thread exited (code ${code}) before it was done`)))
-  })
-  failed.catch(() => undefined)
-  await Promise.race([new Promise((resolve) => worker.once("message", resolve)), failed])
+  // A thread that throws, or ends before "done", fails the run instead of leaving it waiting.
+  const { worker, failed } = await Thread.start(new URL("./logWriterThread.ts", import.meta.url), data, "writer thread")
   const run = (onCommitted: (committed: Env.Committed) => void) =>
     Promise.race([
       new Promise<void>((resolve) => {
