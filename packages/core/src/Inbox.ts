@@ -23,6 +23,7 @@ import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
 import type { OutboxStoreError } from "./Errors.ts"
 import { InboxStore, type ProcessedKey } from "./InboxStore.ts"
+import { runningSpan } from "./internal/telemetry/runningSpan.ts"
 import { EVENT_ID_HEADER, type Headers, ORIGINAL_RECORD_HEADER } from "./OutboxMessage.ts"
 import * as Telemetry from "./Telemetry.ts"
 import { Transactor } from "./Transactor.ts"
@@ -291,20 +292,14 @@ export class Inbox extends Context.Service<
             Effect.tapError(() => count("failed")),
             // No stack trace: it would only name this line, and capturing it costs about as much
             // Node CPU as the rest of the span (processOnce runs once per consumed message).
-            Effect.withSpan(
-              Telemetry.spans.inboxProcessOnce,
-              { attributes: { "outbox.consumer": key.consumer, "outbox.identity": key.identity } },
-              { captureStackTrace: false }
-            )
+            runningSpan(Telemetry.spans.inboxProcessOnce, {
+              attributes: { "outbox.consumer": key.consumer, "outbox.identity": key.identity }
+            })
           ),
         processBatch: <E, R>(entries: ReadonlyArray<Entry<E, R>>, options?: BatchOptions) =>
           batch(entries, options?.stopAtFailure ?? false).pipe(
             Effect.tap(countAll),
-            Effect.withSpan(
-              Telemetry.spans.inboxProcessBatch,
-              { attributes: { "outbox.batch_size": entries.length } },
-              { captureStackTrace: false }
-            )
+            runningSpan(Telemetry.spans.inboxProcessBatch, { attributes: { "outbox.batch_size": entries.length } })
           )
       }
     })

@@ -11,6 +11,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
 import { EventNotFoundError, OutboxValidationError } from "./Errors.ts"
+import { runningSpan } from "./internal/telemetry/runningSpan.ts"
 import type { LogMessage } from "./LogRecord.ts"
 import { LogWriter } from "./LogWriter.ts"
 import { Outbox, prepare, type Settings } from "./Outbox.ts"
@@ -68,11 +69,7 @@ export const make = (settings: Settings) =>
     // transaction under load (issue #14: the WAL-only write path is node-bound at 16 clients).
     const enqueue = (drafts: ReadonlyArray<OutboxMessage.OutboxDraft>) =>
       Effect.flatMap(prepare(drafts, settings, logRules), emitted).pipe(
-        Effect.withSpan(
-          Telemetry.spans.enqueue,
-          { attributes: { "outbox.count": drafts.length, "outbox.engine": "log" } },
-          { captureStackTrace: false }
-        )
+        runningSpan(Telemetry.spans.enqueue, { attributes: { "outbox.count": drafts.length, "outbox.engine": "log" } })
       )
 
     // Nothing is ever PREQUEUED here, so every id is unknown to `release`.

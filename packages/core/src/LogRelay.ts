@@ -25,6 +25,7 @@ import type * as Scope from "effect/Scope"
 import { BrokerProbe } from "./BrokerProbe.ts"
 import * as Jobs from "./internal/jobs.ts"
 import { notYetPublished } from "./internal/log/windowProbe.ts"
+import { runningSpan } from "./internal/telemetry/runningSpan.ts"
 import type { LogMessage } from "./LogRecord.ts"
 import { type LogLease, LogSource, type LogSourceError, type LogWindow } from "./LogSource.ts"
 import { Publisher, type PublishRequest } from "./Publisher.ts"
@@ -141,11 +142,7 @@ export const run = (settings: Settings = {}): Effect.Effect<never, never, LogSou
 
 /** A window's publish span, without a stack trace (docs/telemetry.md). */
 const publishSpan = (count: number) =>
-  Effect.withSpan(
-    Telemetry.spans.publish,
-    { attributes: { "outbox.count": count, "outbox.engine": "log" } },
-    { captureStackTrace: false }
-  )
+  runningSpan(Telemetry.spans.publish, { attributes: { "outbox.count": count, "outbox.engine": "log" } })
 
 const millis = (input: Duration.Input) => Duration.toMillis(Duration.fromInputUnsafe(input))
 

@@ -21,6 +21,7 @@ import type * as Option from "effect/Option"
 import * as Random from "effect/Random"
 import { EventNotFoundError, type OutboxStoreError, OutboxValidationError } from "./Errors.ts"
 import { eventIdAt } from "./internal/ids/eventId.ts"
+import { runningSpan } from "./internal/telemetry/runningSpan.ts"
 import { currentSpanOf, withTraceparent } from "./internal/telemetry/traceContext.ts"
 import * as OutboxMessage from "./OutboxMessage.ts"
 import { type InsertResult, OutboxStore } from "./OutboxStore.ts"
@@ -276,11 +277,7 @@ export const make = (settings: Settings) =>
       Effect.flatMap(prepare(drafts, settings), stored).pipe(
         // No stack trace: it would only name this line, and capturing one costs node CPU on
         // every business transaction (issue #14).
-        Effect.withSpan(
-          Telemetry.spans.enqueue,
-          { attributes: { "outbox.count": drafts.length } },
-          { captureStackTrace: false }
-        )
+        runningSpan(Telemetry.spans.enqueue, { attributes: { "outbox.count": drafts.length } })
       )
 
     const release = (ids: ReadonlyArray<OutboxMessage.EventId>) =>

@@ -60,6 +60,7 @@ import { backoff } from "./internal/relay/backoff.ts"
 import { dispatch } from "./internal/relay/dispatch.ts"
 import * as Loop from "./internal/relay/loop.ts"
 import * as Outage from "./internal/relay/outage.ts"
+import { runningSpan } from "./internal/telemetry/runningSpan.ts"
 import type { OutboxMessage } from "./OutboxMessage.ts"
 import type { FailedHeadPolicy, OutboxStore } from "./OutboxStore.ts"
 import * as PartitionLimit from "./PartitionLimit.ts"
@@ -369,13 +370,7 @@ const build = (s: Settings): Effect.Effect<Handle> =>
           yield* pipeline.wake
         }
         return result
-      }).pipe(
-        Effect.withSpan(
-          Telemetry.spans.relayBatch,
-          { attributes: { "outbox.owner": owner } },
-          { captureStackTrace: false }
-        )
-      )
+      }).pipe(runningSpan(Telemetry.spans.relayBatch, { attributes: { "outbox.owner": owner } }))
 
     const relay: Relay = {
       owner,

@@ -17,6 +17,7 @@ import * as Schedule from "effect/Schedule"
 import * as Stream from "effect/Stream"
 import { type ConsumerBatch, type ConsumerRecord, ConsumerSource } from "./ConsumerSource.ts"
 import type { ConsumerSourceError } from "./Errors.ts"
+import { runningSpan } from "./internal/telemetry/runningSpan.ts"
 import { EVENT_ID_HEADER, type EventId, type Headers, isEventId, makeEventId } from "./OutboxMessage.ts"
 import type { PublishRequest } from "./Publisher.ts"
 import * as Telemetry from "./Telemetry.ts"
@@ -102,17 +103,13 @@ export const processBatch = <E, R>(
         })
       )
   }).pipe(
-    Effect.withSpan(
-      Telemetry.spans.transactionalBatch,
-      {
-        attributes: {
-          "outbox.topic": batch.topic,
-          "outbox.partition": batch.partition,
-          "outbox.records": batch.records.length
-        }
-      },
-      { captureStackTrace: false }
-    )
+    runningSpan(Telemetry.spans.transactionalBatch, {
+      attributes: {
+        "outbox.topic": batch.topic,
+        "outbox.partition": batch.partition,
+        "outbox.records": batch.records.length
+      }
+    })
   )
 
 const defaultRetrySchedule: Schedule.Schedule<unknown, TransactionAbortedError> = Schedule.exponential(

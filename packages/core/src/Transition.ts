@@ -14,6 +14,7 @@ import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Metric from "effect/Metric"
 import { IllegalTransitionError, type OutboxStoreError } from "./Errors.ts"
+import { runningSpan } from "./internal/telemetry/runningSpan.ts"
 import { type Move, write } from "./internal/transition/write.ts"
 import * as Lifecycle from "./Lifecycle.ts"
 import type { EventId, OutboxMessage, PublishReceipt } from "./OutboxMessage.ts"
@@ -97,13 +98,7 @@ export const claim = (options: {
       )
     }
     return rows
-  }).pipe(
-    Effect.withSpan(
-      Telemetry.spans.claim,
-      { attributes: { "outbox.owner": options.owner } },
-      { captureStackTrace: false }
-    )
-  )
+  }).pipe(runningSpan(Telemetry.spans.claim, { attributes: { "outbox.owner": options.owner } }))
 
 /**
  * A broker receipt for a dispatched row.

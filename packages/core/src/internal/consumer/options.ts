@@ -15,6 +15,7 @@ import { decodePayload } from "../../OutboxMessage.ts"
 import { OutboxStore } from "../../OutboxStore.ts"
 import { Publisher } from "../../Publisher.ts"
 import * as Telemetry from "../../Telemetry.ts"
+import { runningSpan } from "../telemetry/runningSpan.ts"
 import * as Classify from "./classify.ts"
 import * as RecordRunner from "./record.ts"
 
@@ -192,17 +193,13 @@ const handlerWork = <S extends Schema.Top, E, R>(
     Effect.catchDefect((defect) =>
       Effect.fail(new HandlerDefectError({ reason: DeadLetter.errorMessage(defect), cause: defect }))
     ),
-    Effect.withSpan(
-      Telemetry.spans.consumerHandler,
-      {
-        attributes: {
-          "outbox.topic": record.topic,
-          "outbox.partition": record.partition,
-          "outbox.offset": record.offset
-        }
-      },
-      { captureStackTrace: false }
-    ),
+    runningSpan(Telemetry.spans.consumerHandler, {
+      attributes: {
+        "outbox.topic": record.topic,
+        "outbox.partition": record.partition,
+        "outbox.offset": record.offset
+      }
+    }),
     // Outermost, so the handler span itself is a child of the enqueueing span (R8.2) and the
     // handler's own spans are children of the handler span.
     Telemetry.withParentFromHeaders(record.headers)

@@ -21,6 +21,7 @@ import { OutboxStore } from "../../OutboxStore.ts"
 import type { Publisher } from "../../Publisher.ts"
 import * as Telemetry from "../../Telemetry.ts"
 import * as Transition from "../../Transition.ts"
+import { runningSpan } from "../telemetry/runningSpan.ts"
 import type { Classifier, InfrastructureTest } from "./classify.ts"
 
 /** What the record runner needs, fixed when the consumer starts. */
@@ -228,17 +229,13 @@ export const runRecord = (
     yield* countRecord("dead_lettered")
     return "dead_lettered" as const
   }).pipe(
-    Effect.withSpan(
-      Telemetry.spans.consumerRecord,
-      {
-        attributes: {
-          "outbox.topic": record.topic,
-          "outbox.partition": record.partition,
-          "outbox.offset": record.offset
-        }
-      },
-      { captureStackTrace: false }
-    )
+    runningSpan(Telemetry.spans.consumerRecord, {
+      attributes: {
+        "outbox.topic": record.topic,
+        "outbox.partition": record.partition,
+        "outbox.offset": record.offset
+      }
+    })
   )
 
 interface Tried {

@@ -14,6 +14,7 @@ import { BrokerUnavailableError, type PublishError, RetriablePublishError } from
 import type { OutboxMessage } from "../../OutboxMessage.ts"
 import { Publisher, type PublishOutcome, type PublishRequest } from "../../Publisher.ts"
 import * as Telemetry from "../../Telemetry.ts"
+import { runningSpan } from "../telemetry/runningSpan.ts"
 
 export const isUnavailable = (outcome: PublishOutcome): boolean =>
   Result.isFailure(outcome) && outcome.failure._tag === "BrokerUnavailableError"
@@ -98,10 +99,4 @@ export const publish = (
         )
       )
     })
-  }).pipe(
-    Effect.withSpan(
-      Telemetry.spans.publish,
-      { attributes: { "outbox.batch_size": rows.length } },
-      { captureStackTrace: false }
-    )
-  )
+  }).pipe(runningSpan(Telemetry.spans.publish, { attributes: { "outbox.batch_size": rows.length } }))

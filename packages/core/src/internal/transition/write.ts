@@ -12,6 +12,7 @@ import type * as Lifecycle from "../../Lifecycle.ts"
 import type { EventId } from "../../OutboxMessage.ts"
 import { OutboxStore, type TransitionOutcome, type TransitionPatch } from "../../OutboxStore.ts"
 import * as Telemetry from "../../Telemetry.ts"
+import { runningSpan } from "../telemetry/runningSpan.ts"
 
 /** A requested move: a `TransitionRequest` without `now` (taken from `Clock`). */
 export interface Move {
@@ -45,16 +46,12 @@ export const write = (
         yield* record(moves, outcomes)
         return outcomes
       }).pipe(
-        Effect.withSpan(
-          Telemetry.spans.transition,
-          {
-            attributes: {
-              "outbox.batch_size": moves.length,
-              "outbox.to": [...new Set(moves.map((m) => m.to))].join(",")
-            }
-          },
-          { captureStackTrace: false }
-        )
+        runningSpan(Telemetry.spans.transition, {
+          attributes: {
+            "outbox.batch_size": moves.length,
+            "outbox.to": [...new Set(moves.map((m) => m.to))].join(",")
+          }
+        })
       )
 
 /**
