@@ -8,6 +8,7 @@ import type { PublishRequest } from "@effect-outbox/core/Publisher"
 import * as Effect from "effect/Effect"
 import Kafkajs from "kafkajs"
 import { rootCause } from "../KafkaErrors.ts"
+import { keyPartition } from "./keyPartition.ts"
 
 export interface TopicLayout {
   readonly partitions: ReadonlyArray<Kafkajs.PartitionMetadata>
@@ -34,7 +35,8 @@ export const make = (admin: Kafkajs.Admin, maxAge: number, onGrown: () => void):
   const layouts = new Map<string, TopicLayout>()
   // Keyed records without an explicit partition get the Java client's murmur2 partition, so the
   // same key lands where other Kafka clients would put it; we compute it ourselves to know every
-  // record's partition before sending.
+  // record's partition before sending (keyPartition.ts). Records without a key go round robin,
+  // by kafkajs's partitioner.
   const partitioner = Kafkajs.Partitioners.DefaultPartitioner()
 
   const fetch = (topic: string) =>
@@ -101,11 +103,14 @@ export const make = (admin: Kafkajs.Admin, maxAge: number, onGrown: () => void):
             })
           }
     }
-    const partition = partitioner({
-      topic: request.topic,
-      partitionMetadata: [...layout.partitions],
-      message: { key: request.key, value: null }
-    })
+    const partition =
+      request.key !== null
+        ? keyPartition(request.key, count)
+        : partitioner({
+            topic: request.topic,
+            partitionMetadata: [...layout.partitions],
+            message: { key: null, value: null }
+          })
     return { _tag: "Send", topic: request.topic, partition, leader: leaderOf(partition) }
   }
 
