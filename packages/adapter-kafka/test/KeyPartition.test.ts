@@ -68,8 +68,8 @@ describe("keyPartition", () => {
     }
   })
 
-  it("hashes a key longer than any before it, and short keys after it, as kafkajs does", () => {
-    const long = "ключ-".repeat(20_000) // 200,000 bytes of UTF-8: past any buffer grown so far
+  it("hashes a key past the buffer it keeps, and short keys after it, as kafkajs does", () => {
+    const long = "ключ-".repeat(20_000) // 200,000 bytes of UTF-8: encoded into an array of its own
     assert.strictEqual(keyPartition(long, 12), kafkajsPartition(long, 12))
     assert.strictEqual(keyPartition("order-7", 12), kafkajsPartition("order-7", 12))
   })

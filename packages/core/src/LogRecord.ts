@@ -45,14 +45,16 @@ const encoder = new TextEncoder()
 const decoder = new TextDecoder()
 
 // The metadata's UTF-8 is written here first (no array per call), then copied after the header.
+// Grown for longer metadata up to KEPT bytes; a rarer, larger one gets an array of its own, so one
+// huge header does not pin its size for the life of the process.
+const KEPT = 64 * 1024
 let scratch = new Uint8Array(1024)
 
-const utf8Into = (text: string): number => {
-  for (;;) {
-    const { read, written } = encoder.encodeInto(text, scratch)
-    if (read === text.length) return written
-    scratch = new Uint8Array(Math.max(scratch.length * 2, text.length * 3))
-  }
+const utf8 = (text: string): Uint8Array => {
+  const bound = text.length * 3 // UTF-8 takes at most 3 bytes per UTF-16 code unit
+  if (bound > KEPT) return encoder.encode(text)
+  if (bound > scratch.length) scratch = new Uint8Array(bound)
+  return scratch.subarray(0, encoder.encodeInto(text, scratch).written)
 }
 
 /**
@@ -63,7 +65,7 @@ const utf8Into = (text: string): number => {
  * @category codec
  */
 export const encode = (message: LogMessage): Uint8Array => {
-  const metaLength = utf8Into(
+  const meta = utf8(
     JSON.stringify({
       id: message.id,
       topic: message.topic,
@@ -73,13 +75,14 @@ export const encode = (message: LogMessage): Uint8Array => {
       createdAt: message.createdAt
     })
   )
+  const metaLength = meta.byteLength
   const out = Bytes.alloc(5 + metaLength + message.payload.byteLength)
   out[0] = VERSION
   out[1] = metaLength >>> 24
   out[2] = (metaLength >>> 16) & 0xff
   out[3] = (metaLength >>> 8) & 0xff
   out[4] = metaLength & 0xff
-  out.set(scratch.subarray(0, metaLength), 5)
+  out.set(meta, 5)
   out.set(message.payload, 5 + metaLength)
   return out
 }

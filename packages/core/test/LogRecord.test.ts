@@ -28,11 +28,15 @@ describe("LogRecord, one event's bytes in the log", () => {
     }
   })
 
-  it("keeps metadata that is not ASCII, and metadata longer than its first scratch buffer", () => {
+  it("keeps metadata that is not ASCII, longer than its first scratch buffer, and past the size it keeps", () => {
     const wide = message(4, { key: "ключ-😀-鍵", headers: { note: "é".repeat(3_000), "event-id": "😀" } })
     assert.deepStrictEqual(asPlain(roundTrip(wide)), asPlain(wide))
     // and the next, short one is not disturbed by the grown buffer
     assert.deepStrictEqual(asPlain(roundTrip(message(5))), asPlain(message(5)))
+    // 100,000 characters of headers: encoded into an array of its own, not the kept buffer
+    const huge = message(6, { headers: { note: "鍵".repeat(100_000), "event-id": "e-6" } })
+    assert.deepStrictEqual(asPlain(roundTrip(huge)), asPlain(huge))
+    assert.deepStrictEqual(asPlain(roundTrip(message(7))), asPlain(message(7)))
   })
 
   it("gives every encoding bytes of its own, across shared blocks, and a large payload its own array", () => {

@@ -13,14 +13,10 @@ const SEED = 0x9747b28c
 const M = 0x5bd1e995
 
 const encoder = new TextEncoder()
-// The key's UTF-8 is written here (no buffer per record); grown for a longer key and kept.
+// The key's UTF-8 is written here (no buffer per record), grown for longer keys up to KEPT bytes;
+// a rarer, longer key gets an array of its own, so it does not pin its size.
+const KEPT = 4096
 let scratch = new Uint8Array(256)
-
-const utf8 = (key: string): number => {
-  // UTF-8 takes at most 3 bytes per UTF-16 code unit.
-  if (scratch.length < key.length * 3) scratch = new Uint8Array(key.length * 3)
-  return encoder.encodeInto(key, scratch).written
-}
 
 /** The Java client's `Utils.murmur2` of the first `length` bytes of `data`: a signed 32-bit int. */
 export const murmur2 = (data: Uint8Array, length = data.length): number => {
@@ -45,6 +41,9 @@ export const murmur2 = (data: Uint8Array, length = data.length): number => {
 
 /** The partition of `key` among `partitionCount` partitions, as every Kafka client computes it. */
 export const keyPartition = (key: string, partitionCount: number): number => {
-  const length = utf8(key) // first: it may replace `scratch`
+  const bound = key.length * 3 // UTF-8 takes at most 3 bytes per UTF-16 code unit
+  if (bound > KEPT) return (murmur2(encoder.encode(key)) & 0x7fffffff) % partitionCount
+  if (bound > scratch.length) scratch = new Uint8Array(bound)
+  const length = encoder.encodeInto(key, scratch).written
   return (murmur2(scratch, length) & 0x7fffffff) % partitionCount
 }
