@@ -3,7 +3,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { MultipleErrors, NetworkError, ProtocolError, TimeoutError, UserError } from "@platformatic/kafka"
 import * as PlatformaticErrors from "../src/PlatformaticErrors.ts"
-import { keyPartition } from "../src/PlatformaticPublisher.ts"
 
 const response = (...ids: Array<string>) =>
   new MultipleErrors(
@@ -70,22 +69,5 @@ describe("PlatformaticErrors", () => {
     const text = PlatformaticErrors.describe(response("MESSAGE_TOO_LARGE"))
     assert.include(text, "MESSAGE_TOO_LARGE")
     assert.include(text, "Producing messages failed.")
-  })
-})
-
-describe("keyPartition", () => {
-  // murmur2 vectors of Kafka's own UtilsTest (signed 32-bit), made positive as the Java client does.
-  it("matches the Java client's partition for a key", () => {
-    const vectors: ReadonlyArray<[string, number]> = [
-      ["21", -973932308],
-      ["foobar", -790332482],
-      ["a-little-bit-long-string", -985981536],
-      ["a-little-bit-longer-string", -1486304829],
-      ["lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8", -58897971],
-      ["abc", 479470107]
-    ]
-    for (const [key, hash] of vectors) {
-      for (const count of [1, 3, 7, 12]) assert.strictEqual(keyPartition(key, count), (hash & 0x7fffffff) % count, key)
-    }
   })
 })

@@ -11,6 +11,7 @@
  * @since 0.1.0
  */
 
+import { keyPartition } from "@effect-outbox/core/KeyPartition"
 import type { PublishReceipt } from "@effect-outbox/core/OutboxMessage"
 import {
   TransactionAbortedError,
@@ -160,7 +161,9 @@ const targets = (
       const layout = layouts.get(record.topic)!
       if (record.partition === null) {
         return Effect.succeed(
-          partitioner({ topic: record.topic, partitionMetadata: layout, message: { key: record.key, value: null } })
+          record.key !== null
+            ? keyPartition(record.key, layout.length)
+            : partitioner({ topic: record.topic, partitionMetadata: layout, message: { key: null, value: null } })
         )
       }
       return record.partition >= 0 && record.partition < layout.length

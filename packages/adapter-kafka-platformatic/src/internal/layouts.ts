@@ -6,8 +6,9 @@
  * @internal
  */
 import { PermanentPublishError, type PublishError, UnknownPartitionError } from "@effect-outbox/core/Errors"
+import { keyPartition } from "@effect-outbox/core/KeyPartition"
 import type { PublishRequest } from "@effect-outbox/core/Publisher"
-import { type Admin, murmur2 } from "@platformatic/kafka"
+import type { Admin } from "@platformatic/kafka"
 import * as Effect from "effect/Effect"
 import { isUnknownTopic } from "../PlatformaticErrors.ts"
 
@@ -32,10 +33,10 @@ export interface Layouts {
 }
 
 /**
- * The partition the Java client (and kafkajs) gives a key: `toPositive(murmur2(key)) % count`.
+ * The partition the Java client (and kafkajs) gives a key: `toPositive(murmur2(key)) % count`
+ * (core's, shared with the kafkajs adapter and the in-memory broker).
  */
-export const keyPartition = (key: string, partitionCount: number): number =>
-  (murmur2(Buffer.from(key)) & 0x7fffffff) % partitionCount
+export { keyPartition }
 
 /** `onGrown` runs when a topic shows more partitions than before (the producer's own metadata may predate it). */
 export const make = (admin: Admin, maxAge: number, onGrown: () => void): Layouts => {

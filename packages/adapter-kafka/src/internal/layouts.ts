@@ -4,11 +4,11 @@
  * or the Java client's murmur2 partition of its key).
  */
 import { PermanentPublishError, type PublishError, UnknownPartitionError } from "@effect-outbox/core/Errors"
+import { keyPartition } from "@effect-outbox/core/KeyPartition"
 import type { PublishRequest } from "@effect-outbox/core/Publisher"
 import * as Effect from "effect/Effect"
 import Kafkajs from "kafkajs"
 import { rootCause } from "../KafkaErrors.ts"
-import { keyPartition } from "./keyPartition.ts"
 
 export interface TopicLayout {
   readonly partitions: ReadonlyArray<Kafkajs.PartitionMetadata>
@@ -35,7 +35,7 @@ export const make = (admin: Kafkajs.Admin, maxAge: number, onGrown: () => void):
   const layouts = new Map<string, TopicLayout>()
   // Keyed records without an explicit partition get the Java client's murmur2 partition, so the
   // same key lands where other Kafka clients would put it; we compute it ourselves to know every
-  // record's partition before sending (keyPartition.ts). Records without a key go round robin,
+  // record's partition before sending (core's `KeyPartition`). Records without a key go round robin,
   // by kafkajs's partitioner.
   const partitioner = Kafkajs.Partitioners.DefaultPartitioner()
 

@@ -24,6 +24,7 @@ import {
   RetriablePublishError,
   UnknownPartitionError
 } from "@effect-outbox/core/Errors"
+import { keyPartition } from "@effect-outbox/core/KeyPartition"
 import { EVENT_ID_HEADER } from "@effect-outbox/core/OutboxMessage"
 import * as PartitionSend from "@effect-outbox/core/PartitionSend"
 import type { Publisher, PublishOutcome, PublishRequest } from "@effect-outbox/core/Publisher"
@@ -34,7 +35,6 @@ import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
 import type { PublishFault } from "../InMemoryBroker.ts"
 import { type BrokerEngine, type StoredRecord, tp } from "./brokerEngine.ts"
-import { partitionForKey } from "./murmur2.ts"
 
 /**
  * How the client puts a call's records into record batches:
@@ -91,7 +91,7 @@ const partitionOf = (
     }
     return partition
   }
-  if (request.key !== null) return partitionForKey(request.key, partitionCount)
+  if (request.key !== null) return keyPartition(request.key, partitionCount)
   const counter = (sender.roundRobin.get(request.topic) ?? -1) + 1
   sender.roundRobin.set(request.topic, counter)
   return counter % partitionCount
