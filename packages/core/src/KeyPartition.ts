@@ -23,7 +23,8 @@ const KEPT = 4096
 let scratch = new Uint8Array(256)
 
 /**
- * The Java client's `Utils.murmur2` of the first `length` bytes of `data`: a signed 32-bit int.
+ * The Java client's `Utils.murmur2` of the first `length` bytes of `data` (`length` ≤ its size):
+ * a signed 32-bit int.
  *
  * @since 0.4.0
  * @category partitioning
@@ -50,11 +51,15 @@ export const murmur2 = (data: Uint8Array, length = data.length): number => {
 
 /**
  * The partition of `key` among `partitionCount` partitions, as the Java client computes it.
+ * `partitionCount` is a topic's partition count: a positive integer, or a `RangeError`.
  *
  * @since 0.4.0
  * @category partitioning
  */
 export const keyPartition = (key: string, partitionCount: number): number => {
+  if (!Number.isInteger(partitionCount) || partitionCount < 1) {
+    throw new RangeError(`a key's partition needs a partition count of at least 1, got ${partitionCount}`)
+  }
   const bound = key.length * 3 // UTF-8 takes at most 3 bytes per UTF-16 code unit
   if (bound > KEPT) return (murmur2(encoder.encode(key)) & 0x7fffffff) % partitionCount
   if (bound > scratch.length) scratch = new Uint8Array(bound)

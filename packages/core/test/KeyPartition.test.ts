@@ -40,4 +40,10 @@ describe("KeyPartition", () => {
     }
     assert.strictEqual(keyPartition("abc", 12), (479470107 & 0x7fffffff) % 12)
   })
+
+  it("refuses a partition count that is not a positive integer, saying what it got", () => {
+    for (const count of [0, -1, 1.5, Number.NaN]) {
+      assert.throws(() => keyPartition("abc", count), RangeError, `got ${count}`)
+    }
+  })
 })
