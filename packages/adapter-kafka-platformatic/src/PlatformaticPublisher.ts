@@ -65,13 +65,14 @@ export const producerResets = Metric.counter("outbox_kafka_producer_resets_total
 
 export {
   /**
-   * The partition the Java client (and kafkajs) gives a key: `toPositive(murmur2(key)) % count`.
+   * The partition the Java client (and kafkajs) gives a key: `toPositive(murmur2(key)) % count`
+   * (core's `KeyPartition`, shared with the kafkajs adapter and the in-memory broker).
    *
    * @since 0.1.0
    * @category partitioning
    */
   keyPartition
-} from "./internal/layouts.ts"
+} from "@effect-outbox/core/KeyPartition"
 
 /**
  * The headers sent with a record: the request's own, with `event-id` guaranteed to be its id.

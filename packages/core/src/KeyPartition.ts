@@ -13,14 +13,13 @@
  * @since 0.4.0
  */
 
+import { scratchEncoder } from "./internal/bytes/utf8.ts"
+
 const SEED = 0x9747b28c
 const M = 0x5bd1e995
 
-const encoder = new TextEncoder()
-// The key's UTF-8 is written here (no buffer per record), grown for longer keys up to KEPT bytes;
-// a rarer, longer key gets an array of its own, so it does not pin its size.
-const KEPT = 4096
-let scratch = new Uint8Array(256)
+// The key's UTF-8 is written into a kept buffer (no array per record), up to 4 KiB.
+const utf8 = scratchEncoder(256, 4096)
 
 /**
  * The Java client's `Utils.murmur2` of the first `length` bytes of `data` (`length` ≤ its size):
@@ -60,9 +59,5 @@ export const keyPartition = (key: string, partitionCount: number): number => {
   if (!Number.isInteger(partitionCount) || partitionCount < 1) {
     throw new RangeError(`a key's partition needs a partition count of at least 1, got ${partitionCount}`)
   }
-  const bound = key.length * 3 // UTF-8 takes at most 3 bytes per UTF-16 code unit
-  if (bound > KEPT) return (murmur2(encoder.encode(key)) & 0x7fffffff) % partitionCount
-  if (bound > scratch.length) scratch = new Uint8Array(bound)
-  const length = encoder.encodeInto(key, scratch).written
-  return (murmur2(scratch, length) & 0x7fffffff) % partitionCount
+  return (murmur2(utf8(key)) & 0x7fffffff) % partitionCount
 }

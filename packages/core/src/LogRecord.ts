@@ -11,6 +11,7 @@
 
 import { LogRecordError } from "./Errors.ts"
 import * as Bytes from "./internal/bytes/blocks.ts"
+import { scratchEncoder } from "./internal/bytes/utf8.ts"
 import type { EventId, Headers } from "./OutboxMessage.ts"
 
 /**
@@ -41,21 +42,10 @@ export {
 } from "./Errors.ts"
 
 const VERSION = 1
-const encoder = new TextEncoder()
 const decoder = new TextDecoder()
 
-// The metadata's UTF-8 is written here first (no array per call), then copied after the header.
-// Grown for longer metadata up to KEPT bytes; a rarer, larger one gets an array of its own, so one
-// huge header does not pin its size for the life of the process.
-const KEPT = 64 * 1024
-let scratch = new Uint8Array(1024)
-
-const utf8 = (text: string): Uint8Array => {
-  const bound = text.length * 3 // UTF-8 takes at most 3 bytes per UTF-16 code unit
-  if (bound > KEPT) return encoder.encode(text)
-  if (bound > scratch.length) scratch = new Uint8Array(bound)
-  return scratch.subarray(0, encoder.encodeInto(text, scratch).written)
-}
+// The metadata's UTF-8 is written into a kept buffer first (up to 64 KiB), then copied after the header.
+const utf8 = scratchEncoder(1024, 64 * 1024)
 
 /**
  * The bytes are a view into a shared block (`internal/bytes/blocks.ts`): read them through

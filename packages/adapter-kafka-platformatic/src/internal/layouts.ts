@@ -32,12 +32,6 @@ export interface Layouts {
   readonly target: (request: PublishRequest, layout: { readonly partitions: number } | undefined) => Target
 }
 
-/**
- * The partition the Java client (and kafkajs) gives a key: `toPositive(murmur2(key)) % count`
- * (core's, shared with the kafkajs adapter and the in-memory broker).
- */
-export { keyPartition }
-
 /** `onGrown` runs when a topic shows more partitions than before (the producer's own metadata may predate it). */
 export const make = (admin: Admin, maxAge: number, onGrown: () => void): Layouts => {
   const layouts = new Map<string, TopicLayout>()

@@ -6,11 +6,11 @@
  *
  * @internal
  */
+import { keyPartition } from "@effect-outbox/core/KeyPartition"
 import type { PublishReceipt } from "@effect-outbox/core/OutboxMessage"
 import type { TransactionRequest } from "@effect-outbox/core/TransactionalProducer"
 import { type Admin, type Consumer, FindCoordinatorKeyTypes, type Message, type Producer } from "@platformatic/kafka"
 import { recordHeaders } from "../PlatformaticPublisher.ts"
-import { keyPartition } from "./layouts.ts"
 
 /** A failure whose verdict is decided before any broker call. */
 export class Refused {
