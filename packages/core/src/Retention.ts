@@ -1,5 +1,5 @@
 /**
- * Retention (R1.7): finished outbox rows older than a configured age are deleted in bounded
+ * Retention: finished outbox rows older than a configured age are deleted in bounded
  * batches on a schedule, so the table does not grow without bound and a purge never holds long
  * locks.
  *
