@@ -81,7 +81,7 @@ const services = (options: StackOptions) => {
           )
   const outbox = Outbox.layerWith({ maxPayloadBytes: 1_000_000 })
   // The library logs every transition at INFO; a production deployment at volume runs at WARN
-  // (BENCH_LOG_LEVEL=Info measures the default; docs/performance.md gives both).
+  // (BENCH_LOG_LEVEL=Info measures the default; bench/JOURNAL.md gives both).
   const logLevel = Layer.succeed(References.MinimumLogLevel)(
     (process.env.BENCH_LOG_LEVEL ?? "Warn") as LogLevel.LogLevel
   )

@@ -12,7 +12,7 @@
  * - With `notifyInTransaction: true` (the old mode), `notify` runs `pg_notify(channel, '')` in
  *   the transaction: delivered on commit, dropped on rollback, folded by PostgreSQL. Its cost: a
  *   notifying transaction takes a database-wide lock at commit, which serialises concurrent
- *   writers (about half the write throughput, see `docs/performance.md`). A `PgTransactor`
+ *   writers (about half the write throughput, see `bench/JOURNAL.md`). A `PgTransactor`
  *   transaction that already queued it here skips the call. (An enqueue whose insert queued it,
  *   `PgOutboxStore` with `notify` on, reports `wakeUpQueued` and does not call `notify`.)
  * - `signals` shares ONE pooled connection in `LISTEN` among all its subscribers (every relay

@@ -63,7 +63,7 @@ const unnestParams = (messages: ReadonlyArray<NewOutboxMessage>): Array<unknown>
  * (table names are validated identifiers, everything else a bound parameter) straight to the
  * transaction's connection (`SqlClient.transactionService`; prepared once per connection by the
  * driver): no per-call compile of a `sql` template and no effect/sql statement span, which cost
- * node CPU on every business transaction (docs/performance.md). Outside a
+ * node CPU on every business transaction (bench/JOURNAL.md). Outside a
  * transaction it goes through `sql.unsafe`. Its span `pg.outbox.insert` (kind `client`, with
  * `db.query.text`) captures no stack trace (it could only name this file).
  */
