@@ -81,7 +81,7 @@ const services = (options: StackOptions) => {
           )
   const outbox = Outbox.layerWith({ maxPayloadBytes: 1_000_000 })
   // The library logs every transition at INFO; a production deployment at volume runs at WARN
-  // (BENCH_LOG_LEVEL=Info measures the default; docs/performance.md gives both).
+  // (BENCH_LOG_LEVEL=Info measures the default; bench/JOURNAL.md gives both).
   const logLevel = Layer.succeed(References.MinimumLogLevel)(
     (process.env.BENCH_LOG_LEVEL ?? "Warn") as LogLevel.LogLevel
   )
@@ -273,8 +273,8 @@ export const businessWrite = (stack: Stack, table: string, topic: string, i: num
  * The same business transaction with the outbox row written by hand: the order row and one plain
  * `INSERT` of the event (same columns, same 1 KB payload, the event-id header) through the same
  * `SqlClient`, in `sql.withTransaction`. The write path's baseline for the library's own overhead.
- * Its id is a UUIDv7 like the library's (until 2026-12-03 19:20 a random UUIDv4, whose scattered
- * primary-key inserts the library's time-ordered ids do not pay). The library's row also carries a
+ * Its id is a UUIDv7 like the library's (a random UUIDv4's scattered
+ * primary-key inserts would charge the baseline a cost the library's time-ordered ids do not pay). The library's row also carries a
  * `traceparent` header (about 70 bytes more jsonb); the hand row does not.
  */
 export const handWriteTx = (table: string, topic: string, i: number) =>

@@ -1,5 +1,5 @@
 /**
- * What-if (issue #14 item 4, not part of `pnpm bench`): the claim relay against its own limit.
+ * What-if (not part of `pnpm bench`): the claim relay against its own limit.
  * The same backlog of 1 KB rows (1000 keys) is drained, in alternating rounds, by
  *   bare     a bare claim + mark loop: `UPDATE … SET status = 'DISPATCHING' WHERE id IN (SELECT id
  *            … WHERE status = 'PENDING' ORDER BY seq LIMIT 100 FOR UPDATE SKIP LOCKED) RETURNING *`,

@@ -1,5 +1,5 @@
 /**
- * What-if (not part of `pnpm bench`, issue #16): kafkajs vs @platformatic/kafka side by side in
+ * What-if (not part of `pnpm bench`): kafkajs vs @platformatic/kafka side by side in
  * one process, every variant interleaved with its sibling, the order rotating per repetition.
  *
  * - raw producer: an idempotent producer sending 1 KB records in sequential acks=-1 batches of 100

@@ -13,7 +13,7 @@
  *
  * `--writer-thread`: the writer on a worker thread (its own heap); `--raw`: then raw kafkajs at the
  * same rate with the same monitors; `--raw-per-partition`: raw sends one `sendBatch` per partition.
- * Findings: docs/performance.md, "The commit → publish tail, traced".
+ * Findings: bench/JOURNAL.md, "The commit → publish tail, traced".
  */
 import { monitorEventLoopDelay, PerformanceObserver } from "node:perf_hooks"
 import * as LogRelay from "@effect-outbox/core/LogRelay"

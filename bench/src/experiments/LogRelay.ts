@@ -1,5 +1,5 @@
 /**
- * What-if (not part of `pnpm bench`): the log relay (issue #14) draining a backlog of `--backlog`
+ * What-if (not part of `pnpm bench`): the log relay draining a backlog of `--backlog`
  * 1 KB events written with `pg_logical_emit_message` (PgLogOutbox), next to raw kafkajs
  * `sendBatch` of 100 (acks=-1, idempotent) with the same records, interleaved in one run (the
  * order alternates per repetition). Needs a wal_level=logical PostgreSQL at LOGICAL_DATABASE_URL

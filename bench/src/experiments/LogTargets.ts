@@ -1,5 +1,5 @@
 /**
- * What-if (not part of `pnpm bench`): issue #14's other log-engine targets, each side by side
+ * What-if (not part of `pnpm bench`): the log engine's other targets, each side by side
  * with its baseline in one run, interleaved (the side that goes first alternates). Needs a
  * wal_level=logical PostgreSQL at LOGICAL_DATABASE_URL and Kafka at KAFKA_BROKERS.
  *

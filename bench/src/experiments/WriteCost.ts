@@ -1,5 +1,5 @@
 /**
- * What-if (issue #14, not part of `pnpm bench`): where the WAL-only write path's cost goes. The
+ * What-if (not part of `pnpm bench`): where the WAL-only write path's cost goes. The
  * same order-row transaction as `LogTargets.ts write`, through the log engine's `Transactor`, in
  * four variants interleaved (the order rotates per repetition):
  *

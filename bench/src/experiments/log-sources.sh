@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What-if (not part of `pnpm bench`): the two sources a log relay can read (issue #14), side by
+# What-if (not part of `pnpm bench`): the two sources a log relay can read, side by
 # side on one wal_level=logical PostgreSQL (PG_PORT, default 25433: `scripts/services pg-private up`).
 #  write: pgbench tx/s of an order-row transaction, plain / + outbox-table insert (a published
 #         table) / + pg_logical_emit_message(true, ..., 1 KB), with a slot on each source so the

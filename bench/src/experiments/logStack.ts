@@ -38,7 +38,7 @@ export const make = (
   synchronousCommit?: "on" | "off",
   /**
    * The Kafka adapter the relay publishes and probes through; `kafkajs-per-partition` is kafkajs
-   * with `combinePartitions: false` (one produce request per partition, the publisher before #14).
+   * with `combinePartitions: false` (one produce request per partition).
    */
   kafkaClient: "kafkajs" | "kafkajs-per-partition" | "kafkajs-worker" | "platformatic" = "kafkajs"
 ) => {

@@ -1,5 +1,5 @@
 /**
- * What-if (issue #14): the kafkajs publisher on a worker thread of its own (its own event loop,
+ * What-if: the kafkajs publisher on a worker thread of its own (its own event loop,
  * heap and GC), the other side of `workerPublisher.ts`. Builds `KafkaPublisher` on a `KafkaClient`
  * and answers each `{ call, requests }` with `{ call, outcomes }` (a receipt, or the failure's
  * tag and message). workerData: { brokers }.

@@ -1,5 +1,5 @@
 /**
- * What-if (issue #14): a `Publisher` whose kafkajs producer runs on a worker thread of its own
+ * What-if: a `Publisher` whose kafkajs producer runs on a worker thread of its own
  * (`publisherThread.ts`), so kafkajs's record encoding and its garbage stop sharing the relay's
  * event loop and heap with the replication stream. Each call's requests cross by structured clone
  * (payload bytes copied); a failure comes back as a `RetriablePublishError` carrying the worker's

@@ -4,8 +4,8 @@
  * business write without it — `Inbox.processOnce` with one transaction per message, and
  * `Inbox.processBatch` (one transaction and one record statement) per kafkajs batch; and ÷ a no-op
  * kafkajs consumer (the ceiling of delivery alone). `processOnce` nested in one transaction per
- * batch (what a per-batch consumer did before `processBatch`; a savepoint per message until the
- * write-path change of issue #14, joined since) is
+ * batch (what a per-batch consumer did before `processBatch`; it now joins that one
+ * transaction) is
  * measured too, for comparison.
  */
 import type Kafkajs from "kafkajs"

@@ -3,7 +3,7 @@
  * concurrent clients, interleaved, three ways on the same pool: without the outbox (the
  * library's Transactor, no event), with `Outbox.enqueue` (the library), and with the same
  * outbox row written by hand through the same `SqlClient` (`Library.handWrite`, the baseline for
- * the library's own overhead, issue #14: target ≥ 0.9×).
+ * the library's own overhead: target ≥ 0.9×).
  */
 import * as Cpu from "../Cpu.ts"
 import * as Env from "../Env.ts"

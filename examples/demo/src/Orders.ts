@@ -76,7 +76,7 @@ export const createTables = (schema: string) =>
   })
 
 /**
- * Places an order: the order row and its `OrderPlaced` event in ONE transaction (R1.1). When
+ * Places an order: the order row and its `OrderPlaced` event in ONE transaction. When
  * `failAfterEnqueue` is set the transaction fails after both writes (a payment check that says
  * no), so neither the order nor its event survives. Returns the event id either way.
  *

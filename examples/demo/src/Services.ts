@@ -101,7 +101,7 @@ export type Broker = Publisher | BrokerProbe | BrokerAdmin | ConsumerSource | To
  *
  * - Embedded: one connection (PGlite runs one transaction at a time), no `NOTIFY`/`LISTEN` —
  *   relays poll, which costs latency and nothing else.
- * - Server: a small pool, `NOTIFY` on enqueue and `LISTEN` in the relay (R1.6).
+ * - Server: a small pool, `NOTIFY` on enqueue and `LISTEN` in the relay.
  *
  * @since 0.1.0
  * @category layers

@@ -1,5 +1,5 @@
 /**
- * The mailbox's identities (R6.4). A mailbox command is keyed by the canonical mailbox user id
+ * The mailbox's identities. A mailbox command is keyed by the canonical mailbox user id
  * — never a display e-mail, never an auth provider's subject. All three are strings at run time;
  * the brands make handing one where another is expected a compile error.
  *

@@ -1,5 +1,5 @@
 /**
- * The mailbox service (SPEC R6): every user owns an ordered mailbox. When a user is created, a
+ * The mailbox service: every user owns an ordered mailbox. When a user is created, a
  * partition of the mailbox topic is reserved for them by sequential assignment (fill partition
  * 0 up to the capacity, then 1, …, growing the topic on the broker when needed). Mailbox
  * commands are keyed by the canonical `MailboxUserId` and published to the user's partition, so
@@ -122,8 +122,8 @@ export class UnknownMessage extends Schema.TaggedError<UnknownMessage>()("Unknow
 }
 
 /**
- * Creates a user with a fresh canonical id, then reserves their partition (R6.1), growing the
- * topic when the reservation opens a partition the broker does not have (R6.2). The reservation
+ * Creates a user with a fresh canonical id, then reserves their partition, growing the
+ * topic when the reservation opens a partition the broker does not have. The reservation
  * is idempotent per user, so a failed growth is finished by calling `assign` again.
  *
  * @since 0.1.0
@@ -147,9 +147,9 @@ export const createUser = (
   })
 
 /**
- * Enqueues a mailbox command on the user's partition (R6.3): `key = userId`, `partition` = the
+ * Enqueues a mailbox command on the user's partition: `key = userId`, `partition` = the
  * user's assignment. Takes a `MailboxUserId` only: an `EmailAddress` or `AuthSubject` does not
- * type-check (R6.4).
+ * type-check.
  *
  * @since 0.1.0
  * @category commands

@@ -2,12 +2,12 @@
  * The two consumers of `OrderCreated`, each its own consumer group:
  *
  * - billing creates exactly one invoice per order: the insert runs inside `processOnce`, in one
- *   transaction with the dedup record (R4.1). It drives the outbox lifecycle (R2.5).
- * - notifications e-mails the customer through the provider with the event id as idempotency key
- *   (R4.6). An e-mail cannot join a transaction, so the provider deduplicates. It leaves the
+ *   transaction with the dedup record. It drives the outbox lifecycle.
+ * - notifications e-mails the customer through the provider with the event id as idempotency key.
+ *   An e-mail cannot join a transaction, so the provider deduplicates. It leaves the
  *   lifecycle to billing (one group per database drives it).
  *
- * Both dead-letter a record whose payload does not decode (R5.2).
+ * Both dead-letter a record whose payload does not decode.
  *
  * @since 0.1.0
  */

@@ -1,6 +1,6 @@
 /**
  * A fake e-mail provider with the contract real ones offer: an idempotency key per request, so
- * a request repeated with the same key sends nothing twice (R4.6). The notifications consumer
+ * a request repeated with the same key sends nothing twice. The notifications consumer
  * passes the event id; a redelivered or replayed event reaches the provider again and is absorbed
  * there, because an e-mail cannot join the database transaction.
  *

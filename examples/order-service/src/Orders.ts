@@ -1,6 +1,6 @@
 /**
- * The order domain: an order row and its `OrderCreated` event, written in ONE transaction
- * (R1.1). The topic is declared once and types both the producer (this module) and the
+ * The order domain: an order row and its `OrderCreated` event, written in ONE transaction.
+ * The topic is declared once and types both the producer (this module) and the
  * consumers (billing, notifications).
  *
  * @since 0.1.0

@@ -95,7 +95,7 @@ export const make = (options: PlatformaticPublisherOptions = {}) =>
     const timeoutMillis = options.publishTimeoutMillis ?? 8_000
 
     // One producer at a time, replaced (a fresh producer id) after an uncertain failure or a
-    // timeout; sends hold it by reference so a reset never closes it under them (M5).
+    // timeout; sends hold it by reference so a reset never closes it under them.
     const leases = yield* ProducerLeases.make<Send.AnyProducer>({
       create: () =>
         new Producer<Buffer | undefined, Buffer, string, string>({

@@ -1,5 +1,5 @@
 /**
- * `TransactionalProducer` on @platformatic/kafka (R7.1): records and a consumer group's offsets
+ * `TransactionalProducer` on @platformatic/kafka: records and a consumer group's offsets
  * committed in one Kafka transaction. The client speaks the whole transaction protocol:
  * `FindCoordinator` (transaction key), `InitProducerId` with the `transactionalId`,
  * `AddPartitionsToTxn` (on each `send` of a transaction), `AddOffsetsToTxn` (`addConsumer`),

@@ -1,6 +1,6 @@
 /**
- * `BrokerAdmin` on kafkajs: topic creation, partition counts and partition growth (R3.3, R6.2),
- * and consumer-group offsets for lag (R8.1).
+ * `BrokerAdmin` on kafkajs: topic creation, partition counts and partition growth,
+ * and consumer-group offsets for lag.
  *
  * @since 0.1.0
  */

@@ -1,5 +1,5 @@
 /**
- * `BrokerProbe` on kafkajs (R3.2): did a timed-out send land after all? Reads the partition
+ * `BrokerProbe` on kafkajs: did a timed-out send land after all? Reads the partition
  * from the offset of `since` up to the end offset captured at the start, looking for the
  * record whose `event-id` header matches.
  *

@@ -1,5 +1,5 @@
 /**
- * `ConsumerSource` on kafkajs (R4.5): per-partition batches from a consumer group, handed to the
+ * `ConsumerSource` on kafkajs: per-partition batches from a consumer group, handed to the
  * stream one at a time, and offsets committed only when the core consumer says so (after its
  * database transaction committed).
  *
@@ -61,7 +61,7 @@ export interface KafkaConsumerSourceOptions {
   /**
    * How old the group's view of topic metadata may get (default 5000 ms; kafkajs default 300000).
    * A topic grown by `PartitionAssignment` or the relay's sync is noticed (and rebalanced onto)
-   * within this, so its new partitions are read within seconds (H4).
+   * within this, so its new partitions are read within seconds.
    */
   readonly metadataMaxAgeMillis?: number | undefined
   /** Extra kafkajs consumer settings (retry, rackId…). */
@@ -149,7 +149,7 @@ const start = (
         await consumer.connect()
         // Only partitions without a committed offset use this: a new group, and partitions added
         // to a grown topic. Starting those at their end would skip what was written before the
-        // group noticed them (H4), so the default is their beginning.
+        // group noticed them, so the default is their beginning.
         await consumer.subscribe({ topics: [...request.topics], fromBeginning: request.fromBeginning ?? true })
         await consumer.run({
           autoCommit: false,

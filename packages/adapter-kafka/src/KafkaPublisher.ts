@@ -21,7 +21,7 @@ import { describe, isRecordSizeError, toPublishError } from "./KafkaErrors.ts"
 export interface KafkaPublisherOptions {
   /**
    * Upper bound on one publish call, retries included (default 8000). A partition batch that runs
-   * out reports `BrokerUnavailableError` for its records: they may or may not have landed (R3.2).
+   * out reports `BrokerUnavailableError` for its records: they may or may not have landed.
    * Below the relay's default `publishTimeout` (10 s) on purpose: the publisher answers first, so
    * the receipts of partitions that did land are kept instead of the whole call timing out.
    */
@@ -82,7 +82,7 @@ export const make = (options: KafkaPublisherOptions = {}) =>
     const maxInFlightRequests = Math.min(5, Math.max(1, options.maxInFlightRequests ?? 5))
     // One producer at a time; replaced (fresh producer id) after an uncertain failure, see
     // KafkaErrors.requiresProducerReset, and after a topic grew (kafkajs would otherwise drop
-    // records for partitions its cached metadata lacks). Sends hold it by reference (M5).
+    // records for partitions its cached metadata lacks). Sends hold it by reference.
     // kafkajs refreshes metadata for every topic a producer ever sent to, and once one of them
     // is deleted every refresh fails (UNKNOWN_TOPIC_OR_PARTITION) until the producer is
     // replaced. So we remember those topics (`targeted`) and check they still exist, at most

@@ -1,5 +1,5 @@
 /**
- * `TopicReader` on kafkajs (R5.3): reads every retained record of a topic up to the high
+ * `TopicReader` on kafkajs: reads every retained record of a topic up to the high
  * watermarks seen when the read starts, with a throwaway consumer that commits nothing. Used to
  * inspect and replay dead letters.
  *

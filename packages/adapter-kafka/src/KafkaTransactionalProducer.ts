@@ -1,5 +1,5 @@
 /**
- * `TransactionalProducer` on kafkajs (R7.1): records and a consumer group's offsets committed in
+ * `TransactionalProducer` on kafkajs: records and a consumer group's offsets committed in
  * one Kafka transaction (`transactionalId`, `producer.transaction()`, `sendOffsets`). Pair it
  * with `KafkaConsumerSource`, which reads `read_committed`, so aborted records never reach
  * downstream consumers.

@@ -90,7 +90,7 @@ const tables = (t: Tables): ReadonlyArray<string> => {
 }
 
 // Fewer index entries per insert and per status change, a cheaper claim, and autovacuum
-// settings for a queue table (issue #8; measured in docs/postgres.md). Upgrades a populated
+// settings for a queue table (measured in docs/postgres.md). Upgrades a populated
 // table in place: CREATE INDEX (not CONCURRENTLY: the migration is one transaction) blocks
 // writers of the table while it builds, which takes seconds per million rows.
 const hotPath = (t: Tables): ReadonlyArray<string> => {
@@ -119,9 +119,9 @@ const hotPath = (t: Tables): ReadonlyArray<string> => {
   ]
 }
 
-// Issue #12: a FAILURE row blocks its key's younger rows (unless the relay says
+// A FAILURE row blocks its key's younger rows (unless the relay says
 // failedHead "skip"), the operator's SKIPPED status, and the lease expiry from the database
-// clock (M9). The claim function gets a new signature, so the old one is dropped: a relay of
+// clock. The claim function gets a new signature, so the old one is dropped: a relay of
 // an older version fails loudly instead of claiming past a FAILURE head.
 const failureBlocksKey = (t: Tables): ReadonlyArray<string> => {
   const p = t.tablePrefix
@@ -147,7 +147,7 @@ const failureBlocksKey = (t: Tables): ReadonlyArray<string> => {
   ]
 }
 
-// Stale recovery that converges (issue #12, review H3): one recoverer at a time per outbox,
+// Stale recovery that converges: one recoverer at a time per outbox,
 // through a named lease whose expiry the database clock judges.
 const staleRecovery = (t: Tables): ReadonlyArray<string> => [
   `CREATE TABLE IF NOT EXISTS ${t.lease} (
@@ -157,7 +157,7 @@ const staleRecovery = (t: Tables): ReadonlyArray<string> => [
          )`
 ]
 
-// Durable parking (issue #13, review M10): positions only, never payloads.
+// Durable parking: positions only, never payloads.
 const parked = (t: Tables): ReadonlyArray<string> => [
   `CREATE TABLE IF NOT EXISTS ${t.parked} (
            consumer text NOT NULL,

@@ -133,7 +133,7 @@ export const layerConfig: Layer.Layer<
     const keepAlive = yield* Config.Duration("DATABASE_KEEPALIVE").pipe(Config.withDefault(Duration.seconds(30)))
     const callTimeout = yield* Config.Duration("OUTBOX_DB_CALL_TIMEOUT").pipe(Config.withDefault(Duration.seconds(30)))
     // TCP keep-alive: without it a half-open connection (a peer that vanished) is noticed only
-    // when the OS gives up retransmitting, about 15 minutes (review M6).
+    // when the OS gives up retransmitting, about 15 minutes.
     const client = PgClient.layer({ url, maxConnections, keepAlive })
     return layer({
       schema,

@@ -1,7 +1,7 @@
 /**
  * The outbox table on PostgreSQL: the core `OutboxStore` port over `<prefix>message`.
  *
- * - `insert` runs on the ambient `SqlClient` transaction (R1.1): one statement for the batch
+ * - `insert` runs on the ambient `SqlClient` transaction: one statement for the batch
  *   (`unnest` of typed arrays), `seq` assigned in the batch's order. It trusts core's one
  *   validation (`Outbox.prepare`). With `notify` on (the in-transaction wake-up mode), the same
  *   statement queues the wake-up `pg_notify` (delivered on commit, dropped on rollback) and
@@ -48,7 +48,7 @@ export interface Options {
   /**
    * The relay's calls (`claim`, `transition`, `findStale`) give up after this long with a
    * retriable `OutboxStoreError` and cancel their statement, so a half-open connection or a
-   * stuck lock cannot hang a relay (review M6); the relay retries at its next poll. Default 30 s.
+   * stuck lock cannot hang a relay; the relay retries at its next poll. Default 30 s.
    */
   readonly callTimeout?: Duration.Input | undefined
 }

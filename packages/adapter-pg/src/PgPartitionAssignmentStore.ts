@@ -1,5 +1,5 @@
 /**
- * Sequential partition assignment on PostgreSQL (R6.1): the core `PartitionAssignmentStore`
+ * Sequential partition assignment on PostgreSQL: the core `PartitionAssignmentStore`
  * port over `<prefix>partition_assignment`.
  *
  * `reserve` runs in a transaction (joining the ambient one) that first takes a per-topic

@@ -3,7 +3,7 @@
  * dashboard read beyond `OutboxStore`. Read-only; each call is one statement.
  *
  * - `perTopic`: counts per topic and status, the oldest `PENDING` row, the leases expired by the
- *   database clock (M9).
+ *   database clock.
  * - `history`: the rows of `<prefix>transition` (written when the store records transitions).
  * - `processedBy`: the inbox rows under the event-id identity (`Inbox.eventIdentity`).
  * - `recentFailures`: the newest `FAILURE` rows, without payloads.

@@ -43,7 +43,7 @@ export interface Tables {
   readonly transition: string
   /** Named leases (one holder at a time, expiry by the database clock): stale recovery's. */
   readonly lease: string
-  /** Durable parking: positions of parked records per consumer group (M10). */
+  /** Durable parking: positions of parked records per consumer group. */
   readonly parked: string
   /** Release requests of parked keys (the CLI's `parked release`). */
   readonly parkedRelease: string

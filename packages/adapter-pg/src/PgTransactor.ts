@@ -12,7 +12,7 @@
  *   returns; a rollback runs none. So do the wake-ups `PgWakeUp` registers at the transaction's
  *   outer level: this transactor keeps them itself (`internal/transaction.ts`) and runs them
  *   right after the commit, which spares `SqlClient.afterCommit`'s copies of the fiber's context
- *   on every enqueue (issue #14).
+ *   on every enqueue.
  *
  * @since 0.1.0
  */

@@ -1,5 +1,5 @@
 /**
- * The core `WakeUp` port on PostgreSQL (R1.6). By default nothing is added to the business
+ * The core `WakeUp` port on PostgreSQL. By default nothing is added to the business
  * commit: the wake-ups go out after it.
  *
  * - `notify` registers an effect that runs right after the enclosing transaction's `COMMIT`
@@ -12,12 +12,12 @@
  * - With `notifyInTransaction: true` (the old mode), `notify` runs `pg_notify(channel, '')` in
  *   the transaction: delivered on commit, dropped on rollback, folded by PostgreSQL. Its cost: a
  *   notifying transaction takes a database-wide lock at commit, which serialises concurrent
- *   writers (about half the write throughput, see `docs/performance.md`). A `PgTransactor`
+ *   writers (about half the write throughput, see `bench/JOURNAL.md`). A `PgTransactor`
  *   transaction that already queued it here skips the call. (An enqueue whose insert queued it,
  *   `PgOutboxStore` with `notify` on, reports `wakeUpQueued` and does not call `notify`.)
  * - `signals` shares ONE pooled connection in `LISTEN` among all its subscribers (every relay
  *   of the process built from this layer), opened when the first subscribes and held for the
- *   layer's life; each signal fans out to every subscriber (review M6: a connection per relay
+ *   layer's life; each signal fans out to every subscriber (a connection per relay
  *   pinned the pool). It emits once on every (re)connect (notifications sent while it was down
  *   are lost, the signal makes the relay look), once per notification from elsewhere, once per
  *   commit of this layer that enqueued, and, while the connection is down, once per
@@ -209,7 +209,7 @@ export const make = (options: Options = {}) =>
 
     // After COMMIT succeeded (at once outside a transaction); dropped on rollback. Registered
     // once per transaction however many enqueues it holds. No span: it only registers a
-    // callback, on every enqueue (issue #14).
+    // callback, on every enqueue.
     const registered = registerAfterCommit(sql.transactionService, sql.afterCommit, afterCommit)
     const notify: Effect.Effect<void, OutboxStoreError> =
       remote && options.notifyInTransaction === true

@@ -1,8 +1,8 @@
 /**
- * The operator's actions as Effects over the library's ports (R8.1). Each mutating action is a
+ * The operator's actions as Effects over the library's ports. Each mutating action is a
  * dry run unless `execute` is set, selects rows through explicit filters, and changes them only
  * through core: `Transition.requeue` (audited), `Transition.release`, `StaleRecovery.runOnce`,
- * `DeadLetter.replay`, `Retention.runOnce`. Nothing here writes SQL (R2.4).
+ * `DeadLetter.replay`, `Retention.runOnce`. Nothing here writes SQL.
  *
  * @since 0.1.0
  */

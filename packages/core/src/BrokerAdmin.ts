@@ -1,6 +1,6 @@
 /**
- * Broker administration: topics and partition counts (R3.3, R6.2), and where a consumer group
- * stands on them (consumer lag, R8.1).
+ * Broker administration: topics and partition counts, and where a consumer group
+ * stands on them (consumer lag).
  *
  * @since 0.1.0
  */

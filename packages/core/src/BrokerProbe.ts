@@ -1,5 +1,5 @@
 /**
- * Asks the broker whether a record already reached it (R3.2): a timed-out send may have landed.
+ * Asks the broker whether a record already reached it: a timed-out send may have landed.
  *
  * @since 0.1.0
  */

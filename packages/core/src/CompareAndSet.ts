@@ -1,6 +1,6 @@
 /**
  * The compare-and-set every `OutboxStore.transition` performs, as one pure decision over the row
- * a writer sees (R2.6, R2.7): `"applied"` when the row is in one of `from` (and still leased by
+ * a writer sees: `"applied"` when the row is in one of `from` (and still leased by
  * `leaseOwner`, when given), `"already_advanced"` when it is already in one of `acceptIfIn` (the
  * receipt is recorded, the status left alone), `"rejected"` otherwise. Leaving `DISPATCHING`
  * clears the lease ({@link Lifecycle.holdsLease}).

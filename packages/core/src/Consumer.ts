@@ -1,24 +1,24 @@
 /**
- * The idempotent consumer runner (R4, R5, R2.5): runs a handler over a `ConsumerSource`.
+ * The idempotent consumer runner: runs a handler over a `ConsumerSource`.
  *
  * For each record, per partition in offset order:
  * 1. a record of a parked key waits behind its dead-lettered predecessor (optional parking);
  * 2. a locally known outbox row that is already finished (`SUCCESS`, this group's
- *    `PUSHED_FAILURE`) is skipped (R4.4); a `FAILURE` row is processed and reported (C2);
- * 3. a known row still `DISPATCHING` / `PUBLISHED` moves to `UNDER_PROCESSING` (R2.5);
+ *    `PUSHED_FAILURE`) is skipped; a `FAILURE` row is processed and reported;
+ * 3. a known row still `DISPATCHING` / `PUBLISHED` moves to `UNDER_PROCESSING`;
  * 4. the payload is decoded (Schema) and the handler runs inside `Inbox.processOnce` — one
- *    transaction with the dedup record (R4.1); the handler gets the event id as its idempotency
- *    key for outside effects (R4.6);
+ *    transaction with the dedup record; the handler gets the event id as its idempotency
+ *    key for outside effects;
  * 5. the row moves to `SUCCESS`; a record found `already_processed` whose row never reached
- *    `SUCCESS` is reconciled without running the handler again (R4.4);
+ *    `SUCCESS` is reconciled without running the handler again;
  * 6. infrastructure failures (database down, transaction lost) pause the partition and are retried
- *    without limit, outside the attempt budget (H2); the record's own transient failures retry
+ *    without limit, outside the attempt budget; the record's own transient failures retry
  *    under a `Schedule`; permanent failures and exhausted retries go to the dead-letter topic and
- *    the row to `PUSHED_FAILURE` (R5.1, R5.2); the partition moves on.
+ *    the row to `PUSHED_FAILURE`; the partition moves on.
  *
  * Offsets are committed after each batch, only up to the highest offset below which every record
  * finished (committed its transaction, was skipped, or was dead-lettered): a crash anywhere
- * redelivers the unfinished records and the inbox deduplicates them (R4.5).
+ * redelivers the unfinished records and the inbox deduplicates them.
  *
  * With `transaction: "per-batch"` the records of a fetched batch share one transaction
  * (`Inbox.processBatch`); the first record that fails commits the ones before it and goes
@@ -30,7 +30,7 @@
  * `partition.ts` (offsets, parking), `batch.ts` (a fetched batch, both transaction modes),
  * `workers.ts` (one worker per partition, pausing, graceful shutdown), `release.ts` (parked keys);
  * this module holds the public types and wires them to the source.
- * Every status change goes through `Transition` (R2.7).
+ * Every status change goes through `Transition`.
  *
  * @since 0.1.0
  */
@@ -87,7 +87,7 @@ export {
 export type {
   /**
    * What the handler receives: the decoded payload, the record, its key and event id, the
-   * idempotency key for outside effects (R4.6), and the try number.
+   * idempotency key for outside effects, and the try number.
    *
    * @since 0.1.0
    * @category models
@@ -123,7 +123,7 @@ export type {
 export type Classification = Classify.Classification
 
 /**
- * Decides whether a record's own failure is worth retrying (R5.2).
+ * Decides whether a record's own failure is worth retrying.
  *
  * @since 0.1.0
  * @category classification
@@ -147,7 +147,7 @@ export type Classifier = Classify.Classifier
 export const defaultClassifier: Classifier = Classify.defaultClassifier
 
 /**
- * Decides whether a failure is the infrastructure's, not the record's (H2): such a failure pauses
+ * Decides whether a failure is the infrastructure's, not the record's: such a failure pauses
  * the partition and is retried without limit; it never counts toward `maxAttempts` and never
  * dead-letters.
  *
@@ -220,7 +220,7 @@ export type Requirements = ConsumerSource | Inbox.Inbox | OutboxStore | Publishe
 export const recordsTotal = Telemetry.consumerRecordsTotal
 
 /**
- * Missing `SUCCESS` transitions repaired without running the handler again (R4.4).
+ * Missing `SUCCESS` transitions repaired without running the handler again.
  *
  * @since 0.1.0
  * @category metrics
@@ -237,7 +237,7 @@ export const retriesTotal = Telemetry.consumerRetriesTotal
 
 /**
  * Tries that failed on the infrastructure and are retried without limit, outside the attempt
- * budget (H2).
+ * budget.
  *
  * @since 0.1.0
  * @category metrics
@@ -245,7 +245,7 @@ export const retriesTotal = Telemetry.consumerRetriesTotal
 export const infrastructureRetriesTotal = Telemetry.consumerInfrastructureRetriesTotal
 
 /**
- * Records of revoked partitions dropped before their handler ran (M3): a rebalance moved the
+ * Records of revoked partitions dropped before their handler ran: a rebalance moved the
  * partition, its new owner processes them.
  *
  * @since 0.1.0
@@ -255,7 +255,7 @@ export const revokedRecordsTotal = Telemetry.consumerRevokedRecordsTotal
 
 /**
  * Delivered records whose local outbox row said they should not have been delivered, with
- * attribute `kind` (`failure_row_delivered`, C2).
+ * attribute `kind` (`failure_row_delivered`).
  *
  * @since 0.1.0
  * @category metrics

@@ -1,6 +1,6 @@
 /**
  * The consuming port: batches of records from a consumer group, and an explicit offset commit
- * that the consumer calls only after its database transaction committed (R4.5).
+ * that the consumer calls only after its database transaction committed.
  *
  * @since 0.1.0
  */
@@ -76,13 +76,13 @@ export interface Subscription {
    * Whether a batch this subscription delivered still belongs to this member: `false` once its
    * partition was revoked (a rebalance, the subscription closing) since it was fetched — even if
    * the partition came back, since it then restarts at the group's committed offset. The runner
-   * drops such batches before their handler runs (M3): the partition's new owner gets them.
+   * drops such batches before their handler runs: the partition's new owner gets them.
    */
   readonly isCurrent: (batch: ConsumerBatch) => boolean
   /**
    * Stops fetching these partitions until `resume` (batches already delivered stay valid). The
    * runner pauses a partition whose buffer is full rather than waiting on it, so one slow
-   * partition never holds back the others nor the member's rejoin in a rebalance (M2).
+   * partition never holds back the others nor the member's rejoin in a rebalance.
    */
   readonly pause: (partitions: ReadonlyArray<TopicPartition>) => Effect.Effect<void>
   readonly resume: (partitions: ReadonlyArray<TopicPartition>) => Effect.Effect<void>

@@ -1,7 +1,7 @@
 /**
- * Dead letters (R5): what a poison record looks like on its dead-letter topic, how the consumer
+ * Dead letters: what a poison record looks like on its dead-letter topic, how the consumer
  * writes it, and the operator's `replay` that republishes selected dead letters to their
- * original topic (R5.3).
+ * original topic.
  *
  * A dead letter is the original record — same key, same headers (the `event-id` among them),
  * same payload bytes — plus `dlt-*` headers saying where it came from and why it failed.
@@ -238,8 +238,8 @@ export const parse = (record: ConsumerRecord): Option.Option<DeadLetter> => {
  * `event-id` kept, so consumers still deduplicate, and none invented for a record that had none),
  * the `dlt-*` diagnostics removed, `dlt-replay-attempt` counted up, and the original's
  * coordinates in `outbox-original-record` (kept from an earlier replay), so a group deduplicating
- * by offset identity sees the replay as the record it handled (M8). Back on the original partition when replayed to the original
- * topic (explicitly routed partitions, R6.3, stay on their route); else by key.
+ * by offset identity sees the replay as the record it handled. Back on the original partition when replayed to the original
+ * topic (explicitly routed partitions stay on their route); else by key.
  *
  * @since 0.1.0
  * @category constructors
@@ -300,7 +300,7 @@ export interface ReplayResult {
 
 /**
  * Republishes the dead letters of `from` that pass `filter` to their original topic (or `to`),
- * in the dead-letter topic's order per partition (R5.3). The dead letters stay on the DLT (a
+ * in the dead-letter topic's order per partition. The dead letters stay on the DLT (a
  * topic is append-only); replaying twice publishes twice, which is harmless: the event id is
  * kept and the consumer's event-id identity deduplicates. With `BrokerAdmin` in context, the
  * replay position behind the dead-letter depth moves over what was replayed (`DeadLetterDepth`).

@@ -1,5 +1,5 @@
 /**
- * Dead-letter depth (R5.3): how many dead letters on a dead-letter topic wait for an operator.
+ * Dead-letter depth: how many dead letters on a dead-letter topic wait for an operator.
  *
  * A dead-letter topic is append-only: a replayed dead letter stays on it. What has been dealt with
  * is recorded as a *replay position* per partition, the committed offset of the consumer group

@@ -71,7 +71,7 @@ export class EventNotFoundError extends Schema.TaggedError<EventNotFoundError>()
 
 /**
  * The broker may accept the record if asked again (timeout, leader change, broker down).
- * A timeout does not prove the record is absent from the broker (R3.2).
+ * A timeout does not prove the record is absent from the broker.
  *
  * @since 0.1.0
  * @category errors
@@ -89,7 +89,7 @@ export class RetriablePublishError extends Schema.TaggedError<RetriablePublishEr
  * The broker could not be reached or could not take records right now (connection refused or
  * closed, request timeout, no leader, not coordinator, broker shutting down). It says nothing
  * about the record itself, so the relay retries with backoff and jitter **without counting an
- * attempt**: an outage of any length does not spend the attempt budget (issue #12, H1). Like a
+ * attempt**: an outage of any length does not spend the attempt budget. Like a
  * timeout, it does not prove the record is absent from the broker.
  *
  * @since 0.2.0
@@ -121,7 +121,7 @@ export class PermanentPublishError extends Schema.TaggedError<PermanentPublishEr
 }
 
 /**
- * The record targets a partition the topic does not have (R3.3).
+ * The record targets a partition the topic does not have.
  *
  * @since 0.1.0
  * @category errors
@@ -265,7 +265,7 @@ export class LogSourceError extends Schema.TaggedError<LogSourceError>()("LogSou
 
 /**
  * Two consumer groups drive the outbox lifecycle of one topic: the second would skip every event
- * the first finished (H5). Exactly one group per topic may keep `lifecycle` on.
+ * the first finished. Exactly one group per topic may keep `lifecycle` on.
  *
  * @since 0.1.0
  * @category errors

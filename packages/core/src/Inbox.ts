@@ -1,5 +1,5 @@
 /**
- * The idempotent consumer's core (R4.1–R4.3): `processOnce` records "this consumer handled this
+ * The idempotent consumer's core: `processOnce` records "this consumer handled this
  * message" and runs the work **in one database transaction**, so the effect and its dedup record
  * commit together or not at all.
  *
@@ -104,7 +104,7 @@ export const offsetIdentity = (record: {
 
 /**
  * The offset identity of a record as first consumed: a replayed dead letter names its original
- * in the `outbox-original-record` header (M8), so it keeps the original's identity; any other
+ * in the `outbox-original-record` header, so it keeps the original's identity; any other
  * record is itself. A malformed header is ignored.
  *
  * @since 0.1.0
@@ -181,7 +181,7 @@ export class Inbox extends Context.Service<
      * Inside one transaction: insert the processed-message record for `key`, then run `work`.
      * A duplicate key returns `"already_processed"` without running `work`. When `work` (or the
      * insert, or the commit) fails, dies or is interrupted, the transaction rolls back — the record
-     * with it, so a retry runs the work again — and the failure propagates unchanged (R4.1, R4.2).
+     * with it, so a retry runs the work again — and the failure propagates unchanged.
      */
     readonly processOnce: <E, R>(
       key: ProcessedKey,
@@ -200,7 +200,7 @@ export class Inbox extends Context.Service<
      * batch fails as a whole (`BEGIN`, the record statement, `COMMIT`), each entry is retried as
      * its own `processOnce`, so a lost commit is told apart per message. Interruption rolls back
      * and propagates. Run it outside a transaction: nested in one, it joins it and cannot isolate
-     * a failing entry (no `Transactor` turns nested calls into savepoints since issue #14;
+     * a failing entry (no `Transactor` turns nested calls into savepoints;
      * `PgTransactor` then rolls the outer transaction back rather than commit half of it).
      */
     readonly processBatch: <E, R>(

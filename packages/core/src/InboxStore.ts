@@ -1,5 +1,5 @@
 /**
- * The storage port of the processed-message records behind `Inbox.processOnce` (R4).
+ * The storage port of the processed-message records behind `Inbox.processOnce`.
  *
  * @since 0.1.0
  */

@@ -1,5 +1,5 @@
 /**
- * The ordering rule shared by the relay and stale recovery (R1.4, `docs/ordering.md`): walk a
+ * The ordering rule shared by the relay and stale recovery (`docs/ordering.md`): walk a
  * batch in `seq` order, and once a row of a key takes a decision that holds its key (a failed
  * publish, a requeue, a row left for later), hand every later row of that key the same fate
  * instead of deciding it on its own. A key's published rows then always form a prefix of its

@@ -6,7 +6,7 @@
  *
  * kafkajs's own `murmur2` does the same arithmetic on its BigInt-backed `Long` and copies the key
  * into a fresh `Buffer`: about 3.5 µs of every event on the log relay's kafkajs path
- * (docs/performance.md, "The commit → publish tail, traced"), against 0.1 µs here. Every multiply
+ * (bench/JOURNAL.md, "The commit → publish tail, traced"), against 0.1 µs here. Every multiply
  * and xor keeps only the low 32 bits, which is all the Java algorithm (int arithmetic) uses, so
  * the result is bit for bit the same.
  *

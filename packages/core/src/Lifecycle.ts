@@ -1,6 +1,6 @@
 /**
- * The outbox lifecycle: the nine statuses, the transition table, and every rule over statuses
- * (SPEC R2): what a late compare-and-set accepts, what holds a lease, blocks a key, counts as
+ * The outbox lifecycle: the nine statuses, the transition table, and every rule over statuses:
+ * what a late compare-and-set accepts, what holds a lease, blocks a key, counts as
  * unfinished, may be purged, and what the consumer does with a row. Pure and total; the one place
  * to read the state machine. The compare-and-set decision itself is `CompareAndSet.ts`; SQL
  * drivers derive their status lists from here.
@@ -40,11 +40,11 @@ export type OutboxStatus = typeof OutboxStatus.Type
 export const statuses: ReadonlyArray<OutboxStatus> = OutboxStatus.literals
 
 /**
- * The ordinary transitions (R2.1–R2.5): `PREQUEUED → PENDING` releases deferred work (R2.2);
+ * The ordinary transitions: `PREQUEUED → PENDING` releases deferred work;
  * `PENDING → DISPATCHING` is a claim under a lease; `DISPATCHING → PUBLISHED` the broker's
  * confirmation, `→ PENDING` a retry, stale lease or shutdown release, `→ FAILURE` a permanent
- * error or exhausted retries (R2.3); a consumer may run ahead of the acknowledgement
- * (`DISPATCHING | PUBLISHED → UNDER_PROCESSING`, R2.5), and ends in `SUCCESS | PUSHED_FAILURE`.
+ * error or exhausted retries; a consumer may run ahead of the acknowledgement
+ * (`DISPATCHING | PUBLISHED → UNDER_PROCESSING`), and ends in `SUCCESS | PUSHED_FAILURE`.
  * Leaving `FAILURE` is never an ordinary move: it is the operator's audited requeue or skip.
  *
  * @since 0.1.0
@@ -69,7 +69,7 @@ export const transitions: { readonly [S in OutboxStatus]: ReadonlyArray<OutboxSt
 export const canTransition = (from: OutboxStatus, to: OutboxStatus): boolean => transitions[from].includes(to)
 
 /**
- * Terminal for ordinary transitions (R2.4).
+ * Terminal for ordinary transitions.
  *
  * @since 0.1.0
  * @category predicates
@@ -77,7 +77,7 @@ export const canTransition = (from: OutboxStatus, to: OutboxStatus): boolean => 
 export const isTerminal = (status: OutboxStatus): boolean => transitions[status].length === 0
 
 /**
- * The operator's explicit, audited way out of `FAILURE` (R2.4).
+ * The operator's explicit, audited way out of `FAILURE`.
  *
  * @since 0.1.0
  * @category predicates
@@ -86,7 +86,7 @@ export const canRequeue = (from: OutboxStatus): boolean => from === "FAILURE"
 
 /**
  * The operator's explicit, audited way to give up on a `FAILURE` row for good: `FAILURE →
- * SKIPPED`, terminal and, unlike `FAILURE`, not blocking its key (issue #12).
+ * SKIPPED`, terminal and, unlike `FAILURE`, not blocking its key.
  *
  * @since 0.2.0
  * @category predicates
@@ -95,7 +95,7 @@ export const canSkip = (from: OutboxStatus): boolean => from === "FAILURE"
 
 /**
  * Statuses beyond `status` on the forward path: a late compare-and-set aimed at `status` accepts
- * a row already there as a no-op (R2.6), so processing that ran ahead is never moved back.
+ * a row already there as a no-op, so processing that ran ahead is never moved back.
  *
  * @since 0.1.0
  * @category constants
@@ -129,9 +129,9 @@ export const holdsLease = (status: OutboxStatus): boolean => status === "DISPATC
 export const isQueued = (status: OutboxStatus): boolean => status === "PENDING" || status === "DISPATCHING"
 
 /**
- * Whether a row in `status` holds back the younger rows of its key (R1.4): a queued row (they
+ * Whether a row in `status` holds back the younger rows of its key: a queued row (they
  * are claimed only with or after it), and a `FAILURE` row unless the relay's `failedHead` is
- * `"skip"` (issue #12). `PREQUEUED` and `SKIPPED` rows never block.
+ * `"skip"`. `PREQUEUED` and `SKIPPED` rows never block.
  *
  * @since 0.2.0
  * @category predicates
@@ -156,9 +156,9 @@ export const isUnfinished = (status: OutboxStatus): boolean => status !== "PREQU
 export const isPurgeable = (status: OutboxStatus): boolean => isTerminal(status) || status === "PUBLISHED"
 
 /**
- * What the consumer does with a record whose row is in `status` (R4.4, R2.5): `"skip"` finished
+ * What the consumer does with a record whose row is in `status`: `"skip"` finished
  * work (`SUCCESS`; `PUSHED_FAILURE` unless replayed: a replay is processed, its terminal row not
- * moved, R2.4); `"start"`: move the row `UNDER_PROCESSING`, then process; `"processFailed"`: a
+ * moved); `"start"`: move the row `UNDER_PROCESSING`, then process; `"processFailed"`: a
  * `FAILURE` row whose record landed anyway: process and report, the row stays; `"process"`:
  * process, leaving the row as it is.
  *

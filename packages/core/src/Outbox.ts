@@ -1,5 +1,5 @@
 /**
- * The domain-facing outbox (R1.1, R1.2, R2.2): domain code enqueues events in the same
+ * The domain-facing outbox: domain code enqueues events in the same
  * transaction as its state change, and releases deferred (`PREQUEUED`) ones.
  *
  * ```ts
@@ -50,7 +50,7 @@ export interface Settings {
    */
   readonly maxPayloadBytes?: number | undefined
   /**
-   * Highest explicit partition a draft may name (`PartitionLimit`, review M4). Default 1023
+   * Highest explicit partition a draft may name (`PartitionLimit`). Default 1023
    * (`OUTBOX_MAX_PARTITION`).
    */
   readonly maxPartition?: number | undefined
@@ -91,12 +91,12 @@ export class Outbox extends Context.Service<
     /**
      * Validates and stores drafts in the ambient transaction (or its own when there is none),
      * returning their ids in order. Bad input fails with `OutboxValidationError` and writes
-     * nothing; a rolled-back transaction leaves no event behind (R1.1).
+     * nothing; a rolled-back transaction leaves no event behind.
      */
     readonly enqueue: (
       drafts: ReadonlyArray<OutboxMessage.OutboxDraft>
     ) => Effect.Effect<ReadonlyArray<OutboxMessage.EventId>, OutboxValidationError | OutboxStoreError>
-    /** `PREQUEUED → PENDING` (R2.2). Unknown ids fail; ids no longer `PREQUEUED` are left alone. */
+    /** `PREQUEUED → PENDING`. Unknown ids fail; ids no longer `PREQUEUED` are left alone. */
     readonly release: (
       ids: ReadonlyArray<OutboxMessage.EventId>
     ) => Effect.Effect<void, EventNotFoundError | OutboxStoreError>
@@ -276,7 +276,7 @@ export const make = (settings: Settings) =>
     const enqueue = (drafts: ReadonlyArray<OutboxMessage.OutboxDraft>) =>
       Effect.flatMap(prepare(drafts, settings), stored).pipe(
         // No stack trace: it would only name this line, and capturing one costs node CPU on
-        // every business transaction (issue #14).
+        // every business transaction.
         runningSpan(Telemetry.spans.enqueue, { attributes: { "outbox.count": drafts.length } })
       )
 
@@ -318,7 +318,7 @@ export const layerWith = (settings: Settings): Layer.Layer<Outbox, never, Outbox
 
 /**
  * Enqueues one draft (returns its id) or several (returns their ids, in order), joining the
- * ambient transaction (R1.1).
+ * ambient transaction.
  *
  * @since 0.1.0
  * @category accessors
@@ -349,7 +349,7 @@ const isDraftArray = (
 ): input is ReadonlyArray<OutboxMessage.OutboxDraft> => Array.isArray(input)
 
 /**
- * Releases deferred (`PREQUEUED`) events to `PENDING` (R2.2).
+ * Releases deferred (`PREQUEUED`) events to `PENDING`.
  *
  * @since 0.1.0
  * @category accessors
@@ -360,7 +360,7 @@ export const release = (
   Effect.flatMap(Effect.service(Outbox), (outbox) => outbox.release(typeof ids === "string" ? [ids] : ids))
 
 /**
- * Reads one event's current state: the one status accessor (R2.7).
+ * Reads one event's current state: the one status accessor.
  *
  * @since 0.1.0
  * @category accessors

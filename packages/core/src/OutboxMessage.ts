@@ -1,5 +1,5 @@
 /**
- * The stored event and the draft domain code hands in (SPEC R1.2).
+ * The stored event and the draft domain code hands in.
  *
  * @since 0.1.0
  */
@@ -44,7 +44,7 @@ export const EVENT_ID_HEADER = "event-id"
 
 /**
  * The header a replayed dead letter carries with the coordinates of the record as first
- * consumed, `<topic>/<partition>/<offset>` (M8): the offset identity of the replay is the
+ * consumed, `<topic>/<partition>/<offset>`: the offset identity of the replay is the
  * original's, so a group that handled the original under it does not handle the replay again.
  *
  * @since 0.1.0
@@ -100,10 +100,10 @@ export type PublishReceipt = typeof PublishReceipt.Type
  * What domain code hands to `Outbox.enqueue`. Validated before anything is written.
  *
  * - `key`: the ordering key (aggregate / user id). Events of one key are published in creation
- *   order (R1.4). No key: no ordering promise.
- * - `partition`: an explicit target partition (R6.3), else the broker's partitioner decides.
+ *   order. No key: no ordering promise.
+ * - `partition`: an explicit target partition, else the broker's partitioner decides.
  * - `availableAt`: epoch millis before which the relay will not publish it.
- * - `prequeued`: store as `PREQUEUED`, held until `Outbox.release` (R2.2).
+ * - `prequeued`: store as `PREQUEUED`, held until `Outbox.release`.
  *
  * @since 0.1.0
  * @category models

@@ -3,8 +3,8 @@
  *
  * - the domain-facing services: `Outbox` (enqueue in the caller's transaction) and `Inbox`
  *   (`processOnce`);
- * - `relay.instances` relays publishing the outbox (R1.3–R1.6), woken by `WakeUp`;
- * - stale-dispatch recovery (R3) and retention of finished rows and old inbox records (R1.7);
+ * - `relay.instances` relays publishing the outbox, woken by `WakeUp`;
+ * - stale-dispatch recovery and retention of finished rows and old inbox records;
  * - the consumers the service declares ({@link consumer}), each supervised: a consumer that stops
  *   on an error (a dead-letter topic refusing records, a lost broker) is started again after a
  *   backoff instead of silently leaving its partitions unread.
@@ -21,7 +21,10 @@
  * ```ts
  * const Runtime = OutboxRuntime.layer({
  *   consumers: [OutboxRuntime.consumer(Topic.consumer(Orders, { groupId: "billing", handler: bill }))]
- * }).pipe(Layer.provide(PgOutbox.layerConfig), Layer.provide(KafkaOutbox.layerConfig()))
+ * }).pipe(
+ *   Layer.provide(KafkaOutbox.layerConfig()), // the publisher stays inside the runtime
+ *   Layer.provideMerge(PgOutbox.layerConfig) // your code shares the SqlClient and its transactions
+ * )
  * ```
  *
  * @since 0.1.0
@@ -99,7 +102,7 @@ export const consumer = <S extends Schema.Top, E, R>(
 export {
   /**
    * Two consumer groups drive the outbox lifecycle of one topic: the second would skip every event
-   * the first finished (H5). Exactly one group per topic may keep `lifecycle` on.
+   * the first finished. Exactly one group per topic may keep `lifecycle` on.
    *
    * @since 0.1.0
    * @category errors
@@ -141,7 +144,7 @@ export interface Settings {
   readonly relay: false | (Partial<Relay.Settings> & { readonly instances: number })
   readonly staleRecovery: false | Partial<StaleRecovery.Settings>
   /**
-   * The sweep for rows left `UNDER_PROCESSING` (R4.4), run when a declared consumer drives the
+   * The sweep for rows left `UNDER_PROCESSING`, run when a declared consumer drives the
    * lifecycle here; `false` runs none.
    */
   readonly reconciler: false | Partial<Reconciler.Settings>

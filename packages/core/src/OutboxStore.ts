@@ -1,7 +1,7 @@
 /**
  * The storage port of the outbox table. Adapters implement it over raw rows; the logic (what a
  * transition may do, when to retry) lives once in core. Only `Transition.ts` calls the methods
- * that change a status, so every change is checked, traced, logged and counted (R2.7).
+ * that change a status, so every change is checked, traced, logged and counted.
  *
  * @since 0.1.0
  */
@@ -16,7 +16,7 @@ import type { EventId, NewOutboxMessage, OutboxMessage, PublishReceipt } from ".
  * A claim request. The store moves up to `limit` rows from `PENDING` to `DISPATCHING`, leased
  * to `owner` for `leaseMillis` (on the store's clock, see below), and returns them ordered by `seq`.
  *
- * The per-key rule (R1.4): a row is claimable only when `availableAt <= now` and every earlier
+ * The per-key rule: a row is claimable only when `availableAt <= now` and every earlier
  * (`seq`) row of the same key that is not finished with publication is claimed in the same
  * batch — i.e. the store claims, per key, a contiguous prefix of its `PENDING` rows, and only
  * when no row of that key is already `DISPATCHING` (in flight elsewhere) and no earlier row of
@@ -29,7 +29,7 @@ import type { EventId, NewOutboxMessage, OutboxMessage, PublishReceipt } from ".
  * `failedHead` is `"skip"` (see {@link FailedHeadPolicy}). The rule is `Lifecycle.blocksKey`.
  *
  * `now` decides availability (`availableAt <= now`) and is written as `updatedAt`. The lease
- * expiry is `leaseMillis` after the store's own clock (the database clock for PostgreSQL, M9),
+ * expiry is `leaseMillis` after the store's own clock (the database clock for PostgreSQL),
  * so relays on hosts with skewed clocks agree with stale recovery on when a lease ends.
  *
  * @since 0.1.0
@@ -46,12 +46,12 @@ export interface ClaimRequest {
 }
 
 /**
- * What a `FAILURE` row means for the younger rows of its key (issue #12).
+ * What a `FAILURE` row means for the younger rows of its key.
  *
  * - `"block"` (default): they are not claimed until an operator requeues the `FAILURE` row
  *   (`FAILURE → PENDING`) or skips it (`FAILURE → SKIPPED`): the key's order holds.
- * - `"skip"`: a `FAILURE` row does not block its key; younger rows overtake it (the behaviour
- *   before issue #12, for streams where order matters less than progress).
+ * - `"skip"`: a `FAILURE` row does not block its key; younger rows overtake it (for streams
+ *   where order matters less than progress).
  *
  * @since 0.2.0
  * @category models
@@ -78,7 +78,7 @@ export interface TransitionPatch {
 /**
  * One compare-and-set: move `id` to `to` when its status is one of `from` (and, when given, it is
  * still leased by `leaseOwner`). When its status is one of `acceptIfIn`, the row has already
- * advanced past `to` (R2.6): the patch's `receipt` / `publishedAt` are recorded, the status is
+ * advanced past `to`: the patch's `receipt` / `publishedAt` are recorded, the status is
  * left alone, and the outcome is `"already_advanced"`.
  *
  * @since 0.1.0
@@ -155,7 +155,7 @@ export interface StaleCursor {
  * expired `DISPATCHING` row of the keys in the page, wherever it sorts, so a page never splits
  * a key's rows (they come from one claim; stale recovery decides a key's rows together).
  *
- * The clock is the store's own (M9): the database's `now()`, never the caller's host, so a
+ * The clock is the store's own: the database's `now()`, never the caller's host, so a
  * skewed relay or an operator's laptop cannot take a live lease for a dead one. `now` is for
  * stores without a clock of their own and for tests that drive time; production code leaves it out.
  *
@@ -215,7 +215,7 @@ export class OutboxStore extends Context.Service<
   OutboxStore,
   {
     /**
-     * Inserts new rows in the ambient transaction when there is one (R1.1). The rows come from
+     * Inserts new rows in the ambient transaction when there is one. The rows come from
      * `Outbox.prepare`, the one validation: a store checks no more than its schema enforces
      * (ids are unique). Reports whether it queued the relays' wake-up with them.
      */

@@ -1,5 +1,5 @@
 /**
- * Durable per-key parking (M10): the positions (topic, partition, offset — never payloads) of a
+ * Durable per-key parking: the positions (topic, partition, offset — never payloads) of a
  * parked key's records, per consumer group, so parking survives restarts and rebalances, costs no
  * memory per record, and does not pin the partition's committed offset. The key's head is the
  * dead-lettered record; its successors wait behind it. `release` (the consumer's, or the CLI's

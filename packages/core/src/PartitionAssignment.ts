@@ -1,16 +1,16 @@
 /**
- * Sequential partition assignment (R6): each owner of an ordered mailbox (a user) gets a
+ * Sequential partition assignment: each owner of an ordered mailbox (a user) gets a
  * partition of its own topic, filled in order up to `maxPerPartition` owners, and the broker's
  * partition count grows when an assignment needs a partition it does not have yet.
  *
- * Publication then carries both `key = ownerId` and the assigned partition (R6.3), so the owner's
+ * Publication then carries both `key = ownerId` and the assigned partition, so the owner's
  * events stay on one route even after the topic grew (the key alone would be re-hashed onto a
  * different partition by a larger partition count).
  *
  * Mapping and broker are kept in step by order, not by a distributed transaction: the store
  * reserves first, then the broker grows. If growing fails, `assign` fails and calling it again
  * (it is idempotent per owner) finishes the growth; a record published in between fails with
- * `UnknownPartitionError`, whose recovery path (R3.3) also grows the topic.
+ * `UnknownPartitionError`, whose recovery path also grows the topic.
  *
  * @since 0.1.0
  */
@@ -34,7 +34,7 @@ export interface Assignment {
   readonly topic: string
   readonly ownerId: string
   readonly partition: number
-  /** The record key to publish with: the owner id itself (R6.3). */
+  /** The record key to publish with: the owner id itself. */
   readonly key: string
   /** `true` when this call reserved the partition (a new owner). */
   readonly created: boolean

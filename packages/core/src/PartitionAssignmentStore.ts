@@ -1,5 +1,5 @@
 /**
- * The storage port of sequential partition assignment (R6.1).
+ * The storage port of sequential partition assignment.
  *
  * @since 0.1.0
  */

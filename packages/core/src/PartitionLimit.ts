@@ -1,5 +1,5 @@
 /**
- * The highest explicit partition a record may name (review M4). Enqueue refuses a partition above
+ * The highest explicit partition a record may name. Enqueue refuses a partition above
  * it, and `unknownPartition: "sync"` (relay and stale recovery) never grows a topic past it: one
  * record with a mistaken `partition: 5000` would otherwise make the relay create 5,001
  * partitions, which Kafka cannot undo and which re-routes every keyed event of the topic.

@@ -1,5 +1,5 @@
 /**
- * How a Kafka publisher sends one partition's records (issue #12, review C1), for any client:
+ * How a Kafka publisher sends one partition's records, for any client:
  * in record batches under the topic's `max.message.bytes`, one after the other (a batch starts
  * only after the previous one was acknowledged, so a younger record of a key never overtakes an
  * older one), each its own request, so every error concerns exactly the records it was about.
@@ -23,8 +23,8 @@ import type { PublishOutcome } from "./Publisher.ts"
 import * as RecordSize from "./RecordSize.ts"
 
 /**
- * The most bytes a Kafka publisher puts in one produce request holding several partitions
- * (issue #14): far below the broker's `socket.request.max.bytes` (100 MiB). A larger call is sent
+ * The most bytes a Kafka publisher puts in one produce request holding several partitions:
+ * far below the broker's `socket.request.max.bytes` (100 MiB). A larger call is sent
  * one request per partition, where a round trip per partition is a small share of the time.
  *
  * @since 0.2.0

@@ -1,5 +1,5 @@
 /**
- * The publisher's current producer, handed out by reference count (review M5). A reset (after an
+ * The publisher's current producer, handed out by reference count. A reset (after an
  * uncertain failure, a timeout or a topic change) retires the current producer: new sends get a
  * fresh one, and the retired one is disconnected only when the last send that holds it settles,
  * so a reset never cuts off other sends still running on it. Client-agnostic: both Kafka adapters

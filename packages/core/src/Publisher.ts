@@ -1,5 +1,5 @@
 /**
- * The broker-facing publishing port (R1.2–R1.5).
+ * The broker-facing publishing port.
  *
  * @since 0.1.0
  */
@@ -25,7 +25,7 @@ export interface PublishRequest {
   /**
    * Whether the record gets an `event-id: id` header (default `true`). `false` publishes
    * `headers` as they are: a dead letter and its replay keep the original's headers, and a
-   * record that had no event id must not get a fresh one (M8).
+   * record that had no event id must not get a fresh one.
    */
   readonly writeEventId?: boolean
 }

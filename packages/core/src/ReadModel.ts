@@ -2,7 +2,7 @@
  * The operator's read model (port): what the CLI and the dashboard read beyond `OutboxStore` —
  * counts per topic, an event's recorded transitions and the consumers that processed it, the
  * latest failures, and how many rows a purge would remove. Read-only by construction: every
- * change goes through `Transition` (R2.7, R8.1). A storage adapter implements it over its own
+ * change goes through `Transition`. A storage adapter implements it over its own
  * tables (`PgReadModel` in `@effect-outbox/adapter-pg`), so no SQL lives outside the adapter.
  *
  * @since 0.4.0
@@ -14,7 +14,7 @@ import type { OutboxStatus } from "./Lifecycle.ts"
 
 /**
  * One topic's rows: counts per status, the oldest `PENDING` row, and the `DISPATCHING` rows whose
- * lease expired (by the store's clock, M9).
+ * lease expired (by the store's clock).
  *
  * @since 0.4.0
  * @category models

@@ -1,5 +1,5 @@
 /**
- * The reconciler (R4.4): a sweep for outbox rows left `UNDER_PROCESSING`.
+ * The reconciler: a sweep for outbox rows left `UNDER_PROCESSING`.
  *
  * The consumer that drives the lifecycle writes `UNDER_PROCESSING`, then its work and inbox
  * record (one transaction), then `SUCCESS`. A crash, a lost connection or a rebalance between the

@@ -3,7 +3,7 @@
  * library checks it against. The broker refuses a record batch larger than the topic's
  * `max.message.bytes` (`MESSAGE_TOO_LARGE`); one batch holds every record a producer request
  * sends to one partition. So enqueue refuses a record that cannot fit even alone, and publishers
- * split a partition's records into batches under the limit (issue #12, review C1).
+ * split a partition's records into batches under the limit.
  *
  * @since 0.2.0
  */

@@ -1,9 +1,9 @@
 /**
- * The dispatcher (R1.3–R1.6): wake-up signal or poll interval → claim a batch under a lease →
+ * The dispatcher: wake-up signal or poll interval → claim a batch under a lease →
  * publish the whole batch in one `Publisher.publish` call → record the receipts in one batched
  * compare-and-set → retry with backoff, or `FAILURE` with a reason.
  *
- * Per-key order (R1.4) rests on three rules, explained in `docs/ordering.md`:
+ * Per-key order rests on three rules, explained in `docs/ordering.md`:
  *
  * 1. The store claims, per key, only a contiguous prefix of its `PENDING` rows, and nothing of a
  *    key while any of its rows is `DISPATCHING` (the "key lock"). Two relays never hold rows of
@@ -18,7 +18,7 @@
  *    given up (`FAILURE`) keeps blocking its key by default (`failedHead: "block"`) until an
  *    operator requeues or skips it.
  *
- * Outages (issue #12, H1): a `BrokerUnavailableError` (or this relay's own publish timeout) says
+ * Outages: a `BrokerUnavailableError` (or this relay's own publish timeout) says
  * nothing about the record, so it never counts an attempt. The rows go back to `PENDING` after an
  * outage backoff (`outageBackoff`, jittered, growing with each outage in a row) and the loop
  * claims nothing until then. Only errors about the record count towards `maxAttempts`, and
@@ -73,7 +73,7 @@ import * as UnknownPartition from "./UnknownPartition.ts"
 export { backoff, outageDelay, retryDelay } from "./internal/relay/backoff.ts"
 
 /**
- * What to do when a record targets a partition the broker does not have (R3.3): `"fail"` or
+ * What to do when a record targets a partition the broker does not have: `"fail"` or
  * `"sync"` (grow the topic, then retry with an attempt counted). See `UnknownPartition.ts`.
  *
  * @since 0.1.0
@@ -115,11 +115,11 @@ export interface Settings {
   /**
    * What a `FAILURE` row means for the younger rows of its key. `"block"` (default): they wait
    * until an operator requeues or skips it, so the key's order holds. `"skip"`: they go on
-   * without it (the behaviour before issue #12).
+   * without it, for streams where progress matters more than order.
    */
   readonly failedHead: FailedHeadPolicy
   readonly unknownPartition: UnknownPartitionPolicy
-  /** `"sync"` never grows a topic past this partition (`OUTBOX_MAX_PARTITION`, default 1023, M4). */
+  /** `"sync"` never grows a topic past this partition (`OUTBOX_MAX_PARTITION`, default 1023). */
   readonly maxPartition?: number
   /** Graceful shutdown waits this long for the batches in flight before handing them back. */
   readonly shutdownTimeout: Duration.Duration

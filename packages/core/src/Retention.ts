@@ -1,12 +1,12 @@
 /**
- * Retention (R1.7): finished outbox rows older than a configured age are deleted in bounded
+ * Retention: finished outbox rows older than a configured age are deleted in bounded
  * batches on a schedule, so the table does not grow without bound and a purge never holds long
  * locks.
  *
  * A round deletes batch after batch while they come back full, up to `maxBatchesPerRound`; a
  * round that stops at that bound (a backlog remains) is followed by the next one after
  * `catchUpInterval` instead of `interval`, so retention keeps pace with any churn the database can
- * delete (measured in `docs/performance.md`), while a single round still never runs unbounded.
+ * delete (measured in `bench/JOURNAL.md`), while a single round still never runs unbounded.
  * The same loop purges the inbox's processed-message records ({@link startInbox}).
  *
  * Which rows count as finished is configurable. The default is `SUCCESS`, `PUSHED_FAILURE`

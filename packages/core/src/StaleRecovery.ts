@@ -1,5 +1,5 @@
 /**
- * Stale dispatch recovery (R3): rows left `DISPATCHING` past their lease (a relay crashed or
+ * Stale dispatch recovery: rows left `DISPATCHING` past their lease (a relay crashed or
  * hung) are taken back. A timeout does not prove that nothing reached Kafka, so each row's
  * target is probed for a record carrying its event id first, from the row's claim time on (the
  * record cannot be older than the claim that sent it):
@@ -10,7 +10,7 @@
  * - probe error → left for a later round; once its lease expired more than `giveUpAfter` ago it
  *   is requeued anyway, with the reason (a duplicate is possible; consumers dedupe by event id).
  *
- * The rules that make it converge (review H3, M9):
+ * The rules that make it converge:
  *
  * - one recoverer at a time per outbox table: a round runs only under the store's recovery lease
  *   (`OutboxStore.acquireRecoveryLease`), renewed before it settles anything, so two relays never
@@ -25,8 +25,8 @@
  * always form a prefix of its creation order (see `docs/ordering.md`; the rule is `KeyOrder`, the
  * moves are made in `internal/stale/settle.ts`). A page always holds all of a key's expired rows.
  *
- * A row whose explicit partition the topic does not have takes the unknown-partition path (R3.3,
- * `UnknownPartition`, the relay's policy): `"sync"` grows the topic and requeues, `"fail"` moves
+ * A row whose explicit partition the topic does not have takes the unknown-partition path
+ * (`UnknownPartition`, the relay's policy): `"sync"` grows the topic and requeues, `"fail"` moves
  * it to `FAILURE` with a reason.
  *
  * @since 0.1.0
@@ -63,7 +63,7 @@ export interface Settings {
   /** Time between rounds. */
   readonly interval: Duration.Duration
   readonly unknownPartition: UnknownPartition.Policy
-  /** `"sync"` never grows a topic past this partition (`OUTBOX_MAX_PARTITION`, default 1023, M4). */
+  /** `"sync"` never grows a topic past this partition (`OUTBOX_MAX_PARTITION`, default 1023). */
   readonly maxPartition?: number
   /**
    * A row whose lease expired longer ago than this and whose probe still fails is requeued

@@ -1,7 +1,7 @@
 /**
- * Every span name and metric of the library in one place (R8), with the helpers that fill the
- * broker-side ones: W3C trace context in Kafka headers (R2.7, R8.2) and consumer lag read from the
- * broker (R8.1). Modules that documented a metric before keep an alias of it (e.g.
+ * Every span name and metric of the library in one place, with the helpers that fill the
+ * broker-side ones: W3C trace context in Kafka headers and consumer lag read from the
+ * broker. Modules that documented a metric before keep an alias of it (e.g.
  * `Consumer.recordsTotal`, `OutboxRuntime.pendingGauge`).
  *
  * The enqueueing transaction writes its span's context into the event's `traceparent` header;
@@ -175,7 +175,7 @@ export const consumerRecordsTotal = counter(
 )
 
 /**
- * Missing `SUCCESS` transitions repaired without running the handler again (R4.4).
+ * Missing `SUCCESS` transitions repaired without running the handler again.
  *
  * @since 0.1.0
  * @category metrics
@@ -195,7 +195,7 @@ export const consumerRetriesTotal = counter("outbox_consumer_retries_total", "Fa
 
 /**
  * Record tries that failed on the infrastructure (database down, transaction lost) and are
- * retried without limit, outside the attempt budget (H2).
+ * retried without limit, outside the attempt budget.
  *
  * @since 0.1.0
  * @category metrics
@@ -208,7 +208,7 @@ export const consumerInfrastructureRetriesTotal = counter(
 /**
  * Delivered records whose local outbox row said they should not have been delivered, with
  * attribute `kind` (`failure_row_delivered`: the relay gave the row up as `FAILURE`, yet the
- * record reached Kafka — processed anyway, C2).
+ * record reached Kafka — processed anyway).
  *
  * @since 0.1.0
  * @category metrics
@@ -219,7 +219,7 @@ export const consumerAnomaliesTotal = counter(
 )
 
 /**
- * Records of revoked partitions dropped before their handler ran (M3): the partition's new
+ * Records of revoked partitions dropped before their handler ran: the partition's new
  * owner processes them.
  *
  * @since 0.1.0

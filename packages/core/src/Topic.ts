@@ -3,13 +3,13 @@
  * partitioner — and that one declaration types both the producer's `Topic.enqueue` and the
  * consumer's decoded handler input, so the two sides cannot disagree on a payload. A record that
  * does not decode reaches the handler never: the consumer fails it with a typed
- * `Consumer.PayloadDecodeError`, classified permanent, and dead-letters it at once (R5.2).
+ * `Consumer.PayloadDecodeError`, classified permanent, and dead-letters it at once.
  *
  * ```ts
  * const OrderPlaced = Schema.Struct({ orderId: Schema.String, amountCents: Schema.Int })
  * const Orders = Topic.make({ name: "orders", schema: OrderPlaced, key: (order) => order.orderId })
  *
- * // producer: in the same transaction as the order row (R1.1)
+ * // producer: in the same transaction as the order row
  * yield* Topic.enqueue(Orders, { orderId: "o-1", amountCents: 1200 })
  *
  * // consumer: `message.payload` is an `OrderPlaced`
@@ -36,9 +36,9 @@ import { type EventId, encodePayload, type Headers, type OutboxDraft } from "./O
 export interface Topic<S extends Schema.Top> {
   readonly name: string
   readonly schema: S
-  /** The ordering key of a payload (aggregate / user id): events of one key keep their order (R1.4). */
+  /** The ordering key of a payload (aggregate / user id): events of one key keep their order. */
   readonly key: (payload: S["Type"]) => string | null
-  /** An explicit partition for a payload (R6.3); `null` leaves it to the broker's partitioner. */
+  /** An explicit partition for a payload; `null` leaves it to the broker's partitioner. */
   readonly partition: (payload: S["Type"]) => number | null
   /** Where the consumer dead-letters this topic's poison records (default `<name>.DLT`). */
   readonly deadLetterTopic: string
@@ -75,7 +75,7 @@ export type Payload<T> = T extends Topic<infer S> ? S["Type"] : never
 
 /**
  * Per-event options of {@link enqueue}. `partition` overrides the topic's partitioner (e.g. a
- * partition reserved by `PartitionAssignment`, R6.3).
+ * partition reserved by `PartitionAssignment`).
  *
  * @since 0.1.0
  * @category models
@@ -121,8 +121,8 @@ export const draft = <S extends Schema.Top>(
   )
 
 /**
- * Enqueues one payload (returns its event id) on the topic, joining the ambient transaction
- * (R1.1). The only way a typed payload reaches the broker is through the outbox.
+ * Enqueues one payload (returns its event id) on the topic, joining the ambient transaction.
+ * The only way a typed payload reaches the broker is through the outbox.
  *
  * @since 0.1.0
  * @category producing

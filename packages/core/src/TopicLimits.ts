@@ -1,7 +1,7 @@
 /**
  * The record-batch size limit the broker enforces per topic (`max.message.bytes`, which falls back
  * to the broker's `message.max.bytes`), cached per topic. Both Kafka publishers split each
- * partition's records into batches under it (review C1, `PartitionSend`); each supplies only how
+ * partition's records into batches under it (`PartitionSend`); each supplies only how
  * its client reads the topic's config.
  *
  * @since 0.3.0

@@ -1,5 +1,5 @@
 /**
- * A read-only, group-less view of a topic, used to inspect and replay dead letters (R5.3).
+ * A read-only, group-less view of a topic, used to inspect and replay dead letters.
  *
  * adapter-kafka implements it with a consumer that joins no group (or a throwaway group that
  * never commits): fetch the partitions' low and high watermarks when the read starts, read each

@@ -1,5 +1,5 @@
 /**
- * Per-event publish spans (R8.2). A relay publishes a batch of events that belong to many
+ * Per-event publish spans. A relay publishes a batch of events that belong to many
  * traces, so its own batch span cannot be the parent of any one of them. This decorator gives
  * each event with a `traceparent` header a `outbox.publish` span (kind `producer`) in that
  * event's own trace, covering the broker call and carrying the receipt — so one trace reads

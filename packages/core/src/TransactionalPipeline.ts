@@ -1,5 +1,5 @@
 /**
- * Kafka-internal exactly-once consume-transform-produce (R7.1): each batch of input records is
+ * Kafka-internal exactly-once consume-transform-produce: each batch of input records is
  * transformed into output records, and the outputs and the batch's input offsets commit in one
  * Kafka transaction (`TransactionalProducer`). A crash before the commit aborts the transaction:
  * the inputs are redelivered and the outputs produced again — but the aborted ones were never

@@ -1,5 +1,5 @@
 /**
- * The Kafka-transaction port of the exactly-once mode (R7.1): records to several partitions and a
+ * The Kafka-transaction port of the exactly-once mode: records to several partitions and a
  * consumer group's offsets commit in ONE Kafka transaction — all become visible to
  * `read_committed` consumers together with the offset commit, or none do.
  *

@@ -1,7 +1,7 @@
 /**
  * The database transaction port. `Outbox.enqueue` and `Inbox.processOnce` join the transaction
  * opened here, so the event or the processed-message record commits with the caller's state
- * change or not at all (R1.1, R4.1).
+ * change or not at all.
  *
  * @since 0.1.0
  */

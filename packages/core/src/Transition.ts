@@ -1,5 +1,5 @@
 /**
- * THE transition helper (R2.7). Every status change in the library goes through this module:
+ * THE transition helper. Every status change in the library goes through this module:
  * it checks the move against the lifecycle table, writes it as one batched compare-and-set
  * (`OutboxStore.transition`) or one claim (`OutboxStore.claim`), and records one span per call
  * (a call moves a whole batch of rows) plus a debug log line and a metric count per row moved.
@@ -33,7 +33,7 @@ export type {
 
 /**
  * Checks a move against the lifecycle table: every `from` must be allowed to reach `to`, and
- * `acceptIfIn` may only name statuses that lie beyond `to` (R2.6). Requeue out of `FAILURE` is
+ * `acceptIfIn` may only name statuses that lie beyond `to`. Requeue out of `FAILURE` is
  * not an ordinary move: use {@link requeue}.
  *
  * @since 0.1.0
@@ -112,7 +112,7 @@ export interface Published {
 }
 
 /**
- * `DISPATCHING → PUBLISHED` with the receipt, as one compare-and-set for the batch (R2.6).
+ * `DISPATCHING → PUBLISHED` with the receipt, as one compare-and-set for the batch.
  * Rows that processing already advanced (`UNDER_PROCESSING`, `SUCCESS`, `PUSHED_FAILURE`) get
  * the receipt recorded and keep their status (`already_advanced`).
  *
@@ -137,7 +137,7 @@ const publishedMove = (item: Published, now: number): Move => ({
 
 /**
  * A failed publication. `retryAt` set: back to `PENDING` (available again then); `null`:
- * `FAILURE` with `reason` (R2.3).
+ * `FAILURE` with `reason`.
  *
  * @since 0.1.0
  * @category models
@@ -154,7 +154,7 @@ export interface PublishFailure {
 
 /**
  * `DISPATCHING → PENDING` (retry) or `DISPATCHING → FAILURE`, conditional on the row still being
- * `DISPATCHING` under `owner` (R2.6).
+ * `DISPATCHING` under `owner`.
  *
  * @since 0.1.0
  * @category transitions
@@ -233,7 +233,7 @@ export const settle = (batch: {
   )
 
 /**
- * `PREQUEUED → PENDING`: deferred work released (R2.2).
+ * `PREQUEUED → PENDING`: deferred work released.
  *
  * @since 0.1.0
  * @category transitions
@@ -253,7 +253,7 @@ export const release = (
 
 /**
  * Stale recovery found no broker record: `DISPATCHING → PENDING`, conditional on the expired
- * lease still being `staleOwner`'s (a row re-claimed meanwhile is left alone) (R3.2).
+ * lease still being `staleOwner`'s (a row re-claimed meanwhile is left alone).
  *
  * @since 0.1.0
  * @category transitions
@@ -286,7 +286,7 @@ export interface FoundStale extends Published {
  * Stale recovery found the record on the broker: `DISPATCHING → PUBLISHED` with its receipt,
  * conditional on the lease it judged still holding the row (a row requeued and re-claimed
  * meanwhile is another dispatch, left to its relay). Rows already advanced beyond `PUBLISHED`
- * get the receipt recorded (R2.6).
+ * get the receipt recorded.
  *
  * @since 0.1.0
  * @category transitions
@@ -319,7 +319,7 @@ export const failDispatching = (
   )
 
 /**
- * Consumption starts: `DISPATCHING | PUBLISHED → UNDER_PROCESSING` (R2.5). A row already
+ * Consumption starts: `DISPATCHING | PUBLISHED → UNDER_PROCESSING`. A row already
  * `SUCCESS` / `PUSHED_FAILURE` answers `already_advanced` (skip the work); any other status
  * answers `rejected` with `current`.
  *
@@ -368,7 +368,7 @@ export const finishProcessing = (
 
 export {
   /**
-   * An operator's requeue out of `FAILURE` (R2.4): `FAILURE → PENDING` with attempts reset,
+   * An operator's requeue out of `FAILURE`: `FAILURE → PENDING` with attempts reset,
    * checked by `Lifecycle.canRequeue` and recorded as an audit log line naming the operator and
    * the reason. Never part of the ordinary table. An empty operator or reason fails with
    * `OutboxValidationError`, before anything is written.
@@ -378,7 +378,7 @@ export {
    */
   requeue,
   /**
-   * An operator's skip (issue #12): `FAILURE → SKIPPED`, checked by `Lifecycle.canSkip` and
+   * An operator's skip: `FAILURE → SKIPPED`, checked by `Lifecycle.canSkip` and
    * recorded as an audit log line naming the operator and the reason. A `FAILURE` row blocks the
    * younger rows of its key (the relay's default `failedHead: "block"`); a `SKIPPED` one does not,
    * so the key goes on without it. The reason is kept as the row's `lastError`, after the failure.

@@ -1,11 +1,11 @@
 /**
  * What the relay and stale recovery do when a record targets a partition the broker does not
- * have (R3.3): one switch (`OUTBOX_RELAY_UNKNOWN_PARTITION`), one way to ask `BrokerAdmin`, one
+ * have: one switch (`OUTBOX_RELAY_UNKNOWN_PARTITION`), one way to ask `BrokerAdmin`, one
  * wording.
  *
  * - `"fail"` (default): `FAILURE` with a reason naming the topic, partition and partition count.
  * - `"sync"`: grow the topic to include the partition (the database assignment says it should
- *   exist, R6.2), never past `OUTBOX_MAX_PARTITION`, then retry.
+ *   exist), never past `OUTBOX_MAX_PARTITION`, then retry.
  *
  * @since 0.2.0
  */
@@ -23,7 +23,7 @@ import * as PartitionLimit from "./PartitionLimit.ts"
 export type Policy = "fail" | "sync"
 
 /**
- * The policy, and the partition `"sync"` never grows a topic past (default 1023, M4).
+ * The policy, and the partition `"sync"` never grows a topic past (default 1023).
  *
  * @since 0.2.0
  * @category models
@@ -95,6 +95,6 @@ export const resolve = (
     const above = PartitionLimit.aboveMaximum(partition, settings.maxPartition)
     if (above !== undefined) return { _tag: "fail", reason: `${what}; ${above}; the topic is not grown` }
     yield* admin.value.growPartitions(topic, partition + 1)
-    yield* Effect.logWarning(`outbox grew ${topic} from ${count.value} to ${partition + 1} partitions (R3.3)`)
+    yield* Effect.logWarning(`outbox grew ${topic} from ${count.value} to ${partition + 1} partitions`)
     return { _tag: "grown", reason: what }
   }).pipe(Effect.catch((error) => Effect.succeed<Resolution>({ _tag: "unknown", reason: error.message })))

@@ -1,5 +1,5 @@
 /**
- * The wake-up port (R1.6): enqueueing tells idle relays that new work exists, so they need not
+ * The wake-up port: enqueueing tells idle relays that new work exists, so they need not
  * poll hot. The signal is only a hint: a relay that misses one still finds the work at its next
  * poll, so a lost signal costs latency, never an event.
  *

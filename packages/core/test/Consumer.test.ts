@@ -1202,9 +1202,9 @@ describe("DeadLetter.replay keeps the original identity (M8)", () => {
   })
 })
 
-// -- durable parking (M10) -----------------------------------------------------------------------
+// -- durable parking -----------------------------------------------------------------------------
 
-describe("Consumer durable parking (M10)", () => {
+describe("Consumer durable parking", () => {
   for (const transaction of ["per-record", "per-batch"] as const) {
     it.effect(
       `parked keys survive a restart, do not hold the commit, and a release runs the head first (${transaction})`,

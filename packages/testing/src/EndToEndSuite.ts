@@ -1,5 +1,5 @@
 /**
- * The whole pipeline on real services (issue 6), one scenario every Kafka adapter runs: events
+ * The whole pipeline on real services, one scenario every Kafka adapter runs: events
  * enqueued in committed and rolled-back PostgreSQL transactions, two relays publishing through
  * the adapter's Publisher, one consumer group of two members on its ConsumerSource applying an
  * effect in PostgreSQL. Checked: no loss, no phantom, per-key order on the broker and in the

@@ -33,7 +33,7 @@ import * as MemoryPublisher from "./internal/brokerPublisher.ts"
  *
  * - `"retriable"`: nothing is appended; every record gets a `RetriablePublishError`.
  * - `"lost_ack"`: the records ARE appended, then the caller gets a `RetriablePublishError`
- *   (a timeout after the broker wrote: the case stale recovery's probe exists for, R3.2).
+ *   (a timeout after the broker wrote: the case stale recovery's probe exists for).
  * - `"unknown_partition"`: nothing is appended; `UnknownPartitionError` (the partition vanished
  *   from the producer's metadata).
  * - `"permanent"`: nothing is appended; `PermanentPublishError`.
@@ -118,8 +118,8 @@ export interface Options {
   readonly maxMessageBytes?: number
   /**
    * A deliberately wrong configuration, to prove a test catches the behaviour it guards against:
-   * `"whole-call-batch"` publishes as kafkajs and the Kafka publisher before issue #12 did (review
-   * C1). The records a call sends to one partition go in one record batch whatever its size; when
+   * `"whole-call-batch"` publishes as kafkajs and an adapter that sends a call's records to a
+   * partition as one batch would. The records a call sends to one partition go in one record batch whatever its size; when
    * the broker refuses one partition's batch as too large, every record of the call fails with
    * `PermanentPublishError`, the records of partitions whose batches landed included.
    */

@@ -1,5 +1,5 @@
 /**
- * `TransactionalProducer` over the in-memory broker (R7.1): a transaction's records and its
+ * `TransactionalProducer` over the in-memory broker: a transaction's records and its
  * group offsets are applied in one uninterruptible, synchronous step — all or nothing, never
  * half — and an injected abort changes nothing at all, like an aborted Kafka transaction seen by
  * a `read_committed` consumer.

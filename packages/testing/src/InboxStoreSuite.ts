@@ -1,5 +1,5 @@
 /**
- * The conformance suite of the `InboxStore` port (processed-message records, R4). Each test
+ * The conformance suite of the `InboxStore` port (processed-message records). Each test
  * builds a fresh layer.
  *
  * The suite is a table of named cases (Watermill's shape): each row names a behaviour, the

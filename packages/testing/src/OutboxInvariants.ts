@@ -14,7 +14,7 @@
  *   one is neither on the broker nor `FAILURE`.
  * - `prefix`: in the store, an event never becomes `PUBLISHED` while an earlier event of its key
  *   (that it must follow) is still `PENDING` / `DISPATCHING` (consumer moves are not judged: a
- *   consumer may run ahead of the store, R2.5).
+ *   consumer may run ahead of the store).
  * - `transition`: every status change in the history is allowed by the lifecycle table (plus the
  *   operator's requeue out of `FAILURE` when `allowRequeue`), and starts from the status the row had.
  * - `failure_reason`: every `FAILURE` row has a reason.
@@ -192,7 +192,7 @@ const checkLoss = ({ observation, committed, rowsById, firstAt, byPosition }: Fa
       continue
     }
     if (row.receipt === null) {
-      // A consumer that ran ahead of the relay's acknowledgement (R2.5) may have moved the row on
+      // A consumer that ran ahead of the relay's acknowledgement may have moved the row on
       // before any receipt was recorded; the record must still be on the broker.
       if (row.status === "PUBLISHED" || !firstAt.has(row.id)) {
         fail(

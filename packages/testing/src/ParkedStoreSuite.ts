@@ -1,5 +1,5 @@
 /**
- * The conformance suite of the `ParkedStore` port (durable parking, M10): positions per consumer
+ * The conformance suite of the `ParkedStore` port (durable parking): positions per consumer
  * group, keys listed head first with offsets in order, idempotent parking, removal, the bound.
  *
  * @since 0.1.0

@@ -1,5 +1,5 @@
 /**
- * The conformance suite of the `PartitionAssignmentStore` port (sequential assignment, R6.1).
+ * The conformance suite of the `PartitionAssignmentStore` port (sequential assignment).
  * Each test builds a fresh layer.
  *
  * The suite is a table of named cases (Watermill's shape): each row names a behaviour, the

@@ -1,5 +1,5 @@
 /**
- * The conformance suite of the `TopicReader` port (R5.3, dead-letter inspection and replay): a
+ * The conformance suite of the `TopicReader` port (dead-letter inspection and replay): a
  * read returns every retained record of a topic as it was when the read started — each
  * partition in offset order, the records as they were published — then ends; it commits
  * nothing, so reading again returns the same records; a missing topic is a non-retriable read

@@ -1,5 +1,5 @@
 /**
- * The conformance suite of the `TransactionalProducer` port (R7.1): a transaction's records and
+ * The conformance suite of the `TransactionalProducer` port: a transaction's records and
  * its consumer group's offsets become visible together or not at all. A committed transaction's
  * records are read back (through `TopicReader`, which reads `read_committed`) where its receipts
  * say, and its offsets are the group's; an aborted one — a record the broker refuses, a missing

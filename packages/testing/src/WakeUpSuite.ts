@@ -1,5 +1,5 @@
 /**
- * The conformance suite of the `WakeUp` port (R1.6): a `notify` reaches every subscriber of
+ * The conformance suite of the `WakeUp` port: a `notify` reaches every subscriber of
  * `signals`, bursts fold into fewer signals but never into none, and — where the adapter can —
  * a notify made inside a transaction arrives only after its commit and never after a rollback,
  * in this process and in others.

@@ -73,7 +73,7 @@ export const sendRecords = (
         }))
       })
     })()
-    // The producer goes back when the send settles, not when we stop waiting for it (M5).
+    // The producer goes back when the send settles, not when we stop waiting for it.
     void sending.then(lease.release, lease.release)
     return Effect.tryPromise({ try: () => sending, catch: (error) => error })
   })

@@ -1,5 +1,5 @@
 /**
- * One produce request for a whole publish call (issue #14). kafkajs's idempotent producer holds a
+ * One produce request for a whole publish call. kafkajs's idempotent producer holds a
  * lock per broker around each produce request, so the per-partition sends of one call go out one
  * after the other, a round trip each, and one slow answer delays the rest. When every partition's
  * records fit one record batch, the call sends them in one `sendBatch` (one request per broker).
@@ -8,7 +8,7 @@
  * the sequence numbers of every partition in it, including partitions the broker wrote: another
  * send of such a partition on that producer would reuse sequences the broker already holds and be
  * dropped as a duplicate, a silent loss. So any failure replaces the producer, and the call is
- * handed to the per-partition sends, which attribute each verdict to its own records (C1).
+ * handed to the per-partition sends, which attribute each verdict to its own records.
  * Partitions that had landed are then sent again: a duplicate, never a loss.
  */
 import { BrokerUnavailableError } from "@effect-outbox/core/Errors"

@@ -84,7 +84,7 @@ export const sendParts = (
       topicMessages
     })
     // The producer goes back when the send settles, not when we stop waiting for it: a reset
-    // meanwhile must not disconnect it under the send (M5).
+    // meanwhile must not disconnect it under the send.
     void sending.then(lease.release, lease.release)
     return Effect.tryPromise({ try: () => sending, catch: (error) => error })
   })

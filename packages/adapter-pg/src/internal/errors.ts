@@ -11,7 +11,7 @@ export const sqlState = (error: SqlError): string | undefined => {
 /**
  * SQLSTATEs that mean "the database, not the request": retrying later succeeds. The driver
  * classifies some of them as unknown (57P03 during a restart or failover would otherwise pass as
- * permanent and dead-letter whole streams, H2).
+ * permanent and dead-letter whole streams).
  * - class 08: connection exceptions;
  * - 57P01 / 57P02 / 57P03: admin or crash shutdown, cannot connect now (starting up, shutting down);
  * - 53300: too many connections; 53xxx: insufficient resources (disk full, out of memory);

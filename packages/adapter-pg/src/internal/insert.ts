@@ -12,7 +12,7 @@ import { ts, typedArray } from "./params.ts"
 const COLUMNS = "(id, topic, key, partition, headers, payload, status, available_at, created_at, updated_at)"
 
 // One row (the usual enqueue): a plain VALUES list, cheaper to plan than unnest over nine
-// arrays (issue #14: ×0.79 of the same row inserted by hand, one client). `updated_at` is
+// arrays (×0.79 of the same row inserted by hand, one client). `updated_at` is
 // `created_at` ($9 twice).
 const ONE_ROW = "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9)"
 
@@ -63,7 +63,7 @@ const unnestParams = (messages: ReadonlyArray<NewOutboxMessage>): Array<unknown>
  * (table names are validated identifiers, everything else a bound parameter) straight to the
  * transaction's connection (`SqlClient.transactionService`; prepared once per connection by the
  * driver): no per-call compile of a `sql` template and no effect/sql statement span, which cost
- * node CPU on every business transaction (issue #14, docs/performance.md). Outside a
+ * node CPU on every business transaction (bench/JOURNAL.md). Outside a
  * transaction it goes through `sql.unsafe`. Its span `pg.outbox.insert` (kind `client`, with
  * `db.query.text`) captures no stack trace (it could only name this file).
  */

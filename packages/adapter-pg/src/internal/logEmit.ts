@@ -19,7 +19,7 @@ const spanOptions = clientSpans(Object.values(texts))
  * The log engine's write: the events as transactional logical messages (`prefix`) in the ambient
  * transaction, one fixed statement per call (`fixedStatement.ts`: on the transaction's connection,
  * prepared once per connection, no per-call template compile). An event is a statement's worth
- * of node CPU on the write path, which issue #14 measures (`bench/src/experiments/WriteCost.ts`).
+ * of node CPU on the write path, measured by (`bench/src/experiments/WriteCost.ts`).
  */
 export const emitter = (sql: SqlClient.SqlClient, prefix: string) => {
   const execute = executor(sql)

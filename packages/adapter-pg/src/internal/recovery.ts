@@ -8,7 +8,7 @@ import { type MessageRow, millis, toMessage } from "./rows.ts"
 
 /**
  * One page of expired leases (`OutboxStore.findStale`), with every other expired row of the
- * page's keys. Expiry by the database clock unless a caller drives time (M9); the cursor
+ * page's keys. Expiry by the database clock unless a caller drives time; the cursor
  * compares whole milliseconds, as the page reports them.
  */
 export const findStale =

@@ -200,7 +200,7 @@ export const firstFailure = (t: Tables, key: string) =>
 /**
  * The candidate scan since migration 4: as {@link candidateHeads}, and when `failedBlocks` (a
  * boolean expression) holds, a key whose head is younger than a `FAILURE` row of the key is no
- * candidate (issue #12: a failed head keeps its key's order). The head and the first failure
+ * candidate (a failed head keeps its key's order). The head and the first failure
  * are one index entry each.
  */
 export const candidateHeadsV4 = (t: Tables, now: string, readLimit: string, failedBlocks: string) =>
@@ -223,13 +223,13 @@ export const candidateHeadsV4 = (t: Tables, now: string, readLimit: string, fail
     ORDER BY c.pos`
 
 /**
- * The claim function since migration 4 (issue #12). The algorithm of {@link claimFunction},
+ * The claim function since migration 4. The algorithm of {@link claimFunction},
  * with two changes:
  *
  * - `p_failed_head_blocks` (the relay's `failedHead: "block"`, the default): a `FAILURE` row
  *   blocks the younger rows of its key. A key whose head is younger than its first `FAILURE`
  *   row is no candidate, and a key's prefix ends before its first `FAILURE` row.
- * - The lease expiry is the database clock's `now()` plus `p_lease_millis` (M9), not a time the
+ * - The lease expiry is the database clock's `now()` plus `p_lease_millis`, not a time the
  *   relay host computed: stale recovery compares it with the same clock. `p_now` (the relay's
  *   clock) still decides availability, as `available_at` is written from the same clock.
  */

@@ -20,7 +20,7 @@ export interface TransactionState {
   /**
    * Effects to run once `COMMIT` succeeded (never after a rollback), registered at the outer
    * level with {@link afterCommit}: `SqlClient.afterCommit` without its per-call copy of the
-   * fiber's context (two per call), which cost node CPU on every enqueue (issue #14).
+   * fiber's context (two per call), which cost node CPU on every enqueue.
    */
   readonly afterCommit: Array<Effect.Effect<void>>
   /** `COMMIT` or `ROLLBACK` is done: nothing may be registered any more. */

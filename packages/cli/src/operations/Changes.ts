@@ -111,7 +111,7 @@ const audited = <E>(
 
 /**
  * `FAILURE → PENDING` for the selected rows, through `Transition.requeue`: attempts reset, an
- * audit log line naming the operator and the reason (R2.4). A dry run only lists the rows.
+ * audit log line naming the operator and the reason. A dry run only lists the rows.
  *
  * @since 0.1.0
  * @category change

@@ -42,7 +42,7 @@ export interface ReplayReport {
 
 /**
  * Republishes the selected dead letters of `from` to their original topic (or `to`) through
- * `DeadLetter.replay` (R5.3). `eventIds` selects by event id; none selects all, which needs `all`.
+ * `DeadLetter.replay`. `eventIds` selects by event id; none selects all, which needs `all`.
  *
  * @since 0.1.0
  * @category dead letters

@@ -1,5 +1,5 @@
 /**
- * `parked`: the durably parked keys of consumer groups, and a release request for one (M10).
+ * `parked`: the durably parked keys of consumer groups, and a release request for one.
  *
  * @since 0.2.0
  */

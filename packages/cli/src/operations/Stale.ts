@@ -21,8 +21,8 @@ export interface StaleReport {
 }
 
 /**
- * Lists the `DISPATCHING` rows whose lease expired (by the database clock, M9); with `execute`,
- * runs `StaleRecovery` rounds on them (probe the broker, then mark published or requeue, R3.2),
+ * Lists the `DISPATCHING` rows whose lease expired (by the database clock); with `execute`,
+ * runs `StaleRecovery` rounds on them (probe the broker, then mark published or requeue),
  * paging through every expired lease once, under the recovery lease: while a relay's recovery
  * holds it, nothing is changed and `heldBy` names the holder.
  *
@@ -37,7 +37,7 @@ export const recoverStale = (request: { readonly limit: number }) =>
     const result = yield* Effect.gen(function* () {
       let total = yield* StaleRecovery.runOnce({ batchSize: request.limit, owner })
       // Page on (each page once) while there is more; a page of rows that cannot be probed
-      // does not stop the pages after it (review H3).
+      // does not stop the pages after it.
       while (total.heldBy === undefined && total.next !== undefined) {
         const page = yield* StaleRecovery.runOnce(
           { batchSize: request.limit, owner },

@@ -52,7 +52,7 @@ export interface Status {
   /**
    * Rows `UNDER_PROCESSING` not updated for `stuckAfterMillis` (at most `limit` listed, oldest
    * first): a consumer died or its bookkeeping failed. A running service's reconciler moves the
-   * ones already processed to `SUCCESS`; each carries the repair for the rest (R4.4).
+   * ones already processed to `SUCCESS`; each carries the repair for the rest.
    */
   readonly stuckProcessing: {
     readonly stuckAfterMillis: number

@@ -83,7 +83,7 @@ export const assignment = (engine: BrokerEngine, member: Member): Array<{ topic:
 /**
  * Positions start at the group's committed offset, else the beginning or the end. Each newly
  * owned partition gets a fresh number from `newAssignment`, so a batch fetched under an older
- * assignment is known to be stale (M3).
+ * assignment is known to be stale.
  */
 export const syncPositions = (
   engine: BrokerEngine,

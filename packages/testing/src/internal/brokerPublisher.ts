@@ -5,12 +5,12 @@
  * The size limit has two halves, as on the real services. The broker ({@link brokerAccepts})
  * refuses a record batch whose bytes exceed `max.message.bytes` (`MESSAGE_TOO_LARGE`), whatever
  * each record weighs. The client decides how records go into batches: by default as the Kafka
- * publisher does since issue #12 (each partition's records split into batches under the limit,
+ * publisher does (each partition's records split into batches under the limit,
  * sent one after the other, a lone record too large failing permanently on its own); with the
- * deliberately wrong `"whole-call-batch"` as kafkajs and the publisher before the fix did (one
- * batch per partition per call; a size error fails every record of the call, review C1).
+ * deliberately wrong `"whole-call-batch"` as plain kafkajs does (one
+ * batch per partition per call; a size error fails every record of the call).
  *
- * Like the Kafka publisher since issue #14 (`combinePartitions`, default on), a call whose
+ * Like the Kafka publisher (`combinePartitions`, default on), a call whose
  * partitions each fit one record batch goes out as one request (this broker has one node). When a
  * partition of it fails, the broker has still written the others, and the publisher, unable to tell
  * which landed, sends the call again per partition: those partitions are written twice. A lost
@@ -39,10 +39,10 @@ import { type BrokerEngine, type StoredRecord, tp } from "./brokerEngine.ts"
 /**
  * How the client puts a call's records into record batches:
  * - `"split"` (default, the library's behaviour): per partition, batches under the limit.
- * - `"whole-call-batch"` (deliberately wrong, before issue #12): one batch per partition per
+ * - `"whole-call-batch"` (deliberately wrong): one batch per partition per
  *   call; one partition's `MESSAGE_TOO_LARGE` fails every record of the call, those whose
  *   partition batch did land included (kafkajs throws the first partition error and drops the
- *   other partitions' offsets; the old adapter gave that error to every record).
+ *   other partitions' offsets; an adapter that passes it on gives it to every record).
  */
 export type Batching = "split" | "whole-call-batch"
 
@@ -72,7 +72,7 @@ interface Sender {
   readonly engine: BrokerEngine
   readonly maxMessageBytes: number
   readonly batching: Batching
-  /** One request for a call whose partitions each fit one record batch (issue #14). */
+  /** One request for a call whose partitions each fit one record batch. */
   readonly combine: boolean
   /** Topic → the last partition a keyless record went to. */
   readonly roundRobin: Map<string, number>
@@ -195,7 +195,7 @@ const sendSplit = (
   }
 }
 
-/** Whether the Kafka publisher would send these partitions in one request (issue #14). */
+/** Whether the Kafka publisher would send these partitions in one request. */
 const combinable = (sender: Sender, groups: ReadonlyArray<PartitionRecords>): boolean =>
   sender.batching === "split" &&
   sender.combine &&

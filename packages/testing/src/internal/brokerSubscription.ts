@@ -1,7 +1,7 @@
 /**
  * One member's `Subscription` over the in-memory broker: the poll loop that waits on the change
  * signal instead of sleeping, offset commits, pause/resume, and the staleness check of delivered
- * batches (M3).
+ * batches.
  *
  * @internal
  */
@@ -36,7 +36,7 @@ export interface Source {
   readonly maxBatchSize: number
   /** A new member id (each consumer source counts its own). */
   readonly newMemberId: () => number
-  /** A new assignment number, to tell a batch's assignment from a later one (M3). */
+  /** A new assignment number, to tell a batch's assignment from a later one. */
   readonly newAssignment: () => number
 }
 
@@ -153,7 +153,7 @@ const setPaused = (engine: BrokerEngine, member: Member, partitions: ReadonlyArr
 /** The subscription of a member that has joined its group. */
 export const make = (source: Source, member: Member): Subscription => {
   const { engine } = source
-  // Each delivered batch remembers the assignment it was fetched under (M3).
+  // Each delivered batch remembers the assignment it was fetched under.
   const fetchedUnder = new WeakMap<ConsumerBatch, number>()
   const isCurrent = (batch: ConsumerBatch): boolean => {
     const under = fetchedUnder.get(batch)

@@ -23,7 +23,7 @@ export interface BatchSettings {
   readonly record: RecordRunner.RecordSettings
   readonly parking: boolean
   /**
-   * Durable parking (M10): with parking on and a `ParkedStore` in context, parked keys and their
+   * Durable parking: with parking on and a `ParkedStore` in context, parked keys and their
    * records' positions live in the store; parked records are finished for the offset commit and
    * not held in memory.
    */
@@ -109,7 +109,7 @@ export const processBatch = (
   batch: ConsumerBatch
 ): Effect.Effect<void, DeadLetter.DeadLetterPublishError> =>
   Effect.gen(function* () {
-    // Revoked since it was fetched (M3): the partition's new owner processes it; running it here
+    // Revoked since it was fetched: the partition's new owner processes it; running it here
     // too would run its handlers twice.
     if (!settings.subscription.isCurrent(batch)) return yield* dropRevoked(batch.records)
     Partition.deliver(state, batch)

@@ -1,15 +1,15 @@
 /**
- * Whose failure is it? The infrastructure's (wait for it, without limit, H2) or the record's own
- * (retry a few times, then dead-letter, R5.2). Re-exported by `Consumer`.
+ * Whose failure is it? The infrastructure's (wait for it, without limit) or the record's own
+ * (retry a few times, then dead-letter). Re-exported by `Consumer`.
  */
 
 /** @since 0.1.0 */
 export type Classification = "transient" | "permanent"
 
-/** Decides whether a record's own failure is worth retrying (R5.2). */
+/** Decides whether a record's own failure is worth retrying. */
 export type Classifier = (error: unknown) => Classification
 
-/** Decides whether a failure is the infrastructure's, not the record's (H2). */
+/** Decides whether a failure is the infrastructure's, not the record's. */
 export type InfrastructureTest = (error: unknown) => boolean
 
 const tagOf = (error: object): unknown => (error as { readonly _tag?: unknown })._tag

@@ -33,7 +33,7 @@ export interface Message<A> {
   readonly eventId: string | null
   /**
    * The key to hand to effects outside the database (payment API, e-mail) so they deduplicate
-   * too (R4.6): the event id, or the record's offset identity when it has none.
+   * too: the event id, or the record's offset identity when it has none.
    */
   readonly idempotencyKey: string
   /** 1 for the first try, 2 for the first retry, … */
@@ -200,7 +200,7 @@ const handlerWork = <S extends Schema.Top, E, R>(
         "outbox.offset": record.offset
       }
     }),
-    // Outermost, so the handler span itself is a child of the enqueueing span (R8.2) and the
+    // Outermost, so the handler span itself is a child of the enqueueing span and the
     // handler's own spans are children of the handler span.
     Telemetry.withParentFromHeaders(record.headers)
   )

@@ -1,7 +1,7 @@
 /**
  * One assigned partition: its queue of fetched batches, which delivered offsets are not finished
  * yet, what it committed, and its parked keys. Offsets are committed only up to the highest offset
- * below which every record finished (R4.5).
+ * below which every record finished.
  */
 import type * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
@@ -24,7 +24,7 @@ export interface PartitionState {
   /** Parked keys and the records waiting behind their dead-lettered head, in order. */
   readonly parked: Map<string, Array<ConsumerRecord>>
   fiber: Fiber.Fiber<void, unknown> | undefined
-  /** The source was asked to stop fetching this partition: its buffer is full (M2). */
+  /** The source was asked to stop fetching this partition: its buffer is full. */
   paused: boolean
   /** The last batch processed: while the source says it is current, this member owns the partition. */
   latest: ConsumerBatch | undefined

@@ -61,7 +61,7 @@ export class TryFailure {
   }
 }
 
-/** A record ready for the inbox, or one to skip (finished outbox work, R4.4). */
+/** A record ready for the inbox, or one to skip (finished outbox work). */
 export type Prepared =
   | { readonly _tag: "skip" }
   | {
@@ -109,7 +109,7 @@ const startLifecycle = (
     const isReplay = record.headers[DeadLetter.headers.replayAttempt] !== undefined
     // What to do with the row's status is Lifecycle's rule: finished work is skipped (only the
     // one group that drives the lifecycle writes PUSHED_FAILURE); a FAILURE row whose record is
-    // here after all (a timed-out last attempt landed, C2) is processed and reported.
+    // here after all (a timed-out last attempt landed) is processed and reported.
     const action = Lifecycle.consumerAction(row.value.status, isReplay)
     if (action === "skip") return "skip"
     if (action === "processFailed") yield* reportFailureRowDelivered(settings, record, eventId)
@@ -153,7 +153,7 @@ export const prepare = (
     } satisfies Prepared
   }).pipe(Effect.provideService(OutboxStore, settings.store))
 
-/** After the inbox: `SUCCESS`, or the reconciliation of a missing one (R4.4). */
+/** After the inbox: `SUCCESS`, or the reconciliation of a missing one. */
 export const finish = (
   settings: RecordSettings,
   outcome: Inbox.Outcome,
@@ -164,7 +164,7 @@ export const finish = (
     const finished = yield* Transition.finishProcessing(trackedId, "SUCCESS")
     if (outcome === "already_processed" && finished.outcome === "applied") {
       // The work committed earlier but its SUCCESS never did (a crash in between): repair the
-      // lifecycle, do not repeat the work (R4.4).
+      // lifecycle, do not repeat the work.
       yield* Metric.update(Telemetry.consumerReconciledTotal, 1)
       yield* Effect.logInfo(`reconciled ${trackedId}: already processed, SUCCESS was missing`).pipe(
         Effect.annotateLogs({ eventId: trackedId, consumer: settings.groupId })
@@ -246,7 +246,7 @@ interface Tried {
 
 /**
  * Tries until success, a permanent failure or the attempt budget. Infrastructure failures are
- * retried in the inner loop, without limit, and never count as an attempt (H2).
+ * retried in the inner loop, without limit, and never count as an attempt.
  */
 const tryWithRetries = (
   settings: RecordSettings,
@@ -300,7 +300,7 @@ const reportInfrastructureFailure = (settings: RecordSettings, record: ConsumerR
 
 /**
  * Did the record's work commit although its tries failed (the SUCCESS transition, a lost commit
- * acknowledgement)? Never answers "no" because the database is down: it waits for it (H2).
+ * acknowledgement)? Never answers "no" because the database is down: it waits for it.
  */
 const workCommitted = (settings: RecordSettings, record: ConsumerRecord): Effect.Effect<boolean> =>
   Option.match(settings.inboxStore, {
@@ -313,7 +313,7 @@ const workCommitted = (settings: RecordSettings, record: ConsumerRecord): Effect
       )
   })
 
-/** Publishes the record to its dead-letter topic (R5.1) and ends its row `PUSHED_FAILURE`. */
+/** Publishes the record to its dead-letter topic and ends its row `PUSHED_FAILURE`. */
 const deadLetter = (settings: RecordSettings, record: ConsumerRecord, failure: TryFailure, attempts: number) =>
   Effect.gen(function* () {
     const error = failure.error

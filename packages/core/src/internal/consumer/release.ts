@@ -1,5 +1,5 @@
 /**
- * Parked keys (R5, optional parking): listing them, and releasing one — in memory (its records
+ * Parked keys (optional parking): listing them, and releasing one — in memory (its records
  * wait in the partition) or durably (the `ParkedStore` holds their positions and a release
  * re-reads them with `TopicReader`), including the release requests the CLI leaves in the store.
  */

@@ -32,7 +32,7 @@ export interface Workers {
 
 /**
  * Hands each fetched batch to its partition's buffer (a worker per partition, started on demand).
- * It never waits on a partition (M2): a partition whose buffer is full is paused at the source
+ * It never waits on a partition: a partition whose buffer is full is paused at the source
  * and resumed when its worker catches up, so a slow or retrying partition holds back neither the
  * others nor the member's rejoin in a rebalance (the source is always pulled promptly).
  */

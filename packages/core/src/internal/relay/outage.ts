@@ -1,5 +1,5 @@
 /**
- * The relay's outage state (issue #12, H1): publishes in a row that found the broker unavailable,
+ * The relay's outage state: publishes in a row that found the broker unavailable,
  * and the time before which the loop claims nothing. An outage counts no attempt and churns no
  * rows; a publish that gets through ends it.
  *

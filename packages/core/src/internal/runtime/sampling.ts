@@ -48,7 +48,7 @@ export const sampleStore: Effect.Effect<void, OutboxStoreError, OutboxStore> = E
 })
 
 /** Consumer lag from the broker's committed offsets (true also while a consumer is stuck), and
- * the dead letters not yet replayed per dead-letter topic (R5.3). Failures are logged. */
+ * the dead letters not yet replayed per dead-letter topic. Failures are logged. */
 const sampleBroker = (running: ReadonlyArray<Sampled>): Effect.Effect<void, never, BrokerAdmin> =>
   Effect.andThen(
     Effect.forEach(

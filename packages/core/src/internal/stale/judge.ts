@@ -1,7 +1,7 @@
 /**
  * Stale recovery's judgement of one expired lease: is the row's record on the broker? A probe
  * error on an explicit partition may mean the topic lacks it: the unknown-partition policy
- * (R3.3) decides.
+ * decides.
  *
  * @internal
  */
@@ -37,7 +37,7 @@ export const judge = (row: OutboxMessage, s: UnknownPartition.Settings): Effect.
         Effect.catch((error: ProbeError) => Effect.succeed<Verdict>({ _tag: "error", reason: error.message }))
       )
     if (found._tag !== "error" || row.partition === null) return found
-    // A probe error on an explicit partition may mean the partition does not exist (R3.3).
+    // A probe error on an explicit partition may mean the partition does not exist.
     const resolved = yield* UnknownPartition.resolve(s, row.topic, row.partition)
     switch (resolved._tag) {
       case "fail":

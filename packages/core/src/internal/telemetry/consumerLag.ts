@@ -1,5 +1,5 @@
 /**
- * Consumer lag read from the broker (R8.1): the group's committed offsets against the logs' ends.
+ * Consumer lag read from the broker: the group's committed offsets against the logs' ends.
  * Exported through `Telemetry`, which owns the gauge.
  */
 import * as Effect from "effect/Effect"

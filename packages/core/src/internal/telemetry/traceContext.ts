@@ -1,5 +1,5 @@
 /**
- * W3C trace context in Kafka headers (R2.7, R8.2): the enqueueing transaction writes its span's
+ * W3C trace context in Kafka headers: the enqueueing transaction writes its span's
  * context into the event's `traceparent` header; the consumer parses it back and runs its handler
  * as a child of that span. Exported through `Telemetry`.
  */

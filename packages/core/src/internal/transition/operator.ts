@@ -1,5 +1,5 @@
 /**
- * The operator's moves out of `FAILURE` (R2.4, issue #12): requeue (`→ PENDING`) and skip
+ * The operator's moves out of `FAILURE`: requeue (`→ PENDING`) and skip
  * (`→ SKIPPED`). Neither is in the ordinary lifecycle table; each is checked by its own
  * `Lifecycle` rule, needs an operator and a reason, and leaves an audit log line naming both.
  */

@@ -57,7 +57,7 @@ export const write = (
 /**
  * The batch's metric and debug lines. One counter update per `from`/`to`/`outcome` (the same
  * totals as one per row), and the per-row lines only when Debug is enabled: two effects per row,
- * one for a line the logger drops, were most of the claim relay's node CPU per batch (issue #14).
+ * one for a line the logger drops, were most of the claim relay's node CPU per batch.
  */
 const record = (moves: ReadonlyArray<Move>, outcomes: ReadonlyArray<TransitionOutcome>) =>
   Effect.gen(function* () {

@@ -71,7 +71,7 @@ export const twoMembersShareGroup: Case = {
 }
 
 export const rebalancedBatchesNotCurrent: Case = {
-  name: "batches of a partition a rebalance moved to another member are no longer current (M3)",
+  name: "batches of a partition a rebalance moved to another member are no longer current",
   requires: "groupMembers",
   run: ({ makeTopic, receiveTimeout }) =>
     Effect.gen(function* () {

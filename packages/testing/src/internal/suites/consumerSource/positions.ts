@@ -85,7 +85,7 @@ export const grownPartitionFromFirstRecord: Case = {
 }
 
 export const pausedPartitionWaits: Case = {
-  name: "a paused partition is not delivered until it is resumed; the others keep flowing (M2)",
+  name: "a paused partition is not delivered until it is resumed; the others keep flowing",
   run: ({ makeTopic, receiveTimeout }) =>
     Effect.gen(function* () {
       const topic = yield* makeTopic(2)

@@ -31,7 +31,7 @@ export const purgeHonoursLimit: Case = {
 }
 
 export const retentionDrainsBacklog: Case = {
-  name: "inbox retention purges a backlog larger than one batch in one round (M1)",
+  name: "inbox retention purges a backlog larger than one batch in one round",
   run: () =>
     Effect.gen(function* () {
       const inbox = yield* InboxStore

@@ -21,7 +21,7 @@ export const claimLeasesKeyPrefix: Case = {
       // a: first two (maxPerKey 2), b: both.
       assert.deepStrictEqual(ids(claimed), [messages[0]!.id, messages[1]!.id, messages[2]!.id, messages[4]!.id])
       // The lease runs leaseMillis from the store's clock: the request's `now` in memory, the
-      // database's for PostgreSQL (M9).
+      // database's for PostgreSQL.
       const leaseStart = claimed[0]!.leaseExpiresAt! - 1_000
       assert.isTrue(leaseStart === T0 || Math.abs(leaseStart - Date.now()) < 60_000, `lease from ${leaseStart}`)
       for (const row of claimed) {

@@ -1,6 +1,6 @@
 /**
- * `OutboxStore` case: a database that cannot be reached (issue #18: the errors of an outage are
- * the infrastructure's, retriable, H2).
+ * `OutboxStore` case: a database that cannot be reached (the errors of an outage are
+ * the infrastructure's, retriable).
  *
  * @internal
  */

@@ -87,7 +87,7 @@ export const purgeHonoursLimit: Case = {
 }
 
 export const retentionDrainsBacklog: Case = {
-  name: "retention purges a backlog larger than one batch in one round, batch after batch (M1)",
+  name: "retention purges a backlog larger than one batch in one round, batch after batch",
   run: () =>
     Effect.gen(function* () {
       const store = yield* OutboxStore

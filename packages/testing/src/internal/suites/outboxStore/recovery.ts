@@ -19,7 +19,7 @@ export const expiredLeaseFoundStale: Case = {
       const [first] = yield* store.claim(claimRequest({ owner: "r1", limit: 1, leaseMillis: 2_000 }))
       yield* store.claim(claimRequest({ owner: "r2", limit: 1, leaseMillis: 1_000 }))
       yield* store.claim(claimRequest({ owner: "r3", limit: 1, leaseMillis: 60_000 }))
-      // Leases run from the store's clock (the database's for PostgreSQL, M9).
+      // Leases run from the store's clock (the database's for PostgreSQL).
       const t0 = first!.leaseExpiresAt! - 2_000
       assert.deepStrictEqual((yield* store.findStale({ now: t0 + 500, limit: 10 })).rows, [])
       assert.deepStrictEqual(ids((yield* store.findStale({ now: t0 + 1_500, limit: 10 })).rows), [messages[1]!.id])
@@ -51,7 +51,7 @@ export const findStalePages: Case = {
       const [r1] = yield* store.claim(claimRequest({ owner: "r1", leaseMillis: 1_000 }))
       yield* store.insert([b1!, n2!])
       const [r2] = yield* store.claim(claimRequest({ owner: "r2", leaseMillis: 2_000 }))
-      // Leases run from the store's clock (the database's for PostgreSQL, M9): judge past both.
+      // Leases run from the store's clock (the database's for PostgreSQL): judge past both.
       const now = Math.max(r1!.leaseExpiresAt!, r2!.leaseExpiresAt!) + 5_000
       const first = yield* store.findStale({ now, limit: 1 })
       // The page is a1; a2 comes along (same key), n1 does not.

@@ -31,7 +31,7 @@ export const connectionEnded = <R>(terminate: Effect.Effect<unknown, unknown, Se
       )
       assert.strictEqual((error as { readonly _tag?: unknown })._tag, "OutboxStoreError", String(error))
       // The database's trouble, not the request's: the consumer waits and retries, never
-      // dead-letters on it (H2).
+      // dead-letters on it.
       assert.isTrue((error as OutboxStoreError).retriable, (error as OutboxStoreError).message)
       assert.isTrue(Option.isNone(yield* store.get(first!.id)))
       assert.isTrue(Option.isNone(yield* store.get(second!.id)))
