@@ -64,6 +64,19 @@ const awaitPartitions = (admin: Admin, topic: string, atLeast: number, timeoutMi
   })
 
 /**
+ * Every topic on the broker, asked once (the client's own few retries only): the caller bounds
+ * the wait and retries.
+ *
+ * @since 0.3.0
+ * @category operations
+ */
+export const listTopics = (admin: Admin): Effect.Effect<ReadonlyArray<string>, BrokerAdminError> =>
+  Effect.tryPromise({
+    try: () => admin.listTopics(),
+    catch: (error) => new BrokerAdminError({ operation: "listTopics", topic: "*", reason: describe(error) })
+  }).pipe(Effect.withSpan("kafka.admin.listTopics"))
+
+/**
  * Creates the topic unless it exists (an existing topic is left as it is); concurrent callers
  * all succeed.
  *
@@ -257,8 +270,10 @@ export const make = (
   options: PlatformaticBrokerAdminOptions = {}
 ): Effect.Effect<BrokerAdmin["Service"], never, PlatformaticClient> =>
   Effect.gen(function* () {
-    const { admin, offsets } = yield* PlatformaticClient
+    const { admin, brokers, offsets } = yield* PlatformaticClient
     return BrokerAdmin.of({
+      brokers,
+      listTopics: listTopics(admin),
       partitionCount: (topic) => partitionCount(admin, topic),
       ensureTopic: (request) => ensureTopic(admin, request, options),
       growPartitions: (topic, partitions) => growPartitions(admin, topic, partitions, options),
