@@ -12,7 +12,7 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Result from "effect/Result"
 import { PlatformaticClient } from "./PlatformaticClient.ts"
-import { describe, isUnknownTopic, protocolTypes, toAdminError } from "./PlatformaticErrors.ts"
+import { describe, isUnknownTopic, leaves, protocolTypes, toAdminError } from "./PlatformaticErrors.ts"
 import { brokerCall } from "./PlatformaticRetry.ts"
 
 /**
@@ -73,8 +73,16 @@ const awaitPartitions = (admin: Admin, topic: string, atLeast: number, timeoutMi
 export const listTopics = (admin: Admin): Effect.Effect<ReadonlyArray<string>, BrokerAdminError> =>
   Effect.tryPromise({
     try: () => admin.listTopics(),
-    catch: (error) => new BrokerAdminError({ operation: "listTopics", topic: "*", reason: describe(error) })
+    catch: (error) => new BrokerAdminError({ operation: "listTopics", topic: "*", reason: withSocketCauses(error) })
   }).pipe(Effect.withSpan("kafka.admin.listTopics"))
+
+// A failed connection's leaf says only "Connection to host:port failed."; its cause says why
+// (ECONNREFUSED, ENOTFOUND, …), which is what an operator acts on.
+const withSocketCauses = (error: unknown): string => {
+  const causes = leaves(error).flatMap((leaf) => (leaf.cause instanceof Error ? [leaf.cause.message] : []))
+  const unique = [...new Set(causes)]
+  return unique.length === 0 ? describe(error) : `${describe(error)}: ${unique.join("; ")}`
+}
 
 /**
  * Creates the topic unless it exists (an existing topic is left as it is); concurrent callers

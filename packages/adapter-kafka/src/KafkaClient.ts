@@ -46,16 +46,39 @@ export class KafkaClient extends Context.Service<
 
 /**
  * kafkajs logs every broker error response at ERROR, including the ones it retries and the ones
- * our callers turn into typed errors; those are debug noise. Warnings we chose to accept (our
- * idempotent producer limits retries on purpose, see docs/kafka.md) are debug too.
+ * our callers turn into typed errors; those are debug noise. So is each failed connection attempt
+ * (the seed broker's "Failed to connect", a refused socket): it retries them, and what outlasts the
+ * retries reaches the caller as one typed error naming the brokers and the cause. Warnings we
+ * chose to accept (our idempotent producer limits retries on purpose, see docs/kafka.md) are
+ * debug too.
  */
 const effectLevel = (level: Kafkajs.logLevel, namespace: string, message: string): LogLevel.Severity => {
-  if (level === Kafkajs.logLevel.ERROR) return namespace === "Connection" || namespace === "Producer" ? "Debug" : "Warn"
+  if (level === Kafkajs.logLevel.ERROR) {
+    const connecting = namespace === "Connection" || namespace === "Producer" || message.includes("Failed to connect")
+    return connecting ? "Debug" : "Warn"
+  }
   if (level === Kafkajs.logLevel.WARN) {
     return message.includes("Limiting retries") || message.includes("switched default partitioner") ? "Debug" : "Warn"
   }
   if (level === Kafkajs.logLevel.INFO) return "Debug"
   return "Trace"
+}
+
+/** A warning kafkajs repeats (every retry of every client) is logged at its level once a minute. */
+const repeatWindowMillis = 60_000
+
+const deduplicate = () => {
+  const lastWarned = new Map<string, number>()
+  return (severity: LogLevel.Severity, namespace: string, message: string): LogLevel.Severity => {
+    if (severity !== "Warn") return severity
+    const key = `${namespace}:${message}`
+    const now = Date.now()
+    const last = lastWarned.get(key)
+    if (last !== undefined && now - last < repeatWindowMillis) return "Debug"
+    if (lastWarned.size > 1_000) lastWarned.clear()
+    lastWarned.set(key, now)
+    return severity
+  }
 }
 
 /**
@@ -67,15 +90,16 @@ export const make = (options: KafkaClientOptions): Effect.Effect<KafkaClient["Se
     const context = yield* Effect.context<never>()
     const run = Effect.runForkWith(context)
     const clientId = options.clientId ?? "effect-outbox"
+    const once = deduplicate()
     const logCreator: Kafkajs.logCreator =
       () =>
       ({ namespace, level, log }) => {
         const { message, timestamp: _timestamp, logger: _logger, ...rest } = log
         const text = String(message)
         run(
-          Effect.logWithLevel(effectLevel(level, namespace, text))(`kafkajs ${namespace}: ${text}`).pipe(
-            Effect.annotateLogs({ kafkajs: namespace, ...rest })
-          )
+          Effect.logWithLevel(once(effectLevel(level, namespace, text), namespace, text))(
+            `kafkajs ${namespace}: ${text}`
+          ).pipe(Effect.annotateLogs({ kafkajs: namespace, ...rest }))
         )
       }
     const kafka = new Kafkajs.Kafka({
@@ -87,14 +111,11 @@ export const make = (options: KafkaClientOptions): Effect.Effect<KafkaClient["Se
       ...(options.connectionTimeout === undefined ? {} : { connectionTimeout: options.connectionTimeout }),
       ...(options.requestTimeout === undefined ? {} : { requestTimeout: options.requestTimeout })
     })
+    // Not connected here: kafkajs connects on first use. Building the layer never waits on a
+    // broker (kafkajs would retry a refused connection for about ten seconds); the runtime's
+    // start-up check (`OUTBOX_BROKER_STARTUP_TIMEOUT`) is where an unreachable broker fails.
     const admin = yield* Effect.acquireRelease(
-      Effect.promise(async () => {
-        const admin = kafka.admin()
-        // Connecting is lazy in effect: a broker that is down at startup is retried by kafkajs
-        // on first use instead of failing the whole layer.
-        await admin.connect().catch(() => undefined)
-        return admin
-      }),
+      Effect.sync(() => kafka.admin()),
       (admin) => Effect.promise(() => admin.disconnect().catch(() => undefined))
     )
     yield* Effect.logDebug(`kafka client ${clientId} for ${options.brokers.join(",")}`)

@@ -81,7 +81,14 @@ export const listTopics = (
     const waitedMillis = Duration.toMillis(timeout)
     return listTopics.pipe(
       // Remember why, pause, ask again: until the timeout interrupts.
-      Effect.tapError((error) => Effect.andThen(Effect.sync(() => void (last = error.reason)), Effect.sleep("250 millis"))),
+      Effect.tapError((error) =>
+        Effect.andThen(
+          Effect.sync(() => {
+            last = error.reason
+          }),
+          Effect.sleep("250 millis")
+        )
+      ),
       Effect.eventually,
       Effect.timeoutOrElse({
         duration: timeout,
@@ -117,13 +124,17 @@ export const run = (
       return yield* new MissingTopicsError({ topics: missing.map((m) => m.topic), brokers })
     }
     // Sources first, so a dead-letter topic can take its source's partition count.
-    const ordered = [...missing].sort((a, b) => Number(a.deadLetterOf !== undefined) - Number(b.deadLetterOf !== undefined))
+    const ordered = [...missing].sort(
+      (a, b) => Number(a.deadLetterOf !== undefined) - Number(b.deadLetterOf !== undefined)
+    )
     for (const required of ordered) {
       const partitions =
         required.deadLetterOf === undefined
           ? 1
           : Option.getOrElse(yield* admin.partitionCount(required.deadLetterOf), () => 1)
       yield* admin.ensureTopic({ topic: required.topic, partitions })
-      yield* Effect.logInfo(`created topic ${required.topic} with ${partitions} partition(s) (OUTBOX_AUTO_CREATE_TOPICS)`)
+      yield* Effect.logInfo(
+        `created topic ${required.topic} with ${partitions} partition(s) (OUTBOX_AUTO_CREATE_TOPICS)`
+      )
     }
   }).pipe(Effect.withSpan("outbox.startupCheck"))
