@@ -4,7 +4,10 @@
 // nobody listens on fails start-up within OUTBOX_BROKER_STARTUP_TIMEOUT (10 s) with one error
 // and no warning flood; shutting down a runtime that relayed and consumed takes under 2 s.
 
+import { spawn } from "node:child_process"
 import { randomUUID } from "node:crypto"
+import { dirname, join } from "node:path"
+import { fileURLToPath } from "node:url"
 import { PgClient } from "@effect/sql-pg"
 import { assert, describe, it } from "@effect/vitest"
 import * as KafkaOutbox from "@effect-outbox/adapter-kafka/KafkaOutbox"
@@ -216,8 +219,60 @@ for (const [client, kafkaLayer] of Object.entries(clients)) {
       },
       { timeout: 120_000 }
     )
+
+    it.live(
+      "a service process exits by itself within 1 s of its runtime stopping (no client handle left behind)",
+      () => {
+        const runId = randomUUID().replaceAll("-", "").slice(0, 10)
+        const topic = `startup-${client}-${runId}.orders`
+        return Effect.gen(function* () {
+          const services = yield* RealServices.RealServices
+          const child = spawn(process.execPath, [join(here, "runtime-exit-process.ts")], {
+            env: {
+              ...process.env,
+              EXIT_CLIENT: client,
+              EXIT_TOPIC: topic,
+              EXIT_GROUP: `startup-${runId}`,
+              OUTBOX_SCHEMA: `startup_${runId}`,
+              DATABASE_URL: services.databaseUrl,
+              KAFKA_BROKERS: services.kafkaBrokers.join(",")
+            },
+            stdio: ["ignore", "pipe", "ignore"]
+          })
+          const seen: Array<string> = []
+          let endedAt = 0
+          child.stdout.on("data", (chunk: Buffer) => {
+            for (const line of chunk
+              .toString()
+              .split("\n")
+              .filter((l) => l !== "")) {
+              if (line === "handled" || line === "ended") seen.push(line)
+              if (line === "ended") endedAt = Date.now()
+            }
+          })
+          const code = yield* Effect.promise(
+            () => new Promise<number | null>((resolve) => child.on("exit", (exitCode) => resolve(exitCode)))
+          ).pipe(
+            Effect.timeoutOrElse({
+              duration: "60 seconds",
+              orElse: () => Effect.sync(() => child.kill("SIGKILL")).pipe(Effect.as(-1))
+            })
+          )
+          const lingered = Date.now() - endedAt
+          assert.strictEqual(code, 0, seen.join("\n"))
+          assert.deepStrictEqual(seen, ["handled", "ended"])
+          assert.isBelow(lingered, 1_000, `the process exited ${lingered} ms after its program ended`)
+        }).pipe(
+          Effect.ensuring(cleanUp(`startup_${runId}`, [topic, `${topic}.DLT`])),
+          Effect.provide(RealServices.layer)
+        )
+      },
+      { timeout: 90_000 }
+    )
   })
 }
+
+const here = dirname(fileURLToPath(import.meta.url))
 
 /** Drops this run's schema and topics, pass or fail (once the runtime has shut down). */
 const cleanUp = (schema: string, topics: ReadonlyArray<string>) =>
