@@ -9,6 +9,11 @@
  *   on an error (a dead-letter topic refusing records, a lost broker) is started again after a
  *   backoff instead of silently leaving its partitions unread.
  *
+ * Before it starts anything, it checks the broker (`StartupCheck`): brokers that do not answer
+ * within `OUTBOX_BROKER_STARTUP_TIMEOUT` fail the layer with `BrokerUnreachableError`, and the
+ * consumers' missing topics and dead-letter topics with one `MissingTopicsError` (or are created,
+ * with `OUTBOX_AUTO_CREATE_TOPICS`).
+ *
  * Every setting not given explicitly is read from `Config` (environment variables by default),
  * so the same service is tuned per deployment without a code change. Closing the layer shuts
  * down gracefully: consumers stop fetching, finish the records in flight and commit; relays stop
@@ -193,7 +198,7 @@ export interface Settings {
  * | `OUTBOX_METRICS_INTERVAL` | `10 seconds` | how often |
  * | `OUTBOX_MAX_RECORD_BYTES` | `1048588` | largest record (key + headers + payload), see `Outbox.config` |
  * | `OUTBOX_MAX_PARTITION` | `1023` | highest explicit partition; `sync` never grows past it (`PartitionLimit`) |
- * | `OUTBOX_BROKER_STARTUP_TIMEOUT` | `10 seconds` | start-up fails when the brokers do not answer within it; `off` skips the topic check |
+ * | `OUTBOX_BROKER_STARTUP_TIMEOUT` | `10 seconds` | start-up fails when the brokers do not answer within it; `off` skips the check of brokers and topics |
  * | `OUTBOX_AUTO_CREATE_TOPICS` | `false` | create missing consumer topics and dead-letter topics at start-up |
  *
  * @since 0.1.0
@@ -215,7 +220,7 @@ export const config: Config.Config<Settings> = Config.all({
   consumerRestart: Config.Duration("OUTBOX_CONSUMER_RESTART").pipe(Config.withDefault(Duration.seconds(1))),
   metricsEnabled: Config.Boolean("OUTBOX_METRICS_ENABLED").pipe(Config.withDefault(true)),
   metricsInterval: Config.Duration("OUTBOX_METRICS_INTERVAL").pipe(Config.withDefault(Duration.seconds(10))),
-  brokerStartupTimeout: Config.String("OUTBOX_BROKER_STARTUP_TIMEOUT").pipe(Config.withDefault("10 seconds")),
+  brokerStartupTimeout: StartupCheck.timeoutConfig,
   autoCreateTopics: Config.Boolean("OUTBOX_AUTO_CREATE_TOPICS").pipe(Config.withDefault(false))
 }).pipe(
   Config.flatMap((raw): Config.Config<Settings> => {
@@ -227,17 +232,6 @@ export const config: Config.Config<Settings> = Config.all({
       return Config.fail(
         new ConfigProvider.SourceError({
           message: `OUTBOX_INBOX_RETENTION: "${raw.inboxRetention}" is neither a duration (e.g. "30 days") nor "off"`
-        })
-      )
-    }
-    const startupOff = raw.brokerStartupTimeout.trim().toLowerCase() === "off"
-    const brokerStartupTimeout: Option.Option<false | Duration.Duration> = startupOff
-      ? Option.some(false)
-      : Duration.fromInput(raw.brokerStartupTimeout as Duration.Input)
-    if (Option.isNone(brokerStartupTimeout)) {
-      return Config.fail(
-        new ConfigProvider.SourceError({
-          message: `OUTBOX_BROKER_STARTUP_TIMEOUT: "${raw.brokerStartupTimeout}" is neither a duration (e.g. "10 seconds") nor "off"`
         })
       )
     }
@@ -258,7 +252,7 @@ export const config: Config.Config<Settings> = Config.all({
       runConsumers: raw.consumers,
       consumerRestart: raw.consumerRestart,
       metricsInterval: raw.metricsEnabled ? raw.metricsInterval : false,
-      brokerStartupTimeout: brokerStartupTimeout.value,
+      brokerStartupTimeout: raw.brokerStartupTimeout,
       autoCreateTopics: raw.autoCreateTopics
     })
   })
@@ -298,7 +292,7 @@ type ConsumerServices<C extends ReadonlyArray<ConsumerDeclaration<unknown>>> = S
 /**
  * The ports the runtime needs: storage (`OutboxStore`, `InboxStore`, `Transactor`, `WakeUp`)
  * and broker (`Publisher`, `BrokerProbe`, `ConsumerSource`). `BrokerAdmin` is used when present
- * (unknown-partition "sync", consumer lag).
+ * (the start-up check, unknown-partition "sync", consumer lag).
  *
  * @since 0.1.0
  * @category models
