@@ -8,9 +8,9 @@ import * as Config from "effect/Config"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import type * as LogLevel from "effect/LogLevel"
 import type * as Scope from "effect/Scope"
 import Kafkajs from "kafkajs"
+import { effectLevel, onceAMinute } from "./internal/logLevels.ts"
 import { describe } from "./KafkaErrors.ts"
 
 /**
@@ -45,43 +45,6 @@ export class KafkaClient extends Context.Service<
 >()("@effect-outbox/adapter-kafka/KafkaClient") {}
 
 /**
- * kafkajs logs every broker error response at ERROR, including the ones it retries and the ones
- * our callers turn into typed errors; those are debug noise. So is each failed connection attempt
- * (the seed broker's "Failed to connect", a refused socket): it retries them, and what outlasts the
- * retries reaches the caller as one typed error naming the brokers and the cause. Warnings we
- * chose to accept (our idempotent producer limits retries on purpose, see docs/kafka.md) are
- * debug too.
- */
-const effectLevel = (level: Kafkajs.logLevel, namespace: string, message: string): LogLevel.Severity => {
-  if (level === Kafkajs.logLevel.ERROR) {
-    const connecting = namespace === "Connection" || namespace === "Producer" || message.includes("Failed to connect")
-    return connecting ? "Debug" : "Warn"
-  }
-  if (level === Kafkajs.logLevel.WARN) {
-    return message.includes("Limiting retries") || message.includes("switched default partitioner") ? "Debug" : "Warn"
-  }
-  if (level === Kafkajs.logLevel.INFO) return "Debug"
-  return "Trace"
-}
-
-/** A warning kafkajs repeats (every retry of every client) is logged at its level once a minute. */
-const repeatWindowMillis = 60_000
-
-const deduplicate = () => {
-  const lastWarned = new Map<string, number>()
-  return (severity: LogLevel.Severity, namespace: string, message: string): LogLevel.Severity => {
-    if (severity !== "Warn") return severity
-    const key = `${namespace}:${message}`
-    const now = Date.now()
-    const last = lastWarned.get(key)
-    if (last !== undefined && now - last < repeatWindowMillis) return "Debug"
-    if (lastWarned.size > 1_000) lastWarned.clear()
-    lastWarned.set(key, now)
-    return severity
-  }
-}
-
-/**
  * @since 0.1.0
  * @category constructors
  */
@@ -90,7 +53,7 @@ export const make = (options: KafkaClientOptions): Effect.Effect<KafkaClient["Se
     const context = yield* Effect.context<never>()
     const run = Effect.runForkWith(context)
     const clientId = options.clientId ?? "effect-outbox"
-    const once = deduplicate()
+    const once = onceAMinute()
     const logCreator: Kafkajs.logCreator =
       () =>
       ({ namespace, level, log }) => {
