@@ -158,7 +158,7 @@ for (const [client, kafkaLayer] of Object.entries(clients)) {
           assert.include(message, "ECONNREFUSED")
           // The documented bound is OUTBOX_BROKER_STARTUP_TIMEOUT, 10 s by default, plus the
           // database migration and the shutdown of what was built.
-          assert.isAtMost(elapsed, 12_000, `start-up took ${elapsed} ms`)
+          assert.isAtMost(elapsed, 13_000, `start-up took ${elapsed} ms`)
           assert.isAtLeast(elapsed, 9_000, `start-up gave up after ${elapsed} ms`)
           assert.deepStrictEqual(loud.lines, [])
         }).pipe(
