@@ -12,7 +12,7 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Result from "effect/Result"
 import { PlatformaticClient } from "./PlatformaticClient.ts"
-import { describe, isUnknownTopic, protocolTypes, toAdminError } from "./PlatformaticErrors.ts"
+import { describe, isUnknownTopic, leaves, protocolTypes, toAdminError } from "./PlatformaticErrors.ts"
 import { brokerCall } from "./PlatformaticRetry.ts"
 
 /**
@@ -62,6 +62,27 @@ const awaitPartitions = (admin: Admin, topic: string, atLeast: number, timeoutMi
       yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 50)))
     }
   })
+
+/**
+ * Every topic on the broker, asked once (the client's own few retries only): the caller bounds
+ * the wait and retries.
+ *
+ * @since 0.3.0
+ * @category operations
+ */
+export const listTopics = (admin: Admin): Effect.Effect<ReadonlyArray<string>, BrokerAdminError> =>
+  Effect.tryPromise({
+    try: () => admin.listTopics(),
+    catch: (error) => new BrokerAdminError({ operation: "listTopics", topic: "*", reason: withSocketCauses(error) })
+  }).pipe(Effect.withSpan("kafka.admin.listTopics"))
+
+// A failed connection's leaf says only "Connection to host:port failed."; its cause says why
+// (ECONNREFUSED, ENOTFOUND, …), which is what an operator acts on.
+const withSocketCauses = (error: unknown): string => {
+  const causes = leaves(error).flatMap((leaf) => (leaf.cause instanceof Error ? [leaf.cause.message] : []))
+  const unique = [...new Set(causes)]
+  return unique.length === 0 ? describe(error) : `${describe(error)}: ${unique.join("; ")}`
+}
 
 /**
  * Creates the topic unless it exists (an existing topic is left as it is); concurrent callers
@@ -257,8 +278,10 @@ export const make = (
   options: PlatformaticBrokerAdminOptions = {}
 ): Effect.Effect<BrokerAdmin["Service"], never, PlatformaticClient> =>
   Effect.gen(function* () {
-    const { admin, offsets } = yield* PlatformaticClient
+    const { admin, brokers, offsets } = yield* PlatformaticClient
     return BrokerAdmin.of({
+      brokers,
+      listTopics: listTopics(admin),
       partitionCount: (topic) => partitionCount(admin, topic),
       ensureTopic: (request) => ensureTopic(admin, request, options),
       growPartitions: (topic, partitions) => growPartitions(admin, topic, partitions, options),

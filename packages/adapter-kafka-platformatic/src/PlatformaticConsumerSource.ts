@@ -94,11 +94,15 @@ export const subscribe = (
       Effect.promise(async () => {
         state.closed = true
         await stream.close().catch(() => undefined)
-        // Leave the group (so the next member need not wait out the session), bounded.
+        // Leave the group (so the next member need not wait out the session), bounded. The
+        // bound's timer is cleared once the group is left: a pending one kept the process alive.
+        let bound: ReturnType<typeof setTimeout> | undefined
         await Promise.race([
           consumer.close().catch(() => undefined),
-          new Promise((resolve) => setTimeout(resolve, 5_000))
-        ])
+          new Promise((resolve) => {
+            bound = setTimeout(resolve, 5_000)
+          })
+        ]).finally(() => clearTimeout(bound))
         await consumer.close(true).catch(() => undefined)
       })
     )

@@ -240,6 +240,28 @@ export const commitGroupOffsets = (
       }).pipe(Effect.withSpan("kafka.admin.commitGroupOffsets", { attributes: { groupId: request.groupId } }))
 
 /**
+ * Every topic on the broker, asked once on a short-lived admin that does not retry (kafkajs's
+ * default would try for about ten seconds, logging each failed connection): the caller bounds
+ * the wait and retries. Also connects nothing the shared admin would keep.
+ *
+ * @since 0.3.0
+ * @category operations
+ */
+export const listTopics = (kafka: Kafkajs.Kafka): Effect.Effect<ReadonlyArray<string>, BrokerAdminError> =>
+  Effect.tryPromise({
+    try: async () => {
+      const admin = kafka.admin({ retry: { retries: 0 } })
+      try {
+        await admin.connect()
+        return await admin.listTopics()
+      } finally {
+        await admin.disconnect().catch(() => undefined)
+      }
+    },
+    catch: (error) => new BrokerAdminError({ operation: "listTopics", topic: "*", reason: describe(error) })
+  }).pipe(Effect.withSpan("kafka.admin.listTopics"))
+
+/**
  * Deletes topics (tests and tooling; not part of the port). Missing topics are ignored.
  *
  * @since 0.1.0
@@ -263,8 +285,10 @@ export const make = (
   options: KafkaBrokerAdminOptions = {}
 ): Effect.Effect<BrokerAdmin["Service"], never, KafkaClient> =>
   Effect.gen(function* () {
-    const { admin } = yield* KafkaClient
+    const { admin, brokers, kafka } = yield* KafkaClient
     return BrokerAdmin.of({
+      brokers,
+      listTopics: listTopics(kafka),
       partitionCount: (topic) => partitionCount(admin, topic),
       ensureTopic: (request) => ensureTopic(admin, request, options),
       growPartitions: (topic, partitions) => growPartitions(admin, topic, partitions, options),

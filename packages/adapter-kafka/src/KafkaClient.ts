@@ -8,9 +8,9 @@ import * as Config from "effect/Config"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import type * as LogLevel from "effect/LogLevel"
 import type * as Scope from "effect/Scope"
 import Kafkajs from "kafkajs"
+import { effectLevel, onceAMinute } from "./internal/logLevels.ts"
 import { describe } from "./KafkaErrors.ts"
 
 /**
@@ -45,20 +45,6 @@ export class KafkaClient extends Context.Service<
 >()("@effect-outbox/adapter-kafka/KafkaClient") {}
 
 /**
- * kafkajs logs every broker error response at ERROR, including the ones it retries and the ones
- * our callers turn into typed errors; those are debug noise. Warnings we chose to accept (our
- * idempotent producer limits retries on purpose, see docs/kafka.md) are debug too.
- */
-const effectLevel = (level: Kafkajs.logLevel, namespace: string, message: string): LogLevel.Severity => {
-  if (level === Kafkajs.logLevel.ERROR) return namespace === "Connection" || namespace === "Producer" ? "Debug" : "Warn"
-  if (level === Kafkajs.logLevel.WARN) {
-    return message.includes("Limiting retries") || message.includes("switched default partitioner") ? "Debug" : "Warn"
-  }
-  if (level === Kafkajs.logLevel.INFO) return "Debug"
-  return "Trace"
-}
-
-/**
  * @since 0.1.0
  * @category constructors
  */
@@ -67,15 +53,16 @@ export const make = (options: KafkaClientOptions): Effect.Effect<KafkaClient["Se
     const context = yield* Effect.context<never>()
     const run = Effect.runForkWith(context)
     const clientId = options.clientId ?? "effect-outbox"
+    const once = onceAMinute()
     const logCreator: Kafkajs.logCreator =
       () =>
       ({ namespace, level, log }) => {
         const { message, timestamp: _timestamp, logger: _logger, ...rest } = log
         const text = String(message)
         run(
-          Effect.logWithLevel(effectLevel(level, namespace, text))(`kafkajs ${namespace}: ${text}`).pipe(
-            Effect.annotateLogs({ kafkajs: namespace, ...rest })
-          )
+          Effect.logWithLevel(once(effectLevel(level, namespace, text), namespace, text))(
+            `kafkajs ${namespace}: ${text}`
+          ).pipe(Effect.annotateLogs({ kafkajs: namespace, ...rest }))
         )
       }
     const kafka = new Kafkajs.Kafka({
@@ -87,14 +74,11 @@ export const make = (options: KafkaClientOptions): Effect.Effect<KafkaClient["Se
       ...(options.connectionTimeout === undefined ? {} : { connectionTimeout: options.connectionTimeout }),
       ...(options.requestTimeout === undefined ? {} : { requestTimeout: options.requestTimeout })
     })
+    // Not connected here: kafkajs connects on first use. Building the layer never waits on a
+    // broker (kafkajs would retry a refused connection for about ten seconds); the runtime's
+    // start-up check (`OUTBOX_BROKER_STARTUP_TIMEOUT`) is where an unreachable broker fails.
     const admin = yield* Effect.acquireRelease(
-      Effect.promise(async () => {
-        const admin = kafka.admin()
-        // Connecting is lazy in effect: a broker that is down at startup is retried by kafkajs
-        // on first use instead of failing the whole layer.
-        await admin.connect().catch(() => undefined)
-        return admin
-      }),
+      Effect.sync(() => kafka.admin()),
       (admin) => Effect.promise(() => admin.disconnect().catch(() => undefined))
     )
     yield* Effect.logDebug(`kafka client ${clientId} for ${options.brokers.join(",")}`)

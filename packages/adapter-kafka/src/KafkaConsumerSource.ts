@@ -52,7 +52,10 @@ export interface KafkaConsumerSourceOptions {
   readonly rebalanceTimeoutMillis?: number | undefined
   /** kafkajs default 3000; also the heartbeat period while a batch is being processed. */
   readonly heartbeatIntervalMillis?: number | undefined
-  /** Longest a fetch waits for data (kafkajs default 5000). Lower is snappier, busier. */
+  /**
+   * Longest a fetch waits for data (default 500, as the Java client's `fetch.max.wait.ms`; kafkajs
+   * default 5000). Closing the consumer waits for the fetch in flight, so this bounds shutdown.
+   */
   readonly maxWaitTimeMillis?: number | undefined
   /** Bytes per partition per fetch (kafkajs default 1 MiB): bounds a batch. */
   readonly maxBytesPerPartition?: number | undefined
@@ -107,7 +110,7 @@ export const subscribe = (
       sessionTimeout: options.sessionTimeoutMillis ?? 30_000,
       rebalanceTimeout: options.rebalanceTimeoutMillis ?? 60_000,
       heartbeatInterval,
-      maxWaitTimeInMs: options.maxWaitTimeMillis ?? 5_000,
+      maxWaitTimeInMs: options.maxWaitTimeMillis ?? 500,
       metadataMaxAge: options.metadataMaxAgeMillis ?? options.consumerConfig?.metadataMaxAge ?? 5_000,
       ...(options.maxBytesPerPartition === undefined ? {} : { maxBytesPerPartition: options.maxBytesPerPartition })
     })

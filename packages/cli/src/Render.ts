@@ -61,6 +61,7 @@ export const status = (report: Operations.Status): string => {
       )
     )
   }
+  if (report.brokerError !== undefined) lines.push("", `broker: ${report.brokerError}`)
   if (report.consumerLag !== undefined) {
     lines.push(
       "",
@@ -295,4 +296,42 @@ export const parkedRelease = (report: Operations.ParkedReleaseReport): string =>
   return report.dryRun
     ? `dry run: would ask the owning consumer to release ${what} (add --execute)`
     : `release requested for ${what}; the consumer that owns the partition runs them head first`
+}
+
+/**
+ * @since 0.5.0
+ * @category rendering
+ */
+export const ensuredTopics = (topics: ReadonlyArray<Operations.EnsuredTopic>): string => {
+  const pending = topics.filter((t) => t.action === "would create").length
+  return [
+    table(
+      ["topic", "partitions", "", "dead letters of"],
+      topics.map((t) => [t.topic, String(t.partitions), t.action, t.deadLetterOf ?? ""])
+    ),
+    ...(pending > 0 ? ["", `dry run: ${pending} topic(s) would be created; add --execute to create them`] : [])
+  ].join("\n")
+}
+
+/**
+ * @since 0.5.0
+ * @category rendering
+ */
+export const outboxTopics = (topics: ReadonlyArray<Operations.OutboxTopic>): string => {
+  if (topics.length === 0) return "the outbox has no rows"
+  const missing = topics.filter((t) => t.partitions === null || t.deadLetterPartitions === null).map((t) => t.topic)
+  return [
+    table(
+      ["topic", "rows", "partitions", "dead-letter topic"],
+      topics.map((t) => [
+        t.topic,
+        String(t.rows),
+        t.partitions === null ? "MISSING" : String(t.partitions),
+        t.deadLetterPartitions === null ? "MISSING" : `${t.topic}.DLT (${t.deadLetterPartitions})`
+      ])
+    ),
+    ...(missing.length > 0
+      ? ["", `create the missing ones: effect-outbox topics ensure ${missing.join(" ")} --execute`]
+      : [])
+  ].join("\n")
 }

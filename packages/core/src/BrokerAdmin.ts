@@ -37,6 +37,17 @@ export interface GroupOffsets {
 export class BrokerAdmin extends Context.Service<
   BrokerAdmin,
   {
+    /**
+     * The brokers this admin talks to (`host:port`), for messages. Absent on layers that have no
+     * such address (the in-memory broker).
+     */
+    readonly brokers?: ReadonlyArray<string> | undefined
+    /**
+     * Every topic on the broker, asked once (no retries beyond the client's single request), so a
+     * caller can bound how long it waits: the runtime's start-up check uses it. Optional: a layer
+     * without it has its topics left unchecked.
+     */
+    readonly listTopics?: Effect.Effect<ReadonlyArray<string>, BrokerAdminError> | undefined
     /** The topic's partition count, `None` when the topic does not exist. */
     readonly partitionCount: (topic: string) => Effect.Effect<Option.Option<number>, BrokerAdminError>
     /** Creates the topic when missing; an existing topic is left as it is. Safe under races. */

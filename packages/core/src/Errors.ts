@@ -340,3 +340,44 @@ export class LogRecordError extends Schema.TaggedError<LogRecordError>()("LogRec
     return `log record unreadable: ${this.reason}`
   }
 }
+
+/**
+ * Topics the runtime's consumers read, or the dead-letter topics they write, do not exist on the
+ * broker. Start-up stops here rather than leave a consumer waiting on a topic nobody writes, or
+ * restarting each time it cannot dead-letter a record.
+ *
+ * @since 0.3.0
+ * @category errors
+ */
+export class MissingTopicsError extends Schema.TaggedError<MissingTopicsError>()("MissingTopicsError", {
+  topics: Schema.Array(Schema.String),
+  brokers: Schema.String
+}) {
+  override get message() {
+    const names = this.topics.join(" ")
+    return (
+      `topics missing on the Kafka brokers ${this.brokers}: ${this.topics.join(", ")}. ` +
+      `Create them with \`effect-outbox topics ensure ${names} --execute\`, ` +
+      `or set OUTBOX_AUTO_CREATE_TOPICS=true to have the runtime create them at start-up`
+    )
+  }
+}
+
+/**
+ * The brokers did not answer within the start-up bound (`OUTBOX_BROKER_STARTUP_TIMEOUT`).
+ *
+ * @since 0.3.0
+ * @category errors
+ */
+export class BrokerUnreachableError extends Schema.TaggedError<BrokerUnreachableError>()("BrokerUnreachableError", {
+  brokers: Schema.String,
+  waitedMillis: Schema.Number,
+  reason: Schema.String
+}) {
+  override get message() {
+    return (
+      `cannot reach the Kafka brokers ${this.brokers} (waited ${this.waitedMillis} ms): ${this.reason}. ` +
+      `Check KAFKA_BROKERS; OUTBOX_BROKER_STARTUP_TIMEOUT sets how long start-up waits ("off" skips the check)`
+    )
+  }
+}

@@ -9,6 +9,11 @@
  *   on an error (a dead-letter topic refusing records, a lost broker) is started again after a
  *   backoff instead of silently leaving its partitions unread.
  *
+ * Before it starts anything, it checks the broker (`StartupCheck`): brokers that do not answer
+ * within `OUTBOX_BROKER_STARTUP_TIMEOUT` fail the layer with `BrokerUnreachableError`, and the
+ * consumers' missing topics and dead-letter topics with one `MissingTopicsError` (or are created,
+ * with `OUTBOX_AUTO_CREATE_TOPICS`).
+ *
  * Every setting not given explicitly is read from `Config` (environment variables by default),
  * so the same service is tuned per deployment without a code change. Closing the layer shuts
  * down gracefully: consumers stop fetching, finish the records in flight and commit; relays stop
@@ -41,7 +46,14 @@ import type * as Schema from "effect/Schema"
 import type { BrokerProbe } from "./BrokerProbe.ts"
 import * as Consumer from "./Consumer.ts"
 import type { ConsumerSource } from "./ConsumerSource.ts"
-import { LifecycleGroupConflictError, type OutboxStoreError, type OutboxValidationError } from "./Errors.ts"
+import {
+  type BrokerAdminError,
+  type BrokerUnreachableError,
+  LifecycleGroupConflictError,
+  type MissingTopicsError,
+  type OutboxStoreError,
+  type OutboxValidationError
+} from "./Errors.ts"
 import * as Inbox from "./Inbox.ts"
 import type { InboxStore } from "./InboxStore.ts"
 import * as Sampling from "./internal/runtime/sampling.ts"
@@ -53,6 +65,7 @@ import * as Reconciler from "./Reconciler.ts"
 import * as Relay from "./Relay.ts"
 import * as Retention from "./Retention.ts"
 import * as StaleRecovery from "./StaleRecovery.ts"
+import * as StartupCheck from "./StartupCheck.ts"
 import * as Telemetry from "./Telemetry.ts"
 import type { Transactor } from "./Transactor.ts"
 import type { WakeUp } from "./WakeUp.ts"
@@ -161,6 +174,13 @@ export interface Settings {
    * broker when `BrokerAdmin` is provided; `false` samples none.
    */
   readonly metricsInterval: false | Duration.Duration
+  /**
+   * How long start-up waits for the brokers' first answer before it fails with
+   * `BrokerUnreachableError`; `false` skips the start-up check of brokers and topics.
+   */
+  readonly brokerStartupTimeout: false | Duration.Duration
+  /** Create the consumers' missing topics and dead-letter topics at start-up instead of failing. */
+  readonly autoCreateTopics: boolean
 }
 
 /**
@@ -181,6 +201,8 @@ export interface Settings {
  * | `OUTBOX_METRICS_INTERVAL` | `10 seconds` | how often |
  * | `OUTBOX_MAX_RECORD_BYTES` | `1048588` | largest record (key + headers + payload), see `Outbox.config` |
  * | `OUTBOX_MAX_PARTITION` | `1023` | highest explicit partition; `sync` never grows past it (`PartitionLimit`) |
+ * | `OUTBOX_BROKER_STARTUP_TIMEOUT` | `10 seconds` | start-up fails when the brokers do not answer within it; `off` skips the check of brokers and topics |
+ * | `OUTBOX_AUTO_CREATE_TOPICS` | `false` | create missing consumer topics and dead-letter topics at start-up |
  *
  * @since 0.1.0
  * @category config
@@ -200,7 +222,9 @@ export const config: Config.Config<Settings> = Config.all({
   consumers: Config.Boolean("OUTBOX_CONSUMERS_ENABLED").pipe(Config.withDefault(true)),
   consumerRestart: Config.Duration("OUTBOX_CONSUMER_RESTART").pipe(Config.withDefault(Duration.seconds(1))),
   metricsEnabled: Config.Boolean("OUTBOX_METRICS_ENABLED").pipe(Config.withDefault(true)),
-  metricsInterval: Config.Duration("OUTBOX_METRICS_INTERVAL").pipe(Config.withDefault(Duration.seconds(10)))
+  metricsInterval: Config.Duration("OUTBOX_METRICS_INTERVAL").pipe(Config.withDefault(Duration.seconds(10))),
+  brokerStartupTimeout: StartupCheck.timeoutConfig,
+  autoCreateTopics: Config.Boolean("OUTBOX_AUTO_CREATE_TOPICS").pipe(Config.withDefault(false))
 }).pipe(
   Config.flatMap((raw): Config.Config<Settings> => {
     const off = raw.inboxRetention.trim().toLowerCase() === "off"
@@ -230,7 +254,9 @@ export const config: Config.Config<Settings> = Config.all({
       inboxRetention: inboxRetention.value,
       runConsumers: raw.consumers,
       consumerRestart: raw.consumerRestart,
-      metricsInterval: raw.metricsEnabled ? raw.metricsInterval : false
+      metricsInterval: raw.metricsEnabled ? raw.metricsInterval : false,
+      brokerStartupTimeout: raw.brokerStartupTimeout,
+      autoCreateTopics: raw.autoCreateTopics
     })
   })
 )
@@ -269,7 +295,7 @@ type ConsumerServices<C extends ReadonlyArray<ConsumerDeclaration<unknown>>> = S
 /**
  * The ports the runtime needs: storage (`OutboxStore`, `InboxStore`, `Transactor`, `WakeUp`)
  * and broker (`Publisher`, `BrokerProbe`, `ConsumerSource`). `BrokerAdmin` is used when present
- * (unknown-partition "sync", consumer lag).
+ * (the start-up check, unknown-partition "sync", consumer lag).
  *
  * @since 0.1.0
  * @category models
@@ -327,6 +353,14 @@ export const sampleMetrics: Effect.Effect<void, OutboxStoreError, OutboxStore> =
 
 const start = <R>(settings: Settings, declared: ReadonlyArray<ConsumerDeclaration<R>>) =>
   Effect.gen(function* () {
+    const running = settings.runConsumers ? declared : []
+    // Before anything starts: an unreachable broker or a missing topic fails here, once.
+    yield* StartupCheck.run(running, {
+      timeout: settings.brokerStartupTimeout,
+      autoCreateTopics: settings.autoCreateTopics
+    })
+    // Logged when every finalizer below has run: finalizers run in reverse, this one last.
+    yield* Effect.addFinalizer(() => Effect.logInfo("outbox runtime stopped"))
     // Finalizers run in reverse: consumers stop first, then relays, then recovery and retention.
     if (settings.retention !== false) yield* Retention.start(settings.retention)
     if (settings.inboxRetention !== false) {
@@ -334,13 +368,11 @@ const start = <R>(settings: Settings, declared: ReadonlyArray<ConsumerDeclaratio
       yield* Retention.startInbox(settings.inboxRetention, settings.retention === false ? {} : settings.retention)
     }
     if (settings.staleRecovery !== false) yield* StaleRecovery.start(settings.staleRecovery)
-    const running = settings.runConsumers ? declared : []
     const drivers = running.filter((declaration) => declaration.lifecycle !== false)
     if (settings.reconciler !== false && drivers.length > 0) yield* Reconciler.start(drivers, settings.reconciler)
     const relays = settings.relay === false ? [] : yield* Workers.startRelays(settings.relay)
     const consumers = yield* Workers.superviseConsumers(running, settings.consumerRestart)
     if (settings.metricsInterval !== false) yield* Sampling.start(settings.metricsInterval, running)
-    yield* Effect.addFinalizer(() => Effect.logInfo("outbox runtime stopped"))
     yield* Effect.logInfo(
       `outbox runtime started: ${relays.length} relay(s), ${consumers.length} consumer(s)` +
         `, stale recovery ${settings.staleRecovery === false ? "off" : "on"}` +
@@ -358,7 +390,12 @@ const start = <R>(settings: Settings, declared: ReadonlyArray<ConsumerDeclaratio
  */
 export type RuntimeLayer<C extends ReadonlyArray<ConsumerDeclaration<unknown>>> = Layer.Layer<
   Outbox.Outbox | Inbox.Inbox | OutboxRuntime,
-  Config.ConfigError | OutboxValidationError | LifecycleGroupConflictError,
+  | Config.ConfigError
+  | OutboxValidationError
+  | LifecycleGroupConflictError
+  | BrokerUnreachableError
+  | MissingTopicsError
+  | BrokerAdminError,
   Ports | Exclude<ConsumerServices<C>, Outbox.Outbox | Inbox.Inbox | OutboxRuntime>
 >
 
@@ -385,7 +422,9 @@ export const layer = <const C extends ReadonlyArray<ConsumerDeclaration<unknown>
         inboxRetention: options.inboxRetention ?? fromConfig.inboxRetention,
         runConsumers: options.runConsumers ?? fromConfig.runConsumers,
         consumerRestart: options.consumerRestart ?? fromConfig.consumerRestart,
-        metricsInterval: options.metricsInterval ?? fromConfig.metricsInterval
+        metricsInterval: options.metricsInterval ?? fromConfig.metricsInterval,
+        brokerStartupTimeout: options.brokerStartupTimeout ?? fromConfig.brokerStartupTimeout,
+        autoCreateTopics: options.autoCreateTopics ?? fromConfig.autoCreateTopics
       })
     )
   )

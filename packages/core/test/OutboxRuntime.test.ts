@@ -155,6 +155,17 @@ describe("OutboxRuntime", () => {
       const bad = yield* Effect.exit(info({ OUTBOX_RELAY_INSTANCES: "0" }))
       assert.isTrue(Exit.isFailure(bad))
       assert.include(String(Exit.isFailure(bad) ? bad.cause : ""), "OUTBOX_RELAY_INSTANCES")
+
+      // The start-up check: 10 s and no auto-creation by default; "off" skips it.
+      assert.deepStrictEqual(three.settings.brokerStartupTimeout, Duration.seconds(10))
+      assert.strictEqual(three.settings.autoCreateTopics, false)
+      const unchecked = yield* info({ OUTBOX_BROKER_STARTUP_TIMEOUT: "off", OUTBOX_AUTO_CREATE_TOPICS: "true" })
+      assert.strictEqual(unchecked.settings.brokerStartupTimeout, false)
+      assert.strictEqual(unchecked.settings.autoCreateTopics, true)
+      const shorter = yield* info({ OUTBOX_BROKER_STARTUP_TIMEOUT: "3 seconds" })
+      assert.deepStrictEqual(shorter.settings.brokerStartupTimeout, Duration.seconds(3))
+      const typo = yield* Effect.exit(info({ OUTBOX_BROKER_STARTUP_TIMEOUT: "soon" }))
+      assert.include(String(Exit.isFailure(typo) ? typo.cause : ""), 'OUTBOX_BROKER_STARTUP_TIMEOUT: "soon"')
     })
   )
 

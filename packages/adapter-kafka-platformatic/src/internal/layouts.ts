@@ -79,7 +79,8 @@ export const make = (admin: Admin, maxAge: number, onGrown: () => void): Layouts
         error: new PermanentPublishError({
           topic: request.topic,
           reason:
-            "the topic does not exist on the broker (automatic topic creation is off: create it with BrokerAdmin.ensureTopic)"
+            "the topic does not exist on the broker (automatic topic creation is off: " +
+            `create it with \`effect-outbox topics ensure ${request.topic} --execute\`, then requeue)`
         })
       }
     }

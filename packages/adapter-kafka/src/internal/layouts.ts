@@ -84,7 +84,8 @@ export const make = (admin: Kafkajs.Admin, maxAge: number, onGrown: () => void):
         error: new PermanentPublishError({
           topic: request.topic,
           reason:
-            "the topic does not exist on the broker (automatic topic creation is off: create it with BrokerAdmin.ensureTopic)"
+            "the topic does not exist on the broker (automatic topic creation is off: " +
+            `create it with \`effect-outbox topics ensure ${request.topic} --execute\`, then requeue)`
         })
       }
     }

@@ -5,8 +5,11 @@
  * @since 0.4.0
  */
 import { PgClient } from "@effect/sql-pg"
+import type * as KafkaBrokerAdmin from "@effect-outbox/adapter-kafka/KafkaBrokerAdmin"
 import * as KafkaOutbox from "@effect-outbox/adapter-kafka/KafkaOutbox"
 import * as PgOutbox from "@effect-outbox/adapter-pg/PgOutbox"
+import { BrokerAdmin } from "@effect-outbox/core/BrokerAdmin"
+import * as StartupCheck from "@effect-outbox/core/StartupCheck"
 import * as Config from "effect/Config"
 import * as Console from "effect/Console"
 import { CliError, Command, Flag } from "effect/cli"
@@ -50,6 +53,13 @@ export const root = Command.make("effect-outbox").pipe(
       Flag.withFallbackConfig(Config.String("KAFKA_BROKERS")),
       Flag.optional
     ),
+    brokerTimeout: Flag.String("broker-timeout").pipe(
+      Flag.withDescription(
+        "how long a broker command waits for the brokers' first answer (default: $OUTBOX_BROKER_STARTUP_TIMEOUT or 10s)"
+      ),
+      Flag.withFallbackConfig(Config.String("OUTBOX_BROKER_STARTUP_TIMEOUT")),
+      Flag.withDefault("10s")
+    ),
     json: Flag.Boolean("json").pipe(Flag.withDescription("print machine-readable JSON"), Flag.withDefault(false))
   })
 )
@@ -65,6 +75,7 @@ export interface RootConfig {
   readonly schema: string
   readonly tablePrefix: string
   readonly brokers: Option.Option<string>
+  readonly brokerTimeout: string
   readonly json: boolean
 }
 
@@ -119,7 +130,10 @@ export const database = (config: {
  * @since 0.4.0
  * @category layers
  */
-export const broker = (config: { readonly brokers: Option.Option<string> }) =>
+export const broker = (
+  config: { readonly brokers: Option.Option<string> },
+  admin: KafkaBrokerAdmin.KafkaBrokerAdminOptions = {}
+) =>
   Layer.unwrap(
     Effect.gen(function* () {
       const brokers = Option.getOrElse(config.brokers, () => "")
@@ -129,7 +143,39 @@ export const broker = (config: { readonly brokers: Option.Option<string> }) =>
       if (brokers.length === 0) {
         return yield* new Operations.OperatorError({ reason: "no Kafka: pass --brokers or set KAFKA_BROKERS" })
       }
-      return KafkaOutbox.layer({ brokers, clientId: "effect-outbox-cli" })
+      return KafkaOutbox.layer({ brokers, clientId: "effect-outbox-cli" }, { admin })
+    })
+  )
+
+/**
+ * {@link broker}, built only once the brokers answered within `--broker-timeout`: an unreachable
+ * broker fails the command in that time with one error naming the brokers and the cause,
+ * instead of each call retrying on its own.
+ *
+ * @since 0.5.0
+ * @category layers
+ */
+export const reachableBroker = (
+  config: { readonly brokers: Option.Option<string>; readonly brokerTimeout: string },
+  adminOptions: KafkaBrokerAdmin.KafkaBrokerAdminOptions = {}
+) =>
+  Layer.unwrap(
+    Effect.gen(function* () {
+      const timeout = parseDuration(config.brokerTimeout)
+      if (Option.isNone(timeout)) {
+        return yield* new Operations.OperatorError({
+          reason: `--broker-timeout "${config.brokerTimeout}" is not a duration (try 10s, 1m)`
+        })
+      }
+      const answered = Layer.effectDiscard(
+        Effect.gen(function* () {
+          const admin = yield* BrokerAdmin
+          if (admin.listTopics === undefined) return
+          const brokers = (admin.brokers ?? []).join(",")
+          yield* StartupCheck.listTopics(admin.listTopics, brokers, Duration.millis(timeout.value))
+        })
+      )
+      return Layer.provideMerge(answered, broker(config, adminOptions))
     })
   )
 
@@ -162,7 +208,7 @@ export const withDatabase = <A, E, R>(effect: Effect.Effect<A, E, R>, human: (va
 export const withDatabaseAndBroker = <A, E, R>(effect: Effect.Effect<A, E, R>, human: (value: A) => string) =>
   Effect.gen(function* () {
     const config: RootConfig = yield* root
-    const value = yield* effect.pipe(Effect.provide(Layer.merge(database(config), broker(config))))
+    const value = yield* effect.pipe(Effect.provide(Layer.merge(database(config), reachableBroker(config))))
     yield* print(config.json, value, human)
   }).pipe(Effect.mapError((error) => userError(error as { readonly message: string })))
 
@@ -172,10 +218,14 @@ export const withDatabaseAndBroker = <A, E, R>(effect: Effect.Effect<A, E, R>, h
  * @since 0.4.0
  * @category running
  */
-export const withBroker = <A, E, R>(effect: Effect.Effect<A, E, R>, human: (value: A) => string) =>
+export const withBroker = <A, E, R>(
+  effect: Effect.Effect<A, E, R>,
+  human: (value: A) => string,
+  adminOptions: KafkaBrokerAdmin.KafkaBrokerAdminOptions = {}
+) =>
   Effect.gen(function* () {
     const config: RootConfig = yield* root
-    const value = yield* effect.pipe(Effect.provide(broker(config)))
+    const value = yield* effect.pipe(Effect.provide(reachableBroker(config, adminOptions)))
     yield* print(config.json, value, human)
   }).pipe(Effect.mapError((error) => userError(error as { readonly message: string })))
 

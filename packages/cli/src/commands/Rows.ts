@@ -9,7 +9,16 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Operations from "../Operations.ts"
 import * as Render from "../Render.ts"
-import { parseDuration, selection, selectionFlags, userError, withDatabase, withDatabaseAndBroker } from "./Root.ts"
+import {
+  parseDuration,
+  reachableBroker,
+  root,
+  selection,
+  selectionFlags,
+  userError,
+  withDatabase,
+  withDatabaseAndBroker
+} from "./Root.ts"
 
 // -- commands --------------------------------------------------------------------------------
 
@@ -53,18 +62,25 @@ export const status = Command.make(
     })
     return input.groups.length === 0 && !input.deadLetters
       ? withDatabase(report, Render.status)
-      : withDatabaseAndBroker(
+      : withDatabase(
           Effect.gen(function* () {
             const status = yield* report
             const topics = status.topics.map((t) => t.topic)
-            const consumerLag =
-              input.groups.length === 0 ? undefined : yield* Operations.consumerLag({ groups: input.groups, topics })
-            const deadLetters = input.deadLetters ? yield* Operations.deadLetterDepth(topics) : undefined
-            return {
-              ...status,
-              ...(consumerLag === undefined ? {} : { consumerLag }),
-              ...(deadLetters === undefined ? {} : { deadLetters })
-            } satisfies Operations.Status
+            // The database's counts are printed whatever the broker does; a broker that does not
+            // answer is one line of the report.
+            const fromBroker = yield* Effect.gen(function* () {
+              const consumerLag =
+                input.groups.length === 0 ? undefined : yield* Operations.consumerLag({ groups: input.groups, topics })
+              const deadLetters = input.deadLetters ? yield* Operations.deadLetterDepth(topics) : undefined
+              return {
+                ...(consumerLag === undefined ? {} : { consumerLag }),
+                ...(deadLetters === undefined ? {} : { deadLetters })
+              }
+            }).pipe(
+              Effect.provide(reachableBroker(yield* root)),
+              Effect.catch((error: { readonly message: string }) => Effect.succeed({ brokerError: error.message }))
+            )
+            return { ...status, ...fromBroker } satisfies Operations.Status
           }),
           Render.status
         )

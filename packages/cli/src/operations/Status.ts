@@ -42,6 +42,8 @@ export interface Status {
     readonly lastError: string | null
   }>
   readonly topics: ReadonlyArray<TopicCounts & { readonly oldestPendingAgeMillis: number | null }>
+  /** Present when the broker was asked (`--group`, `--dead-letters`) and did not answer: why. */
+  readonly brokerError?: string
   /** Present when consumer groups were asked for (`--group`): their lag on the outbox's topics. */
   readonly consumerLag?: ReadonlyArray<GroupLag>
   /**
