@@ -2,12 +2,22 @@
  * The domain-facing outbox (R1.1, R1.2, R2.2): domain code enqueues events in the same
  * transaction as its state change, and releases deferred (`PREQUEUED`) ones.
  *
+ * `enqueue` requires {@link InTransaction}, which only {@link withTransaction} provides: an
+ * event enqueued outside a transaction would commit on its own, and its state change could then
+ * fail and leave a published event behind. So that mistake does not compile. Your own SQL
+ * inside `withTransaction` (`effect/sql`'s `SqlClient`) shares the transaction with the event;
+ * nested calls, and calls inside a `sql.withTransaction` you opened, join it.
+ *
  * ```ts
- * const placeOrder = transactor.withTransaction(Effect.gen(function*() {
- *   yield* saveOrder(order)
- *   yield* Outbox.enqueue({ topic: "orders", key: order.id, payload: OutboxMessage.jsonPayload(order) })
- * }))
+ * const placeOrder = (order: Order) =>
+ *   Outbox.withTransaction(Effect.gen(function*() {
+ *     yield* saveOrder(order)
+ *     yield* Outbox.enqueue({ topic: "orders", key: order.id, payload: OutboxMessage.jsonPayload(order) })
+ *   }))
  * ```
+ *
+ * `enqueueAutocommit` is the deliberate exception: each call is its own transaction, for events
+ * that go with no state change of yours.
  *
  * @since 0.1.0
  */
@@ -50,7 +60,7 @@ export interface Settings {
    */
   readonly maxPayloadBytes?: number | undefined
   /**
-   * Highest explicit partition a draft may name (`PartitionLimit`, review M4). Default 1023
+   * Highest explicit partition a draft may name (`PartitionLimit`). Default 1023
    * (`OUTBOX_MAX_PARTITION`).
    */
   readonly maxPartition?: number | undefined
@@ -82,6 +92,20 @@ export const config: Config.Config<Settings> = Config.all({
 })
 
 /**
+ * Proof that the code runs inside an outbox transaction. `enqueue` requires it and only
+ * {@link withTransaction} provides it, so the compiler refuses an enqueue that would commit on
+ * its own, apart from the state change it describes.
+ *
+ * @since 0.5.0
+ * @category services
+ */
+export class InTransaction extends Context.Service<InTransaction, { readonly _tag: "InTransaction" }>()(
+  "@effect-outbox/core/Outbox/InTransaction"
+) {}
+
+const inTransaction = InTransaction.of({ _tag: "InTransaction" })
+
+/**
  * @since 0.1.0
  * @category services
  */
@@ -89,13 +113,21 @@ export class Outbox extends Context.Service<
   Outbox,
   {
     /**
-     * Validates and stores drafts in the ambient transaction (or its own when there is none),
-     * returning their ids in order. Bad input fails with `OutboxValidationError` and writes
-     * nothing; a rolled-back transaction leaves no event behind (R1.1).
+     * Runs `effect` in one transaction of the outbox's database (the `Transactor`) and provides
+     * {@link InTransaction} to it: it commits when `effect` succeeds, rolls back when it fails,
+     * dies or is interrupted. Nested calls join the outer transaction.
+     */
+    readonly withTransaction: <A, E, R>(
+      effect: Effect.Effect<A, E, R>
+    ) => Effect.Effect<A, E | OutboxStoreError, Exclude<R, InTransaction>>
+    /**
+     * Validates and stores drafts in the ambient transaction, returning their ids in order. Bad
+     * input fails with `OutboxValidationError` and writes nothing; a rolled-back transaction
+     * leaves no event behind (R1.1).
      */
     readonly enqueue: (
       drafts: ReadonlyArray<OutboxMessage.OutboxDraft>
-    ) => Effect.Effect<ReadonlyArray<OutboxMessage.EventId>, OutboxValidationError | OutboxStoreError>
+    ) => Effect.Effect<ReadonlyArray<OutboxMessage.EventId>, OutboxValidationError | OutboxStoreError, InTransaction>
     /** `PREQUEUED → PENDING` (R2.2). Unknown ids fail; ids no longer `PREQUEUED` are left alone. */
     readonly release: (
       ids: ReadonlyArray<OutboxMessage.EventId>
@@ -265,6 +297,8 @@ export const make = (settings: Settings) =>
     // A store that queued the wake-up with the rows (PostgreSQL's in-transaction NOTIFY) says
     // so; else the relays are woken here, once per enqueue.
     const wakeUnlessQueued = (inserted: InsertResult) => (inserted.wakeUpQueued ? Effect.void : wakeUp.notify)
+    // The caller's transaction is open (InTransaction); joining it here keeps the insert and the
+    // wake-up's after-commit registration together even for a caller that provided the proof itself.
     const stored = (messages: Array<OutboxMessage.NewOutboxMessage>) =>
       messages.length === 0
         ? Effect.succeed([])
@@ -276,7 +310,7 @@ export const make = (settings: Settings) =>
     const enqueue = (drafts: ReadonlyArray<OutboxMessage.OutboxDraft>) =>
       Effect.flatMap(prepare(drafts, settings), stored).pipe(
         // No stack trace: it would only name this line, and capturing one costs node CPU on
-        // every business transaction (issue #14).
+        // every business transaction.
         runningSpan(Telemetry.spans.enqueue, { attributes: { "outbox.count": drafts.length } })
       )
 
@@ -292,8 +326,20 @@ export const make = (settings: Settings) =>
         )
         .pipe(Effect.withSpan(Telemetry.spans.release, { attributes: { "outbox.count": ids.length } }))
 
-    return Outbox.of({ enqueue, release })
+    return Outbox.of({ withTransaction: withTransactionOf(transactor), enqueue, release })
   })
+
+/**
+ * The `withTransaction` of an `Outbox` implementation over `transactor`: the transaction, with
+ * {@link InTransaction} provided to what runs in it.
+ *
+ * @since 0.5.0
+ * @category constructors
+ */
+export const withTransactionOf =
+  (transactor: Transactor["Service"]) =>
+  <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | OutboxStoreError, Exclude<R, InTransaction>> =>
+    transactor.withTransaction(Effect.provideService(effect, InTransaction, inTransaction))
 
 /**
  * The service from `config` and the `OutboxStore`, `Transactor` and `WakeUp` ports.
@@ -317,31 +363,78 @@ export const layerWith = (settings: Settings): Layer.Layer<Outbox, never, Outbox
   Layer.effect(Outbox)(make(settings))
 
 /**
- * Enqueues one draft (returns its id) or several (returns their ids, in order), joining the
- * ambient transaction (R1.1).
+ * Runs `effect` in one transaction and lets it enqueue: the events it enqueues and every write of
+ * yours in it (`effect/sql`'s `SqlClient` joins the same transaction) commit together, or none
+ * does. Nested calls, and calls inside a `sql.withTransaction` you opened, join the outer
+ * transaction. A commit that fails surfaces as `OutboxStoreError` (operation `"transaction"`).
+ *
+ * @since 0.5.0
+ * @category transactions
+ */
+export const withTransaction = <A, E, R>(
+  effect: Effect.Effect<A, E, R>
+): Effect.Effect<A, E | OutboxStoreError, Exclude<R, InTransaction> | Outbox> =>
+  Effect.flatMap(Effect.service(Outbox), (outbox) => outbox.withTransaction(effect))
+
+/**
+ * Enqueues one draft (returns its id) or several (returns their ids, in order) in the ambient
+ * transaction, so they commit with the caller's writes (R1.1). It requires {@link InTransaction}:
+ * run it inside {@link withTransaction}.
  *
  * @since 0.1.0
  * @category accessors
  */
 export function enqueue(
   draft: OutboxMessage.OutboxDraft
-): Effect.Effect<OutboxMessage.EventId, OutboxValidationError | OutboxStoreError, Outbox>
+): Effect.Effect<OutboxMessage.EventId, OutboxValidationError | OutboxStoreError, Outbox | InTransaction>
 export function enqueue(
   drafts: ReadonlyArray<OutboxMessage.OutboxDraft>
-): Effect.Effect<ReadonlyArray<OutboxMessage.EventId>, OutboxValidationError | OutboxStoreError, Outbox>
+): Effect.Effect<ReadonlyArray<OutboxMessage.EventId>, OutboxValidationError | OutboxStoreError, Outbox | InTransaction>
 export function enqueue(
+  input: OutboxMessage.OutboxDraft | ReadonlyArray<OutboxMessage.OutboxDraft>
+): Effect.Effect<
+  OutboxMessage.EventId | ReadonlyArray<OutboxMessage.EventId>,
+  OutboxValidationError | OutboxStoreError,
+  Outbox | InTransaction
+> {
+  type Ids = OutboxMessage.EventId | ReadonlyArray<OutboxMessage.EventId>
+  return Effect.withFiber((fiber): Effect.Effect<Ids, OutboxValidationError | OutboxStoreError, Outbox | InTransaction> => {
+    // The type requires the proof; this catches code that cast the requirement away (`any`).
+    if (Context.getOrUndefined(fiber.context, InTransaction) === undefined) return Effect.die(outsideTransaction)
+    return Effect.flatMap(Effect.service(Outbox), (outbox) =>
+      isDraftArray(input) ? outbox.enqueue(input) : Effect.map(outbox.enqueue([input]), (ids): Ids => ids[0]!)
+    )
+  })
+}
+
+const outsideTransaction = new Error(
+  "Outbox.enqueue ran outside a transaction: run it inside Outbox.withTransaction (with the writes it " +
+    "goes with), or call Outbox.enqueueAutocommit for an event that needs no transaction of yours"
+)
+
+/**
+ * Enqueues in a transaction of its own, committed before it returns: for an event that goes with
+ * no write of yours (a notification, a replayed command). Anything that must commit with the
+ * event belongs in {@link withTransaction} with {@link enqueue} instead; inside one, this call
+ * joins it like `enqueue`.
+ *
+ * @since 0.5.0
+ * @category accessors
+ */
+export function enqueueAutocommit(
+  draft: OutboxMessage.OutboxDraft
+): Effect.Effect<OutboxMessage.EventId, OutboxValidationError | OutboxStoreError, Outbox>
+export function enqueueAutocommit(
+  drafts: ReadonlyArray<OutboxMessage.OutboxDraft>
+): Effect.Effect<ReadonlyArray<OutboxMessage.EventId>, OutboxValidationError | OutboxStoreError, Outbox>
+export function enqueueAutocommit(
   input: OutboxMessage.OutboxDraft | ReadonlyArray<OutboxMessage.OutboxDraft>
 ): Effect.Effect<
   OutboxMessage.EventId | ReadonlyArray<OutboxMessage.EventId>,
   OutboxValidationError | OutboxStoreError,
   Outbox
 > {
-  type Ids = OutboxMessage.EventId | ReadonlyArray<OutboxMessage.EventId>
-  return Effect.flatMap(
-    Effect.service(Outbox),
-    (outbox): Effect.Effect<Ids, OutboxValidationError | OutboxStoreError> =>
-      isDraftArray(input) ? outbox.enqueue(input) : Effect.map(outbox.enqueue([input]), (ids) => ids[0]!)
-  )
+  return isDraftArray(input) ? withTransaction(enqueue(input)) : withTransaction(enqueue(input))
 }
 
 const isDraftArray = (
