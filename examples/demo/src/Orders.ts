@@ -96,7 +96,7 @@ export const placeOrder = (
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     let eventId: EventId | undefined
-    const result = yield* sql
+    const result = yield* Outbox
       .withTransaction(
         Effect.gen(function* () {
           yield* sql.unsafe(`INSERT INTO "${schema}".orders (id, customer_id, amount_cents) VALUES ($1, $2, $3)`, [
@@ -145,7 +145,7 @@ export class LedgerUnavailable extends Schema.TaggedError<LedgerUnavailable>()("
  * @category producing
  */
 export const enqueuePoison = (topicName: string, orderId: string, customerId: string) =>
-  Outbox.enqueue({
+  Outbox.enqueueAutocommit({
     topic: topicName,
     key: customerId,
     payload: new TextEncoder().encode(JSON.stringify({ orderId, customerId, amountCents: "twelve euros" }))
