@@ -38,8 +38,7 @@ const key = (id: string) => ({ consumer: "bench", identity: Inbox.eventIdentity(
 const publishedRows = (count: number) =>
   stack.run(
     Effect.gen(function* () {
-      const transactor = yield* Transactor
-      yield* transactor.withTransaction(
+      yield* Outbox.withTransaction(
         Outbox.enqueue(Array.from({ length: count }, (_, i) => Library.draft(topic, i)))
       )
       const ids: Array<EventId> = []
