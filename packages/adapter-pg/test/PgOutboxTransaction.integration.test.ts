@@ -26,7 +26,8 @@ const Live = (schema: string) => {
   const ownTable = Layer.effectDiscard(
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
-      yield* sql.unsafe(`CREATE TABLE "${schema}".orders (id text PRIMARY KEY, amount_cents integer NOT NULL)`).unprepared
+      yield* sql.unsafe(`CREATE TABLE "${schema}".orders (id text PRIMARY KEY, amount_cents integer NOT NULL)`)
+        .unprepared
       yield* Effect.addFinalizer(() =>
         sql.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).unprepared.pipe(Effect.ignore)
       )
@@ -41,7 +42,10 @@ const Live = (schema: string) => {
 const placeOrder = (schema: string, order: typeof Orders.schema.Type) =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
-    yield* sql.unsafe(`INSERT INTO "${schema}".orders (id, amount_cents) VALUES ($1, $2)`, [order.orderId, order.amountCents])
+    yield* sql.unsafe(`INSERT INTO "${schema}".orders (id, amount_cents) VALUES ($1, $2)`, [
+      order.orderId,
+      order.amountCents
+    ])
     return yield* Topic.enqueue(Orders, order)
   })
 
@@ -109,7 +113,9 @@ describe("Outbox.withTransaction on PostgreSQL", () => {
             Effect.gen(function* () {
               yield* Outbox.withTransaction(placeOrder(schema, { orderId: "o-1", amountCents: 1200 }))
               // nested calls join too: one transaction, undone as a whole
-              yield* Outbox.withTransaction(Outbox.withTransaction(placeOrder(schema, { orderId: "o-2", amountCents: 1 })))
+              yield* Outbox.withTransaction(
+                Outbox.withTransaction(placeOrder(schema, { orderId: "o-2", amountCents: 1 }))
+              )
               return yield* Effect.fail("the caller's transaction failed" as const)
             })
           )

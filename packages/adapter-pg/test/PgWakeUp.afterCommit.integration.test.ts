@@ -80,15 +80,13 @@ describe("PgWakeUp after commit (issue #14 write path)", () => {
         const sql = yield* SqlClient.SqlClient
         const payloads = yield* rawPayloads
         const recorded = recordingTracer()
-        yield* Outbox
-          .withTransaction(
-            Effect.gen(function* () {
-              yield* sql`SELECT txid_current()` // the caller's own write would go here
-              yield* Outbox.enqueue(order(1))
-              yield* Outbox.enqueue([order(2), order(3)])
-            })
-          )
-          .pipe(Effect.withTracer(recorded.tracer))
+        yield* Outbox.withTransaction(
+          Effect.gen(function* () {
+            yield* sql`SELECT txid_current()` // the caller's own write would go here
+            yield* Outbox.enqueue(order(1))
+            yield* Outbox.enqueue([order(2), order(3)])
+          })
+        ).pipe(Effect.withTracer(recorded.tracer))
         assert.strictEqual(recorded.transactions(), 1, "one transaction, no nested one (a nested one is a SAVEPOINT)")
         assert.strictEqual(recorded.statements.length, 3, recorded.statements.join(" | "))
         assert.isFalse(
@@ -119,9 +117,9 @@ describe("PgWakeUp after commit (issue #14 write path)", () => {
       return Effect.gen(function* () {
         const payloads = yield* rawPayloads
         const recorded = recordingTracer()
-        yield* Outbox
-          .withTransaction(Effect.andThen(Outbox.enqueue(order(1)), Outbox.enqueue(order(2))))
-          .pipe(Effect.withTracer(recorded.tracer))
+        yield* Outbox.withTransaction(Effect.andThen(Outbox.enqueue(order(1)), Outbox.enqueue(order(2)))).pipe(
+          Effect.withTracer(recorded.tracer)
+        )
         // each insert carries the pg_notify and says so: no wake-up statement of its own
         assert.strictEqual(recorded.statements.length, 2, recorded.statements.join(" | "))
         for (const q of recorded.statements) assert.match(q, /INSERT INTO[\s\S]*pg_notify/)

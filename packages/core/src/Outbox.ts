@@ -398,13 +398,15 @@ export function enqueue(
   Outbox | InTransaction
 > {
   type Ids = OutboxMessage.EventId | ReadonlyArray<OutboxMessage.EventId>
-  return Effect.withFiber((fiber): Effect.Effect<Ids, OutboxValidationError | OutboxStoreError, Outbox | InTransaction> => {
-    // The type requires the proof; this catches code that cast the requirement away (`any`).
-    if (Context.getOrUndefined(fiber.context, InTransaction) === undefined) return Effect.die(outsideTransaction)
-    return Effect.flatMap(Effect.service(Outbox), (outbox) =>
-      isDraftArray(input) ? outbox.enqueue(input) : Effect.map(outbox.enqueue([input]), (ids): Ids => ids[0]!)
-    )
-  })
+  return Effect.withFiber(
+    (fiber): Effect.Effect<Ids, OutboxValidationError | OutboxStoreError, Outbox | InTransaction> => {
+      // The type requires the proof; this catches code that cast the requirement away (`any`).
+      if (Context.getOrUndefined(fiber.context, InTransaction) === undefined) return Effect.die(outsideTransaction)
+      return Effect.flatMap(Effect.service(Outbox), (outbox) =>
+        isDraftArray(input) ? outbox.enqueue(input) : Effect.map(outbox.enqueue([input]), (ids): Ids => ids[0]!)
+      )
+    }
+  )
 }
 
 const outsideTransaction = new Error(

@@ -14,10 +14,10 @@ import * as Metric from "effect/Metric"
 import * as References from "effect/References"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
+import * as Outbox from "../src/Outbox.ts"
 import * as OutboxRuntime from "../src/OutboxRuntime.ts"
 import * as Telemetry from "../src/Telemetry.ts"
 import * as Topic from "../src/Topic.ts"
-import * as Outbox from "../src/Outbox.ts"
 import * as WakeUp from "../src/WakeUp.ts"
 
 const Greeting = Schema.Struct({ to: Schema.String, n: Schema.Int })

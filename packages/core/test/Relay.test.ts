@@ -45,7 +45,13 @@ describe("Relay", () => {
   it.effect("publishes a whole batch in ONE publish call and records every receipt (R1.3)", () =>
     inWorld((world) =>
       Effect.gen(function* () {
-        const ids = yield* Outbox.enqueueAutocommit([draft("a", 1), draft("b", 1), draft("a", 2), draft(null, 1), draft("c", 1)])
+        const ids = yield* Outbox.enqueueAutocommit([
+          draft("a", 1),
+          draft("b", 1),
+          draft("a", 2),
+          draft(null, 1),
+          draft("c", 1)
+        ])
         const inner = yield* Publisher
         let calls = 0
         const counting = {

@@ -85,7 +85,9 @@ describe("span stack traces", () => {
         { wakeUp }
       )
       const inHandler = yield* Effect.gen(function* () {
-        yield* Outbox.withTransaction(Topic.enqueue(Shipments, { orderId: "o-1" })).pipe(Effect.withSpan("POST /orders"))
+        yield* Outbox.withTransaction(Topic.enqueue(Shipments, { orderId: "o-1" })).pipe(
+          Effect.withSpan("POST /orders")
+        )
         return yield* Deferred.await(handled).pipe(Effect.timeout("10 seconds"))
       }).pipe(Effect.provide(runtime))
 

@@ -95,9 +95,7 @@ describe("Topic", () => {
     Effect.gen(function* () {
       const ids = yield* Outbox.withTransaction(Topic.enqueueAll(Orders, [order("o-1"), order("o-2")]))
       const failed = yield* Effect.flip(
-        Outbox.withTransaction(
-          Effect.andThen(Topic.enqueue(Orders, order("o-3")), Effect.fail("declined" as const))
-        )
+        Outbox.withTransaction(Effect.andThen(Topic.enqueue(Orders, order("o-3")), Effect.fail("declined" as const)))
       )
       assert.strictEqual(failed, "declined")
       const store = yield* OutboxStore

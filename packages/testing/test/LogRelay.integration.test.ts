@@ -77,12 +77,11 @@ for (const kafka of ["kafkajs", "platformatic"] as const)
         Effect.gen(function* () {
           const ids: Array<string> = []
           yield* Outbox.withTransaction(
-              Effect.gen(function* () {
-                ids.push(yield* Outbox.enqueue({ topic, key: "k1", payload: Support.payloadOf({ index: -1 }) }))
-                return yield* Effect.fail("rollback")
-              })
-            )
-            .pipe(Effect.ignore)
+            Effect.gen(function* () {
+              ids.push(yield* Outbox.enqueue({ topic, key: "k1", payload: Support.payloadOf({ index: -1 }) }))
+              return yield* Effect.fail("rollback")
+            })
+          ).pipe(Effect.ignore)
           return ids
         })
       )
@@ -211,7 +210,9 @@ describe("log engine on a wal_level=logical PostgreSQL", () => {
     const { stack, topic } = await setup("refuse")
     const errors = await stack.runPromise(
       Effect.gen(function* () {
-        const prequeued = yield* Effect.flip(Outbox.enqueueAutocommit({ topic, payload: Support.payloadOf(1), prequeued: true }))
+        const prequeued = yield* Effect.flip(
+          Outbox.enqueueAutocommit({ topic, payload: Support.payloadOf(1), prequeued: true })
+        )
         const later = yield* Effect.flip(
           Outbox.enqueueAutocommit({ topic, payload: Support.payloadOf(2), availableAt: Date.now() + 60_000 })
         )

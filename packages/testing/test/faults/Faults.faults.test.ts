@@ -522,7 +522,9 @@ describe("poison and bad input", () => {
         )
       )
       const oversize = await stack.runPromise(
-        Effect.flip(Outbox.enqueueAutocommit([{ topic: relayTopic, key: "oversize", payload: new Uint8Array(2_000_000) }]))
+        Effect.flip(
+          Outbox.enqueueAutocommit([{ topic: relayTopic, key: "oversize", payload: new Uint8Array(2_000_000) }])
+        )
       )
       const badTopic = await stack.runPromise(
         Effect.flip(Outbox.enqueueAutocommit([{ topic: "not a topic!", key: "x", payload: Support.payloadOf({}) }]))
