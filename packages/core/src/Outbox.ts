@@ -2,11 +2,9 @@
  * The domain-facing outbox (R1.1, R1.2, R2.2): domain code enqueues events in the same
  * transaction as its state change, and releases deferred (`PREQUEUED`) ones.
  *
- * `enqueue` requires {@link InTransaction}, which only {@link withTransaction} provides: an
- * event enqueued outside a transaction would commit on its own, and its state change could then
- * fail and leave a published event behind. So that mistake does not compile. Your own SQL
- * inside `withTransaction` (`effect/sql`'s `SqlClient`) shares the transaction with the event;
- * nested calls, and calls inside a `sql.withTransaction` you opened, join it.
+ * `enqueue` requires {@link InTransaction}, which only {@link withTransaction} provides: an event
+ * committed on its own could outlive a state change that then fails, so that does not compile.
+ * Your `SqlClient` writes inside `withTransaction` share its transaction; nested calls join it.
  *
  * ```ts
  * const placeOrder = (order: Order) =>
@@ -16,8 +14,7 @@
  *   }))
  * ```
  *
- * `enqueueAutocommit` is the deliberate exception: each call is its own transaction, for events
- * that go with no state change of yours.
+ * `enqueueAutocommit` is the named exception: each call its own transaction.
  *
  * @since 0.1.0
  */
@@ -31,6 +28,7 @@ import type * as Option from "effect/Option"
 import * as Random from "effect/Random"
 import { EventNotFoundError, type OutboxStoreError, OutboxValidationError } from "./Errors.ts"
 import { eventIdAt } from "./internal/ids/eventId.ts"
+import { InTransaction, inTransactionOnly, withTransactionOf } from "./internal/outbox/transaction.ts"
 import { runningSpan } from "./internal/telemetry/runningSpan.ts"
 import { currentSpanOf, withTraceparent } from "./internal/telemetry/traceContext.ts"
 import * as OutboxMessage from "./OutboxMessage.ts"
@@ -91,19 +89,25 @@ export const config: Config.Config<Settings> = Config.all({
   maxPartition: PartitionLimit.config
 })
 
-/**
- * Proof that the code runs inside an outbox transaction. `enqueue` requires it and only
- * {@link withTransaction} provides it, so the compiler refuses an enqueue that would commit on
- * its own, apart from the state change it describes.
- *
- * @since 0.5.0
- * @category services
- */
-export class InTransaction extends Context.Service<InTransaction, { readonly _tag: "InTransaction" }>()(
-  "@effect-outbox/core/Outbox/InTransaction"
-) {}
-
-const inTransaction = InTransaction.of({ _tag: "InTransaction" })
+export {
+  /**
+   * Proof that the code runs inside an outbox transaction. `enqueue` requires it and only
+   * {@link withTransaction} provides it, so the compiler refuses an enqueue that would commit on
+   * its own, apart from the state change it describes.
+   *
+   * @since 0.5.0
+   * @category services
+   */
+  InTransaction,
+  /**
+   * The `withTransaction` of an `Outbox` implementation over a `Transactor`: its transaction, with
+   * {@link InTransaction} provided to what runs in it.
+   *
+   * @since 0.5.0
+   * @category constructors
+   */
+  withTransactionOf
+}
 
 /**
  * @since 0.1.0
@@ -297,8 +301,6 @@ export const make = (settings: Settings) =>
     // A store that queued the wake-up with the rows (PostgreSQL's in-transaction NOTIFY) says
     // so; else the relays are woken here, once per enqueue.
     const wakeUnlessQueued = (inserted: InsertResult) => (inserted.wakeUpQueued ? Effect.void : wakeUp.notify)
-    // The caller's transaction is open (InTransaction); joining it here keeps the insert and the
-    // wake-up's after-commit registration together even for a caller that provided the proof itself.
     const stored = (messages: Array<OutboxMessage.NewOutboxMessage>) =>
       messages.length === 0
         ? Effect.succeed([])
@@ -328,18 +330,6 @@ export const make = (settings: Settings) =>
 
     return Outbox.of({ withTransaction: withTransactionOf(transactor), enqueue, release })
   })
-
-/**
- * The `withTransaction` of an `Outbox` implementation over `transactor`: the transaction, with
- * {@link InTransaction} provided to what runs in it.
- *
- * @since 0.5.0
- * @category constructors
- */
-export const withTransactionOf =
-  (transactor: Transactor["Service"]) =>
-  <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | OutboxStoreError, Exclude<R, InTransaction>> =>
-    transactor.withTransaction(Effect.provideService(effect, InTransaction, inTransaction))
 
 /**
  * The service from `config` and the `OutboxStore`, `Transactor` and `WakeUp` ports.
@@ -398,21 +388,14 @@ export function enqueue(
   Outbox | InTransaction
 > {
   type Ids = OutboxMessage.EventId | ReadonlyArray<OutboxMessage.EventId>
-  return Effect.withFiber(
-    (fiber): Effect.Effect<Ids, OutboxValidationError | OutboxStoreError, Outbox | InTransaction> => {
-      // The type requires the proof; this catches code that cast the requirement away (`any`).
-      if (Context.getOrUndefined(fiber.context, InTransaction) === undefined) return Effect.die(outsideTransaction)
-      return Effect.flatMap(Effect.service(Outbox), (outbox) =>
-        isDraftArray(input) ? outbox.enqueue(input) : Effect.map(outbox.enqueue([input]), (ids): Ids => ids[0]!)
-      )
-    }
+  return inTransactionOnly(
+    Effect.flatMap(
+      Effect.service(Outbox),
+      (outbox): Effect.Effect<Ids, OutboxValidationError | OutboxStoreError, InTransaction> =>
+        isDraftArray(input) ? outbox.enqueue(input) : Effect.map(outbox.enqueue([input]), (ids) => ids[0]!)
+    )
   )
 }
-
-const outsideTransaction = new Error(
-  "Outbox.enqueue ran outside a transaction: run it inside Outbox.withTransaction (with the writes it " +
-    "goes with), or call Outbox.enqueueAutocommit for an event that needs no transaction of yours"
-)
 
 /**
  * Enqueues in a transaction of its own, committed before it returns: for an event that goes with
