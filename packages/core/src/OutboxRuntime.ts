@@ -1,7 +1,7 @@
 /**
  * The all-in-one layer: everything a service runs beside its domain code, composed once.
  *
- * - the domain-facing services: `Outbox` (enqueue in the caller's transaction) and `Inbox`
+ * - the domain-facing services: `Outbox` (enqueue in the caller's transaction, `Outbox.withTransaction`) and `Inbox`
  *   (`processOnce`);
  * - `relay.instances` relays publishing the outbox (R1.3–R1.6), woken by `WakeUp`;
  * - stale-dispatch recovery (R3) and retention of finished rows and old inbox records (R1.7);
