@@ -119,10 +119,9 @@ export const draft = (topic: string, i: number): OutboxDraft => ({
 export const fillBacklog = (stack: Stack, topic: string, n: number, chunk = 1000): Promise<void> =>
   stack.run(
     Effect.gen(function* () {
-      const transactor = yield* Transactor
       for (let i = 0; i < n; i += chunk) {
         const drafts = Array.from({ length: Math.min(chunk, n - i) }, (_, j) => draft(topic, i + j))
-        yield* transactor.withTransaction(Outbox.enqueue(drafts))
+        yield* Outbox.withTransaction(Outbox.enqueue(drafts))
       }
       const sql = yield* SqlClient.SqlClient
       const t = yield* PgTables.PgTables
@@ -256,15 +255,12 @@ export const startRelay = async (
 
 /** One business transaction: the order row, and (when `outbox`) its event, committed together. */
 export const businessWriteTx = (table: string, topic: string, i: number, outbox: boolean) =>
-  Effect.gen(function* () {
-    const transactor = yield* Transactor
-    yield* transactor.withTransaction(
-      Effect.gen(function* () {
-        yield* insertOrder(table, Env.newEventId(), i)
-        if (outbox) yield* Outbox.enqueue(draft(topic, i))
-      })
-    )
-  })
+  Outbox.withTransaction(
+    Effect.gen(function* () {
+      yield* insertOrder(table, Env.newEventId(), i)
+      if (outbox) yield* Outbox.enqueue(draft(topic, i))
+    })
+  )
 
 export const businessWrite = (stack: Stack, table: string, topic: string, i: number, outbox: boolean): Promise<void> =>
   stack.run(businessWriteTx(table, topic, i, outbox))
@@ -335,9 +331,8 @@ export const enqueueCommitted = (
 ): Promise<{ ids: ReadonlyArray<string>; committedAt: number }> =>
   stack.run(
     Effect.gen(function* () {
-      const transactor = yield* Transactor
       const drafts = Array.from({ length: count }, (_, j) => draft(topic, from + j))
-      const ids = yield* transactor.withTransaction(Outbox.enqueue(drafts))
+      const ids = yield* Outbox.withTransaction(Outbox.enqueue(drafts))
       return { ids, committedAt: Date.now() }
     })
   )

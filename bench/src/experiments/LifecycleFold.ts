@@ -38,10 +38,7 @@ const key = (id: string) => ({ consumer: "bench", identity: Inbox.eventIdentity(
 const publishedRows = (count: number) =>
   stack.run(
     Effect.gen(function* () {
-      const transactor = yield* Transactor
-      yield* transactor.withTransaction(
-        Outbox.enqueue(Array.from({ length: count }, (_, i) => Library.draft(topic, i)))
-      )
+      yield* Outbox.withTransaction(Outbox.enqueue(Array.from({ length: count }, (_, i) => Library.draft(topic, i))))
       const ids: Array<EventId> = []
       while (ids.length < count) {
         const rows = yield* Transition.claim({ owner: "bench", limit: 1000, maxPerKey: 1000, leaseMillis: 600_000 })

@@ -32,7 +32,7 @@ const runtime = ManagedRuntime.make(PgLogOutbox.layer({ slot, transport }).pipe(
 
 const program = Effect.gen(function* () {
   for (let i = 0; i < backlog; i += perTx) {
-    yield* Outbox.enqueue(
+    yield* Outbox.enqueueAutocommit(
       Array.from({ length: Math.min(perTx, backlog - i) }, (_, j) => ({
         topic: "t",
         key: Env.keyOf(i + j),

@@ -69,7 +69,7 @@ const logRun = async (admin: import("kafkajs").Admin, variant: string): Promise<
     await runtime.runPromise(
       Effect.gen(function* () {
         for (let i = 0; i < backlog; i += perTx) {
-          yield* Outbox.enqueue(
+          yield* Outbox.enqueueAutocommit(
             Array.from({ length: Math.min(perTx, backlog - i) }, (_, j) => ({
               topic,
               key: Env.keyOf(i + j),

@@ -1,6 +1,6 @@
 /**
  * What-if (not part of `pnpm bench`): where the WAL-only write path's cost goes. The
- * same order-row transaction as `LogTargets.ts write`, through the log engine's `Transactor`, in
+ * same order-row transaction as `LogTargets.ts write`, through the log engine's `Outbox.withTransaction`, in
  * four variants interleaved (the order rotates per repetition):
  *
  *   plain     the order row alone (BEGIN, INSERT, COMMIT);
@@ -19,7 +19,6 @@
 import { LogWriter } from "@effect-outbox/core/LogWriter"
 import * as Outbox from "@effect-outbox/core/Outbox"
 import type { EventId } from "@effect-outbox/core/OutboxMessage"
-import { Transactor } from "@effect-outbox/core/Transactor"
 import * as Effect from "effect/Effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import * as Args from "../Args.ts"
@@ -46,10 +45,9 @@ const topic = "bench-write-cost"
 
 const tx = (variant: Variant, i: number) =>
   Effect.gen(function* () {
-    const transactor = yield* Transactor
     const sql = yield* SqlClient.SqlClient
     const writer = yield* LogWriter
-    yield* transactor.withTransaction(
+    yield* Outbox.withTransaction(
       Effect.gen(function* () {
         yield* Library.insertOrder(table, Env.newEventId(), i)
         if (variant === "select1") yield* sql`SELECT 1 AS n`

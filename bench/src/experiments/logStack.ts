@@ -12,7 +12,6 @@ import * as PlatformaticPublisher from "@effect-outbox/adapter-kafka-platformati
 import * as PgLogOutbox from "@effect-outbox/adapter-pg/PgLogOutbox"
 import * as PgLogSource from "@effect-outbox/adapter-pg/PgLogSource"
 import * as Outbox from "@effect-outbox/core/Outbox"
-import { Transactor } from "@effect-outbox/core/Transactor"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
@@ -115,8 +114,7 @@ export const durability = (stack: Stack): Promise<string> =>
 /** `n` events (1 KB, keys over 1000 aggregates) in one transaction; their ids once committed. */
 export const enqueue = (topic: string, from: number, n: number) =>
   Effect.gen(function* () {
-    const transactor = yield* Transactor
-    return yield* transactor.withTransaction(
+    return yield* Outbox.withTransaction(
       Outbox.enqueue(
         Array.from({ length: n }, (_, j) => ({ topic, key: Env.keyOf(from + j), payload: Env.payload(from + j) }))
       )

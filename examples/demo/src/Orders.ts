@@ -96,19 +96,17 @@ export const placeOrder = (
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     let eventId: EventId | undefined
-    const result = yield* sql
-      .withTransaction(
-        Effect.gen(function* () {
-          yield* sql.unsafe(`INSERT INTO "${schema}".orders (id, customer_id, amount_cents) VALUES ($1, $2, $3)`, [
-            order.orderId,
-            order.customerId,
-            order.amountCents
-          ])
-          eventId = yield* Topic.enqueue(topic, order)
-          if (failAfterEnqueue) return yield* Effect.fail(new PaymentDeclined({ orderId: order.orderId }))
-        })
-      )
-      .pipe(Effect.result)
+    const result = yield* Outbox.withTransaction(
+      Effect.gen(function* () {
+        yield* sql.unsafe(`INSERT INTO "${schema}".orders (id, customer_id, amount_cents) VALUES ($1, $2, $3)`, [
+          order.orderId,
+          order.customerId,
+          order.amountCents
+        ])
+        eventId = yield* Topic.enqueue(topic, order)
+        if (failAfterEnqueue) return yield* Effect.fail(new PaymentDeclined({ orderId: order.orderId }))
+      })
+    ).pipe(Effect.result)
     if (result._tag === "Success") return { eventId: eventId!, committed: true }
     if (result.failure._tag === "PaymentDeclined") return { eventId: eventId!, committed: false }
     return yield* Effect.fail(result.failure)
@@ -145,7 +143,7 @@ export class LedgerUnavailable extends Schema.TaggedError<LedgerUnavailable>()("
  * @category producing
  */
 export const enqueuePoison = (topicName: string, orderId: string, customerId: string) =>
-  Outbox.enqueue({
+  Outbox.enqueueAutocommit({
     topic: topicName,
     key: customerId,
     payload: new TextEncoder().encode(JSON.stringify({ orderId, customerId, amountCents: "twelve euros" }))

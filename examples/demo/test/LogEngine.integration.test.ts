@@ -11,8 +11,15 @@ import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Stream from "effect/Stream"
 import * as SqlClient from "effect/sql/SqlClient"
+import { vi } from "vitest"
 import * as LogEngine from "../src/LogEngine.ts"
 import * as Quickstart from "../src/Quickstart.ts"
+
+// The quick start module ends by launching its configured service: not here.
+vi.mock("@effect/platform-node", async (importOriginal) => {
+  const original = await importOriginal<typeof import("@effect/platform-node")>()
+  return { ...original, NodeRuntime: { ...original.NodeRuntime, runMain: () => undefined } }
+})
 
 const options: LogEngine.Options = {
   url: process.env.LOGICAL_DATABASE_URL ?? "postgres://postgres@127.0.0.1:25433/postgres",

@@ -11,6 +11,7 @@
 
 import { randomUUID } from "node:crypto"
 import type * as Consumer from "@effect-outbox/core/Consumer"
+import * as Outbox from "@effect-outbox/core/Outbox"
 import * as PartitionAssignment from "@effect-outbox/core/PartitionAssignment"
 import * as Topic from "@effect-outbox/core/Topic"
 import * as Effect from "effect/Effect"
@@ -149,17 +150,19 @@ export const createUser = (
 /**
  * Enqueues a mailbox command on the user's partition: `key = userId`, `partition` = the
  * user's assignment. Takes a `MailboxUserId` only: an `EmailAddress` or `AuthSubject` does not
- * type-check.
+ * type-check. One transaction per command (joined when the caller has one open).
  *
  * @since 0.1.0
  * @category commands
  */
 export const send = (topic: MailboxTopic, command: MailboxCommand) =>
-  Effect.gen(function* () {
-    const partition = yield* PartitionAssignment.PartitionAssignment.use((s) => s.lookup(topic.name, command.userId))
-    if (Option.isNone(partition)) return yield* new UnknownMailbox({ userId: command.userId, retriable: false })
-    return yield* Topic.enqueue(topic, command, { partition: partition.value })
-  })
+  Outbox.withTransaction(
+    Effect.gen(function* () {
+      const partition = yield* PartitionAssignment.PartitionAssignment.use((s) => s.lookup(topic.name, command.userId))
+      if (Option.isNone(partition)) return yield* new UnknownMailbox({ userId: command.userId, retriable: false })
+      return yield* Topic.enqueue(topic, command, { partition: partition.value })
+    })
+  )
 
 /**
  * @since 0.1.0

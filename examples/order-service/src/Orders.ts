@@ -6,7 +6,7 @@
  * @since 0.1.0
  */
 import type { OutboxStoreError, OutboxValidationError } from "@effect-outbox/core/Errors"
-import type * as Outbox from "@effect-outbox/core/Outbox"
+import * as Outbox from "@effect-outbox/core/Outbox"
 import type { EventId } from "@effect-outbox/core/OutboxMessage"
 import * as Topic from "@effect-outbox/core/Topic"
 import * as Effect from "effect/Effect"
@@ -121,7 +121,8 @@ export const placeOrder = (
 > =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
-    return yield* sql.withTransaction(
+    // The order row and its event in one transaction: the SqlClient writes join it.
+    return yield* Outbox.withTransaction(
       Effect.gen(function* () {
         const eventId = yield* Topic.enqueue(topic, order)
         const inserted = yield* sql.unsafe<{ id: string }>(

@@ -79,7 +79,7 @@ describe("order service on real services", () => {
           assert.strictEqual(duplicate.status, 409)
 
           // A producer outside the typed topic (an old version) writes a payload no consumer decodes.
-          const poison = yield* Outbox.enqueue({
+          const poison = yield* Outbox.enqueueAutocommit({
             topic: options.topic,
             key: "o-legacy",
             payload: new TextEncoder().encode(JSON.stringify({ orderId: "o-legacy", amount: "12.00" }))

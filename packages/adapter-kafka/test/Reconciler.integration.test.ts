@@ -60,7 +60,7 @@ describe("reconciler on PostgreSQL and Kafka (lifecycle on)", () => {
           sql`INSERT INTO ${sql.literal(effects)} (event_id) VALUES (${eventId}::uuid)`.pipe(Effect.asVoid)
 
         // Two events, published to the real broker by a relay.
-        const [done, lost] = yield* transactor.withTransaction(
+        const [done, lost] = yield* Outbox.withTransaction(
           Outbox.enqueue([
             { topic, key: "a", payload: jsonPayload({ n: 1 }) },
             { topic, key: "b", payload: jsonPayload({ n: 2 }) }

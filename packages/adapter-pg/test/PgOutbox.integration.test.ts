@@ -5,7 +5,6 @@ import * as Outbox from "@effect-outbox/core/Outbox"
 import { jsonPayload } from "@effect-outbox/core/OutboxMessage"
 import { OutboxStore } from "@effect-outbox/core/OutboxStore"
 import * as Relay from "@effect-outbox/core/Relay"
-import { Transactor } from "@effect-outbox/core/Transactor"
 import * as InMemoryBroker from "@effect-outbox/testing/InMemoryBroker"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -48,7 +47,6 @@ describe("PgOutbox.layer with the core relay", () => {
     () =>
       Effect.gen(function* () {
         const broker = yield* InMemoryBroker.InMemoryBroker
-        const transactor = yield* Transactor
         const store = yield* OutboxStore
         const sql = yield* SqlClient.SqlClient
         yield* Relay.start({ owner: "relay-1", pollInterval: Duration.seconds(30) })
@@ -56,14 +54,14 @@ describe("PgOutbox.layer with the core relay", () => {
 
         // rolled back: nothing is stored, nothing is published
         yield* Effect.flip(
-          transactor.withTransaction(
+          Outbox.withTransaction(
             Outbox.enqueue({ topic: "orders", key: "user-1", payload: jsonPayload({ n: 0 }) }).pipe(
               Effect.andThen(Effect.fail("no"))
             )
           )
         )
         const started = Date.now()
-        const id = yield* transactor.withTransaction(
+        const id = yield* Outbox.withTransaction(
           Effect.gen(function* () {
             yield* sql`SELECT 1` // the caller's own state change would go here
             return yield* Outbox.enqueue({ topic: "orders", key: "user-1", payload: jsonPayload({ n: 1 }) })
@@ -92,7 +90,6 @@ describe("PgOutbox.layer with the core relay", () => {
     () =>
       Effect.gen(function* () {
         const broker = yield* InMemoryBroker.InMemoryBroker
-        const transactor = yield* Transactor
         const sql = yield* SqlClient.SqlClient
         const t = yield* PgTables.PgTables
         for (const owner of ["relay-a", "relay-b", "relay-c", "relay-d"]) {
@@ -102,7 +99,7 @@ describe("PgOutbox.layer with the core relay", () => {
         const listening = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM pg_stat_activity
         WHERE query = ${`LISTEN "${t.channel}"`} AND pid <> pg_backend_pid()`
         assert.strictEqual(listening[0]!.n, 1)
-        yield* transactor.withTransaction(
+        yield* Outbox.withTransaction(
           Outbox.enqueue(
             ["k1", "k2", "k3", "k4"].map((key, n) => ({ topic: "orders", key, payload: jsonPayload({ n }) }))
           )

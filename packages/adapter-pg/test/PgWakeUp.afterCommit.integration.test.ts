@@ -8,7 +8,6 @@ import { assert, describe, it } from "@effect/vitest"
 import * as Outbox from "@effect-outbox/core/Outbox"
 import { jsonPayload } from "@effect-outbox/core/OutboxMessage"
 import * as Relay from "@effect-outbox/core/Relay"
-import { Transactor } from "@effect-outbox/core/Transactor"
 import { WakeUp } from "@effect-outbox/core/WakeUp"
 import * as InMemoryBroker from "@effect-outbox/testing/InMemoryBroker"
 import * as Duration from "effect/Duration"
@@ -78,19 +77,16 @@ describe("PgWakeUp after commit (issue #14 write path)", () => {
     () => {
       const schema = freshSchema()
       return Effect.gen(function* () {
-        const transactor = yield* Transactor
         const sql = yield* SqlClient.SqlClient
         const payloads = yield* rawPayloads
         const recorded = recordingTracer()
-        yield* transactor
-          .withTransaction(
-            Effect.gen(function* () {
-              yield* sql`SELECT txid_current()` // the caller's own write would go here
-              yield* Outbox.enqueue(order(1))
-              yield* Outbox.enqueue([order(2), order(3)])
-            })
-          )
-          .pipe(Effect.withTracer(recorded.tracer))
+        yield* Outbox.withTransaction(
+          Effect.gen(function* () {
+            yield* sql`SELECT txid_current()` // the caller's own write would go here
+            yield* Outbox.enqueue(order(1))
+            yield* Outbox.enqueue([order(2), order(3)])
+          })
+        ).pipe(Effect.withTracer(recorded.tracer))
         assert.strictEqual(recorded.transactions(), 1, "one transaction, no nested one (a nested one is a SAVEPOINT)")
         assert.strictEqual(recorded.statements.length, 3, recorded.statements.join(" | "))
         assert.isFalse(
@@ -119,12 +115,11 @@ describe("PgWakeUp after commit (issue #14 write path)", () => {
     () => {
       const schema = freshSchema()
       return Effect.gen(function* () {
-        const transactor = yield* Transactor
         const payloads = yield* rawPayloads
         const recorded = recordingTracer()
-        yield* transactor
-          .withTransaction(Effect.andThen(Outbox.enqueue(order(1)), Outbox.enqueue(order(2))))
-          .pipe(Effect.withTracer(recorded.tracer))
+        yield* Outbox.withTransaction(Effect.andThen(Outbox.enqueue(order(1)), Outbox.enqueue(order(2)))).pipe(
+          Effect.withTracer(recorded.tracer)
+        )
         // each insert carries the pg_notify and says so: no wake-up statement of its own
         assert.strictEqual(recorded.statements.length, 2, recorded.statements.join(" | "))
         for (const q of recorded.statements) assert.match(q, /INSERT INTO[\s\S]*pg_notify/)
@@ -141,14 +136,13 @@ describe("PgWakeUp after commit (issue #14 write path)", () => {
       const schema = freshSchema()
       return Effect.gen(function* () {
         const broker = yield* InMemoryBroker.InMemoryBroker
-        const transactor = yield* Transactor
         const payloads = yield* rawPayloads
         yield* Relay.start({ owner: "relay-1", pollInterval: Duration.hours(1) })
         yield* Effect.sleep("500 millis") // the first look finds nothing, then it waits
         // rolled back: nobody is woken, nothing published
-        yield* Effect.flip(transactor.withTransaction(Outbox.enqueue(order(0)).pipe(Effect.andThen(Effect.fail("no")))))
+        yield* Effect.flip(Outbox.withTransaction(Outbox.enqueue(order(0)).pipe(Effect.andThen(Effect.fail("no")))))
         const started = Date.now()
-        yield* transactor.withTransaction(Outbox.enqueue(order(1)))
+        yield* Outbox.withTransaction(Outbox.enqueue(order(1)))
         const records = yield* waitFor(broker.records("orders"), (r) => r.length > 0, 5_000)
         const latency = Date.now() - started
         assert.strictEqual(records.length, 1, "the committed event only")
@@ -169,7 +163,6 @@ describe("PgWakeUp after commit (issue #14 write path)", () => {
         InMemoryBroker.layer({ topics: { orders: 1 } })
       ).pipe(Layer.provideMerge(pgClient(3)))
       return Effect.gen(function* () {
-        const transactor = yield* Transactor
         const here = yield* WakeUp
         const payloads = yield* rawPayloads
         const localSignals = yield* counting(here.signals)
@@ -185,13 +178,13 @@ describe("PgWakeUp after commit (issue #14 write path)", () => {
         const baseLocal = yield* Ref.get(localSignals)
         const baseRemote = yield* Ref.get(remoteSignals)
 
-        yield* Effect.flip(transactor.withTransaction(Outbox.enqueue(order(0)).pipe(Effect.andThen(Effect.fail("no")))))
+        yield* Effect.flip(Outbox.withTransaction(Outbox.enqueue(order(0)).pipe(Effect.andThen(Effect.fail("no")))))
         yield* Effect.sleep("400 millis")
         assert.strictEqual(yield* Ref.get(localSignals), baseLocal, "rollback: no signal here")
         assert.strictEqual(yield* Ref.get(remoteSignals), baseRemote, "rollback: no signal elsewhere")
         assert.deepStrictEqual(yield* Ref.get(payloads), [], "rollback: no NOTIFY")
 
-        yield* transactor.withTransaction(Outbox.enqueue(order(1)))
+        yield* Outbox.withTransaction(Outbox.enqueue(order(1)))
         const records = yield* waitFor(broker.records("orders"), (r) => r.length > 0, 5_000)
         assert.strictEqual(records.length, 1, "the relay elsewhere published it without polling")
 
@@ -200,7 +193,7 @@ describe("PgWakeUp after commit (issue #14 write path)", () => {
         const burstStart = Date.now()
         yield* Effect.forEach(
           Array.from({ length: 30 }, (_, i) => i),
-          (i) => transactor.withTransaction(Outbox.enqueue(order(i + 2))),
+          (i) => Outbox.withTransaction(Outbox.enqueue(order(i + 2))),
           {
             concurrency: 4,
             discard: true
@@ -227,12 +220,11 @@ describe("PgWakeUp after commit (issue #14 write path)", () => {
     () => {
       const schema = freshSchema()
       return Effect.gen(function* () {
-        const transactor = yield* Transactor
         const here = yield* WakeUp
         const signals = yield* counting(here.signals)
         yield* Effect.sleep("400 millis") // the LISTEN connection's own signal is in
         const base = yield* Ref.get(signals)
-        yield* transactor.withTransaction(
+        yield* Outbox.withTransaction(
           Effect.gen(function* () {
             for (let i = 0; i < 5; i++) yield* Outbox.enqueue(order(i))
             yield* Effect.sleep("100 millis")
@@ -252,7 +244,6 @@ describe("PgWakeUp after commit (issue #14 write path)", () => {
     () => {
       const schema = freshSchema()
       return Effect.gen(function* () {
-        const transactor = yield* Transactor
         const sql = yield* SqlClient.SqlClient
         const here = yield* WakeUp
         const signals = yield* counting(here.signals)
@@ -264,7 +255,7 @@ describe("PgWakeUp after commit (issue #14 write path)", () => {
           )
 
         let base = yield* Ref.get(signals)
-        yield* transactor.withTransaction(
+        yield* Outbox.withTransaction(
           Effect.gen(function* () {
             yield* Effect.flip(sql.withTransaction(Effect.andThen(Outbox.enqueue(order(0)), Effect.fail("undo"))))
             yield* sql`SELECT 1`
@@ -273,7 +264,7 @@ describe("PgWakeUp after commit (issue #14 write path)", () => {
         assert.strictEqual(yield* woken(base), 0, "the savepoint rolled back: no wake-up")
 
         base = yield* Ref.get(signals)
-        yield* transactor.withTransaction(
+        yield* Outbox.withTransaction(
           Effect.gen(function* () {
             yield* sql.withTransaction(Outbox.enqueue(order(1)))
             yield* Effect.sleep("100 millis")
@@ -283,9 +274,11 @@ describe("PgWakeUp after commit (issue #14 write path)", () => {
         assert.strictEqual(yield* woken(base), 1, "the savepoint committed with the transaction")
 
         base = yield* Ref.get(signals)
-        yield* Effect.flip(sql.withTransaction(Effect.andThen(Outbox.enqueue(order(2)), Effect.fail("undo"))))
+        yield* Effect.flip(
+          sql.withTransaction(Outbox.withTransaction(Effect.andThen(Outbox.enqueue(order(2)), Effect.fail("undo"))))
+        )
         assert.strictEqual(yield* woken(base), 0, "the caller's own transaction rolled back")
-        yield* sql.withTransaction(Outbox.enqueue(order(3)))
+        yield* sql.withTransaction(Outbox.withTransaction(Outbox.enqueue(order(3))))
         assert.strictEqual(yield* woken(base), 1, "the caller's own transaction committed")
 
         const rows = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM ${sql.literal(

@@ -75,7 +75,7 @@ const fixture = Effect.gen(function* () {
 })
 
 const enqueue = (topic: string, n: number, options: { key?: string; prequeued?: boolean } = {}) =>
-  Outbox.enqueue({
+  Outbox.enqueueAutocommit({
     topic,
     key: options.key ?? `k${n}`,
     payload: jsonPayload({ n }),

@@ -100,7 +100,7 @@ const start = async (options: Dashboard.Options = {}) => {
 }
 
 const enqueue = (topic: string, n: number, options: { key?: string; prequeued?: boolean } = {}) =>
-  Outbox.enqueue({
+  Outbox.enqueueAutocommit({
     topic,
     key: options.key ?? `k${n}`,
     payload: jsonPayload({ n }),

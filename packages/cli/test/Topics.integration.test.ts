@@ -46,7 +46,7 @@ const fixture = Effect.gen(function* () {
     ).pipe(Effect.provideContext(context), Effect.ignore)
   )
   const enqueue = (topic: string) =>
-    Outbox.enqueue({ topic, key: "k", payload: jsonPayload({ n: 1 }) }).pipe(
+    Outbox.enqueueAutocommit({ topic, key: "k", payload: jsonPayload({ n: 1 }) }).pipe(
       Effect.provideContext(context),
       Effect.provideService(References.MinimumLogLevel, "Warn")
     )

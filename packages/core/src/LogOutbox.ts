@@ -14,7 +14,7 @@ import { EventNotFoundError, OutboxValidationError } from "./Errors.ts"
 import { runningSpan } from "./internal/telemetry/runningSpan.ts"
 import type { LogMessage } from "./LogRecord.ts"
 import { LogWriter } from "./LogWriter.ts"
-import { Outbox, prepare, type Settings } from "./Outbox.ts"
+import { Outbox, prepare, type Settings, withTransactionOf } from "./Outbox.ts"
 import type * as OutboxMessage from "./OutboxMessage.ts"
 import * as Telemetry from "./Telemetry.ts"
 import { Transactor } from "./Transactor.ts"
@@ -76,7 +76,8 @@ export const make = (settings: Settings) =>
     const release = (ids: ReadonlyArray<OutboxMessage.EventId>) =>
       ids.length === 0 ? Effect.void : Effect.fail(new EventNotFoundError({ id: ids[0]! }))
 
-    return Outbox.of({ enqueue, release })
+    // Enqueue requires the caller's transaction (Outbox.InTransaction), as on the claim engine.
+    return Outbox.of({ withTransaction: withTransactionOf(transactor), enqueue, release })
   })
 
 /**

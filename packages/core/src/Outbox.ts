@@ -2,12 +2,19 @@
  * The domain-facing outbox: domain code enqueues events in the same
  * transaction as its state change, and releases deferred (`PREQUEUED`) ones.
  *
+ * `enqueue` requires {@link InTransaction}, which only {@link withTransaction} provides: an event
+ * committed on its own could outlive a state change that then fails, so that does not compile.
+ * Your `SqlClient` writes inside `withTransaction` share its transaction; nested calls join it.
+ *
  * ```ts
- * const placeOrder = transactor.withTransaction(Effect.gen(function*() {
- *   yield* saveOrder(order)
- *   yield* Outbox.enqueue({ topic: "orders", key: order.id, payload: OutboxMessage.jsonPayload(order) })
- * }))
+ * const placeOrder = (order: Order) =>
+ *   Outbox.withTransaction(Effect.gen(function*() {
+ *     yield* saveOrder(order)
+ *     yield* Outbox.enqueue({ topic: "orders", key: order.id, payload: OutboxMessage.jsonPayload(order) })
+ *   }))
  * ```
+ *
+ * `enqueueAutocommit` is the named exception: each call its own transaction.
  *
  * @since 0.1.0
  */
@@ -21,6 +28,7 @@ import type * as Option from "effect/Option"
 import * as Random from "effect/Random"
 import { EventNotFoundError, type OutboxStoreError, OutboxValidationError } from "./Errors.ts"
 import { eventIdAt } from "./internal/ids/eventId.ts"
+import { InTransaction, inTransactionOnly, withTransactionOf } from "./internal/outbox/transaction.ts"
 import { runningSpan } from "./internal/telemetry/runningSpan.ts"
 import { currentSpanOf, withTraceparent } from "./internal/telemetry/traceContext.ts"
 import * as OutboxMessage from "./OutboxMessage.ts"
@@ -81,6 +89,26 @@ export const config: Config.Config<Settings> = Config.all({
   maxPartition: PartitionLimit.config
 })
 
+export {
+  /**
+   * Proof that the code runs inside an outbox transaction. `enqueue` requires it and only
+   * {@link withTransaction} provides it, so the compiler refuses an enqueue that would commit on
+   * its own, apart from the state change it describes.
+   *
+   * @since 0.5.0
+   * @category services
+   */
+  InTransaction,
+  /**
+   * The `withTransaction` of an `Outbox` implementation over a `Transactor`: its transaction, with
+   * {@link InTransaction} provided to what runs in it.
+   *
+   * @since 0.5.0
+   * @category constructors
+   */
+  withTransactionOf
+}
+
 /**
  * @since 0.1.0
  * @category services
@@ -89,13 +117,21 @@ export class Outbox extends Context.Service<
   Outbox,
   {
     /**
-     * Validates and stores drafts in the ambient transaction (or its own when there is none),
-     * returning their ids in order. Bad input fails with `OutboxValidationError` and writes
-     * nothing; a rolled-back transaction leaves no event behind.
+     * Runs `effect` in one transaction of the outbox's database (the `Transactor`) and provides
+     * {@link InTransaction} to it: it commits when `effect` succeeds, rolls back when it fails,
+     * dies or is interrupted. Nested calls join the outer transaction.
+     */
+    readonly withTransaction: <A, E, R>(
+      effect: Effect.Effect<A, E, R>
+    ) => Effect.Effect<A, E | OutboxStoreError, Exclude<R, InTransaction>>
+    /**
+     * Validates and stores drafts in the ambient transaction, returning their ids in order. Bad
+     * input fails with `OutboxValidationError` and writes nothing; a rolled-back transaction
+     * leaves no event behind.
      */
     readonly enqueue: (
       drafts: ReadonlyArray<OutboxMessage.OutboxDraft>
-    ) => Effect.Effect<ReadonlyArray<OutboxMessage.EventId>, OutboxValidationError | OutboxStoreError>
+    ) => Effect.Effect<ReadonlyArray<OutboxMessage.EventId>, OutboxValidationError | OutboxStoreError, InTransaction>
     /** `PREQUEUED → PENDING`. Unknown ids fail; ids no longer `PREQUEUED` are left alone. */
     readonly release: (
       ids: ReadonlyArray<OutboxMessage.EventId>
@@ -292,7 +328,7 @@ export const make = (settings: Settings) =>
         )
         .pipe(Effect.withSpan(Telemetry.spans.release, { attributes: { "outbox.count": ids.length } }))
 
-    return Outbox.of({ enqueue, release })
+    return Outbox.of({ withTransaction: withTransactionOf(transactor), enqueue, release })
   })
 
 /**
@@ -317,31 +353,73 @@ export const layerWith = (settings: Settings): Layer.Layer<Outbox, never, Outbox
   Layer.effect(Outbox)(make(settings))
 
 /**
- * Enqueues one draft (returns its id) or several (returns their ids, in order), joining the
- * ambient transaction.
+ * Runs `effect` in one transaction and lets it enqueue: the events it enqueues and every write of
+ * yours in it (`effect/sql`'s `SqlClient` joins the same transaction) commit together, or none
+ * does. Nested calls, and calls inside a `sql.withTransaction` you opened, join the outer
+ * transaction. A commit that fails surfaces as `OutboxStoreError` (operation `"transaction"`).
+ *
+ * @since 0.5.0
+ * @category transactions
+ */
+export const withTransaction = <A, E, R>(
+  effect: Effect.Effect<A, E, R>
+): Effect.Effect<A, E | OutboxStoreError, Exclude<R, InTransaction> | Outbox> =>
+  Effect.flatMap(Effect.service(Outbox), (outbox) => outbox.withTransaction(effect))
+
+/**
+ * Enqueues one draft (returns its id) or several (returns their ids, in order) in the ambient
+ * transaction, so they commit with the caller's writes. It requires {@link InTransaction}:
+ * run it inside {@link withTransaction}.
  *
  * @since 0.1.0
  * @category accessors
  */
 export function enqueue(
   draft: OutboxMessage.OutboxDraft
-): Effect.Effect<OutboxMessage.EventId, OutboxValidationError | OutboxStoreError, Outbox>
+): Effect.Effect<OutboxMessage.EventId, OutboxValidationError | OutboxStoreError, Outbox | InTransaction>
 export function enqueue(
   drafts: ReadonlyArray<OutboxMessage.OutboxDraft>
-): Effect.Effect<ReadonlyArray<OutboxMessage.EventId>, OutboxValidationError | OutboxStoreError, Outbox>
+): Effect.Effect<ReadonlyArray<OutboxMessage.EventId>, OutboxValidationError | OutboxStoreError, Outbox | InTransaction>
 export function enqueue(
+  input: OutboxMessage.OutboxDraft | ReadonlyArray<OutboxMessage.OutboxDraft>
+): Effect.Effect<
+  OutboxMessage.EventId | ReadonlyArray<OutboxMessage.EventId>,
+  OutboxValidationError | OutboxStoreError,
+  Outbox | InTransaction
+> {
+  type Ids = OutboxMessage.EventId | ReadonlyArray<OutboxMessage.EventId>
+  return inTransactionOnly(
+    Effect.flatMap(
+      Effect.service(Outbox),
+      (outbox): Effect.Effect<Ids, OutboxValidationError | OutboxStoreError, InTransaction> =>
+        isDraftArray(input) ? outbox.enqueue(input) : Effect.map(outbox.enqueue([input]), (ids) => ids[0]!)
+    )
+  )
+}
+
+/**
+ * Enqueues in a transaction of its own, committed before it returns: for an event that goes with
+ * no write of yours (a notification, a replayed command). Anything that must commit with the
+ * event belongs in {@link withTransaction} with {@link enqueue} instead; inside one, this call
+ * joins it like `enqueue`.
+ *
+ * @since 0.5.0
+ * @category accessors
+ */
+export function enqueueAutocommit(
+  draft: OutboxMessage.OutboxDraft
+): Effect.Effect<OutboxMessage.EventId, OutboxValidationError | OutboxStoreError, Outbox>
+export function enqueueAutocommit(
+  drafts: ReadonlyArray<OutboxMessage.OutboxDraft>
+): Effect.Effect<ReadonlyArray<OutboxMessage.EventId>, OutboxValidationError | OutboxStoreError, Outbox>
+export function enqueueAutocommit(
   input: OutboxMessage.OutboxDraft | ReadonlyArray<OutboxMessage.OutboxDraft>
 ): Effect.Effect<
   OutboxMessage.EventId | ReadonlyArray<OutboxMessage.EventId>,
   OutboxValidationError | OutboxStoreError,
   Outbox
 > {
-  type Ids = OutboxMessage.EventId | ReadonlyArray<OutboxMessage.EventId>
-  return Effect.flatMap(
-    Effect.service(Outbox),
-    (outbox): Effect.Effect<Ids, OutboxValidationError | OutboxStoreError> =>
-      isDraftArray(input) ? outbox.enqueue(input) : Effect.map(outbox.enqueue([input]), (ids) => ids[0]!)
-  )
+  return isDraftArray(input) ? withTransaction(enqueue(input)) : withTransaction(enqueue(input))
 }
 
 const isDraftArray = (

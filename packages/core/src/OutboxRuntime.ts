@@ -1,8 +1,8 @@
 /**
  * The all-in-one layer: everything a service runs beside its domain code, composed once.
  *
- * - the domain-facing services: `Outbox` (enqueue in the caller's transaction) and `Inbox`
- *   (`processOnce`);
+ * - the domain-facing services: `Outbox` (enqueue in the caller's transaction, opened with
+ *   `Outbox.withTransaction`) and `Inbox` (`processOnce`);
  * - `relay.instances` relays publishing the outbox, woken by `WakeUp`;
  * - stale-dispatch recovery and retention of finished rows and old inbox records;
  * - the consumers the service declares ({@link consumer}), each supervised: a consumer that stops

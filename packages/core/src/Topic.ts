@@ -10,7 +10,10 @@
  * const Orders = Topic.make({ name: "orders", schema: OrderPlaced, key: (order) => order.orderId })
  *
  * // producer: in the same transaction as the order row
- * yield* Topic.enqueue(Orders, { orderId: "o-1", amountCents: 1200 })
+ * Outbox.withTransaction(Effect.gen(function*() {
+ *   yield* saveOrder(order)
+ *   yield* Topic.enqueue(Orders, order)
+ * }))
  *
  * // consumer: `message.payload` is an `OrderPlaced`
  * Consumer.run(Topic.consumer(Orders, { groupId: "billing", handler: (message) => bill(message.payload) }))
@@ -121,8 +124,9 @@ export const draft = <S extends Schema.Top>(
   )
 
 /**
- * Enqueues one payload (returns its event id) on the topic, joining the ambient transaction.
- * The only way a typed payload reaches the broker is through the outbox.
+ * Enqueues one payload (returns its event id) on the topic in the ambient transaction, so it
+ * commits with the caller's writes. It requires `Outbox.InTransaction`: run it inside
+ * `Outbox.withTransaction`. The only way a typed payload reaches the broker is through the outbox.
  *
  * @since 0.1.0
  * @category producing
@@ -131,11 +135,30 @@ export const enqueue = <S extends Schema.Top>(
   topic: Topic<S>,
   payload: S["Type"],
   options?: EnqueueOptions
-): Effect.Effect<EventId, OutboxValidationError | OutboxStoreError, Outbox.Outbox | S["EncodingServices"]> =>
-  Effect.flatMap(draft(topic, payload, options), (d) => Outbox.enqueue(d))
+): Effect.Effect<
+  EventId,
+  OutboxValidationError | OutboxStoreError,
+  Outbox.Outbox | Outbox.InTransaction | S["EncodingServices"]
+> => Effect.flatMap(draft(topic, payload, options), (d) => Outbox.enqueue(d))
 
 /**
- * Enqueues several payloads in order (one insert), returning their event ids.
+ * Enqueues one payload in a transaction of its own, committed before it returns: for an event
+ * that goes with no write of yours. Anything that must commit with the event belongs in
+ * `Outbox.withTransaction` with {@link enqueue} instead.
+ *
+ * @since 0.5.0
+ * @category producing
+ */
+export const enqueueAutocommit = <S extends Schema.Top>(
+  topic: Topic<S>,
+  payload: S["Type"],
+  options?: EnqueueOptions
+): Effect.Effect<EventId, OutboxValidationError | OutboxStoreError, Outbox.Outbox | S["EncodingServices"]> =>
+  Outbox.withTransaction(enqueue(topic, payload, options))
+
+/**
+ * Enqueues several payloads in order (one insert) in the ambient transaction, returning their
+ * event ids. Like {@link enqueue}, it runs inside `Outbox.withTransaction`.
  *
  * @since 0.1.0
  * @category producing
@@ -147,7 +170,7 @@ export const enqueueAll = <S extends Schema.Top>(
 ): Effect.Effect<
   ReadonlyArray<EventId>,
   OutboxValidationError | OutboxStoreError,
-  Outbox.Outbox | S["EncodingServices"]
+  Outbox.Outbox | Outbox.InTransaction | S["EncodingServices"]
 > =>
   Effect.flatMap(
     Effect.forEach(payloads, (payload) => draft(topic, payload, options)),

@@ -1,7 +1,8 @@
 /**
  * The database transaction port. `Outbox.enqueue` and `Inbox.processOnce` join the transaction
  * opened here, so the event or the processed-message record commits with the caller's state
- * change or not at all.
+ * change or not at all. Domain code opens it through `Outbox.withTransaction`, which
+ * also provides the `Outbox.InTransaction` that enqueueing requires.
  *
  * @since 0.1.0
  */

@@ -14,10 +14,10 @@ import * as Metric from "effect/Metric"
 import * as References from "effect/References"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
+import * as Outbox from "../src/Outbox.ts"
 import * as OutboxRuntime from "../src/OutboxRuntime.ts"
 import * as Telemetry from "../src/Telemetry.ts"
 import * as Topic from "../src/Topic.ts"
-import { Transactor } from "../src/Transactor.ts"
 import * as WakeUp from "../src/WakeUp.ts"
 
 const Greeting = Schema.Struct({ to: Schema.String, n: Schema.Int })
@@ -97,8 +97,7 @@ describe("consumer lag", () => {
         })
 
       yield* Effect.gen(function* () {
-        const transactor = yield* Transactor
-        yield* transactor.withTransaction(
+        yield* Outbox.withTransaction(
           Topic.enqueueAll(
             Greetings,
             [1, 2, 3, 4, 5].map((n) => ({ to: "ada", n }))
@@ -111,7 +110,7 @@ describe("consumer lag", () => {
         yield* Effect.sleep("100 millis")
         assert.strictEqual((yield* Metric.value(gauge)).value, 3)
         // More events while it is stuck: the lag grows.
-        yield* Topic.enqueue(Greetings, { to: "ada", n: 6 })
+        yield* Topic.enqueueAutocommit(Greetings, { to: "ada", n: 6 })
         yield* lagIs(4)
         stuck = false
         yield* lagIs(0)

@@ -12,7 +12,6 @@ import { EVENT_ID_HEADER, type EventId, makeEventId } from "../src/OutboxMessage
 import { OutboxStore } from "../src/OutboxStore.ts"
 import * as RecordSize from "../src/RecordSize.ts"
 import * as Telemetry from "../src/Telemetry.ts"
-import { Transactor } from "../src/Transactor.ts"
 import { WakeUp } from "../src/WakeUp.ts"
 import { draft, makeWorld, row, rows } from "./support/outboxEnv.ts"
 
@@ -26,7 +25,7 @@ describe("Outbox.enqueue (R1.1, R1.2)", () => {
   it.effect("stores a PENDING event with its id in the event-id header", () =>
     inWorld((world) =>
       Effect.gen(function* () {
-        const id = yield* Outbox.enqueue(draft("user-1", 1))
+        const id = yield* Outbox.enqueueAutocommit(draft("user-1", 1))
         const stored = yield* row(world.database, id)
         assert.strictEqual(stored.status, "PENDING")
         assert.strictEqual(stored.headers[EVENT_ID_HEADER], id)
@@ -40,7 +39,7 @@ describe("Outbox.enqueue (R1.1, R1.2)", () => {
   it.effect("keeps enqueue order within one call", () =>
     inWorld((world) =>
       Effect.gen(function* () {
-        const ids = yield* Outbox.enqueue([draft("k", 1), draft("k", 2), draft("k", 3)])
+        const ids = yield* Outbox.enqueueAutocommit([draft("k", 1), draft("k", 2), draft("k", 3)])
         assert.deepStrictEqual(
           (yield* rows(world.database)).map((r) => r.id),
           [...ids]
@@ -52,9 +51,8 @@ describe("Outbox.enqueue (R1.1, R1.2)", () => {
   it.effect("joins the caller's transaction: a rollback leaves no event behind", () =>
     inWorld((world) =>
       Effect.gen(function* () {
-        const transactor = yield* Transactor
         const failed = yield* Effect.flip(
-          transactor.withTransaction(
+          Outbox.withTransaction(
             Effect.gen(function* () {
               yield* Outbox.enqueue(draft("k", 1))
               return yield* Effect.fail("domain write failed" as const)
@@ -71,8 +69,7 @@ describe("Outbox.enqueue (R1.1, R1.2)", () => {
   it.effect("commits with the caller's transaction", () =>
     inWorld((world) =>
       Effect.gen(function* () {
-        const transactor = yield* Transactor
-        const ids = yield* transactor.withTransaction(
+        const ids = yield* Outbox.withTransaction(
           Effect.gen(function* () {
             const first = yield* Outbox.enqueue(draft("k", 1))
             const second = yield* Outbox.enqueue(draft("k", 2))
@@ -92,7 +89,7 @@ describe("Outbox.enqueue (R1.1, R1.2)", () => {
     inWorld((world) =>
       Effect.gen(function* () {
         const id = yield* makeEventId
-        assert.strictEqual(yield* Outbox.enqueue(draft("k", 1, { id })), id)
+        assert.strictEqual(yield* Outbox.enqueueAutocommit(draft("k", 1, { id })), id)
         assert.strictEqual((yield* row(world.database, id)).headers[EVENT_ID_HEADER], id)
       })
     )
@@ -103,7 +100,7 @@ describe("Outbox.enqueue (R1.1, R1.2)", () => {
       Effect.gen(function* () {
         const { id, span } = yield* Effect.gen(function* () {
           const span = yield* Effect.currentSpan
-          return { id: yield* Outbox.enqueue(draft("k", 1)), span }
+          return { id: yield* Outbox.enqueueAutocommit(draft("k", 1)), span }
         }).pipe(Effect.withSpan("place-order"))
         const header = (yield* row(world.database, id)).headers[Telemetry.TRACEPARENT_HEADER]
         assert.isDefined(header)
@@ -116,7 +113,7 @@ describe("Outbox.enqueue (R1.1, R1.2)", () => {
   it.effect("stores deferred work as PREQUEUED until released (R2.2)", () =>
     inWorld((world) =>
       Effect.gen(function* () {
-        const id = yield* Outbox.enqueue(draft("k", 1, { prequeued: true }))
+        const id = yield* Outbox.enqueueAutocommit(draft("k", 1, { prequeued: true }))
         assert.strictEqual((yield* row(world.database, id)).status, "PREQUEUED")
         yield* Outbox.release(id)
         assert.strictEqual((yield* row(world.database, id)).status, "PENDING")
@@ -140,7 +137,7 @@ describe("Outbox.enqueue (R1.1, R1.2)", () => {
         const wakeUp = yield* WakeUp
         const fiber = yield* Effect.forkChild(Stream.runHead(wakeUp.signals))
         yield* Effect.yieldNow
-        yield* Outbox.enqueue(draft("k", 1))
+        yield* Outbox.enqueueAutocommit(draft("k", 1))
         assert.isTrue(Option.isSome(yield* Fiber.join(fiber)))
       })
     )
@@ -167,9 +164,9 @@ describe("Outbox.enqueue (R1.1, R1.2)", () => {
       const layer = Outbox.layerWith({}).pipe(Layer.provide(Layer.merge(folding, counting)), Layer.provide(db))
       yield* Effect.provide(
         Effect.gen(function* () {
-          yield* Outbox.enqueue(draft("k", 1))
+          yield* Outbox.enqueueAutocommit(draft("k", 1))
           assert.strictEqual(notified, 0, "the insert queued it")
-          yield* Outbox.enqueue(draft("k", 2, { prequeued: true }))
+          yield* Outbox.enqueueAutocommit(draft("k", 2, { prequeued: true }))
           assert.strictEqual(notified, 1, "the insert queued nothing: the enqueue notifies")
         }),
         layer
@@ -197,7 +194,7 @@ describe("Outbox.enqueue (R1.1, R1.2)", () => {
       it.effect(`rejects ${name}`, () =>
         inWorld((world) =>
           Effect.gen(function* () {
-            const error = yield* Effect.flip(Outbox.enqueue([draft("k", 1), draft("k", 2, patch)]))
+            const error = yield* Effect.flip(Outbox.enqueueAutocommit([draft("k", 1), draft("k", 2, patch)]))
             assert.strictEqual(error._tag, "OutboxValidationError")
             if (error._tag === "OutboxValidationError") {
               assert.include(error.field, "drafts[1]")
@@ -213,7 +210,7 @@ describe("Outbox.enqueue (R1.1, R1.2)", () => {
       inWorld((world) =>
         Effect.gen(function* () {
           const id = yield* makeEventId
-          const error = yield* Effect.flip(Outbox.enqueue([draft("k", 1, { id }), draft("k", 2, { id })]))
+          const error = yield* Effect.flip(Outbox.enqueueAutocommit([draft("k", 1, { id }), draft("k", 2, { id })]))
           assert.strictEqual(error._tag, "OutboxValidationError")
           assert.deepStrictEqual(yield* rows(world.database), [])
         })
@@ -225,7 +222,7 @@ describe("Outbox.enqueue (R1.1, R1.2)", () => {
         Effect.gen(function* () {
           // The payload alone fits the 1,000-byte limit of this world; the whole record does not.
           const tooLarge = draft("k", 2, { payload: new Uint8Array(700), headers: { note: "n".repeat(300) } })
-          const error = yield* Effect.flip(Outbox.enqueue([draft("k", 1), tooLarge]))
+          const error = yield* Effect.flip(Outbox.enqueueAutocommit([draft("k", 1), tooLarge]))
           assert.strictEqual(error._tag, "OutboxValidationError")
           if (error._tag === "OutboxValidationError") {
             assert.strictEqual(error.field, "drafts[1].record")

@@ -24,7 +24,6 @@ import * as OutboxRuntime from "../src/OutboxRuntime.ts"
 import { OutboxStore } from "../src/OutboxStore.ts"
 import type { Publisher } from "../src/Publisher.ts"
 import * as Topic from "../src/Topic.ts"
-import { Transactor } from "../src/Transactor.ts"
 import * as Transition from "../src/Transition.ts"
 import * as WakeUp from "../src/WakeUp.ts"
 
@@ -93,14 +92,13 @@ describe("OutboxRuntime", () => {
 
       const rows = yield* Effect.scoped(
         Effect.gen(function* () {
-          const transactor = yield* Transactor
-          yield* transactor.withTransaction(
+          yield* Outbox.withTransaction(
             Topic.enqueueAll(Greetings, [
               { to: "ada", n: 1 },
               { to: "ada", n: 2 }
             ])
           )
-          yield* Topic.enqueue(Greetings, { to: "bob", n: 1 })
+          yield* Topic.enqueueAutocommit(Greetings, { to: "bob", n: 1 })
           yield* Deferred.await(allSeen).pipe(Effect.timeout("20 seconds"))
           const info = yield* OutboxRuntime.OutboxRuntime
           assert.strictEqual(info.relays.length, 1)
@@ -201,7 +199,7 @@ describe("OutboxRuntime", () => {
         OutboxRuntime.layer({ relay: fast, consumers: [consumer] }).pipe(Layer.provideMerge(ports())),
         scope
       )
-      yield* Topic.enqueue(Greetings, { to: "ada", n: 1 }).pipe(Effect.provideContext(context))
+      yield* Topic.enqueueAutocommit(Greetings, { to: "ada", n: 1 }).pipe(Effect.provideContext(context))
       const store = Context.get(context, OutboxStore)
       for (let i = 0; i < 200 && handled === 0; i++) yield* Effect.sleep("10 millis")
       assert.strictEqual(handled, 1)
@@ -213,7 +211,7 @@ describe("OutboxRuntime", () => {
       // The in-memory storage outlives the runtime: an event enqueued now is left PENDING.
       const broker = Context.get(context, InMemoryBroker.InMemoryBroker)
       const before = (yield* broker.records("greetings")).length
-      yield* Topic.enqueue(Greetings, { to: "bob", n: 1 }).pipe(Effect.provideContext(context))
+      yield* Topic.enqueueAutocommit(Greetings, { to: "bob", n: 1 }).pipe(Effect.provideContext(context))
       yield* Effect.sleep("300 millis")
       assert.strictEqual((yield* broker.records("greetings")).length, before)
       assert.strictEqual(handled, 1)
@@ -245,8 +243,10 @@ describe("OutboxRuntime", () => {
       }).pipe(Layer.provideMerge(portsLayer))
       yield* Effect.gen(function* () {
         const outbox = yield* Outbox.Outbox
-        yield* outbox.enqueue([{ topic: "greetings", key: "ada", payload: new TextEncoder().encode("not json") }])
-        yield* Topic.enqueue(Greetings, { to: "ada", n: 2 })
+        yield* outbox.withTransaction(
+          outbox.enqueue([{ topic: "greetings", key: "ada", payload: new TextEncoder().encode("not json") }])
+        )
+        yield* Topic.enqueueAutocommit(Greetings, { to: "ada", n: 2 })
         yield* Effect.sleep("400 millis")
         // Stuck behind the record it cannot dead-let: nothing after it was handled, nothing lost.
         assert.deepStrictEqual(seen, [])
@@ -261,9 +261,9 @@ describe("OutboxRuntime", () => {
 
   it.effect("the gauges sample pending count, oldest pending age, stale leases and unfinished events", () =>
     Effect.gen(function* () {
-      yield* Topic.enqueue(Greetings, { to: "ada", n: 1 })
+      yield* Topic.enqueueAutocommit(Greetings, { to: "ada", n: 1 })
       yield* TestClock.adjust("5 seconds")
-      yield* Topic.enqueue(Greetings, { to: "bob", n: 1 })
+      yield* Topic.enqueueAutocommit(Greetings, { to: "bob", n: 1 })
       yield* Transition.claim({ owner: "gone", limit: 1, maxPerKey: 1, leaseMillis: 1000 })
       yield* TestClock.adjust("2 seconds")
       yield* OutboxRuntime.sampleMetrics

@@ -35,7 +35,7 @@ const billing: Reconciler.Driver = { groupId: "billing", topics: ["orders"] }
 // commit): published with a receipt, then started. No record is put on the broker.
 const startedRow = (key: string, receiptOffset: string) =>
   Effect.gen(function* () {
-    const [id] = yield* Outbox.enqueue([draft(key, 1)])
+    const [id] = yield* Outbox.enqueueAutocommit([draft(key, 1)])
     const claimed = yield* Transition.claim({ owner: "relay", limit: 10, maxPerKey: 10, leaseMillis: 30_000 })
     assert.isTrue(claimed.some((r) => r.id === id))
     yield* Transition.markPublished([{ id: id!, receipt: { topic: "orders", partition: 0, offset: receiptOffset } }])

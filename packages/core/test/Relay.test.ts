@@ -45,7 +45,13 @@ describe("Relay", () => {
   it.effect("publishes a whole batch in ONE publish call and records every receipt (R1.3)", () =>
     inWorld((world) =>
       Effect.gen(function* () {
-        const ids = yield* Outbox.enqueue([draft("a", 1), draft("b", 1), draft("a", 2), draft(null, 1), draft("c", 1)])
+        const ids = yield* Outbox.enqueueAutocommit([
+          draft("a", 1),
+          draft("b", 1),
+          draft("a", 2),
+          draft(null, 1),
+          draft("c", 1)
+        ])
         const inner = yield* Publisher
         let calls = 0
         const counting = {
@@ -74,7 +80,7 @@ describe("Relay", () => {
   it.effect("never hands rows of one key to two relays at once, and publishes each key in creation order (R1.4)", () =>
     inWorld((world) =>
       Effect.gen(function* () {
-        yield* Outbox.enqueue([draft("a", 1), draft("a", 2), draft("b", 1), draft("a", 3), draft("b", 2)])
+        yield* Outbox.enqueueAutocommit([draft("a", 1), draft("a", 2), draft("b", 1), draft("a", 3), draft("b", 2)])
         const first = yield* Relay.make({ owner: "r1", maxPerKey: 1 })
         const second = yield* Relay.make({ owner: "r2", maxPerKey: 1 })
         // r1 claims a:1 and b:1 and stops (crash after claim); r2 finds nothing claimable.
@@ -98,7 +104,7 @@ describe("Relay", () => {
   it.effect("drains several keys across batches in per-key order", () =>
     inWorld((world) =>
       Effect.gen(function* () {
-        yield* Outbox.enqueue([
+        yield* Outbox.enqueueAutocommit([
           draft("a", 1),
           draft("b", 1),
           draft("a", 2),
@@ -124,7 +130,7 @@ describe("Relay", () => {
   it.effect("a retriable failure goes back to PENDING with attempts+1 and availableAt from the backoff schedule", () =>
     inWorld((world) =>
       Effect.gen(function* () {
-        const id = yield* Outbox.enqueue(draft("a", 1))
+        const id = yield* Outbox.enqueueAutocommit(draft("a", 1))
         yield* world.broker.control.failPublish({ fault: "retriable", count: 1 })
         const relay = yield* Relay.make({ owner: "r1", backoff: fixed })
         assert.strictEqual((yield* relay.runOnce).retried, 1)
@@ -144,7 +150,7 @@ describe("Relay", () => {
   it.effect("gives up after maxAttempts with a reason (R2.3)", () =>
     inWorld((world) =>
       Effect.gen(function* () {
-        const id = yield* Outbox.enqueue(draft("a", 1))
+        const id = yield* Outbox.enqueueAutocommit(draft("a", 1))
         yield* world.broker.control.failPublish({ fault: "retriable", count: 10 })
         const relay = yield* Relay.make({ owner: "r1", backoff: fixed, maxAttempts: 3 })
         for (let i = 0; i < 3; i++) {
@@ -162,7 +168,7 @@ describe("Relay", () => {
   it.effect("a permanent failure is FAILURE at once, and holds back the later rows of its key only", () =>
     inWorld((world) =>
       Effect.gen(function* () {
-        const [a1, a2, b1] = yield* Outbox.enqueue([draft("a", 1), draft("a", 2), draft("b", 1)])
+        const [a1, a2, b1] = yield* Outbox.enqueueAutocommit([draft("a", 1), draft("a", 2), draft("b", 1)])
         // a's rows share a partition batch; fail only that batch.
         yield* world.broker.control.setPublishHook((batch) =>
           batch.requests.some((r) => r.key === "a") ? "permanent" : undefined
@@ -192,12 +198,12 @@ describe("Relay", () => {
     inWorld(
       (world) =>
         Effect.gen(function* () {
-          const [a1, a2, a3] = yield* Outbox.enqueue([draft("a", 1), draft("a", 2), draft("a", 3)])
+          const [a1, a2, a3] = yield* Outbox.enqueueAutocommit([draft("a", 1), draft("a", 2), draft("a", 3)])
           yield* world.broker.control.failPublish({ fault: "permanent", count: 1 })
           const relay = yield* Relay.make({ owner: "r1" })
           yield* relay.runOnce
           assert.strictEqual((yield* row(world.database, a1!)).status, "FAILURE")
-          yield* Outbox.enqueue(draft("a", 4))
+          yield* Outbox.enqueueAutocommit(draft("a", 4))
           for (let i = 0; i < 3; i++) assert.strictEqual((yield* relay.runOnce).claimed, 0, "the key waits")
           yield* Transition.requeue({ ids: [a1!], operator: "test", reason: "fixed" })
           yield* relay.runOnce
@@ -211,7 +217,7 @@ describe("Relay", () => {
   it.effect("a broker-unavailable error backs off without counting an attempt, however long it lasts (H1)", () =>
     inWorld((world) =>
       Effect.gen(function* () {
-        const id = yield* Outbox.enqueue(draft("a", 1))
+        const id = yield* Outbox.enqueueAutocommit(draft("a", 1))
         const relay = yield* Relay.make({ owner: "r1", maxAttempts: 2, outageBackoff: fixed })
         for (let i = 0; i < 5; i++) {
           const result = yield* relay.runOnce.pipe(Effect.provideService(Publisher, unavailable))
@@ -231,7 +237,7 @@ describe("Relay", () => {
   it.effect("while the broker is unavailable the loop claims nothing until the outage backoff passed", () =>
     inWorld((world) =>
       Effect.gen(function* () {
-        yield* Outbox.enqueue(draft("a", 1))
+        yield* Outbox.enqueueAutocommit(draft("a", 1))
         let calls = 0
         const counting = {
           publish: (requests: Parameters<typeof unavailable.publish>[0]) => {
@@ -260,8 +266,8 @@ describe("Relay", () => {
     inWorld(
       (world) =>
         Effect.gen(function* () {
-          const [landed] = yield* Outbox.enqueue([draft("a", 1, { partition: 0 })])
-          const [absent] = yield* Outbox.enqueue([draft("b", 1, { partition: 1 })])
+          const [landed] = yield* Outbox.enqueueAutocommit([draft("a", 1, { partition: 0 })])
+          const [absent] = yield* Outbox.enqueueAutocommit([draft("b", 1, { partition: 1 })])
           // The broker writes a's record, then the acknowledgement is lost; b's batch is refused.
           yield* world.broker.control.setPublishHook((batch) =>
             batch.requests.some((r) => r.key === "a") ? "lost_ack" : "retriable"
@@ -284,7 +290,7 @@ describe("Relay", () => {
   it.effect("sends a key's rows in one batch only while they share a destination", () =>
     inWorld((world) =>
       Effect.gen(function* () {
-        const [first, second, third] = yield* Outbox.enqueue([
+        const [first, second, third] = yield* Outbox.enqueueAutocommit([
           draft("a", 1, { partition: 0 }),
           draft("a", 2, { partition: 1 }),
           draft("a", 3, { partition: 0 })
@@ -305,7 +311,7 @@ describe("Relay", () => {
   it.effect("an unknown partition fails with a clear reason when the switch is off (R3.3)", () =>
     inWorld((world) =>
       Effect.gen(function* () {
-        const id = yield* Outbox.enqueue(draft("a", 1, { partition: 5 }))
+        const id = yield* Outbox.enqueueAutocommit(draft("a", 1, { partition: 5 }))
         const relay = yield* Relay.make({ owner: "r1", unknownPartition: "fail" })
         yield* relay.runOnce
         const stored = yield* row(world.database, id)
@@ -320,7 +326,7 @@ describe("Relay", () => {
   it.effect("with the switch on, an unknown partition grows the topic and is retried (R3.3)", () =>
     inWorld((world) =>
       Effect.gen(function* () {
-        const id = yield* Outbox.enqueue(draft("a", 1, { partition: 5 }))
+        const id = yield* Outbox.enqueueAutocommit(draft("a", 1, { partition: 5 }))
         const relay = yield* Relay.make({ owner: "r1", unknownPartition: "sync", backoff: fixed })
         yield* relay.runOnce
         assert.strictEqual((yield* row(world.database, id)).status, "PENDING")
@@ -337,7 +343,7 @@ describe("Relay", () => {
   it.effect("with the switch on, a partition above OUTBOX_MAX_PARTITION never grows the topic (M4)", () =>
     inWorld((world) =>
       Effect.gen(function* () {
-        const id = yield* Outbox.enqueue(draft("a", 1, { partition: 5 }))
+        const id = yield* Outbox.enqueueAutocommit(draft("a", 1, { partition: 5 }))
         const relay = yield* Relay.make({ owner: "r1", unknownPartition: "sync", maxPartition: 4, backoff: fixed })
         yield* relay.runOnce
         assert.strictEqual((yield* world.broker.control.topics).get("orders"), 3)
@@ -353,7 +359,7 @@ describe("Relay", () => {
     inWorld(
       (world) =>
         Effect.gen(function* () {
-          const [a1, a2] = yield* Outbox.enqueue([draft("a", 1), draft("a", 2)])
+          const [a1, a2] = yield* Outbox.enqueueAutocommit([draft("a", 1), draft("a", 2)])
           yield* world.broker.control.failPublish({ fault: "lost_ack", count: 1 })
           const relay = yield* Relay.make({ owner: "r1", backoff: fixed })
           yield* relay.runOnce
@@ -371,7 +377,7 @@ describe("Relay", () => {
   it.effect("retries exhausted but the probe cannot reach the broker: an outage, not FAILURE", () =>
     inWorld((world) =>
       Effect.gen(function* () {
-        const id = yield* Outbox.enqueue(draft("a", 1))
+        const id = yield* Outbox.enqueueAutocommit(draft("a", 1))
         yield* world.broker.control.failPublish({ fault: "retriable", count: 1 })
         yield* world.broker.control.failNext({ operation: "probe", count: 1 })
         const relay = yield* Relay.make({ owner: "r1", maxAttempts: 1, outageBackoff: fixed })
@@ -390,7 +396,7 @@ describe("Relay", () => {
   it.effect("a row going to FAILURE is logged as a warning naming the event and the reason", () =>
     inWorld((world) =>
       Effect.gen(function* () {
-        const id = yield* Outbox.enqueue(draft("a", 1))
+        const id = yield* Outbox.enqueueAutocommit(draft("a", 1))
         yield* world.broker.control.failPublish({ fault: "permanent", count: 1, reason: "record too large" })
         const warnings: Array<string> = []
         const capture = Logger.make((options) => {
@@ -409,7 +415,7 @@ describe("Relay", () => {
   it.effect("a publish call that hangs past publishTimeout is an outage: retried, no attempt counted", () =>
     inWorld((world) =>
       Effect.gen(function* () {
-        const id = yield* Outbox.enqueue(draft("a", 1))
+        const id = yield* Outbox.enqueueAutocommit(draft("a", 1))
         const relay = yield* Relay.make({ owner: "r1", publishTimeout: Duration.seconds(2), backoff: fixed })
         const fiber = yield* Effect.forkChild(
           relay.runOnce.pipe(Effect.provideService(Publisher, { publish: () => Effect.never }))
@@ -432,7 +438,7 @@ describe("Relay", () => {
         const scope = yield* Scope.make()
         yield* Relay.start({ owner: "r1", pollInterval: Duration.hours(1) }).pipe(Scope.provide(scope))
         yield* TestClock.adjust("1 millis") // let the idle relay subscribe and wait
-        const id = yield* Outbox.enqueue(draft("a", 1))
+        const id = yield* Outbox.enqueueAutocommit(draft("a", 1))
         for (let i = 0; i < 20 && (yield* row(world.database, id)).status !== "PUBLISHED"; i++) yield* Effect.yieldNow
         assert.strictEqual((yield* row(world.database, id)).status, "PUBLISHED")
         yield* Scope.close(scope, Exit.void)
@@ -443,7 +449,7 @@ describe("Relay", () => {
   it.effect("graceful shutdown finishes the batch in flight", () =>
     inWorld((world) =>
       Effect.gen(function* () {
-        const id = yield* Outbox.enqueue(draft("a", 1))
+        const id = yield* Outbox.enqueueAutocommit(draft("a", 1))
         const inner = yield* Publisher
         const slow = {
           publish: (requests: Parameters<typeof inner.publish>[0]) =>
@@ -467,7 +473,7 @@ describe("Relay", () => {
   it.effect("graceful shutdown hands the batch back when it takes longer than shutdownTimeout", () =>
     inWorld((world) =>
       Effect.gen(function* () {
-        const id = yield* Outbox.enqueue(draft("a", 1))
+        const id = yield* Outbox.enqueueAutocommit(draft("a", 1))
         const scope = yield* Scope.make()
         yield* Relay.start({
           owner: "r1",

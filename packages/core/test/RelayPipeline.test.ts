@@ -66,7 +66,7 @@ describe("Relay pipelining", () => {
   it.effect("claims the next batch while the previous one is still being published", () =>
     inWorld((world) =>
       Effect.gen(function* () {
-        yield* Outbox.enqueue([
+        yield* Outbox.enqueueAutocommit([
           draft("a", 1),
           draft("b", 1),
           draft("c", 1),
@@ -104,7 +104,7 @@ describe("Relay pipelining", () => {
   it.effect("pipelineDepth 1 keeps one batch at a time (claim → publish → mark)", () =>
     inWorld((world) =>
       Effect.gen(function* () {
-        yield* Outbox.enqueue([draft("a", 1), draft("b", 1), draft("c", 1), draft("d", 1)])
+        yield* Outbox.enqueueAutocommit([draft("a", 1), draft("b", 1), draft("c", 1), draft("d", 1)])
         const gated = yield* gatedPublisher
         const scope = yield* Scope.make()
         yield* Relay.start({ owner: "r1", batchSize: 2, pipelineDepth: 1 }).pipe(
@@ -126,7 +126,7 @@ describe("Relay pipelining", () => {
     inWorld(
       (world) =>
         Effect.gen(function* () {
-          yield* Outbox.enqueue([
+          yield* Outbox.enqueueAutocommit([
             draft("a", 1),
             draft("b", 1),
             draft("a", 2),
@@ -176,7 +176,7 @@ describe("Relay pipelining", () => {
   it.effect("a full batch is followed by the next claim at once, not by the poll interval", () =>
     inWorld((world) =>
       Effect.gen(function* () {
-        yield* Outbox.enqueue(Array.from({ length: 10 }, (_, i) => draft(`k${i}`, 1)))
+        yield* Outbox.enqueueAutocommit(Array.from({ length: 10 }, (_, i) => draft(`k${i}`, 1)))
         const scope = yield* Scope.make()
         yield* Relay.start({ owner: "r1", batchSize: 3, pollInterval: Duration.hours(1) }).pipe(Scope.provide(scope))
         yield* settle
@@ -189,7 +189,7 @@ describe("Relay pipelining", () => {
   it.effect("a key cut at maxPerKey is claimed again once its batch is marked, not at the next poll", () =>
     inWorld((world) =>
       Effect.gen(function* () {
-        yield* Outbox.enqueue([draft("a", 1), draft("a", 2), draft("a", 3), draft("b", 1)])
+        yield* Outbox.enqueueAutocommit([draft("a", 1), draft("a", 2), draft("a", 3), draft("b", 1)])
         for (const pipelineDepth of [1, 2]) {
           const scope = yield* Scope.make()
           yield* Relay.start({
@@ -203,7 +203,7 @@ describe("Relay pipelining", () => {
           yield* Scope.close(scope, Exit.void)
           assert.strictEqual(count(yield* rows(world.database), "PUBLISHED"), pipelineDepth === 1 ? 4 : 8)
           if (pipelineDepth === 1) {
-            yield* Outbox.enqueue([draft("a", 4), draft("a", 5), draft("a", 6), draft("b", 2)])
+            yield* Outbox.enqueueAutocommit([draft("a", 4), draft("a", 5), draft("a", 6), draft("b", 2)])
           }
         }
         assert.deepStrictEqual(
@@ -217,7 +217,7 @@ describe("Relay pipelining", () => {
   it.effect("graceful shutdown waits for every batch in flight", () =>
     inWorld((world) =>
       Effect.gen(function* () {
-        yield* Outbox.enqueue([draft("a", 1), draft("b", 1), draft("c", 1), draft("d", 1)])
+        yield* Outbox.enqueueAutocommit([draft("a", 1), draft("b", 1), draft("c", 1), draft("d", 1)])
         const inner = yield* Publisher
         const slow = {
           publish: (requests: ReadonlyArray<PublishRequest>) =>
@@ -244,7 +244,7 @@ describe("Relay pipelining", () => {
   it.effect("a shutdown that times out hands back the rows of every batch in flight", () =>
     inWorld((world) =>
       Effect.gen(function* () {
-        yield* Outbox.enqueue([draft("a", 1), draft("b", 1), draft("c", 1), draft("d", 1), draft("e", 1)])
+        yield* Outbox.enqueueAutocommit([draft("a", 1), draft("b", 1), draft("c", 1), draft("d", 1), draft("e", 1)])
         const scope = yield* Scope.make()
         yield* Relay.start({
           owner: "r1",
@@ -270,7 +270,7 @@ describe("Relay pipelining", () => {
   it.effect("a crash with several batches in flight leaves all of them to stale recovery", () =>
     inWorld((world) =>
       Effect.gen(function* () {
-        yield* Outbox.enqueue([draft("a", 1), draft("b", 1), draft("c", 1), draft("d", 1)])
+        yield* Outbox.enqueueAutocommit([draft("a", 1), draft("b", 1), draft("c", 1), draft("d", 1)])
         const relay = yield* Relay.make({ owner: "r1", batchSize: 2, pipelineDepth: 2, lease: Duration.seconds(5) })
         const fiber = yield* Effect.forkChild(
           relay.run.pipe(Effect.provideService(Publisher, { publish: () => Effect.never }))
@@ -294,7 +294,7 @@ describe("Relay pipelining", () => {
   it.effect("a batch that outlived its lease cannot fail a row a later batch of the same relay re-claimed", () =>
     inWorld((world) =>
       Effect.gen(function* () {
-        const id = yield* Outbox.enqueue(draft("a", 1))
+        const id = yield* Outbox.enqueueAutocommit(draft("a", 1))
         const inner = yield* Publisher
         const stuck = yield* Deferred.make<void>() // holds the first batch after its claim
         const sending = yield* Deferred.make<void>() // holds the second batch's publish

@@ -22,20 +22,20 @@ const ids = (world: World) => Effect.map(rows(world.database), (all) => all.map(
 
 // One row in each of PENDING, PUBLISHED, SUCCESS, PUSHED_FAILURE, FAILURE, PREQUEUED.
 const seed = Effect.gen(function* () {
-  const [published, success, pushed, failed] = yield* Outbox.enqueue([
+  const [published, success, pushed, failed] = yield* Outbox.enqueueAutocommit([
     draft("a", 1),
     draft("b", 1),
     draft("c", 1),
     draft("d", 1)
   ])
-  const prequeued = yield* Outbox.enqueue(draft("e", 1, { prequeued: true }))
+  const prequeued = yield* Outbox.enqueueAutocommit(draft("e", 1, { prequeued: true }))
   const relay = yield* Relay.make({ owner: "r1" })
   yield* relay.runOnce
   for (const id of [success!, pushed!]) yield* Transition.startProcessing(id)
   yield* Transition.finishProcessing(success!, "SUCCESS")
   yield* Transition.finishProcessing(pushed!, "PUSHED_FAILURE")
   yield* Transition.apply([{ id: failed!, from: ["PUBLISHED"], to: "UNDER_PROCESSING" }])
-  const pending = yield* Outbox.enqueue(draft("f", 1))
+  const pending = yield* Outbox.enqueueAutocommit(draft("f", 1))
   return {
     published: published!,
     success: success!,
@@ -81,7 +81,7 @@ describe("Retention (R1.7)", () => {
   it.effect("deletes in bounded batches and stops at the per-round cap", () =>
     inWorld((world) =>
       Effect.gen(function* () {
-        yield* Outbox.enqueue(Array.from({ length: 7 }, (_, i) => draft(`k${i}`, 1)))
+        yield* Outbox.enqueueAutocommit(Array.from({ length: 7 }, (_, i) => draft(`k${i}`, 1)))
         yield* (yield* Relay.make({ owner: "r1" })).runOnce
         yield* TestClock.adjust(Duration.days(8))
         assert.strictEqual(yield* Retention.runOnce({ batchSize: 2, maxBatchesPerRound: 2 }), 4)
@@ -109,7 +109,7 @@ describe("Retention (R1.7)", () => {
   it.effect("runs on a schedule", () =>
     inWorld((world) =>
       Effect.gen(function* () {
-        yield* Outbox.enqueue(draft("a", 1))
+        yield* Outbox.enqueueAutocommit(draft("a", 1))
         yield* (yield* Relay.make({ owner: "r1" })).runOnce
         const fiber = yield* Effect.forkChild(
           Retention.run({ olderThan: Duration.hours(1), interval: Duration.minutes(30) })
@@ -126,7 +126,7 @@ describe("Retention (R1.7)", () => {
   it.effect("a round that stops at its bound is followed by the next after catchUpInterval, not interval (M1)", () =>
     inWorld((world) =>
       Effect.gen(function* () {
-        yield* Outbox.enqueue(Array.from({ length: 7 }, (_, i) => draft(`k${i}`, 1)))
+        yield* Outbox.enqueueAutocommit(Array.from({ length: 7 }, (_, i) => draft(`k${i}`, 1)))
         yield* (yield* Relay.make({ owner: "r1" })).runOnce
         yield* TestClock.adjust(Duration.days(8))
         const fiber = yield* Effect.forkChild(

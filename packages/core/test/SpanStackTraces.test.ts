@@ -54,7 +54,7 @@ describe("span stack traces", () => {
         })
       )
       const transactor = Layer.succeed(Transactor)(Transactor.of({ withTransaction: (effect) => effect }))
-      yield* Outbox.enqueue({ topic: "orders", key: "k", payload: bytes }).pipe(
+      yield* Outbox.withTransaction(Outbox.enqueue({ topic: "orders", key: "k", payload: bytes })).pipe(
         Effect.withSpan("POST /orders"),
         Effect.provide(LogOutbox.layerWith().pipe(Layer.provide(Layer.merge(writer, transactor))))
       )
@@ -85,7 +85,9 @@ describe("span stack traces", () => {
         { wakeUp }
       )
       const inHandler = yield* Effect.gen(function* () {
-        yield* Topic.enqueue(Shipments, { orderId: "o-1" }).pipe(Effect.withSpan("POST /orders"))
+        yield* Outbox.withTransaction(Topic.enqueue(Shipments, { orderId: "o-1" })).pipe(
+          Effect.withSpan("POST /orders")
+        )
         return yield* Deferred.await(handled).pipe(Effect.timeout("10 seconds"))
       }).pipe(Effect.provide(runtime))
 

@@ -56,7 +56,7 @@ describe("StaleRecovery (R3)", () => {
   it.effect("leaves leases that have not expired alone", () =>
     inWorld((world) =>
       Effect.gen(function* () {
-        const id = yield* Outbox.enqueue(draft("a", 1))
+        const id = yield* Outbox.enqueueAutocommit(draft("a", 1))
         yield* crashAt("afterPublish")
         const result = yield* StaleRecovery.runOnce()
         assert.strictEqual(result.stale, 0)
@@ -68,7 +68,7 @@ describe("StaleRecovery (R3)", () => {
   it.effect("a crash after the send: the probe finds the record and marks it PUBLISHED with that receipt (R3.2)", () =>
     inWorld((world) =>
       Effect.gen(function* () {
-        const id = yield* Outbox.enqueue(draft("a", 1))
+        const id = yield* Outbox.enqueueAutocommit(draft("a", 1))
         yield* crashAt("afterPublish")
         yield* TestClock.adjust("31 seconds")
         const result = yield* StaleRecovery.runOnce()
@@ -91,7 +91,7 @@ describe("StaleRecovery (R3)", () => {
   it.effect("a crash before the send: nothing on the broker, so back to PENDING and published again", () =>
     inWorld((world) =>
       Effect.gen(function* () {
-        const id = yield* Outbox.enqueue(draft("a", 1))
+        const id = yield* Outbox.enqueueAutocommit(draft("a", 1))
         yield* crashAt("afterClaim")
         yield* TestClock.adjust("31 seconds")
         const result = yield* StaleRecovery.runOnce()
@@ -108,7 +108,7 @@ describe("StaleRecovery (R3)", () => {
   it.effect("a probe error leaves the row (and the later rows of its key) for the next round", () =>
     inWorld((world) =>
       Effect.gen(function* () {
-        const [a1, a2] = yield* Outbox.enqueue([draft("a", 1), draft("a", 2)])
+        const [a1, a2] = yield* Outbox.enqueueAutocommit([draft("a", 1), draft("a", 2)])
         yield* crashAt("afterPublish")
         yield* TestClock.adjust("31 seconds")
         yield* world.broker.control.failNext({ operation: "probe", count: 1 })
@@ -125,7 +125,7 @@ describe("StaleRecovery (R3)", () => {
   it.effect("once an earlier row of a key is not found, later rows of that key are requeued even if found", () =>
     inWorld((world) =>
       Effect.gen(function* () {
-        const [a1, a2] = yield* Outbox.enqueue([draft("a", 1), draft("a", 2)])
+        const [a1, a2] = yield* Outbox.enqueueAutocommit([draft("a", 1), draft("a", 2)])
         yield* crashAt("afterClaim")
         // a2 (only) reaches the broker, as if a zombie relay had sent it alone.
         const stored2 = yield* row(world.database, a2!)
@@ -143,7 +143,7 @@ describe("StaleRecovery (R3)", () => {
   it.effect("does not touch a row another relay re-claimed after the probe", () =>
     inWorld((world) =>
       Effect.gen(function* () {
-        const id = yield* Outbox.enqueue(draft("a", 1))
+        const id = yield* Outbox.enqueueAutocommit(draft("a", 1))
         yield* crashAt("afterClaim")
         yield* TestClock.adjust("31 seconds")
         // Between probe and settle, the row is requeued and re-claimed by someone else.
@@ -166,7 +166,7 @@ describe("StaleRecovery (R3)", () => {
   it.effect("unknown partition with the switch off: FAILURE with a clear reason (R3.3)", () =>
     inWorld((world) =>
       Effect.gen(function* () {
-        const id = yield* Outbox.enqueue(draft("a", 1, { partition: 5 }))
+        const id = yield* Outbox.enqueueAutocommit(draft("a", 1, { partition: 5 }))
         yield* crashAt("afterClaim")
         yield* TestClock.adjust("31 seconds")
         const result = yield* StaleRecovery.runOnce({ unknownPartition: "fail" })
@@ -182,7 +182,7 @@ describe("StaleRecovery (R3)", () => {
   it.effect("unknown partition with the switch on: grow the topic, then requeue (R3.3)", () =>
     inWorld((world) =>
       Effect.gen(function* () {
-        const id = yield* Outbox.enqueue(draft("a", 1, { partition: 5 }))
+        const id = yield* Outbox.enqueueAutocommit(draft("a", 1, { partition: 5 }))
         yield* crashAt("afterClaim")
         yield* TestClock.adjust("31 seconds")
         const result = yield* StaleRecovery.runOnce({ unknownPartition: "sync" })
@@ -196,7 +196,7 @@ describe("StaleRecovery (R3)", () => {
   it.effect("unknown partition with the switch on, above OUTBOX_MAX_PARTITION: FAILURE, the topic not grown (M4)", () =>
     inWorld((world) =>
       Effect.gen(function* () {
-        const id = yield* Outbox.enqueue(draft("a", 1, { partition: 5 }))
+        const id = yield* Outbox.enqueueAutocommit(draft("a", 1, { partition: 5 }))
         yield* crashAt("afterClaim")
         yield* TestClock.adjust("31 seconds")
         const result = yield* StaleRecovery.runOnce({ unknownPartition: "sync", maxPartition: 4 })
@@ -212,7 +212,7 @@ describe("StaleRecovery (R3)", () => {
   it.effect("runs periodically", () =>
     inWorld((world) =>
       Effect.gen(function* () {
-        const id = yield* Outbox.enqueue(draft("a", 1))
+        const id = yield* Outbox.enqueueAutocommit(draft("a", 1))
         yield* crashAt("afterPublish")
         const fiber = yield* Effect.forkChild(StaleRecovery.run({ interval: Duration.seconds(10) }))
         yield* TestClock.adjust("40 seconds")
@@ -224,7 +224,7 @@ describe("StaleRecovery (R3)", () => {
   it.effect("the probe window starts at the claim time, not at the row's creation (H3)", () =>
     inWorld(() =>
       Effect.gen(function* () {
-        yield* Outbox.enqueue(draft("a", 1))
+        yield* Outbox.enqueueAutocommit(draft("a", 1))
         // The row waited three days (a backlog, an operator's requeue) before its claim.
         yield* TestClock.adjust("3 days")
         const claimedAt = yield* Effect.clockWith((clock) => clock.currentTimeMillis)
@@ -246,7 +246,7 @@ describe("StaleRecovery (R3)", () => {
       Effect.gen(function* () {
         // Two rows whose probe always fails, then two that can be judged, one lease each... all
         // in one claim here, in seq order; pages of two.
-        const [bad1, bad2, good1, good2] = yield* Outbox.enqueue([
+        const [bad1, bad2, good1, good2] = yield* Outbox.enqueueAutocommit([
           draft("x", 1, { topic: "legacy" }),
           draft("y", 1, { topic: "legacy" }),
           draft("a", 1),
@@ -278,7 +278,7 @@ describe("StaleRecovery (R3)", () => {
   it.effect("a row that still cannot be probed after giveUpAfter is requeued with the reason (H3)", () =>
     inWorld((world) =>
       Effect.gen(function* () {
-        const [a1, a2] = yield* Outbox.enqueue([draft("a", 1), draft("a", 2)])
+        const [a1, a2] = yield* Outbox.enqueueAutocommit([draft("a", 1), draft("a", 2)])
         yield* crashAt("afterClaim")
         yield* TestClock.adjust("31 seconds")
         const spy = yield* spyProbe(() => true)
@@ -300,7 +300,7 @@ describe("StaleRecovery (R3)", () => {
   it.effect("one recoverer at a time: while one holds the recovery lease, another's round changes nothing", () =>
     inWorld((world) =>
       Effect.gen(function* () {
-        const id = yield* Outbox.enqueue(draft("a", 1))
+        const id = yield* Outbox.enqueueAutocommit(draft("a", 1))
         yield* crashAt("afterPublish")
         yield* TestClock.adjust("31 seconds")
         const store = yield* OutboxStore
@@ -323,7 +323,7 @@ describe("StaleRecovery (R3)", () => {
   it.effect("a lease lost while probing: nothing is settled", () =>
     inWorld((world) =>
       Effect.gen(function* () {
-        const id = yield* Outbox.enqueue(draft("a", 1))
+        const id = yield* Outbox.enqueueAutocommit(draft("a", 1))
         yield* crashAt("afterPublish")
         yield* TestClock.adjust("31 seconds")
         const store = yield* OutboxStore
@@ -348,7 +348,7 @@ describe("StaleRecovery (R3)", () => {
   it.effect("a found mark checks the lease it judged; counts report what applied, not what was tried", () =>
     inWorld((world) =>
       Effect.gen(function* () {
-        const id = yield* Outbox.enqueue(draft("a", 1))
+        const id = yield* Outbox.enqueueAutocommit(draft("a", 1))
         yield* crashAt("afterPublish")
         yield* TestClock.adjust("31 seconds")
         const store = yield* OutboxStore
@@ -373,7 +373,7 @@ describe("StaleRecovery (R3)", () => {
   it.effect("rounds of `run` page on from where the last one ended", () =>
     inWorld((world) =>
       Effect.gen(function* () {
-        const ids = yield* Outbox.enqueue([draft("x", 1, { topic: "legacy" }), draft("a", 1), draft("b", 1)])
+        const ids = yield* Outbox.enqueueAutocommit([draft("x", 1, { topic: "legacy" }), draft("a", 1), draft("b", 1)])
         yield* crashAt("afterClaim")
         const spy = yield* spyProbe((r) => r.topic === "legacy")
         const fiber = yield* Effect.forkChild(

@@ -16,7 +16,6 @@ import * as Outbox from "../src/Outbox.ts"
 import { OutboxStore } from "../src/OutboxStore.ts"
 import { Publisher } from "../src/Publisher.ts"
 import * as Topic from "../src/Topic.ts"
-import { Transactor } from "../src/Transactor.ts"
 import * as WakeUp from "../src/WakeUp.ts"
 
 // The wire format is the schema's encoded side: `placedAt` travels as a string, arrives a Date.
@@ -59,9 +58,9 @@ describe("Topic", () => {
 
   it.effect("enqueue stores the encoded payload with the topic's key and partition", () =>
     Effect.gen(function* () {
-      const small = yield* Topic.enqueue(Orders, order("o-1"))
-      const large = yield* Topic.enqueue(Orders, order("o-2", 20_000))
-      const pinned = yield* Topic.enqueue(Orders, order("o-3", 20_000), { partition: 3 })
+      const small = yield* Topic.enqueueAutocommit(Orders, order("o-1"))
+      const large = yield* Topic.enqueueAutocommit(Orders, order("o-2", 20_000))
+      const pinned = yield* Topic.enqueueAutocommit(Orders, order("o-3", 20_000), { partition: 3 })
       const store = yield* OutboxStore
       const rows = yield* Effect.forEach([small, large, pinned], (id) => Effect.map(store.get(id), Option.getOrThrow))
       assert.deepStrictEqual(
@@ -83,7 +82,7 @@ describe("Topic", () => {
 
   it.effect("a payload the schema refuses fails typed and writes nothing", () =>
     Effect.gen(function* () {
-      const error = yield* Effect.flip(Topic.enqueue(Orders, { ...order("o-1"), amountCents: -5 }))
+      const error = yield* Effect.flip(Topic.enqueueAutocommit(Orders, { ...order("o-1"), amountCents: -5 }))
       assert.strictEqual(error._tag, "OutboxValidationError")
       assert.strictEqual(error._tag === "OutboxValidationError" && error.field, "payload")
       const store = yield* OutboxStore
@@ -94,12 +93,9 @@ describe("Topic", () => {
 
   it.effect("enqueue joins the caller's transaction: a rollback leaves no event behind", () =>
     Effect.gen(function* () {
-      const transactor = yield* Transactor
-      const ids = yield* Topic.enqueueAll(Orders, [order("o-1"), order("o-2")])
+      const ids = yield* Outbox.withTransaction(Topic.enqueueAll(Orders, [order("o-1"), order("o-2")]))
       const failed = yield* Effect.flip(
-        transactor.withTransaction(
-          Effect.andThen(Topic.enqueue(Orders, order("o-3")), Effect.fail("declined" as const))
-        )
+        Outbox.withTransaction(Effect.andThen(Topic.enqueue(Orders, order("o-3")), Effect.fail("declined" as const)))
       )
       assert.strictEqual(failed, "declined")
       const store = yield* OutboxStore

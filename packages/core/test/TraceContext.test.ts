@@ -9,6 +9,7 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as References from "effect/References"
 import * as Tracer from "effect/Tracer"
+import * as Outbox from "../src/Outbox.ts"
 import * as Telemetry from "../src/Telemetry.ts"
 import * as Topic from "../src/Topic.ts"
 import * as TracedPublisher from "../src/TracedPublisher.ts"
@@ -42,7 +43,7 @@ describe("trace context", () => {
       yield* Effect.gen(function* () {
         // The request that places the order: its span is the root of the trace.
         const request = yield* Effect.gen(function* () {
-          yield* Topic.enqueue(Shipments, { orderId: "o-1" })
+          yield* Outbox.withTransaction(Topic.enqueue(Shipments, { orderId: "o-1" }))
           return yield* Effect.currentSpan
         }).pipe(Effect.withSpan("POST /orders"))
         const handler = yield* Deferred.await(handled).pipe(Effect.timeout("10 seconds"))

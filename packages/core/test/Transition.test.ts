@@ -18,7 +18,7 @@ const withDispatching = <A, E>(
   Effect.gen(function* () {
     const world = yield* makeWorld()
     return yield* Effect.gen(function* () {
-      const id = yield* Outbox.enqueue(draft("k", 1))
+      const id = yield* Outbox.enqueueAutocommit(draft("k", 1))
       const claimed = yield* Transition.claim({ owner: "relay-1", limit: 10, maxPerKey: 10, leaseMillis: 1_000 })
       assert.deepStrictEqual(
         claimed.map((r) => r.id),
@@ -243,7 +243,7 @@ describe("Transition, the one transition helper (R2.7)", () => {
     Effect.gen(function* () {
       const world = yield* makeWorld()
       yield* Effect.gen(function* () {
-        const ids = yield* Outbox.enqueue([draft("a", 1), draft("b", 2), draft("c", 3)])
+        const ids = yield* Outbox.enqueueAutocommit([draft("a", 1), draft("b", 2), draft("c", 3)])
         yield* Transition.claim({ owner: "relay-1", limit: 10, maxPerKey: 10, leaseMillis: 1_000 })
         yield* Transition.markPublished([{ id: ids[0]!, receipt }])
         const count = (outcome: string) =>
@@ -300,8 +300,8 @@ describe("Transition, the one transition helper (R2.7)", () => {
     Effect.gen(function* () {
       const world = yield* makeWorld()
       yield* Effect.gen(function* () {
-        const held = yield* Outbox.enqueue(draft("k", 1, { prequeued: true }))
-        const pending = yield* Outbox.enqueue(draft("k", 2))
+        const held = yield* Outbox.enqueueAutocommit(draft("k", 1, { prequeued: true }))
+        const pending = yield* Outbox.enqueueAutocommit(draft("k", 2))
         const outcomes = yield* Transition.release([held, pending])
         assert.deepStrictEqual(
           outcomes.map((o) => o.outcome),

@@ -25,7 +25,6 @@ import { OutboxStore } from "@effect-outbox/core/OutboxStore"
 import type { Publisher } from "@effect-outbox/core/Publisher"
 import * as Relay from "@effect-outbox/core/Relay"
 import { TopicReader } from "@effect-outbox/core/TopicReader"
-import { Transactor } from "@effect-outbox/core/Transactor"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
@@ -68,7 +67,6 @@ const text = (bytes: Uint8Array) => new TextDecoder().decode(bytes)
 /** Enqueues `EVENTS` events on `topic`, transactions of 50; every fifth transaction rolls back. */
 const enqueueAll = (topic: string) =>
   Effect.gen(function* () {
-    const transactor = yield* Transactor
     const committed = new Map<string, { key: string; seq: number }>()
     const rolledBack = new Set<string>()
     // When each committed event's transaction began (at the latest) and committed (at the
@@ -90,7 +88,7 @@ const enqueueAll = (topic: string) =>
             if (t % ROLLBACK_EVERY === ROLLBACK_EVERY - 1) return yield* Effect.fail("rolled back on purpose" as const)
           })
           const began = performance.now()
-          const outcome = yield* Effect.result(transactor.withTransaction(work))
+          const outcome = yield* Effect.result(Outbox.withTransaction(work))
           const ended = performance.now()
           drafts.forEach((d, j) => {
             const event = JSON.parse(text(d.payload)) as { key: string; seq: number }

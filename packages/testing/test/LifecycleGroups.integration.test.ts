@@ -73,7 +73,7 @@ describe("consumer groups driving the lifecycle, on PostgreSQL and Kafka (H5)", 
         assert.deepStrictEqual((conflict as OutboxRuntime.LifecycleGroupConflictError).topic, Orders.name)
 
         yield* Effect.gen(function* () {
-          const id = yield* Topic.enqueue(Orders, { orderId: "o-1" })
+          const id = yield* Topic.enqueueAutocommit(Orders, { orderId: "o-1" })
           yield* Deferred.await(billed).pipe(Effect.timeout("60 seconds"))
           yield* Deferred.await(shipped).pipe(Effect.timeout("60 seconds"))
           const store = yield* OutboxStore

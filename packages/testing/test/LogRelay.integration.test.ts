@@ -6,7 +6,6 @@ import * as LogRelay from "@effect-outbox/core/LogRelay"
 import { LogSource } from "@effect-outbox/core/LogSource"
 import * as Outbox from "@effect-outbox/core/Outbox"
 import { Publisher } from "@effect-outbox/core/Publisher"
-import { Transactor } from "@effect-outbox/core/Transactor"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
@@ -76,16 +75,13 @@ for (const kafka of ["kafkajs", "platformatic"] as const)
       const committed = await Support.enqueueLog(stack, topic, 300, { keys: 7, chunk: 25 })
       const rolledBack = await stack.runPromise(
         Effect.gen(function* () {
-          const transactor = yield* Transactor
           const ids: Array<string> = []
-          yield* transactor
-            .withTransaction(
-              Effect.gen(function* () {
-                ids.push(yield* Outbox.enqueue({ topic, key: "k1", payload: Support.payloadOf({ index: -1 }) }))
-                return yield* Effect.fail("rollback")
-              })
-            )
-            .pipe(Effect.ignore)
+          yield* Outbox.withTransaction(
+            Effect.gen(function* () {
+              ids.push(yield* Outbox.enqueue({ topic, key: "k1", payload: Support.payloadOf({ index: -1 }) }))
+              return yield* Effect.fail("rollback")
+            })
+          ).pipe(Effect.ignore)
           return ids
         })
       )
@@ -214,9 +210,11 @@ describe("log engine on a wal_level=logical PostgreSQL", () => {
     const { stack, topic } = await setup("refuse")
     const errors = await stack.runPromise(
       Effect.gen(function* () {
-        const prequeued = yield* Effect.flip(Outbox.enqueue({ topic, payload: Support.payloadOf(1), prequeued: true }))
+        const prequeued = yield* Effect.flip(
+          Outbox.enqueueAutocommit({ topic, payload: Support.payloadOf(1), prequeued: true })
+        )
         const later = yield* Effect.flip(
-          Outbox.enqueue({ topic, payload: Support.payloadOf(2), availableAt: Date.now() + 60_000 })
+          Outbox.enqueueAutocommit({ topic, payload: Support.payloadOf(2), availableAt: Date.now() + 60_000 })
         )
         return [prequeued, later]
       })

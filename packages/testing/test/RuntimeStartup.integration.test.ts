@@ -204,7 +204,7 @@ for (const [client, kafkaLayer] of Object.entries(clients)) {
             ),
             scope
           )
-          yield* Topic.enqueue(Orders, { orderId: "o-1" }).pipe(Effect.provideContext(context))
+          yield* Topic.enqueueAutocommit(Orders, { orderId: "o-1" }).pipe(Effect.provideContext(context))
           yield* Deferred.await(handled).pipe(Effect.timeout("60 seconds"))
           const closing = Date.now()
           yield* Scope.close(scope, Exit.void)

@@ -8,6 +8,7 @@ import { assert, describe, it } from "@effect/vitest"
 import * as KafkaOutbox from "@effect-outbox/adapter-kafka/KafkaOutbox"
 import * as PgOutbox from "@effect-outbox/adapter-pg/PgOutbox"
 import { BrokerAdmin } from "@effect-outbox/core/BrokerAdmin"
+import * as Outbox from "@effect-outbox/core/Outbox"
 import * as OutboxRuntime from "@effect-outbox/core/OutboxRuntime"
 import * as Telemetry from "@effect-outbox/core/Telemetry"
 import * as Topic from "@effect-outbox/core/Topic"
@@ -75,7 +76,7 @@ describe("trace context on PostgreSQL and Kafka", () => {
 
         yield* Effect.gen(function* () {
           const request = yield* Effect.gen(function* () {
-            yield* Topic.enqueue(Shipments, { orderId: "o-1" })
+            yield* Outbox.withTransaction(Topic.enqueue(Shipments, { orderId: "o-1" }))
             return yield* Effect.currentSpan
           }).pipe(Effect.withSpan("POST /orders"))
           const handler = yield* Deferred.await(handled).pipe(Effect.timeout("60 seconds"))

@@ -40,7 +40,7 @@ const program = Effect.gen(function* () {
     Layer.provideMerge(PgOutbox.layerConfig)
   )
   yield* Effect.gen(function* () {
-    yield* Topic.enqueue(Orders, { orderId: "o-1" })
+    yield* Topic.enqueueAutocommit(Orders, { orderId: "o-1" })
     yield* Deferred.await(handled)
     console.log("handled")
   }).pipe(Effect.provide(live))

@@ -35,7 +35,6 @@ import { Publisher } from "../../src/Publisher.ts"
 import * as RecordSize from "../../src/RecordSize.ts"
 import * as Relay from "../../src/Relay.ts"
 import * as StaleRecovery from "../../src/StaleRecovery.ts"
-import { Transactor } from "../../src/Transactor.ts"
 import * as Transition from "../../src/Transition.ts"
 import { makeWorld } from "./outboxEnv.ts"
 import { chance, int, prng } from "./seeded.ts"
@@ -256,7 +255,6 @@ const scenario = (seed: number, relayLoop: RelayLoop, staleRecovery: boolean, op
     // ---- enqueuers ---------------------------------------------------------------------------
     let logical = 0
     const transactions: Array<OutboxInvariants.EnqueueTransaction> = []
-    const transactor = yield* Effect.provide(Effect.service(Transactor), world.layer)
     const draftOf = (key: string | null, size = 0) =>
       Effect.gen(function* () {
         const index = key === null ? -1 : keys.indexOf(key)
@@ -289,7 +287,7 @@ const scenario = (seed: number, relayLoop: RelayLoop, staleRecovery: boolean, op
         const holdOpen = (yield* chance(0.3)) ? yield* int(1, 80) : 0
         const begin = ++logical
         const exit = yield* Effect.exit(
-          transactor.withTransaction(
+          Outbox.withTransaction(
             Effect.gen(function* () {
               yield* Outbox.enqueue(drafts)
               if (holdOpen > 0) yield* Effect.sleep(Duration.millis(holdOpen))

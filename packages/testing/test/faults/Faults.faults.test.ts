@@ -10,7 +10,6 @@ import { join } from "node:path"
 import { afterAll, assert, describe, it } from "@effect/vitest"
 import * as Outbox from "@effect-outbox/core/Outbox"
 import * as Relay from "@effect-outbox/core/Relay"
-import { Transactor } from "@effect-outbox/core/Transactor"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -511,24 +510,24 @@ describe("poison and bad input", () => {
       // -- the relay side: an unknown partition, an oversize payload, a bad topic name --------
       const relayIds = await Support.enqueueMany(stack, relayTopic, 100, { keys: 10 })
       const [badPartition] = await stack.runPromise(
-        Transactor.use((tx) =>
-          tx.withTransaction(
-            Outbox.enqueue([
-              {
-                topic: relayTopic,
-                key: "bad-partition",
-                partition: 7,
-                payload: Support.payloadOf({ index: 0, pad: "" })
-              }
-            ])
-          )
+        Outbox.withTransaction(
+          Outbox.enqueue([
+            {
+              topic: relayTopic,
+              key: "bad-partition",
+              partition: 7,
+              payload: Support.payloadOf({ index: 0, pad: "" })
+            }
+          ])
         )
       )
       const oversize = await stack.runPromise(
-        Effect.flip(Outbox.enqueue([{ topic: relayTopic, key: "oversize", payload: new Uint8Array(2_000_000) }]))
+        Effect.flip(
+          Outbox.enqueueAutocommit([{ topic: relayTopic, key: "oversize", payload: new Uint8Array(2_000_000) }])
+        )
       )
       const badTopic = await stack.runPromise(
-        Effect.flip(Outbox.enqueue([{ topic: "not a topic!", key: "x", payload: Support.payloadOf({}) }]))
+        Effect.flip(Outbox.enqueueAutocommit([{ topic: "not a topic!", key: "x", payload: Support.payloadOf({}) }]))
       )
       const stopRelay = await Support.startRelay(stack)
       const count = async (where: string) =>

@@ -7,7 +7,6 @@ import { afterAll, assert, describe, it } from "@effect/vitest"
 import * as Outbox from "@effect-outbox/core/Outbox"
 import type { OutboxDraft } from "@effect-outbox/core/OutboxMessage"
 import * as Relay from "@effect-outbox/core/Relay"
-import { Transactor } from "@effect-outbox/core/Transactor"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Scope from "effect/Scope"
@@ -44,10 +43,9 @@ describe("a hot key: 200 events of 12 KB on one key among 200 other keys, as a b
       while (other < others) nextOther()
       const ids = await stack.runPromise(
         Effect.gen(function* () {
-          const transactor = yield* Transactor
           const out: Array<string> = []
           for (let i = 0; i < drafts.length; i += 100) {
-            out.push(...(yield* transactor.withTransaction(Outbox.enqueue(drafts.slice(i, i + 100)))))
+            out.push(...(yield* Outbox.withTransaction(Outbox.enqueue(drafts.slice(i, i + 100)))))
           }
           return out
         })

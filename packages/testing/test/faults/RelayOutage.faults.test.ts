@@ -14,9 +14,7 @@ import * as Outbox from "@effect-outbox/core/Outbox"
 import type { OutboxDraft } from "@effect-outbox/core/OutboxMessage"
 import * as Relay from "@effect-outbox/core/Relay"
 import * as Telemetry from "@effect-outbox/core/Telemetry"
-import { Transactor } from "@effect-outbox/core/Transactor"
 import * as Transition from "@effect-outbox/core/Transition"
-import * as Effect from "effect/Effect"
 import * as Metric from "effect/Metric"
 import * as Support from "./support.ts"
 
@@ -274,8 +272,7 @@ describe("a FAILURE head on the relay's defaults", () => {
           payload: Support.payloadOf({ index: i, pad: "x".repeat(100) })
         })
       }
-      const enqueue = (batch: ReadonlyArray<OutboxDraft>) =>
-        s.runPromise(Effect.flatMap(Transactor, (tx) => tx.withTransaction(Outbox.enqueue(batch))))
+      const enqueue = (batch: ReadonlyArray<OutboxDraft>) => s.runPromise(Outbox.withTransaction(Outbox.enqueue(batch)))
       const ids = [...(await enqueue(drafts))]
       stopRelay = await Support.startRelay(s)
 

@@ -15,7 +15,6 @@ import type { OutboxDraft } from "@effect-outbox/core/OutboxMessage"
 import { Publisher } from "@effect-outbox/core/Publisher"
 import * as Relay from "@effect-outbox/core/Relay"
 import * as StaleRecovery from "@effect-outbox/core/StaleRecovery"
-import { Transactor } from "@effect-outbox/core/Transactor"
 import * as Transition from "@effect-outbox/core/Transition"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -99,7 +98,7 @@ describe("stale recovery: two relays, 300 expired leases, half on rows created d
         key: `k${Math.floor(i / ROWS_PER_KEY)}`,
         payload: Support.payloadOf({ index: i, pad: "x".repeat(100) })
       }))
-      const ids = await setup.runPromise(Transactor.use((tx) => tx.withTransaction(Outbox.enqueue(drafts))))
+      const ids = await setup.runPromise(Outbox.withTransaction(Outbox.enqueue(drafts)))
       await query(
         `UPDATE ${t.message} SET created_at = now() - interval '3 days', updated_at = now() - interval '3 days'
           WHERE seq IN (SELECT seq FROM ${t.message} ORDER BY seq LIMIT ${OLD_ROWS})`

@@ -29,7 +29,6 @@ import type { Publisher } from "@effect-outbox/core/Publisher"
 import * as Relay from "@effect-outbox/core/Relay"
 import * as StaleRecovery from "@effect-outbox/core/StaleRecovery"
 import type { TopicReader } from "@effect-outbox/core/TopicReader"
-import { Transactor } from "@effect-outbox/core/Transactor"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -131,7 +130,6 @@ export const enqueueMany = (
 ): Promise<ReadonlyArray<string>> =>
   stack.runPromise(
     Effect.gen(function* () {
-      const transactor = yield* Transactor
       const ids: Array<string> = []
       const chunk = options.chunk ?? 500
       const from = options.from ?? 0
@@ -144,7 +142,7 @@ export const enqueueMany = (
             payload: payloadOf({ index, pad: "x".repeat(200) })
           }
         })
-        ids.push(...(yield* transactor.withTransaction(Outbox.enqueue(drafts))))
+        ids.push(...(yield* Outbox.withTransaction(Outbox.enqueue(drafts))))
       }
       return ids
     })
@@ -636,7 +634,6 @@ export const enqueueLog = (
 ): Promise<ReadonlyArray<{ readonly id: string; readonly key: string }>> =>
   stack.runPromise(
     Effect.gen(function* () {
-      const transactor = yield* Transactor
       const out: Array<{ id: string; key: string }> = []
       const chunk = options.chunk ?? 50
       const from = options.from ?? 0
@@ -645,7 +642,7 @@ export const enqueueLog = (
           const index = from + i + j
           return { topic, key: `k${index % (options.keys ?? 20)}`, payload: payloadOf({ index, pad: "x".repeat(200) }) }
         })
-        const ids = yield* transactor.withTransaction(Outbox.enqueue(drafts))
+        const ids = yield* Outbox.withTransaction(Outbox.enqueue(drafts))
         for (const [j, id] of ids.entries()) out.push({ id, key: drafts[j]!.key! })
       }
       return out
