@@ -178,6 +178,17 @@ const parked = (t: Tables): ReadonlyArray<string> => [
          )`
 ]
 
+// The consumer group that drives each topic's outbox lifecycle, one per topic, shared by every
+// process on this outbox (the runtime refuses a second driving group at start).
+const lifecycleGroup = (t: Tables): ReadonlyArray<string> => [
+  `CREATE TABLE IF NOT EXISTS ${t.lifecycleGroup} (
+           topic text PRIMARY KEY,
+           group_id text NOT NULL CHECK (group_id <> ''),
+           registered_at timestamptz NOT NULL DEFAULT now(),
+           started_at timestamptz NOT NULL DEFAULT now()
+         )`
+]
+
 /**
  * The migrations, numbered. Never edit a published one: add the next number.
  *
@@ -192,7 +203,8 @@ export const migrations = (t: Tables): Record<string, Effect.Effect<void, unknow
     "3_hot_path": run(hotPath(t)),
     "4_failure_blocks_key": run(failureBlocksKey(t)),
     "5_stale_recovery": run(staleRecovery(t)),
-    "6_parked": run(parked(t))
+    "6_parked": run(parked(t)),
+    "7_lifecycle_group": run(lifecycleGroup(t))
   }
 }
 

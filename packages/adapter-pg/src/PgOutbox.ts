@@ -1,7 +1,7 @@
 /**
  * Every PostgreSQL service of effect-outbox in one layer: tables (migrated at start-up unless
  * switched off), `OutboxStore`, `InboxStore`, `Transactor`, `PartitionAssignmentStore`,
- * `ParkedStore`, `WakeUp` and the operators' `ReadModel`, all on one `PgClient`.
+ * `ParkedStore`, `LifecycleRegistry`, `WakeUp` and the operators' `ReadModel`, all on one `PgClient`.
  *
  * ```ts
  * const Database = PgClient.layerConfig({ url: Config.Redacted("DATABASE_URL") })
@@ -14,6 +14,7 @@
 import * as PgClient from "@effect/sql-pg/PgClient"
 import type { OutboxStoreError, OutboxValidationError } from "@effect-outbox/core/Errors"
 import type { InboxStore } from "@effect-outbox/core/InboxStore"
+import type { LifecycleRegistry } from "@effect-outbox/core/LifecycleRegistry"
 import type { OutboxStore } from "@effect-outbox/core/OutboxStore"
 import type { ParkedStore } from "@effect-outbox/core/ParkedStore"
 import type { PartitionAssignmentStore } from "@effect-outbox/core/PartitionAssignmentStore"
@@ -27,6 +28,7 @@ import * as Layer from "effect/Layer"
 import type * as SqlClient from "effect/sql/SqlClient"
 import type { SqlError } from "effect/sql/SqlError"
 import * as PgInboxStore from "./PgInboxStore.ts"
+import * as PgLifecycleRegistry from "./PgLifecycleRegistry.ts"
 import * as PgMigrations from "./PgMigrations.ts"
 import * as PgOutboxStore from "./PgOutboxStore.ts"
 import * as PgParkedStore from "./PgParkedStore.ts"
@@ -60,6 +62,7 @@ export type Services =
   | Transactor
   | PartitionAssignmentStore
   | ParkedStore
+  | LifecycleRegistry
   | WakeUp
   | ReadModel
   | PgTables.PgTables
@@ -87,6 +90,7 @@ export const layer = (
     PgTransactor.layer,
     PgPartitionAssignmentStore.layer,
     PgParkedStore.layer(options.parked),
+    PgLifecycleRegistry.layer,
     PgWakeUp.layer(options.wakeUp),
     PgReadModel.layer
   ).pipe(Layer.provideMerge(migrated))

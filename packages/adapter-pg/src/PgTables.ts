@@ -47,6 +47,8 @@ export interface Tables {
   readonly parked: string
   /** Release requests of parked keys (the CLI's `parked release`). */
   readonly parkedRelease: string
+  /** The consumer group driving each topic's outbox lifecycle (`LifecycleRegistry`). */
+  readonly lifecycleGroup: string
   readonly claimFunction: string
   /** The migrator's bookkeeping table, unquoted `schema.table` (the migrator quotes it). */
   readonly migrations: string
@@ -125,6 +127,7 @@ export const make = (options: Options = {}): Effect.Effect<Tables, OutboxValidat
       lease: table("lease"),
       parked: table("parked"),
       parkedRelease: table("parked_release"),
+      lifecycleGroup: table("lifecycle_group"),
       claimFunction: table("claim"),
       migrations: `${schema}.${tablePrefix}migrations`,
       channel,

@@ -33,12 +33,14 @@ describe("PgMigrations", () => {
         [3, "hot_path"],
         [4, "failure_blocks_key"],
         [5, "stale_recovery"],
-        [6, "parked"]
+        [6, "parked"],
+        [7, "lifecycle_group"]
       ])
       const second = yield* PgMigrations.run.pipe(Effect.provideService(PgTables.PgTables, tables))
       assert.deepStrictEqual(second, [])
       assert.deepStrictEqual(yield* tablesIn(schema), [
         "outbox_lease",
+        "outbox_lifecycle_group",
         "outbox_message",
         "outbox_migrations",
         "outbox_parked",
