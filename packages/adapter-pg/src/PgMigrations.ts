@@ -209,8 +209,9 @@ export const migrations = (t: Tables): Record<string, Effect.Effect<void, unknow
 }
 
 /**
- * Creates the schema when missing and applies every pending migration, in one transaction
- * serialised by an advisory lock, so concurrent starts neither race nor half-apply. Returns the
+ * Creates the schema when missing (saying so at WARN, with its name) and applies every pending
+ * migration, in one transaction serialised by an advisory lock, so concurrent starts neither race
+ * nor half-apply. Returns the
  * migrations it applied (empty when the schema was up to date).
  *
  * @since 0.1.0
@@ -226,6 +227,15 @@ export const run: Effect.Effect<
   return yield* sql.withTransaction(
     Effect.gen(function* () {
       yield* sql`SELECT pg_advisory_xact_lock(${t.locks.migrations}, 0)`.withoutTransform
+      const [found] = yield* sql<{ present: boolean; db: string }>`SELECT current_database() AS db,
+        EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = ${t.schema}) AS present`.withoutTransform
+      if (found !== undefined && !found.present) {
+        // Loud on purpose: a mistyped OUTBOX_SCHEMA would otherwise start a second, empty outbox.
+        yield* Effect.logWarning(
+          `creating the outbox schema "${t.schema}" in database ${found.db}: it does not exist yet ` +
+            `(expected on a first deployment; if the name is a typo, stop and fix OUTBOX_SCHEMA)`
+        )
+      }
       yield* sql.unsafe(`CREATE SCHEMA IF NOT EXISTS "${t.schema}"`).unprepared
       return yield* Migrator.make({})({ loader: Migrator.fromRecord(migrations(t)), table: t.migrations })
     })

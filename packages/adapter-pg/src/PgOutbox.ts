@@ -19,6 +19,7 @@ import type { OutboxStore } from "@effect-outbox/core/OutboxStore"
 import type { ParkedStore } from "@effect-outbox/core/ParkedStore"
 import type { PartitionAssignmentStore } from "@effect-outbox/core/PartitionAssignmentStore"
 import type { ReadModel } from "@effect-outbox/core/ReadModel"
+import { StorageLocation } from "@effect-outbox/core/StorageLocation"
 import type { Transactor } from "@effect-outbox/core/Transactor"
 import type { WakeUp } from "@effect-outbox/core/WakeUp"
 import * as Config from "effect/Config"
@@ -27,6 +28,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type * as SqlClient from "effect/sql/SqlClient"
 import type { SqlError } from "effect/sql/SqlError"
+import { describe } from "./internal/location.ts"
 import * as PgInboxStore from "./PgInboxStore.ts"
 import * as PgLifecycleRegistry from "./PgLifecycleRegistry.ts"
 import * as PgMigrations from "./PgMigrations.ts"
@@ -92,7 +94,14 @@ export const layer = (
     PgParkedStore.layer(options.parked),
     PgLifecycleRegistry.layer,
     PgWakeUp.layer(options.wakeUp),
-    PgReadModel.layer
+    PgReadModel.layer,
+    // for the runtime's start line
+    Layer.effect(StorageLocation)(
+      Effect.gen(function* () {
+        const client = yield* PgClient.PgClient
+        return describe((yield* PgTables.PgTables).schema, client.config)
+      })
+    )
   ).pipe(Layer.provideMerge(migrated))
 }
 

@@ -41,6 +41,7 @@ import type { ConsumerSource } from "./ConsumerSource.ts"
 import { LifecycleGroupConflictError, type OutboxStoreError, type OutboxValidationError } from "./Errors.ts"
 import * as Inbox from "./Inbox.ts"
 import type { InboxStore } from "./InboxStore.ts"
+import * as Groups from "./internal/runtime/groups.ts"
 import * as Sampling from "./internal/runtime/sampling.ts"
 import * as Workers from "./internal/runtime/workers.ts"
 import * as Outbox from "./Outbox.ts"
@@ -50,6 +51,7 @@ import * as Reconciler from "./Reconciler.ts"
 import * as Relay from "./Relay.ts"
 import * as Retention from "./Retention.ts"
 import * as StaleRecovery from "./StaleRecovery.ts"
+import { StorageLocation } from "./StorageLocation.ts"
 import * as Telemetry from "./Telemetry.ts"
 import type { Transactor } from "./Transactor.ts"
 import type { WakeUp } from "./WakeUp.ts"
@@ -99,7 +101,8 @@ export const consumer = <S extends Schema.Top, E, R>(
 export {
   /**
    * Two consumer groups drive the outbox lifecycle of one topic: the second would skip every event
-   * the first finished (H5). Exactly one group per topic may keep `lifecycle` on.
+   * the first finished. Exactly one group per topic may keep `lifecycle` on, across every process
+   * on the outbox (`registered` names the group the database holds).
    *
    * @since 0.1.0
    * @category errors
@@ -266,7 +269,9 @@ type ConsumerServices<C extends ReadonlyArray<ConsumerDeclaration<unknown>>> = S
 /**
  * The ports the runtime needs: storage (`OutboxStore`, `InboxStore`, `Transactor`, `WakeUp`)
  * and broker (`Publisher`, `BrokerProbe`, `ConsumerSource`). `BrokerAdmin` is used when present
- * (unknown-partition "sync", consumer lag).
+ * (unknown-partition "sync", consumer lag, where a new group starts reading), and so is
+ * `LifecycleRegistry` (the PostgreSQL storage provides it): each lifecycle-driving group is
+ * registered there at start, and a group of another process already holding a topic is refused.
  *
  * @since 0.1.0
  * @category models
@@ -333,13 +338,17 @@ const start = <R>(settings: Settings, declared: ReadonlyArray<ConsumerDeclaratio
     if (settings.staleRecovery !== false) yield* StaleRecovery.start(settings.staleRecovery)
     const running = settings.runConsumers ? declared : []
     const drivers = running.filter((declaration) => declaration.lifecycle !== false)
+    // Before anything consumes: a second driving group (here or in another process) is refused.
+    yield* Groups.registerDrivers(drivers)
+    yield* Groups.logStartOffsets(running)
     if (settings.reconciler !== false && drivers.length > 0) yield* Reconciler.start(drivers, settings.reconciler)
     const relays = settings.relay === false ? [] : yield* Workers.startRelays(settings.relay)
     const consumers = yield* Workers.superviseConsumers(running, settings.consumerRestart)
     if (settings.metricsInterval !== false) yield* Sampling.start(settings.metricsInterval, running)
     yield* Effect.addFinalizer(() => Effect.logInfo("outbox runtime stopped"))
+    const location = yield* StorageLocation
     yield* Effect.logInfo(
-      `outbox runtime started: ${relays.length} relay(s), ${consumers.length} consumer(s)` +
+      `outbox runtime started${location === undefined ? "" : ` on ${location}`}: ${relays.length} relay(s), ${consumers.length} consumer(s)` +
         `, stale recovery ${settings.staleRecovery === false ? "off" : "on"}` +
         `, reconciler ${settings.reconciler === false || drivers.length === 0 ? "off" : "on"}, retention ${settings.retention === false ? "off" : "on"}`
     )
@@ -355,7 +364,7 @@ const start = <R>(settings: Settings, declared: ReadonlyArray<ConsumerDeclaratio
  */
 export type RuntimeLayer<C extends ReadonlyArray<ConsumerDeclaration<unknown>>> = Layer.Layer<
   Outbox.Outbox | Inbox.Inbox | OutboxRuntime,
-  Config.ConfigError | OutboxValidationError | LifecycleGroupConflictError,
+  Config.ConfigError | OutboxValidationError | LifecycleGroupConflictError | OutboxStoreError,
   Ports | Exclude<ConsumerServices<C>, Outbox.Outbox | Inbox.Inbox | OutboxRuntime>
 >
 
