@@ -123,7 +123,10 @@ describe("the lifecycle-driving group across processes, on PostgreSQL and Kafka"
 
         yield* Effect.gen(function* () {
           yield* finished("o-1")
-          assert.include(infos, `group ${billing} has no committed offsets on ${Orders.name}: reading from the earliest offset`)
+          assert.include(
+            infos,
+            `group ${billing} has no committed offsets on ${Orders.name}: reading from the earliest offset`
+          )
           assert.isDefined(infos.find((l) => l.startsWith(`outbox runtime started on schema "${schema}" in database`)))
 
           // Another group, another process: refused with the typed error, message printed.
@@ -134,7 +137,9 @@ describe("the lifecycle-driving group across processes, on PostgreSQL and Kafka"
           assert.strictEqual(error.topic, Orders.name)
           assert.strictEqual(error.registered, billing)
           assert.deepStrictEqual(error.groups, [billing, shipping].sort())
-          const printed: string = JSON.parse(refused.lines.find((l) => l.startsWith("printed "))!.slice("printed ".length))
+          const printed: string = JSON.parse(
+            refused.lines.find((l) => l.startsWith("printed "))!.slice("printed ".length)
+          )
           assert.include(printed, "lifecycle: false")
           assert.include(printed, `effect-outbox lifecycle release --topic ${Orders.name} --group ${billing}`)
 
@@ -157,7 +162,10 @@ describe("the lifecycle-driving group across processes, on PostgreSQL and Kafka"
             [shipping]
           )
         }).pipe(Effect.provide(storage))
-      }).pipe(Effect.ensuring(cleanUp(schema, [Orders.name, Orders.deadLetterTopic])), Effect.provide(RealServices.layer))
+      }).pipe(
+        Effect.ensuring(cleanUp(schema, [Orders.name, Orders.deadLetterTopic])),
+        Effect.provide(RealServices.layer)
+      )
     },
     { timeout: 300_000 }
   )
@@ -175,7 +183,10 @@ const cleanUp = (schema: string, topics: ReadonlyArray<string>) =>
       Effect.ignore
     )
     yield* Effect.promise(async () => {
-      const admin = new Kafkajs.Kafka({ brokers: [...services.kafkaBrokers], logLevel: Kafkajs.logLevel.NOTHING }).admin()
+      const admin = new Kafkajs.Kafka({
+        brokers: [...services.kafkaBrokers],
+        logLevel: Kafkajs.logLevel.NOTHING
+      }).admin()
       await admin.connect()
       await admin
         .deleteTopics({ topics: [...topics] })

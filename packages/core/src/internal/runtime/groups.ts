@@ -46,11 +46,8 @@ export const logStartOffsets = (groups: ReadonlyArray<Group>) =>
       for (const topic of group.topics) {
         const partitions = offsets.filter((o) => o.topic === topic)
         if (partitions.length === 0 || partitions.some((o) => o.committed !== null)) continue
-        const where =
-          group.fromBeginning === false ? "the latest offset (fromBeginning: false)" : "the earliest offset"
-        yield* Effect.logInfo(
-          `group ${group.groupId} has no committed offsets on ${topic}: reading from ${where}`
-        )
+        const where = group.fromBeginning === false ? "the latest offset (fromBeginning: false)" : "the earliest offset"
+        yield* Effect.logInfo(`group ${group.groupId} has no committed offsets on ${topic}: reading from ${where}`)
       }
     }
   }).pipe(
