@@ -44,6 +44,7 @@ import type { InboxStore } from "./InboxStore.ts"
 import * as Groups from "./internal/runtime/groups.ts"
 import * as Sampling from "./internal/runtime/sampling.ts"
 import * as Workers from "./internal/runtime/workers.ts"
+import * as Vars from "./internal/variables.ts"
 import * as Outbox from "./Outbox.ts"
 import type { OutboxStore } from "./OutboxStore.ts"
 import type { Publisher } from "./Publisher.ts"
@@ -164,43 +165,29 @@ export interface Settings {
 }
 
 /**
- * The settings from the environment, each module's own variables included:
- *
- * | variable | default | |
- * |---|---|---|
- * | `OUTBOX_RELAY_ENABLED` | `true` | run relays here |
- * | `OUTBOX_RELAY_INSTANCES` | `1` | relays in this process |
- * | `OUTBOX_RELAY_*` | see `Relay.config` | batch size, lease, poll interval, backoff, … |
- * | `OUTBOX_STALE_RECOVERY_ENABLED` | `true` | `OUTBOX_STALE_*` see `StaleRecovery.config` |
- * | `OUTBOX_RECONCILE_ENABLED` | `true` | `OUTBOX_RECONCILE_*` see `Reconciler.config` |
- * | `OUTBOX_RETENTION_ENABLED` | `true` | `OUTBOX_RETENTION_*` see `Retention.config` |
- * | `OUTBOX_INBOX_RETENTION` | `30 days` | age of purged inbox records; `off` keeps them |
- * | `OUTBOX_CONSUMERS_ENABLED` | `true` | start the declared consumers |
- * | `OUTBOX_CONSUMER_RESTART` | `1 second` | first delay before restarting a stopped consumer |
- * | `OUTBOX_METRICS_ENABLED` | `true` | sample the outbox gauges and consumer lag |
- * | `OUTBOX_METRICS_INTERVAL` | `10 seconds` | how often |
- * | `OUTBOX_MAX_RECORD_BYTES` | `1048588` | largest record (key + headers + payload), see `Outbox.config` |
- * | `OUTBOX_MAX_PARTITION` | `1023` | highest explicit partition; `sync` never grows past it (`PartitionLimit`) |
+ * The settings from the environment, each module's own variables included: every variable, its
+ * type, default and meaning is listed in docs/configuration.md (generated from the tables the
+ * `Config`s are built from).
  *
  * @since 0.1.0
  * @category config
  */
 export const config: Config.Config<Settings> = Config.all({
   outbox: Outbox.config,
-  relayEnabled: Config.Boolean("OUTBOX_RELAY_ENABLED").pipe(Config.withDefault(true)),
-  instances: Config.Int("OUTBOX_RELAY_INSTANCES").pipe(Config.withDefault(1)),
+  relayEnabled: Vars.relay.enabled.config,
+  instances: Vars.relay.instances.config,
   relay: Relay.config,
-  staleEnabled: Config.Boolean("OUTBOX_STALE_RECOVERY_ENABLED").pipe(Config.withDefault(true)),
+  staleEnabled: Vars.stale.enabled.config,
   staleRecovery: StaleRecovery.config,
-  reconcilerEnabled: Config.Boolean("OUTBOX_RECONCILE_ENABLED").pipe(Config.withDefault(true)),
+  reconcilerEnabled: Vars.reconciler.enabled.config,
   reconciler: Reconciler.config,
-  retentionEnabled: Config.Boolean("OUTBOX_RETENTION_ENABLED").pipe(Config.withDefault(true)),
+  retentionEnabled: Vars.retention.enabled.config,
   retention: Retention.config,
-  inboxRetention: Config.String("OUTBOX_INBOX_RETENTION").pipe(Config.withDefault("30 days")),
-  consumers: Config.Boolean("OUTBOX_CONSUMERS_ENABLED").pipe(Config.withDefault(true)),
-  consumerRestart: Config.Duration("OUTBOX_CONSUMER_RESTART").pipe(Config.withDefault(Duration.seconds(1))),
-  metricsEnabled: Config.Boolean("OUTBOX_METRICS_ENABLED").pipe(Config.withDefault(true)),
-  metricsInterval: Config.Duration("OUTBOX_METRICS_INTERVAL").pipe(Config.withDefault(Duration.seconds(10)))
+  inboxRetention: Vars.retention.inbox.config,
+  consumers: Vars.runtime.consumers.config,
+  consumerRestart: Vars.runtime.consumerRestart.config,
+  metricsEnabled: Vars.runtime.metricsEnabled.config,
+  metricsInterval: Vars.runtime.metricsInterval.config
 }).pipe(
   Config.flatMap((raw): Config.Config<Settings> => {
     const off = raw.inboxRetention.trim().toLowerCase() === "off"
