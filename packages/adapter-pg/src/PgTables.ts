@@ -6,10 +6,11 @@
  */
 
 import { OutboxValidationError } from "@effect-outbox/core/Errors"
-import * as Config from "effect/Config"
+import type * as Config from "effect/Config"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import { variables } from "./internal/variables.ts"
 
 /**
  * @since 0.1.0
@@ -155,9 +156,9 @@ export const layer = (options: Options = {}): Layer.Layer<PgTables, OutboxValida
  */
 export const layerConfig: Layer.Layer<PgTables, OutboxValidationError | Config.ConfigError> = Layer.effect(PgTables)(
   Effect.gen(function* () {
-    const schema = yield* Config.String("OUTBOX_SCHEMA").pipe(Config.withDefault("outbox"))
-    const tablePrefix = yield* Config.String("OUTBOX_TABLE_PREFIX").pipe(Config.withDefault("outbox_"))
-    const channel = yield* Config.String("OUTBOX_CHANNEL").pipe(Config.option)
+    const schema = yield* variables.schema.config
+    const tablePrefix = yield* variables.tablePrefix.config
+    const channel = yield* variables.channel.config
     return yield* make({ schema, tablePrefix, channel: channel._tag === "Some" ? channel.value : undefined })
   })
 )
