@@ -97,12 +97,12 @@ export const relay = EnvVariable.table(core("Relay (claim engine)"), {
 
 export const stale = EnvVariable.table(core("Stale-dispatch recovery"), {
   enabled: EnvVariable.boolean("OUTBOX_STALE_RECOVERY_ENABLED", true, "run stale-dispatch recovery in this process"),
-  batchSize: EnvVariable.integer("OUTBOX_STALE_BATCH_SIZE", 100, "expired leases settled per round"),
-  interval: EnvVariable.duration("OUTBOX_STALE_INTERVAL", "15 seconds", "how often expired leases are looked for"),
+  batchSize: EnvVariable.integer("OUTBOX_STALE_BATCH_SIZE", 100, "stale rows judged per round"),
+  interval: EnvVariable.duration("OUTBOX_STALE_INTERVAL", "15 seconds", "time between rounds"),
   giveUpAfter: EnvVariable.duration(
     "OUTBOX_STALE_GIVE_UP_AFTER",
     "5 minutes",
-    "a row whose publication cannot be confirmed for this long is requeued (it may be published twice)"
+    "a row whose lease expired longer ago than this and whose probe still fails is requeued (a duplicate is possible)"
   ),
   leaseTtl: EnvVariable.optionalDuration(
     "OUTBOX_STALE_LEASE_TTL",
@@ -117,11 +117,15 @@ export const reconciler = EnvVariable.table(core("Reconciler"), {
     true,
     "sweep rows left `UNDER_PROCESSING` when a consumer here drives the lifecycle"
   ),
-  minAge: EnvVariable.duration("OUTBOX_RECONCILE_MIN_AGE", "1 minute", "rows younger than this are left alone"),
+  minAge: EnvVariable.duration(
+    "OUTBOX_RECONCILE_MIN_AGE",
+    "1 minute",
+    "rows `UNDER_PROCESSING` for less than this are left to their consumer"
+  ),
   stuckAfter: EnvVariable.duration(
     "OUTBOX_RECONCILE_STUCK_AFTER",
     "15 minutes",
-    "a row with no inbox record this long is reported stuck"
+    "rows `UNDER_PROCESSING` without an inbox record for longer than this are reported stuck"
   ),
   batchSize: EnvVariable.integer("OUTBOX_RECONCILE_BATCH_SIZE", 1000, "rows per batch"),
   maxBatchesPerRound: EnvVariable.integer("OUTBOX_RECONCILE_MAX_BATCHES", 10, "batches per round"),
