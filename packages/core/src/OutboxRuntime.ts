@@ -43,6 +43,7 @@ import * as Inbox from "./Inbox.ts"
 import type { InboxStore } from "./InboxStore.ts"
 import * as Groups from "./internal/runtime/groups.ts"
 import * as Sampling from "./internal/runtime/sampling.ts"
+import * as UnknownVariables from "./internal/runtime/unknownVariables.ts"
 import * as Workers from "./internal/runtime/workers.ts"
 import * as Vars from "./internal/variables.ts"
 import * as Outbox from "./Outbox.ts"
@@ -316,6 +317,7 @@ export const sampleMetrics: Effect.Effect<void, OutboxStoreError, OutboxStore> =
 
 const start = <R>(settings: Settings, declared: ReadonlyArray<ConsumerDeclaration<R>>) =>
   Effect.gen(function* () {
+    yield* UnknownVariables.warnUnknown
     // Finalizers run in reverse: consumers stop first, then relays, then recovery and retention.
     if (settings.retention !== false) yield* Retention.start(settings.retention)
     if (settings.inboxRetention !== false) {

@@ -103,6 +103,33 @@ describe("OutboxRuntime", () => {
     })
   )
 
+  it.effect("OUTBOX_* variables nothing reads are one warning at start, with the name each resembles", () =>
+    Effect.gen(function* () {
+      const warnings: Array<string> = []
+      const capture = Logger.make((options) => {
+        if (options.logLevel === "Warn") warnings.push(String((options.message as ReadonlyArray<unknown>)[0]))
+      })
+      const build = (values: Record<string, string>) =>
+        Layer.build(
+          OutboxRuntime.layer({ relay: false }).pipe(Layer.provideMerge(ports()), Layer.provide(env(values)))
+        ).pipe(Effect.scoped, Effect.provide(Logger.layer([capture])))
+
+      yield* build({ OUTBOX_RELAY_BATCH_SIZE: "5", OUTBOX_RELAY_BATCHSIZE: "5", OUTBOX_COLOUR_OF_THE_SKY: "blue" })
+      const unread = warnings.filter((w) => w.includes("nothing in this process reads"))
+      assert.strictEqual(unread.length, 1, warnings.join("\n"))
+      assert.include(unread[0]!, "OUTBOX_RELAY_BATCHSIZE (did you mean OUTBOX_RELAY_BATCH_SIZE?)")
+      assert.include(unread[0]!, "OUTBOX_COLOUR_OF_THE_SKY")
+      assert.notInclude(unread[0]!, "OUTBOX_RELAY_BATCH_SIZE,")
+
+      warnings.length = 0
+      yield* build({ OUTBOX_RELAY_BATCH_SIZE: "5", OUTBOX_RELAY_LEASE: "1 minute" })
+      assert.deepStrictEqual(
+        warnings.filter((w) => w.includes("nothing in this process reads")),
+        []
+      )
+    })
+  )
+
   it.live("enqueued events are published and consumed exactly once by a declared consumer", () =>
     Effect.gen(function* () {
       const seen: Array<string> = []
