@@ -318,6 +318,11 @@ export const sampleMetrics: Effect.Effect<void, OutboxStoreError, OutboxStore> =
 const start = <R>(settings: Settings, declared: ReadonlyArray<ConsumerDeclaration<R>>) =>
   Effect.gen(function* () {
     yield* UnknownVariables.warnUnknown
+    const running = settings.runConsumers ? declared : []
+    const drivers = running.filter((declaration) => declaration.lifecycle !== false)
+    // Before anything starts: a second driving group (here or in another process) is refused.
+    yield* Groups.registerDrivers(drivers)
+    yield* Groups.logStartOffsets(running)
     // Finalizers run in reverse: consumers stop first, then relays, then recovery and retention.
     if (settings.retention !== false) yield* Retention.start(settings.retention)
     if (settings.inboxRetention !== false) {
@@ -325,11 +330,6 @@ const start = <R>(settings: Settings, declared: ReadonlyArray<ConsumerDeclaratio
       yield* Retention.startInbox(settings.inboxRetention, settings.retention === false ? {} : settings.retention)
     }
     if (settings.staleRecovery !== false) yield* StaleRecovery.start(settings.staleRecovery)
-    const running = settings.runConsumers ? declared : []
-    const drivers = running.filter((declaration) => declaration.lifecycle !== false)
-    // Before anything consumes: a second driving group (here or in another process) is refused.
-    yield* Groups.registerDrivers(drivers)
-    yield* Groups.logStartOffsets(running)
     if (settings.reconciler !== false && drivers.length > 0) yield* Reconciler.start(drivers, settings.reconciler)
     const relays = settings.relay === false ? [] : yield* Workers.startRelays(settings.relay)
     const consumers = yield* Workers.superviseConsumers(running, settings.consumerRestart)
