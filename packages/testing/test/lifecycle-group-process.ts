@@ -48,13 +48,13 @@ const service = OutboxRuntime.layer({
   )
 )
 
+// Listening before "ready" is printed: the test sends SIGTERM as soon as it reads it.
+const terminated = new Promise<void>((resolve) => process.once("SIGTERM", () => resolve()))
 const exit = await Effect.runPromiseExit(
   Effect.gen(function* () {
     yield* Layer.build(service)
     process.stdout.write("ready\n")
-    yield* Effect.callback<void>((resume) => {
-      process.once("SIGTERM", () => resume(Effect.void))
-    })
+    yield* Effect.promise(() => terminated)
   }).pipe(Effect.scoped, Effect.provideService(References.MinimumLogLevel, "Warn"))
 )
 if (Exit.isFailure(exit)) {
