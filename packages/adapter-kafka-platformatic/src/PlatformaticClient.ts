@@ -5,6 +5,8 @@
  *
  * @since 0.1.0
  */
+
+import * as KafkaVariables from "@effect-outbox/core/KafkaVariables"
 import { Admin, type BaseOptions, Consumer } from "@platformatic/kafka"
 import * as Config from "effect/Config"
 import * as Context from "effect/Context"
@@ -90,16 +92,8 @@ export const layer = (options: PlatformaticClientOptions): Layer.Layer<Platforma
  * @category config
  */
 export const config: Config.Config<PlatformaticClientOptions> = Config.all({
-  brokers: Config.String("KAFKA_BROKERS").pipe(
-    Config.withDefault("127.0.0.1:9092"),
-    Config.map((s) =>
-      s
-        .split(",")
-        .map((b) => b.trim())
-        .filter((b) => b.length > 0)
-    )
-  ),
-  clientId: Config.String("KAFKA_CLIENT_ID").pipe(Config.withDefault("effect-outbox"))
+  brokers: KafkaVariables.variables.brokers.config,
+  clientId: KafkaVariables.variables.clientId.config
 })
 
 /**

@@ -4,6 +4,7 @@
  *
  * @since 0.1.0
  */
+import * as KafkaVariables from "@effect-outbox/core/KafkaVariables"
 import * as Config from "effect/Config"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
@@ -99,16 +100,8 @@ export const layer = (options: KafkaClientOptions): Layer.Layer<KafkaClient> => 
  * @category config
  */
 export const config: Config.Config<KafkaClientOptions> = Config.all({
-  brokers: Config.String("KAFKA_BROKERS").pipe(
-    Config.withDefault("127.0.0.1:9092"),
-    Config.map((s) =>
-      s
-        .split(",")
-        .map((b) => b.trim())
-        .filter((b) => b.length > 0)
-    )
-  ),
-  clientId: Config.String("KAFKA_CLIENT_ID").pipe(Config.withDefault("effect-outbox"))
+  brokers: KafkaVariables.variables.brokers.config,
+  clientId: KafkaVariables.variables.clientId.config
 })
 
 /**

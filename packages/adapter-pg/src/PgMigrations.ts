@@ -178,6 +178,17 @@ const parked = (t: Tables): ReadonlyArray<string> => [
          )`
 ]
 
+// The consumer group that drives each topic's outbox lifecycle, one per topic, shared by every
+// process on this outbox (the runtime refuses a second driving group at start).
+const lifecycleGroup = (t: Tables): ReadonlyArray<string> => [
+  `CREATE TABLE IF NOT EXISTS ${t.lifecycleGroup} (
+           topic text PRIMARY KEY,
+           group_id text NOT NULL CHECK (group_id <> ''),
+           registered_at timestamptz NOT NULL DEFAULT now(),
+           started_at timestamptz NOT NULL DEFAULT now()
+         )`
+]
+
 /**
  * The migrations, numbered. Never edit a published one: add the next number.
  *
@@ -192,13 +203,15 @@ export const migrations = (t: Tables): Record<string, Effect.Effect<void, unknow
     "3_hot_path": run(hotPath(t)),
     "4_failure_blocks_key": run(failureBlocksKey(t)),
     "5_stale_recovery": run(staleRecovery(t)),
-    "6_parked": run(parked(t))
+    "6_parked": run(parked(t)),
+    "7_lifecycle_group": run(lifecycleGroup(t))
   }
 }
 
 /**
- * Creates the schema when missing and applies every pending migration, in one transaction
- * serialised by an advisory lock, so concurrent starts neither race nor half-apply. Returns the
+ * Creates the schema when missing (saying so at WARN, with its name) and applies every pending
+ * migration, in one transaction serialised by an advisory lock, so concurrent starts neither race
+ * nor half-apply. Returns the
  * migrations it applied (empty when the schema was up to date).
  *
  * @since 0.1.0
@@ -214,6 +227,15 @@ export const run: Effect.Effect<
   return yield* sql.withTransaction(
     Effect.gen(function* () {
       yield* sql`SELECT pg_advisory_xact_lock(${t.locks.migrations}, 0)`.withoutTransform
+      const [found] = yield* sql<{ present: boolean; db: string }>`SELECT current_database() AS db,
+        EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = ${t.schema}) AS present`.withoutTransform
+      if (found !== undefined && !found.present) {
+        // Loud on purpose: a mistyped OUTBOX_SCHEMA would otherwise start a second, empty outbox.
+        yield* Effect.logWarning(
+          `creating the outbox schema "${t.schema}" in database ${found.db}: it does not exist yet ` +
+            `(expected on a first deployment; if the name is a typo, stop and fix OUTBOX_SCHEMA)`
+        )
+      }
       yield* sql.unsafe(`CREATE SCHEMA IF NOT EXISTS "${t.schema}"`).unprepared
       return yield* Migrator.make({})({ loader: Migrator.fromRecord(migrations(t)), table: t.migrations })
     })

@@ -1,7 +1,7 @@
 /**
  * Every PostgreSQL service of effect-outbox in one layer: tables (migrated at start-up unless
  * switched off), `OutboxStore`, `InboxStore`, `Transactor`, `PartitionAssignmentStore`,
- * `ParkedStore`, `WakeUp` and the operators' `ReadModel`, all on one `PgClient`.
+ * `ParkedStore`, `LifecycleRegistry`, `WakeUp` and the operators' `ReadModel`, all on one `PgClient`.
  *
  * ```ts
  * const Database = PgClient.layerConfig({ url: Config.Redacted("DATABASE_URL") })
@@ -14,19 +14,24 @@
 import * as PgClient from "@effect/sql-pg/PgClient"
 import type { OutboxStoreError, OutboxValidationError } from "@effect-outbox/core/Errors"
 import type { InboxStore } from "@effect-outbox/core/InboxStore"
+import type { LifecycleRegistry } from "@effect-outbox/core/LifecycleRegistry"
 import type { OutboxStore } from "@effect-outbox/core/OutboxStore"
 import type { ParkedStore } from "@effect-outbox/core/ParkedStore"
 import type { PartitionAssignmentStore } from "@effect-outbox/core/PartitionAssignmentStore"
 import type { ReadModel } from "@effect-outbox/core/ReadModel"
+import { StorageLocation } from "@effect-outbox/core/StorageLocation"
 import type { Transactor } from "@effect-outbox/core/Transactor"
 import type { WakeUp } from "@effect-outbox/core/WakeUp"
-import * as Config from "effect/Config"
+import type * as Config from "effect/Config"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type * as SqlClient from "effect/sql/SqlClient"
 import type { SqlError } from "effect/sql/SqlError"
+import { describe } from "./internal/location.ts"
+import { variables } from "./internal/variables.ts"
 import * as PgInboxStore from "./PgInboxStore.ts"
+import * as PgLifecycleRegistry from "./PgLifecycleRegistry.ts"
 import * as PgMigrations from "./PgMigrations.ts"
 import * as PgOutboxStore from "./PgOutboxStore.ts"
 import * as PgParkedStore from "./PgParkedStore.ts"
@@ -60,6 +65,7 @@ export type Services =
   | Transactor
   | PartitionAssignmentStore
   | ParkedStore
+  | LifecycleRegistry
   | WakeUp
   | ReadModel
   | PgTables.PgTables
@@ -87,28 +93,23 @@ export const layer = (
     PgTransactor.layer,
     PgPartitionAssignmentStore.layer,
     PgParkedStore.layer(options.parked),
+    PgLifecycleRegistry.layer,
     PgWakeUp.layer(options.wakeUp),
-    PgReadModel.layer
+    PgReadModel.layer,
+    // for the runtime's start line
+    Layer.effect(StorageLocation)(
+      Effect.gen(function* () {
+        const client = yield* PgClient.PgClient
+        return describe((yield* PgTables.PgTables).schema, client.config)
+      })
+    )
   ).pipe(Layer.provideMerge(migrated))
 }
 
 /**
- * Reads the configuration:
- *
- * | variable | default | |
- * |---|---|---|
- * | `DATABASE_URL` | required | the connection string |
- * | `DATABASE_MAX_CONNECTIONS` | 10 | pool size |
- * | `OUTBOX_SCHEMA` | `outbox` | schema of the tables |
- * | `OUTBOX_TABLE_PREFIX` | `outbox_` | table name prefix |
- * | `OUTBOX_MIGRATE` | `true` | run migrations at start-up |
- * | `OUTBOX_NOTIFY` | `true` | after each enqueueing commit, a coalesced `NOTIFY` for relays in other processes |
- * | `OUTBOX_NOTIFY_IN_TRANSACTION` | `false` | the old mode: `NOTIFY` inside the enqueueing transaction (serialises commits) |
- * | `OUTBOX_NOTIFY_INTERVAL` | `50 millis` | at most one after-commit `NOTIFY` per this interval per process |
- * | `OUTBOX_LISTEN` | `true` | relays `LISTEN` (else poll only) |
- * | `OUTBOX_RECORD_TRANSITIONS` | `false` | append transitions to `<prefix>transition` |
- * | `DATABASE_KEEPALIVE` | `30 seconds` | idle time before TCP keep-alive probes (a dead peer is noticed in about a minute, not 15) |
- * | `OUTBOX_DB_CALL_TIMEOUT` | `30 seconds` | claim / transition / findStale give up after this (see `PgOutboxStore.Options.callTimeout`) |
+ * Reads the configuration: `DATABASE_URL` (required), `DATABASE_*` for the pool and `OUTBOX_*`
+ * for the tables and wake-ups; each variable's type, default and meaning is in
+ * docs/configuration.md (generated from the table this reads through).
  *
  * @since 0.1.0
  * @category layers
@@ -118,20 +119,18 @@ export const layerConfig: Layer.Layer<
   OutboxStoreError | OutboxValidationError | Config.ConfigError | SqlError
 > = Layer.unwrap(
   Effect.gen(function* () {
-    const url = yield* Config.Redacted("DATABASE_URL")
-    const maxConnections = yield* Config.Int("DATABASE_MAX_CONNECTIONS").pipe(Config.withDefault(10))
-    const schema = yield* Config.String("OUTBOX_SCHEMA").pipe(Config.withDefault("outbox"))
-    const tablePrefix = yield* Config.String("OUTBOX_TABLE_PREFIX").pipe(Config.withDefault("outbox_"))
-    const migrate = yield* Config.Boolean("OUTBOX_MIGRATE").pipe(Config.withDefault(true))
-    const notify = yield* Config.Boolean("OUTBOX_NOTIFY").pipe(Config.withDefault(true))
-    const notifyInTransaction = yield* Config.Boolean("OUTBOX_NOTIFY_IN_TRANSACTION").pipe(Config.withDefault(false))
-    const notifyInterval = yield* Config.Duration("OUTBOX_NOTIFY_INTERVAL").pipe(
-      Config.withDefault(Duration.millis(50))
-    )
-    const listen = yield* Config.Boolean("OUTBOX_LISTEN").pipe(Config.withDefault(true))
-    const recordTransitions = yield* Config.Boolean("OUTBOX_RECORD_TRANSITIONS").pipe(Config.withDefault(false))
-    const keepAlive = yield* Config.Duration("DATABASE_KEEPALIVE").pipe(Config.withDefault(Duration.seconds(30)))
-    const callTimeout = yield* Config.Duration("OUTBOX_DB_CALL_TIMEOUT").pipe(Config.withDefault(Duration.seconds(30)))
+    const url = yield* variables.url.config
+    const maxConnections = yield* variables.maxConnections.config
+    const schema = yield* variables.schema.config
+    const tablePrefix = yield* variables.tablePrefix.config
+    const migrate = yield* variables.migrate.config
+    const notify = yield* variables.notify.config
+    const notifyInTransaction = yield* variables.notifyInTransaction.config
+    const notifyInterval = yield* variables.notifyInterval.config
+    const listen = yield* variables.listen.config
+    const recordTransitions = yield* variables.recordTransitions.config
+    const keepAlive = yield* variables.keepAlive.config
+    const callTimeout = yield* variables.callTimeout.config
     // TCP keep-alive: without it a half-open connection (a peer that vanished) is noticed only
     // when the OS gives up retransmitting, about 15 minutes.
     const client = PgClient.layer({ url, maxConnections, keepAlive })

@@ -6,10 +6,11 @@
  */
 
 import { OutboxValidationError } from "@effect-outbox/core/Errors"
-import * as Config from "effect/Config"
+import type * as Config from "effect/Config"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import { variables } from "./internal/variables.ts"
 
 /**
  * @since 0.1.0
@@ -47,6 +48,8 @@ export interface Tables {
   readonly parked: string
   /** Release requests of parked keys (the CLI's `parked release`). */
   readonly parkedRelease: string
+  /** The consumer group driving each topic's outbox lifecycle (`LifecycleRegistry`). */
+  readonly lifecycleGroup: string
   readonly claimFunction: string
   /** The migrator's bookkeeping table, unquoted `schema.table` (the migrator quotes it). */
   readonly migrations: string
@@ -125,6 +128,7 @@ export const make = (options: Options = {}): Effect.Effect<Tables, OutboxValidat
       lease: table("lease"),
       parked: table("parked"),
       parkedRelease: table("parked_release"),
+      lifecycleGroup: table("lifecycle_group"),
       claimFunction: table("claim"),
       migrations: `${schema}.${tablePrefix}migrations`,
       channel,
@@ -152,9 +156,9 @@ export const layer = (options: Options = {}): Layer.Layer<PgTables, OutboxValida
  */
 export const layerConfig: Layer.Layer<PgTables, OutboxValidationError | Config.ConfigError> = Layer.effect(PgTables)(
   Effect.gen(function* () {
-    const schema = yield* Config.String("OUTBOX_SCHEMA").pipe(Config.withDefault("outbox"))
-    const tablePrefix = yield* Config.String("OUTBOX_TABLE_PREFIX").pipe(Config.withDefault("outbox_"))
-    const channel = yield* Config.String("OUTBOX_CHANNEL").pipe(Config.option)
+    const schema = yield* variables.schema.config
+    const tablePrefix = yield* variables.tablePrefix.config
+    const channel = yield* variables.channel.config
     return yield* make({ schema, tablePrefix, channel: channel._tag === "Some" ? channel.value : undefined })
   })
 )

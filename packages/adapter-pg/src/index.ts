@@ -3,6 +3,7 @@
  */
 export * as PgErrors from "./PgErrors.ts"
 export * as PgInboxStore from "./PgInboxStore.ts"
+export * as PgLifecycleRegistry from "./PgLifecycleRegistry.ts"
 export * as PgLogOutbox from "./PgLogOutbox.ts"
 export * as PgLogSource from "./PgLogSource.ts"
 export * as PgMigrations from "./PgMigrations.ts"

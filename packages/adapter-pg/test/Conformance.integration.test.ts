@@ -3,6 +3,7 @@
 
 import { PgClient } from "@effect/sql-pg"
 import * as InboxStoreSuite from "@effect-outbox/testing/InboxStoreSuite"
+import * as LifecycleRegistrySuite from "@effect-outbox/testing/LifecycleRegistrySuite"
 import * as OutboxStoreSuite from "@effect-outbox/testing/OutboxStoreSuite"
 import * as ParkedStoreSuite from "@effect-outbox/testing/ParkedStoreSuite"
 import * as PartitionAssignmentStoreSuite from "@effect-outbox/testing/PartitionAssignmentStoreSuite"
@@ -12,6 +13,7 @@ import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
 import * as SqlClient from "effect/sql/SqlClient"
 import * as PgInboxStore from "../src/PgInboxStore.ts"
+import * as PgLifecycleRegistry from "../src/PgLifecycleRegistry.ts"
 import * as PgOutboxStore from "../src/PgOutboxStore.ts"
 import * as PgParkedStore from "../src/PgParkedStore.ts"
 import * as PgPartitionAssignmentStore from "../src/PgPartitionAssignmentStore.ts"
@@ -49,4 +51,7 @@ PartitionAssignmentStoreSuite.suite("PostgreSQL", { layer: stores })
 ParkedStoreSuite.suite("PostgreSQL", {
   layer: (maxRecords) =>
     PgParkedStore.layer({ maxRecords }).pipe(Layer.provideMerge(freshTables()), Layer.provideMerge(pgClient(4)))
+})
+LifecycleRegistrySuite.suite("PostgreSQL", {
+  layer: () => PgLifecycleRegistry.layer.pipe(Layer.provideMerge(freshTables()), Layer.provideMerge(pgClient(2)))
 })

@@ -1,6 +1,7 @@
 // The migrations: idempotent, safe when several processes start at once, in any schema/prefix.
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
+import * as Logger from "effect/Logger"
 import * as SqlClient from "effect/sql/SqlClient"
 import * as PgMigrations from "../src/PgMigrations.ts"
 import * as PgTables from "../src/PgTables.ts"
@@ -21,6 +22,27 @@ const tablesIn = (schema: string) =>
   ).pipe(Effect.map((rows) => rows.map((r) => r.name)))
 
 describe("PgMigrations", () => {
+  it.effect("creating a schema that did not exist is a warning naming it; an existing one is silent", () =>
+    Effect.gen(function* () {
+      const schema = freshSchema()
+      yield* dropAfter(schema)
+      const warnings: Array<string> = []
+      const capture = Logger.make((options) => {
+        if (options.logLevel === "Warn") warnings.push(String((options.message as ReadonlyArray<unknown>)[0]))
+      })
+      const migrate = PgMigrations.run.pipe(
+        Effect.provideService(PgTables.PgTables, yield* PgTables.make({ schema })),
+        Effect.provide(Logger.layer([capture]))
+      )
+      yield* migrate
+      assert.strictEqual(warnings.length, 1, warnings.join("\n"))
+      assert.include(warnings[0]!, `creating the outbox schema "${schema}" in database postgres`)
+      assert.include(warnings[0]!, "OUTBOX_SCHEMA")
+      yield* migrate
+      assert.strictEqual(warnings.length, 1, warnings.join("\n"))
+    }).pipe(Effect.scoped, Effect.provide(pgClient()))
+  )
+
   it.effect("creates the schema and tables once; a second run applies nothing", () =>
     Effect.gen(function* () {
       const schema = freshSchema()
@@ -33,12 +55,14 @@ describe("PgMigrations", () => {
         [3, "hot_path"],
         [4, "failure_blocks_key"],
         [5, "stale_recovery"],
-        [6, "parked"]
+        [6, "parked"],
+        [7, "lifecycle_group"]
       ])
       const second = yield* PgMigrations.run.pipe(Effect.provideService(PgTables.PgTables, tables))
       assert.deepStrictEqual(second, [])
       assert.deepStrictEqual(yield* tablesIn(schema), [
         "outbox_lease",
+        "outbox_lifecycle_group",
         "outbox_message",
         "outbox_migrations",
         "outbox_parked",
@@ -65,7 +89,7 @@ describe("PgMigrations", () => {
           .flat()
           .map(([id]) => id)
           .sort(),
-        [1, 2, 3, 4, 5, 6]
+        [1, 2, 3, 4, 5, 6, 7]
       )
     }).pipe(Effect.scoped, Effect.provide(pgClient(8)))
   )

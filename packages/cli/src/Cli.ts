@@ -9,12 +9,14 @@
  */
 
 import { Command } from "effect/cli"
+import { lifecycle } from "./commands/Lifecycle.ts"
 import { dlt, parked, purge } from "./commands/Maintenance.ts"
 import { root } from "./commands/Root.ts"
 import { inspect, recoverStale, release, requeue, skip, status } from "./commands/Rows.ts"
 import { dashboard } from "./commands/Serve.ts"
 import { topics } from "./commands/Topics.ts"
 
+export { lifecycle } from "./commands/Lifecycle.ts"
 export { dlt, parked, purge } from "./commands/Maintenance.ts"
 export { parseDuration, root } from "./commands/Root.ts"
 export { inspect, recoverStale, release, requeue, skip, status } from "./commands/Rows.ts"
@@ -37,6 +39,7 @@ export const command = root.pipe(
     recoverStale,
     dlt,
     parked,
+    lifecycle,
     purge,
     topics,
     dashboard

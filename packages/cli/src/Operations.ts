@@ -9,6 +9,7 @@
 export * from "./operations/Changes.ts"
 export * from "./operations/DeadLetters.ts"
 export * from "./operations/Inspect.ts"
+export * from "./operations/LifecycleGroups.ts"
 export * from "./operations/OperatorError.ts"
 export * from "./operations/Parked.ts"
 export * from "./operations/Purge.ts"

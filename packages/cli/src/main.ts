@@ -7,16 +7,16 @@
  * @since 0.1.0
  */
 import { NodeRuntime, NodeServices } from "@effect/platform-node"
-import * as Config from "effect/Config"
 import * as Effect from "effect/Effect"
 import * as Logger from "effect/Logger"
 import * as References from "effect/References"
 import * as Cli from "./Cli.ts"
+import { variables } from "./internal/variables.ts"
 
 const stderrLogger = Logger.map(Logger.formatSimple, (line) => void process.stderr.write(`${line}\n`))
 
 const program = Effect.gen(function* () {
-  const level = yield* Config.LogLevel("OUTBOX_LOG_LEVEL").pipe(Config.withDefault("Warn" as const))
+  const level = yield* variables.logLevel.config
   yield* Cli.run(process.argv.slice(2)).pipe(Effect.provideService(References.MinimumLogLevel, level))
 }).pipe(Effect.provideService(Logger.CurrentLoggers, new Set([stderrLogger])), Effect.provide(NodeServices.layer))
 

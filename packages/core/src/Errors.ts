@@ -265,20 +265,38 @@ export class LogSourceError extends Schema.TaggedError<LogSourceError>()("LogSou
 
 /**
  * Two consumer groups drive the outbox lifecycle of one topic: the second would skip every event
- * the first finished. Exactly one group per topic may keep `lifecycle` on.
+ * the first finished. Exactly one group per topic may keep `lifecycle` on. `registered` is set
+ * when the other group is the one registered in the database (it may run in another process);
+ * absent, both groups were declared in this runtime.
+ *
+ * The message is part of the printed error (`console.error`, `util.inspect`, JSON), not only a
+ * getter, so the way out is visible wherever the error ends up.
  *
  * @since 0.1.0
  * @category errors
  */
 export class LifecycleGroupConflictError extends Schema.TaggedError<LifecycleGroupConflictError>()(
   "LifecycleGroupConflictError",
-  { topic: Schema.String, groups: Schema.Array(Schema.String) }
+  { topic: Schema.String, groups: Schema.Array(Schema.String), registered: Schema.optionalKey(Schema.String) }
 ) {
   override get message() {
+    if (this.registered === undefined) {
+      return (
+        `consumer groups ${this.groups.join(", ")} all drive the outbox lifecycle of topic ${this.topic}; ` +
+        `keep lifecycle on for one of them and declare the others with lifecycle: false`
+      )
+    }
+    const group = this.groups.find((g) => g !== this.registered) ?? this.groups[0]
     return (
-      `consumer groups ${this.groups.join(", ")} all drive the outbox lifecycle of topic ${this.topic}; ` +
-      `keep lifecycle on for one of them and declare the others with lifecycle: false`
+      `consumer group ${group} cannot drive the outbox lifecycle of topic ${this.topic}: group ` +
+      `${this.registered} is registered as its lifecycle group (and may run in another process); a second ` +
+      `one would skip every event the first finished. Run ${group} as a plain inbox group with ` +
+      `lifecycle: false (every group but one fans out this way), or hand the role over when ${this.registered} ` +
+      `is retired: effect-outbox lifecycle release --topic ${this.topic} --group ${this.registered} --execute`
     )
+  }
+  override toJSON() {
+    return { ...(super.toJSON() as object), message: this.message }
   }
 }
 

@@ -31,6 +31,7 @@ import { eventIdAt } from "./internal/ids/eventId.ts"
 import { InTransaction, inTransactionOnly, withTransactionOf } from "./internal/outbox/transaction.ts"
 import { runningSpan } from "./internal/telemetry/runningSpan.ts"
 import { currentSpanOf, withTraceparent } from "./internal/telemetry/traceContext.ts"
+import * as Vars from "./internal/variables.ts"
 import * as OutboxMessage from "./OutboxMessage.ts"
 import { type InsertResult, OutboxStore } from "./OutboxStore.ts"
 import * as PartitionLimit from "./PartitionLimit.ts"
@@ -82,10 +83,7 @@ export const maxRecordBytes = (settings: Settings): number =>
  * @category config
  */
 export const config: Config.Config<Settings> = Config.all({
-  maxRecordBytes: Config.Int("OUTBOX_MAX_RECORD_BYTES").pipe(
-    Config.orElse(() => Config.Int("OUTBOX_MAX_PAYLOAD_BYTES")),
-    Config.withDefault(RecordSize.DEFAULT_MAX_MESSAGE_BYTES)
-  ),
+  maxRecordBytes: Vars.outbox.maxRecordBytes.config,
   maxPartition: PartitionLimit.config
 })
 

@@ -56,8 +56,11 @@ import {
 } from "./Errors.ts"
 import * as Inbox from "./Inbox.ts"
 import type { InboxStore } from "./InboxStore.ts"
+import * as Groups from "./internal/runtime/groups.ts"
 import * as Sampling from "./internal/runtime/sampling.ts"
+import * as UnknownVariables from "./internal/runtime/unknownVariables.ts"
 import * as Workers from "./internal/runtime/workers.ts"
+import * as Vars from "./internal/variables.ts"
 import * as Outbox from "./Outbox.ts"
 import type { OutboxStore } from "./OutboxStore.ts"
 import type { Publisher } from "./Publisher.ts"
@@ -66,6 +69,7 @@ import * as Relay from "./Relay.ts"
 import * as Retention from "./Retention.ts"
 import * as StaleRecovery from "./StaleRecovery.ts"
 import * as StartupCheck from "./StartupCheck.ts"
+import { StorageLocation } from "./StorageLocation.ts"
 import * as Telemetry from "./Telemetry.ts"
 import type { Transactor } from "./Transactor.ts"
 import type { WakeUp } from "./WakeUp.ts"
@@ -115,7 +119,8 @@ export const consumer = <S extends Schema.Top, E, R>(
 export {
   /**
    * Two consumer groups drive the outbox lifecycle of one topic: the second would skip every event
-   * the first finished. Exactly one group per topic may keep `lifecycle` on.
+   * the first finished. Exactly one group per topic may keep `lifecycle` on, across every process
+   * on the outbox (`registered` names the group the database holds).
    *
    * @since 0.1.0
    * @category errors
@@ -184,47 +189,31 @@ export interface Settings {
 }
 
 /**
- * The settings from the environment, each module's own variables included:
- *
- * | variable | default | |
- * |---|---|---|
- * | `OUTBOX_RELAY_ENABLED` | `true` | run relays here |
- * | `OUTBOX_RELAY_INSTANCES` | `1` | relays in this process |
- * | `OUTBOX_RELAY_*` | see `Relay.config` | batch size, lease, poll interval, backoff, … |
- * | `OUTBOX_STALE_RECOVERY_ENABLED` | `true` | `OUTBOX_STALE_*` see `StaleRecovery.config` |
- * | `OUTBOX_RECONCILE_ENABLED` | `true` | `OUTBOX_RECONCILE_*` see `Reconciler.config` |
- * | `OUTBOX_RETENTION_ENABLED` | `true` | `OUTBOX_RETENTION_*` see `Retention.config` |
- * | `OUTBOX_INBOX_RETENTION` | `30 days` | age of purged inbox records; `off` keeps them |
- * | `OUTBOX_CONSUMERS_ENABLED` | `true` | start the declared consumers |
- * | `OUTBOX_CONSUMER_RESTART` | `1 second` | first delay before restarting a stopped consumer |
- * | `OUTBOX_METRICS_ENABLED` | `true` | sample the outbox gauges and consumer lag |
- * | `OUTBOX_METRICS_INTERVAL` | `10 seconds` | how often |
- * | `OUTBOX_MAX_RECORD_BYTES` | `1048588` | largest record (key + headers + payload), see `Outbox.config` |
- * | `OUTBOX_MAX_PARTITION` | `1023` | highest explicit partition; `sync` never grows past it (`PartitionLimit`) |
- * | `OUTBOX_BROKER_STARTUP_TIMEOUT` | `10 seconds` | start-up fails when the brokers do not answer within it; `off` skips the check of brokers and topics |
- * | `OUTBOX_AUTO_CREATE_TOPICS` | `false` | create missing consumer topics and dead-letter topics at start-up |
+ * The settings from the environment, each module's own variables included: every variable, its
+ * type, default and meaning is listed in docs/configuration.md (generated from the tables the
+ * `Config`s are built from).
  *
  * @since 0.1.0
  * @category config
  */
 export const config: Config.Config<Settings> = Config.all({
   outbox: Outbox.config,
-  relayEnabled: Config.Boolean("OUTBOX_RELAY_ENABLED").pipe(Config.withDefault(true)),
-  instances: Config.Int("OUTBOX_RELAY_INSTANCES").pipe(Config.withDefault(1)),
+  relayEnabled: Vars.relay.enabled.config,
+  instances: Vars.relay.instances.config,
   relay: Relay.config,
-  staleEnabled: Config.Boolean("OUTBOX_STALE_RECOVERY_ENABLED").pipe(Config.withDefault(true)),
+  staleEnabled: Vars.stale.enabled.config,
   staleRecovery: StaleRecovery.config,
-  reconcilerEnabled: Config.Boolean("OUTBOX_RECONCILE_ENABLED").pipe(Config.withDefault(true)),
+  reconcilerEnabled: Vars.reconciler.enabled.config,
   reconciler: Reconciler.config,
-  retentionEnabled: Config.Boolean("OUTBOX_RETENTION_ENABLED").pipe(Config.withDefault(true)),
+  retentionEnabled: Vars.retention.enabled.config,
   retention: Retention.config,
-  inboxRetention: Config.String("OUTBOX_INBOX_RETENTION").pipe(Config.withDefault("30 days")),
-  consumers: Config.Boolean("OUTBOX_CONSUMERS_ENABLED").pipe(Config.withDefault(true)),
-  consumerRestart: Config.Duration("OUTBOX_CONSUMER_RESTART").pipe(Config.withDefault(Duration.seconds(1))),
-  metricsEnabled: Config.Boolean("OUTBOX_METRICS_ENABLED").pipe(Config.withDefault(true)),
-  metricsInterval: Config.Duration("OUTBOX_METRICS_INTERVAL").pipe(Config.withDefault(Duration.seconds(10))),
-  brokerStartupTimeout: StartupCheck.timeoutConfig,
-  autoCreateTopics: Config.Boolean("OUTBOX_AUTO_CREATE_TOPICS").pipe(Config.withDefault(false))
+  inboxRetention: Vars.retention.inbox.config,
+  consumers: Vars.runtime.consumers.config,
+  consumerRestart: Vars.runtime.consumerRestart.config,
+  metricsEnabled: Vars.runtime.metricsEnabled.config,
+  metricsInterval: Vars.runtime.metricsInterval.config,
+  brokerStartupTimeout: Vars.runtime.brokerStartupTimeout.config,
+  autoCreateTopics: Vars.runtime.autoCreateTopics.config
 }).pipe(
   Config.flatMap((raw): Config.Config<Settings> => {
     const off = raw.inboxRetention.trim().toLowerCase() === "off"
@@ -295,7 +284,9 @@ type ConsumerServices<C extends ReadonlyArray<ConsumerDeclaration<unknown>>> = S
 /**
  * The ports the runtime needs: storage (`OutboxStore`, `InboxStore`, `Transactor`, `WakeUp`)
  * and broker (`Publisher`, `BrokerProbe`, `ConsumerSource`). `BrokerAdmin` is used when present
- * (the start-up check, unknown-partition "sync", consumer lag).
+ * (unknown-partition "sync", consumer lag, where a new group starts reading), and so is
+ * `LifecycleRegistry` (the PostgreSQL storage provides it): each lifecycle-driving group is
+ * registered there at start, and a group of another process already holding a topic is refused.
  *
  * @since 0.1.0
  * @category models
@@ -353,6 +344,7 @@ export const sampleMetrics: Effect.Effect<void, OutboxStoreError, OutboxStore> =
 
 const start = <R>(settings: Settings, declared: ReadonlyArray<ConsumerDeclaration<R>>) =>
   Effect.gen(function* () {
+    yield* UnknownVariables.warnUnknown
     const running = settings.runConsumers ? declared : []
     // Before anything starts: an unreachable broker or a missing topic fails here, once.
     yield* StartupCheck.run(running, {
@@ -361,6 +353,10 @@ const start = <R>(settings: Settings, declared: ReadonlyArray<ConsumerDeclaratio
     })
     // Logged when every finalizer below has run: finalizers run in reverse, this one last.
     yield* Effect.addFinalizer(() => Effect.logInfo("outbox runtime stopped"))
+    const drivers = running.filter((declaration) => declaration.lifecycle !== false)
+    // A second driving group (here or in another process) is refused.
+    yield* Groups.registerDrivers(drivers)
+    yield* Groups.logStartOffsets(running)
     // Finalizers run in reverse: consumers stop first, then relays, then recovery and retention.
     if (settings.retention !== false) yield* Retention.start(settings.retention)
     if (settings.inboxRetention !== false) {
@@ -368,13 +364,13 @@ const start = <R>(settings: Settings, declared: ReadonlyArray<ConsumerDeclaratio
       yield* Retention.startInbox(settings.inboxRetention, settings.retention === false ? {} : settings.retention)
     }
     if (settings.staleRecovery !== false) yield* StaleRecovery.start(settings.staleRecovery)
-    const drivers = running.filter((declaration) => declaration.lifecycle !== false)
     if (settings.reconciler !== false && drivers.length > 0) yield* Reconciler.start(drivers, settings.reconciler)
     const relays = settings.relay === false ? [] : yield* Workers.startRelays(settings.relay)
     const consumers = yield* Workers.superviseConsumers(running, settings.consumerRestart)
     if (settings.metricsInterval !== false) yield* Sampling.start(settings.metricsInterval, running)
+    const location = yield* StorageLocation
     yield* Effect.logInfo(
-      `outbox runtime started: ${relays.length} relay(s), ${consumers.length} consumer(s)` +
+      `outbox runtime started${location === undefined ? "" : ` on ${location}`}: ${relays.length} relay(s), ${consumers.length} consumer(s)` +
         `, stale recovery ${settings.staleRecovery === false ? "off" : "on"}` +
         `, reconciler ${settings.reconciler === false || drivers.length === 0 ? "off" : "on"}, retention ${settings.retention === false ? "off" : "on"}`
     )
@@ -393,6 +389,7 @@ export type RuntimeLayer<C extends ReadonlyArray<ConsumerDeclaration<unknown>>> 
   | Config.ConfigError
   | OutboxValidationError
   | LifecycleGroupConflictError
+  | OutboxStoreError
   | BrokerUnreachableError
   | MissingTopicsError
   | BrokerAdminError,

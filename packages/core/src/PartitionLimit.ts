@@ -6,7 +6,8 @@
  *
  * @since 0.2.0
  */
-import * as Config from "effect/Config"
+import type * as Config from "effect/Config"
+import * as Vars from "./internal/variables.ts"
 
 /**
  * Partitions 0–1023 (topics of up to 1,024 partitions): far above what one topic usually needs,
@@ -15,7 +16,7 @@ import * as Config from "effect/Config"
  * @since 0.2.0
  * @category constants
  */
-export const DEFAULT_MAX_PARTITION = 1023
+export const DEFAULT_MAX_PARTITION: number = Vars.outbox.maxPartition.value
 
 /**
  * `OUTBOX_MAX_PARTITION`, default {@link DEFAULT_MAX_PARTITION}. Read by `Outbox.config`,
@@ -24,9 +25,7 @@ export const DEFAULT_MAX_PARTITION = 1023
  * @since 0.2.0
  * @category config
  */
-export const config: Config.Config<number> = Config.Int("OUTBOX_MAX_PARTITION").pipe(
-  Config.withDefault(DEFAULT_MAX_PARTITION)
-)
+export const config: Config.Config<number> = Vars.outbox.maxPartition.config
 
 /**
  * Why `partition` may not be used or grown to, or `undefined` when it is within `max`.

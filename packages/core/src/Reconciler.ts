@@ -28,6 +28,7 @@ import type { OutboxStoreError } from "./Errors.ts"
 import * as Inbox from "./Inbox.ts"
 import { InboxStore, type ProcessedKey } from "./InboxStore.ts"
 import * as Jobs from "./internal/jobs.ts"
+import * as Vars from "./internal/variables.ts"
 import type { OutboxMessage } from "./OutboxMessage.ts"
 import { OutboxStore } from "./OutboxStore.ts"
 import * as Telemetry from "./Telemetry.ts"
@@ -68,11 +69,11 @@ export interface Settings {
  * @category constants
  */
 export const defaults: Settings = {
-  minAge: Duration.minutes(1),
-  stuckAfter: Duration.minutes(15),
-  batchSize: 1000,
-  maxBatchesPerRound: 10,
-  interval: Duration.minutes(1)
+  minAge: Vars.reconciler.minAge.value,
+  stuckAfter: Vars.reconciler.stuckAfter.value,
+  batchSize: Vars.reconciler.batchSize.value,
+  maxBatchesPerRound: Vars.reconciler.maxBatchesPerRound.value,
+  interval: Vars.reconciler.interval.value
 }
 
 /**
@@ -83,11 +84,11 @@ export const defaults: Settings = {
  * @category config
  */
 export const config: Config.Config<Settings> = Config.all({
-  minAge: Config.Duration("OUTBOX_RECONCILE_MIN_AGE").pipe(Config.withDefault(defaults.minAge)),
-  stuckAfter: Config.Duration("OUTBOX_RECONCILE_STUCK_AFTER").pipe(Config.withDefault(defaults.stuckAfter)),
-  batchSize: Config.Int("OUTBOX_RECONCILE_BATCH_SIZE").pipe(Config.withDefault(defaults.batchSize)),
-  maxBatchesPerRound: Config.Int("OUTBOX_RECONCILE_MAX_BATCHES").pipe(Config.withDefault(defaults.maxBatchesPerRound)),
-  interval: Config.Duration("OUTBOX_RECONCILE_INTERVAL").pipe(Config.withDefault(defaults.interval))
+  minAge: Vars.reconciler.minAge.config,
+  stuckAfter: Vars.reconciler.stuckAfter.config,
+  batchSize: Vars.reconciler.batchSize.config,
+  maxBatchesPerRound: Vars.reconciler.maxBatchesPerRound.config,
+  interval: Vars.reconciler.interval.config
 })
 
 /**

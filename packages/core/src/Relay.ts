@@ -61,6 +61,7 @@ import { dispatch } from "./internal/relay/dispatch.ts"
 import * as Loop from "./internal/relay/loop.ts"
 import * as Outage from "./internal/relay/outage.ts"
 import { runningSpan } from "./internal/telemetry/runningSpan.ts"
+import * as Vars from "./internal/variables.ts"
 import type { OutboxMessage } from "./OutboxMessage.ts"
 import type { FailedHeadPolicy, OutboxStore } from "./OutboxStore.ts"
 import * as PartitionLimit from "./PartitionLimit.ts"
@@ -135,18 +136,18 @@ export interface Settings {
  * @category constants
  */
 export const defaults: Settings = {
-  batchSize: 100,
-  maxPerKey: 100,
-  lease: Duration.seconds(30),
-  publishTimeout: Duration.seconds(10),
-  pollInterval: Duration.seconds(1),
-  maxAttempts: 10,
-  backoff: backoff("500 millis", "1 minute"),
-  outageBackoff: backoff("500 millis", "10 seconds"),
-  failedHead: "block",
-  unknownPartition: "fail",
-  shutdownTimeout: Duration.seconds(10),
-  pipelineDepth: 2
+  batchSize: Vars.relay.batchSize.value,
+  maxPerKey: Vars.relay.batchSize.value,
+  lease: Vars.relay.lease.value,
+  publishTimeout: Vars.relay.publishTimeout.value,
+  pollInterval: Vars.relay.pollInterval.value,
+  maxAttempts: Vars.relay.maxAttempts.value,
+  backoff: backoff(Vars.relay.backoffBase.value, Vars.relay.backoffMax.value),
+  outageBackoff: backoff(Vars.relay.outageBackoffBase.value, Vars.relay.outageBackoffMax.value),
+  failedHead: Vars.relay.failedHead.value,
+  unknownPartition: Vars.relay.unknownPartition.value,
+  shutdownTimeout: Vars.relay.shutdownTimeout.value,
+  pipelineDepth: Vars.relay.pipelineDepth.value
 }
 
 /**
@@ -156,24 +157,22 @@ export const defaults: Settings = {
  * @category config
  */
 export const config: Config.Config<Settings> = Config.all({
-  owner: Config.option(Config.String("OUTBOX_RELAY_OWNER")),
-  batchSize: Config.Int("OUTBOX_RELAY_BATCH_SIZE").pipe(Config.withDefault(defaults.batchSize)),
-  maxPerKey: Config.option(Config.Int("OUTBOX_RELAY_MAX_PER_KEY")),
-  lease: Config.Duration("OUTBOX_RELAY_LEASE").pipe(Config.withDefault(defaults.lease)),
-  publishTimeout: Config.Duration("OUTBOX_RELAY_PUBLISH_TIMEOUT").pipe(Config.withDefault(defaults.publishTimeout)),
-  pollInterval: Config.Duration("OUTBOX_RELAY_POLL_INTERVAL").pipe(Config.withDefault(defaults.pollInterval)),
-  maxAttempts: Config.Int("OUTBOX_RELAY_MAX_ATTEMPTS").pipe(Config.withDefault(defaults.maxAttempts)),
-  backoffBase: Config.Duration("OUTBOX_RELAY_BACKOFF_BASE").pipe(Config.withDefault(Duration.millis(500))),
-  backoffMax: Config.Duration("OUTBOX_RELAY_BACKOFF_MAX").pipe(Config.withDefault(Duration.minutes(1))),
-  outageBackoffBase: Config.Duration("OUTBOX_RELAY_OUTAGE_BACKOFF_BASE").pipe(Config.withDefault(Duration.millis(500))),
-  outageBackoffMax: Config.Duration("OUTBOX_RELAY_OUTAGE_BACKOFF_MAX").pipe(Config.withDefault(Duration.seconds(10))),
-  failedHead: Config.Literals(["block", "skip"], "OUTBOX_RELAY_FAILED_HEAD").pipe(
-    Config.withDefault<FailedHeadPolicy>("block")
-  ),
+  owner: Vars.relay.owner.config,
+  batchSize: Vars.relay.batchSize.config,
+  maxPerKey: Vars.relay.maxPerKey.config,
+  lease: Vars.relay.lease.config,
+  publishTimeout: Vars.relay.publishTimeout.config,
+  pollInterval: Vars.relay.pollInterval.config,
+  maxAttempts: Vars.relay.maxAttempts.config,
+  backoffBase: Vars.relay.backoffBase.config,
+  backoffMax: Vars.relay.backoffMax.config,
+  outageBackoffBase: Vars.relay.outageBackoffBase.config,
+  outageBackoffMax: Vars.relay.outageBackoffMax.config,
+  failedHead: Vars.relay.failedHead.config,
   unknownPartition: UnknownPartition.config,
   maxPartition: PartitionLimit.config,
-  shutdownTimeout: Config.Duration("OUTBOX_RELAY_SHUTDOWN_TIMEOUT").pipe(Config.withDefault(defaults.shutdownTimeout)),
-  pipelineDepth: Config.Int("OUTBOX_RELAY_PIPELINE_DEPTH").pipe(Config.withDefault(defaults.pipelineDepth))
+  shutdownTimeout: Vars.relay.shutdownTimeout.config,
+  pipelineDepth: Vars.relay.pipelineDepth.config
 }).pipe(
   Config.map(
     ({ backoffBase, backoffMax, maxPerKey, outageBackoffBase, outageBackoffMax, owner, ...rest }): Settings => ({

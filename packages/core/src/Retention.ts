@@ -27,6 +27,7 @@ import type * as Scope from "effect/Scope"
 import { type OutboxStoreError, OutboxValidationError } from "./Errors.ts"
 import { InboxStore } from "./InboxStore.ts"
 import * as Jobs from "./internal/jobs.ts"
+import * as Vars from "./internal/variables.ts"
 import * as Lifecycle from "./Lifecycle.ts"
 import { OutboxStore } from "./OutboxStore.ts"
 import * as Telemetry from "./Telemetry.ts"
@@ -55,12 +56,12 @@ export interface Settings {
  * @category constants
  */
 export const defaults: Settings = {
-  statuses: ["SUCCESS", "PUSHED_FAILURE", "PUBLISHED"],
-  olderThan: Duration.days(7),
-  batchSize: 1000,
-  maxBatchesPerRound: 100,
-  interval: Duration.minutes(5),
-  catchUpInterval: Duration.seconds(1)
+  statuses: Vars.retention.statuses.value as ReadonlyArray<Lifecycle.OutboxStatus>,
+  olderThan: Vars.retention.olderThan.value,
+  batchSize: Vars.retention.batchSize.value,
+  maxBatchesPerRound: Vars.retention.maxBatchesPerRound.value,
+  interval: Vars.retention.interval.value,
+  catchUpInterval: Vars.retention.catchUpInterval.value
 }
 
 /**
@@ -72,22 +73,12 @@ export const defaults: Settings = {
  * @category config
  */
 export const config: Config.Config<Settings> = Config.all({
-  statuses: Config.String("OUTBOX_RETENTION_STATUSES").pipe(
-    Config.map((text) =>
-      text
-        .split(",")
-        .map((part) => part.trim())
-        .filter((part) => part.length > 0)
-    ),
-    Config.withDefault<ReadonlyArray<string>>(defaults.statuses)
-  ),
-  olderThan: Config.Duration("OUTBOX_RETENTION_OLDER_THAN").pipe(Config.withDefault(defaults.olderThan)),
-  batchSize: Config.Int("OUTBOX_RETENTION_BATCH_SIZE").pipe(Config.withDefault(defaults.batchSize)),
-  maxBatchesPerRound: Config.Int("OUTBOX_RETENTION_MAX_BATCHES").pipe(Config.withDefault(defaults.maxBatchesPerRound)),
-  interval: Config.Duration("OUTBOX_RETENTION_INTERVAL").pipe(Config.withDefault(defaults.interval)),
-  catchUpInterval: Config.Duration("OUTBOX_RETENTION_CATCH_UP_INTERVAL").pipe(
-    Config.withDefault(defaults.catchUpInterval)
-  )
+  statuses: Vars.retention.statuses.config,
+  olderThan: Vars.retention.olderThan.config,
+  batchSize: Vars.retention.batchSize.config,
+  maxBatchesPerRound: Vars.retention.maxBatchesPerRound.config,
+  interval: Vars.retention.interval.config,
+  catchUpInterval: Vars.retention.catchUpInterval.config
 }).pipe(Config.map((raw) => ({ ...raw, statuses: raw.statuses as ReadonlyArray<Lifecycle.OutboxStatus> })))
 
 /**

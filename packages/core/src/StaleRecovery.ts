@@ -46,6 +46,7 @@ import type { OutboxStoreError } from "./Errors.ts"
 import * as Jobs from "./internal/jobs.ts"
 import { judge } from "./internal/stale/judge.ts"
 import { settle } from "./internal/stale/settle.ts"
+import * as Vars from "./internal/variables.ts"
 import type { OutboxMessage } from "./OutboxMessage.ts"
 import { OutboxStore, type StaleCursor, type TransitionOutcome } from "./OutboxStore.ts"
 import * as PartitionLimit from "./PartitionLimit.ts"
@@ -85,10 +86,10 @@ export interface Settings {
  * @category constants
  */
 export const defaults: Settings = {
-  batchSize: 100,
-  interval: Duration.seconds(15),
-  unknownPartition: "fail",
-  giveUpAfter: Duration.minutes(5)
+  batchSize: Vars.stale.batchSize.value,
+  interval: Vars.stale.interval.value,
+  unknownPartition: Vars.relay.unknownPartition.value,
+  giveUpAfter: Vars.stale.giveUpAfter.value
 }
 
 const leaseTtlMillis = (s: Settings): number =>
@@ -102,15 +103,12 @@ const leaseTtlMillis = (s: Settings): number =>
  * @category config
  */
 export const config: Config.Config<Settings> = Config.all({
-  batchSize: Config.Int("OUTBOX_STALE_BATCH_SIZE").pipe(Config.withDefault(defaults.batchSize)),
-  interval: Config.Duration("OUTBOX_STALE_INTERVAL").pipe(Config.withDefault(defaults.interval)),
+  batchSize: Vars.stale.batchSize.config,
+  interval: Vars.stale.interval.config,
   unknownPartition: UnknownPartition.config,
   maxPartition: PartitionLimit.config,
-  giveUpAfter: Config.Duration("OUTBOX_STALE_GIVE_UP_AFTER").pipe(Config.withDefault(defaults.giveUpAfter)),
-  leaseTtl: Config.Duration("OUTBOX_STALE_LEASE_TTL").pipe(
-    Config.option,
-    Config.map((ttl) => (Option.isSome(ttl) ? ttl.value : undefined))
-  )
+  giveUpAfter: Vars.stale.giveUpAfter.config,
+  leaseTtl: Vars.stale.leaseTtl.config.pipe(Config.map((ttl) => (Option.isSome(ttl) ? ttl.value : undefined)))
 })
 
 /**

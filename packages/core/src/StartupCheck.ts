@@ -9,14 +9,14 @@
  * @since 0.3.0
  */
 import * as Clock from "effect/Clock"
-import * as Config from "effect/Config"
-import * as ConfigProvider from "effect/ConfigProvider"
+import type * as Config from "effect/Config"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import { BrokerAdmin } from "./BrokerAdmin.ts"
 import * as DeadLetter from "./DeadLetter.ts"
 import { type BrokerAdminError, BrokerUnreachableError, MissingTopicsError } from "./Errors.ts"
+import * as Vars from "./internal/variables.ts"
 
 /**
  * @since 0.3.0
@@ -70,22 +70,7 @@ export const requiredTopics = (
  * @since 0.3.0
  * @category config
  */
-export const timeoutConfig: Config.Config<false | Duration.Duration> = Config.String(
-  "OUTBOX_BROKER_STARTUP_TIMEOUT"
-).pipe(
-  Config.withDefault("10 seconds"),
-  Config.flatMap((raw): Config.Config<false | Duration.Duration> => {
-    if (raw.trim().toLowerCase() === "off") return Config.succeed(false)
-    const timeout = Duration.fromInput(raw.trim() as Duration.Input)
-    return Option.isSome(timeout)
-      ? Config.succeed(timeout.value)
-      : Config.fail(
-          new ConfigProvider.SourceError({
-            message: `OUTBOX_BROKER_STARTUP_TIMEOUT: "${raw}" is neither a duration (e.g. "10 seconds") nor "off"`
-          })
-        )
-  })
-)
+export const timeoutConfig: Config.Config<false | Duration.Duration> = Vars.runtime.brokerStartupTimeout.config
 
 // The broker lives in real time, also for a runtime built under a TestClock.
 const liveClock = Clock.Clock.defaultValue()

@@ -9,11 +9,12 @@
  *
  * @since 0.2.0
  */
-import * as Config from "effect/Config"
+import type * as Config from "effect/Config"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import { BrokerAdmin } from "./BrokerAdmin.ts"
 import type { BrokerAdminError, UnknownPartitionError } from "./Errors.ts"
+import * as Vars from "./internal/variables.ts"
 import * as PartitionLimit from "./PartitionLimit.ts"
 
 /**
@@ -39,9 +40,7 @@ export interface Settings {
  * @since 0.2.0
  * @category config
  */
-export const config: Config.Config<Policy> = Config.Literals(["fail", "sync"], "OUTBOX_RELAY_UNKNOWN_PARTITION").pipe(
-  Config.withDefault<Policy>("fail")
-)
+export const config: Config.Config<Policy> = Vars.relay.unknownPartition.config
 
 /**
  * What became of the partition:

@@ -4,6 +4,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as InMemoryBroker from "@effect-outbox/testing/InMemoryBroker"
 import * as InMemoryDatabase from "@effect-outbox/testing/InMemoryDatabase"
+import * as InMemoryLifecycleRegistry from "@effect-outbox/testing/InMemoryLifecycleRegistry"
 import * as Cause from "effect/Cause"
 import * as ConfigProvider from "effect/ConfigProvider"
 import * as Context from "effect/Context"
@@ -12,6 +13,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
+import * as Logger from "effect/Logger"
 import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
 import * as References from "effect/References"
@@ -19,6 +21,7 @@ import * as Schema from "effect/Schema"
 import * as Scope from "effect/Scope"
 import * as TestClock from "effect/testing/TestClock"
 import type { Inbox } from "../src/Inbox.ts"
+import { LifecycleRegistry } from "../src/LifecycleRegistry.ts"
 import * as Outbox from "../src/Outbox.ts"
 import * as OutboxRuntime from "../src/OutboxRuntime.ts"
 import { OutboxStore } from "../src/OutboxStore.ts"
@@ -68,6 +71,60 @@ describe("OutboxRuntime", () => {
       // One driver and any number of lifecycle: false groups is fine.
       assert.isTrue(
         Exit.isSuccess(yield* build([declare("billing"), declare("shipping", false), declare("audit", false)]))
+      )
+    })
+  )
+
+  it.effect("with a shared registry, a driving group of another runtime is refused; the same group is not", () =>
+    Effect.gen(function* () {
+      const registry = Layer.succeed(LifecycleRegistry)(InMemoryLifecycleRegistry.make())
+      const infos: Array<string> = []
+      const capture = Logger.make((options) => {
+        if (options.logLevel === "Info") infos.push(String((options.message as ReadonlyArray<unknown>)[0]))
+      })
+      const build = (groupId: string) =>
+        Layer.build(
+          OutboxRuntime.layer({
+            relay: false,
+            consumers: [OutboxRuntime.consumer(Topic.consumer(Greetings, { groupId, handler: () => Effect.void }))]
+          }).pipe(Layer.provideMerge(ports()), Layer.provide(registry), Layer.provide(env({})))
+        ).pipe(Effect.scoped, Effect.provide(Logger.layer([capture])), Effect.exit)
+
+      assert.isTrue(Exit.isSuccess(yield* build("billing")))
+      assert.include(infos, "group billing has no committed offsets on greetings: reading from the earliest offset")
+      assert.isTrue(Exit.isSuccess(yield* build("billing")))
+      const refused = yield* build("shipping")
+      const conflict = Exit.isFailure(refused) ? Option.getOrUndefined(Cause.findErrorOption(refused.cause)) : undefined
+      assert.instanceOf(conflict, OutboxRuntime.LifecycleGroupConflictError)
+      assert.strictEqual(conflict.registered, "billing")
+      assert.deepStrictEqual(conflict.groups, ["billing", "shipping"])
+      assert.include(conflict.message, "effect-outbox lifecycle release --topic greetings --group billing")
+    })
+  )
+
+  it.effect("OUTBOX_* variables nothing reads are one warning at start, with the name each resembles", () =>
+    Effect.gen(function* () {
+      const warnings: Array<string> = []
+      const capture = Logger.make((options) => {
+        if (options.logLevel === "Warn") warnings.push(String((options.message as ReadonlyArray<unknown>)[0]))
+      })
+      const build = (values: Record<string, string>) =>
+        Layer.build(
+          OutboxRuntime.layer({ relay: false }).pipe(Layer.provideMerge(ports()), Layer.provide(env(values)))
+        ).pipe(Effect.scoped, Effect.provide(Logger.layer([capture])))
+
+      yield* build({ OUTBOX_RELAY_BATCH_SIZE: "5", OUTBOX_RELAY_BATCHSIZE: "5", OUTBOX_COLOUR_OF_THE_SKY: "blue" })
+      const unread = warnings.filter((w) => w.includes("nothing in this process reads"))
+      assert.strictEqual(unread.length, 1, warnings.join("\n"))
+      assert.include(unread[0]!, "OUTBOX_RELAY_BATCHSIZE (did you mean OUTBOX_RELAY_BATCH_SIZE?)")
+      assert.include(unread[0]!, "OUTBOX_COLOUR_OF_THE_SKY")
+      assert.notInclude(unread[0]!, "OUTBOX_RELAY_BATCH_SIZE,")
+
+      warnings.length = 0
+      yield* build({ OUTBOX_RELAY_BATCH_SIZE: "5", OUTBOX_RELAY_LEASE: "1 minute" })
+      assert.deepStrictEqual(
+        warnings.filter((w) => w.includes("nothing in this process reads")),
+        []
       )
     })
   )

@@ -81,6 +81,7 @@ const cases: ReadonlyArray<SuiteCase.Case<Support.Context, Services, Support.Fea
   Delivery.slowMemberKeepsReceiving,
   Delivery.severalTopics,
   Commits.groupOffsetsFollowCommits,
+  Positions.defaultReadsFromEarliest,
   Positions.resetLatestSkipsBacklog,
   Positions.grownPartitionFromFirstRecord,
   Positions.pausedPartitionWaits,

@@ -3,7 +3,6 @@
  *
  * @since 0.4.0
  */
-import * as Config from "effect/Config"
 import * as Console from "effect/Console"
 import { Command, Flag } from "effect/cli"
 import * as Effect from "effect/Effect"
@@ -12,6 +11,7 @@ import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import * as Dashboard from "../Dashboard.ts"
 import * as DashboardGuard from "../DashboardGuard.ts"
+import { variables } from "../internal/variables.ts"
 import { broker, database, type RootConfig, root, userError } from "./Root.ts"
 
 /**
@@ -34,7 +34,7 @@ export const dashboard = Command.make(
     ),
     token: Flag.Redacted("token").pipe(
       Flag.withDescription("access token, required beyond loopback (default: $OUTBOX_DASHBOARD_TOKEN)"),
-      Flag.withFallbackConfig(Config.Redacted("OUTBOX_DASHBOARD_TOKEN")),
+      Flag.withFallbackConfig(variables.dashboardToken.config),
       Flag.optional
     ),
     readOnly: Flag.Boolean("read-only").pipe(

@@ -5,12 +5,35 @@
  */
 import { assert } from "@effect/vitest"
 import { BrokerAdmin } from "@effect-outbox/core/BrokerAdmin"
-import type { ConsumerRecord } from "@effect-outbox/core/ConsumerSource"
+import { type ConsumerRecord, ConsumerSource } from "@effect-outbox/core/ConsumerSource"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Stream from "effect/Stream"
 import { uniqueName } from "../../conformance.ts"
 import { type Case, eventIdOf, publishTo, subscribe } from "./support.ts"
+
+export const defaultReadsFromEarliest: Case = {
+  name: "by default a new group joining a topic with history reads it from the earliest record",
+  run: ({ makeTopic, recordsOf }) =>
+    Effect.gen(function* () {
+      const topic = yield* makeTopic(1)
+      const { requests } = yield* publishTo(topic, [{}, {}, {}])
+      const records = yield* Effect.scoped(
+        Effect.gen(function* () {
+          // no fromBeginning: the port's default
+          const subscription = yield* (yield* ConsumerSource).subscribe({
+            groupId: uniqueName("group"),
+            topics: [topic]
+          })
+          return yield* recordsOf(subscription, 3)
+        })
+      )
+      assert.deepStrictEqual(
+        records.map(eventIdOf),
+        requests.map((r) => r.id)
+      )
+    })
+}
 
 export const resetLatestSkipsBacklog: Case = {
   name: "reset policy latest: a new group that starts at the end skips what was there and receives what comes after",
