@@ -34,7 +34,8 @@ export const summarize = (reports, exitCode = 0) => {
   }
   // The run failed and no report says why (unhandled error, crash before the report): one failure.
   if (exitCode !== 0 && total.failed === 0) total.failed = 1
-  return `${total.passed} passed, ${total.failed} failed` + (total.skipped ? `, ${total.skipped} skipped` : "")
+  const skipped = total.skipped ? `, ${total.skipped} skipped` : ""
+  return `${total.passed} passed, ${total.failed} failed${skipped}`
 }
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? "").href) {
