@@ -12,6 +12,16 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type * as Scope from "effect/Scope"
 
+// @platformatic/kafka's declarations read Node's fetch option `RequestInit["dispatcher"]`. With the
+// DOM lib (TypeScript's default) `RequestInit` is the browser's, without it, and they fail to compile
+// unless skipLibCheck is on: declared here, the same undici type @types/node gives without the DOM lib.
+declare global {
+  interface RequestInit {
+    dispatcher?: NodeFetchDispatcher
+  }
+}
+type NodeFetchDispatcher = import("undici-types").Dispatcher
+
 /**
  * @since 0.1.0
  * @category models

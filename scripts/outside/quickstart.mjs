@@ -1,0 +1,137 @@
+// Runs the README's Quick start as a user would, in the outside project (scripts/outside-project),
+// against the real services: a database of its own on DATABASE_URL's server, the broker at
+// KAFKA_BROKERS. Passes when billing wrote an invoice for an event of this database's outbox.
+//   node quickstart.mjs README.md APP_DIR REPORT.json
+// When the block creates nothing (no CREATE TABLE in it), this creates its tables and its topic and
+// dead-letter topic first. When the block launches nothing itself, the README's next sentence is
+// appended: placeOrder(...) inside the running OutboxLive.
+import { spawn } from "node:child_process"
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs"
+import { createRequire } from "node:module"
+import { join } from "node:path"
+
+const [readmePath, app, reportPath] = process.argv.slice(2)
+const require = createRequire(join(app, "package.json"))
+const pg = require("pg")
+const { Kafka, logLevel } = require("kafkajs")
+const databaseUrl = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres"
+const brokers = (process.env.KAFKA_BROKERS ?? "127.0.0.1:9092").split(",")
+const deadline = Date.now() + Number(process.env.QUICKSTART_TIMEOUT_MS ?? 90_000)
+const say = (line) => console.error(`[quickstart] ${line}`)
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
+
+const readme = readFileSync(readmePath, "utf8")
+const block = /## Quick start[\s\S]*?```ts\n([\s\S]*?)```/.exec(readme)?.[1]
+const checks = []
+const result = (name, ok, detail) => {
+  checks.push({ title: name, status: ok ? "passed" : "failed" })
+  say(`${ok ? "ok  " : "FAIL"} ${name}${detail ? `: ${detail}` : ""}`)
+}
+
+const run = async () => {
+  if (!block) return result("README.md has a ```ts block under ## Quick start", false)
+  const selfContained = /CREATE TABLE/i.test(block)
+  const launches = /runMain|runFork|runPromise|Layer\.launch|ManagedRuntime/.test(block)
+  const orderId = `o-${Date.now()}`
+  const source = launches
+    ? block
+    : `${block}
+// Appended by scripts/outside/quickstart.mjs: the README's next step, inside the running runtime.
+Effect.runFork(Effect.gen(function*() {
+  yield* placeOrder({ orderId: ${JSON.stringify(orderId)}, amountCents: 1200 })
+  return yield* Effect.never
+}).pipe(Effect.provide(OutboxLive)))
+`
+  mkdirSync(join(app, "quickstart"), { recursive: true })
+  const main = join(app, "quickstart", "main.ts")
+  writeFileSync(main, source)
+
+  // A database of its own: nothing of an earlier run or of a parallel one is counted.
+  const database = `outside_quickstart_${process.pid}_${Date.now() % 1_000_000}`
+  const admin = new pg.Client({ connectionString: databaseUrl })
+  await admin.connect()
+  await admin.query(`CREATE DATABASE ${database}`)
+  const url = new URL(databaseUrl)
+  url.pathname = `/${database}`
+  const db = new pg.Client({ connectionString: url.toString() })
+  await db.connect()
+  let child
+  try {
+    if (!selfContained) {
+      await db.query("CREATE TABLE orders (id text PRIMARY KEY, amount_cents integer NOT NULL)")
+      await db.query("CREATE TABLE invoices (order_id text NOT NULL, event_id text NOT NULL)")
+      const topic = /Topic\.make\(\{\s*name:\s*"([^"]+)"/.exec(block)?.[1] ?? "orders"
+      const kafka = new Kafka({ clientId: "outside-quickstart", brokers, logLevel: logLevel.NOTHING })
+      const kafkaAdmin = kafka.admin()
+      await kafkaAdmin.connect()
+      const existing = new Set(await kafkaAdmin.listTopics())
+      const wanted = [topic, `${topic}.DLT`].filter((name) => !existing.has(name))
+      if (wanted.length > 0) await kafkaAdmin.createTopics({ topics: wanted.map((name) => ({ topic: name })) })
+      await kafkaAdmin.disconnect()
+      say(`created tables orders, invoices and topics ${[topic, `${topic}.DLT`].join(", ")} (when missing)`)
+    }
+    const log = []
+    const started = Date.now()
+    child = spawn(process.execPath, [main], {
+      cwd: app,
+      env: { ...process.env, DATABASE_URL: url.toString(), KAFKA_BROKERS: brokers.join(",") },
+      stdio: ["ignore", "pipe", "pipe"]
+    })
+    child.stdout.on("data", (chunk) => log.push(chunk.toString()))
+    child.stderr.on("data", (chunk) => log.push(chunk.toString()))
+    let exited
+    child.on("exit", (code, signal) => {
+      exited = { code, signal, at: Date.now() }
+    })
+    let invoice
+    while (!invoice && !exited && Date.now() < deadline) {
+      await sleep(250)
+      // The outbox's message table, wherever the configuration put it (migrated at start-up).
+      const table = await db
+        .query(
+          "SELECT format('%I.%I', table_schema, table_name) AS name FROM information_schema.tables WHERE table_name LIKE '%message' AND table_schema NOT IN ('public', 'pg_catalog', 'information_schema') LIMIT 1"
+        )
+        .then((r) => r.rows[0]?.name)
+      if (!table) continue
+      invoice = await db
+        .query(`SELECT i.order_id, i.event_id FROM invoices i JOIN ${table} m ON m.id::text = i.event_id LIMIT 1`)
+        .then((r) => r.rows[0])
+        .catch(() => undefined) // invoices not created yet (a block that creates its own tables)
+    }
+    const took = Date.now() - started
+    result(
+      "the README's Quick start runs and billing writes an invoice for its order",
+      invoice !== undefined,
+      invoice
+        ? `order ${invoice.order_id}, event ${invoice.event_id}, ${took} ms after start`
+        : exited
+          ? `the program exited (code ${exited.code}, signal ${exited.signal}) with no invoice:\n${log.join("").slice(-3000)}`
+          : `no invoice within ${took} ms:\n${log.join("").slice(-3000)}`
+    )
+    if (!exited) {
+      const stopAt = Date.now()
+      child.kill("SIGTERM")
+      while (!exited && Date.now() - stopAt < 20_000) await sleep(100)
+      say(exited ? `stopped ${exited.at - stopAt} ms after SIGTERM` : "still running 20 s after SIGTERM: killed")
+    }
+  } finally {
+    if (child && child.exitCode === null && child.signalCode === null) child.kill("SIGKILL")
+    await db.end().catch(() => {})
+    await admin.query(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`).catch(() => {})
+    await admin.end().catch(() => {})
+  }
+}
+
+await run().catch((error) => result("the README's Quick start runs", false, String(error?.stack ?? error)))
+const failed = checks.filter((c) => c.status === "failed").length
+writeFileSync(
+  reportPath,
+  JSON.stringify({
+    numPassedTests: checks.length - failed,
+    numFailedTests: failed,
+    testResults: [
+      { name: "outside-project: quick start", status: failed ? "failed" : "passed", assertionResults: checks }
+    ]
+  })
+)
+process.exitCode = failed ? 1 : 0
