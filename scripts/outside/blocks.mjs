@@ -59,7 +59,8 @@ const report = (out, tscOutput, reportPath) => {
     } else if (last && /^\s+\S/.test(line)) {
       last.message += `\n${line}`
     } else if (/error TS\d+/.test(line)) {
-      outside.push((last = { where: "tsc", message: line }))
+      last = { where: "tsc", message: line }
+      outside.push(last)
     }
   }
   const results = [...byFile.values()].map((block) => ({
