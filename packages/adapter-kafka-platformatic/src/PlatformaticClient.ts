@@ -13,14 +13,17 @@ import * as Layer from "effect/Layer"
 import type * as Scope from "effect/Scope"
 
 // @platformatic/kafka's declarations read Node's fetch option `RequestInit["dispatcher"]`. With the
-// DOM lib (TypeScript's default) `RequestInit` is the browser's, without it, and they fail to compile
-// unless skipLibCheck is on: declared here, the same undici type @types/node gives without the DOM lib.
+// DOM lib (TypeScript's default) `RequestInit` is the browser's, without that field, and they fail
+// to compile unless skipLibCheck is on: the field is declared here. Without the DOM lib @types/node
+// already declares it, as undici's `Dispatcher`, and the `any` here only has to agree with it (an
+// import of undici-types could be a different copy than @types/node's, and would not).
 declare global {
   interface RequestInit {
     dispatcher?: NodeFetchDispatcher
   }
 }
-type NodeFetchDispatcher = import("undici-types").Dispatcher
+// biome-ignore lint/suspicious/noExplicitAny: must be assignable to whichever undici copy @types/node uses
+type NodeFetchDispatcher = typeof globalThis extends { onmessage: any } ? unknown : any
 
 /**
  * @since 0.1.0
