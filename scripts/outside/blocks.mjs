@@ -2,7 +2,8 @@
 // (scripts/outside-project) the way a user pastes it.
 //   node blocks.mjs extract REPO OUT_DIR [EXCLUDED_DOC...]   writes OUT_DIR/<doc>-L<line>.ts + index.json
 //   node blocks.mjs report OUT_DIR TSC_OUTPUT REPORT.json    maps tsc's errors to doc file:line
-import { mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs"
+//   node blocks.mjs merge REPORT.json PART.json...           one report of the job's parts
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs"
 import { join, relative } from "node:path"
 
 const docsOf = (repo) => [
@@ -108,7 +109,27 @@ if (command === "extract") {
 } else if (command === "report") {
   const [out, tscOutput, reportPath] = args
   process.exitCode = report(out, tscOutput, reportPath) > 0 ? 1 : 0
+} else if (command === "merge") {
+  const [reportPath, ...parts] = args
+  const reports = parts.filter((path) => existsSync(path)).map((path) => JSON.parse(readFileSync(path, "utf8")))
+  const sum = (key) => reports.reduce((n, r) => n + (r[key] ?? 0), 0)
+  // A part that did not write its report failed.
+  const missing = parts.length - reports.length
+  writeFileSync(
+    reportPath,
+    JSON.stringify(
+      {
+        numPassedTests: sum("numPassedTests"),
+        numFailedTests: sum("numFailedTests") + missing,
+        testResults: reports.flatMap((r) => r.testResults ?? [])
+      },
+      null,
+      2
+    )
+  )
 } else {
-  console.error("usage: blocks.mjs extract REPO OUT [EXCLUDED...] | report OUT TSC_OUTPUT REPORT")
+  console.error(
+    "usage: blocks.mjs extract REPO OUT [EXCLUDED...] | report OUT TSC_OUTPUT REPORT | merge REPORT PART..."
+  )
   process.exitCode = 2
 }
