@@ -33,11 +33,20 @@ const run = async () => {
   const selfContained = /CREATE TABLE/i.test(block)
   const launches = /runMain|runFork|runPromise|Layer\.launch|ManagedRuntime/.test(block)
   const orderId = `o-${Date.now()}`
+  // Its own topic and consumer group (a suffix on the names the block chose, nothing else changed):
+  // on a shared broker another process's "billing" member would take the partition, and the
+  // invoice would land in that process's database.
+  const suffix = `_outside_${process.pid}`
+  const named = block
+    .replace(/(Topic\.make\(\{\s*name:\s*")([^"]+)"/g, `$1$2${suffix}"`)
+    .replace(/(groupId:\s*")([^"]+)"/g, `$1$2${suffix}"`)
   const source = launches
-    ? block
-    : `${block}
-// Appended by scripts/outside/quickstart.mjs: the README's next step, inside the running runtime.
-Effect.runFork(Effect.gen(function*() {
+    ? named
+    : `${named}
+// Appended by scripts/outside/quickstart.mjs: the README's next step, inside the running runtime
+// (runMain: SIGTERM interrupts it and the runtime shuts down, leaving its consumer group).
+import { NodeRuntime } from "@effect/platform-node"
+NodeRuntime.runMain(Effect.gen(function*() {
   yield* placeOrder({ orderId: ${JSON.stringify(orderId)}, amountCents: 1200 })
   return yield* Effect.never
 }).pipe(Effect.provide(OutboxLive)))
@@ -55,13 +64,13 @@ Effect.runFork(Effect.gen(function*() {
   url.pathname = `/${database}`
   const db = new pg.Client({ connectionString: url.toString() })
   await db.connect()
+  const kafka = new Kafka({ clientId: "outside-quickstart", brokers, logLevel: logLevel.NOTHING })
+  const topic = /Topic\.make\(\{\s*name:\s*"([^"]+)"/.exec(named)?.[1] ?? "orders"
   let child
   try {
     if (!selfContained) {
       await db.query("CREATE TABLE orders (id text PRIMARY KEY, amount_cents integer NOT NULL)")
       await db.query("CREATE TABLE invoices (order_id text NOT NULL, event_id text NOT NULL)")
-      const topic = /Topic\.make\(\{\s*name:\s*"([^"]+)"/.exec(block)?.[1] ?? "orders"
-      const kafka = new Kafka({ clientId: "outside-quickstart", brokers, logLevel: logLevel.NOTHING })
       const kafkaAdmin = kafka.admin()
       await kafkaAdmin.connect()
       const existing = new Set(await kafkaAdmin.listTopics())
@@ -112,10 +121,17 @@ Effect.runFork(Effect.gen(function*() {
       const stopAt = Date.now()
       child.kill("SIGTERM")
       while (!exited && Date.now() - stopAt < 20_000) await sleep(100)
-      say(exited ? `stopped ${exited.at - stopAt} ms after SIGTERM` : "still running 20 s after SIGTERM: killed")
+      say(exited ? `exited ${exited.at - stopAt} ms after SIGTERM` : "still running 20 s after SIGTERM: killed")
     }
   } finally {
     if (child && child.exitCode === null && child.signalCode === null) child.kill("SIGKILL")
+    // This run's topics go with it (each run has its own names).
+    const kafkaAdmin = kafka.admin()
+    await kafkaAdmin
+      .connect()
+      .then(() => kafkaAdmin.deleteTopics({ topics: [topic, `${topic}.DLT`] }))
+      .catch(() => {})
+    await kafkaAdmin.disconnect().catch(() => {})
     await db.end().catch(() => {})
     await admin.query(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`).catch(() => {})
     await admin.end().catch(() => {})
