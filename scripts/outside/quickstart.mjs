@@ -2,9 +2,10 @@
 // against the real services: a database of its own on DATABASE_URL's server, the broker at
 // KAFKA_BROKERS. Passes when billing wrote an invoice for an event of this database's outbox.
 //   node quickstart.mjs README.md APP_DIR REPORT.json
-// When the block creates nothing (no CREATE TABLE in it), this creates its tables and its topic and
-// dead-letter topic first. When the block launches nothing itself, the README's next sentence is
-// appended: placeOrder(...) inside the running OutboxLive.
+// What the block does not create itself (no CREATE TABLE in it; no topic creation in it) is
+// created here first: the orders and invoices tables, its topic and dead-letter topic. When the
+// block launches nothing itself, the README's next sentence is appended: placeOrder(...) inside
+// the running OutboxLive.
 import { spawn } from "node:child_process"
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs"
 import { createRequire } from "node:module"
@@ -30,7 +31,6 @@ const result = (name, ok, detail) => {
 
 const run = async () => {
   if (!block) return result("README.md has a ```ts block under ## Quick start", false)
-  const selfContained = /CREATE TABLE/i.test(block)
   const launches = /runMain|runFork|runPromise|Layer\.launch|ManagedRuntime/.test(block)
   const orderId = `o-${Date.now()}`
   // Its own topic and consumer group (a suffix on the names the block chose, nothing else changed):
@@ -68,16 +68,19 @@ NodeRuntime.runMain(Effect.gen(function*() {
   const topic = /Topic\.make\(\{\s*name:\s*"([^"]+)"/.exec(named)?.[1] ?? "orders"
   let child
   try {
-    if (!selfContained) {
+    if (!/CREATE TABLE/i.test(block)) {
       await db.query("CREATE TABLE orders (id text PRIMARY KEY, amount_cents integer NOT NULL)")
       await db.query("CREATE TABLE invoices (order_id text NOT NULL, event_id text NOT NULL)")
+      say("created tables orders, invoices")
+    }
+    if (!/ensureTopic|createTopics|topics ensure|autoCreateTopics/.test(block)) {
       const kafkaAdmin = kafka.admin()
       await kafkaAdmin.connect()
       const existing = new Set(await kafkaAdmin.listTopics())
       const wanted = [topic, `${topic}.DLT`].filter((name) => !existing.has(name))
       if (wanted.length > 0) await kafkaAdmin.createTopics({ topics: wanted.map((name) => ({ topic: name })) })
       await kafkaAdmin.disconnect()
-      say(`created tables orders, invoices and topics ${[topic, `${topic}.DLT`].join(", ")} (when missing)`)
+      say(`created topics ${topic}, ${topic}.DLT`)
     }
     const log = []
     const started = Date.now()
