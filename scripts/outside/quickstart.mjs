@@ -3,12 +3,14 @@
 // KAFKA_BROKERS. Passes when billing wrote an invoice for an event of this database's outbox.
 //   node quickstart.mjs README.md APP_DIR REPORT.json
 // What the block does not create itself (no CREATE TABLE in it; no topic creation in it) is
-// created here first: the orders and invoices tables, its topic and dead-letter topic. When the
-// block launches nothing itself, the README's next sentence is appended: placeOrder(...) inside
-// the running OutboxLive.
+// created here first: the orders and invoices tables, its topic and dead-letter topic. A block
+// that serves HTTP (a POST route) runs on a free port and gets one order POSTed; a block that
+// launches nothing itself gets the README's next step appended: placeOrder(...) inside the running
+// OutboxLive.
 import { spawn } from "node:child_process"
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs"
 import { createRequire } from "node:module"
+import { createServer } from "node:net"
 import { join } from "node:path"
 
 const [readmePath, app, reportPath] = process.argv.slice(2)
@@ -20,6 +22,15 @@ const brokers = (process.env.KAFKA_BROKERS ?? "127.0.0.1:9092").split(",")
 const deadline = Date.now() + Number(process.env.QUICKSTART_TIMEOUT_MS ?? 90_000)
 const say = (line) => console.error(`[quickstart] ${line}`)
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
+const freePort = () =>
+  new Promise((resolve, reject) => {
+    const server = createServer()
+    server.once("error", reject)
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address()
+      server.close(() => resolve(port))
+    })
+  })
 
 const readme = readFileSync(readmePath, "utf8")
 const block = /## Quick start[\s\S]*?```ts\n([\s\S]*?)```/.exec(readme)?.[1]
@@ -37,9 +48,13 @@ const run = async () => {
   // on a shared broker another process's "billing" member would take the partition, and the
   // invoice would land in that process's database.
   const suffix = `_outside_${process.pid}`
+  // A block that serves HTTP gets a free port instead of its fixed one, and its order is POSTed.
+  const route = /HttpRouter\.add\(\s*"POST",\s*"([^"]+)"/.exec(block)?.[1]
+  const port = route ? await freePort() : undefined
   const named = block
     .replace(/(Topic\.make\(\{\s*name:\s*")([^"]+)"/g, `$1$2${suffix}"`)
     .replace(/(groupId:\s*")([^"]+)"/g, `$1$2${suffix}"`)
+    .replace(/\bport:\s*\d+/g, `port: ${port}`)
   const source = launches
     ? named
     : `${named}
@@ -96,8 +111,23 @@ NodeRuntime.runMain(Effect.gen(function*() {
       exited = { code, signal, at: Date.now() }
     })
     let invoice
+    let posted = route === undefined
     while (!invoice && !exited && Date.now() < deadline) {
       await sleep(250)
+      if (!posted) {
+        // The server is up once it answers; the order is placed by the block's own handler.
+        const response = await fetch(`http://127.0.0.1:${port}${route}`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ orderId, amountCents: 1200 })
+        }).catch(() => undefined)
+        if (response !== undefined) {
+          posted = true
+          say(`POST ${route} -> ${response.status}`)
+          if (response.status >= 300) break
+        }
+        continue
+      }
       // The outbox's message table, wherever the configuration put it (migrated at start-up).
       const table = await db
         .query(
