@@ -8,7 +8,12 @@ export default defineConfig({
       {
         test: {
           name: "unit",
-          include: ["packages/*/test/**/*.test.ts", "examples/*/test/**/*.test.ts"],
+          include: [
+            "packages/*/test/**/*.test.ts",
+            "examples/*/test/**/*.test.ts",
+            // the test scripts' own tests (the summary line)
+            "scripts/tests/*.test.ts"
+          ],
           exclude: ["**/*.integration.test.ts", "**/*.faults.test.ts", "**/node_modules/**"],
           testTimeout: 60_000
         }

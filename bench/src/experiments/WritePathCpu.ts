@@ -58,7 +58,7 @@ const fakeSql = Layer.effect(SqlClient.SqlClient)(
 ).pipe(Layer.provide(Reactivity.layer))
 
 // PgWakeUp reads PgClient only to LISTEN, which nothing here subscribes to.
-const fakePg = Layer.succeed(PgClient.PgClient)({} as PgClient.PgClient)
+const fakePg = Layer.succeed(PgClient.PgClient)({} as PgClient.PgClient & SqlClient.SqlClient)
 
 const stack = (wake: "listen" | "poll") =>
   ManagedRuntime.make(

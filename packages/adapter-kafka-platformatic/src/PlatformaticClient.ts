@@ -14,6 +14,19 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type * as Scope from "effect/Scope"
 
+// @platformatic/kafka's declarations read Node's fetch option `RequestInit["dispatcher"]`. With the
+// DOM lib (TypeScript's default) `RequestInit` is the browser's, without that field, and they fail
+// to compile unless skipLibCheck is on: the field is declared here. Without the DOM lib @types/node
+// already declares it, as undici's `Dispatcher`, and the `any` here only has to agree with it (an
+// import of undici-types could be a different copy than @types/node's, and would not).
+declare global {
+  interface RequestInit {
+    dispatcher?: NodeFetchDispatcher
+  }
+}
+// biome-ignore lint/suspicious/noExplicitAny: must be assignable to whichever undici copy @types/node uses
+type NodeFetchDispatcher = typeof globalThis extends { onmessage: any } ? unknown : any
+
 /**
  * @since 0.1.0
  * @category models

@@ -78,8 +78,16 @@ const dockerAvailable = (): boolean => process.env.DOCKER_HOST !== undefined || 
  */
 export const layerTestcontainers: Layer.Layer<RealServices, ServicesUnavailableError> = Layer.effect(RealServices)(
   Effect.gen(function* () {
-    const { PostgreSqlContainer } = yield* Effect.promise(() => import("@testcontainers/postgresql"))
-    const { KafkaContainer } = yield* Effect.promise(() => import("@testcontainers/kafka"))
+    // Optional peer dependencies: only this layer needs them, and they are heavy to install.
+    const missing = (e: unknown) =>
+      new ServicesUnavailableError({
+        reason: `testcontainers is not installed (npm install -D testcontainers @testcontainers/postgresql @testcontainers/kafka): ${String(e)}`
+      })
+    const { PostgreSqlContainer } = yield* Effect.tryPromise({
+      try: () => import("@testcontainers/postgresql"),
+      catch: missing
+    })
+    const { KafkaContainer } = yield* Effect.tryPromise({ try: () => import("@testcontainers/kafka"), catch: missing })
     const pg = yield* Effect.acquireRelease(
       Effect.tryPromise({
         try: () => new PostgreSqlContainer("postgres:16-alpine").start(),
