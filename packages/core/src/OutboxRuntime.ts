@@ -44,9 +44,12 @@ import type { ConsumerSource } from "./ConsumerSource.ts"
 import { LifecycleGroupConflictError, type OutboxStoreError, type OutboxValidationError } from "./Errors.ts"
 import * as Inbox from "./Inbox.ts"
 import type { InboxStore } from "./InboxStore.ts"
+import * as Engine from "./internal/runtime/engine.ts"
 import * as Sampling from "./internal/runtime/sampling.ts"
 import * as Workers from "./internal/runtime/workers.ts"
+import type * as LogRelay from "./LogRelay.ts"
 import * as Outbox from "./Outbox.ts"
+import * as OutboxEngine from "./OutboxEngine.ts"
 import type { OutboxStore } from "./OutboxStore.ts"
 import type { Publisher } from "./Publisher.ts"
 import * as Reconciler from "./Reconciler.ts"
@@ -139,6 +142,14 @@ export const checkLifecycleGroups = (
  * @category models
  */
 export interface Settings {
+  /**
+   * The relay engine (`OutboxEngine`): `claim` runs the claim relays, stale recovery and the
+   * reconciler; `log` runs the log relay (one per process; the slot's lease picks the publisher)
+   * and skips the consumers' lifecycle step. Consumers, retention and telemetry run on both.
+   */
+  readonly engine: OutboxEngine.Engine
+  /** The log relay's settings (`engine: "log"`); `relay: false` runs none here either. */
+  readonly logRelay?: LogRelay.Settings | undefined
   readonly outbox: Outbox.Settings
   /** `false` runs no relay in this process (another deployment publishes). */
   readonly relay: false | (Partial<Relay.Settings> & { readonly instances: number })
@@ -168,6 +179,7 @@ export interface Settings {
  *
  * | variable | default | |
  * |---|---|---|
+ * | `OUTBOX_ENGINE` | `claim` | `claim` or `log`, see `OutboxEngine` |
  * | `OUTBOX_RELAY_ENABLED` | `true` | run relays here |
  * | `OUTBOX_RELAY_INSTANCES` | `1` | relays in this process |
  * | `OUTBOX_RELAY_*` | see `Relay.config` | batch size, lease, poll interval, backoff, … |
@@ -186,6 +198,7 @@ export interface Settings {
  * @category config
  */
 export const config: Config.Config<Settings> = Config.all({
+  engine: OutboxEngine.config,
   outbox: Outbox.config,
   relayEnabled: Config.Boolean("OUTBOX_RELAY_ENABLED").pipe(Config.withDefault(true)),
   instances: Config.Int("OUTBOX_RELAY_INSTANCES").pipe(Config.withDefault(1)),
@@ -222,6 +235,7 @@ export const config: Config.Config<Settings> = Config.all({
       )
     }
     return Config.succeed({
+      engine: raw.engine,
       outbox: raw.outbox,
       relay: raw.relayEnabled ? { ...raw.relay, instances: raw.instances } : false,
       staleRecovery: raw.staleEnabled ? raw.staleRecovery : false,
@@ -333,17 +347,27 @@ const start = <R>(settings: Settings, declared: ReadonlyArray<ConsumerDeclaratio
       // Same batches and schedule as the outbox's retention (its defaults when that is off).
       yield* Retention.startInbox(settings.inboxRetention, settings.retention === false ? {} : settings.retention)
     }
-    if (settings.staleRecovery !== false) yield* StaleRecovery.start(settings.staleRecovery)
+    // The log engine has no rows: nothing goes stale, nothing is left to reconcile.
+    const claim = settings.engine === "claim"
+    if (claim && settings.staleRecovery !== false) yield* StaleRecovery.start(settings.staleRecovery)
     const running = settings.runConsumers ? declared : []
-    const drivers = running.filter((declaration) => declaration.lifecycle !== false)
+    const drivers = claim ? running.filter((declaration) => declaration.lifecycle !== false) : []
     if (settings.reconciler !== false && drivers.length > 0) yield* Reconciler.start(drivers, settings.reconciler)
-    const relays = settings.relay === false ? [] : yield* Workers.startRelays(settings.relay)
-    const consumers = yield* Workers.superviseConsumers(running, settings.consumerRestart)
-    if (settings.metricsInterval !== false) yield* Sampling.start(settings.metricsInterval, running)
+    const relays =
+      settings.relay === false
+        ? []
+        : claim
+          ? yield* Workers.startRelays(settings.relay)
+          : yield* Engine.startLogRelay(settings.logRelay ?? {})
+    const consumers = yield* Workers.superviseConsumers(
+      running.map((declaration) => ({ ...declaration, run: Engine.consumerRun(settings.engine, declaration.run) })),
+      settings.consumerRestart
+    )
+    if (settings.metricsInterval !== false) yield* Sampling.start(settings.metricsInterval, running, claim)
     yield* Effect.addFinalizer(() => Effect.logInfo("outbox runtime stopped"))
     yield* Effect.logInfo(
-      `outbox runtime started: ${relays.length} relay(s), ${consumers.length} consumer(s)` +
-        `, stale recovery ${settings.staleRecovery === false ? "off" : "on"}` +
+      `outbox runtime started (${settings.engine} engine): ${relays.length} relay(s), ${consumers.length} consumer(s)` +
+        `, stale recovery ${!claim || settings.staleRecovery === false ? "off" : "on"}` +
         `, reconciler ${settings.reconciler === false || drivers.length === 0 ? "off" : "on"}, retention ${settings.retention === false ? "off" : "on"}`
     )
     return { settings, relays, consumers }
@@ -358,7 +382,7 @@ const start = <R>(settings: Settings, declared: ReadonlyArray<ConsumerDeclaratio
  */
 export type RuntimeLayer<C extends ReadonlyArray<ConsumerDeclaration<unknown>>> = Layer.Layer<
   Outbox.Outbox | Inbox.Inbox | OutboxRuntime,
-  Config.ConfigError | OutboxValidationError | LifecycleGroupConflictError,
+  Config.ConfigError | OutboxValidationError | LifecycleGroupConflictError | OutboxEngine.LogEngineUnavailableError,
   Ports | Exclude<ConsumerServices<C>, Outbox.Outbox | Inbox.Inbox | OutboxRuntime>
 >
 
@@ -377,6 +401,8 @@ export const layer = <const C extends ReadonlyArray<ConsumerDeclaration<unknown>
     Effect.map(
       config,
       (fromConfig): Settings => ({
+        engine: options.engine ?? fromConfig.engine,
+        logRelay: options.logRelay,
         outbox: options.outbox ?? fromConfig.outbox,
         relay: options.relay ?? fromConfig.relay,
         staleRecovery: options.staleRecovery ?? fromConfig.staleRecovery,
@@ -390,7 +416,7 @@ export const layer = <const C extends ReadonlyArray<ConsumerDeclaration<unknown>
     )
   )
   const services = Layer.unwrap(
-    Effect.map(settings, (s) => Layer.mergeAll(Outbox.layerWith(s.outbox), Inbox.Inbox.layer))
+    Effect.map(settings, (s) => Layer.mergeAll(Engine.outboxLayer(s.engine, s.outbox), Inbox.Inbox.layer))
   )
   // Each declaration needs its own services; the union of them is what the layer asks for.
   // Each element of `C` needs a member of `ConsumerServices<C>`; TypeScript cannot see it of a generic `C`.
