@@ -14,6 +14,7 @@
 import * as PgClient from "@effect/sql-pg/PgClient"
 import type { OutboxStoreError, OutboxValidationError } from "@effect-outbox/core/Errors"
 import type { InboxStore } from "@effect-outbox/core/InboxStore"
+import type { LogSourceError } from "@effect-outbox/core/LogSource"
 import type { OutboxStore } from "@effect-outbox/core/OutboxStore"
 import type { ParkedStore } from "@effect-outbox/core/ParkedStore"
 import type { PartitionAssignmentStore } from "@effect-outbox/core/PartitionAssignmentStore"
@@ -26,6 +27,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type * as SqlClient from "effect/sql/SqlClient"
 import type { SqlError } from "effect/sql/SqlError"
+import * as PgEngine from "./PgEngine.ts"
 import * as PgInboxStore from "./PgInboxStore.ts"
 import * as PgMigrations from "./PgMigrations.ts"
 import * as PgOutboxStore from "./PgOutboxStore.ts"
@@ -109,13 +111,15 @@ export const layer = (
  * | `OUTBOX_RECORD_TRANSITIONS` | `false` | append transitions to `<prefix>transition` |
  * | `DATABASE_KEEPALIVE` | `30 seconds` | idle time before TCP keep-alive probes (a dead peer is noticed in about a minute, not 15) |
  * | `OUTBOX_DB_CALL_TIMEOUT` | `30 seconds` | claim / transition / findStale give up after this (see `PgOutboxStore.Options.callTimeout`) |
+ * | `OUTBOX_ENGINE` | `claim` | `log` adds the log engine's writer and slot (`PgEngine`) |
+ * | `OUTBOX_LOG_SLOT` | `<schema>_<prefix>log` | the log engine's replication slot |
  *
  * @since 0.1.0
  * @category layers
  */
 export const layerConfig: Layer.Layer<
   Services | PgClient.PgClient | SqlClient.SqlClient,
-  OutboxStoreError | OutboxValidationError | Config.ConfigError | SqlError
+  OutboxStoreError | OutboxValidationError | Config.ConfigError | SqlError | LogSourceError
 > = Layer.unwrap(
   Effect.gen(function* () {
     const url = yield* Config.Redacted("DATABASE_URL")
@@ -135,12 +139,14 @@ export const layerConfig: Layer.Layer<
     // TCP keep-alive: without it a half-open connection (a peer that vanished) is noticed only
     // when the OS gives up retransmitting, about 15 minutes.
     const client = PgClient.layer({ url, maxConnections, keepAlive })
-    return layer({
+    const stores = layer({
       schema,
       tablePrefix,
       migrate,
       store: { recordTransitions, callTimeout },
       wakeUp: { notify, notifyInTransaction, notifyInterval, listen, fallbackPollInterval: Duration.seconds(1) }
-    }).pipe(Layer.provideMerge(client))
+    })
+    // The log engine's services (OUTBOX_ENGINE=log) after the stores: one migration run at a time.
+    return PgEngine.layerConfig({ schema, tablePrefix }).pipe(Layer.provideMerge(stores), Layer.provideMerge(client))
   })
 )

@@ -1,0 +1,93 @@
+/**
+ * The engine's storage on PostgreSQL, chosen by configuration (`OUTBOX_ENGINE`, see core
+ * `OutboxEngine`). `PgOutbox.layerConfig` uses it: on `log` it adds the log engine's services
+ * (`PgLogOutbox.layer`: the `LogWriter` enqueue writes through and the slot's `LogSource` the
+ * relay reads) beside the claim engine's stores, which both engines keep using for the inbox,
+ * the parked keys and the dead-letter bookkeeping. `OutboxRuntime.layer` finds them when it
+ * starts on the log engine.
+ *
+ * | variable | default | |
+ * |---|---|---|
+ * | `OUTBOX_ENGINE` | `claim` | `claim` or `log` |
+ * | `OUTBOX_LOG_SLOT` | `<schema>_<prefix>log` | the log engine's replication slot (and publication) |
+ *
+ * The log engine needs `wal_level = logical` and a role with `REPLICATION` (docs/log-relay.md).
+ *
+ * @since 0.5.0
+ */
+import type { LogSourceError } from "@effect-outbox/core/LogSource"
+import * as OutboxEngine from "@effect-outbox/core/OutboxEngine"
+import * as Config from "effect/Config"
+import * as ConfigProvider from "effect/ConfigProvider"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import type * as SqlClient from "effect/sql/SqlClient"
+import * as PgLogOutbox from "./PgLogOutbox.ts"
+
+const SLOT = /^[a-z0-9_]{1,63}$/
+
+/**
+ * The slot a schema's log engine uses unless `OUTBOX_LOG_SLOT` says otherwise:
+ * `<schema>_<prefix>log` in a replication slot's alphabet (lower case, other characters as `_`,
+ * at most 63), so two services with their own schema in one database never share a slot.
+ *
+ * @since 0.5.0
+ * @category constructors
+ */
+export const defaultSlot = (schema = "outbox", tablePrefix = "outbox_"): string =>
+  `${schema}_${tablePrefix}log`
+    .toLowerCase()
+    .replace(/[^a-z0-9_]/g, "_")
+    .slice(0, 63)
+
+/**
+ * `OUTBOX_LOG_SLOT`, checked against a replication slot's alphabet; default {@link defaultSlot}.
+ *
+ * @since 0.5.0
+ * @category config
+ */
+export const slotConfig = (schema?: string, tablePrefix?: string): Config.Config<string> =>
+  Config.String("OUTBOX_LOG_SLOT").pipe(
+    Config.withDefault(defaultSlot(schema, tablePrefix)),
+    Config.flatMap((slot) =>
+      SLOT.test(slot)
+        ? Config.succeed(slot)
+        : Config.fail(
+            new ConfigProvider.SourceError({
+              message: `OUTBOX_LOG_SLOT: "${slot}" is not a replication slot name (1-63 of a-z, 0-9, _)`
+            })
+          )
+    )
+  )
+
+/**
+ * @since 0.5.0
+ * @category models
+ */
+export interface Options {
+  readonly schema?: string | undefined
+  readonly tablePrefix?: string | undefined
+}
+
+/**
+ * Nothing on the claim engine; on the log engine `PgLogOutbox.layer` for the configured slot.
+ * Its services are not in the type: which engine runs is configuration, and the claim engine's
+ * compositions must type-check without them. `OutboxRuntime.layer` looks them up when it starts
+ * (and says what is missing when they are not there).
+ *
+ * @since 0.5.0
+ * @category layers
+ */
+export const layerConfig = (
+  options: Options = {}
+): Layer.Layer<never, LogSourceError | Config.ConfigError, SqlClient.SqlClient> =>
+  Layer.unwrap(
+    Effect.gen(function* () {
+      const engine = yield* OutboxEngine.config
+      if (engine === "claim") return Layer.empty
+      const slot = yield* slotConfig(options.schema, options.tablePrefix)
+      // Not a literal: the log layer takes more options as it grows (its table's schema and prefix).
+      const log = { slot, schema: options.schema, tablePrefix: options.tablePrefix }
+      return PgLogOutbox.layer(log)
+    })
+  )
