@@ -95,7 +95,8 @@ export const layer = (
 }
 
 /**
- * Reads the configuration:
+ * Reads the configuration. With `OUTBOX_ENGINE=log` it also provides the log engine's `LogWriter`
+ * and `LogSource` (`PgEngine`), which `OutboxRuntime.layer` picks up on that engine:
  *
  * | variable | default | |
  * |---|---|---|

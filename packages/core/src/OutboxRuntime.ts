@@ -3,8 +3,9 @@
  *
  * - the domain-facing services: `Outbox` (enqueue in the caller's transaction) and `Inbox`
  *   (`processOnce`);
- * - `relay.instances` relays publishing the outbox, woken by `WakeUp`;
- * - stale-dispatch recovery and retention of finished rows and old inbox records;
+ * - `relay.instances` relays publishing the outbox, woken by `WakeUp`, and stale-dispatch
+ *   recovery; or, with `OUTBOX_ENGINE=log` (`OutboxEngine`), the log relay reading the WAL;
+ * - retention of finished rows and old inbox records;
  * - the consumers the service declares ({@link consumer}), each supervised: a consumer that stops
  *   on an error (a dead-letter topic refusing records, a lost broker) is started again after a
  *   backoff instead of silently leaving its partitions unread.
@@ -283,7 +284,9 @@ type ConsumerServices<C extends ReadonlyArray<ConsumerDeclaration<unknown>>> = S
 /**
  * The ports the runtime needs: storage (`OutboxStore`, `InboxStore`, `Transactor`, `WakeUp`)
  * and broker (`Publisher`, `BrokerProbe`, `ConsumerSource`). `BrokerAdmin` is used when present
- * (unknown-partition "sync", consumer lag).
+ * (unknown-partition "sync", consumer lag). On the log engine the runtime also needs `LogWriter`
+ * and `LogSource`, looked up when it starts (`PgOutbox.layerConfig` provides them when
+ * `OUTBOX_ENGINE=log`; missing, the layer fails with `OutboxEngine.LogEngineUnavailableError`).
  *
  * @since 0.1.0
  * @category models
