@@ -23,6 +23,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type * as SqlClient from "effect/sql/SqlClient"
 import * as PgLogOutbox from "./PgLogOutbox.ts"
+import * as PgTables from "./PgTables.ts"
 
 const SLOT = /^[a-z0-9_]{1,63}$/
 
@@ -61,33 +62,43 @@ export const slotConfig = (schema?: string, tablePrefix?: string): Config.Config
   )
 
 /**
+ * What building the log engine's services can fail with.
+ *
  * @since 0.5.0
  * @category models
  */
-export interface Options {
-  readonly schema?: string | undefined
-  readonly tablePrefix?: string | undefined
-}
+export type EngineError = LogSourceError | Config.ConfigError
 
 /**
- * Nothing on the claim engine; on the log engine `PgLogOutbox.layer` for the configured slot.
- * Its services are not in the type: which engine runs is configuration, and the claim engine's
- * compositions must type-check without them. `OutboxRuntime.layer` looks them up when it starts
- * (and says what is missing when they are not there).
+ * Nothing on the claim engine; on the log engine `PgLogOutbox.layer` for the configured slot, in
+ * the schema and with the prefix of the `PgTables` in context. Its services are not in the type:
+ * which engine runs is configuration, and the claim engine's compositions must type-check
+ * without them. `OutboxRuntime.layer` looks them up when it starts (and says what is missing
+ * when they are not there).
  *
  * @since 0.5.0
  * @category layers
  */
-export const layerConfig = (
-  options: Options = {}
-): Layer.Layer<never, LogSourceError | Config.ConfigError, SqlClient.SqlClient> =>
-  Layer.unwrap(
-    Effect.gen(function* () {
-      const engine = yield* OutboxEngine.config
-      if (engine === "claim") return Layer.empty
-      const slot = yield* slotConfig(options.schema, options.tablePrefix)
-      // Not a literal: the log layer takes more options as it grows (its table's schema and prefix).
-      const log = { slot, schema: options.schema, tablePrefix: options.tablePrefix }
-      return PgLogOutbox.layer(log)
-    })
-  )
+export const layerConfig: Layer.Layer<never, EngineError, SqlClient.SqlClient | PgTables.PgTables> = Layer.unwrap(
+  Effect.gen(function* () {
+    const engine = yield* OutboxEngine.config
+    if (engine === "claim") return Layer.empty
+    const { schema, tablePrefix } = yield* PgTables.PgTables
+    const slot = yield* slotConfig(schema, tablePrefix)
+    // Not a literal: the log layer takes more options as it grows (its table's schema and prefix).
+    const log = { slot, schema, tablePrefix }
+    return PgLogOutbox.layer(log)
+  })
+)
+
+/**
+ * `stores` (the claim engine's, `PgOutbox.layer`), then {@link layerConfig} on them: the log
+ * engine's services after the stores' migrations, one migration run at a time.
+ *
+ * @since 0.5.0
+ * @category layers
+ */
+export const withEngine = <A, E, R>(
+  stores: Layer.Layer<A | PgTables.PgTables | SqlClient.SqlClient, E, R>
+): Layer.Layer<A | PgTables.PgTables | SqlClient.SqlClient, E | EngineError, R> =>
+  layerConfig.pipe(Layer.provideMerge(stores))

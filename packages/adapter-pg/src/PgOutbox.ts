@@ -14,7 +14,6 @@
 import * as PgClient from "@effect/sql-pg/PgClient"
 import type { OutboxStoreError, OutboxValidationError } from "@effect-outbox/core/Errors"
 import type { InboxStore } from "@effect-outbox/core/InboxStore"
-import type { LogSourceError } from "@effect-outbox/core/LogSource"
 import type { OutboxStore } from "@effect-outbox/core/OutboxStore"
 import type { ParkedStore } from "@effect-outbox/core/ParkedStore"
 import type { PartitionAssignmentStore } from "@effect-outbox/core/PartitionAssignmentStore"
@@ -95,8 +94,7 @@ export const layer = (
 }
 
 /**
- * Reads the configuration. With `OUTBOX_ENGINE=log` it also provides the log engine's `LogWriter`
- * and `LogSource` (`PgEngine`), which `OutboxRuntime.layer` picks up on that engine:
+ * Reads the configuration:
  *
  * | variable | default | |
  * |---|---|---|
@@ -112,15 +110,13 @@ export const layer = (
  * | `OUTBOX_RECORD_TRANSITIONS` | `false` | append transitions to `<prefix>transition` |
  * | `DATABASE_KEEPALIVE` | `30 seconds` | idle time before TCP keep-alive probes (a dead peer is noticed in about a minute, not 15) |
  * | `OUTBOX_DB_CALL_TIMEOUT` | `30 seconds` | claim / transition / findStale give up after this (see `PgOutboxStore.Options.callTimeout`) |
- * | `OUTBOX_ENGINE` | `claim` | `log` adds the log engine's writer and slot (`PgEngine`) |
- * | `OUTBOX_LOG_SLOT` | `<schema>_<prefix>log` | the log engine's replication slot |
  *
  * @since 0.1.0
  * @category layers
  */
-export const layerConfig: Layer.Layer<
+const claimConfig: Layer.Layer<
   Services | PgClient.PgClient | SqlClient.SqlClient,
-  OutboxStoreError | OutboxValidationError | Config.ConfigError | SqlError | LogSourceError
+  OutboxStoreError | OutboxValidationError | Config.ConfigError | SqlError
 > = Layer.unwrap(
   Effect.gen(function* () {
     const url = yield* Config.Redacted("DATABASE_URL")
@@ -140,14 +136,25 @@ export const layerConfig: Layer.Layer<
     // TCP keep-alive: without it a half-open connection (a peer that vanished) is noticed only
     // when the OS gives up retransmitting, about 15 minutes.
     const client = PgClient.layer({ url, maxConnections, keepAlive })
-    const stores = layer({
+    return layer({
       schema,
       tablePrefix,
       migrate,
       store: { recordTransitions, callTimeout },
       wakeUp: { notify, notifyInTransaction, notifyInterval, listen, fallbackPollInterval: Duration.seconds(1) }
-    })
-    // The log engine's services (OUTBOX_ENGINE=log) after the stores: one migration run at a time.
-    return PgEngine.layerConfig({ schema, tablePrefix }).pipe(Layer.provideMerge(stores), Layer.provideMerge(client))
+    }).pipe(Layer.provideMerge(client))
   })
 )
+
+/**
+ * Every service from the environment: the stores as {@link claimConfig} reads them, and with
+ * `OUTBOX_ENGINE=log` the log engine's `LogWriter` and `LogSource` on top (`PgEngine`:
+ * `OUTBOX_LOG_SLOT`), which `OutboxRuntime.layer` picks up on that engine.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerConfig: Layer.Layer<
+  Services | PgClient.PgClient | SqlClient.SqlClient,
+  OutboxStoreError | OutboxValidationError | Config.ConfigError | SqlError | PgEngine.EngineError
+> = PgEngine.withEngine(claimConfig)
