@@ -99,6 +99,7 @@ const runOn = (values: Record<string, string>) =>
           rows: (yield* store.stats(Date.now())).byStatus,
           log: yield* log.positions,
           claims: calls.get("claim") ?? 0,
+          called: [...calls.keys()].sort(),
           rowReads: (calls.get("get") ?? 0) + (calls.get("list") ?? 0) + (calls.get("transition") ?? 0) - lookupsBefore
         }
       })
@@ -133,6 +134,12 @@ describe("OutboxEngine", () => {
       assert.strictEqual(run.claims, 0)
       // The consumer's lifecycle step is skipped: not one row looked up or moved.
       assert.strictEqual(run.rowReads, 0)
+      // Of the store, only retention's purge ran (and this test's own stats): no claim, no
+      // stale recovery, no reconciler sweep, no row gauges.
+      assert.deepStrictEqual(
+        run.called.filter((method) => method !== "purge" && method !== "stats"),
+        []
+      )
     })
   )
 
@@ -145,6 +152,24 @@ describe("OutboxEngine", () => {
       assert.deepStrictEqual(run.log, { confirmed: 0, committed: 0 })
       assert.deepStrictEqual(run.rows, { SUCCESS: 3 })
       assert.isAbove(run.claims, 0)
+      // Stale recovery runs beside the claim relays.
+      assert.include(run.called, "acquireRecoveryLease")
+    })
+  )
+
+  it.live("OUTBOX_ENGINE=log with relay: false runs no log relay here (another process publishes)", () =>
+    Effect.gen(function* () {
+      const log = yield* InMemoryLog.make
+      const info = yield* Effect.scoped(Effect.service(OutboxRuntime.OutboxRuntime)).pipe(
+        Effect.provide(
+          OutboxRuntime.layer({ relay: false }).pipe(
+            Layer.provide(ports(log, new Map())),
+            Layer.provide(env({ OUTBOX_ENGINE: "log" }))
+          )
+        )
+      )
+      assert.deepStrictEqual(info.relays, [])
+      assert.isFalse(yield* log.leased)
     })
   )
 
