@@ -57,6 +57,9 @@ export const runDemo = (options: RunOptions) =>
     if (engine === "log" && options.selection.databaseUrl === undefined) {
       return yield* Effect.fail(new Error(Services.logEngineNeedsServer))
     }
+    if (engine === "log" && options.selection.databaseUrl !== undefined) {
+      yield* Services.requireLogical(options.selection.databaseUrl)
+    }
     for (const line of Services.describe(options.selection)) write(`${line}\n`)
     write(
       engine === "claim"

@@ -34,7 +34,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
-import type * as SqlClient from "effect/sql/SqlClient"
+import * as SqlClient from "effect/sql/SqlClient"
 import * as EmbeddedPostgres from "./EmbeddedPostgres.ts"
 
 /**
@@ -107,6 +107,11 @@ export const logicalSelection = (selection: Selection): Config.Config<Selection>
       : selection
   })
 
+const logicalHowTo =
+  "Start one with `scripts/services pg-private up` and set LOGICAL_DATABASE_URL to the URL " +
+  "`scripts/services pg-private url` prints (or DATABASE_URL to any server with wal_level = logical " +
+  "and a REPLICATION role), then run `scripts/dev demo --engine log` again."
+
 /**
  * Why the log engine cannot run on the embedded default, and what to do.
  *
@@ -116,9 +121,31 @@ export const logicalSelection = (selection: Selection): Config.Config<Selection>
 export const logEngineNeedsServer =
   "the log engine needs a PostgreSQL server with wal_level = logical (it reads the WAL through a " +
   "replication slot); the embedded PGlite runs one session in this process and cannot hold the " +
-  "slot's replication connection. Start one with `scripts/services pg-private up` and set " +
-  "LOGICAL_DATABASE_URL to the URL `scripts/services pg-private url` prints (or DATABASE_URL to " +
-  "any server with wal_level = logical and a REPLICATION role), then run `scripts/dev demo --engine log` again."
+  `slot's replication connection. ${logicalHowTo}`
+
+/**
+ * For the log engine: fails, before anything is created, when the server does not run
+ * `wal_level = logical`, saying what to do.
+ *
+ * @since 0.5.0
+ * @category checks
+ */
+export const requireLogical = (url: Redacted.Redacted) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const [row] = yield* sql<{ wal_level: string }>`SHOW wal_level`
+    if (row?.wal_level !== "logical") {
+      return yield* Effect.fail(
+        new Error(
+          `${hostOf(Redacted.value(url))} runs wal_level = ${row?.wal_level ?? "unknown"}; the log engine ` +
+            `reads the WAL through a replication slot and needs wal_level = logical. ${logicalHowTo}`
+        )
+      )
+    }
+  }).pipe(
+    Effect.provide(PgClient.layer({ url, maxConnections: 1, applicationName: "effect-outbox-demo" })),
+    Effect.scoped
+  )
 
 /**
  * One sentence per service saying what the demo runs against.

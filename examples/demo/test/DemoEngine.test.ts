@@ -9,8 +9,7 @@ import * as Redacted from "effect/Redacted"
 import * as Program from "../src/Program.ts"
 import * as Services from "../src/Services.ts"
 
-const withEnv = (env: Record<string, string>) =>
-  Effect.provide(ConfigProvider.layer(ConfigProvider.fromEnv({ env })))
+const withEnv = (env: Record<string, string>) => Effect.provide(ConfigProvider.layer(ConfigProvider.fromEnv({ env })))
 
 describe("demo engine", () => {
   it.effect("--engine wins over OUTBOX_ENGINE, which is claim by default; a wrong value names the engines", () =>
@@ -26,7 +25,10 @@ describe("demo engine", () => {
 
   it.effect("the log engine takes LOGICAL_DATABASE_URL before DATABASE_URL and says which", () =>
     Effect.gen(function* () {
-      const base: Services.Selection = { databaseUrl: Redacted.make("postgres://a@h1:5432/db"), kafkaBrokers: undefined }
+      const base: Services.Selection = {
+        databaseUrl: Redacted.make("postgres://a@h1:5432/db"),
+        kafkaBrokers: undefined
+      }
       const logical = yield* Services.logicalSelection(base).pipe(
         withEnv({ LOGICAL_DATABASE_URL: "postgres://b@h2:25433/postgres" })
       )

@@ -4,7 +4,9 @@
 
 import { PgClient } from "@effect/sql-pg"
 import { assert, describe, it } from "@effect/vitest"
+import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import * as Redacted from "effect/Redacted"
 import * as References from "effect/References"
 import * as SqlClient from "effect/sql/SqlClient"
@@ -77,5 +79,30 @@ describe("demo on the log engine", () => {
         assert.isFalse(topics.some((topic) => topic.includes(runId)))
       }),
     { timeout: 240_000 }
+  )
+
+  it.live("on a server without wal_level = logical it stops before creating anything, saying what to do", () =>
+    Effect.gen(function* () {
+      const sharedUrl = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres"
+      const runId = `lg${Math.random().toString(36).slice(2, 8)}`
+      const exit = yield* Effect.exit(
+        Program.runDemo({
+          selection: { databaseUrl: Redacted.make(sharedUrl), kafkaBrokers: undefined },
+          engine: "log",
+          runId,
+          write: () => {}
+        })
+      )
+      const text = Exit.isFailure(exit) ? Cause.pretty(exit.cause) : ""
+      assert.include(text, "runs wal_level = replica; the log engine reads the WAL")
+      assert.include(text, "scripts/services pg-private up")
+      const schemas = yield* Effect.flatMap(
+        Effect.service(SqlClient.SqlClient),
+        (sql) =>
+          sql<{ n: number }>`select count(*)::int as n from information_schema.schemata
+          where schema_name = ${`effect_outbox_demo_${runId}`}`
+      ).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(sharedUrl), maxConnections: 1 })))
+      assert.strictEqual(schemas[0]!.n, 0)
+    })
   )
 })
