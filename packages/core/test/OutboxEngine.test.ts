@@ -59,7 +59,7 @@ const ports = (log: InMemoryLog.Log, calls: Map<string, number>) =>
   )
 
 /** Runs the runtime on `engine`, enqueues three greetings and waits for the consumer to see them. */
-const runOn = (values: Record<string, string>) =>
+const runOn = (values: Record<string, string>, transaction: "per-record" | "per-batch" = "per-record") =>
   Effect.gen(function* () {
     const log = yield* InMemoryLog.make
     const calls = new Map<string, number>()
@@ -68,6 +68,7 @@ const runOn = (values: Record<string, string>) =>
     const greeter = OutboxRuntime.consumer(
       Topic.consumer(Greetings, {
         groupId: "greeter",
+        transaction,
         handler: (message) =>
           Effect.sync(() => {
             seen.push(`${message.payload.to}#${message.payload.n}`)
@@ -140,6 +141,14 @@ describe("OutboxEngine", () => {
         run.called.filter((method) => method !== "purge" && method !== "stats"),
         []
       )
+    })
+  )
+
+  it.live("OUTBOX_ENGINE=log: a per-batch consumer reads no rows either", () =>
+    Effect.gen(function* () {
+      const run = yield* runOn({ OUTBOX_ENGINE: "log" }, "per-batch")
+      assert.sameMembers(run.seen, ["ada#1", "ada#2", "bob#1"])
+      assert.strictEqual(run.rowReads, 0)
     })
   )
 
