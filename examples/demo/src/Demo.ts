@@ -17,9 +17,10 @@
  */
 import { BrokerAdmin } from "@effect-outbox/core/BrokerAdmin"
 import * as DeadLetter from "@effect-outbox/core/DeadLetter"
+import type { Engine } from "@effect-outbox/core/OutboxEngine"
 import { EVENT_ID_HEADER, type EventId } from "@effect-outbox/core/OutboxMessage"
 import * as OutboxRuntime from "@effect-outbox/core/OutboxRuntime"
-import { type OutboxStats, OutboxStore } from "@effect-outbox/core/OutboxStore"
+import { OutboxStore } from "@effect-outbox/core/OutboxStore"
 import * as Relay from "@effect-outbox/core/Relay"
 import * as Telemetry from "@effect-outbox/core/Telemetry"
 import { TopicReader } from "@effect-outbox/core/TopicReader"
@@ -33,6 +34,7 @@ import * as SqlClient from "effect/sql/SqlClient"
 import * as Orders from "./Orders.ts"
 import * as Progress from "./Progress.ts"
 import type { Broker } from "./Services.ts"
+import * as Tally from "./Tally.ts"
 
 /**
  * @since 0.1.0
@@ -64,6 +66,12 @@ export interface Options {
   /** Consumer group of billing. */
   readonly groupId: string
   readonly progress?: Pick<Progress.Options, "write" | "tty" | "interval"> | undefined
+  /**
+   * The relay engine (default `claim`). `log` needs a PostgreSQL with `wal_level = logical`: one
+   * log relay publishes from the slot (`relays` is then ignored), and no outbox row tracks an
+   * event, so the run counts invoices and dead letters instead (`Tally`).
+   */
+  readonly engine?: Engine | undefined
 }
 
 /**
@@ -140,10 +148,6 @@ export interface Summary {
 export type Requirements = OutboxRuntime.Ports | SqlClient.SqlClient | Broker
 
 const unfinishedStatuses = ["PREQUEUED", "PENDING", "DISPATCHING", "PUBLISHED", "UNDER_PROCESSING"] as const
-const pastBroker = ["PUBLISHED", "UNDER_PROCESSING", "SUCCESS", "PUSHED_FAILURE"] as const
-
-const sum = (stats: OutboxStats, statuses: ReadonlyArray<keyof OutboxStats["byStatus"]>) =>
-  statuses.reduce((total, status) => total + (stats.byStatus[status] ?? 0), 0)
 
 /**
  * Runs the reference flow and returns its summary. Never fails on a broken guarantee: that is
@@ -173,7 +177,17 @@ export const run = (options: Options) =>
       let retries = 0
       const producing = yield* Ref.make(true)
 
-      const statsNow = Effect.suspend(() => store.stats(Date.now()))
+      const engine = options.engine ?? "claim"
+      const tally: Tally.Tally =
+        engine === "claim"
+          ? Tally.claim(store)
+          : Tally.log({
+              sql,
+              admin,
+              schema: options.schema,
+              deadLetterTopic: topic.deadLetterTopic,
+              committed: () => committedIds
+            })
       // Billing's lag as the broker sees it: records on the topic past its committed offsets
       // (the `outbox_consumer_lag` gauge; OutboxRuntime samples it too, every 10 s).
       const consumerLagNow = Telemetry.sampleConsumerLag({
@@ -195,20 +209,19 @@ export const run = (options: Options) =>
         elapsedMillis: 0
       }
       const sample: Effect.Effect<Progress.Snapshot> = Effect.all([
-        statsNow,
+        tally,
         consumerLagNow.pipe(Effect.orElseSucceed(() => lastSnapshot.consumerLag))
       ]).pipe(
-        Effect.map(([stats, consumerLag]): Progress.Snapshot => {
+        Effect.map(([counts, consumerLag]): Progress.Snapshot => {
           const committed = committedIds.length
-          const processed = stats.byStatus.SUCCESS ?? 0
-          const deadLettered = stats.byStatus.PUSHED_FAILURE ?? 0
+          const { processed, deadLettered } = counts
           return {
             enqueued: committed,
             rolledBack: rolledBackIds.length,
-            published: sum(stats, pastBroker),
+            published: counts.published,
             processed,
             deadLettered,
-            unfinished: Math.max(0, committed - processed - deadLettered - (stats.byStatus.FAILURE ?? 0)),
+            unfinished: Math.max(0, committed - processed - deadLettered - counts.publishFailed),
             consumerLag,
             elapsedMillis: Date.now() - started
           }
@@ -260,8 +273,7 @@ export const run = (options: Options) =>
             while (true) {
               yield* Effect.sleep(Duration.millis(100))
               if (yield* Ref.get(producing)) continue
-              const stats = yield* statsNow
-              if (sum(stats, unfinishedStatuses) === 0) return true
+              if ((yield* tally).unfinished === 0) return true
             }
           })
 
@@ -276,6 +288,8 @@ export const run = (options: Options) =>
           // shop produces, and shut down gracefully (consumer, then relays) when the run ends.
           Effect.provide(
             OutboxRuntime.layer({
+              engine,
+              logRelay: { pollInterval: options.pollInterval, backoff: "50 millis", maxBackoff: "1 second" },
               relay: {
                 instances: options.relays,
                 owner: "demo-relay",
@@ -345,7 +359,6 @@ const summarize = (input: {
   Effect.gen(function* () {
     const { options, sql, store } = input
     const problems: Array<string> = []
-    const stats = yield* store.stats(Date.now())
     const reader = yield* TopicReader
 
     // The broker's view: which event ids reached the orders topic and the dead-letter topic.
@@ -362,11 +375,18 @@ const summarize = (input: {
     for (const id of input.rolledBackIds) {
       if (Option.isSome(yield* store.get(id)) || idsOnTopic.has(id)) phantomEvents++
     }
-    let unfinished = 0
-    for (const id of input.committedIds) {
-      const row = yield* store.get(id)
-      if (Option.isNone(row) || (unfinishedStatuses as ReadonlyArray<string>).includes(row.value.status)) unfinished++
-    }
+    const counts = yield* options.engine === "log"
+      ? logCounts(input, idsOnTopic, deadLetteredIds)
+      : Effect.gen(function* () {
+          let unfinished = 0
+          for (const id of input.committedIds) {
+            const row = yield* store.get(id)
+            const open = Option.isSome(row) && (unfinishedStatuses as ReadonlyArray<string>).includes(row.value.status)
+            if (Option.isNone(row) || open) unfinished++
+          }
+          return { ...(yield* Tally.claim(store)), unfinished }
+        })
+    const { unfinished } = counts
     const missingOnBroker = input.committedIds.filter((id) => !idsOnTopic.has(id)).length
 
     const invoices = yield* sql.unsafe<{ order_id: string; customer_id: string }>(
@@ -407,10 +427,10 @@ const summarize = (input: {
       ordersCommitted: input.committedOrders.size,
       rolledBack: input.rolledBackOrders.size,
       eventsCommitted: input.committedIds.length,
-      published: sum(stats, pastBroker),
-      processed: stats.byStatus.SUCCESS ?? 0,
-      deadLettered: stats.byStatus.PUSHED_FAILURE ?? 0,
-      publishFailed: stats.byStatus.FAILURE ?? 0,
+      published: counts.published,
+      processed: counts.processed,
+      deadLettered: counts.deadLettered,
+      publishFailed: counts.publishFailed,
       unfinished,
       consumerLag: input.consumerLag,
       invoices: invoices.length,
@@ -449,6 +469,23 @@ const summarize = (input: {
       )
     }
     return { ...summary, problems } satisfies Summary
+  })
+
+/** The log engine's counts: no outbox rows, so invoices, dead letters and the topic tell. */
+const logCounts = (
+  input: Pick<Parameters<typeof summarize>[0], "sql" | "options" | "committedIds">,
+  idsOnTopic: ReadonlySet<string>,
+  deadLetteredIds: ReadonlySet<string>
+) =>
+  Effect.map(Tally.invoicedEvents(input.sql, input.options.schema), (invoiced): Tally.Counts => {
+    const count = (ok: (id: string) => boolean) => input.committedIds.filter(ok).length
+    return {
+      published: count((id) => idsOnTopic.has(id)),
+      processed: count((id) => invoiced.has(id)),
+      deadLettered: count((id) => deadLetteredIds.has(id)),
+      publishFailed: 0,
+      unfinished: count((id) => !invoiced.has(id) && !deadLetteredIds.has(id))
+    }
   })
 
 /**

@@ -6,6 +6,7 @@
  */
 import * as KafkaBrokerAdmin from "@effect-outbox/adapter-kafka/KafkaBrokerAdmin"
 import * as KafkaClient from "@effect-outbox/adapter-kafka/KafkaClient"
+import * as PgLogSource from "@effect-outbox/adapter-pg/PgLogSource"
 import * as Dashboard from "@effect-outbox/cli/Dashboard"
 import * as Config from "effect/Config"
 import * as Duration from "effect/Duration"
@@ -52,8 +53,23 @@ export const runDemo = (options: RunOptions) =>
     const runId = options.runId ?? Math.random().toString(36).slice(2, 10)
     // A server may hold other runs' data: each run gets its own schema and topics there.
     const schema = `effect_outbox_demo_${runId}`
+    const engine = options.engine ?? "claim"
+    if (engine === "log" && options.selection.databaseUrl === undefined) {
+      return yield* Effect.fail(new Error(Services.logEngineNeedsServer))
+    }
+    if (engine === "log" && options.selection.databaseUrl !== undefined) {
+      yield* Services.requireLogical(options.selection.databaseUrl)
+    }
     for (const line of Services.describe(options.selection)) write(`${line}\n`)
-    const services = Layer.merge(Services.database(options.selection, schema), Services.broker(options.selection))
+    write(
+      engine === "claim"
+        ? "engine:   claim (relays claim outbox rows; --engine log reads the WAL instead)\n"
+        : `engine:   log (one relay streams the WAL from slot ${Services.slotOf(schema)})\n`
+    )
+    const services = Layer.merge(
+      Services.database(options.selection, schema, engine),
+      Services.broker(options.selection)
+    )
     // The dashboard reads and repairs through the same services (one build: the layer is shared).
     const layer =
       options.dashboardPort === undefined
@@ -74,6 +90,7 @@ export const runDemo = (options: RunOptions) =>
     const topic = `effect-outbox-demo.${runId}.orders`
     const cleanup = Effect.gen(function* () {
       if (keep) return
+      if (engine === "log") yield* Effect.ignore(PgLogSource.dropSlot({ slot: Services.slotOf(schema) }))
       if (options.selection.databaseUrl !== undefined) {
         const sql = yield* SqlClient.SqlClient
         yield* sql.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).unprepared.pipe(Effect.ignore)
@@ -107,13 +124,20 @@ export const runDemo = (options: RunOptions) =>
  * `DEMO_ORDERS` (default 200), `DEMO_TIMEOUT` (default 2 minutes), `DEMO_LOG_LEVEL` (default
  * `Warn`), `DEMO_KEEP` (keep the run's schema and topics on real services), `DEMO_DASHBOARD`
  * (default `true`: serve the operator dashboard on 127.0.0.1 while it runs, on
- * `DEMO_DASHBOARD_PORT`, default 0 = a free port), plus `DATABASE_URL` / `KAFKA_BROKERS`.
+ * `DEMO_DASHBOARD_PORT`, default 0 = a free port), plus `DATABASE_URL` / `KAFKA_BROKERS`. The engine:
+ * `--engine log` or `OUTBOX_ENGINE=log` (on `LOGICAL_DATABASE_URL`, else `DATABASE_URL`).
  *
  * @since 0.1.0
  * @category running
  */
 export const program: Effect.Effect<number, unknown> = Effect.gen(function* () {
-  const selection = yield* Services.selection
+  const engine = yield* Services.engine(process.argv.slice(2))
+  const configured = yield* Services.selection
+  const selection = engine === "log" ? yield* Services.logicalSelection(configured) : configured
+  if (engine === "log" && selection.databaseUrl === undefined) {
+    process.stderr.write(`demo: ${Services.logEngineNeedsServer}\n`)
+    return 2
+  }
   const orders = yield* Config.Int("DEMO_ORDERS").pipe(Config.withDefault(Demo.defaults.orders))
   const timeout = yield* Config.Duration("DEMO_TIMEOUT").pipe(Config.withDefault(Demo.defaults.timeout))
   const logLevel = yield* Config.LogLevel("DEMO_LOG_LEVEL").pipe(Config.withDefault("Warn" as const))
@@ -125,6 +149,7 @@ export const program: Effect.Effect<number, unknown> = Effect.gen(function* () {
   )
   const summary = yield* runDemo({
     selection,
+    engine,
     orders,
     keep,
     timeout: Duration.fromInputUnsafe(timeout),

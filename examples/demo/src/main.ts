@@ -3,7 +3,9 @@
  *
  * With nothing configured it runs on an embedded PostgreSQL (PGlite, in this process) and the
  * in-memory broker, and says so; `DATABASE_URL` / `KAFKA_BROKERS` switch to real services.
- * `DEMO_ORDERS` (default 200) bounds the run. Exits 0 when every guarantee held, 1 otherwise.
+ * `DEMO_ORDERS` (default 200) bounds the run. `--engine log` (or `OUTBOX_ENGINE=log`) runs the log
+ * engine, on `LOGICAL_DATABASE_URL` (else `DATABASE_URL`): a server with `wal_level = logical`.
+ * Exits 0 when every guarantee held, 1 otherwise, 2 when it could not run.
  *
  * @since 0.1.0
  */

@@ -30,6 +30,7 @@ import type * as SqlClient from "effect/sql/SqlClient"
 import type { SqlError } from "effect/sql/SqlError"
 import { describe } from "./internal/location.ts"
 import { variables } from "./internal/variables.ts"
+import * as PgEngine from "./PgEngine.ts"
 import * as PgInboxStore from "./PgInboxStore.ts"
 import * as PgLifecycleRegistry from "./PgLifecycleRegistry.ts"
 import * as PgMigrations from "./PgMigrations.ts"
@@ -114,7 +115,7 @@ export const layer = (
  * @since 0.1.0
  * @category layers
  */
-export const layerConfig: Layer.Layer<
+const claimConfig: Layer.Layer<
   Services | PgClient.PgClient | SqlClient.SqlClient,
   OutboxStoreError | OutboxValidationError | Config.ConfigError | SqlError
 > = Layer.unwrap(
@@ -143,3 +144,16 @@ export const layerConfig: Layer.Layer<
     }).pipe(Layer.provideMerge(client))
   })
 )
+
+/**
+ * Every service from the environment: the stores as {@link claimConfig} reads them, and with
+ * `OUTBOX_ENGINE=log` the log engine's `LogWriter` and `LogSource` on top (`PgEngine`:
+ * `OUTBOX_LOG_SLOT`), which `OutboxRuntime.layer` picks up on that engine.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerConfig: Layer.Layer<
+  Services | PgClient.PgClient | SqlClient.SqlClient,
+  OutboxStoreError | OutboxValidationError | Config.ConfigError | SqlError | PgEngine.EngineError
+> = PgEngine.withEngine(claimConfig)

@@ -1,6 +1,7 @@
 /**
  * @since 0.1.0
  */
+export * as PgEngine from "./PgEngine.ts"
 export * as PgErrors from "./PgErrors.ts"
 export * as PgInboxStore from "./PgInboxStore.ts"
 export * as PgLifecycleRegistry from "./PgLifecycleRegistry.ts"

@@ -3,8 +3,9 @@
  *
  * - the domain-facing services: `Outbox` (enqueue in the caller's transaction, opened with
  *   `Outbox.withTransaction`) and `Inbox` (`processOnce`);
- * - `relay.instances` relays publishing the outbox, woken by `WakeUp`;
- * - stale-dispatch recovery and retention of finished rows and old inbox records;
+ * - `relay.instances` relays publishing the outbox, woken by `WakeUp`, and stale-dispatch
+ *   recovery; or, with `OUTBOX_ENGINE=log` (`OutboxEngine`), the log relay reading the WAL;
+ * - retention of finished rows and old inbox records;
  * - the consumers the service declares ({@link consumer}), each supervised: a consumer that stops
  *   on an error (a dead-letter topic refusing records, a lost broker) is started again after a
  *   backoff instead of silently leaving its partitions unread.
@@ -56,20 +57,19 @@ import {
 } from "./Errors.ts"
 import * as Inbox from "./Inbox.ts"
 import type { InboxStore } from "./InboxStore.ts"
-import * as Groups from "./internal/runtime/groups.ts"
+import * as Engine from "./internal/runtime/engine.ts"
 import * as Sampling from "./internal/runtime/sampling.ts"
-import * as UnknownVariables from "./internal/runtime/unknownVariables.ts"
-import * as Workers from "./internal/runtime/workers.ts"
+import { start } from "./internal/runtime/start.ts"
 import * as Vars from "./internal/variables.ts"
+import type * as LogRelay from "./LogRelay.ts"
 import * as Outbox from "./Outbox.ts"
+import * as OutboxEngine from "./OutboxEngine.ts"
 import type { OutboxStore } from "./OutboxStore.ts"
 import type { Publisher } from "./Publisher.ts"
 import * as Reconciler from "./Reconciler.ts"
 import * as Relay from "./Relay.ts"
 import * as Retention from "./Retention.ts"
 import * as StaleRecovery from "./StaleRecovery.ts"
-import * as StartupCheck from "./StartupCheck.ts"
-import { StorageLocation } from "./StorageLocation.ts"
 import * as Telemetry from "./Telemetry.ts"
 import type { Transactor } from "./Transactor.ts"
 import type { WakeUp } from "./WakeUp.ts"
@@ -157,6 +157,14 @@ export const checkLifecycleGroups = (
  * @category models
  */
 export interface Settings {
+  /**
+   * The relay engine (`OutboxEngine`): `claim` runs the claim relays, stale recovery and the
+   * reconciler; `log` runs the log relay (one per process; the slot's lease picks the publisher)
+   * and skips the consumers' lifecycle step. Consumers, retention and telemetry run on both.
+   */
+  readonly engine: OutboxEngine.Engine
+  /** The log relay's settings (`engine: "log"`); `relay: false` runs none here either. */
+  readonly logRelay?: LogRelay.Settings | undefined
   readonly outbox: Outbox.Settings
   /** `false` runs no relay in this process (another deployment publishes). */
   readonly relay: false | (Partial<Relay.Settings> & { readonly instances: number })
@@ -197,6 +205,7 @@ export interface Settings {
  * @category config
  */
 export const config: Config.Config<Settings> = Config.all({
+  engine: OutboxEngine.config,
   outbox: Outbox.config,
   relayEnabled: Vars.relay.enabled.config,
   instances: Vars.relay.instances.config,
@@ -235,6 +244,7 @@ export const config: Config.Config<Settings> = Config.all({
       )
     }
     return Config.succeed({
+      engine: raw.engine,
       outbox: raw.outbox,
       relay: raw.relayEnabled ? { ...raw.relay, instances: raw.instances } : false,
       staleRecovery: raw.staleEnabled ? raw.staleRecovery : false,
@@ -287,6 +297,9 @@ type ConsumerServices<C extends ReadonlyArray<ConsumerDeclaration<unknown>>> = S
  * (unknown-partition "sync", consumer lag, where a new group starts reading), and so is
  * `LifecycleRegistry` (the PostgreSQL storage provides it): each lifecycle-driving group is
  * registered there at start, and a group of another process already holding a topic is refused.
+ * On the log engine the runtime also needs `LogWriter` and `LogSource`, looked up when it starts
+ * (`PgOutbox.layerConfig` provides them when `OUTBOX_ENGINE=log`; missing, the layer fails with
+ * `OutboxEngine.LogEngineUnavailableError`).
  *
  * @since 0.1.0
  * @category models
@@ -342,41 +355,6 @@ export const statusGauge = Telemetry.eventsByStatus
  */
 export const sampleMetrics: Effect.Effect<void, OutboxStoreError, OutboxStore> = Sampling.sampleStore
 
-const start = <R>(settings: Settings, declared: ReadonlyArray<ConsumerDeclaration<R>>) =>
-  Effect.gen(function* () {
-    yield* UnknownVariables.warnUnknown
-    const running = settings.runConsumers ? declared : []
-    // Before anything starts: an unreachable broker or a missing topic fails here, once.
-    yield* StartupCheck.run(running, {
-      timeout: settings.brokerStartupTimeout,
-      autoCreateTopics: settings.autoCreateTopics
-    })
-    // Logged when every finalizer below has run: finalizers run in reverse, this one last.
-    yield* Effect.addFinalizer(() => Effect.logInfo("outbox runtime stopped"))
-    const drivers = running.filter((declaration) => declaration.lifecycle !== false)
-    // A second driving group (here or in another process) is refused.
-    yield* Groups.registerDrivers(drivers)
-    yield* Groups.logStartOffsets(running)
-    // Finalizers run in reverse: consumers stop first, then relays, then recovery and retention.
-    if (settings.retention !== false) yield* Retention.start(settings.retention)
-    if (settings.inboxRetention !== false) {
-      // Same batches and schedule as the outbox's retention (its defaults when that is off).
-      yield* Retention.startInbox(settings.inboxRetention, settings.retention === false ? {} : settings.retention)
-    }
-    if (settings.staleRecovery !== false) yield* StaleRecovery.start(settings.staleRecovery)
-    if (settings.reconciler !== false && drivers.length > 0) yield* Reconciler.start(drivers, settings.reconciler)
-    const relays = settings.relay === false ? [] : yield* Workers.startRelays(settings.relay)
-    const consumers = yield* Workers.superviseConsumers(running, settings.consumerRestart)
-    if (settings.metricsInterval !== false) yield* Sampling.start(settings.metricsInterval, running)
-    const location = yield* StorageLocation
-    yield* Effect.logInfo(
-      `outbox runtime started${location === undefined ? "" : ` on ${location}`}: ${relays.length} relay(s), ${consumers.length} consumer(s)` +
-        `, stale recovery ${settings.staleRecovery === false ? "off" : "on"}` +
-        `, reconciler ${settings.reconciler === false || drivers.length === 0 ? "off" : "on"}, retention ${settings.retention === false ? "off" : "on"}`
-    )
-    return { settings, relays, consumers }
-  })
-
 /**
  * The runtime layer for the consumer declarations `C`: the services each declaration needs, less
  * the ones the layer provides itself, plus the {@link Ports}.
@@ -392,7 +370,8 @@ export type RuntimeLayer<C extends ReadonlyArray<ConsumerDeclaration<unknown>>> 
   | OutboxStoreError
   | BrokerUnreachableError
   | MissingTopicsError
-  | BrokerAdminError,
+  | BrokerAdminError
+  | OutboxEngine.LogEngineUnavailableError,
   Ports | Exclude<ConsumerServices<C>, Outbox.Outbox | Inbox.Inbox | OutboxRuntime>
 >
 
@@ -411,6 +390,8 @@ export const layer = <const C extends ReadonlyArray<ConsumerDeclaration<unknown>
     Effect.map(
       config,
       (fromConfig): Settings => ({
+        engine: options.engine ?? fromConfig.engine,
+        logRelay: options.logRelay,
         outbox: options.outbox ?? fromConfig.outbox,
         relay: options.relay ?? fromConfig.relay,
         staleRecovery: options.staleRecovery ?? fromConfig.staleRecovery,
@@ -426,7 +407,7 @@ export const layer = <const C extends ReadonlyArray<ConsumerDeclaration<unknown>
     )
   )
   const services = Layer.unwrap(
-    Effect.map(settings, (s) => Layer.mergeAll(Outbox.layerWith(s.outbox), Inbox.Inbox.layer))
+    Effect.map(settings, (s) => Layer.mergeAll(Engine.outboxLayer(s.engine, s.outbox), Inbox.Inbox.layer))
   )
   // Each declaration needs its own services; the union of them is what the layer asks for.
   // Each element of `C` needs a member of `ConsumerServices<C>`; TypeScript cannot see it of a generic `C`.

@@ -47,6 +47,11 @@ export const variables = EnvVariable.table(
       false,
       "append every status change to `<prefix>transition`"
     ),
+    logSlot: EnvVariable.optionalString(
+      "OUTBOX_LOG_SLOT",
+      "`<schema>_<prefix>log`",
+      "the log engine's replication slot and publication (1-63 of a-z, 0-9, `_`)"
+    ),
     callTimeout: EnvVariable.duration(
       "OUTBOX_DB_CALL_TIMEOUT",
       "30 seconds",

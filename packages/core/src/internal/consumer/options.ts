@@ -2,6 +2,7 @@
  * The consumer's options and what the record runner makes of them: their defaults, the payload
  * decoder, and the handler's work for one record. Exported through `Consumer`.
  */
+import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Schedule from "effect/Schedule"
@@ -134,6 +135,14 @@ export const infrastructureRetrySchedule: Schedule.Schedule<unknown, unknown> = 
   Schedule.jittered
 )
 
+/**
+ * Set by `OutboxRuntime` on the log engine, where events have no outbox row: the lifecycle step
+ * (one row look-up per record or batch) is skipped, whatever `lifecycle` says.
+ */
+export const NoOutboxRows = Context.Reference<boolean>("@effect-outbox/core/Consumer/NoOutboxRows", {
+  defaultValue: () => false
+})
+
 /** The record runner's settings: the options, their defaults, and the services in context. */
 export const recordSettings = <S extends Schema.Top, E, R>(options: Options<S, E, R>) =>
   Effect.gen(function* () {
@@ -144,7 +153,7 @@ export const recordSettings = <S extends Schema.Top, E, R>(options: Options<S, E
     return {
       groupId: options.groupId,
       identity: options.identity ?? "event-id",
-      lifecycle: options.lifecycle ?? true,
+      lifecycle: (options.lifecycle ?? true) && !(yield* NoOutboxRows),
       maxAttempts: Math.max(1, options.maxAttempts ?? 5),
       classify: options.classify ?? Classify.defaultClassifier,
       isInfrastructure: options.isInfrastructure ?? Classify.defaultIsInfrastructure,

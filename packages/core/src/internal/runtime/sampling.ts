@@ -78,18 +78,24 @@ const deadLetterTopics = (declarations: ReadonlyArray<Sampled>): ReadonlyArray<s
   )
 ]
 
-/** Starts the sampling jobs in the current scope; the broker's only when `BrokerAdmin` is provided. */
+/**
+ * Starts the sampling jobs in the current scope; the store's unless `store` is false (the log
+ * engine has no outbox rows to count), the broker's only when `BrokerAdmin` is provided.
+ */
 export const start = (
   interval: Duration.Duration,
-  running: ReadonlyArray<Sampled>
+  running: ReadonlyArray<Sampled>,
+  store = true
 ): Effect.Effect<void, never, OutboxStore | Scope.Scope> =>
   Effect.gen(function* () {
-    yield* Effect.forkScoped(
-      Jobs.every(
-        interval,
-        sampleStore.pipe(Effect.catch((error) => Effect.logDebug(`outbox metrics sample failed: ${error.message}`)))
+    if (store) {
+      yield* Effect.forkScoped(
+        Jobs.every(
+          interval,
+          sampleStore.pipe(Effect.catch((error) => Effect.logDebug(`outbox metrics sample failed: ${error.message}`)))
+        )
       )
-    )
+    }
     const admin = yield* Effect.serviceOption(BrokerAdmin)
     if (Option.isSome(admin) && running.length > 0) {
       yield* Effect.forkScoped(

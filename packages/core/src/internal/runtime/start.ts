@@ -1,0 +1,62 @@
+/**
+ * What the runtime starts, in order, for the life of its scope: the start-up checks, then
+ * retention, recovery, relays and consumers (finalizers run in reverse: consumers stop first).
+ */
+import * as Effect from "effect/Effect"
+import type { ConsumerDeclaration, Settings } from "../../OutboxRuntime.ts"
+import * as Reconciler from "../../Reconciler.ts"
+import * as Retention from "../../Retention.ts"
+import * as StaleRecovery from "../../StaleRecovery.ts"
+import * as StartupCheck from "../../StartupCheck.ts"
+import { StorageLocation } from "../../StorageLocation.ts"
+import * as Engine from "./engine.ts"
+import * as Groups from "./groups.ts"
+import * as Sampling from "./sampling.ts"
+import * as UnknownVariables from "./unknownVariables.ts"
+import * as Workers from "./workers.ts"
+
+export const start = <R>(settings: Settings, declared: ReadonlyArray<ConsumerDeclaration<R>>) =>
+  Effect.gen(function* () {
+    yield* UnknownVariables.warnUnknown
+    const running = settings.runConsumers ? declared : []
+    // Before anything starts: an unreachable broker or a missing topic fails here, once.
+    yield* StartupCheck.run(running, {
+      timeout: settings.brokerStartupTimeout,
+      autoCreateTopics: settings.autoCreateTopics
+    })
+    // Logged when every finalizer below has run: finalizers run in reverse, this one last.
+    yield* Effect.addFinalizer(() => Effect.logInfo("outbox runtime stopped"))
+    // The log engine has no rows: nothing goes stale, nothing is left to reconcile, no group
+    // drives a lifecycle.
+    const claim = settings.engine === "claim"
+    const drivers = claim ? running.filter((declaration) => declaration.lifecycle !== false) : []
+    // A second driving group (here or in another process) is refused.
+    yield* Groups.registerDrivers(drivers)
+    yield* Groups.logStartOffsets(running)
+    // Finalizers run in reverse: consumers stop first, then relays, then recovery and retention.
+    if (settings.retention !== false) yield* Retention.start(settings.retention)
+    if (settings.inboxRetention !== false) {
+      // Same batches and schedule as the outbox's retention (its defaults when that is off).
+      yield* Retention.startInbox(settings.inboxRetention, settings.retention === false ? {} : settings.retention)
+    }
+    if (claim && settings.staleRecovery !== false) yield* StaleRecovery.start(settings.staleRecovery)
+    if (settings.reconciler !== false && drivers.length > 0) yield* Reconciler.start(drivers, settings.reconciler)
+    const relays =
+      settings.relay === false
+        ? []
+        : claim
+          ? yield* Workers.startRelays(settings.relay)
+          : yield* Engine.startLogRelay(settings.logRelay ?? {})
+    const consumers = yield* Workers.superviseConsumers(
+      running.map((declaration) => ({ ...declaration, run: Engine.consumerRun(settings.engine, declaration.run) })),
+      settings.consumerRestart
+    )
+    if (settings.metricsInterval !== false) yield* Sampling.start(settings.metricsInterval, running, claim)
+    const location = yield* StorageLocation
+    yield* Effect.logInfo(
+      `outbox runtime started (${settings.engine} engine)${location === undefined ? "" : ` on ${location}`}: ${relays.length} relay(s), ${consumers.length} consumer(s)` +
+        `, stale recovery ${!claim || settings.staleRecovery === false ? "off" : "on"}` +
+        `, reconciler ${settings.reconciler === false || drivers.length === 0 ? "off" : "on"}, retention ${settings.retention === false ? "off" : "on"}`
+    )
+    return { settings, relays, consumers }
+  })
