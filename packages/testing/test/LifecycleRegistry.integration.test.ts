@@ -126,7 +126,9 @@ describe("the lifecycle-driving group across processes, on PostgreSQL and Kafka"
             infos,
             `group ${billing} has no committed offsets on ${Orders.name}: reading from the earliest offset`
           )
-          assert.isDefined(infos.find((l) => l.startsWith(`outbox runtime started on schema "${schema}" in database`)))
+          assert.isDefined(
+            infos.find((l) => l.startsWith(`outbox runtime started (claim engine) on schema "${schema}" in database`))
+          )
 
           // Another group, another process: refused with the typed error, message printed.
           const refused = yield* otherProcess(childEnv(shipping))
