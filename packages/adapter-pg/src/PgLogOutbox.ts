@@ -27,7 +27,8 @@ import type { Outbox, Settings } from "@effect-outbox/core/Outbox"
 import type { Transactor } from "@effect-outbox/core/Transactor"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import type * as SqlClient from "effect/sql/SqlClient"
+import * as SqlClient from "effect/sql/SqlClient"
+import * as LogSetup from "./internal/logSetup.ts"
 import * as PgLogRetention from "./PgLogRetention.ts"
 import * as PgLogSource from "./PgLogSource.ts"
 import * as PgMigrations from "./PgMigrations.ts"
@@ -58,7 +59,11 @@ export interface Options extends PgLogSource.Options {
  */
 export const setup = (options: PgLogSource.Options = {}): Effect.Effect<void, LogSourceError, SqlClient.SqlClient> =>
   Effect.gen(function* () {
+    // Refused before anything is created: a bad name, a server without logical decoding.
+    yield* LogSetup.checkSlotName(options.slot ?? "effect_outbox_log")
     const tables = yield* PgTables.make({ schema: options.schema, tablePrefix: options.tablePrefix })
+    const sql = yield* SqlClient.SqlClient
+    yield* LogSetup.checkWalLevel((text, params) => sql.unsafe(text, params as Array<unknown>))
     yield* Effect.provideService(PgMigrations.run, PgTables.PgTables, tables)
     yield* PgLogSource.ensureSlot(options)
   }).pipe(

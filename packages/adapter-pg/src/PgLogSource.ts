@@ -95,14 +95,7 @@ export interface Options {
 // alphabet passes, so nothing needs quoting.
 const resolve = (options: Options) =>
   Effect.gen(function* () {
-    const slot = options.slot ?? "effect_outbox_log"
-    if (!LogSetup.SLOT.test(slot)) {
-      return yield* new LogSourceError({
-        operation: "log.options",
-        reason: `slot "${slot}" must be 1-63 of a-z 0-9 _ (a replication slot name)`,
-        retriable: false
-      })
-    }
+    const slot = yield* LogSetup.checkSlotName(options.slot ?? "effect_outbox_log")
     const tables = yield* PgTables.make({ schema: options.schema, tablePrefix: options.tablePrefix }).pipe(
       Effect.mapError(
         (error) => new LogSourceError({ operation: "log.options", reason: error.message, retriable: false })

@@ -1,5 +1,5 @@
 // The log engine on the real services: a PostgreSQL with wal_level = logical (LOGICAL_DATABASE_URL,
-// started by scripts/test) and the real Kafka broker. Events are logical messages written in the
+// started by scripts/test) and the real Kafka broker. Events are rows of the event table inserted in the
 // domain transaction; the log relay streams them from the slot to the broker.
 import { afterAll, assert, describe, it } from "@effect/vitest"
 import * as LogRelay from "@effect-outbox/core/LogRelay"

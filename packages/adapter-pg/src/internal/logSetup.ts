@@ -13,6 +13,35 @@ export type Exec = (text: string, params: ReadonlyArray<unknown>) => Effect.Effe
 
 export const SLOT = /^[a-z0-9_]{1,63}$/
 
+/** The slot name is also written into SQL text: only this alphabet passes, so nothing needs quoting. */
+export const checkSlotName = (slot: string): Effect.Effect<string, LogSourceError> =>
+  SLOT.test(slot)
+    ? Effect.succeed(slot)
+    : Effect.fail(
+        new LogSourceError({
+          operation: "log.options",
+          reason: `slot "${slot}" must be 1-63 of a-z 0-9 _ (a replication slot name)`,
+          retriable: false
+        })
+      )
+
+/** Fails (55000, not retriable) unless the server decodes logical changes. */
+export const checkWalLevel = (exec: Exec): Effect.Effect<void, LogSourceError> =>
+  exec(`SELECT current_setting('wal_level') AS level`, []).pipe(
+    Effect.mapError(logError("log.setup")),
+    Effect.flatMap((rows) =>
+      rows[0]?.level === "logical"
+        ? Effect.void
+        : Effect.fail(
+            new LogSourceError({
+              operation: "log.setup",
+              reason: `wal_level is ${String(rows[0]?.level)}: the log engine needs wal_level = logical (a server restart; see docs/log-relay.md)`,
+              retriable: false
+            })
+          )
+    )
+  )
+
 export const logError =
   (operation: string) =>
   (error: SqlError): LogSourceError => {
