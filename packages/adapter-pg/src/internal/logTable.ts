@@ -50,7 +50,10 @@ BEGIN
   -- After a long pause, start near now rather than fill the past.
   start_ms := greatest(coalesce(last_ms, 0), now_ms - span_ms - (now_ms % span_ms));
   WHILE start_ms < now_ms + ahead_ms LOOP
-    EXECUTE format('CREATE TABLE %I.%I PARTITION OF ${t.logEvent} FOR VALUES FROM (%L) TO (%L)',
+    -- Created apart, then attached: ATTACH takes a lock that inserts into the table do not
+    -- wait for (CREATE TABLE ... PARTITION OF would take one they queue behind).
+    EXECUTE format('CREATE TABLE %I.%I (LIKE ${t.logEvent} INCLUDING ALL)', '${t.schema}', '${t.tablePrefix}log_' || start_ms);
+    EXECUTE format('ALTER TABLE ${t.logEvent} ATTACH PARTITION %I.%I FOR VALUES FROM (%L) TO (%L)',
       '${t.schema}', '${t.tablePrefix}log_' || start_ms,
       (lpad(to_hex(start_ms), 12, '0') || repeat('0', 20))::uuid,
       (lpad(to_hex(start_ms + span_ms), 12, '0') || repeat('0', 20))::uuid);
