@@ -4,7 +4,9 @@
  * create it, never a silent re-creation that would skip the events committed in between.
  */
 import { LogSourceError } from "@effect-outbox/core/LogSource"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Schedule from "effect/Schedule"
 import type { SqlError } from "effect/sql/SqlError"
 import type { Tables } from "../PgTables.ts"
 import { fromSqlError, sqlState } from "./errors.ts"
@@ -135,12 +137,21 @@ export const slotExists = (exec: Exec, slot: string): Effect.Effect<boolean, Log
     Effect.mapError(logError("log.acquire"))
   )
 
-/** Drops the slot and its publication. */
+/**
+ * Drops the slot and its publication. A slot still streamed (a relay's walsender that has not
+ * exited yet, 55006) is tried again for up to 5 s.
+ */
 export const drop = (exec: Exec, slot: string): Effect.Effect<void, LogSourceError> =>
   Effect.andThen(
     exec(
       `SELECT count(*)::int AS n FROM (SELECT pg_drop_replication_slot(slot_name)::text FROM pg_replication_slots WHERE slot_name = $1) d`,
       [slot]
+    ).pipe(
+      Effect.retry({
+        while: (error) => sqlState(error) === "55006",
+        schedule: Schedule.spaced(Duration.millis(200)),
+        times: 25
+      })
     ),
     exec(`DROP PUBLICATION IF EXISTS ${slot}`, [])
   ).pipe(Effect.asVoid, Effect.mapError(logError("log.dropSlot")))
