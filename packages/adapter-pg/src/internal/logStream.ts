@@ -368,8 +368,8 @@ const leaseOf = (state: State): LogLease => {
       Effect.suspend(() => {
         const deadline = Date.now() + Duration.toMillis(Duration.fromInputUnsafe(timeout))
         // Woken by any signal (a commit, the catch-up, the loss): wait again unless there are events
-        // to read. Transactions without ours (other prefixes: logical messages are database-wide)
-        // do not wake the relay; it reads and confirms them after `timeout`.
+        // to read. Transactions without events (DDL such as a new partition, other databases'
+        // keepalives) do not wake the relay; it reads and confirms them after `timeout`.
         const loop: Effect.Effect<void, LogSourceError> = live(() =>
           state.buffered.some((t) => t.entries.length > 0) || Date.now() >= deadline
             ? Effect.void

@@ -69,6 +69,7 @@ describe("log engine retention", () => {
 
       const dropped: Array<string> = []
       let sealed = 0
+      // The most partitions attached, and the most deleted / updated / dead tuples, over every sample.
       let peak: Stats = { partitions: 0, rows: 0, deleted: 0, updated: 0, dead: 0 }
       const maintenance = stack.runFork(
         Effect.repeat(
@@ -82,7 +83,13 @@ describe("log engine retention", () => {
             Effect.andThen(Effect.promise(() => stats(stack, slot))),
             Effect.tap((s) =>
               Effect.sync(() => {
-                if (s.partitions > peak.partitions) peak = s
+                peak = {
+                  partitions: Math.max(peak.partitions, s.partitions),
+                  rows: Math.max(peak.rows, s.rows),
+                  deleted: Math.max(peak.deleted, s.deleted),
+                  updated: Math.max(peak.updated, s.updated),
+                  dead: Math.max(peak.dead, s.dead)
+                }
               })
             )
           ),
