@@ -4,8 +4,9 @@
 // PostgreSQL (LOGICAL_DATABASE_URL) and the real Kafka, LogRelay.run() with its defaults
 // confirming. Must hold: every event published, partitions dropped whole (never a DELETE, no dead
 // tuple), the table never more than retention + ahead of partitions.
-import * as PgLogRetention from "@effect-outbox/adapter-pg/PgLogRetention"
+
 import { afterAll, assert, describe, it } from "@effect/vitest"
+import * as PgLogRetention from "@effect-outbox/adapter-pg/PgLogRetention"
 import * as LogRelay from "@effect-outbox/core/LogRelay"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
