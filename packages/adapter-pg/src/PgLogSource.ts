@@ -8,7 +8,7 @@
  * - The slot uses the built-in `pgoutput` plugin (binary) over a publication of that table
  *   alone, inserts only: only a role with INSERT on the table can put an event into the log.
  *   Logical messages are never decoded. Each insert is validated; one that is not an event this
- *   library wrote comes out flagged `invalid`, and is never published.
+ *   library wrote comes out flagged `invalid` (never a failed read), for the relay to set aside.
  * - Default transport (`"stream"`): one replication connection (`pg`) streams the slot with
  *   `START_REPLICATION`; whole transactions are buffered from the confirmed position, and
  *   `confirm` sends the status update that moves the slot. The lease is that connection: an
@@ -27,6 +27,7 @@
 
 import * as PgClient from "@effect/sql-pg/PgClient"
 import type * as LogRecord from "@effect-outbox/core/LogRecord"
+import type { EventId } from "@effect-outbox/core/OutboxMessage"
 import { type LogGauges, type LogLease, LogSource, LogSourceError, type LogWindow } from "@effect-outbox/core/LogSource"
 import { LogWriter } from "@effect-outbox/core/LogWriter"
 import * as Effect from "effect/Effect"
@@ -43,6 +44,7 @@ import * as LogInsert from "./internal/logInsert.ts"
 import * as LogReader from "./internal/logReader.ts"
 import * as LogSetup from "./internal/logSetup.ts"
 import * as LogStream from "./internal/logStream.ts"
+import * as LogTable from "./internal/logTable.ts"
 import * as Pgoutput from "./internal/pgoutput.ts"
 import * as PgTables from "./PgTables.ts"
 
@@ -91,8 +93,6 @@ export interface Options {
   readonly replicationUrl?: Redacted.Redacted | string | undefined
 }
 
-// The slot name is also written into SQL text (a DO block, CREATE PUBLICATION): only this
-// alphabet passes, so nothing needs quoting.
 const resolve = (options: Options) =>
   Effect.gen(function* () {
     const slot = yield* LogSetup.checkSlotName(options.slot ?? "effect_outbox_log")
@@ -373,3 +373,45 @@ export const layerWriter = (options: Options = {}): Layer.Layer<LogWriter, LogSo
       return LogWriter.of({ emit: LogInsert.inserter(sql, tables) })
     })
   )
+
+/**
+ * Which events of the event table to read: enqueued at or after `from` and before `to` (epoch
+ * millis, the enqueue's clock as the id carries it), in id order, after the id `after` (the
+ * last one of the previous page), at most `limit` (default 1,000).
+ *
+ * @since 0.5.0
+ * @category models
+ */
+export interface TableRange extends Options {
+  readonly from: number
+  readonly to: number
+  readonly after?: string | undefined
+  readonly limit?: number | undefined
+}
+
+/**
+ * Reads events back from the event table, the backstop of the slot: what a lost or re-created
+ * slot did not deliver is still there until retention drops its partition (never while there is
+ * no slot). Each row is validated as the relay validates it (`invalid` set when it fails). Order
+ * is id order, which is enqueue order per writer, not commit order across writers. Needs SELECT on
+ * the event table.
+ *
+ * @since 0.5.0
+ * @category backstop
+ */
+export const readTable = (
+  range: TableRange
+): Effect.Effect<ReadonlyArray<LogRecord.LogMessage>, LogSourceError, SqlClient.SqlClient> =>
+  Effect.gen(function* () {
+    const { tables } = yield* resolve(range)
+    const sql = yield* SqlClient.SqlClient
+    const rows = yield* sql
+      .unsafe<{ id: string; record: Uint8Array }>(
+        `SELECT id::text AS id, record FROM ${tables.logEvent}
+          WHERE id >= $1::uuid AND id < $2::uuid AND ($3::uuid IS NULL OR id > $3::uuid)
+          ORDER BY id LIMIT $4::int4`,
+        [LogTable.idFloor(range.from), LogTable.idFloor(range.to), range.after ?? null, range.limit ?? 1_000]
+      )
+      .withoutTransform.pipe(Effect.mapError(logError("log.readTable")))
+    return rows.map((row) => Pgoutput.event(row.id as EventId, row.record))
+  })

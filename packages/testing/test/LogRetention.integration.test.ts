@@ -149,6 +149,34 @@ describe("PgLogRetention", () => {
       assert.include(error.reason, "UUIDv7")
     }))
 
+  test("readTable reads events back from the table by time, in id order, paged, validated like the slot's", (slot) =>
+    Effect.gen(function* () {
+      const started = Date.now()
+      const ids = [...(yield* emit(2)), ...(yield* emit(1))]
+      const forged = eventId()
+      yield* query(`INSERT INTO ${slot}.outbox_log_event (id, record) VALUES ('${forged}', '\\x0102')`)
+      const range = { slot, schema: slot, from: started - 1_000, to: Date.now() + 1_000 }
+      const all = yield* PgLogSource.readTable(range)
+      assert.deepStrictEqual(
+        all.map((e) => e.id),
+        [...ids, forged].sort()
+      )
+      assert.deepStrictEqual(
+        all.filter((e) => e.invalid !== undefined).map((e) => e.id),
+        [forged]
+      )
+      const first = yield* PgLogSource.readTable({ ...range, limit: 2 })
+      const rest = yield* PgLogSource.readTable({ ...range, after: first[1]!.id })
+      assert.deepStrictEqual(
+        [...first, ...rest].map((e) => e.id),
+        all.map((e) => e.id)
+      )
+      assert.deepStrictEqual(
+        yield* PgLogSource.readTable({ ...range, from: started - 60_000, to: started - 1_000 }),
+        []
+      )
+    }))
+
   test("settings that cannot work are refused before anything runs", (slot) =>
     Effect.gen(function* () {
       const error = yield* Effect.flip(PgLogRetention.maintain({ slot, schema: slot, partitionSpan: "10 millis" }))

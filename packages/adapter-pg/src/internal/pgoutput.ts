@@ -91,8 +91,8 @@ const flagged = (id: EventId, payload: Uint8Array, reason: string, topic: unknow
   invalid: reason
 })
 
-/** The event of one row, validated. */
-const event = (id: EventId, record: Uint8Array): LogRecord.LogMessage => {
+/** The event of one row of the event table, validated (also for rows read from the table itself). */
+export const event = (id: EventId, record: Uint8Array): LogRecord.LogMessage => {
   const decoded = LogRecord.decode(record)
   if (decoded instanceof LogRecord.LogRecordError) return flagged(id, record, decoded.reason)
   if (decoded.id !== id) return flagged(id, record, `the record's id ${String(decoded.id)} is not the row's id ${id}`)
