@@ -27,9 +27,9 @@
 
 import * as PgClient from "@effect/sql-pg/PgClient"
 import type * as LogRecord from "@effect-outbox/core/LogRecord"
-import type { EventId } from "@effect-outbox/core/OutboxMessage"
 import { type LogGauges, type LogLease, LogSource, LogSourceError, type LogWindow } from "@effect-outbox/core/LogSource"
 import { LogWriter } from "@effect-outbox/core/LogWriter"
+import type { EventId } from "@effect-outbox/core/OutboxMessage"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
