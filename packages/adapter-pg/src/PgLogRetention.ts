@@ -91,8 +91,9 @@ const resolve = (options: Options) =>
   })
 
 /**
- * One round: create ahead, seal, drop. Safe to run from several processes at once (creation is
- * serialised; a seal or a drop another process did first is skipped).
+ * One round: create ahead, seal, drop. Safe to run from several processes at once: creation is
+ * serialised, a seal another process made first is kept, and a drop that collides with another
+ * process's is left to the next round.
  *
  * @since 0.5.0
  * @category maintenance
@@ -114,8 +115,7 @@ export const maintain = (options: Options = {}): Effect.Effect<Report, LogSource
     if (confirmed !== null) {
       for (const p of yield* table.partitions) {
         if (p.sealed !== null && p.to + settings.retentionMs <= now && (yield* table.covers(confirmed, p.sealed))) {
-          yield* table.drop(p.name, p.detaching)
-          dropped.push(p.name)
+          if (yield* table.drop(p.name, p.detaching)) dropped.push(p.name)
         }
       }
     }

@@ -3,6 +3,7 @@ import * as Effect from "effect/Effect"
 import type * as SqlClient from "effect/sql/SqlClient"
 import type { SqlError } from "effect/sql/SqlError"
 import type { Tables } from "../PgTables.ts"
+import { fromSqlError, sqlState } from "./errors.ts"
 import { logError as mapLogError } from "./logSetup.ts"
 import { boundsOf } from "./logTable.ts"
 
@@ -76,7 +77,12 @@ export const LogTable = (sql: SqlClient.SqlClient, t: Tables) => {
         )
         .pipe(
           Effect.catchTag("SqlError", (error) =>
-            Effect.as(Effect.logWarning(`log retention: ${name} not sealed yet: ${logError(error).reason}`), false)
+            Effect.as(
+              Effect.logWarning(
+                `log retention: ${name} not sealed yet: ${fromSqlError("log.retention")(error).reason}`
+              ),
+              false
+            )
           )
         ),
     /** The slot's confirmed position, or null when there is no slot. */
@@ -88,7 +94,12 @@ export const LogTable = (sql: SqlClient.SqlClient, t: Tables) => {
       exec(`SELECT $1::pg_lsn >= $2::pg_lsn AS ok`, [confirmed, sealed]).pipe(
         Effect.map((rows) => rows[0]?.ok === true)
       ),
-    /** Detached without blocking the other partitions' writers, then dropped; the seal goes last. */
+    /**
+     * Detached without blocking the other partitions' writers, then dropped; the seal goes last.
+     * `false` when it did not finish (another process's round detaching it at the same time, a
+     * lock timeout): logged, and the next round takes it up again (`FINALIZE`s a detach left
+     * pending, drops a table left detached).
+     */
     drop: (name: string, detaching: boolean) =>
       Effect.gen(function* () {
         yield* exec(
@@ -96,7 +107,16 @@ export const LogTable = (sql: SqlClient.SqlClient, t: Tables) => {
         )
         yield* exec(`DROP TABLE IF EXISTS ${qualified(name)}`)
         yield* exec(`DELETE FROM ${t.logPartition} WHERE name = $1`, [name])
-      }),
+        return true
+      }).pipe(
+        Effect.catchTag("SqlError", (error) => {
+          // 42P01 / 55000: another round detached or dropped it first, or is detaching it now.
+          const state = sqlState(error)
+          const collided = state === "42P01" || state === "55000"
+          const text = `log retention: ${name} not dropped yet: ${fromSqlError("log.retention")(error).reason}`
+          return Effect.as(collided ? Effect.logDebug(text) : Effect.logWarning(text), false)
+        })
+      ),
     /** Seals of partitions no longer attached (a round that stopped between detach and drop). */
     dropOrphans: Effect.gen(function* () {
       const orphans = yield* exec(
