@@ -68,10 +68,13 @@ const relation = (decoder: Decoder, data: Uint8Array) => {
   decoder.relations.set(id, { name, id: columns.indexOf("id"), record: columns.indexOf("record") })
 }
 
-/** A deterministic stand-in id for an entry whose own id is unknown: its position, as a UUID. */
+/**
+ * A deterministic stand-in id for an entry whose own id is unknown: its position and its index in
+ * the transaction, as a version-8 ("custom") UUID, so it passes every event id check.
+ */
 const positionId = (at: string, index: number): EventId => {
-  const hex = (lsnValue(at) * 65_536n + BigInt(index & 0xffff)).toString(16).padStart(32, "0").slice(-32)
-  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}` as EventId
+  const hex = ((lsnValue(at) << 16n) | BigInt(index & 0xffff)).toString(16).padStart(20, "0").slice(-20)
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-8${hex.slice(12, 15)}-b${hex.slice(15, 18)}-${hex.slice(18)}0000000000` as EventId
 }
 
 /** The epoch millis in a UUIDv7 (its first 48 bits); 0 when the id is not a UUID. */
@@ -80,14 +83,21 @@ const idMillis = (id: string): number => {
   return Number.isFinite(ms) ? ms : 0
 }
 
-const flagged = (id: EventId, payload: Uint8Array, reason: string, topic: unknown = ""): LogRecord.LogMessage => ({
+/** An entry that is not a valid event; `createdAt` from the row's id (0 for a stand-in id). */
+const flagged = (
+  id: EventId,
+  payload: Uint8Array,
+  reason: string,
+  topic: unknown = "",
+  standIn = false
+): LogRecord.LogMessage => ({
   id,
   topic: typeof topic === "string" ? topic : "",
   key: null,
   partition: null,
   headers: {},
   payload: payload.slice(),
-  createdAt: idMillis(id),
+  createdAt: standIn ? 0 : idMillis(id),
   invalid: reason
 })
 
@@ -114,13 +124,13 @@ const insert = (decoder: Decoder, data: Uint8Array, at: () => string, index: num
     const kind = reader.u8()
     values.push(kind === 0x74 || kind === 0x62 ? { kind, bytes: reader.bytes(reader.u32()) } : undefined)
   }
-  const stand = () => positionId(at(), index)
+  const standIn = (payload: Uint8Array, reason: string) => flagged(positionId(at(), index), payload, reason, "", true)
   if (layout !== undefined && layout.name !== decoder.table) {
-    return flagged(stand(), data, `a row of ${layout.name}, not of the event table ${decoder.table}`)
+    return standIn(data, `a row of ${layout.name}, not of the event table ${decoder.table}`)
   }
   const idValue = values[layout?.id ?? 0]
   const recordValue = values[layout?.record ?? 1]
-  if (recordValue === undefined) return flagged(stand(), new Uint8Array(0), "the row has no record")
+  if (recordValue === undefined) return standIn(new Uint8Array(0), "the row has no record")
   const record = recordValue.kind === 0x62 ? recordValue.bytes : Bytes.fromHexText(recordValue.bytes)
   const id =
     idValue === undefined
@@ -128,7 +138,7 @@ const insert = (decoder: Decoder, data: Uint8Array, at: () => string, index: num
       : idValue.kind === 0x62
         ? Bytes.uuidText(idValue.bytes)
         : Bytes.text(idValue.bytes)
-  return id === undefined ? flagged(stand(), record, "the row has no id") : event(id as EventId, record)
+  return id === undefined ? standIn(record, "the row has no id") : event(id as EventId, record)
 }
 
 /**
@@ -147,7 +157,7 @@ export const change = (
     try {
       return insert(decoder, data, at, index)
     } catch (cause) {
-      return flagged(positionId(at(), index), data, `undecodable insert message: ${String(cause)}`)
+      return flagged(positionId(at(), index), data, `undecodable insert message: ${String(cause)}`, "", true)
     }
   }
   if (tag === TAG_RELATION) {
