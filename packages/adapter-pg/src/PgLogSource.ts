@@ -268,6 +268,16 @@ export const dropSlot = (options: Options = {}): Effect.Effect<void, LogSourceEr
   })
 
 /**
+ * Acquires that found no slot (dropped, invalidated by `max_slot_wal_keep_size`, or absent on a
+ * new primary after a fail-over): nothing is published until an operator creates it. Alert on
+ * any increase.
+ *
+ * @since 0.5.0
+ * @category metrics
+ */
+export const slotMissing = LogSetup.slotMissingTotal
+
+/**
  * @since 0.3.0
  * @category constructors
  */
@@ -276,20 +286,23 @@ export const make = (options: Options = {}) =>
     const { slot, table } = yield* resolve(options)
     const sql = yield* SqlClient.SqlClient
     const pool = poolExec(sql)
+    const reported = LogSetup.reportMissing(slot)
     if (options.transport !== "sql") {
       const connection = yield* replicationConnection(options)
       return LogSource.of({
-        acquire: LogStream.acquire({
-          slot,
-          table,
-          connection,
-          maxBufferedBytes: options.maxBufferedBytes ?? 32 * 1024 * 1024,
-          readAhead: options.readAhead === true,
-          statusInterval: LogStream.defaultStatusInterval,
-          gauges: gauges(pool, slot),
-          exists: LogSetup.slotExists(pool, slot),
-          held: leaseHeld(pool, slot)
-        })
+        acquire: reported(
+          LogStream.acquire({
+            slot,
+            table,
+            connection,
+            maxBufferedBytes: options.maxBufferedBytes ?? 32 * 1024 * 1024,
+            readAhead: options.readAhead === true,
+            statusInterval: LogStream.defaultStatusInterval,
+            gauges: gauges(pool, slot),
+            exists: LogSetup.slotExists(pool, slot),
+            held: leaseHeld(pool, slot)
+          })
+        )
       })
     }
     const acquire = Effect.gen(function* () {
@@ -301,7 +314,7 @@ export const make = (options: Options = {}) =>
       if (!(yield* LogSetup.slotExists(exec, slot))) return yield* LogSetup.slotMissing(slot)
       return Option.some(yield* makeLease(exec, slot, table, options.readAhead !== false))
     }).pipe(Effect.mapError((error) => (error instanceof LogSourceError ? error : logError("log.acquire")(error))))
-    return LogSource.of({ acquire })
+    return LogSource.of({ acquire: reported(acquire) })
   })
 
 const definedOnly = (record: Record<string, unknown>): Readonly<Record<string, unknown>> =>

@@ -6,6 +6,7 @@
 import { LogSourceError } from "@effect-outbox/core/LogSource"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Metric from "effect/Metric"
 import * as Schedule from "effect/Schedule"
 import type { SqlError } from "effect/sql/SqlError"
 import type { Tables } from "../PgTables.ts"
@@ -59,9 +60,42 @@ export const logError =
     return new LogSourceError({ operation, reason, retriable: state !== "55000" && state !== "42501" })
   }
 
+const missing = new WeakSet<LogSourceError>()
+
+/** Whether `error` is {@link slotMissing}'s. */
+export const isSlotMissing = (error: LogSourceError): boolean => missing.has(error)
+
+/** `PgLogSource.slotMissing`. */
+export const slotMissingTotal = Metric.counter("outbox_log_slot_missing_total", {
+  description: "Log relay lease attempts that found no replication slot (nothing is published until it is created)",
+  incremental: true
+})
+
+/** Counts every try that finds no slot, and says so at ERROR once per episode (every try fails alike). */
+export const reportMissing = (slot: string) => {
+  let reported = false
+  return <A, R>(acquire: Effect.Effect<A, LogSourceError, R>): Effect.Effect<A, LogSourceError, R> =>
+    acquire.pipe(
+      Effect.tap(() =>
+        Effect.sync(() => {
+          reported = false
+        })
+      ),
+      Effect.tapError((error) => {
+        if (!isSlotMissing(error)) return Effect.void
+        const first = !reported
+        reported = true
+        return Effect.andThen(
+          Metric.update(slotMissingTotal, 1),
+          first ? Effect.logError(`log source: ${error.reason}`).pipe(Effect.annotateLogs({ slot })) : Effect.void
+        )
+      })
+    )
+}
+
 /** The error of a relay that finds no slot: what happened, and the one step that fixes it. */
-export const slotMissing = (slot: string, operation = "log.acquire") =>
-  new LogSourceError({
+export const slotMissing = (slot: string, operation = "log.acquire"): LogSourceError => {
+  const error = new LogSourceError({
     operation,
     reason:
       `replication slot ${slot} does not exist, and the relay never creates one (events committed while there ` +
@@ -70,6 +104,9 @@ export const slotMissing = (slot: string, operation = "log.acquire") =>
       `table (docs/log-relay.md, "A lost slot")`,
     retriable: false
   })
+  missing.add(error)
+  return error
+}
 
 // The publication before the slot: pgoutput looks the publication up in the catalog as of each
 // decoded change, so a change committed after the slot but before the publication would fail

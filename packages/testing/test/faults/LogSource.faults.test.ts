@@ -4,12 +4,14 @@
 // write, a slot dropped while the relay is down.
 import { randomUUID } from "node:crypto"
 import { afterAll, assert, describe, it } from "@effect/vitest"
+import * as PgLogSource from "@effect-outbox/adapter-pg/PgLogSource"
 import * as LogRecord from "@effect-outbox/core/LogRecord"
 import * as LogRelay from "@effect-outbox/core/LogRelay"
 import { LogSource } from "@effect-outbox/core/LogSource"
 import type { EventId } from "@effect-outbox/core/OutboxMessage"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
+import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
 import pg from "pg"
@@ -255,6 +257,7 @@ describe("the log source: a lost slot", () => {
           slot
         ])
       )
+      const counted = await stack.runPromise(Effect.map(Metric.value(PgLogSource.slotMissing), (state) => state.count))
       await Effect.runPromise(Fiber.interrupt(relay))
       // The relay's last try may still hold the lease lock for a moment: ask until the answer is the error.
       const error = await stack.runPromise(
@@ -276,9 +279,10 @@ describe("the log source: a lost slot", () => {
       Support.record({
         scenario: "S3 slot dropped while the relay is down",
         ...v,
-        note: `slot not re-created (${slots[0]?.n} slots); acquire fails: retriable ${error.retriable}, "${error.reason.slice(0, 60)}…"; the ${kept?.n} events committed meanwhile are in the event table, not relayed`
+        note: `slot not re-created (${slots[0]?.n} slots, ${counted} tries counted in outbox_log_slot_missing_total); acquire fails: retriable ${error.retriable}, "${error.reason.slice(0, 60)}…"; the ${kept?.n} events committed meanwhile are in the event table, not relayed`
       })
       assert.strictEqual(slots[0]?.n, 0)
+      assert.isAtLeast(counted, 2, "each try that found no slot is counted (outbox_log_slot_missing_total)")
       assert.isFalse(error.retriable)
       assert.match(error.reason, /does not exist/)
       assert.match(error.reason, /ensureSlot/)
