@@ -1,5 +1,5 @@
 /**
- * The conformance suite of the log engine's ports, `LogSource` and `LogWriter` (issue #14): what
+ * The conformance suite of the log engine's ports, `LogSource` and `LogWriter`: what
  * `LogRelay` relies on. Each test builds a fresh layer (a fresh log or slot).
  *
  * @since 0.3.0
