@@ -1,7 +1,7 @@
 /**
  * The quick start's producer on the log engine (docs/log-relay.md): the same `placeOrder`, with the
- * event written to PostgreSQL's WAL in the order's transaction (no outbox table) and one relay per
- * replication slot streaming committed events to Kafka in commit order. Needs a PostgreSQL with
+ * event inserted into the insert-only event table in the order's transaction, and one relay per
+ * replication slot streaming the committed inserts from the WAL to Kafka in commit order. Needs a PostgreSQL with
  * `wal_level = logical` (`scripts/services pg-private up` starts one) and a Kafka cluster.
  *
  * @since 0.5.0
@@ -20,7 +20,7 @@ export interface Options {
   /** A `wal_level = logical` PostgreSQL. */
   readonly url: string
   readonly brokers: ReadonlyArray<string>
-  /** One replication slot per outbox (lower-case letters, digits, `_`); created when missing. */
+  /** One replication slot per outbox (lower-case letters, digits, `_`); the layer's setup creates it when missing. */
   readonly slot: string
 }
 

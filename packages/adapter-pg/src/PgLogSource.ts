@@ -1,11 +1,14 @@
 /**
  * The log engine on PostgreSQL: the core `LogSource` (a logical replication slot) and
- * `LogWriter` (`pg_logical_emit_message`).
+ * `LogWriter` (inserts into the event table).
  *
- * - Events are transactional logical messages (`pg_logical_emit_message(true, prefix, bytes)`)
- *   written in the domain transaction: no table, nothing to update, delete or vacuum.
- * - The slot uses the built-in `pgoutput` plugin with `messages 'true'` over an empty
- *   publication, so only messages come out, in commit order, whole transactions at a time.
+ * - Events are rows of the outbox schema's event table (`<prefix>log_event`: the id and the
+ *   event's `LogRecord` bytes), inserted in the domain transaction; insert only, partitioned by
+ *   time, retention drops whole partitions (`PgLogRetention`).
+ * - The slot uses the built-in `pgoutput` plugin (binary) over a publication of that table
+ *   alone, inserts only: only a role with INSERT on the table can put an event into the log.
+ *   Logical messages are never decoded. Each insert is validated; one that is not an event this
+ *   library wrote comes out flagged `invalid` (never a failed read), for the relay to set aside.
  * - Default transport (`"stream"`): one replication connection (`pg`) streams the slot with
  *   `START_REPLICATION`; whole transactions are buffered from the confirmed position, and
  *   `confirm` sends the status update that moves the slot. The lease is that connection: an
@@ -13,6 +16,9 @@
  * - `transport: "sql"`: `pg_logical_slot_peek_binary_changes` per read (nothing consumed) and
  *   `pg_replication_slot_advance` per confirm on one reserved pool connection, which holds the
  *   same advisory lock.
+ * - Nothing here creates the slot or the publication behind the operator's back: `ensureSlot`
+ *   (or `PgLogOutbox.layer`'s setup) does, once; a relay that finds no slot fails with an error
+ *   that says so.
  *
  * Needs `wal_level = logical` and a role with `REPLICATION` (or superuser). See docs/log-relay.md.
  *
@@ -23,6 +29,7 @@ import * as PgClient from "@effect/sql-pg/PgClient"
 import type * as LogRecord from "@effect-outbox/core/LogRecord"
 import { type LogGauges, type LogLease, LogSource, LogSourceError, type LogWindow } from "@effect-outbox/core/LogSource"
 import { LogWriter } from "@effect-outbox/core/LogWriter"
+import type { EventId } from "@effect-outbox/core/OutboxMessage"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
@@ -31,13 +38,15 @@ import type * as Scope from "effect/Scope"
 import * as Semaphore from "effect/Semaphore"
 import * as SqlClient from "effect/sql/SqlClient"
 import type * as SqlConnection from "effect/sql/SqlConnection"
-import type { SqlError } from "effect/sql/SqlError"
 import { fromSqlError, sqlState } from "./internal/errors.ts"
 import * as LeaseLock from "./internal/leaseLock.ts"
-import * as LogEmit from "./internal/logEmit.ts"
+import * as LogInsert from "./internal/logInsert.ts"
 import * as LogReader from "./internal/logReader.ts"
+import * as LogSetup from "./internal/logSetup.ts"
 import * as LogStream from "./internal/logStream.ts"
+import * as LogTable from "./internal/logTable.ts"
 import * as Pgoutput from "./internal/pgoutput.ts"
+import * as PgTables from "./PgTables.ts"
 
 /**
  * @since 0.3.0
@@ -46,10 +55,13 @@ import * as Pgoutput from "./internal/pgoutput.ts"
 export interface Options {
   /** The replication slot (one per outbox), also the publication's name. Default `effect_outbox_log`. */
   readonly slot?: string | undefined
+  /** The schema of the event table (as `PgTables`). Default `outbox`. */
+  readonly schema?: string | undefined
+  /** The prefix of the event table's name (as `PgTables`). Default `outbox_`. */
+  readonly tablePrefix?: string | undefined
   /**
-   * The logical message prefix events are written under. Default `effect-outbox/<slot>`. Logical
-   * messages are database-wide: every slot of the database decodes every message, so two outboxes
-   * in one database must not share a prefix, or each relay publishes the other's events too.
+   * @deprecated Ignored. Events were logical messages under this prefix; they are rows of the
+   * event table now, which only a role with INSERT on it can write.
    */
   readonly prefix?: string | undefined
   /**
@@ -81,83 +93,43 @@ export interface Options {
   readonly replicationUrl?: Redacted.Redacted | string | undefined
 }
 
-const SLOT = /^[a-z0-9_]{1,63}$/
-
-// The slot name is also written into SQL text (a DO block, CREATE PUBLICATION): only this
-// alphabet passes, so nothing needs quoting.
-const resolve = (options: Options) => {
-  const slot = options.slot ?? "effect_outbox_log"
-  return SLOT.test(slot)
-    ? Effect.succeed({ slot, prefix: options.prefix ?? `effect-outbox/${slot}` })
-    : Effect.fail(
-        new LogSourceError({
-          operation: "log.options",
-          reason: `slot "${slot}" must be 1-63 of a-z 0-9 _ (a replication slot name)`,
-          retriable: false
-        })
+const resolve = (options: Options) =>
+  Effect.gen(function* () {
+    const slot = yield* LogSetup.checkSlotName(options.slot ?? "effect_outbox_log")
+    const tables = yield* PgTables.make({ schema: options.schema, tablePrefix: options.tablePrefix }).pipe(
+      Effect.mapError(
+        (error) => new LogSourceError({ operation: "log.options", reason: error.message, retriable: false })
       )
-}
+    )
+    // The table's own name, as the server names the relation in pgoutput.
+    return { slot, tables, table: `${tables.tablePrefix}log_event` }
+  })
 
-const logError =
-  (operation: string) =>
-  (error: SqlError): LogSourceError => {
-    const state = sqlState(error)
-    const mapped = fromSqlError(operation)(error)
-    // 55000: wal_level below logical, or the slot is in use / gone: retrying will not fix it.
-    const reason =
-      state === "55000"
-        ? `${mapped.reason} (logical decoding needs wal_level = logical and a free slot; see docs/log-relay.md)`
-        : mapped.reason
-    return new LogSourceError({ operation, reason, retriable: state !== "55000" && state !== "42501" })
-  }
+const logError = LogSetup.logError
 
 type Exec = LogReader.Exec
 
-// The publication stays empty: pgoutput then sends only the logical messages.
-// The publication before the slot: pgoutput looks the publication up in the catalog as of each
-// decoded change, so a table change committed after the slot but before the publication (any
-// table of the database) would fail every read of the slot with "publication does not exist",
-// for good. On a server without wal_level = logical the first statement fails and creates nothing.
-const ensureSql = (slot: string) => [
-  `DO $$ BEGIN
-     IF current_setting('wal_level') <> 'logical' THEN
-       RAISE EXCEPTION 'logical decoding requires wal_level >= logical' USING ERRCODE = '55000';
-     END IF;
-     IF NOT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = '${slot}') THEN
-       CREATE PUBLICATION ${slot};
-     END IF;
-   END $$`,
-  `SELECT (pg_create_logical_replication_slot('${slot}', 'pgoutput')).lsn::text AS lsn
-     WHERE NOT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = '${slot}')`
-]
-
-// Two processes may create at once: "already exists" (42710) means the other one won.
-const ensure = (exec: Exec, slot: string) =>
-  Effect.forEach(
-    ensureSql(slot),
-    (text) =>
-      exec(text, []).pipe(
-        Effect.catchIf(
-          (error) => sqlState(error) === "42710",
-          () => Effect.succeed([])
-        )
-      ),
-    { discard: true }
-  )
-
-/** Parses pgoutput rows: messages with our prefix, up to the last commit. */
-const parseWindow = (rows: ReadonlyArray<LogReader.Row>, prefix: Uint8Array): LogWindow | LogSourceError => {
+/**
+ * Parses pgoutput rows: the event table's inserts, up to the last commit, each stamped with its
+ * transaction's commit position. Every call of the SQL interface starts a new decoding session,
+ * which describes the relation again: a decoder per parse.
+ */
+const parseWindow = (rows: ReadonlyArray<LogReader.Row>, table: string): LogWindow => {
+  const decoder = Pgoutput.makeDecoder(table)
   let upTo: string | null = null
   const entries: Array<LogRecord.LogMessage> = []
   let pending = 0
+  let index = 0
   for (const row of rows) {
     const tag = row.data[0]
     if (tag === Pgoutput.TAG_COMMIT) {
+      for (let i = pending; i < entries.length; i++) entries[i] = { ...entries[i]!, position: row.lsn }
       pending = entries.length
       upTo = row.lsn
-    } else if (tag === Pgoutput.TAG_MESSAGE) {
-      const entry = Pgoutput.message(row.data, prefix, row.lsn)
-      if (entry instanceof LogSourceError) return entry
+      index = 0
+    } else {
+      const at = row.lsn
+      const entry = Pgoutput.change(decoder, row.data, () => at, index++)
       if (entry !== undefined) entries.push(entry)
     }
   }
@@ -166,21 +138,16 @@ const parseWindow = (rows: ReadonlyArray<LogReader.Row>, prefix: Uint8Array): Lo
   return { entries, upTo }
 }
 
-const toWindow = (rows: ReadonlyArray<LogReader.Row>, prefix: Uint8Array, maxEntries: number) => {
-  const window = parseWindow(rows, prefix)
-  return window instanceof LogSourceError
-    ? Effect.fail(window)
-    : Effect.succeed<LogWindow>({ ...window, more: rows.length >= maxEntries })
-}
+const toWindow = (rows: ReadonlyArray<LogReader.Row>, table: string, maxEntries: number) =>
+  Effect.succeed<LogWindow>({ ...parseWindow(rows, table), more: rows.length >= maxEntries })
 
 const makeLease = (
   exec: Exec,
   slot: string,
-  prefixText: string,
+  table: string,
   readAhead: boolean
 ): Effect.Effect<LogLease, never, Scope.Scope> =>
   Effect.gen(function* () {
-    const prefix = new TextEncoder().encode(prefixText)
     // One connection: the relay's read-ahead may overlap a confirm or a gauge sample.
     const permit = Semaphore.makeUnsafe(1)
     const run = <A, E, R>(effect: Effect.Effect<A, E, R>) => Semaphore.withPermit(permit, effect)
@@ -202,7 +169,7 @@ const makeLease = (
             ),
             Effect.mapError(logError("log.readAfter")),
             Effect.flatMap((rows) =>
-              rows === undefined ? Effect.succeed(undefined) : toWindow(rows, prefix, maxEntries)
+              rows === undefined ? Effect.succeed(undefined) : toWindow(rows, table, maxEntries)
             ),
             Effect.withSpan("pg.log.readAfter", undefined, { captureStackTrace: false })
           )
@@ -212,12 +179,12 @@ const makeLease = (
         run(
           exec(
             `SELECT lsn::text AS lsn, data FROM pg_logical_slot_peek_binary_changes($1::name, NULL, $2::int4,
-               'proto_version', '1', 'publication_names', $3::text, 'messages', 'true')`,
+               'proto_version', '1', 'publication_names', $3::text, 'binary', 'true')`,
             [slot, maxEntries, slot]
           )
         ).pipe(
           Effect.mapError(logError("log.read")),
-          Effect.flatMap((rows) => toWindow(rows, prefix, maxEntries)),
+          Effect.flatMap((rows) => toWindow(rows, table, maxEntries)),
           Effect.withSpan("pg.log.read", undefined, { captureStackTrace: false })
         ),
       readAfter,
@@ -269,22 +236,26 @@ const poolExec =
     sql.unsafe(text, params as Array<any>)
 
 /**
- * Creates the slot and its publication when missing. Events written before the slot exists are
- * not in it: run this (or build `layerWriter`, which does) before the first enqueue.
+ * The explicit setup step: creates the publication (of the event table alone, inserts only,
+ * through its root) and the slot when missing; fails when a publication of that name publishes
+ * anything else. Needs a role that owns the event table (for the publication) and has
+ * `REPLICATION` (for the slot): the operator's, not the writer's or the relay's. Events
+ * committed before the slot exists are in the table but not in the slot: run it before the
+ * first enqueue (`PgLogOutbox.layer` does, unless `setup: false`).
  *
  * @since 0.3.0
  * @category setup
  */
 export const ensureSlot = (options: Options = {}): Effect.Effect<void, LogSourceError, SqlClient.SqlClient> =>
   Effect.gen(function* () {
-    const { slot } = yield* resolve(options)
+    const { slot, tables } = yield* resolve(options)
     const sql = yield* SqlClient.SqlClient
-    yield* ensure(poolExec(sql), slot).pipe(Effect.mapError(logError("log.ensureSlot")))
+    yield* LogSetup.ensure(poolExec(sql), slot, tables)
   })
 
 /**
  * Drops the slot and its publication (the server then frees the WAL it held). Tests and
- * decommissioning only: events not yet relayed are lost with it.
+ * decommissioning: the events stay in the event table until retention drops their partitions.
  *
  * @since 0.3.0
  * @category setup
@@ -293,14 +264,18 @@ export const dropSlot = (options: Options = {}): Effect.Effect<void, LogSourceEr
   Effect.gen(function* () {
     const { slot } = yield* resolve(options)
     const sql = yield* SqlClient.SqlClient
-    yield* Effect.andThen(
-      sql.unsafe(
-        `SELECT count(*)::int AS n FROM (SELECT pg_drop_replication_slot(slot_name)::text FROM pg_replication_slots WHERE slot_name = $1) d`,
-        [slot]
-      ),
-      sql.unsafe(`DROP PUBLICATION IF EXISTS ${slot}`)
-    ).pipe(Effect.mapError(logError("log.dropSlot")))
+    yield* LogSetup.drop(poolExec(sql), slot)
   })
+
+/**
+ * Acquires that found no slot (dropped, invalidated by `max_slot_wal_keep_size`, or absent on a
+ * new primary after a fail-over): nothing is published until an operator creates it. Alert on
+ * any increase.
+ *
+ * @since 0.5.0
+ * @category metrics
+ */
+export const slotMissing = LogSetup.slotMissingTotal
 
 /**
  * @since 0.3.0
@@ -308,23 +283,26 @@ export const dropSlot = (options: Options = {}): Effect.Effect<void, LogSourceEr
  */
 export const make = (options: Options = {}) =>
   Effect.gen(function* () {
-    const { prefix, slot } = yield* resolve(options)
+    const { slot, table } = yield* resolve(options)
     const sql = yield* SqlClient.SqlClient
     const pool = poolExec(sql)
+    const reported = LogSetup.reportMissing(slot)
     if (options.transport !== "sql") {
       const connection = yield* replicationConnection(options)
       return LogSource.of({
-        acquire: LogStream.acquire({
-          slot,
-          prefix,
-          connection,
-          maxBufferedBytes: options.maxBufferedBytes ?? 32 * 1024 * 1024,
-          readAhead: options.readAhead === true,
-          statusInterval: LogStream.defaultStatusInterval,
-          gauges: gauges(pool, slot),
-          ensure: ensure(pool, slot).pipe(Effect.mapError(logError("log.acquire"))),
-          held: leaseHeld(pool, slot)
-        })
+        acquire: reported(
+          LogStream.acquire({
+            slot,
+            table,
+            connection,
+            maxBufferedBytes: options.maxBufferedBytes ?? 32 * 1024 * 1024,
+            readAhead: options.readAhead === true,
+            statusInterval: LogStream.defaultStatusInterval,
+            gauges: gauges(pool, slot),
+            exists: LogSetup.slotExists(pool, slot),
+            held: leaseHeld(pool, slot)
+          })
+        )
       })
     }
     const acquire = Effect.gen(function* () {
@@ -333,10 +311,10 @@ export const make = (options: Options = {}) =>
       const [row] = yield* exec(LeaseLock.tryLock("$1"), [slot])
       if (row?.ok !== true) return Option.none<LogLease>()
       yield* Effect.addFinalizer(() => exec(LeaseLock.unlock("$1"), [slot]).pipe(Effect.ignore))
-      yield* ensure(exec, slot)
-      return Option.some(yield* makeLease(exec, slot, prefix, options.readAhead !== false))
-    }).pipe(Effect.mapError(logError("log.acquire")))
-    return LogSource.of({ acquire })
+      if (!(yield* LogSetup.slotExists(exec, slot))) return yield* LogSetup.slotMissing(slot)
+      return Option.some(yield* makeLease(exec, slot, table, options.readAhead !== false))
+    }).pipe(Effect.mapError((error) => (error instanceof LogSourceError ? error : logError("log.acquire")(error))))
+    return LogSource.of({ acquire: reported(acquire) })
   })
 
 const definedOnly = (record: Record<string, unknown>): Readonly<Record<string, unknown>> =>
@@ -394,8 +372,8 @@ export const layer = (options: Options = {}): Layer.Layer<LogSource, LogSourceEr
   Layer.effect(LogSource)(make(options))
 
 /**
- * The writer: one statement per enqueue, in the ambient transaction. Building it creates the
- * slot when missing, so no event is written before there is a slot to keep it.
+ * The writer: one INSERT into the event table per enqueue, in the ambient transaction. Needs
+ * only INSERT on that table; it creates nothing (`ensureSlot` is the setup step).
  *
  * @since 0.3.0
  * @category layers
@@ -403,9 +381,50 @@ export const layer = (options: Options = {}): Layer.Layer<LogSource, LogSourceEr
 export const layerWriter = (options: Options = {}): Layer.Layer<LogWriter, LogSourceError, SqlClient.SqlClient> =>
   Layer.effect(LogWriter)(
     Effect.gen(function* () {
-      const { prefix } = yield* resolve(options)
-      yield* ensureSlot(options)
+      const { tables } = yield* resolve(options)
       const sql = yield* SqlClient.SqlClient
-      return LogWriter.of({ emit: LogEmit.emitter(sql, prefix) })
+      return LogWriter.of({ emit: LogInsert.inserter(sql, tables) })
     })
   )
+
+/**
+ * Which events of the event table to read: enqueued at or after `from` and before `to` (epoch
+ * millis, the enqueue's clock as the id carries it), in id order, after the id `after` (the
+ * last one of the previous page), at most `limit` (default 1,000).
+ *
+ * @since 0.5.0
+ * @category models
+ */
+export interface TableRange extends Options {
+  readonly from: number
+  readonly to: number
+  readonly after?: string | undefined
+  readonly limit?: number | undefined
+}
+
+/**
+ * Reads events back from the event table, the backstop of the slot: what a lost or re-created
+ * slot did not deliver is still there until retention drops its partition (never while there is
+ * no slot). Each row is validated as the relay validates it (`invalid` set when it fails). Order
+ * is id order, which is enqueue order per writer, not commit order across writers. Needs SELECT on
+ * the event table.
+ *
+ * @since 0.5.0
+ * @category backstop
+ */
+export const readTable = (
+  range: TableRange
+): Effect.Effect<ReadonlyArray<LogRecord.LogMessage>, LogSourceError, SqlClient.SqlClient> =>
+  Effect.gen(function* () {
+    const { tables } = yield* resolve(range)
+    const sql = yield* SqlClient.SqlClient
+    const rows = yield* sql
+      .unsafe<{ id: string; record: Uint8Array }>(
+        `SELECT id::text AS id, record FROM ${tables.logEvent}
+          WHERE id >= $1::uuid AND id < $2::uuid AND ($3::uuid IS NULL OR id > $3::uuid)
+          ORDER BY id LIMIT $4::int4`,
+        [LogTable.idFloor(range.from), LogTable.idFloor(range.to), range.after ?? null, range.limit ?? 1_000]
+      )
+      .withoutTransform.pipe(Effect.mapError(logError("log.readTable")))
+    return rows.map((row) => Pgoutput.event(row.id as EventId, row.record))
+  })

@@ -11,6 +11,7 @@ import * as Migrator from "effect/sql/Migrator"
 import * as SqlClient from "effect/sql/SqlClient"
 import { claimFunctionV2 } from "./internal/claimV2.ts"
 import { fromSqlError } from "./internal/errors.ts"
+import * as LogTable from "./internal/logTable.ts"
 import { claimFunction, claimFunctionV4, notQueued, statusList, statusListV1 } from "./internal/sql.ts"
 import { PgTables, type Tables } from "./PgTables.ts"
 
@@ -204,7 +205,9 @@ export const migrations = (t: Tables): Record<string, Effect.Effect<void, unknow
     "4_failure_blocks_key": run(failureBlocksKey(t)),
     "5_stale_recovery": run(staleRecovery(t)),
     "6_parked": run(parked(t)),
-    "7_lifecycle_group": run(lifecycleGroup(t))
+    "7_lifecycle_group": run(lifecycleGroup(t)),
+    // The log engine's insert-only event table, partitioned by time, and its first partitions.
+    "8_log_events": run(LogTable.migration(t))
   }
 }
 

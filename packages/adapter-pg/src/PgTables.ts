@@ -51,6 +51,12 @@ export interface Tables {
   /** The consumer group driving each topic's outbox lifecycle (`LifecycleRegistry`). */
   readonly lifecycleGroup: string
   readonly claimFunction: string
+  /** The log engine's event table (insert only, range-partitioned on the event id). */
+  readonly logEvent: string
+  /** The log engine's sealed partitions: the WAL position after their last event. */
+  readonly logPartition: string
+  /** Creates the event table's partitions ahead (`(span_ms, ahead_ms)`). */
+  readonly logPartitionsFunction: string
   /** The migrator's bookkeeping table, unquoted `schema.table` (the migrator quotes it). */
   readonly migrations: string
   readonly channel: string
@@ -60,6 +66,7 @@ export interface Tables {
     readonly assignment: number
     readonly purge: number
     readonly migrations: number
+    readonly logMaintenance: number
   }
 }
 
@@ -130,13 +137,17 @@ export const make = (options: Options = {}): Effect.Effect<Tables, OutboxValidat
       parkedRelease: table("parked_release"),
       lifecycleGroup: table("lifecycle_group"),
       claimFunction: table("claim"),
+      logEvent: table("log_event"),
+      logPartition: table("log_partition"),
+      logPartitionsFunction: table("log_partitions"),
       migrations: `${schema}.${tablePrefix}migrations`,
       channel,
       locks: {
         claimKey: hash32(`${space}:claim-key`),
         assignment: hash32(`${space}:partition-assignment`),
         purge: hash32(`${space}:purge`),
-        migrations: hash32(`${space}:migrations`)
+        migrations: hash32(`${space}:migrations`),
+        logMaintenance: hash32(`${space}:log-maintenance`)
       }
     }
   })

@@ -88,7 +88,8 @@ describe("PgMigrations: 2 -> 4 on a populated table", () => {
         [4, "failure_blocks_key"],
         [5, "stale_recovery"],
         [6, "parked"],
-        [7, "lifecycle_group"]
+        [7, "lifecycle_group"],
+        [8, "log_events"]
       ])
       assert.deepStrictEqual(yield* indexesOf(schema), [
         "outbox_message_dispatching_idx",

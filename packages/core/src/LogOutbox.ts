@@ -66,7 +66,7 @@ export const make = (settings: Settings) =>
 
     // As the claim engine's enqueue (Outbox.ts): plain steps, and a span without a stack trace,
     // which would only name this line; capturing it was 14 µs of node CPU per business
-    // transaction under load (the WAL-only write path is node-bound at 16 clients).
+    // transaction under load (the write path is node-bound at 16 clients).
     const enqueue = (drafts: ReadonlyArray<OutboxMessage.OutboxDraft>) =>
       Effect.flatMap(prepare(drafts, settings, logRules), emitted).pipe(
         runningSpan(Telemetry.spans.enqueue, { attributes: { "outbox.count": drafts.length, "outbox.engine": "log" } })

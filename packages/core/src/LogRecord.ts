@@ -1,7 +1,6 @@
 /**
- * How the log engine carries one event through the WAL: the bytes of one
- * `pg_logical_emit_message` (or any log source's entry). Pure: encode on enqueue, decode in the
- * relay.
+ * How the log engine carries one event: the bytes of its row in the event table (or any log
+ * source's entry). Pure: encode on enqueue, decode and {@link validate} in the relay.
  *
  * Layout: version byte `1`, a big-endian u32 length, that many bytes of JSON metadata (id, topic,
  * key, partition, headers, createdAt), then the payload bytes as they are.
@@ -12,7 +11,8 @@
 import { LogRecordError } from "./Errors.ts"
 import * as Bytes from "./internal/bytes/blocks.ts"
 import { scratchEncoder } from "./internal/bytes/utf8.ts"
-import type { EventId, Headers } from "./OutboxMessage.ts"
+import { type EventId, type Headers, isEventId } from "./OutboxMessage.ts"
+import { aboveMaximum } from "./PartitionLimit.ts"
 
 /**
  * One event as the log carries it.
@@ -29,6 +29,15 @@ export interface LogMessage {
   readonly payload: Uint8Array
   /** Epoch millis of the enqueue (the writer's clock): where a broker probe starts looking. */
   readonly createdAt: number
+  /**
+   * Set by the source when the entry is not a valid event (unreadable bytes, an illegal topic, a
+   * partition out of range, a non-string key or header, an unknown version): why. Such an entry
+   * carries what could be decoded (an `id` at least, synthetic when unknown) and `payload` = the
+   * entry's raw bytes. It must never be published.
+   */
+  readonly invalid?: string | undefined
+  /** The commit position of the transaction the entry belongs to, when the source knows it. */
+  readonly position?: string | undefined
 }
 
 export {
@@ -108,4 +117,41 @@ export const decode = (bytes: Uint8Array): LogMessage | LogRecordError => {
   } catch (cause) {
     return new LogRecordError({ reason: `metadata is not JSON: ${String(cause)}` })
   }
+}
+
+// Kafka's topic rule, the one `Outbox.prepare` applies to drafts.
+const TOPIC = /^[a-zA-Z0-9._-]{1,249}$/
+
+/**
+ * Why a decoded entry is not an event this library would have written (the checks
+ * `Outbox.prepare` makes on a draft), or `undefined` when it is one. Whoever can write the log
+ * can write anything into it: the relay publishes only what passes.
+ *
+ * @since 0.5.0
+ * @category validation
+ */
+export const validate = (message: LogMessage, maxPartition?: number): string | undefined => {
+  if (!isEventId(message.id)) return `id ${JSON.stringify(message.id)} is not a UUID`
+  if (
+    typeof message.topic !== "string" ||
+    !TOPIC.test(message.topic) ||
+    message.topic === "." ||
+    message.topic === ".."
+  )
+    return `topic ${JSON.stringify(message.topic)} is not a legal Kafka topic name`
+  if (message.key !== null && typeof message.key !== "string") return `key is a ${typeof message.key}, not a string`
+  const partition = message.partition
+  if (partition !== null) {
+    if (typeof partition !== "number" || !Number.isInteger(partition) || partition < 0)
+      return `partition ${JSON.stringify(partition)} is not an integer >= 0`
+    const above = aboveMaximum(partition, maxPartition)
+    if (above !== undefined) return above
+  }
+  if (typeof message.headers !== "object" || message.headers === null || Array.isArray(message.headers))
+    return "headers are not an object"
+  for (const [name, value] of Object.entries(message.headers)) {
+    if (typeof value !== "string") return `header ${JSON.stringify(name)} is a ${typeof value}, not a string`
+  }
+  if (typeof message.createdAt !== "number" || !Number.isFinite(message.createdAt)) return "createdAt is not a number"
+  return undefined
 }

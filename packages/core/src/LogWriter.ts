@@ -1,6 +1,7 @@
 /**
  * The write side of the log engine: puts events into the log inside the ambient transaction (on
- * PostgreSQL, `pg_logical_emit_message(true, …)`), so they commit or roll back with it.
+ * PostgreSQL, an INSERT into the insert-only event table, which the slot reads from the WAL), so
+ * they commit or roll back with it.
  *
  * @since 0.3.0
  */

@@ -76,4 +76,23 @@ describe("LogRecord, one event's bytes in the log", () => {
     const lacking = new Uint8Array([1, 0, 0, 0, meta.byteLength, ...meta])
     assert.include(reasonOf(lacking), "lacks id")
   })
+
+  it("validate passes what Outbox.enqueue writes and names what it would have refused", () => {
+    assert.isUndefined(LogRecord.validate(message(1)))
+    assert.isUndefined(LogRecord.validate(message(3, { key: null, headers: {} })))
+    const bad = (overrides: Record<string, unknown>) =>
+      LogRecord.validate({ ...message(1), ...overrides } as unknown as LogRecord.LogMessage)
+    assert.include(bad({ id: "e1" }), "is not a UUID")
+    assert.include(bad({ topic: "" }), "not a legal Kafka topic name")
+    assert.include(bad({ topic: "a b" }), "not a legal Kafka topic name")
+    assert.include(bad({ topic: ".." }), "not a legal Kafka topic name")
+    assert.include(bad({ key: 42 }), "key is a number")
+    assert.include(bad({ partition: -1 }), "not an integer >= 0")
+    assert.include(bad({ partition: 2.5 }), "not an integer >= 0")
+    assert.include(bad({ partition: 1024 }), "above the maximum 1023")
+    assert.isUndefined(LogRecord.validate(message(1, { partition: 1024 }), 2047), "the maximum is a setting")
+    assert.include(bad({ headers: { a: 1 } }), 'header "a" is a number')
+    assert.include(bad({ headers: null }), "headers are not an object")
+    assert.include(bad({ createdAt: "x" }), "createdAt is not a number")
+  })
 })

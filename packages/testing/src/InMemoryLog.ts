@@ -43,11 +43,15 @@ export const make: Effect.Effect<Log> = Effect.sync(() => {
   let failing = 0
   const waiters = new Set<() => void>()
 
-  // Whole transactions from `start`, stopping after the one that reaches maxEntries (as upto_nchanges).
+  // Whole transactions from `start`, stopping after the one that reaches maxEntries (as upto_nchanges),
+  // each entry stamped with its transaction's position (as PgLogSource does).
   const windowFrom = (start: number, maxEntries: number) => {
     const entries: Array<LogMessage> = []
     let end = start
-    while (end < transactions.length && entries.length < maxEntries) entries.push(...transactions[end++]!)
+    while (end < transactions.length && entries.length < maxEntries) {
+      const position = String(end + 1)
+      for (const entry of transactions[end++]!) entries.push({ ...entry, position })
+    }
     return { entries, upTo: end === start ? null : String(end), more: end < transactions.length }
   }
 

@@ -5,7 +5,7 @@
  * @since 0.3.0
  */
 
-import { randomUUID } from "node:crypto"
+import { randomBytes } from "node:crypto"
 import { assert, describe, it } from "@effect/vitest"
 import type { LogMessage } from "@effect-outbox/core/LogRecord"
 import { type LogLease, LogSource, type LogWindow } from "@effect-outbox/core/LogSource"
@@ -46,8 +46,18 @@ export interface Options {
   readonly timeout?: number
 }
 
+/** A UUIDv7 of now, as `Outbox.enqueue` makes them (a source may file events by the id's time). */
+export const eventId = (): EventId => {
+  const b = randomBytes(16)
+  b.writeUIntBE(Date.now(), 0, 6)
+  b[6] = (b[6]! & 0x0f) | 0x70
+  b[8] = (b[8]! & 0x3f) | 0x80
+  const h = b.toString("hex")
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}` as EventId
+}
+
 const message = (key: string, n: number): LogMessage => {
-  const id = randomUUID() as EventId
+  const id = eventId()
   return {
     id,
     topic: "orders",
@@ -57,6 +67,12 @@ const message = (key: string, n: number): LogMessage => {
     payload: new Uint8Array([n, 0, 255, n]),
     createdAt: 1_700_000_000_000 + n
   }
+}
+
+/** An entry as written: without the `position` a source stamps on what it reads. */
+export const written = (entry: LogMessage): LogMessage => {
+  const { position: _position, ...rest } = entry
+  return rest
 }
 
 /** Commits each group as one transaction. */
@@ -108,7 +124,8 @@ export const cases: ReadonlyArray<Case> = [
       const second = [message("a", 3)]
       yield* commit([first, second])
       const window = yield* readAtLeast(lease, 3)
-      assert.deepStrictEqual(window.entries, [...first, ...second])
+      assert.deepStrictEqual(window.entries.map(written), [...first, ...second])
+      for (const entry of window.entries) assert.notProperty(entry, "invalid")
       assert.isNotNull(window.upTo)
       const again = yield* lease.read(1_000)
       assert.deepStrictEqual(
@@ -119,7 +136,7 @@ export const cases: ReadonlyArray<Case> = [
       const third = [message("c", 4)]
       yield* commit([third])
       const after = yield* readAtLeast(lease, 1)
-      assert.deepStrictEqual(after.entries, third)
+      assert.deepStrictEqual(after.entries.map(written), third)
     })
   },
   {
@@ -226,6 +243,26 @@ export const cases: ReadonlyArray<Case> = [
       const after = Date.now()
       yield* awaitMore(Duration.millis(300))
       assert.isAtLeast(Date.now() - after, 250, "confirmed: nothing left, the timeout passed")
+    })
+  },
+  {
+    name: "an entry's position, when the source gives one, is the upTo of the window its transaction ends",
+    run: Effect.gen(function* () {
+      const lease = yield* acquired
+      const [a, b] = [[message("p", 1), message("p", 2)], [message("p", 3)]]
+      yield* commit([a, b])
+      yield* readAtLeast(lease, 3)
+      const first = yield* lease.read(1)
+      assert.deepStrictEqual(
+        first.entries.map((m) => m.id),
+        a.map((m) => m.id)
+      )
+      for (const entry of first.entries)
+        if (entry.position !== undefined) assert.strictEqual(entry.position, first.upTo)
+      yield* lease.confirm(first.upTo!)
+      const second = yield* lease.read(1)
+      for (const entry of second.entries)
+        if (entry.position !== undefined) assert.strictEqual(entry.position, second.upTo)
     })
   },
   {

@@ -2,9 +2,9 @@
 // (LOGICAL_DATABASE_URL): what the conformance suite cannot see from the port — the slot's
 // confirmed_flush_lsn moves only on confirm, the lease is the walsender (a killed one frees the
 // slot for a standby), a slot streamed by someone else is not taken, and backpressure.
-import { randomUUID } from "node:crypto"
 import { PgClient } from "@effect/sql-pg"
 import { assert, describe, it } from "@effect/vitest"
+import * as PgLogOutbox from "@effect-outbox/adapter-pg/PgLogOutbox"
 import * as PgLogSource from "@effect-outbox/adapter-pg/PgLogSource"
 import * as PgTransactor from "@effect-outbox/adapter-pg/PgTransactor"
 import type { LogMessage } from "@effect-outbox/core/LogRecord"
@@ -21,11 +21,11 @@ import * as Redacted from "effect/Redacted"
 import * as Scope from "effect/Scope"
 import * as SqlClient from "effect/sql/SqlClient"
 import pg from "pg"
-import { acquired, commit, readAtLeast } from "../src/LogSourceSuite.ts"
+import { acquired, commit, eventId, readAtLeast } from "../src/LogSourceSuite.ts"
 import * as Support from "./faults/support.ts"
 
 const message = (n: number, pad = 0): LogMessage => {
-  const id = randomUUID() as EventId
+  const id: EventId = eventId()
   return {
     id,
     topic: "orders",
@@ -37,15 +37,27 @@ const message = (n: number, pad = 0): LogMessage => {
   }
 }
 
+// Each test's event table in a schema of its own (named after its slot), set up and dropped with it.
 const layerFor = (slot: string, options: PgLogSource.Options = {}) => {
   const client = PgClient.layer({ url: Redacted.make(Support.logicalDatabaseUrl), maxConnections: 4 })
-  const dropOnRelease = Layer.effectDiscard(Effect.addFinalizer(() => Effect.ignore(PgLogSource.dropSlot({ slot }))))
+  const setup = Layer.effectDiscard(
+    Effect.andThen(
+      PgLogOutbox.setup({ slot, schema: slot }),
+      Effect.addFinalizer(() =>
+        Effect.ignore(
+          Effect.andThen(
+            PgLogSource.dropSlot({ slot }),
+            Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe(`DROP SCHEMA IF EXISTS ${slot} CASCADE`))
+          )
+        )
+      )
+    )
+  )
   return Layer.mergeAll(
-    PgLogSource.layer({ slot, prefix: slot, ...options }),
-    PgLogSource.layerWriter({ slot, prefix: slot }),
-    PgTransactor.layer,
-    dropOnRelease
-  ).pipe(Layer.provideMerge(client))
+    PgLogSource.layer({ slot, schema: slot, ...options }),
+    PgLogSource.layerWriter({ slot, schema: slot }),
+    PgTransactor.layer
+  ).pipe(Layer.provideMerge(setup), Layer.provideMerge(client))
 }
 
 type Services = LogSource | LogWriter | Transactor | SqlClient.SqlClient | Scope.Scope
@@ -107,7 +119,7 @@ describe("PgLogSource streaming transport", () => {
       // its acquire fails with a connection error whenever it tries to connect.
       const standby = yield* PgLogSource.make({
         slot,
-        prefix: slot,
+        schema: slot,
         replicationUrl: "postgres://postgres@127.0.0.1:1/postgres"
       })
       const holderScope = yield* Scope.make()
@@ -117,7 +129,7 @@ describe("PgLogSource streaming transport", () => {
       // The SQL transport's holder (the lease lock, no walsender) is seen too.
       const locked = yield* Effect.scoped(
         Effect.gen(function* () {
-          const sqlSource = yield* PgLogSource.make({ slot, prefix: slot, transport: "sql" })
+          const sqlSource = yield* PgLogSource.make({ slot, schema: slot, transport: "sql" })
           const lease = yield* waitFor(sqlSource.acquire, Option.isSome, "the SQL transport to take the lease")
           assert.isTrue(Option.isSome(lease))
           return yield* Effect.scoped(standby.acquire)

@@ -82,7 +82,7 @@ export const make = (exec: Exec, slot: string): Reader => {
       }
       const rows = yield* exec(
         `SELECT lsn::text AS lsn, data FROM pg_logical_slot_get_binary_changes($1::name, NULL, $2::int4,
-           'proto_version', '1', 'publication_names', $3::text, 'messages', 'true')`,
+           'proto_version', '1', 'publication_names', $3::text, 'binary', 'true')`,
         [name, maxEntries, publication]
       )
       if (rows.length > 0) at = lsnValue(String(rows[rows.length - 1].lsn))

@@ -2,8 +2,9 @@
  * The log source's streaming transport: one replication connection (`replication=database`,
  * through `pg`) that holds the lease and streams the slot with `START_REPLICATION … LOGICAL`.
  *
- * - XLogData ('w') frames carry pgoutput messages; whole transactions (up to their 'C') are
- *   buffered in memory, decoded, from the confirmed position on. Reads are served from the
+ * - XLogData ('w') frames carry pgoutput messages (the event table's inserts, binary); whole
+ *   transactions (up to their 'C') are buffered in memory, decoded and validated, from the
+ *   confirmed position on. Reads are served from the
  *   buffer; `confirm` drops what it covers and sends a standby status update with flush = upTo,
  *   which is what moves the slot's `confirmed_flush_lsn`. Nothing else is ever reported flushed.
  * - Primary keepalives ('k') asking for a reply get a status update; one is also sent every
@@ -14,6 +15,7 @@
  * - The lease: a session advisory lock taken on the same connection before START_REPLICATION
  *   (the SQL transport takes the same lock, so the two exclude each other), and the slot itself:
  *   a slot another walsender holds (SQLSTATE 55006) is `None`.
+ * - A missing slot is a non-retriable `LogSourceError` saying how to create it: never created here.
  * - A lost connection fails every later call with a retriable `LogSourceError`.
  */
 import type { LogMessage } from "@effect-outbox/core/LogRecord"
@@ -25,11 +27,13 @@ import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
 import pg from "pg"
 import * as LeaseLock from "./leaseLock.ts"
+import { slotMissing } from "./logSetup.ts"
 import * as Pgoutput from "./pgoutput.ts"
 
 export interface Config {
   readonly slot: string
-  readonly prefix: string
+  /** The event table's unqualified name, as pgoutput names the relation. */
+  readonly table: string
   /** The replication connection's settings, read at each connect (the password may be an effect). */
   readonly connection: Effect.Effect<Readonly<Record<string, unknown>>>
   readonly maxBufferedBytes: number
@@ -37,15 +41,14 @@ export interface Config {
   readonly readAhead: boolean
   readonly statusInterval: Duration.Input
   readonly gauges: LogLease["gauges"]
-  /** Creates the slot and publication when missing (over the pool), once the lock is held. */
-  readonly ensure: Effect.Effect<void, LogSourceError>
+  /** Whether the slot exists (over the pool), asked once the lock is held. */
+  readonly exists: Effect.Effect<boolean, LogSourceError>
   /** Whether another session holds the lease now (over the pool), asked before connecting. */
   readonly held: Effect.Effect<boolean, LogSourceError>
 }
 
 interface Transaction {
   readonly entries: ReadonlyArray<LogMessage>
-  readonly error: LogSourceError | undefined
   readonly end: bigint
   readonly upTo: string
   readonly rows: number
@@ -141,21 +144,17 @@ export const acquire = (config: Config): Effect.Effect<Option.Option<LogLease>, 
     // is checked against [a-z0-9_] before it gets here.
     const [lock] = yield* query(client, LeaseLock.tryLock(`'${slot}'`))
     if (lock?.ok !== true) return Option.none<LogLease>()
-    yield* config.ensure
+    if (!(yield* config.exists)) return yield* slotMissing(slot)
     const [row] = yield* query(
       client,
       `SELECT confirmed_flush_lsn::text AS lsn, pg_current_wal_flush_lsn()::text AS flushed
          FROM pg_replication_slots WHERE slot_name = '${slot}'`
     )
-    if (typeof row?.lsn !== "string") {
-      return yield* Effect.fail(
-        new LogSourceError({ operation: "log.acquire", reason: `slot ${slot} has no position`, retriable: false })
-      )
-    }
+    if (typeof row?.lsn !== "string") return yield* slotMissing(slot)
     const stream = makeStream(client, config, Pgoutput.lsnValue(row.lsn), Pgoutput.lsnValue(String(row.flushed)))
     const started = yield* startReplication(
       client,
-      `START_REPLICATION SLOT ${slot} LOGICAL ${row.lsn} (proto_version '1', publication_names '${slot}', messages 'true')`,
+      `START_REPLICATION SLOT ${slot} LOGICAL ${row.lsn} (proto_version '1', publication_names '${slot}', binary 'true')`,
       stream.lose
     )
     if (!started) return Option.none<LogLease>()
@@ -220,28 +219,25 @@ const lose = (state: State) => (cause: unknown) => {
 /** Listens to the copy stream: buffers whole transactions, answers keepalives. */
 const receive = (state: State) => {
   const { config, connection } = state
-  const prefix = new TextEncoder().encode(config.prefix)
+  // One decoder for the connection: the server describes a relation once per session.
+  const decoder = Pgoutput.makeDecoder(config.table)
   // The transaction being received.
   let entries: Array<LogMessage> = []
-  let error: LogSourceError | undefined
   let rows = 0
   let bytes = 0
 
-  const onPgoutput = (data: Buffer, frameBytes: number) => {
+  const onPgoutput = (data: Buffer, frameBytes: number, at: () => string) => {
     const tag = data[0]
     rows++
     bytes += frameBytes
-    if (tag === Pgoutput.TAG_MESSAGE) {
-      const entry = Pgoutput.message(data, prefix, "stream")
-      if (entry instanceof LogSourceError) error ??= entry
-      else if (entry !== undefined) entries.push(entry)
-    } else if (tag === Pgoutput.TAG_COMMIT) {
+    if (tag === Pgoutput.TAG_COMMIT) {
       const end = Pgoutput.commitEnd(data)
-      state.buffered.push({ entries, error, end, upTo: Pgoutput.lsnText(end), rows, bytes })
+      const upTo = Pgoutput.lsnText(end)
+      for (let i = 0; i < entries.length; i++) entries[i] = { ...entries[i]!, position: upTo }
+      state.buffered.push({ entries, end, upTo, rows, bytes })
       state.bufferedBytes += bytes
       state.bufferedRows += rows
       entries = []
-      error = undefined
       rows = 0
       bytes = 0
       if (!state.paused && state.bufferedBytes > config.maxBufferedBytes) {
@@ -249,6 +245,9 @@ const receive = (state: State) => {
         connection.stream.pause()
       }
       wake(state)
+    } else {
+      const entry = Pgoutput.change(decoder, data, at, rows)
+      if (entry !== undefined) entries.push(entry)
     }
   }
 
@@ -256,7 +255,7 @@ const receive = (state: State) => {
     const chunk = message.chunk
     if (chunk[0] === 0x77) {
       // 'w': dataStart Int64, walEnd Int64, sendTime Int64, then the pgoutput message.
-      onPgoutput(chunk.subarray(25), chunk.length)
+      onPgoutput(chunk.subarray(25), chunk.length, () => Pgoutput.lsnText(chunk.readBigUInt64BE(1)))
       if (!state.caughtUp && chunk.readBigUInt64BE(9) >= state.catchUp) reached(state)
     } else if (chunk[0] === 0x6b) {
       // 'k': walEnd Int64, sendTime Int64, replyRequested Byte1.
@@ -279,7 +278,6 @@ const windowFrom = (state: State, from: number, maxEntries: number): Effect.Effe
   let upTo: string | null = null
   while (i < buffered.length && (read === 0 || read < maxEntries)) {
     const t = buffered[i++]!
-    if (t.error !== undefined) return Effect.fail(t.error)
     for (const e of t.entries) out.push(e)
     read += t.rows
     upTo = t.upTo
@@ -370,10 +368,10 @@ const leaseOf = (state: State): LogLease => {
       Effect.suspend(() => {
         const deadline = Date.now() + Duration.toMillis(Duration.fromInputUnsafe(timeout))
         // Woken by any signal (a commit, the catch-up, the loss): wait again unless there are events
-        // to read. Transactions without ours (other prefixes: logical messages are database-wide)
-        // do not wake the relay; it reads and confirms them after `timeout`.
+        // to read. Transactions without events (DDL such as a new partition, other databases'
+        // keepalives) do not wake the relay; it reads and confirms them after `timeout`.
         const loop: Effect.Effect<void, LogSourceError> = live(() =>
-          state.buffered.some((t) => t.entries.length > 0 || t.error !== undefined) || Date.now() >= deadline
+          state.buffered.some((t) => t.entries.length > 0) || Date.now() >= deadline
             ? Effect.void
             : Effect.andThen(signal(state, Duration.millis(Math.max(1, deadline - Date.now()))), loop)
         )

@@ -1,14 +1,21 @@
 /**
- * The pgoutput messages the log source reads (proto_version 1, `messages 'true'`), whichever
- * transport brought them: rows of `pg_logical_slot_peek_binary_changes` or XLogData frames of the
- * streaming replication protocol carry the same bytes.
+ * The pgoutput messages the log source reads (proto_version 1, `binary 'true'`, a publication
+ * of the event table alone, inserts only), whichever transport brought them: rows of
+ * `pg_logical_slot_peek_binary_changes` or XLogData frames of the streaming replication protocol
+ * carry the same bytes. Logical messages (`pg_logical_emit_message`) are never asked for
+ * (`messages` stays off), so no role can put an event into the log without an INSERT grant.
+ *
+ * Every insert becomes a `LogMessage`; one that does not decode or validate is flagged
+ * `invalid` (never a failed read): the relay must not publish it.
  */
 import * as LogRecord from "@effect-outbox/core/LogRecord"
-import { LogSourceError } from "@effect-outbox/core/LogSource"
+import type { EventId } from "@effect-outbox/core/OutboxMessage"
+import * as Bytes from "./logBytes.ts"
 
 export const TAG_BEGIN = 0x42 // 'B'
 export const TAG_COMMIT = 0x43 // 'C'
-export const TAG_MESSAGE = 0x4d // 'M'
+export const TAG_RELATION = 0x52 // 'R'
+export const TAG_INSERT = 0x49 // 'I'
 
 /** `X/Y` (hex) as a number that orders like the position. */
 export const lsnValue = (lsn: string): bigint => {
@@ -20,31 +27,149 @@ export const lsnValue = (lsn: string): bigint => {
 export const lsnText = (value: bigint): string =>
   `${(value >> 32n).toString(16).toUpperCase()}/${(value & 0xffffffffn).toString(16).toUpperCase()}`
 
-/** Whether `data` holds `prefix` (NUL-terminated) at `at`. */
-const prefixAt = (data: Uint8Array, at: number, prefix: Uint8Array) => {
-  if (data[at + prefix.length] !== 0) return false
-  for (let i = 0; i < prefix.length; i++) if (data[at + i] !== prefix[i]) return false
-  return true
-}
-
-/**
- * The event of an 'M' message with our prefix; `undefined` for another prefix's message.
- * 'M', flags Int8, lsn Int64, prefix (NUL-terminated), length Int32, content.
- */
-export const message = (
-  data: Uint8Array,
-  prefix: Uint8Array,
-  at: string
-): LogRecord.LogMessage | LogSourceError | undefined => {
-  if (!prefixAt(data, 10, prefix)) return undefined
-  const end = 10 + prefix.length
-  const length = ((data[end + 1]! << 24) | (data[end + 2]! << 16) | (data[end + 3]! << 8) | data[end + 4]!) >>> 0
-  const decoded = LogRecord.decode(data.subarray(end + 5, end + 5 + length))
-  return decoded instanceof LogRecord.LogRecordError
-    ? new LogSourceError({ operation: "log.read", reason: `at ${at}: ${decoded.reason}`, retriable: false })
-    : decoded
-}
-
 /** The end LSN of a 'C' message: 'C', flags Int8, commit lsn Int64, end lsn Int64, timestamp Int64. */
 export const commitEnd = (data: Uint8Array): bigint =>
   new DataView(data.buffer, data.byteOffset, data.byteLength).getBigUint64(10)
+
+/** Where the id and the record are in a relation's tuples. */
+interface Layout {
+  readonly name: string
+  readonly id: number
+  readonly record: number
+}
+
+/** What a decoder remembers across messages: the relations the server described. */
+export interface Decoder {
+  readonly relations: Map<number, Layout>
+  /** The event table's unqualified name, to tell its rows from any other's. */
+  readonly table: string
+}
+
+export const makeDecoder = (table: string): Decoder => ({ relations: new Map(), table })
+
+/**
+ * 'R': relation id Int32, namespace String, name String, replica identity Int8, columns Int16,
+ * then per column: flags Int8, name String, type oid Int32, type modifier Int32.
+ */
+const relation = (decoder: Decoder, data: Uint8Array) => {
+  const reader = Bytes.reader(data, 1)
+  const id = reader.u32()
+  reader.cstring()
+  const name = reader.cstring()
+  reader.u8()
+  const count = reader.u16()
+  const columns: Array<string> = []
+  for (let i = 0; i < count; i++) {
+    reader.u8()
+    columns.push(reader.cstring())
+    reader.u32()
+    reader.u32()
+  }
+  decoder.relations.set(id, { name, id: columns.indexOf("id"), record: columns.indexOf("record") })
+}
+
+/**
+ * A deterministic stand-in id for an entry whose own id is unknown: its position and its index in
+ * the transaction, as a version-8 ("custom") UUID, so it passes every event id check.
+ */
+const positionId = (at: string, index: number): EventId => {
+  const hex = ((lsnValue(at) << 16n) | BigInt(index & 0xffff)).toString(16).padStart(20, "0").slice(-20)
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-8${hex.slice(12, 15)}-b${hex.slice(15, 18)}-${hex.slice(18)}0000000000` as EventId
+}
+
+/** The epoch millis in a UUIDv7 (its first 48 bits); 0 when the id is not a UUID. */
+const idMillis = (id: string): number => {
+  const ms = Number.parseInt(id.slice(0, 8) + id.slice(9, 13), 16)
+  return Number.isFinite(ms) ? ms : 0
+}
+
+/** An entry that is not a valid event; `createdAt` from the row's id (0 for a stand-in id). */
+const flagged = (
+  id: EventId,
+  payload: Uint8Array,
+  reason: string,
+  topic: unknown = "",
+  standIn = false
+): LogRecord.LogMessage => ({
+  id,
+  topic: typeof topic === "string" ? topic : "",
+  key: null,
+  partition: null,
+  headers: {},
+  payload: payload.slice(),
+  createdAt: standIn ? 0 : idMillis(id),
+  invalid: reason
+})
+
+/** The event of one row of the event table, validated (also for rows read from the table itself). */
+export const event = (id: EventId, record: Uint8Array): LogRecord.LogMessage => {
+  const decoded = LogRecord.decode(record)
+  if (decoded instanceof LogRecord.LogRecordError) return flagged(id, record, decoded.reason)
+  if (decoded.id !== id) return flagged(id, record, `the record's id ${String(decoded.id)} is not the row's id ${id}`)
+  const reason = LogRecord.validate(decoded)
+  return reason === undefined ? decoded : flagged(id, record, reason, decoded.topic)
+}
+
+/**
+ * 'I': relation id Int32, 'N', then the tuple: columns Int16, per column a kind ('n' null,
+ * 'u' unchanged, 't' text, 'b' binary) and for 't'/'b' an Int32 length and the bytes.
+ */
+const insert = (decoder: Decoder, data: Uint8Array, at: () => string, index: number): LogRecord.LogMessage => {
+  const reader = Bytes.reader(data, 1)
+  const layout = decoder.relations.get(reader.u32())
+  reader.u8()
+  const count = reader.u16()
+  const values: Array<{ kind: number; bytes: Uint8Array } | undefined> = []
+  for (let i = 0; i < count; i++) {
+    const kind = reader.u8()
+    values.push(kind === 0x74 || kind === 0x62 ? { kind, bytes: reader.bytes(reader.u32()) } : undefined)
+  }
+  const standIn = (payload: Uint8Array, reason: string) => flagged(positionId(at(), index), payload, reason, "", true)
+  if (layout !== undefined && layout.name !== decoder.table) {
+    return standIn(data, `a row of ${layout.name}, not of the event table ${decoder.table}`)
+  }
+  const idValue = values[layout?.id ?? 0]
+  const recordValue = values[layout?.record ?? 1]
+  if (recordValue === undefined) return standIn(new Uint8Array(0), "the row has no record")
+  const record = recordValue.kind === 0x62 ? recordValue.bytes : Bytes.fromHexText(recordValue.bytes)
+  const id =
+    idValue === undefined
+      ? undefined
+      : idValue.kind === 0x62
+        ? Bytes.uuidText(idValue.bytes)
+        : Bytes.text(idValue.bytes)
+  return id === undefined ? standIn(record, "the row has no id") : event(id as EventId, record)
+}
+
+/**
+ * The event of one pgoutput message, or `undefined` for a message that carries none (begin,
+ * commit, relation, type, origin). `at` (the message's position, asked only for an entry whose
+ * id is unknown) and `index` (its number in the transaction) make a stand-in id.
+ */
+export const change = (
+  decoder: Decoder,
+  data: Uint8Array,
+  at: () => string,
+  index: number
+): LogRecord.LogMessage | undefined => {
+  const tag = data[0]
+  if (tag === TAG_INSERT) {
+    try {
+      return insert(decoder, data, at, index)
+    } catch (cause) {
+      return flagged(positionId(at(), index), data, `undecodable insert message: ${String(cause)}`, "", true)
+    }
+  }
+  if (tag === TAG_RELATION) {
+    try {
+      relation(decoder, data)
+    } catch {
+      // A relation we cannot read leaves its inserts on the default layout (id, record).
+    }
+  }
+  return undefined
+}
+
+/** The options both transports start pgoutput with. */
+export const options = (publication: string) =>
+  ({ proto_version: "1", publication_names: publication, binary: "true" }) as const

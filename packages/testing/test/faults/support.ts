@@ -598,7 +598,8 @@ export const logStackLayer = (options: {
     maxConnections: 4,
     applicationName: options.applicationName ?? "effect-outbox-log"
   })
-  const pg = PgLogOutbox.layer({ slot: options.slot }).pipe(Layer.provideMerge(client))
+  // The event table in a schema named after the slot: each stack's publication sees its own events only.
+  const pg = PgLogOutbox.layer({ slot: options.slot, schema: options.slot }).pipe(Layer.provideMerge(client))
   const broker: Layer.Layer<Publisher | BrokerProbe | BrokerAdmin | ConsumerSource | TopicReader> =
     options.kafka === "platformatic"
       ? PlatformaticKafkaOutbox.layer({ brokers: options.brokers ?? sharedBrokers, clientId: "log-relay" })
@@ -649,9 +650,14 @@ export const enqueueLog = (
     })
   )
 
-/** Drops the slot (and its publication) on the logical cluster; a left-over slot pins WAL. */
+/** Drops the slot (and its publication) and the stack's schema on the logical cluster; a left-over slot pins WAL. */
 export const dropLogSlot = (stack: LogStack, slot: string): Promise<void> =>
-  stack.runPromise(PgLogSource.dropSlot({ slot })).catch(() => undefined)
+  stack
+    .runPromise(Effect.andThen(PgLogSource.dropSlot({ slot }), logQuery(`DROP SCHEMA IF EXISTS "${slot}" CASCADE`)))
+    .then(
+      () => undefined,
+      () => undefined
+    )
 
 /** A query on the logical cluster. */
 export const logQuery = <A extends object>(text: string, params: ReadonlyArray<unknown> = []) =>
