@@ -99,7 +99,7 @@ describe("PgMigrations", () => {
           .flat()
           .map(([id]) => id)
           .sort(),
-        [1, 2, 3, 4, 5, 6, 7]
+        [1, 2, 3, 4, 5, 6, 7, 8]
       )
     }).pipe(Effect.scoped, Effect.provide(pgClient(8)))
   )
