@@ -16,6 +16,7 @@ import type { Outbox, Settings } from "@effect-outbox/core/Outbox"
 import type { Transactor } from "@effect-outbox/core/Transactor"
 import * as Layer from "effect/Layer"
 import type * as SqlClient from "effect/sql/SqlClient"
+import * as PgLogProgress from "./PgLogProgress.ts"
 import * as PgLogSource from "./PgLogSource.ts"
 import * as PgTransactor from "./PgTransactor.ts"
 
@@ -23,7 +24,7 @@ import * as PgTransactor from "./PgTransactor.ts"
  * @since 0.3.0
  * @category models
  */
-export interface Options extends PgLogSource.Options {
+export interface Options extends PgLogSource.Options, PgLogProgress.Options {
   readonly outbox?: Settings | undefined
 }
 
@@ -35,5 +36,12 @@ export const layer = (
   options: Options = {}
 ): Layer.Layer<Outbox | LogSource | LogWriter | Transactor, LogSourceError, SqlClient.SqlClient> =>
   LogOutbox.layerWith(options.outbox).pipe(
-    Layer.provideMerge(Layer.mergeAll(PgLogSource.layerWriter(options), PgTransactor.layer, PgLogSource.layer(options)))
+    Layer.provideMerge(
+      Layer.mergeAll(
+        PgLogSource.layerWriter(options),
+        PgTransactor.layer,
+        // The relay's durable progress on every lease (a restart's rewound slot is not re-sent).
+        PgLogProgress.layer(options).pipe(Layer.provide(PgLogSource.layer(options)))
+      )
+    )
   )

@@ -11,6 +11,7 @@ import * as Migrator from "effect/sql/Migrator"
 import * as SqlClient from "effect/sql/SqlClient"
 import { claimFunctionV2 } from "./internal/claimV2.ts"
 import { fromSqlError } from "./internal/errors.ts"
+import { progressMigration } from "./internal/logProgress.ts"
 import { claimFunction, claimFunctionV4, notQueued, statusList, statusListV1 } from "./internal/sql.ts"
 import { PgTables, type Tables } from "./PgTables.ts"
 
@@ -192,7 +193,8 @@ export const migrations = (t: Tables): Record<string, Effect.Effect<void, unknow
     "3_hot_path": run(hotPath(t)),
     "4_failure_blocks_key": run(failureBlocksKey(t)),
     "5_stale_recovery": run(staleRecovery(t)),
-    "6_parked": run(parked(t))
+    "6_parked": run(parked(t)),
+    "8_log_progress": run(progressMigration(t))
   }
 }
 

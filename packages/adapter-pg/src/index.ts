@@ -4,6 +4,7 @@
 export * as PgErrors from "./PgErrors.ts"
 export * as PgInboxStore from "./PgInboxStore.ts"
 export * as PgLogOutbox from "./PgLogOutbox.ts"
+export * as PgLogProgress from "./PgLogProgress.ts"
 export * as PgLogSource from "./PgLogSource.ts"
 export * as PgMigrations from "./PgMigrations.ts"
 export * as PgOutbox from "./PgOutbox.ts"

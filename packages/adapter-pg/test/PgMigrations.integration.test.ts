@@ -33,12 +33,14 @@ describe("PgMigrations", () => {
         [3, "hot_path"],
         [4, "failure_blocks_key"],
         [5, "stale_recovery"],
-        [6, "parked"]
+        [6, "parked"],
+        [8, "log_progress"]
       ])
       const second = yield* PgMigrations.run.pipe(Effect.provideService(PgTables.PgTables, tables))
       assert.deepStrictEqual(second, [])
       assert.deepStrictEqual(yield* tablesIn(schema), [
         "outbox_lease",
+        "outbox_log_progress",
         "outbox_message",
         "outbox_migrations",
         "outbox_parked",
@@ -65,7 +67,7 @@ describe("PgMigrations", () => {
           .flat()
           .map(([id]) => id)
           .sort(),
-        [1, 2, 3, 4, 5, 6]
+        [1, 2, 3, 4, 5, 6, 8]
       )
     }).pipe(Effect.scoped, Effect.provide(pgClient(8)))
   )

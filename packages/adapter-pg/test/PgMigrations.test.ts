@@ -40,16 +40,17 @@ describe("PgMigrations", () => {
   it.effect("every migration runs the statements it was published with", () =>
     Effect.gen(function* () {
       const text = yield* statementsOf(yield* PgTables.make({ schema: "s", tablePrefix: "p_" }))
-      assert.strictEqual(sha256(text), "ee7620b2797b77e0a118fb848b62919cf7b3e545d4269754f0325dd486c7a6ba")
+      assert.strictEqual(sha256(text), "8e7656f5dcc6f3277cd91222a066c2a1d59fde374c43cfcfc00cadbd6b4df1e8")
     })
   )
 
-  it.effect("migrations are numbered 1 to 6 without a gap", () =>
+  it.effect("migrations are numbered in order, none twice", () =>
     Effect.gen(function* () {
       const names = Object.keys(PgMigrations.migrations(yield* PgTables.make()))
       assert.deepStrictEqual(
         names.map((name) => Number(name.split("_")[0])),
-        [1, 2, 3, 4, 5, 6]
+        // 7 is the log engine's event table, on its own branch until merged.
+        [1, 2, 3, 4, 5, 6, 8]
       )
     })
   )

@@ -87,7 +87,8 @@ describe("PgMigrations: 2 -> 4 on a populated table", () => {
         [3, "hot_path"],
         [4, "failure_blocks_key"],
         [5, "stale_recovery"],
-        [6, "parked"]
+        [6, "parked"],
+        [8, "log_progress"]
       ])
       assert.deepStrictEqual(yield* indexesOf(schema), [
         "outbox_message_dispatching_idx",

@@ -29,6 +29,17 @@ export interface LogMessage {
   readonly payload: Uint8Array
   /** Epoch millis of the enqueue (the writer's clock): where a broker probe starts looking. */
   readonly createdAt: number
+  /**
+   * Set by the source for an entry that fails validation (bad metadata, non-string key or
+   * header, illegal topic, partition out of range, unknown version): why. Such a message carries
+   * what could be decoded and `payload` = the raw bytes. The relay never publishes it.
+   */
+  readonly invalid?: string | undefined
+  /**
+   * The commit position of the transaction the entry belongs to, when the source knows it, in the
+   * same terms as `LogWindow.upTo`: an entry is covered by every window whose `upTo` is at or past it.
+   */
+  readonly position?: string | undefined
 }
 
 export {

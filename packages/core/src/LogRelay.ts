@@ -7,7 +7,11 @@
  * about to send may already be on the broker (a relay died between the broker's ack and the
  * confirm). Each event of that window is first looked up by its id (`BrokerProbe`), and only the
  * ones not found are sent: a crash does not publish twice. A probe that fails leaves the window
- * unsent until the next try, never guessed.
+ * unsent until the next try, never guessed. While whole windows are found, the next is probed too.
+ *
+ * When the source keeps the relay's own progress (`LogLease.progress`), each acknowledged window's
+ * end is saved before the confirm. A log that gives older windows again (a PostgreSQL restart
+ * rewinds a slot to its last save) is then confirmed past what the progress covers without a send.
  *
  * A batch the broker refuses permanently is not skipped (the log has no row to park it in): the
  * relay retries it with backoff and logs an error each time, and the slot's lag grows.
@@ -24,7 +28,8 @@ import * as Result from "effect/Result"
 import type * as Scope from "effect/Scope"
 import { BrokerProbe } from "./BrokerProbe.ts"
 import * as Jobs from "./internal/jobs.ts"
-import { notYetPublished } from "./internal/log/windowProbe.ts"
+import * as Progress from "./internal/log/progress.ts"
+import { probeUnconfirmed } from "./internal/log/windowProbe.ts"
 import { runningSpan } from "./internal/telemetry/runningSpan.ts"
 import type { LogMessage } from "./LogRecord.ts"
 import { type LogLease, LogSource, type LogSourceError, type LogWindow } from "./LogSource.ts"
@@ -95,6 +100,15 @@ export const slotLag = Telemetry.logSlotLag
  * @category metrics
  */
 export const retainedWal = Telemetry.logRetainedWal
+
+/**
+ * Events a rewound log gave again that the relay's durable progress (`LogLease.progress`) showed
+ * already published, and so not re-sent.
+ *
+ * @since 0.3.0
+ * @category metrics
+ */
+export const rewindSkipped = Progress.rewindSkipped
 
 /**
  * Events of an unconfirmed window found on the broker by the takeover probe, and so not re-sent.
@@ -216,6 +230,7 @@ const drain = (lease: LogLease, settings: Settings) =>
     } = resolve(settings)
     const readAfter = settings.readAhead === false ? undefined : lease.readAfter
     let probeFailures = 0
+    let landedWhole = false
 
     // A previous holder may have published this window without confirming it.
     let unsure = true
@@ -223,6 +238,7 @@ const drain = (lease: LogLease, settings: Settings) =>
     let size = batchSize
 
     const sampleGauges = gaugeSampler(lease, gaugeEvery, yield* Effect.scope)
+    const progress = yield* Progress.resume(lease)
 
     const fail = (reason: string) =>
       Effect.gen(function* () {
@@ -241,29 +257,19 @@ const drain = (lease: LogLease, settings: Settings) =>
     const readConfirmed = Effect.suspend(() => lease.read(unsure ? maxWindow : size))
 
     /** Publishes a window (probing it first when unsure): true when every event was acked. */
-    const publishWindow = (window: LogWindow) =>
+    const publishWindow = (entries: ReadonlyArray<LogMessage>) =>
       Effect.gen(function* () {
-        let toSend: ReadonlyArray<LogMessage> = window.entries
+        let toSend: ReadonlyArray<LogMessage> = entries
         if (unsure) {
-          const absent = yield* notYetPublished(probe, window.entries, skew, probeConcurrency)
-          if (absent === undefined && ++probeFailures < maxProbeFailures) {
-            yield* fail(`the broker probe failed for an unconfirmed window (${probeFailures} in a row)`)
+          const giveUp = probeFailures + 1 >= maxProbeFailures
+          const probed = yield* probeUnconfirmed(probe, entries, skew, probeConcurrency, giveUp)
+          if (probed === undefined) {
+            yield* fail(`the broker probe failed for an unconfirmed window (${++probeFailures} in a row)`)
             return false
           }
-          if (absent === undefined) {
-            yield* Effect.logWarning(
-              `log relay: sending an unconfirmed window of ${window.entries.length} without a probe answer after ${probeFailures} failures; duplicates possible`
-            )
-          }
-          const landed = absent === undefined ? 0 : window.entries.length - absent.length
-          if (landed > 0) {
-            yield* Metric.update(probedLanded, landed)
-            yield* Effect.logInfo(
-              `log relay: ${landed} of ${window.entries.length} unconfirmed events already on the broker`
-            )
-          }
-          toSend = absent ?? window.entries
           probeFailures = 0
+          toSend = probed.toSend
+          landedWhole = probed.landedWhole
         }
         if (toSend.length === 0) return true
         const start = yield* Clock.currentTimeMillis
@@ -297,15 +303,21 @@ const drain = (lease: LogLease, settings: Settings) =>
           return yield* readConfirmed
         }
         const ahead = readAfter === undefined ? undefined : yield* Effect.forkChild(readAfter(window.upTo!, want))
-        const acked = yield* publishWindow(window)
+        // A rewound log gives again what the relay's own progress shows published: not re-sent.
+        const fresh = yield* progress.unpublished(window)
+        const acked = fresh.length === 0 || (yield* publishWindow(fresh))
         if (!acked) {
           // Read again from the confirmed position (and probe): the read-ahead is dropped.
           if (ahead !== undefined) yield* Fiber.await(ahead)
           return yield* readConfirmed
         }
-        // Everything up to `upTo` is on the broker: only now may the log forget it.
+        // Everything up to `upTo` is on the broker: recorded, and only then may the log forget it.
+        if (fresh.length > 0) {
+          yield* progress.save(window.upTo!)
+          unsure = landedWhole
+          landedWhole = false
+        }
         yield* lease.confirm(window.upTo!)
-        unsure = false
         backoff = firstBackoff
         const next = ahead === undefined ? undefined : yield* Fiber.join(ahead)
         return next ?? (yield* readConfirmed)

@@ -51,6 +51,25 @@ export interface LogGauges {
 }
 
 /**
+ * The relay's own durable record of what reached the broker: the highest window end (`upTo`)
+ * whose events the broker acknowledged, saved after the ack and before the confirm. It survives
+ * what the log's confirmed position may not (a server restart rewinds a PostgreSQL slot to its
+ * last save), so the relay can tell a rewound log from new events and skip, not re-send, what it
+ * already published.
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export interface LogProgress {
+  /** The position last saved (`null` when nothing was saved, or the record is not this log's). */
+  readonly published: Effect.Effect<string | null, LogSourceError>
+  /** Records that every event up to `upTo` is on the broker. Never moves the record back. */
+  readonly save: (upTo: string) => Effect.Effect<void, LogSourceError>
+  /** Orders two positions of this log: negative when `a` comes before `b`, 0 when equal. */
+  readonly compare: (a: string, b: string) => number
+}
+
+/**
  * The one relay's hold on the log, for the scope it was acquired in.
  *
  * @since 0.3.0
@@ -83,6 +102,8 @@ export interface LogLease {
   /** Moves the confirmed position to `upTo` of a window: its events are never read again. */
   readonly confirm: (upTo: string) => Effect.Effect<void, LogSourceError>
   readonly gauges: Effect.Effect<LogGauges, LogSourceError>
+  /** Optional durable progress (see {@link LogProgress}); without it a rewound log is re-sent. */
+  readonly progress?: LogProgress | undefined
 }
 
 /**

@@ -554,7 +554,7 @@ export const privatePostgres = (
   const state = options.state ?? mkdtempSync(join(tmpdir(), "effect-outbox-pg-"))
   const env = { PG_PRIVATE_PORT: String(port), EFFECT_OUTBOX_STATE: state }
   const services = join(repoRoot, "scripts", "services")
-  const pg = (command: "up" | "stop" | "start" | "down") => run("bash", [services, "pg-private", command], env)
+  const pg = (...command: ReadonlyArray<string>) => run("bash", [services, "pg-private", ...command], env)
   return {
     url: `postgres://postgres@127.0.0.1:${port}/postgres`,
     port,
@@ -566,7 +566,8 @@ export const privatePostgres = (
       chmodSync(state, 0o755)
       return pg("up")
     },
-    stop: () => pg("stop"),
+    /** `fast` (the default) shuts down cleanly; `immediate` is a crash, recovered from the WAL on start. */
+    stop: (mode: "fast" | "immediate" = "fast") => pg("stop", mode),
     start: () => pg("start"),
     down: () => pg("down").catch(() => ""),
     /** Commit durability (`on`: PostgreSQL's defaults; `off`: the test settings); the settings after. */
@@ -591,12 +592,14 @@ export const logicalDatabaseUrl = process.env.LOGICAL_DATABASE_URL ?? "postgres:
  */
 export const logStackLayer = (options: {
   readonly slot: string
+  /** Default `logicalDatabaseUrl`. */
+  readonly url?: string
   readonly brokers?: ReadonlyArray<string>
   readonly applicationName?: string
   readonly kafka?: "kafkajs" | "platformatic"
 }) => {
   const client = PgClient.layer({
-    url: Redacted.make(logicalDatabaseUrl),
+    url: Redacted.make(options.url ?? logicalDatabaseUrl),
     maxConnections: 4,
     applicationName: options.applicationName ?? "effect-outbox-log"
   })
