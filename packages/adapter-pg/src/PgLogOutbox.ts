@@ -17,6 +17,7 @@ import type { Transactor } from "@effect-outbox/core/Transactor"
 import * as Layer from "effect/Layer"
 import type * as SqlClient from "effect/sql/SqlClient"
 import * as PgLogProgress from "./PgLogProgress.ts"
+import * as PgLogQuarantine from "./PgLogQuarantine.ts"
 import * as PgLogSource from "./PgLogSource.ts"
 import * as PgTransactor from "./PgTransactor.ts"
 
@@ -24,7 +25,7 @@ import * as PgTransactor from "./PgTransactor.ts"
  * @since 0.3.0
  * @category models
  */
-export interface Options extends PgLogSource.Options, PgLogProgress.Options {
+export interface Options extends PgLogSource.Options, PgLogProgress.Options, PgLogQuarantine.Options {
   readonly outbox?: Settings | undefined
 }
 
@@ -40,8 +41,12 @@ export const layer = (
       Layer.mergeAll(
         PgLogSource.layerWriter(options),
         PgTransactor.layer,
-        // The relay's durable progress on every lease (a restart's rewound slot is not re-sent).
-        PgLogProgress.layer(options).pipe(Layer.provide(PgLogSource.layer(options)))
+        // Every lease gets the relay's durable progress (a restart's rewound slot is not
+        // re-sent) and its quarantine (an event refused for good does not stop the others).
+        PgLogQuarantine.layer(options).pipe(
+          Layer.provide(PgLogProgress.layer(options)),
+          Layer.provide(PgLogSource.layer(options))
+        )
       )
     )
   )

@@ -12,6 +12,7 @@ import * as SqlClient from "effect/sql/SqlClient"
 import { claimFunctionV2 } from "./internal/claimV2.ts"
 import { fromSqlError } from "./internal/errors.ts"
 import { progressMigration } from "./internal/logProgress.ts"
+import { quarantineMigration } from "./internal/logQuarantine.ts"
 import { claimFunction, claimFunctionV4, notQueued, statusList, statusListV1 } from "./internal/sql.ts"
 import { PgTables, type Tables } from "./PgTables.ts"
 
@@ -194,7 +195,8 @@ export const migrations = (t: Tables): Record<string, Effect.Effect<void, unknow
     "4_failure_blocks_key": run(failureBlocksKey(t)),
     "5_stale_recovery": run(staleRecovery(t)),
     "6_parked": run(parked(t)),
-    "8_log_progress": run(progressMigration(t))
+    "8_log_progress": run(progressMigration(t)),
+    "9_log_quarantine": run(quarantineMigration(t))
   }
 }
 

@@ -34,13 +34,15 @@ describe("PgMigrations", () => {
         [4, "failure_blocks_key"],
         [5, "stale_recovery"],
         [6, "parked"],
-        [8, "log_progress"]
+        [8, "log_progress"],
+        [9, "log_quarantine"]
       ])
       const second = yield* PgMigrations.run.pipe(Effect.provideService(PgTables.PgTables, tables))
       assert.deepStrictEqual(second, [])
       assert.deepStrictEqual(yield* tablesIn(schema), [
         "outbox_lease",
         "outbox_log_progress",
+        "outbox_log_quarantine",
         "outbox_message",
         "outbox_migrations",
         "outbox_parked",
@@ -67,7 +69,7 @@ describe("PgMigrations", () => {
           .flat()
           .map(([id]) => id)
           .sort(),
-        [1, 2, 3, 4, 5, 6, 8]
+        [1, 2, 3, 4, 5, 6, 8, 9]
       )
     }).pipe(Effect.scoped, Effect.provide(pgClient(8)))
   )

@@ -88,7 +88,8 @@ describe("PgMigrations: 2 -> 4 on a populated table", () => {
         [4, "failure_blocks_key"],
         [5, "stale_recovery"],
         [6, "parked"],
-        [8, "log_progress"]
+        [8, "log_progress"],
+        [9, "log_quarantine"]
       ])
       assert.deepStrictEqual(yield* indexesOf(schema), [
         "outbox_message_dispatching_idx",

@@ -29,6 +29,7 @@ import type * as Scope from "effect/Scope"
 import { BrokerProbe } from "./BrokerProbe.ts"
 import * as Jobs from "./internal/jobs.ts"
 import * as Progress from "./internal/log/progress.ts"
+import * as Quarantine from "./internal/log/quarantine.ts"
 import { probeUnconfirmed } from "./internal/log/windowProbe.ts"
 import { runningSpan } from "./internal/telemetry/runningSpan.ts"
 import type { LogMessage } from "./LogRecord.ts"
@@ -83,6 +84,11 @@ export interface Settings {
    * window is published only after that confirm. Default true.
    */
   readonly readAhead?: boolean | undefined
+  /**
+   * With a quarantine (`LogLease.quarantine`): how often the relay looks for events an operator
+   * released (`retry`, `skip`) and publishes them. Default 1 s.
+   */
+  readonly quarantineInterval?: Duration.Input | undefined
 }
 
 /**
@@ -172,7 +178,8 @@ const resolve = (settings: Settings) => {
     gaugeEvery: millis(settings.gaugeInterval ?? "5 seconds"),
     skew: millis(settings.probeSkew ?? "60 seconds"),
     probeConcurrency: settings.probeConcurrency ?? 8,
-    maxProbeFailures: settings.maxProbeFailures ?? 5
+    maxProbeFailures: settings.maxProbeFailures ?? 5,
+    quarantineEvery: millis(settings.quarantineInterval ?? "1 second")
   }
 }
 
@@ -212,22 +219,25 @@ const gaugeSampler = (lease: LogLease, gaugeEvery: number, scope: Scope.Scope) =
   })
 }
 
+/** One publish call for a window's events, with its span and metrics. */
+const send = (publisher: Publisher["Service"], messages: ReadonlyArray<LogMessage>) =>
+  Effect.gen(function* () {
+    const start = yield* Clock.currentTimeMillis
+    const outcomes = yield* publisher.publish(messages.map(toRequest)).pipe(publishSpan(messages.length))
+    yield* Metric.update(Telemetry.publishLatency, (yield* Clock.currentTimeMillis) - start)
+    const failed = outcomes.filter(Result.isFailure).length
+    yield* Metric.update(Telemetry.published, outcomes.length - failed)
+    if (failed > 0) yield* Metric.update(Metric.withAttributes(Telemetry.publishFailed, { kind: "log" }), failed)
+    return outcomes
+  })
+
 const drain = (lease: LogLease, settings: Settings) =>
   Effect.gen(function* () {
     const publisher = yield* Publisher
     const probe = yield* BrokerProbe
-    const {
-      batchSize,
-      firstBackoff,
-      idleWait,
-      gaugeEvery,
-      maxBackoff,
-      maxProbeFailures,
-      maxWindow,
-      poll,
-      probeConcurrency,
-      skew
-    } = resolve(settings)
+    const resolved = resolve(settings)
+    const { batchSize, firstBackoff, idleWait, gaugeEvery, maxBackoff, maxWindow } = resolved
+    const { maxProbeFailures, poll, probeConcurrency, quarantineEvery, skew } = resolved
     const readAfter = settings.readAhead === false ? undefined : lease.readAfter
     let probeFailures = 0
     let landedWhole = false
@@ -239,6 +249,7 @@ const drain = (lease: LogLease, settings: Settings) =>
 
     const sampleGauges = gaugeSampler(lease, gaugeEvery, yield* Effect.scope)
     const progress = yield* Progress.resume(lease)
+    const gate = yield* Quarantine.make(lease, quarantineEvery)
 
     const fail = (reason: string) =>
       Effect.gen(function* () {
@@ -256,8 +267,11 @@ const drain = (lease: LogLease, settings: Settings) =>
     // From the confirmed position; an unsure window at the largest size (see `maxWindow`).
     const readConfirmed = Effect.suspend(() => lease.read(unsure ? maxWindow : size))
 
-    /** Publishes a window (probing it first when unsure): true when every event was acked. */
-    const publishWindow = (entries: ReadonlyArray<LogMessage>) =>
+    /**
+     * Publishes a window (probing it first when unsure): `false` to try it again, else the events
+     * the broker refused for good, for the quarantine.
+     */
+    const publishWindow = (entries: ReadonlyArray<LogMessage>, position: string) =>
       Effect.gen(function* () {
         let toSend: ReadonlyArray<LogMessage> = entries
         if (unsure) {
@@ -265,27 +279,24 @@ const drain = (lease: LogLease, settings: Settings) =>
           const probed = yield* probeUnconfirmed(probe, entries, skew, probeConcurrency, giveUp)
           if (probed === undefined) {
             yield* fail(`the broker probe failed for an unconfirmed window (${++probeFailures} in a row)`)
-            return false
+            return false as const
           }
           probeFailures = 0
           toSend = probed.toSend
           landedWhole = probed.landedWhole
         }
-        if (toSend.length === 0) return true
-        const start = yield* Clock.currentTimeMillis
-        const outcomes = yield* publisher.publish(toSend.map(toRequest)).pipe(publishSpan(toSend.length))
-        yield* Metric.update(Telemetry.publishLatency, (yield* Clock.currentTimeMillis) - start)
+        if (toSend.length === 0) return []
+        const outcomes = yield* send(publisher, toSend)
         const failures = outcomes.filter(Result.isFailure)
-        if (failures.length > 0) {
-          yield* Metric.update(Telemetry.published, outcomes.length - failures.length)
-          yield* Metric.update(Metric.withAttributes(Telemetry.publishFailed, { kind: "log" }), failures.length)
+        // Refused for good (with a quarantine to put them in): set aside, the window goes on.
+        const aside = gate.enabled && failures.every((f) => Quarantine.isPermanent(f.failure))
+        if (failures.length > 0 && !aside) {
           yield* fail(
             `${failures.length} of ${toSend.length} events not acknowledged (${failures[0]!.failure.message})`
           )
-          return false
+          return false as const
         }
-        yield* Metric.update(Telemetry.published, toSend.length)
-        return true
+        return failures.length === 0 ? [] : gate.refused(toSend, outcomes, position)
       })
 
     // One window per step, in log order. The next window is read while this one is published
@@ -294,6 +305,7 @@ const drain = (lease: LogLease, settings: Settings) =>
     const step = (window: LogWindow): Effect.Effect<LogWindow, LogSourceError> =>
       Effect.gen(function* () {
         yield* sampleGauges
+        yield* gate.release(publisher.publish, toRequest)
         const want = nextSize(window)
         if (window.entries.length === 0) {
           // Transactions without events still hold WAL: let the slot move past them.
@@ -305,13 +317,20 @@ const drain = (lease: LogLease, settings: Settings) =>
         const ahead = readAfter === undefined ? undefined : yield* Effect.forkChild(readAfter(window.upTo!, want))
         // A rewound log gives again what the relay's own progress shows published: not re-sent.
         const fresh = yield* progress.unpublished(window)
-        const acked = fresh.length === 0 || (yield* publishWindow(fresh))
-        if (!acked) {
+        const { aside, send: toSend } = gate.split(fresh, window.upTo!)
+        const refused = toSend.some((m) => m.invalid !== undefined)
+          ? yield* Effect.as(fail("an invalid event in the log and no quarantine to move it to"), false as const)
+          : toSend.length === 0
+            ? []
+            : yield* publishWindow(toSend, window.upTo!)
+        if (refused === false) {
           // Read again from the confirmed position (and probe): the read-ahead is dropped.
           if (ahead !== undefined) yield* Fiber.await(ahead)
           return yield* readConfirmed
         }
-        // Everything up to `upTo` is on the broker: recorded, and only then may the log forget it.
+        yield* gate.put(Quarantine.inLogOrder(fresh, [...aside, ...refused]))
+        // Everything up to `upTo` is on the broker (or set aside): recorded, and only then may
+        // the log forget it.
         if (fresh.length > 0) {
           yield* progress.save(window.upTo!)
           unsure = landedWhole

@@ -11,6 +11,7 @@ import type * as Effect from "effect/Effect"
 import type * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
 import type { LogSourceError } from "./Errors.ts"
+import type { LogQuarantine } from "./LogQuarantine.ts"
 import type { LogMessage } from "./LogRecord.ts"
 
 export {
@@ -104,6 +105,12 @@ export interface LogLease {
   readonly gauges: Effect.Effect<LogGauges, LogSourceError>
   /** Optional durable progress (see {@link LogProgress}); without it a rewound log is re-sent. */
   readonly progress?: LogProgress | undefined
+  /**
+   * Optional quarantine (see `LogQuarantine`): events the broker refuses for good, or flagged
+   * `invalid`, are moved there and every other key flows. Without it the relay retries a refused
+   * window with backoff, and never publishes an invalid event.
+   */
+  readonly quarantine?: LogQuarantine | undefined
 }
 
 /**
