@@ -3,7 +3,8 @@
  * in the outbox schema (`<schema>.<prefix>log_quarantine`, migration 9) holding each event the
  * broker refused for good or the log flagged invalid, with the record's bytes and the reason, and
  * the later events of its topic and key held behind it. The operator's verbs (`list`, `retry`,
- * `skip`) and the relay's outcomes all change statuses through one transition function.
+ * `skip`, which never change the schema) and the relay's outcomes all change statuses through one
+ * transition function.
  *
  * `PgLogOutbox.layer` includes it.
  *
@@ -130,14 +131,8 @@ const byKey = (rows: ReadonlyArray<ReleasedRow>): ReadonlyArray<ReadonlyArray<Lo
   return [...groups.values()]
 }
 
-/**
- * The quarantine of one slot, over the pool: the relay's store and the operator's verbs. Applies
- * the outbox migrations first (the table).
- *
- * @since 0.3.0
- * @category constructors
- */
-export const make = (options: Options = {}) =>
+/** The slot's table and transition function; the tables must exist. */
+const open = (options: Options) =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     const slot = options.slot ?? "effect_outbox_log"
@@ -146,15 +141,27 @@ export const make = (options: Options = {}) =>
         (e) => new LogSourceError({ operation: "log.quarantine.options", reason: e.message, retriable: false })
       )
     )
+    const table = Q.quarantineTable(tables)
+    const move = (request: Omit<Q.TransitionRequest, "slot">) => Q.transition(sql, table, { ...request, slot })
+    return { sql, slot, tables, table, move }
+  })
+
+/**
+ * The quarantine of one slot, over the pool: the relay's store. Applies the outbox migrations
+ * first (the table).
+ *
+ * @since 0.3.0
+ * @category constructors
+ */
+export const make = (options: Options = {}) =>
+  Effect.gen(function* () {
+    const { move, slot, sql, table, tables } = yield* open(options)
     yield* PgMigrations.run.pipe(
       Effect.provideService(PgTables.PgTables, tables),
       Effect.mapError(
         (e) => new LogSourceError({ operation: "log.quarantine.migrate", reason: e.message, retriable: true })
       )
     )
-    const table = Q.quarantineTable(tables)
-    const move = (request: Omit<Q.TransitionRequest, "slot">) => Q.transition(sql, table, { ...request, slot })
-
     const store: LogQuarantine = {
       blocked: sql
         .unsafe<BlockedKey>(
@@ -180,7 +187,7 @@ export const make = (options: Options = {}) =>
           yield* move({ target: { _tag: "ids", ids: behind }, from: ["RETRYING"], to: "HELD" })
         })
     }
-    return { store, table, move, sql, slot }
+    return { store }
   })
 
 /**
@@ -248,7 +255,7 @@ export const list = (
   } = {}
 ): Effect.Effect<ReadonlyArray<QuarantinedEvent>, LogSourceError, SqlClient.SqlClient> =>
   Effect.gen(function* () {
-    const { slot, sql, table } = yield* make(options)
+    const { slot, sql, table } = yield* open(options)
     const rows = yield* sql
       .unsafe<Row>(
         `SELECT ${columns} FROM ${table} WHERE slot = $1 AND ($2::text[] IS NULL OR status = ANY($2::text[]))
@@ -317,7 +324,7 @@ const find = (sql: SqlClient.SqlClient, table: string, slot: string, eventId: st
 export const retry = (request: Request): Effect.Effect<Plan, LogSourceError, SqlClient.SqlClient> =>
   Effect.gen(function* () {
     const op = "log.quarantine.retry"
-    const { move, slot, sql, table } = yield* make(request)
+    const { move, slot, sql, table } = yield* open(request)
     const head = yield* find(sql, table, slot, request.eventId, op)
     if (head.status !== "QUARANTINED") {
       return yield* Effect.fail(
@@ -349,7 +356,7 @@ export const retry = (request: Request): Effect.Effect<Plan, LogSourceError, Sql
 export const skip = (request: Request): Effect.Effect<Plan, LogSourceError, SqlClient.SqlClient> =>
   Effect.gen(function* () {
     const op = "log.quarantine.skip"
-    const { move, slot, sql, table } = yield* make(request)
+    const { move, slot, sql, table } = yield* open(request)
     const head = yield* find(sql, table, slot, request.eventId, op)
     if (head.status !== "QUARANTINED") {
       return yield* Effect.fail(

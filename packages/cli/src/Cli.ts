@@ -8,11 +8,13 @@
  */
 
 import { Command } from "effect/cli"
+import { log } from "./commands/Log.ts"
 import { dlt, parked, purge } from "./commands/Maintenance.ts"
 import { root } from "./commands/Root.ts"
 import { inspect, recoverStale, release, requeue, skip, status } from "./commands/Rows.ts"
 import { dashboard } from "./commands/Serve.ts"
 
+export { log } from "./commands/Log.ts"
 export { dlt, parked, purge } from "./commands/Maintenance.ts"
 export { parseDuration, root } from "./commands/Root.ts"
 export { inspect, recoverStale, release, requeue, skip, status } from "./commands/Rows.ts"
@@ -25,7 +27,7 @@ export { dashboard } from "./commands/Serve.ts"
  * @category commands
  */
 export const command = root.pipe(
-  Command.withSubcommands([status, inspect, requeue, skip, release, recoverStale, dlt, parked, purge, dashboard])
+  Command.withSubcommands([status, inspect, requeue, skip, release, recoverStale, dlt, parked, purge, log, dashboard])
 )
 
 /**
