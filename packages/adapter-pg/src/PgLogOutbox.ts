@@ -16,6 +16,7 @@ import type { Outbox, Settings } from "@effect-outbox/core/Outbox"
 import type { Transactor } from "@effect-outbox/core/Transactor"
 import * as Layer from "effect/Layer"
 import type * as SqlClient from "effect/sql/SqlClient"
+import * as PgLogGauges from "./PgLogGauges.ts"
 import * as PgLogProgress from "./PgLogProgress.ts"
 import * as PgLogQuarantine from "./PgLogQuarantine.ts"
 import * as PgLogSource from "./PgLogSource.ts"
@@ -43,7 +44,9 @@ export const layer = (
         PgTransactor.layer,
         // Every lease gets the relay's durable progress (a restart's rewound slot is not
         // re-sent) and its quarantine (an event refused for good does not stop the others).
+        // Every process samples the slot's gauges, holder or not.
         PgLogQuarantine.layer(options).pipe(
+          Layer.provide(PgLogGauges.layer(options)),
           Layer.provide(PgLogProgress.layer(options)),
           Layer.provide(PgLogSource.layer(options))
         )

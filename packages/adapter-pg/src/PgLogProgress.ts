@@ -93,6 +93,7 @@ export const layer = (options: Options = {}): Layer.Layer<LogSource, LogSourceEr
       const source = yield* LogSource
       const progress = yield* make(options)
       return LogSource.of({
+        ...source,
         acquire: Effect.map(
           source.acquire,
           Option.map((lease) => ({ ...lease, progress }))

@@ -202,6 +202,7 @@ export const layer = (options: Options = {}): Layer.Layer<LogSource, LogSourceEr
       const source = yield* LogSource
       const { store } = yield* make(options)
       return LogSource.of({
+        ...source,
         acquire: Effect.map(
           source.acquire,
           Option.map((lease) => ({ ...lease, quarantine: store }))

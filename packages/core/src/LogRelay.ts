@@ -22,19 +22,16 @@ import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
-import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
-import * as Result from "effect/Result"
 import type * as Scope from "effect/Scope"
 import { BrokerProbe } from "./BrokerProbe.ts"
 import * as Jobs from "./internal/jobs.ts"
+import * as Gauges from "./internal/log/gauges.ts"
 import * as Progress from "./internal/log/progress.ts"
+import * as Publish from "./internal/log/publish.ts"
 import * as Quarantine from "./internal/log/quarantine.ts"
-import { probeUnconfirmed } from "./internal/log/windowProbe.ts"
-import { runningSpan } from "./internal/telemetry/runningSpan.ts"
-import type { LogMessage } from "./LogRecord.ts"
 import { type LogLease, LogSource, type LogSourceError, type LogWindow } from "./LogSource.ts"
-import { Publisher, type PublishRequest } from "./Publisher.ts"
+import { Publisher } from "./Publisher.ts"
 import * as Telemetry from "./Telemetry.ts"
 
 /**
@@ -108,6 +105,24 @@ export const slotLag = Telemetry.logSlotLag
 export const retainedWal = Telemetry.logRetainedWal
 
 /**
+ * The slot's WAL status as a number: 0 reserved, 1 extended, 2 unreserved (about to be lost),
+ * 3 lost, 4 the slot is missing. Sampled by every relay process.
+ *
+ * @since 0.3.0
+ * @category metrics
+ */
+export const slotWalStatus = Gauges.walStatus
+
+/**
+ * WAL bytes that can still be written before the slot is lost (`-1`: no limit,
+ * `max_slot_wal_keep_size = -1`).
+ *
+ * @since 0.3.0
+ * @category metrics
+ */
+export const slotSafeWal = Gauges.safeWal
+
+/**
  * Events a rewound log gave again that the relay's durable progress (`LogLease.progress`) showed
  * already published, and so not re-sent.
  *
@@ -123,15 +138,6 @@ export const rewindSkipped = Progress.rewindSkipped
  * @category metrics
  */
 export const probedLanded = Telemetry.logProbeLanded
-
-const toRequest = (message: LogMessage): PublishRequest => ({
-  id: message.id,
-  topic: message.topic,
-  key: message.key,
-  partition: message.partition,
-  headers: message.headers,
-  payload: message.payload
-})
 
 /**
  * Runs forever: waits for the lease, then drains. Losing the lease (its connection dropped, a
@@ -157,12 +163,26 @@ export const run = (settings: Settings = {}): Effect.Effect<never, never, LogSou
         Effect.as(Effect.logWarning(`log relay: lease lost or not taken: ${error.message}`), false)
       )
     )
+    // Every process samples the slot on its own, holder or not (when the source can without the lease).
+    if (source.gauges !== undefined) {
+      yield* Effect.forkChild(Gauges.sampleForever(source.gauges, settings.gaugeInterval ?? "5 seconds"))
+    }
     return yield* Jobs.every(leaseRetry, attempt)
   })
 
-/** A window's publish span, without a stack trace (docs/telemetry.md). */
-const publishSpan = (count: number) =>
-  runningSpan(Telemetry.spans.publish, { attributes: { "outbox.count": count, "outbox.engine": "log" } })
+/**
+ * Samples the slot's gauges (`LogSource.gauges`) every `gaugeInterval` (default 5 s), for ever,
+ * for a process that does not run the relay. `run` does this itself.
+ *
+ * @since 0.3.0
+ * @category constructors
+ */
+export const sampleGauges = (settings: Pick<Settings, "gaugeInterval"> = {}): Effect.Effect<void, never, LogSource> =>
+  Effect.gen(function* () {
+    const source = yield* LogSource
+    if (source.gauges === undefined) return
+    yield* Gauges.sampleForever(source.gauges, settings.gaugeInterval ?? "5 seconds")
+  })
 
 const millis = (input: Duration.Input) => Duration.toMillis(Duration.fromInputUnsafe(input))
 
@@ -193,11 +213,7 @@ const gaugeSampler = (lease: LogLease, gaugeEvery: number, scope: Scope.Scope) =
   let gaugedAt: number | undefined
   let failure: LogSourceError | undefined
   let running = false
-  const sample = Effect.gen(function* () {
-    const gauges = yield* lease.gauges
-    yield* Metric.update(slotLag, gauges.lagBytes)
-    yield* Metric.update(retainedWal, gauges.retainedBytes)
-  }).pipe(
+  const sample = Effect.flatMap(lease.gauges, Gauges.record).pipe(
     Effect.catch((error: LogSourceError) =>
       Effect.sync(() => {
         failure = error
@@ -219,18 +235,6 @@ const gaugeSampler = (lease: LogLease, gaugeEvery: number, scope: Scope.Scope) =
   })
 }
 
-/** One publish call for a window's events, with its span and metrics. */
-const send = (publisher: Publisher["Service"], messages: ReadonlyArray<LogMessage>) =>
-  Effect.gen(function* () {
-    const start = yield* Clock.currentTimeMillis
-    const outcomes = yield* publisher.publish(messages.map(toRequest)).pipe(publishSpan(messages.length))
-    yield* Metric.update(Telemetry.publishLatency, (yield* Clock.currentTimeMillis) - start)
-    const failed = outcomes.filter(Result.isFailure).length
-    yield* Metric.update(Telemetry.published, outcomes.length - failed)
-    if (failed > 0) yield* Metric.update(Metric.withAttributes(Telemetry.publishFailed, { kind: "log" }), failed)
-    return outcomes
-  })
-
 const drain = (lease: LogLease, settings: Settings) =>
   Effect.gen(function* () {
     const publisher = yield* Publisher
@@ -239,8 +243,6 @@ const drain = (lease: LogLease, settings: Settings) =>
     const { batchSize, firstBackoff, idleWait, gaugeEvery, maxBackoff, maxWindow } = resolved
     const { maxProbeFailures, poll, probeConcurrency, quarantineEvery, skew } = resolved
     const readAfter = settings.readAhead === false ? undefined : lease.readAfter
-    let probeFailures = 0
-    let landedWhole = false
 
     // A previous holder may have published this window without confirming it.
     let unsure = true
@@ -267,37 +269,7 @@ const drain = (lease: LogLease, settings: Settings) =>
     // From the confirmed position; an unsure window at the largest size (see `maxWindow`).
     const readConfirmed = Effect.suspend(() => lease.read(unsure ? maxWindow : size))
 
-    /**
-     * Publishes a window (probing it first when unsure): `false` to try it again, else the events
-     * the broker refused for good, for the quarantine.
-     */
-    const publishWindow = (entries: ReadonlyArray<LogMessage>, position: string) =>
-      Effect.gen(function* () {
-        let toSend: ReadonlyArray<LogMessage> = entries
-        if (unsure) {
-          const giveUp = probeFailures + 1 >= maxProbeFailures
-          const probed = yield* probeUnconfirmed(probe, entries, skew, probeConcurrency, giveUp)
-          if (probed === undefined) {
-            yield* fail(`the broker probe failed for an unconfirmed window (${++probeFailures} in a row)`)
-            return false as const
-          }
-          probeFailures = 0
-          toSend = probed.toSend
-          landedWhole = probed.landedWhole
-        }
-        if (toSend.length === 0) return []
-        const outcomes = yield* send(publisher, toSend)
-        const failures = outcomes.filter(Result.isFailure)
-        // Refused for good (with a quarantine to put them in): set aside, the window goes on.
-        const aside = gate.enabled && failures.every((f) => Quarantine.isPermanent(f.failure))
-        if (failures.length > 0 && !aside) {
-          yield* fail(
-            `${failures.length} of ${toSend.length} events not acknowledged (${failures[0]!.failure.message})`
-          )
-          return false as const
-        }
-        return failures.length === 0 ? [] : gate.refused(toSend, outcomes, position)
-      })
+    const publish = Publish.make({ publisher, probe, gate, fail, maxWindow, maxProbeFailures, probeConcurrency, skew })
 
     // One window per step, in log order. The next window is read while this one is published
     // (read-ahead), but published only after this one was acked and confirmed: at most one
@@ -305,7 +277,7 @@ const drain = (lease: LogLease, settings: Settings) =>
     const step = (window: LogWindow): Effect.Effect<LogWindow, LogSourceError> =>
       Effect.gen(function* () {
         yield* sampleGauges
-        yield* gate.release(publisher.publish, toRequest)
+        yield* gate.release(publisher.publish, Publish.toRequest)
         const want = nextSize(window)
         if (window.entries.length === 0) {
           // Transactions without events still hold WAL: let the slot move past them.
@@ -317,24 +289,19 @@ const drain = (lease: LogLease, settings: Settings) =>
         const ahead = readAfter === undefined ? undefined : yield* Effect.forkChild(readAfter(window.upTo!, want))
         // A rewound log gives again what the relay's own progress shows published: not re-sent.
         const fresh = yield* progress.unpublished(window)
-        const { aside, send: toSend } = gate.split(fresh, window.upTo!)
-        const refused = toSend.some((m) => m.invalid !== undefined)
-          ? yield* Effect.as(fail("an invalid event in the log and no quarantine to move it to"), false as const)
-          : toSend.length === 0
-            ? []
-            : yield* publishWindow(toSend, window.upTo!)
-        if (refused === false) {
+        const sent = yield* publish(fresh, window.upTo!, unsure)
+        if (sent === false) {
           // Read again from the confirmed position (and probe): the read-ahead is dropped.
+          unsure = true
           if (ahead !== undefined) yield* Fiber.await(ahead)
           return yield* readConfirmed
         }
-        yield* gate.put(Quarantine.inLogOrder(fresh, [...aside, ...refused]))
+        yield* gate.put(Quarantine.inLogOrder(fresh, sent.aside))
         // Everything up to `upTo` is on the broker (or set aside): recorded, and only then may
         // the log forget it.
         if (fresh.length > 0) {
           yield* progress.save(window.upTo!)
-          unsure = landedWhole
-          landedWhole = false
+          unsure = sent.stillUnsure
         }
         yield* lease.confirm(window.upTo!)
         backoff = firstBackoff

@@ -49,6 +49,13 @@ export interface LogWindow {
 export interface LogGauges {
   readonly lagBytes: number
   readonly retainedBytes: number
+  /**
+   * The server's verdict on the slot's WAL, when it gives one (PostgreSQL's `wal_status`):
+   * `reserved`, `extended`, `unreserved` (about to be lost), `lost` (the slot can no longer be read).
+   */
+  readonly walStatus?: string | undefined
+  /** WAL that can still be written before the slot is lost; `null` when unlimited. */
+  readonly safeWalBytes?: number | null | undefined
 }
 
 /**
@@ -125,5 +132,10 @@ export class LogSource extends Context.Service<
      * scope, or when the holder's connection drops (a killed relay frees it).
      */
     readonly acquire: Effect.Effect<Option.Option<LogLease>, LogSourceError, Scope.Scope>
+    /**
+     * Optional: the slot's gauges without the lease, so every process (the holder and the
+     * standbys) samples them and an alert can fire while no relay holds the log.
+     */
+    readonly gauges?: Effect.Effect<LogGauges, LogSourceError> | undefined
   }
 >()("@effect-outbox/core/LogSource") {}
