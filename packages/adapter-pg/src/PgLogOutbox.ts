@@ -16,6 +16,7 @@ import type { Outbox, Settings } from "@effect-outbox/core/Outbox"
 import type { Transactor } from "@effect-outbox/core/Transactor"
 import * as Layer from "effect/Layer"
 import type * as SqlClient from "effect/sql/SqlClient"
+import * as PgLogFence from "./PgLogFence.ts"
 import * as PgLogGauges from "./PgLogGauges.ts"
 import * as PgLogProgress from "./PgLogProgress.ts"
 import * as PgLogQuarantine from "./PgLogQuarantine.ts"
@@ -26,7 +27,11 @@ import * as PgTransactor from "./PgTransactor.ts"
  * @since 0.3.0
  * @category models
  */
-export interface Options extends PgLogSource.Options, PgLogProgress.Options, PgLogQuarantine.Options {
+export interface Options
+  extends PgLogSource.Options,
+    PgLogProgress.Options,
+    PgLogQuarantine.Options,
+    PgLogFence.Options {
   readonly outbox?: Settings | undefined
 }
 
@@ -43,10 +48,12 @@ export const layer = (
         PgLogSource.layerWriter(options),
         PgTransactor.layer,
         // Every lease gets the relay's durable progress (a restart's rewound slot is not
-        // re-sent) and its quarantine (an event refused for good does not stop the others).
-        // Every process samples the slot's gauges, holder or not.
+        // re-sent), its quarantine (an event refused for good does not stop the others) and a
+        // fence (a holder cut off from the server stops publishing); every process samples the
+        // slot's gauges, holder or not.
         PgLogQuarantine.layer(options).pipe(
           Layer.provide(PgLogGauges.layer(options)),
+          Layer.provide(PgLogFence.layer(options)),
           Layer.provide(PgLogProgress.layer(options)),
           Layer.provide(PgLogSource.layer(options))
         )

@@ -3,6 +3,7 @@
  */
 export * as PgErrors from "./PgErrors.ts"
 export * as PgInboxStore from "./PgInboxStore.ts"
+export * as PgLogFence from "./PgLogFence.ts"
 export * as PgLogGauges from "./PgLogGauges.ts"
 export * as PgLogOutbox from "./PgLogOutbox.ts"
 export * as PgLogProgress from "./PgLogProgress.ts"

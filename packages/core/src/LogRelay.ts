@@ -277,7 +277,7 @@ const drain = (lease: LogLease, settings: Settings) =>
     const step = (window: LogWindow): Effect.Effect<LogWindow, LogSourceError> =>
       Effect.gen(function* () {
         yield* sampleGauges
-        yield* gate.release(publisher.publish, Publish.toRequest)
+        yield* gate.release(publisher.publish, Publish.toRequest, lease.fence)
         const want = nextSize(window)
         if (window.entries.length === 0) {
           // Transactions without events still hold WAL: let the slot move past them.
@@ -289,6 +289,9 @@ const drain = (lease: LogLease, settings: Settings) =>
         const ahead = readAfter === undefined ? undefined : yield* Effect.forkChild(readAfter(window.upTo!, want))
         // A rewound log gives again what the relay's own progress shows published: not re-sent.
         const fresh = yield* progress.unpublished(window)
+        // Still the holder? A relay cut off from the server stops here rather than publish
+        // alongside the one that took its place.
+        if (fresh.length > 0 && lease.fence !== undefined) yield* lease.fence
         const sent = yield* publish(fresh, window.upTo!, unsure)
         if (sent === false) {
           // Read again from the confirmed position (and probe): the read-ahead is dropped.

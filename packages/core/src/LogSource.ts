@@ -118,6 +118,13 @@ export interface LogLease {
    * window with backoff, and never publishes an invalid event.
    */
   readonly quarantine?: LogQuarantine | undefined
+  /**
+   * Optional fencing: proves, by a fresh round trip to the log's server within a bound shorter
+   * than the server's own timeout for a silent holder, that this lease still holds the log. The
+   * relay runs it before publishing each window; it fails when the lease moved on or the proof
+   * did not come in time, and the relay then stops publishing and competes for the lease again.
+   */
+  readonly fence?: Effect.Effect<void, LogSourceError> | undefined
 }
 
 /**

@@ -594,6 +594,8 @@ export const logStackLayer = (options: {
   readonly slot: string
   /** Default `logicalDatabaseUrl`. */
   readonly url?: string
+  /** Where the relay's replication connection goes, when not to `url` (e.g. through a proxy). */
+  readonly replicationUrl?: string
   readonly brokers?: ReadonlyArray<string>
   readonly applicationName?: string
   readonly kafka?: "kafkajs" | "platformatic"
@@ -603,7 +605,9 @@ export const logStackLayer = (options: {
     maxConnections: 4,
     applicationName: options.applicationName ?? "effect-outbox-log"
   })
-  const pg = PgLogOutbox.layer({ slot: options.slot }).pipe(Layer.provideMerge(client))
+  const pg = PgLogOutbox.layer({ slot: options.slot, replicationUrl: options.replicationUrl }).pipe(
+    Layer.provideMerge(client)
+  )
   const broker: Layer.Layer<Publisher | BrokerProbe | BrokerAdmin | ConsumerSource | TopicReader> =
     options.kafka === "platformatic"
       ? PlatformaticKafkaOutbox.layer({ brokers: options.brokers ?? sharedBrokers, clientId: "log-relay" })

@@ -44,7 +44,8 @@ export interface Gate {
   /** At most every `every` ms: publishes what an operator released, in log order per key. */
   readonly release: (
     publish: Publisher["Service"]["publish"],
-    toRequest: (message: LogMessage) => PublishRequest
+    toRequest: (message: LogMessage) => PublishRequest,
+    fence: Effect.Effect<void, LogSourceError> | undefined
   ) => Effect.Effect<void, LogSourceError>
 }
 
@@ -106,13 +107,14 @@ export const make = (lease: LogLease, every: number): Effect.Effect<Gate, LogSou
             }
           })
 
-    const release: Gate["release"] = (publish, toRequest) =>
+    const release: Gate["release"] = (publish, toRequest, fence) =>
       Effect.gen(function* () {
         if (store === undefined) return
         const now = yield* Clock.currentTimeMillis
         if (now - releasedAt < every) return
         releasedAt = now
         const groups = yield* store.released
+        if (groups.length > 0 && fence !== undefined) yield* fence
         for (const group of groups) {
           const outcomes = yield* publish(group.map(toRequest))
           const first = outcomes.findIndex(Result.isFailure)
