@@ -37,7 +37,11 @@ describe("LogRelay and a very large transaction", () => {
       const counting = Layer.effect(Publisher)(
         Effect.map(Effect.service(Publisher), (publisher) =>
           Publisher.of({
-            publish: (requests) => Effect.suspend(() => (calls.push(requests.length), publisher.publish(requests)))
+            publish: (requests) =>
+              Effect.suspend(() => {
+                calls.push(requests.length)
+                return publisher.publish(requests)
+              })
           })
         )
       ).pipe(Layer.provide(inner))

@@ -5,13 +5,13 @@
 // does A's session still hold the lease lock?) must stop it: A publishes nothing after B's first
 // publish. A private logical cluster of the test's own, the real Kafka, defaults otherwise.
 import { mkdtempSync } from "node:fs"
-import { createServer, type Server, type Socket, connect } from "node:net"
+import { connect, createServer, type Server, type Socket } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import * as LogRelay from "@effect-outbox/core/LogRelay"
 import { Publisher } from "@effect-outbox/core/Publisher"
-import * as Duration from "effect/Duration"
+import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
