@@ -13,8 +13,13 @@
  * end is saved before the confirm. A log that gives older windows again (a PostgreSQL restart
  * rewinds a slot to its last save) is then confirmed past what the progress covers without a send.
  *
- * A batch the broker refuses permanently is not skipped (the log has no row to park it in): the
- * relay retries it with backoff and logs an error each time, and the slot's lag grows.
+ * With a quarantine (`LogLease.quarantine`), an event the broker refuses for good, or one the log
+ * flags invalid, is moved there with the later events of its topic and key, and every other key
+ * flows; an operator's retry or skip releases them. Without one, a refused window is retried with
+ * backoff, and an invalid event is never published. A window larger than `maxWindow` is published
+ * in parts of at most that many events, in order; before each window the lease's fence, when it
+ * has one, proves the relay still holds the log. Every process running `run` samples the slot's
+ * gauges (`LogSource.gauges`), holder or not.
  *
  * @since 0.3.0
  */
