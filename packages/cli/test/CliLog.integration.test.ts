@@ -4,7 +4,9 @@ import { randomUUID } from "node:crypto"
 import { NodeServices } from "@effect/platform-node"
 import { PgClient } from "@effect/sql-pg"
 import { assert, describe, it } from "@effect/vitest"
+import * as PgLogProgress from "@effect-outbox/adapter-pg/PgLogProgress"
 import * as PgLogQuarantine from "@effect-outbox/adapter-pg/PgLogQuarantine"
+import * as PgLogSource from "@effect-outbox/adapter-pg/PgLogSource"
 import type { EventId } from "@effect-outbox/core/OutboxMessage"
 import * as Effect from "effect/Effect"
 import * as Redacted from "effect/Redacted"
@@ -14,13 +16,25 @@ import * as Cli from "../src/Cli.ts"
 
 const databaseUrl = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres"
 
-const cli = (schema: string, ...args: ReadonlyArray<string>) =>
+const logicalUrl = process.env.LOGICAL_DATABASE_URL ?? "postgres://postgres@127.0.0.1:25433/postgres"
+
+const cliOn = (url: string, schema: string, ...args: ReadonlyArray<string>) =>
   Effect.gen(function* () {
-    const exit = yield* Effect.exit(Cli.run(["--database-url", databaseUrl, "--schema", schema, ...args]))
+    const exit = yield* Effect.exit(Cli.run(["--database-url", url, "--schema", schema, ...args]))
     const out = (yield* TestConsole.logLines).map(String).join("\n")
     const err = (yield* TestConsole.errorLines).map(String).join("\n")
     return { ok: exit._tag === "Success", out, err }
   }).pipe(Effect.provide(TestConsole.layer), Effect.provide(NodeServices.layer))
+
+const cli = (schema: string, ...args: ReadonlyArray<string>) => cliOn(databaseUrl, schema, ...args)
+
+const dropSchemaAfter = (schema: string) =>
+  Effect.addFinalizer(() =>
+    Effect.flatMap(
+      SqlClient.SqlClient,
+      (sql) => sql.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).unprepared
+    ).pipe(Effect.ignore)
+  )
 
 describe("effect-outbox log quarantine", () => {
   it.effect("lists, retries and skips, each a dry run until --execute", () =>
@@ -107,5 +121,36 @@ describe("effect-outbox log quarantine", () => {
       const unknown = yield* cli(schema, "log", "quarantine", "list", "--slot", slot, "--status", "LOST")
       assert.isFalse(unknown.ok)
     }).pipe(Effect.scoped, Effect.provide(PgClient.layer({ url: Redacted.make(databaseUrl), maxConnections: 2 })))
+  )
+
+  it.live("log slot shows the slot's WAL status, lag, the relay's progress and the quarantine", () =>
+    Effect.gen(function* () {
+      const schema = `cli_slot_${randomUUID().replaceAll("-", "").slice(0, 16)}`
+      const slot = `cli_slot_${randomUUID().replaceAll("-", "").slice(0, 12)}`
+      yield* dropSchemaAfter(schema)
+      yield* PgLogSource.ensureSlot({ slot })
+      yield* Effect.addFinalizer(() => PgLogSource.dropSlot({ slot }).pipe(Effect.ignore))
+      const progress = yield* PgLogProgress.make({ schema, slot })
+      yield* progress.save("0/10")
+      const { store } = yield* PgLogQuarantine.make({ schema, slot })
+      const message = {
+        id: randomUUID() as EventId,
+        topic: "orders",
+        key: "k",
+        partition: null,
+        headers: {},
+        payload: new Uint8Array([1]),
+        createdAt: Date.now()
+      }
+      yield* store.put([{ message, position: "0/10", status: "QUARANTINED", reason: "the topic does not exist" }])
+      const shown = yield* cliOn(logicalUrl, schema, "log", "slot", "--slot", slot)
+      assert.isTrue(shown.ok, shown.err)
+      assert.include(shown.out, `slot ${slot}: wal_status reserved`)
+      assert.include(shown.out, "relay progress: 0/10")
+      assert.include(shown.out, "quarantine: 1 quarantined, 0 held")
+      const missing = yield* cliOn(logicalUrl, schema, "log", "slot", "--slot", `${slot}_none`)
+      assert.isFalse(missing.ok)
+      assert.include(missing.err, "is missing")
+    }).pipe(Effect.scoped, Effect.provide(PgClient.layer({ url: Redacted.make(logicalUrl), maxConnections: 2 })))
   )
 })

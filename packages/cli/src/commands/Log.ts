@@ -4,12 +4,14 @@
  *
  * @since 0.3.0
  */
+import * as PgLogGauges from "@effect-outbox/adapter-pg/PgLogGauges"
 import * as PgLogQuarantine from "@effect-outbox/adapter-pg/PgLogQuarantine"
 import { type QuarantineStatus, statuses } from "@effect-outbox/core/LogQuarantine"
 import * as Config from "effect/Config"
 import { Command, Flag } from "effect/cli"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
+import * as SqlClient from "effect/sql/SqlClient"
 import * as Operations from "../Operations.ts"
 import { root, selectionFlags, userError, withDatabase } from "./Root.ts"
 
@@ -110,12 +112,76 @@ const skip = Command.make(
 )
 
 /**
+ * The slot as the server sees it, the relay's progress and the quarantine's open events.
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export interface SlotReport {
+  readonly slot: string
+  readonly lagBytes: number
+  readonly retainedBytes: number
+  readonly walStatus: string | null
+  readonly safeWalBytes: number | null
+  readonly progress: string | null
+  readonly quarantined: number
+  readonly held: number
+}
+
+const slotReport = (options: { readonly slot: string; readonly schema: string; readonly tablePrefix: string }) =>
+  Effect.gen(function* () {
+    const gauges = yield* PgLogGauges.sample(options.slot)
+    const sql = yield* SqlClient.SqlClient
+    const table = (name: string) => `"${options.schema}"."${options.tablePrefix}${name}"`
+    const [row] = yield* sql
+      .unsafe<{ progress: string | null; quarantined: number; held: number }>(
+        `SELECT (SELECT position::text FROM ${table("log_progress")} WHERE slot = $1) AS progress,
+                (SELECT count(*)::int FROM ${table("log_quarantine")} WHERE slot = $1 AND status = 'QUARANTINED') AS quarantined,
+                (SELECT count(*)::int FROM ${table("log_quarantine")} WHERE slot = $1 AND status = 'HELD') AS held`,
+        [options.slot]
+      )
+      .withoutTransform.pipe(
+        Effect.mapError(
+          (e) => new Operations.OperatorError({ reason: `${e.message} (are migrations 8 and 9 applied?)` })
+        )
+      )
+    return {
+      slot: options.slot,
+      lagBytes: gauges.lagBytes,
+      retainedBytes: gauges.retainedBytes,
+      walStatus: gauges.walStatus ?? null,
+      safeWalBytes: gauges.safeWalBytes ?? null,
+      progress: row?.progress ?? null,
+      quarantined: row?.quarantined ?? 0,
+      held: row?.held ?? 0
+    } satisfies SlotReport
+  })
+
+const mib = (bytes: number | null) =>
+  bytes === null ? "unlimited" : Number.isNaN(bytes) ? "-" : `${(bytes / 1024 / 1024).toFixed(1)} MiB`
+
+const renderSlot = (r: SlotReport): string =>
+  [
+    `slot ${r.slot}: wal_status ${r.walStatus ?? "-"}, lag ${mib(r.lagBytes)}, retained ${mib(r.retainedBytes)}, safe ${mib(r.safeWalBytes)}`,
+    `relay progress: ${r.progress ?? "none saved"}`,
+    `quarantine: ${r.quarantined} quarantined, ${r.held} held`
+  ].join("\n")
+
+const slotCommand = Command.make("slot", { slot }, (input) =>
+  Effect.gen(function* () {
+    const base = yield* options(input)
+    yield* withDatabase(slotReport(base), renderSlot)
+  })
+).pipe(Command.withDescription("the log relay's slot: WAL status, lag and retained WAL, saved progress, quarantine"))
+
+/**
  * @since 0.3.0
  * @category commands
  */
 export const log = Command.make("log").pipe(
-  Command.withDescription("the log engine: quarantine"),
+  Command.withDescription("the log engine: slot, quarantine"),
   Command.withSubcommands([
+    slotCommand,
     Command.make("quarantine").pipe(
       Command.withDescription("events the log relay moved aside: list, retry, skip"),
       Command.withSubcommands([list, retry, skip])
