@@ -29,6 +29,10 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as SqlClient from "effect/sql/SqlClient"
 import * as LogSetup from "./internal/logSetup.ts"
+import * as PgLogFence from "./PgLogFence.ts"
+import * as PgLogGauges from "./PgLogGauges.ts"
+import * as PgLogProgress from "./PgLogProgress.ts"
+import * as PgLogQuarantine from "./PgLogQuarantine.ts"
 import * as PgLogRetention from "./PgLogRetention.ts"
 import * as PgLogSource from "./PgLogSource.ts"
 import * as PgMigrations from "./PgMigrations.ts"
@@ -39,7 +43,11 @@ import * as PgTransactor from "./PgTransactor.ts"
  * @since 0.3.0
  * @category models
  */
-export interface Options extends PgLogSource.Options {
+export interface Options
+  extends PgLogSource.Options,
+    PgLogProgress.Options,
+    PgLogQuarantine.Options,
+    PgLogFence.Options {
   readonly outbox?: Settings | undefined
   /** Run the migrations and `PgLogSource.ensureSlot` while the layer is built. Default `true`. */
   readonly setup?: boolean | undefined
@@ -83,7 +91,22 @@ export const layer = (
   options: Options = {}
 ): Layer.Layer<Outbox | LogSource | LogWriter | Transactor, LogSourceError, SqlClient.SqlClient> => {
   const services = LogOutbox.layerWith(options.outbox).pipe(
-    Layer.provideMerge(Layer.mergeAll(PgLogSource.layerWriter(options), PgTransactor.layer, PgLogSource.layer(options)))
+    Layer.provideMerge(
+      Layer.mergeAll(
+        PgLogSource.layerWriter(options),
+        PgTransactor.layer,
+        // Every lease gets the relay's durable progress (a restart's rewound slot is not
+        // re-sent), its quarantine (an event refused for good does not stop the others) and a
+        // fence (a holder cut off from the server stops publishing); every process samples the
+        // slot's gauges, holder or not.
+        PgLogQuarantine.layer(options).pipe(
+          Layer.provide(PgLogGauges.layer(options)),
+          Layer.provide(PgLogFence.layer(options)),
+          Layer.provide(PgLogProgress.layer(options)),
+          Layer.provide(PgLogSource.layer(options))
+        )
+      )
+    )
   )
   const retention =
     options.retention === false

@@ -57,7 +57,9 @@ describe("PgMigrations", () => {
         [5, "stale_recovery"],
         [6, "parked"],
         [7, "lifecycle_group"],
-        [8, "log_events"]
+        [8, "log_events"],
+        [9, "log_progress"],
+        [10, "log_quarantine"]
       ])
       const second = yield* PgMigrations.run.pipe(Effect.provideService(PgTables.PgTables, tables))
       assert.deepStrictEqual(second, [])
@@ -72,6 +74,8 @@ describe("PgMigrations", () => {
           "outbox_lifecycle_group",
           "outbox_log_event",
           "outbox_log_partition",
+          "outbox_log_progress",
+          "outbox_log_quarantine",
           "outbox_message",
           "outbox_migrations",
           "outbox_parked",
@@ -99,7 +103,7 @@ describe("PgMigrations", () => {
           .flat()
           .map(([id]) => id)
           .sort(),
-        [1, 2, 3, 4, 5, 6, 7, 8]
+        [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
       )
     }).pipe(Effect.scoped, Effect.provide(pgClient(8)))
   )

@@ -89,7 +89,9 @@ describe("PgMigrations: 2 -> 4 on a populated table", () => {
         [5, "stale_recovery"],
         [6, "parked"],
         [7, "lifecycle_group"],
-        [8, "log_events"]
+        [8, "log_events"],
+        [9, "log_progress"],
+        [10, "log_quarantine"]
       ])
       assert.deepStrictEqual(yield* indexesOf(schema), [
         "outbox_message_dispatching_idx",

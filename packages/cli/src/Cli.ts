@@ -10,6 +10,7 @@
 
 import { Command } from "effect/cli"
 import { lifecycle } from "./commands/Lifecycle.ts"
+import { log } from "./commands/Log.ts"
 import { dlt, parked, purge } from "./commands/Maintenance.ts"
 import { root } from "./commands/Root.ts"
 import { inspect, recoverStale, release, requeue, skip, status } from "./commands/Rows.ts"
@@ -17,6 +18,7 @@ import { dashboard } from "./commands/Serve.ts"
 import { topics } from "./commands/Topics.ts"
 
 export { lifecycle } from "./commands/Lifecycle.ts"
+export { log } from "./commands/Log.ts"
 export { dlt, parked, purge } from "./commands/Maintenance.ts"
 export { parseDuration, root } from "./commands/Root.ts"
 export { inspect, recoverStale, release, requeue, skip, status } from "./commands/Rows.ts"
@@ -40,6 +42,7 @@ export const command = root.pipe(
     dlt,
     parked,
     lifecycle,
+    log,
     purge,
     topics,
     dashboard

@@ -30,13 +30,15 @@ export interface LogMessage {
   /** Epoch millis of the enqueue (the writer's clock): where a broker probe starts looking. */
   readonly createdAt: number
   /**
-   * Set by the source when the entry is not a valid event (unreadable bytes, an illegal topic, a
-   * partition out of range, a non-string key or header, an unknown version): why. Such an entry
-   * carries what could be decoded (an `id` at least, synthetic when unknown) and `payload` = the
-   * entry's raw bytes. It must never be published.
+   * Set by the source for an entry that fails validation (bad metadata, non-string key or
+   * header, illegal topic, partition out of range, unknown version): why. Such a message carries
+   * what could be decoded and `payload` = the raw bytes. The relay never publishes it.
    */
   readonly invalid?: string | undefined
-  /** The commit position of the transaction the entry belongs to, when the source knows it. */
+  /**
+   * The commit position of the transaction the entry belongs to, when the source knows it, in the
+   * same terms as `LogWindow.upTo`: an entry is covered by every window whose `upTo` is at or past it.
+   */
   readonly position?: string | undefined
 }
 

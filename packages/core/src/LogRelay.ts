@@ -7,10 +7,19 @@
  * about to send may already be on the broker (a relay died between the broker's ack and the
  * confirm). Each event of that window is first looked up by its id (`BrokerProbe`), and only the
  * ones not found are sent: a crash does not publish twice. A probe that fails leaves the window
- * unsent until the next try, never guessed.
+ * unsent until the next try, never guessed. While whole windows are found, the next is probed too.
  *
- * A batch the broker refuses permanently is not skipped (the log has no row to park it in): the
- * relay retries it with backoff and logs an error each time, and the slot's lag grows.
+ * When the source keeps the relay's own progress (`LogLease.progress`), each acknowledged window's
+ * end is saved before the confirm. A log that gives older windows again (a PostgreSQL restart
+ * rewinds a slot to its last save) is then confirmed past what the progress covers without a send.
+ *
+ * With a quarantine (`LogLease.quarantine`), an event the broker refuses for good, or one the log
+ * flags invalid, is moved there with the later events of its topic and key, and every other key
+ * flows; an operator's retry or skip releases them. Without one, a refused window is retried with
+ * backoff, and an invalid event is never published. A window larger than `maxWindow` is published
+ * in parts of at most that many events, in order; before each window the lease's fence, when it
+ * has one, proves the relay still holds the log. Every process running `run` samples the slot's
+ * gauges (`LogSource.gauges`), holder or not.
  *
  * @since 0.3.0
  */
@@ -18,17 +27,16 @@ import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
-import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
-import * as Result from "effect/Result"
 import type * as Scope from "effect/Scope"
 import { BrokerProbe } from "./BrokerProbe.ts"
 import * as Jobs from "./internal/jobs.ts"
-import { notYetPublished } from "./internal/log/windowProbe.ts"
-import { runningSpan } from "./internal/telemetry/runningSpan.ts"
-import type { LogMessage } from "./LogRecord.ts"
+import * as Gauges from "./internal/log/gauges.ts"
+import * as Progress from "./internal/log/progress.ts"
+import * as Publish from "./internal/log/publish.ts"
+import * as Quarantine from "./internal/log/quarantine.ts"
 import { type LogLease, LogSource, type LogSourceError, type LogWindow } from "./LogSource.ts"
-import { Publisher, type PublishRequest } from "./Publisher.ts"
+import { Publisher } from "./Publisher.ts"
 import * as Telemetry from "./Telemetry.ts"
 
 /**
@@ -78,6 +86,11 @@ export interface Settings {
    * window is published only after that confirm. Default true.
    */
   readonly readAhead?: boolean | undefined
+  /**
+   * With a quarantine (`LogLease.quarantine`): how often the relay looks for events an operator
+   * released (`retry`, `skip`) and publishes them. Default 1 s.
+   */
+  readonly quarantineInterval?: Duration.Input | undefined
 }
 
 /**
@@ -97,21 +110,39 @@ export const slotLag = Telemetry.logSlotLag
 export const retainedWal = Telemetry.logRetainedWal
 
 /**
+ * The slot's WAL status as a number: 0 reserved, 1 extended, 2 unreserved (about to be lost),
+ * 3 lost, 4 the slot is missing. Sampled by every relay process.
+ *
+ * @since 0.3.0
+ * @category metrics
+ */
+export const slotWalStatus = Gauges.walStatus
+
+/**
+ * WAL bytes that can still be written before the slot is lost (`-1`: no limit,
+ * `max_slot_wal_keep_size = -1`).
+ *
+ * @since 0.3.0
+ * @category metrics
+ */
+export const slotSafeWal = Gauges.safeWal
+
+/**
+ * Events a rewound log gave again that the relay's durable progress (`LogLease.progress`) showed
+ * already published, and so not re-sent.
+ *
+ * @since 0.3.0
+ * @category metrics
+ */
+export const rewindSkipped = Progress.rewindSkipped
+
+/**
  * Events of an unconfirmed window found on the broker by the takeover probe, and so not re-sent.
  *
  * @since 0.3.0
  * @category metrics
  */
 export const probedLanded = Telemetry.logProbeLanded
-
-const toRequest = (message: LogMessage): PublishRequest => ({
-  id: message.id,
-  topic: message.topic,
-  key: message.key,
-  partition: message.partition,
-  headers: message.headers,
-  payload: message.payload
-})
 
 /**
  * Runs forever: waits for the lease, then drains. Losing the lease (its connection dropped, a
@@ -137,12 +168,26 @@ export const run = (settings: Settings = {}): Effect.Effect<never, never, LogSou
         Effect.as(Effect.logWarning(`log relay: lease lost or not taken: ${error.message}`), false)
       )
     )
+    // Every process samples the slot on its own, holder or not (when the source can without the lease).
+    if (source.gauges !== undefined) {
+      yield* Effect.forkChild(Gauges.sampleForever(source.gauges, settings.gaugeInterval ?? "5 seconds"))
+    }
     return yield* Jobs.every(leaseRetry, attempt)
   })
 
-/** A window's publish span, without a stack trace (docs/telemetry.md). */
-const publishSpan = (count: number) =>
-  runningSpan(Telemetry.spans.publish, { attributes: { "outbox.count": count, "outbox.engine": "log" } })
+/**
+ * Samples the slot's gauges (`LogSource.gauges`) every `gaugeInterval` (default 5 s), for ever,
+ * for a process that does not run the relay. `run` does this itself.
+ *
+ * @since 0.3.0
+ * @category constructors
+ */
+export const sampleGauges = (settings: Pick<Settings, "gaugeInterval"> = {}): Effect.Effect<void, never, LogSource> =>
+  Effect.gen(function* () {
+    const source = yield* LogSource
+    if (source.gauges === undefined) return
+    yield* Gauges.sampleForever(source.gauges, settings.gaugeInterval ?? "5 seconds")
+  })
 
 const millis = (input: Duration.Input) => Duration.toMillis(Duration.fromInputUnsafe(input))
 
@@ -158,7 +203,8 @@ const resolve = (settings: Settings) => {
     gaugeEvery: millis(settings.gaugeInterval ?? "5 seconds"),
     skew: millis(settings.probeSkew ?? "60 seconds"),
     probeConcurrency: settings.probeConcurrency ?? 8,
-    maxProbeFailures: settings.maxProbeFailures ?? 5
+    maxProbeFailures: settings.maxProbeFailures ?? 5,
+    quarantineEvery: millis(settings.quarantineInterval ?? "1 second")
   }
 }
 
@@ -172,11 +218,7 @@ const gaugeSampler = (lease: LogLease, gaugeEvery: number, scope: Scope.Scope) =
   let gaugedAt: number | undefined
   let failure: LogSourceError | undefined
   let running = false
-  const sample = Effect.gen(function* () {
-    const gauges = yield* lease.gauges
-    yield* Metric.update(slotLag, gauges.lagBytes)
-    yield* Metric.update(retainedWal, gauges.retainedBytes)
-  }).pipe(
+  const sample = Effect.flatMap(lease.gauges, Gauges.record).pipe(
     Effect.catch((error: LogSourceError) =>
       Effect.sync(() => {
         failure = error
@@ -202,20 +244,10 @@ const drain = (lease: LogLease, settings: Settings) =>
   Effect.gen(function* () {
     const publisher = yield* Publisher
     const probe = yield* BrokerProbe
-    const {
-      batchSize,
-      firstBackoff,
-      idleWait,
-      gaugeEvery,
-      maxBackoff,
-      maxProbeFailures,
-      maxWindow,
-      poll,
-      probeConcurrency,
-      skew
-    } = resolve(settings)
+    const resolved = resolve(settings)
+    const { batchSize, firstBackoff, idleWait, gaugeEvery, maxBackoff, maxWindow } = resolved
+    const { maxProbeFailures, poll, probeConcurrency, quarantineEvery, skew } = resolved
     const readAfter = settings.readAhead === false ? undefined : lease.readAfter
-    let probeFailures = 0
 
     // A previous holder may have published this window without confirming it.
     let unsure = true
@@ -223,6 +255,8 @@ const drain = (lease: LogLease, settings: Settings) =>
     let size = batchSize
 
     const sampleGauges = gaugeSampler(lease, gaugeEvery, yield* Effect.scope)
+    const progress = yield* Progress.resume(lease)
+    const gate = yield* Quarantine.make(lease, quarantineEvery)
 
     const fail = (reason: string) =>
       Effect.gen(function* () {
@@ -240,47 +274,7 @@ const drain = (lease: LogLease, settings: Settings) =>
     // From the confirmed position; an unsure window at the largest size (see `maxWindow`).
     const readConfirmed = Effect.suspend(() => lease.read(unsure ? maxWindow : size))
 
-    /** Publishes a window (probing it first when unsure): true when every event was acked. */
-    const publishWindow = (window: LogWindow) =>
-      Effect.gen(function* () {
-        let toSend: ReadonlyArray<LogMessage> = window.entries
-        if (unsure) {
-          const absent = yield* notYetPublished(probe, window.entries, skew, probeConcurrency)
-          if (absent === undefined && ++probeFailures < maxProbeFailures) {
-            yield* fail(`the broker probe failed for an unconfirmed window (${probeFailures} in a row)`)
-            return false
-          }
-          if (absent === undefined) {
-            yield* Effect.logWarning(
-              `log relay: sending an unconfirmed window of ${window.entries.length} without a probe answer after ${probeFailures} failures; duplicates possible`
-            )
-          }
-          const landed = absent === undefined ? 0 : window.entries.length - absent.length
-          if (landed > 0) {
-            yield* Metric.update(probedLanded, landed)
-            yield* Effect.logInfo(
-              `log relay: ${landed} of ${window.entries.length} unconfirmed events already on the broker`
-            )
-          }
-          toSend = absent ?? window.entries
-          probeFailures = 0
-        }
-        if (toSend.length === 0) return true
-        const start = yield* Clock.currentTimeMillis
-        const outcomes = yield* publisher.publish(toSend.map(toRequest)).pipe(publishSpan(toSend.length))
-        yield* Metric.update(Telemetry.publishLatency, (yield* Clock.currentTimeMillis) - start)
-        const failures = outcomes.filter(Result.isFailure)
-        if (failures.length > 0) {
-          yield* Metric.update(Telemetry.published, outcomes.length - failures.length)
-          yield* Metric.update(Metric.withAttributes(Telemetry.publishFailed, { kind: "log" }), failures.length)
-          yield* fail(
-            `${failures.length} of ${toSend.length} events not acknowledged (${failures[0]!.failure.message})`
-          )
-          return false
-        }
-        yield* Metric.update(Telemetry.published, toSend.length)
-        return true
-      })
+    const publish = Publish.make({ publisher, probe, gate, fail, maxWindow, maxProbeFailures, probeConcurrency, skew })
 
     // One window per step, in log order. The next window is read while this one is published
     // (read-ahead), but published only after this one was acked and confirmed: at most one
@@ -288,6 +282,7 @@ const drain = (lease: LogLease, settings: Settings) =>
     const step = (window: LogWindow): Effect.Effect<LogWindow, LogSourceError> =>
       Effect.gen(function* () {
         yield* sampleGauges
+        yield* gate.release(publisher.publish, Publish.toRequest, lease.fence)
         const want = nextSize(window)
         if (window.entries.length === 0) {
           // Transactions without events still hold WAL: let the slot move past them.
@@ -297,15 +292,26 @@ const drain = (lease: LogLease, settings: Settings) =>
           return yield* readConfirmed
         }
         const ahead = readAfter === undefined ? undefined : yield* Effect.forkChild(readAfter(window.upTo!, want))
-        const acked = yield* publishWindow(window)
-        if (!acked) {
+        // A rewound log gives again what the relay's own progress shows published: not re-sent.
+        const fresh = yield* progress.unpublished(window)
+        // Still the holder? A relay cut off from the server stops here rather than publish
+        // alongside the one that took its place.
+        if (fresh.length > 0 && lease.fence !== undefined) yield* lease.fence
+        const sent = yield* publish(fresh, window.upTo!, unsure)
+        if (sent === false) {
           // Read again from the confirmed position (and probe): the read-ahead is dropped.
+          unsure = true
           if (ahead !== undefined) yield* Fiber.await(ahead)
           return yield* readConfirmed
         }
-        // Everything up to `upTo` is on the broker: only now may the log forget it.
+        yield* gate.put(Quarantine.inLogOrder(fresh, sent.aside))
+        // Everything up to `upTo` is on the broker (or set aside): recorded, and only then may
+        // the log forget it.
+        if (fresh.length > 0) {
+          yield* progress.save(window.upTo!)
+          unsure = sent.stillUnsure
+        }
         yield* lease.confirm(window.upTo!)
-        unsure = false
         backoff = firstBackoff
         const next = ahead === undefined ? undefined : yield* Fiber.join(ahead)
         return next ?? (yield* readConfirmed)

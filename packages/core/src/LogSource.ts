@@ -11,6 +11,7 @@ import type * as Effect from "effect/Effect"
 import type * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
 import type { LogSourceError } from "./Errors.ts"
+import type { LogQuarantine } from "./LogQuarantine.ts"
 import type { LogMessage } from "./LogRecord.ts"
 
 export {
@@ -48,6 +49,32 @@ export interface LogWindow {
 export interface LogGauges {
   readonly lagBytes: number
   readonly retainedBytes: number
+  /**
+   * The server's verdict on the slot's WAL, when it gives one (PostgreSQL's `wal_status`):
+   * `reserved`, `extended`, `unreserved` (about to be lost), `lost` (the slot can no longer be read).
+   */
+  readonly walStatus?: string | undefined
+  /** WAL that can still be written before the slot is lost; `null` when unlimited. */
+  readonly safeWalBytes?: number | null | undefined
+}
+
+/**
+ * The relay's own durable record of what reached the broker: the highest window end (`upTo`)
+ * whose events the broker acknowledged, saved after the ack and before the confirm. It survives
+ * what the log's confirmed position may not (a server restart rewinds a PostgreSQL slot to its
+ * last save), so the relay can tell a rewound log from new events and skip, not re-send, what it
+ * already published.
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export interface LogProgress {
+  /** The position last saved (`null` when nothing was saved, or the record is not this log's). */
+  readonly published: Effect.Effect<string | null, LogSourceError>
+  /** Records that every event up to `upTo` is on the broker. Never moves the record back. */
+  readonly save: (upTo: string) => Effect.Effect<void, LogSourceError>
+  /** Orders two positions of this log: negative when `a` comes before `b`, 0 when equal. */
+  readonly compare: (a: string, b: string) => number
 }
 
 /**
@@ -83,6 +110,21 @@ export interface LogLease {
   /** Moves the confirmed position to `upTo` of a window: its events are never read again. */
   readonly confirm: (upTo: string) => Effect.Effect<void, LogSourceError>
   readonly gauges: Effect.Effect<LogGauges, LogSourceError>
+  /** Optional durable progress (see {@link LogProgress}); without it a rewound log is re-sent. */
+  readonly progress?: LogProgress | undefined
+  /**
+   * Optional quarantine (see `LogQuarantine`): events the broker refuses for good, or flagged
+   * `invalid`, are moved there and every other key flows. Without it the relay retries a refused
+   * window with backoff, and never publishes an invalid event.
+   */
+  readonly quarantine?: LogQuarantine | undefined
+  /**
+   * Optional fencing: proves, by a fresh round trip to the log's server within a bound shorter
+   * than the server's own timeout for a silent holder, that this lease still holds the log. The
+   * relay runs it before publishing each window; it fails when the lease moved on or the proof
+   * did not come in time, and the relay then stops publishing and competes for the lease again.
+   */
+  readonly fence?: Effect.Effect<void, LogSourceError> | undefined
 }
 
 /**
@@ -97,5 +139,10 @@ export class LogSource extends Context.Service<
      * scope, or when the holder's connection drops (a killed relay frees it).
      */
     readonly acquire: Effect.Effect<Option.Option<LogLease>, LogSourceError, Scope.Scope>
+    /**
+     * Optional: the slot's gauges without the lease, so every process (the holder and the
+     * standbys) samples them and an alert can fire while no relay holds the log.
+     */
+    readonly gauges?: Effect.Effect<LogGauges, LogSourceError> | undefined
   }
 >()("@effect-outbox/core/LogSource") {}

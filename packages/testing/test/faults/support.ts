@@ -552,7 +552,7 @@ export const privatePostgres = (
   const state = options.state ?? mkdtempSync(join(tmpdir(), "effect-outbox-pg-"))
   const env = { PG_PRIVATE_PORT: String(port), EFFECT_OUTBOX_STATE: state }
   const services = join(repoRoot, "scripts", "services")
-  const pg = (command: "up" | "stop" | "start" | "down") => run("bash", [services, "pg-private", command], env)
+  const pg = (...command: ReadonlyArray<string>) => run("bash", [services, "pg-private", ...command], env)
   return {
     url: `postgres://postgres@127.0.0.1:${port}/postgres`,
     port,
@@ -564,7 +564,8 @@ export const privatePostgres = (
       chmodSync(state, 0o755)
       return pg("up")
     },
-    stop: () => pg("stop"),
+    /** `fast` (the default) shuts down cleanly; `immediate` is a crash, recovered from the WAL on start. */
+    stop: (mode: "fast" | "immediate" = "fast") => pg("stop", mode),
     start: () => pg("start"),
     down: () => pg("down").catch(() => ""),
     /** Commit durability (`on`: PostgreSQL's defaults; `off`: the test settings); the settings after. */
@@ -589,17 +590,25 @@ export const logicalDatabaseUrl = process.env.LOGICAL_DATABASE_URL ?? "postgres:
  */
 export const logStackLayer = (options: {
   readonly slot: string
+  /** Default `logicalDatabaseUrl`. */
+  readonly url?: string
+  /** Where the relay's replication connection goes, when not to `url` (e.g. through a proxy). */
+  readonly replicationUrl?: string
   readonly brokers?: ReadonlyArray<string>
   readonly applicationName?: string
   readonly kafka?: "kafkajs" | "platformatic"
 }) => {
   const client = PgClient.layer({
-    url: Redacted.make(logicalDatabaseUrl),
+    url: Redacted.make(options.url ?? logicalDatabaseUrl),
     maxConnections: 4,
     applicationName: options.applicationName ?? "effect-outbox-log"
   })
   // The event table in a schema named after the slot: each stack's publication sees its own events only.
-  const pg = PgLogOutbox.layer({ slot: options.slot, schema: options.slot }).pipe(Layer.provideMerge(client))
+  const pg = PgLogOutbox.layer({
+    slot: options.slot,
+    schema: options.slot,
+    replicationUrl: options.replicationUrl
+  }).pipe(Layer.provideMerge(client))
   const broker: Layer.Layer<Publisher | BrokerProbe | BrokerAdmin | ConsumerSource | TopicReader> =
     options.kafka === "platformatic"
       ? PlatformaticKafkaOutbox.layer({ brokers: options.brokers ?? sharedBrokers, clientId: "log-relay" })

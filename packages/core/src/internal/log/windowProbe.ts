@@ -4,9 +4,11 @@
  * was publishing is looked up by event id before it is sent again.
  */
 import * as Effect from "effect/Effect"
+import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
 import type { BrokerProbe } from "../../BrokerProbe.ts"
 import type { LogMessage } from "../../LogRecord.ts"
+import * as Telemetry from "../../Telemetry.ts"
 
 /**
  * The events of the window not on the broker yet; `undefined` when a probe failed (the window
@@ -59,3 +61,33 @@ export const notYetPublished = (
     Effect.catch((error) => Effect.as(Effect.logWarning(`log relay: window probe failed: ${error.message}`), undefined))
   )
 }
+
+/**
+ * What of an unconfirmed window is still to send, by the probe: `undefined` when the probe failed
+ * (the window waits), unless `giveUp`, when it is all sent without an answer (duplicates possible,
+ * which the consumer's `Inbox` absorbs, rather than a log stalled for good). `landedWhole`: every
+ * event was found, so the previous holder got further and the next window is probed too.
+ */
+export const probeUnconfirmed = (
+  probe: BrokerProbe["Service"],
+  entries: ReadonlyArray<LogMessage>,
+  skew: number,
+  concurrency: number,
+  giveUp: boolean
+): Effect.Effect<{ readonly toSend: ReadonlyArray<LogMessage>; readonly landedWhole: boolean } | undefined> =>
+  Effect.gen(function* () {
+    const absent = yield* notYetPublished(probe, entries, skew, concurrency)
+    if (absent === undefined) {
+      if (!giveUp) return undefined
+      yield* Effect.logWarning(
+        `log relay: sending an unconfirmed window of ${entries.length} without a probe answer; duplicates possible`
+      )
+      return { toSend: entries, landedWhole: false }
+    }
+    const landed = entries.length - absent.length
+    if (landed > 0) {
+      yield* Metric.update(Telemetry.logProbeLanded, landed)
+      yield* Effect.logInfo(`log relay: ${landed} of ${entries.length} unconfirmed events already on the broker`)
+    }
+    return { toSend: absent, landedWhole: absent.length === 0 }
+  })

@@ -1,0 +1,56 @@
+/**
+ * The log relay's durable progress, as the drain uses it: what of a window the broker already
+ * has by the relay's own record. A server restart rewinds a PostgreSQL slot to its last save; the
+ * windows it gives again are at or behind the saved position and are confirmed without a send.
+ */
+import * as Effect from "effect/Effect"
+import * as Metric from "effect/Metric"
+import type { LogMessage } from "../../LogRecord.ts"
+import type { LogLease, LogSourceError, LogWindow } from "../../LogSource.ts"
+
+/** Events a rewound log gave again that the progress showed already published. */
+export const rewindSkipped = Metric.counter("outbox_log_rewind_skipped_total", {
+  description: "Events of a rewound log the relay's progress showed already published",
+  incremental: true
+})
+
+export interface Progress {
+  /**
+   * The entries of the window past the saved position. Entries without a `position` in a window
+   * that ends past it are kept (the relay's probe decides for them).
+   */
+  readonly unpublished: (window: LogWindow) => Effect.Effect<ReadonlyArray<LogMessage>>
+  /** Saves `upTo` after the broker acknowledged everything before it. */
+  readonly save: (upTo: string) => Effect.Effect<void, LogSourceError>
+}
+
+/** Reads the lease's saved progress once, at the start of its drain. */
+export const resume = (lease: LogLease): Effect.Effect<Progress, LogSourceError> =>
+  Effect.gen(function* () {
+    const progress = lease.progress
+    if (progress === undefined) return { unpublished: (w) => Effect.succeed(w.entries), save: () => Effect.void }
+    let saved = yield* progress.published
+    const compare = progress.compare
+    const behind = (position: string | undefined) =>
+      saved !== null && position !== undefined && compare(position, saved) <= 0
+    const unpublished = (window: LogWindow) =>
+      Effect.gen(function* () {
+        if (saved === null || window.upTo === null || window.entries.length === 0) return window.entries
+        const rest = behind(window.upTo) ? [] : window.entries.filter((m) => !behind(m.position))
+        const skipped = window.entries.length - rest.length
+        if (skipped > 0) {
+          yield* Metric.update(rewindSkipped, skipped)
+          yield* Effect.logWarning(
+            `log relay: the log gave ${skipped} events again up to ${window.upTo} (rewound behind the relay's progress ${saved}); already published, not re-sent`
+          )
+        }
+        return rest
+      })
+    const save = (upTo: string) =>
+      Effect.tap(progress.save(upTo), () =>
+        Effect.sync(() => {
+          if (saved === null || compare(upTo, saved) > 0) saved = upTo
+        })
+      )
+    return { unpublished, save }
+  })
