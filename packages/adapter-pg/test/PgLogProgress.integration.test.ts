@@ -5,6 +5,8 @@ import * as Effect from "effect/Effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import { compareLsn, lsn } from "../src/internal/logProgress.ts"
 import * as PgLogProgress from "../src/PgLogProgress.ts"
+import * as PgMigrations from "../src/PgMigrations.ts"
+import * as PgTables from "../src/PgTables.ts"
 import { freshSchema, pgClient } from "./support.ts"
 
 const dropAfter = (schema: string) =>
@@ -28,6 +30,8 @@ describe("PgLogProgress", () => {
     Effect.gen(function* () {
       const schema = freshSchema()
       yield* dropAfter(schema)
+      // The tables come with the outbox migrations (PgLogOutbox.setup runs them in a service).
+      yield* PgMigrations.run.pipe(Effect.provideService(PgTables.PgTables, yield* PgTables.make({ schema })))
       const sql = yield* SqlClient.SqlClient
       const a = yield* PgLogProgress.make({ schema, slot: "a" })
       const b = yield* PgLogProgress.make({ schema, slot: "b" })

@@ -9,6 +9,7 @@ import * as Effect from "effect/Effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import { quarantineTable, transition } from "../src/internal/logQuarantine.ts"
 import * as PgLogQuarantine from "../src/PgLogQuarantine.ts"
+import * as PgMigrations from "../src/PgMigrations.ts"
 import * as PgTables from "../src/PgTables.ts"
 import { freshSchema, pgClient } from "./support.ts"
 
@@ -43,6 +44,8 @@ describe("PgLogQuarantine", () => {
     Effect.gen(function* () {
       const schema = freshSchema()
       yield* dropAfter(schema)
+      // The tables come with the outbox migrations (PgLogOutbox.setup runs them in a service).
+      yield* PgMigrations.run.pipe(Effect.provideService(PgTables.PgTables, yield* PgTables.make({ schema })))
       const slot = "s1"
       const { store } = yield* PgLogQuarantine.make({ schema, slot })
       const [a, b, c, lone] = [message("t", "k"), message("t", "k"), message("t", "k"), message("t", null)]
@@ -96,6 +99,8 @@ describe("PgLogQuarantine", () => {
     Effect.gen(function* () {
       const schema = freshSchema()
       yield* dropAfter(schema)
+      // The tables come with the outbox migrations (PgLogOutbox.setup runs them in a service).
+      yield* PgMigrations.run.pipe(Effect.provideService(PgTables.PgTables, yield* PgTables.make({ schema })))
       const slot = "s2"
       const { store } = yield* PgLogQuarantine.make({ schema, slot })
       const bad = message("t", "k", "headers must be strings")

@@ -102,7 +102,7 @@ describe("PgMigrations", () => {
         results
           .flat()
           .map(([id]) => id)
-          .sort(),
+          .sort((a, b) => a - b),
         [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
       )
     }).pipe(Effect.scoped, Effect.provide(pgClient(8)))

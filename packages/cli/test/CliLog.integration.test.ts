@@ -7,6 +7,8 @@ import { assert, describe, it } from "@effect/vitest"
 import * as PgLogProgress from "@effect-outbox/adapter-pg/PgLogProgress"
 import * as PgLogQuarantine from "@effect-outbox/adapter-pg/PgLogQuarantine"
 import * as PgLogSource from "@effect-outbox/adapter-pg/PgLogSource"
+import * as PgMigrations from "@effect-outbox/adapter-pg/PgMigrations"
+import * as PgTables from "@effect-outbox/adapter-pg/PgTables"
 import type { EventId } from "@effect-outbox/core/OutboxMessage"
 import * as Effect from "effect/Effect"
 import * as Redacted from "effect/Redacted"
@@ -47,6 +49,7 @@ describe("effect-outbox log quarantine", () => {
         ).pipe(Effect.ignore)
       )
       const slot = "orders_log"
+      yield* PgMigrations.run.pipe(Effect.provideService(PgTables.PgTables, yield* PgTables.make({ schema })))
       const { store } = yield* PgLogQuarantine.make({ schema, slot })
       const message = (key: string) => ({
         id: randomUUID() as EventId,
@@ -130,6 +133,7 @@ describe("effect-outbox log quarantine", () => {
       yield* dropSchemaAfter(schema)
       yield* PgLogSource.ensureSlot({ slot })
       yield* Effect.addFinalizer(() => PgLogSource.dropSlot({ slot }).pipe(Effect.ignore))
+      yield* PgMigrations.run.pipe(Effect.provideService(PgTables.PgTables, yield* PgTables.make({ schema })))
       const progress = yield* PgLogProgress.make({ schema, slot })
       yield* progress.save("0/10")
       const { store } = yield* PgLogQuarantine.make({ schema, slot })
