@@ -1,5 +1,5 @@
 // One event the broker refuses for good (its topic does not exist) among 1,000 on a topic that
-// does: the relay moves it to its quarantine (outbox.outbox_log_quarantine), holds the later
+// does: the relay moves it to its quarantine (`<schema>.outbox_log_quarantine`), holds the later
 // events of its topic and key behind it, and every other event flows. After the topic is created,
 // `PgLogQuarantine.retry` publishes the event and its followers, in order. A private logical
 // cluster of the test's own, the real Kafka, the library's defaults.
@@ -66,7 +66,9 @@ describe("the log relay and an event the broker refuses for good", () => {
       const held = committed.filter((c) => c.topic === missing)
 
       const quarantine = () =>
-        stack.runPromise(PgLogQuarantine.list({ slot })).then((events) => events.map((e) => `${e.eventId}:${e.status}`))
+        stack
+          .runPromise(PgLogQuarantine.list({ slot, schema: slot }))
+          .then((events) => events.map((e) => `${e.eventId}:${e.status}`))
       await waitFor(
         "the 1,000 live events",
         async () => (await Support.readTopic(Support.sharedBrokers, live)).length >= 1_000
@@ -75,7 +77,7 @@ describe("the log relay and an event the broker refuses for good", () => {
         "the refused event and its followers in the quarantine",
         async () => (await quarantine()).length === 3
       )
-      const first = await stack.runPromise(PgLogQuarantine.list({ slot }))
+      const first = await stack.runPromise(PgLogQuarantine.list({ slot, schema: slot }))
       assert.deepStrictEqual(
         first.map((e) => `${e.eventId}:${e.status}`),
         [`${held[0]!.id}:QUARANTINED`, `${held[1]!.id}:HELD`, `${held[2]!.id}:HELD`]
@@ -86,7 +88,7 @@ describe("the log relay and an event the broker refuses for good", () => {
 
       // A dry run moves nothing; after the topic exists, retry publishes the three in order.
       const dry = await stack.runPromise(
-        PgLogQuarantine.retry({ slot, eventId: held[0]!.id, by: "faults", execute: false })
+        PgLogQuarantine.retry({ slot, schema: slot, eventId: held[0]!.id, by: "faults", execute: false })
       )
       assert.strictEqual(dry.events.length, 3)
       assert.deepStrictEqual(await quarantine(), [
@@ -95,14 +97,16 @@ describe("the log relay and an event the broker refuses for good", () => {
         `${held[2]!.id}:HELD`
       ])
       await Support.createTopics(Support.sharedBrokers, [missing])
-      await stack.runPromise(PgLogQuarantine.retry({ slot, eventId: held[0]!.id, by: "faults", execute: true }))
+      await stack.runPromise(
+        PgLogQuarantine.retry({ slot, schema: slot, eventId: held[0]!.id, by: "faults", execute: true })
+      )
       await waitFor(
         "the retried events",
         async () => (await Support.readTopic(Support.sharedBrokers, missing)).length >= 3
       )
       await Support.sleep(2_000) // a late duplicate would land here
       const retried = await Support.readTopic(Support.sharedBrokers, missing)
-      const after = await stack.runPromise(PgLogQuarantine.list({ slot }))
+      const after = await stack.runPromise(PgLogQuarantine.list({ slot, schema: slot }))
       const vHeld = Support.verdict(held, retried)
       Support.record({
         scenario: "L5 log relay, 1 event for a missing topic (+2 of its key behind it) among 1,000",

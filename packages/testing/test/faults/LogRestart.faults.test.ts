@@ -56,9 +56,10 @@ describe.each([
       stack
         .runPromise(
           Support.logQuery<{ confirmed: string; progress: string | null; done: boolean }>(
+            // The log stack's tables are in a schema named after its slot.
             `SELECT s.confirmed_flush_lsn::text AS confirmed, p.position::text AS progress,
                     s.confirmed_flush_lsn >= $2::pg_lsn AS done
-               FROM pg_replication_slots s LEFT JOIN outbox.outbox_log_progress p ON p.slot = s.slot_name
+               FROM pg_replication_slots s LEFT JOIN "${slot}".outbox_log_progress p ON p.slot = s.slot_name
               WHERE s.slot_name = $1`,
             [slot, past]
           )
