@@ -13,6 +13,8 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as SqlClient from "effect/sql/SqlClient"
 import * as Operations from "../Operations.ts"
+import { makeInspect } from "./LogInspect.ts"
+import { republishCommand } from "./LogRepublish.ts"
 import { root, selectionFlags, userError, withDatabase } from "./Root.ts"
 
 const slot = Flag.String("slot").pipe(
@@ -179,9 +181,11 @@ const slotCommand = Command.make("slot", { slot }, (input) =>
  * @category commands
  */
 export const log = Command.make("log").pipe(
-  Command.withDescription("the log engine: slot, quarantine"),
+  Command.withDescription("the log engine: slot, quarantine, inspect an event, republish a range"),
   Command.withSubcommands([
     slotCommand,
+    makeInspect(slot),
+    republishCommand,
     Command.make("quarantine").pipe(
       Command.withDescription("events the log relay moved aside: list, retry, skip"),
       Command.withSubcommands([list, retry, skip])
