@@ -1,6 +1,6 @@
 /**
  * `log inspect <event-id>`: where one event of the log engine stands — committed (a row of the
- * event table), published (the relay's saved progress, or the broker itself), quarantined.
+ * event table), published (the broker holds it, or the quarantine says), quarantined.
  *
  * @since 0.5.0
  */
@@ -34,8 +34,12 @@ export interface EventReport {
     readonly createdAt: string
     readonly invalid: string | null
   } | null
-  /** `published`, `not published`, or `not confirmed` (neither proof holds); `because` says on what it rests. */
-  readonly published: { readonly answer: "published" | "not published" | "not confirmed"; readonly because: string }
+  /**
+   * `published` / `not published` rest on the quarantine row or on the broker (a record with this
+   * `event-id` header on the event's topic); without a broker the answer is `unknown`.
+   * `because` says on what it rests.
+   */
+  readonly published: { readonly answer: "published" | "not published" | "unknown"; readonly because: string }
   readonly quarantine: {
     readonly status: string
     readonly reason: string
@@ -47,7 +51,6 @@ export interface EventReport {
 
 interface Row {
   readonly record: Uint8Array | null
-  readonly seen_by: string
   readonly progress: string | null
   readonly q_status: string | null
   readonly q_reason: string | null
@@ -64,16 +67,11 @@ const preview = (payload: Uint8Array): string => {
     : `0x${Buffer.from(payload.subarray(0, 64)).toString("hex")}${payload.byteLength > 64 ? "…" : ""}`
 }
 
-const lsn = (text: string): bigint => {
-  const [hi, lo] = text.split("/")
-  return (BigInt(`0x${hi}`) << 32n) | BigInt(`0x${lo}`)
-}
-
-// One statement, one snapshot: if the row is visible, its transaction's commit record was written
-// before `pg_current_wal_insert_lsn()` is read, so `seen_by` bounds the event's commit position.
+// One statement, one snapshot: the event's row, the relay's saved progress (only when it belongs to
+// this cluster and is not past its WAL, as the relay reads it) and its quarantine row.
 const query = (schema: string, prefix: string) => {
   const table = (name: string) => `"${schema}"."${prefix}${name}"`
-  return `SELECT e.record, pg_current_wal_insert_lsn()::text AS seen_by,
+  return `SELECT e.record,
             (SELECT position::text FROM ${table("log_progress")}
               WHERE slot = $2 AND system_identifier = (SELECT system_identifier::text FROM pg_control_system())
                 AND position <= pg_current_wal_insert_lsn()) AS progress,
@@ -81,7 +79,7 @@ const query = (schema: string, prefix: string) => {
             q.quarantined_at AS q_at, q.resolved_by AS q_by
        FROM (SELECT 1) one
        LEFT JOIN ${table("log_event")} e ON e.id = $1::uuid
-       LEFT JOIN ${table("log_quarantine")} q ON q.slot = $2 AND q.event_id = $1`
+       LEFT JOIN ${table("log_quarantine")} q ON q.slot = $2 AND q.event_id = $1::uuid::text`
 }
 
 const fromQuarantine = (status: string) =>
@@ -91,19 +89,14 @@ const fromQuarantine = (status: string) =>
       ? { answer: "not published" as const, because: "the quarantine holds it; the relay is retrying it" }
       : { answer: "not published" as const, because: `the quarantine holds it (${status}); the relay never sent it` }
 
-const fromProgress = (row: Row, slot: string) => {
-  if (row.progress === null)
-    return { answer: "not confirmed" as const, because: `the relay saved no progress for slot ${slot}` }
-  if (lsn(row.progress) >= lsn(row.seen_by))
-    return {
-      answer: "published" as const,
-      because: `the relay's saved progress ${row.progress} is at or past ${row.seen_by}, a WAL position by which this event had committed; the broker acknowledged everything up to it`
-    }
-  return {
-    answer: "not confirmed" as const,
-    because: `the relay's saved progress ${row.progress} is before ${row.seen_by}, the WAL position by which this event had committed (the table keeps no commit position per event); pass --brokers to ask the broker`
-  }
-}
+// The event table keeps no commit position per row, and the relay's progress is a commit position:
+// the database alone cannot place an event before or after it. The broker can.
+const withoutBroker = (row: Row, slot: string) => ({
+  answer: "unknown" as const,
+  because: `the event table keeps no commit position per event, so the relay's saved progress (${
+    row.progress ?? `none for slot ${slot}`
+  }) cannot place it; pass --brokers or set KAFKA_BROKERS to ask the broker`
+})
 
 const read = (id: EventId, options: { readonly slot: string; readonly schema: string; readonly tablePrefix: string }) =>
   Effect.gen(function* () {
@@ -140,7 +133,7 @@ const describe = (id: EventId, row: Row, slot: string) => {
         ? { answer: "not published" as const, because: "the event table holds no such event" }
         : invalid !== undefined
           ? { answer: "not published" as const, because: `the relay never publishes an invalid event (${invalid})` }
-          : fromProgress(row, slot)
+          : withoutBroker(row, slot)
   return {
     report: {
       eventId: id,
@@ -182,7 +175,9 @@ const askBroker = (report: EventReport, message: LogRecord.LogMessage) =>
     const published = Option.match(found, {
       onNone: () => ({
         answer: "not published" as const,
-        because: `the broker holds no record with this event id on ${where} (read to its end); ${report.published.because}`
+        because: `the broker holds no record with this event id on ${where}, read from ${new Date(
+          message.createdAt - probeSkew
+        ).toISOString()} to its end (a record the topic's retention deleted is not found either)`
       }),
       onSome: (receipt) => ({
         answer: "published" as const,
@@ -251,6 +246,6 @@ export const makeInspect = (slot: Flag.Flag<string>) =>
       }).pipe(Effect.mapError((error) => userError(error as { readonly message: string })))
   ).pipe(
     Command.withDescription(
-      "one event of the log engine: committed (in the event table), published (the relay's saved progress, or the broker with --brokers), quarantined"
+      "one event of the log engine: committed (in the event table), published (asks the broker; needs --brokers), quarantined"
     )
   )
