@@ -20,8 +20,8 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Logger from "effect/Logger"
 import * as Redacted from "effect/Redacted"
-import * as SqlClient from "effect/sql/SqlClient"
 import * as Stream from "effect/Stream"
+import * as SqlClient from "effect/sql/SqlClient"
 import * as TestConsole from "effect/testing/TestConsole"
 import * as Cli from "../src/Cli.ts"
 
@@ -45,7 +45,9 @@ const fixture = (topics: ReadonlyArray<string>) =>
   Effect.gen(function* () {
     const schema = `cli_verbs_${suffix()}`
     const sql = yield* SqlClient.SqlClient
-    yield* Effect.addFinalizer(() => sql.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).unprepared.pipe(Effect.ignore))
+    yield* Effect.addFinalizer(() =>
+      sql.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).unprepared.pipe(Effect.ignore)
+    )
     yield* PgMigrations.run.pipe(Effect.provideService(PgTables.PgTables, yield* PgTables.make({ schema })))
     const writer = yield* Effect.service(LogWriter).pipe(Effect.provide(PgLogSource.layerWriter({ schema })))
     yield* Effect.addFinalizer(() => Effect.promise(() => deleteTopics(topics).catch(() => undefined)))
@@ -53,7 +55,8 @@ const fixture = (topics: ReadonlyArray<string>) =>
       KafkaOutbox.layer({ brokers: brokers.split(","), clientId: "cli-verbs-test" }),
       yield* Effect.scope
     )
-    const inKafka = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.provideContext(effect, kafka) as Effect.Effect<A, E>
+    const inKafka = <A, E>(effect: Effect.Effect<A, E, any>) =>
+      Effect.provideContext(effect, kafka) as Effect.Effect<A, E>
     for (const topic of topics) yield* inKafka(BrokerAdmin.use((admin) => admin.ensureTopic({ topic, partitions: 1 })))
     const onTopic = (topic: string) =>
       inKafka(TopicReader.use((r) => r.read(topic).pipe(Stream.runCollect))).pipe(
@@ -119,8 +122,11 @@ describe("effect-outbox log inspect", () => {
       const pending = yield* f.write(topic, "b")
       const refused = yield* f.write(topic, "c")
       const { store } = yield* PgLogQuarantine.make({ schema: f.schema, slot })
-      yield* store.put([{ message: refused, position: "0/10", status: "QUARANTINED", reason: "the topic does not exist" }])
-      const inspect = (id: string, ...more: ReadonlyArray<string>) => f.cli("log", "inspect", id, "--slot", slot, ...more)
+      yield* store.put([
+        { message: refused, position: "0/10", status: "QUARANTINED", reason: "the topic does not exist" }
+      ])
+      const inspect = (id: string, ...more: ReadonlyArray<string>) =>
+        f.cli("log", "inspect", id, "--slot", slot, ...more)
 
       const one = yield* withoutBrokerEnv(inspect(published.id))
       assert.isTrue(one.ok, one.err)
@@ -203,7 +209,18 @@ describe("effect-outbox log republish", () => {
       assert.deepStrictEqual(yield* f.onTopic(b), [])
       assert.deepStrictEqual(f.audit, [])
 
-      const run = yield* f.cli("log", "republish", ...window, "--topic", a, "--key", "k1", "--operator", "ana", "--execute")
+      const run = yield* f.cli(
+        "log",
+        "republish",
+        ...window,
+        "--topic",
+        a,
+        "--key",
+        "k1",
+        "--operator",
+        "ana",
+        "--execute"
+      )
       assert.isTrue(run.ok, run.err)
       assert.include(run.out, "republished 2 event(s)")
       assert.deepStrictEqual(yield* f.onTopic(a), [a1.id, a3.id])

@@ -13,7 +13,7 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as SqlClient from "effect/sql/SqlClient"
 import * as Operations from "../Operations.ts"
-import { database, reachableBroker, type RootConfig, root, userError } from "./Root.ts"
+import { database, type RootConfig, reachableBroker, root, userError } from "./Root.ts"
 
 /**
  * What `log inspect` found.
@@ -84,7 +84,10 @@ const query = (schema: string, prefix: string) => {
 
 const fromQuarantine = (status: string) =>
   status === "RETRIED"
-    ? { answer: "published" as const, because: "the relay retried it from the quarantine and the broker acknowledged it" }
+    ? {
+        answer: "published" as const,
+        because: "the relay retried it from the quarantine and the broker acknowledged it"
+      }
     : status === "RETRYING"
       ? { answer: "not published" as const, because: "the quarantine holds it; the relay is retrying it" }
       : { answer: "not published" as const, because: `the quarantine holds it (${status}); the relay never sent it` }

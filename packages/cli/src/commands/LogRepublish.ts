@@ -14,7 +14,7 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Result from "effect/Result"
 import * as Operations from "../Operations.ts"
-import { database, reachableBroker, type RootConfig, root, selectionFlags, userError } from "./Root.ts"
+import { database, type RootConfig, reachableBroker, root, selectionFlags, userError } from "./Root.ts"
 
 /**
  * What `log republish` selected and, with `execute`, sent.
@@ -90,7 +90,10 @@ const walk = <E, R>(
       if (page.length === 0) break
       after = page[page.length - 1]!.id
       const selected = page.filter((m) => {
-        if ((request.topic !== undefined && m.topic !== request.topic) || (request.key !== undefined && m.key !== request.key))
+        if (
+          (request.topic !== undefined && m.topic !== request.topic) ||
+          (request.key !== undefined && m.key !== request.key)
+        )
           return false
         if (m.invalid !== undefined) invalid++
         return m.invalid === undefined
