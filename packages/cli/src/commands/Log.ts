@@ -130,7 +130,13 @@ export interface SlotReport {
   readonly held: number
 }
 
-const slotReport = (options: { readonly slot: string; readonly schema: string; readonly tablePrefix: string }) =>
+/**
+ * The slot's gauges, the relay's saved progress and the quarantine's open counts.
+ *
+ * @since 0.5.0
+ * @category operations
+ */
+export const slotReport = (options: { readonly slot: string; readonly schema: string; readonly tablePrefix: string }) =>
   Effect.gen(function* () {
     const gauges = yield* PgLogGauges.sample(options.slot)
     const sql = yield* SqlClient.SqlClient
