@@ -234,6 +234,30 @@ describe("effect-outbox log republish", () => {
       assert.deepStrictEqual(yield* f.onTopic(a), [a1.id, a3.id, a1.id, a2.id, a3.id])
       assert.deepStrictEqual(yield* f.onTopic(b), [])
 
+      // A topic the broker does not have (automatic creation off): refused, said, audited.
+      const lost = yield* f.write(`cli-repub-missing-${suffix()}`, "k9")
+      const refused = yield* f.cli(
+        "log",
+        "republish",
+        "--from",
+        new Date(lost.createdAt - 1000).toISOString(),
+        "--to",
+        new Date(lost.createdAt + 1000).toISOString(),
+        "--key",
+        "k9",
+        "--brokers",
+        brokers,
+        "--operator",
+        "ana",
+        "--execute"
+      )
+      assert.isFalse(refused.ok)
+      assert.include(refused.err, `the broker refused 1 event(s), the first ${lost.id}`)
+      assert.isTrue(
+        f.audit.some((l) => l.startsWith("AUDIT outbox log republish by ana: 0 event(s)") && l.includes("stopped")),
+        f.audit.join("\n")
+      )
+
       const backwards = yield* f.cli("log", "republish", "--from", to.toISOString(), "--to", from.toISOString())
       assert.isFalse(backwards.ok)
       assert.include(backwards.err, "--from must be before --to")

@@ -143,15 +143,13 @@ export const republish = (config: RootConfig, request: RepublishRequest) =>
       return yield* walk(config, request, (page) =>
         Effect.gen(function* () {
           const outcomes = yield* publisher.publish(page.map(toRequest))
+          published += outcomes.filter(Result.isSuccess).length
           const failed = outcomes.findIndex(Result.isFailure)
-          if (failed < 0) {
-            published += page.length
-            return
-          }
-          published += failed
+          if (failed < 0) return
+          const refused = outcomes.filter(Result.isFailure).length
           const error = (outcomes[failed] as Result.Failure<unknown, { readonly message: string }>).failure
           return yield* new Operations.OperatorError({
-            reason: `the broker refused event ${page[failed]!.id} (${error.message}); ${published} event(s) were republished before it`
+            reason: `the broker refused ${refused} event(s), the first ${page[failed]!.id} (${error.message}); ${published} event(s) were republished; nothing after this page was sent`
           })
         })
       )
