@@ -145,6 +145,7 @@ describe("effect-outbox log inspect", () => {
       const missing = yield* withoutBrokerEnv(inspect(randomUUID()))
       assert.isTrue(missing.ok, missing.err)
       assert.include(missing.out, "committed: no")
+      assert.include(missing.out, "published: unknown (the event table holds no such event")
       const bad = yield* inspect("not-an-id")
       assert.isFalse(bad.ok)
       assert.include(bad.err, "is not an event id")

@@ -90,7 +90,10 @@ const fromQuarantine = (status: string) =>
       }
     : status === "RETRYING"
       ? { answer: "not published" as const, because: "the quarantine holds it; the relay is retrying it" }
-      : { answer: "not published" as const, because: `the quarantine holds it (${status}); the relay never sent it` }
+      : {
+          answer: "not published" as const,
+          because: `the quarantine holds it (${status}): the broker never acknowledged it`
+        }
 
 // The event table keeps no commit position per row, and the relay's progress is a commit position:
 // the database alone cannot place an event before or after it. The broker can.
@@ -133,7 +136,10 @@ const describe = (id: EventId, row: Row, slot: string) => {
     quarantine !== null
       ? fromQuarantine(quarantine.status)
       : row.record === null
-        ? { answer: "not published" as const, because: "the event table holds no such event" }
+        ? {
+            answer: "unknown" as const,
+            because: "the event table holds no such event, so there is no topic to ask the broker about"
+          }
         : invalid !== undefined
           ? { answer: "not published" as const, because: `the relay never publishes an invalid event (${invalid})` }
           : withoutBroker(row, slot)
