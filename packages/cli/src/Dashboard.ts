@@ -20,6 +20,7 @@ import * as Layer from "effect/Layer"
 import * as Guard from "./DashboardGuard.ts"
 import * as Html from "./DashboardHtml.ts"
 import * as DeadLetters from "./internal/dashboard/deadLetters.ts"
+import * as Log from "./internal/dashboard/log.ts"
 import * as Overview from "./internal/dashboard/overview.ts"
 import * as Repairs from "./internal/dashboard/repairs.ts"
 import * as Shared from "./internal/dashboard/shared.ts"
@@ -45,6 +46,8 @@ export interface Options {
   readonly window?: Duration.Input | undefined
   /** How long the overview waits for the broker before showing it as unavailable (default 5 s). */
   readonly brokerTimeout?: Duration.Input | undefined
+  /** The log relay's slot the `/log` page shows (default `effect_outbox_log`). */
+  readonly logSlot?: string | undefined
 }
 
 /**
@@ -87,7 +90,13 @@ export const routes = (options: Options = {}) =>
           })
         )
       ]
-      const list = [...overview.routes, ...DeadLetters.routes(ctx), ...Repairs.routes(ctx), ...assets]
+      const list = [
+        ...overview.routes,
+        ...DeadLetters.routes(ctx),
+        ...Repairs.routes(ctx),
+        ...Log.routes(ctx, options.logSlot ?? "effect_outbox_log"),
+        ...assets
+      ]
       return Layer.merge(HttpRouter.addAll(list, base === "" ? {} : { prefix: base }), overview.sampler)
     })
   )

@@ -60,7 +60,7 @@ export const page = (options: {
 <script src="${options.base}/assets/dashboard.js" defer></script>
 </head><body data-base="${escapeHtml(options.base)}">
 <header><strong>effect-outbox</strong>
-<nav><a href="${options.base}/">Overview</a><a href="${options.base}/dead-letters">Dead letters</a>${options.readOnly ? "" : `<a href="${options.base}/repairs">Repairs</a>`}</nav>
+<nav><a href="${options.base}/">Overview</a><a href="${options.base}/dead-letters">Dead letters</a><a href="${options.base}/log">Log engine</a>${options.readOnly ? "" : `<a href="${options.base}/repairs">Repairs</a>`}</nav>
 <span id="live" class="live" title="live updates">static</span></header>
 ${options.readOnly ? `<p class="banner" role="status">Read-only: repairs and replays are disabled.</p>` : ""}
 <main>${options.body}</main></body></html>`

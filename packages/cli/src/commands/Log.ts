@@ -13,6 +13,8 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as SqlClient from "effect/sql/SqlClient"
 import * as Operations from "../Operations.ts"
+import { makeInspect } from "./LogInspect.ts"
+import { republishCommand } from "./LogRepublish.ts"
 import { root, selectionFlags, userError, withDatabase } from "./Root.ts"
 
 const slot = Flag.String("slot").pipe(
@@ -128,7 +130,13 @@ export interface SlotReport {
   readonly held: number
 }
 
-const slotReport = (options: { readonly slot: string; readonly schema: string; readonly tablePrefix: string }) =>
+/**
+ * The slot's gauges, the relay's saved progress and the quarantine's open counts.
+ *
+ * @since 0.5.0
+ * @category operations
+ */
+export const slotReport = (options: { readonly slot: string; readonly schema: string; readonly tablePrefix: string }) =>
   Effect.gen(function* () {
     const gauges = yield* PgLogGauges.sample(options.slot)
     const sql = yield* SqlClient.SqlClient
@@ -179,9 +187,11 @@ const slotCommand = Command.make("slot", { slot }, (input) =>
  * @category commands
  */
 export const log = Command.make("log").pipe(
-  Command.withDescription("the log engine: slot, quarantine"),
+  Command.withDescription("the log engine: slot, quarantine, inspect an event, republish a range"),
   Command.withSubcommands([
     slotCommand,
+    makeInspect(slot),
+    republishCommand,
     Command.make("quarantine").pipe(
       Command.withDescription("events the log relay moved aside: list, retry, skip"),
       Command.withSubcommands([list, retry, skip])

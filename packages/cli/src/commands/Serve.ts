@@ -3,6 +3,7 @@
  *
  * @since 0.4.0
  */
+import * as Config from "effect/Config"
 import * as Console from "effect/Console"
 import { Command, Flag } from "effect/cli"
 import * as Effect from "effect/Effect"
@@ -44,6 +45,11 @@ export const dashboard = Command.make(
     groups: Flag.String("group").pipe(
       Flag.withDescription("a consumer group whose lag to show (repeatable)"),
       Flag.between(0, 100)
+    ),
+    logSlot: Flag.String("log-slot").pipe(
+      Flag.withDescription("the log relay's slot the log page shows (default: $OUTBOX_LOG_SLOT or effect_outbox_log)"),
+      Flag.withFallbackConfig(Config.String("OUTBOX_LOG_SLOT")),
+      Flag.withDefault("effect_outbox_log")
     )
   },
   (input) =>
@@ -54,7 +60,8 @@ export const dashboard = Command.make(
         port: input.port,
         token: Option.getOrUndefined(Option.map(input.token, Redacted.value)),
         readOnly: input.readOnly,
-        groups: input.groups
+        groups: input.groups,
+        logSlot: input.logSlot
       }
       // An unsafe address is refused before any connection is made.
       const unsafe = DashboardGuard.validate({ host: options.host, token: options.token, readOnly: options.readOnly })
