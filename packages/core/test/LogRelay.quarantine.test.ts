@@ -56,7 +56,7 @@ const memoryQuarantine = () => {
   return { entries, store }
 }
 
-const run = (withQuarantine: boolean) =>
+const run = (withQuarantine: boolean, missingTopicTx = false) =>
   Effect.gen(function* () {
     const log = yield* InMemoryLog.make
     const broker = yield* InMemoryBroker.make({ topics: { orders: 3 } })
@@ -74,6 +74,18 @@ const run = (withQuarantine: boolean) =>
       const tx = [0, 1, 2].map((j) =>
         event(["a", "b", "c"][(i + j) % 3]!, i + j, i + j === 9 ? "bad metadata" : undefined)
       )
+      yield* log.commit(tx)
+      committed.push(...tx)
+    }
+    if (missingTopicTx) {
+      // One transaction with two events of key x for a topic the broker does not have, between
+      // events of other keys: both are refused in the same send.
+      const tx = [
+        event("b", 30),
+        { ...event("x", 31), topic: "missing" },
+        event("c", 32),
+        { ...event("x", 33), topic: "missing" }
+      ]
       yield* log.commit(tx)
       committed.push(...tx)
     }
@@ -107,6 +119,20 @@ describe("LogRelay quarantine", () => {
         published,
         others.map((m) => m.id)
       )
+    })
+  )
+
+  it.live("two events of one key refused in one send: the first is quarantined, the second held behind it", () =>
+    Effect.gen(function* () {
+      const { committed, entries, positions, published } = yield* run(true, true)
+      const [first, second] = committed.filter((m) => m.topic === "missing")
+      assert.strictEqual(positions.confirmed, positions.committed)
+      const refused = entries.filter((e) => e.message.topic === "missing").map((e) => [e.message.id, e.status])
+      assert.deepStrictEqual(refused, [
+        [first!.id, "QUARANTINED"],
+        [second!.id, "HELD"]
+      ])
+      assert.include(published, committed.at(-2)!.id)
     })
   )
 

@@ -81,11 +81,22 @@ export const make = (lease: LogLease, every: number): Effect.Effect<Gate, LogSou
 
     const refused: Gate["refused"] = (sent, outcomes, position) => {
       const out: Array<QuarantineEntry> = []
+      // Several events of one key can be refused in one send: the first is quarantined, the
+      // later ones wait behind it (HELD), as they would have had they come in a later window.
+      const refusedKeys = new Set<string>()
       outcomes.forEach((outcome, i) => {
         if (Result.isSuccess(outcome)) return
         const message = sent[i]!
+        const k = message.key === null ? undefined : keyOf(message.topic, message.key)
+        if (k !== undefined && refusedKeys.has(k)) {
+          out.push({ message, position, status: "HELD", reason: "behind an earlier event of its key" })
+          return
+        }
         out.push({ message, position, status: "QUARANTINED", reason: outcome.failure.message })
-        if (message.key !== null) blocked.add(keyOf(message.topic, message.key))
+        if (k !== undefined) {
+          refusedKeys.add(k)
+          blocked.add(k)
+        }
       })
       return out
     }
