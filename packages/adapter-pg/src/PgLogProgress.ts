@@ -13,14 +13,18 @@
  *
  * @since 0.3.0
  */
-import { LogSource, LogSourceError } from "@effect-outbox/core/LogSource"
+import { type LogBackstop, LogSource, LogSourceError } from "@effect-outbox/core/LogSource"
+import * as Clock from "effect/Clock"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as SqlClient from "effect/sql/SqlClient"
 import type { SqlError } from "effect/sql/SqlError"
 import { fromSqlError } from "./internal/errors.ts"
+import * as LogGap from "./internal/logGap.ts"
 import * as LogProgress from "./internal/logProgress.ts"
+import * as PgLogSource from "./PgLogSource.ts"
 import * as PgTables from "./PgTables.ts"
 
 /**
@@ -34,6 +38,12 @@ export interface Options {
   readonly schema?: string | undefined
   /** Default `outbox_`. */
   readonly tablePrefix?: string | undefined
+  /**
+   * A re-created slot's gap is read back from the event table from the newest published event's
+   * enqueue time less this: longer than a transaction stays open after taking its ids, plus the
+   * writers' clock skew. Default 5 minutes (retention's `sealAfter` rests on the same bound).
+   */
+  readonly gapMargin?: Duration.Input | undefined
 }
 
 const failed = (operation: string) => (error: { readonly message: string }) =>
@@ -65,9 +75,9 @@ export const make = (options: Options = {}) =>
         Effect.mapError(sqlFailed("log.progress.read")),
         Effect.withSpan("pg.log.progress.read", undefined, { captureStackTrace: false })
       ),
-      save: (upTo: string) =>
+      save: (upTo: string, newest?: string) =>
         sql
-          .unsafe(save, [slot, upTo])
+          .unsafe(save, [slot, upTo, newest ?? null])
           .pipe(
             Effect.asVoid,
             Effect.mapError(sqlFailed("log.progress.save")),
@@ -78,7 +88,40 @@ export const make = (options: Options = {}) =>
   })
 
 /**
- * Gives every lease of the `LogSource` in context this slot's durable progress.
+ * The event table as the backstop of a re-created slot (`LogLease.backstop`): the gap the setup
+ * step marked when it created the slot, read back by time.
+ *
+ * @since 0.5.0
+ * @category constructors
+ */
+export const backstop = (options: Options = {}) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const slot = options.slot ?? "effect_outbox_log"
+    const tables = yield* PgTables.make(options).pipe(Effect.mapError(failed("log.gap.options")))
+    const table = LogProgress.progressTable(tables)
+    const margin = Duration.toMillis(Duration.fromInputUnsafe(options.gapMargin ?? "5 minutes"))
+    const gapSql = LogGap.gapSql(table)
+    const closeSql = LogGap.closeSql(table)
+    const backstop: LogBackstop = {
+      gap: Effect.gen(function* () {
+        const rows = yield* sql.unsafe<{ start: string; last_id: string | null }>(gapSql, [slot]).withoutTransform
+        if (rows[0] === undefined) return null
+        return LogGap.gapOf(rows[0], yield* Clock.currentTimeMillis, margin)
+      }).pipe(Effect.mapError(sqlFailed("log.gap.read"))),
+      read: (gap, after, limit) =>
+        PgLogSource.readTable({ ...options, from: gap.from, to: gap.to, after, limit }).pipe(
+          Effect.provideService(SqlClient.SqlClient, sql)
+        ),
+      close: (gap) =>
+        sql.unsafe(closeSql, [slot, gap.start]).pipe(Effect.asVoid, Effect.mapError(sqlFailed("log.gap.close")))
+    }
+    return backstop
+  })
+
+/**
+ * Gives every lease of the `LogSource` in context this slot's durable progress, and the event
+ * table as the backstop of a re-created slot.
  *
  * @since 0.3.0
  * @category layers
@@ -88,11 +131,12 @@ export const layer = (options: Options = {}): Layer.Layer<LogSource, LogSourceEr
     Effect.gen(function* () {
       const source = yield* LogSource
       const progress = yield* make(options)
+      const gaps = yield* backstop(options)
       return LogSource.of({
         ...source,
         acquire: Effect.map(
           source.acquire,
-          Option.map((lease) => ({ ...lease, progress }))
+          Option.map((lease) => ({ ...lease, progress, backstop: gaps }))
         )
       })
     })

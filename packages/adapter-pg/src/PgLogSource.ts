@@ -40,7 +40,9 @@ import * as SqlClient from "effect/sql/SqlClient"
 import type * as SqlConnection from "effect/sql/SqlConnection"
 import { fromSqlError, sqlState } from "./internal/errors.ts"
 import * as LeaseLock from "./internal/leaseLock.ts"
+import * as LogGap from "./internal/logGap.ts"
 import * as LogInsert from "./internal/logInsert.ts"
+import * as LogProgress from "./internal/logProgress.ts"
 import * as LogReader from "./internal/logReader.ts"
 import * as LogSetup from "./internal/logSetup.ts"
 import * as LogStream from "./internal/logStream.ts"
@@ -250,7 +252,13 @@ export const ensureSlot = (options: Options = {}): Effect.Effect<void, LogSource
   Effect.gen(function* () {
     const { slot, tables } = yield* resolve(options)
     const sql = yield* SqlClient.SqlClient
-    yield* LogSetup.ensure(poolExec(sql), slot, tables)
+    const created = yield* LogSetup.ensure(poolExec(sql), slot, tables)
+    // A slot created for a relay that published before: its gap is for the relay to read back.
+    if (created !== undefined) {
+      yield* LogGap.mark(poolExec(sql), LogProgress.progressTable(tables), slot, created).pipe(
+        Effect.mapError(logError("log.ensureSlot"))
+      )
+    }
   })
 
 /**
