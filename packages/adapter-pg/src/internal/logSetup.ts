@@ -100,8 +100,8 @@ export const slotMissing = (slot: string, operation = "log.acquire"): LogSourceE
     reason:
       `replication slot ${slot} does not exist, and the relay never creates one (events committed while there ` +
       `was none are not in a new slot's WAL). Create it with PgLogSource.ensureSlot({ slot: "${slot}" }) ` +
-      `(or PgLogOutbox.layer, whose setup runs it), then republish what was committed meanwhile from the event ` +
-      `table (docs/log-relay.md, "A lost slot")`,
+      `(or PgLogOutbox.setup / PgLogOutbox.layer, which run it): the relay then reads what was committed meanwhile ` +
+      `back from the event table and publishes it first (docs/log-relay.md, "A lost slot")`,
     retriable: false
   })
   missing.add(error)
