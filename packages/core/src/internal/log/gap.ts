@@ -27,7 +27,10 @@ export interface Filled {
 
 const none: Filled = { skip: (entries) => entries }
 
-const iso = (millis: number) => new Date(millis).toISOString()
+const iso = (millis: number) => {
+  const date = new Date(millis)
+  return Number.isNaN(date.getTime()) ? `${millis} ms` : date.toISOString()
+}
 
 /** Says at ERROR which events are read again and why. */
 const announce = (gap: LogGap) =>
