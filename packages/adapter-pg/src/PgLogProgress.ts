@@ -5,6 +5,10 @@
  * window and before the slot's confirm. A server restart rewinds a slot to its last saved
  * position; the windows it then gives again are confirmed without being re-sent.
  *
+ * The row also keeps the newest published event id (migration 11). When the setup step re-creates
+ * the slot it marks the row, and the relay's next lease reads the gap (the events the new slot
+ * starts past) back from the event table (`backstop`) before it reads the slot.
+ *
  * `PgLogOutbox.layer` includes it. On its own it decorates a `LogSource` in context:
  *
  * ```ts

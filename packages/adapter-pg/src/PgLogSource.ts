@@ -243,7 +243,8 @@ const poolExec =
  * anything else. Needs a role that owns the event table (for the publication) and has
  * `REPLICATION` (for the slot): the operator's, not the writer's or the relay's. Events
  * committed before the slot exists are in the table but not in the slot: run it before the
- * first enqueue (`PgLogOutbox.layer` does, unless `setup: false`).
+ * first enqueue (`PgLogOutbox.layer` does, unless `setup: false`). Re-creating the slot of an
+ * outbox whose relay has progress marks the gap there: the relay reads it back from the table.
  *
  * @since 0.3.0
  * @category setup
