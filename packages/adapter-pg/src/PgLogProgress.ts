@@ -18,7 +18,6 @@
  * @since 0.3.0
  */
 import { type LogBackstop, LogSource, LogSourceError } from "@effect-outbox/core/LogSource"
-import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -28,7 +27,7 @@ import type { SqlError } from "effect/sql/SqlError"
 import { fromSqlError } from "./internal/errors.ts"
 import * as LogGap from "./internal/logGap.ts"
 import * as LogProgress from "./internal/logProgress.ts"
-import * as PgLogSource from "./PgLogSource.ts"
+import type { Exec } from "./internal/logSetup.ts"
 import * as PgTables from "./PgTables.ts"
 
 /**
@@ -108,15 +107,21 @@ export const backstop = (options: Options = {}) =>
     const gapSql = LogGap.gapSql(table)
     const closeSql = LogGap.closeSql(table)
     const backstop: LogBackstop = {
-      gap: Effect.gen(function* () {
-        const rows = yield* sql.unsafe<{ start: string; last_id: string | null }>(gapSql, [slot]).withoutTransform
-        if (rows[0] === undefined) return null
-        return LogGap.gapOf(rows[0], yield* Clock.currentTimeMillis, margin)
-      }).pipe(Effect.mapError(sqlFailed("log.gap.read"))),
-      read: (gap, after, limit) =>
-        PgLogSource.readTable({ ...options, from: gap.from, to: gap.to, after, limit }).pipe(
-          Effect.provideService(SqlClient.SqlClient, sql)
-        ),
+      gap: sql.unsafe<LogGap.GapRow>(gapSql, [slot]).withoutTransform.pipe(
+        Effect.map((rows) => (rows[0] === undefined ? null : LogGap.gapOf(rows[0], margin))),
+        Effect.mapError(sqlFailed("log.gap.read"))
+      ),
+      // One read-only snapshot for the whole gap, on a connection of its own for the scope.
+      open: (gap) =>
+        Effect.gen(function* () {
+          const connection = yield* sql.reserve
+          const exec: Exec = (text, params) => connection.execute(text, params, undefined)
+          yield* exec("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", [])
+          yield* Effect.addFinalizer(() => Effect.ignore(exec("ROLLBACK", [])))
+          yield* exec("SELECT 1", []) // the snapshot is taken here, at the transaction's first query
+          return (after: string | undefined, limit: number) =>
+            LogGap.readPage(exec, tables.logEvent, gap, after, limit).pipe(Effect.mapError(sqlFailed("log.gap.read")))
+        }).pipe(Effect.mapError(sqlFailed("log.gap.open"))),
       close: (gap) =>
         sql.unsafe(closeSql, [slot, gap.start]).pipe(Effect.asVoid, Effect.mapError(sqlFailed("log.gap.close")))
     }

@@ -432,7 +432,12 @@ export const readTable = (
         `SELECT id::text AS id, record FROM ${tables.logEvent}
           WHERE id >= $1::uuid AND id < $2::uuid AND ($3::uuid IS NULL OR id > $3::uuid)
           ORDER BY id LIMIT $4::int4`,
-        [LogTable.idFloor(range.from), LogTable.idFloor(range.to), range.after ?? null, range.limit ?? 1_000]
+        [
+          LogTable.idFloor(Math.floor(range.from)),
+          LogTable.idFloor(Math.ceil(range.to)),
+          range.after ?? null,
+          range.limit ?? 1_000
+        ]
       )
       .withoutTransform.pipe(Effect.mapError(logError("log.readTable")))
     return rows.map((row) => Pgoutput.event(row.id as EventId, row.record))

@@ -23,9 +23,9 @@ const dropAfter = (schema: string) =>
     ).pipe(Effect.ignore)
   )
 
-/** A UUIDv7 of epoch millis `ms`. */
-const idAt = (ms: number): EventId => {
-  const b = randomBytes(16)
+/** A UUIDv7 of epoch millis `ms` (its random part all `fill` when given). */
+const idAt = (ms: number, fill?: number): EventId => {
+  const b = fill === undefined ? randomBytes(16) : Buffer.alloc(16, fill)
   b.writeUIntBE(ms, 0, 6)
   b[6] = (b[6]! & 0x0f) | 0x70
   b[8] = (b[8]! & 0x3f) | 0x80
@@ -73,29 +73,40 @@ describe("PgLogProgress: the gap of a re-created slot", () => {
       assert.strictEqual(gap!.start, "0/200")
       assert.strictEqual(gap!.after, newest)
       assert.strictEqual(gap!.from, now - 500 - 1_000)
+      // To the slot's creation (the mark's time) plus the margin: later enqueues are the slot's.
       assert.isAtLeast(gap!.to, now + 1_000)
+      assert.isAtMost(gap!.to, Date.now() + 1_001)
 
-      // Before the margin: not in the gap. In it: read back in id order, a page at a time.
+      // Before the margin: not in the gap. In it: read back a page at a time, in the order written.
       const before = idAt(now - 3_000)
       const late = idAt(now - 1_200) // enqueued before the newest published, committed after it
-      const after = [idAt(now + 100), idAt(now + 200)]
-      for (const id of [before, late, ...after]) {
+      // Two transactions in one millisecond: the first's id sorts after the second's.
+      const sameMs = [idAt(now + 100, 0xee), idAt(now + 100, 0x11)]
+      const last = idAt(now + 200)
+      for (const id of [before, late, ...sameMs, last]) {
         yield* sql.unsafe(`INSERT INTO "${schema}".outbox_log_event (id, record) VALUES ($1::uuid, $2::bytea)`, [
           id,
           record(id)
         ])
       }
-      const first = yield* backstop.read(gap!, undefined, 2)
-      assert.deepStrictEqual(
-        first.map((m) => m.id),
-        [late, after[0]]
-      )
-      assert.isTrue(first.every((m) => m.invalid === undefined))
-      const second = yield* backstop.read(gap!, first[1]!.id, 2)
-      assert.deepStrictEqual(
-        second.map((m) => m.id),
-        [after[1]]
-      )
+      const pages: Array<ReadonlyArray<string>> = []
+      let cursor: string | undefined
+      const read = yield* backstop.open(gap!)
+      // Committed after the gap was opened: not in its snapshot (the slot gives it).
+      const committedLater = idAt(now + 150)
+      yield* sql.unsafe(`INSERT INTO "${schema}".outbox_log_event (id, record) VALUES ($1::uuid, $2::bytea)`, [
+        committedLater,
+        record(committedLater)
+      ])
+      for (let more = true; more; ) {
+        const page = yield* read(cursor, 2)
+        assert.isTrue(page.events.every((m) => m.invalid === undefined))
+        pages.push(page.events.map((m) => m.id))
+        for (const m of page.events) if (cursor === undefined || m.id > cursor) cursor = m.id
+        more = page.more
+      }
+      // A full page leaves its last millisecond to the next, which reads it whole, in write order.
+      assert.deepStrictEqual(pages, [[late], [...sameMs], [last]])
 
       // A newer mark (the slot created again meanwhile) survives closing the older gap.
       yield* LogGap.mark(exec, table, "a", "0/300")

@@ -99,6 +99,19 @@ export interface LogGap {
 }
 
 /**
+ * Reads an open gap: a page of its events with ids above `after` (the highest id of the previous
+ * page), at most `limit`, in the order they were written as far as the backstop can tell; `more`
+ * when the gap goes on past the page.
+ *
+ * @since 0.5.0
+ * @category models
+ */
+export type LogGapReader = (
+  after: string | undefined,
+  limit: number
+) => Effect.Effect<{ readonly events: ReadonlyArray<LogMessage>; readonly more: boolean }, LogSourceError>
+
+/**
  * The log's backstop: the events kept where the relay can read them again (on PostgreSQL, the
  * event table), for a log that lost some of them.
  *
@@ -108,12 +121,12 @@ export interface LogGap {
 export interface LogBackstop {
   /** The gap left by a re-created log, or `null` when there is none. */
   readonly gap: Effect.Effect<LogGap | null, LogSourceError>
-  /** Events of the gap in id order after `after` (the last of the previous page), at most `limit`. */
-  readonly read: (
-    gap: LogGap,
-    after: string | undefined,
-    limit: number
-  ) => Effect.Effect<ReadonlyArray<LogMessage>, LogSourceError>
+  /**
+   * Opens the gap for reading, for the scope: every page is read from one snapshot of the
+   * backstop, so of each key it gives the events committed up to one moment and the log gives the
+   * rest (never a later event without an earlier one).
+   */
+  readonly open: (gap: LogGap) => Effect.Effect<LogGapReader, LogSourceError, Scope.Scope>
   /** Records that the gap is on the broker: it is not read again. */
   readonly close: (gap: LogGap) => Effect.Effect<void, LogSourceError>
 }

@@ -88,14 +88,14 @@ const recreatableLog = (margin: number) => {
       },
       backstop: {
         gap: Effect.sync(() => gap),
-        read: (g, after, limit) =>
-          Effect.sync(() => {
-            const from = g.after === null ? 0 : Math.max(0, table.findIndex((m) => m.id === g.after) - margin)
-            return table
-              .slice(from)
-              .filter((m) => after === undefined || m.id > after)
-              .slice(0, limit)
-          }),
+        open: (g) =>
+          Effect.succeed((after: string | undefined, limit: number) =>
+            Effect.sync(() => {
+              const from = g.after === null ? 0 : Math.max(0, table.findIndex((m) => m.id === g.after) - margin)
+              const rest = table.slice(from).filter((m) => after === undefined || m.id > after)
+              return { events: rest.slice(0, limit), more: rest.length > limit }
+            })
+          ),
         close: (g) =>
           Effect.sync(() => {
             if (gap === g) gap = null

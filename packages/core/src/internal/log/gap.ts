@@ -1,8 +1,8 @@
 /**
  * The gap of a re-created log: a new PostgreSQL slot starts at the current end of the WAL, past
  * the events committed since the relay last published. Before the drain reads the new log, the
- * relay reads those events back from the backstop (`LogLease.backstop`, the event table) in id
- * order, probes the broker for each page (some may have landed before the log was lost) and
+ * relay reads those events back from the backstop (`LogLease.backstop`, the event table) in the
+ * order they were written, probes the broker for each page (some may have landed before the log was lost) and
  * sends the rest. The log may give some of them again (those committed after its new start but
  * inside the gap's bounds): they are skipped by id, so each is published once and every event of
  * the gap goes before anything the new log yields.
@@ -10,7 +10,8 @@
 import * as Effect from "effect/Effect"
 import * as Metric from "effect/Metric"
 import type { LogMessage } from "../../LogRecord.ts"
-import type { LogGap, LogLease, LogSourceError } from "../../LogSource.ts"
+import type * as Scope from "effect/Scope"
+import type { LogGap, LogGapReader, LogLease, LogSourceError } from "../../LogSource.ts"
 import type * as Publish from "./publish.ts"
 import * as Quarantine from "./quarantine.ts"
 
@@ -58,25 +59,42 @@ export const fill = (
     const gap = yield* backstop.gap
     if (gap === null) return none
     yield* announce(gap)
+    const covered = yield* Effect.scoped(publishGap(backstop.open(gap), gap, publish, gate, page))
+    yield* backstop.close(gap)
+    return covered.size === 0 ? none : { skip: (entries) => entries.filter((m) => !covered.has(m.id)) }
+  })
+
+/** Publishes every page of the gap; the ids it covered. */
+const publishGap = (
+  open: Effect.Effect<LogGapReader, LogSourceError, Scope.Scope>,
+  gap: LogGap,
+  publish: ReturnType<typeof Publish.make>,
+  gate: Quarantine.Gate,
+  page: number
+) =>
+  Effect.gen(function* () {
+    const read = yield* open
     const covered = new Set<string>()
     let after: string | undefined
-    let read = 0
+    let count = 0
     while (true) {
-      const events = yield* backstop.read(gap, after, page)
-      if (events.length === 0) break
-      // Every page probed: events before the loss may be on the broker already.
-      const sent = yield* publish(events, gap.start, true)
-      if (sent === false) continue
-      yield* gate.put(Quarantine.inLogOrder(events, sent.aside))
-      for (const m of events) covered.add(m.id)
-      read += events.length
-      yield* Metric.update(gapEvents, events.length)
-      after = events[events.length - 1]!.id
-      if (events.length < page) break
+      const { events, more } = yield* read(after, page)
+      if (events.length > 0) {
+        // Every page probed: events before the loss may be on the broker already.
+        const sent = yield* publish(events, gap.start, true)
+        if (sent === false) continue
+        yield* gate.put(Quarantine.inLogOrder(events, sent.aside))
+        for (const m of events) {
+          covered.add(m.id)
+          if (after === undefined || m.id > after) after = m.id
+        }
+        count += events.length
+        yield* Metric.update(gapEvents, events.length)
+      }
+      if (!more) break
     }
-    yield* backstop.close(gap)
     yield* Effect.logError(
-      `log relay: the gap of the re-created log is closed: ${read} events read back from ${iso(gap.from)} to ${iso(gap.to)}, each on the broker now (those it already had were not re-sent)`
+      `log relay: the gap of the re-created log is published: ${count} events read back from ${iso(gap.from)} to ${iso(gap.to)}, each on the broker now (those it already had were not re-sent)`
     )
-    return covered.size === 0 ? none : { skip: (entries) => entries.filter((m) => !covered.has(m.id)) }
+    return covered
   })
