@@ -9,8 +9,8 @@
  */
 import * as Effect from "effect/Effect"
 import * as Metric from "effect/Metric"
-import type { LogMessage } from "../../LogRecord.ts"
 import type * as Scope from "effect/Scope"
+import type { LogMessage } from "../../LogRecord.ts"
 import type { LogGap, LogGapReader, LogLease, LogSourceError } from "../../LogSource.ts"
 import type * as Publish from "./publish.ts"
 import * as Quarantine from "./quarantine.ts"
