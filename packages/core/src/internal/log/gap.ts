@@ -59,7 +59,7 @@ export const fill = (
     const gap = yield* backstop.gap
     if (gap === null) return none
     yield* announce(gap)
-    const covered = yield* Effect.scoped(publishGap(backstop.open(gap), gap, publish, gate, page))
+    const covered = yield* Effect.scoped(publishGap(backstop.open(gap), gap, publish, gate, page, lease.fence))
     yield* backstop.close(gap)
     return covered.size === 0 ? none : { skip: (entries) => entries.filter((m) => !covered.has(m.id)) }
   })
@@ -70,7 +70,8 @@ const publishGap = (
   gap: LogGap,
   publish: ReturnType<typeof Publish.make>,
   gate: Quarantine.Gate,
-  page: number
+  page: number,
+  fence: LogLease["fence"]
 ) =>
   Effect.gen(function* () {
     const read = yield* open
@@ -80,7 +81,9 @@ const publishGap = (
     while (true) {
       const { events, more } = yield* read(after, page)
       if (events.length > 0) {
-        // Every page probed: events before the loss may be on the broker already.
+        // Still the holder (as before each window of the log)? Then every page probed: events
+        // before the loss may be on the broker already.
+        if (fence !== undefined) yield* fence
         const sent = yield* publish(events, gap.start, true)
         if (sent === false) continue
         yield* gate.put(Quarantine.inLogOrder(events, sent.aside))
