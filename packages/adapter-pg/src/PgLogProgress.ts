@@ -5,6 +5,10 @@
  * window and before the slot's confirm. A server restart rewinds a slot to its last saved
  * position; the windows it then gives again are confirmed without being re-sent.
  *
+ * The row also keeps the newest published event id (migration 11). When the setup step re-creates
+ * the slot it marks the row, and the relay's next lease reads the gap (the events the new slot
+ * starts past) back from the event table (`backstop`) before it reads the slot.
+ *
  * `PgLogOutbox.layer` includes it. On its own it decorates a `LogSource` in context:
  *
  * ```ts
@@ -13,14 +17,17 @@
  *
  * @since 0.3.0
  */
-import { LogSource, LogSourceError } from "@effect-outbox/core/LogSource"
+import { type LogBackstop, LogSource, LogSourceError } from "@effect-outbox/core/LogSource"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as SqlClient from "effect/sql/SqlClient"
 import type { SqlError } from "effect/sql/SqlError"
 import { fromSqlError } from "./internal/errors.ts"
+import * as LogGap from "./internal/logGap.ts"
 import * as LogProgress from "./internal/logProgress.ts"
+import type { Exec } from "./internal/logSetup.ts"
 import * as PgTables from "./PgTables.ts"
 
 /**
@@ -34,6 +41,12 @@ export interface Options {
   readonly schema?: string | undefined
   /** Default `outbox_`. */
   readonly tablePrefix?: string | undefined
+  /**
+   * A re-created slot's gap is read back from the event table from the newest published event's
+   * enqueue time less this: longer than a transaction stays open after taking its ids, plus the
+   * writers' clock skew. Default 5 minutes (retention's `sealAfter` rests on the same bound).
+   */
+  readonly gapMargin?: Duration.Input | undefined
 }
 
 const failed = (operation: string) => (error: { readonly message: string }) =>
@@ -65,9 +78,9 @@ export const make = (options: Options = {}) =>
         Effect.mapError(sqlFailed("log.progress.read")),
         Effect.withSpan("pg.log.progress.read", undefined, { captureStackTrace: false })
       ),
-      save: (upTo: string) =>
+      save: (upTo: string, newest?: string) =>
         sql
-          .unsafe(save, [slot, upTo])
+          .unsafe(save, [slot, upTo, newest ?? null])
           .pipe(
             Effect.asVoid,
             Effect.mapError(sqlFailed("log.progress.save")),
@@ -78,7 +91,46 @@ export const make = (options: Options = {}) =>
   })
 
 /**
- * Gives every lease of the `LogSource` in context this slot's durable progress.
+ * The event table as the backstop of a re-created slot (`LogLease.backstop`): the gap the setup
+ * step marked when it created the slot, read back by time.
+ *
+ * @since 0.5.0
+ * @category constructors
+ */
+export const backstop = (options: Options = {}) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const slot = options.slot ?? "effect_outbox_log"
+    const tables = yield* PgTables.make(options).pipe(Effect.mapError(failed("log.gap.options")))
+    const table = LogProgress.progressTable(tables)
+    const margin = Duration.toMillis(Duration.fromInputUnsafe(options.gapMargin ?? "5 minutes"))
+    const gapSql = LogGap.gapSql(table)
+    const closeSql = LogGap.closeSql(table)
+    const backstop: LogBackstop = {
+      gap: sql.unsafe<LogGap.GapRow>(gapSql, [slot]).withoutTransform.pipe(
+        Effect.map((rows) => (rows[0] === undefined ? null : LogGap.gapOf(rows[0], margin))),
+        Effect.mapError(sqlFailed("log.gap.read"))
+      ),
+      // One read-only snapshot for the whole gap, on a connection of its own for the scope.
+      open: (gap) =>
+        Effect.gen(function* () {
+          const connection = yield* sql.reserve
+          const exec: Exec = (text, params) => connection.execute(text, params, undefined)
+          yield* exec("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", [])
+          yield* Effect.addFinalizer(() => Effect.ignore(exec("ROLLBACK", [])))
+          yield* exec("SELECT 1", []) // the snapshot is taken here, at the transaction's first query
+          return (after: string | undefined, limit: number) =>
+            LogGap.readPage(exec, tables.logEvent, gap, after, limit).pipe(Effect.mapError(sqlFailed("log.gap.read")))
+        }).pipe(Effect.mapError(sqlFailed("log.gap.open"))),
+      close: (gap) =>
+        sql.unsafe(closeSql, [slot, gap.start]).pipe(Effect.asVoid, Effect.mapError(sqlFailed("log.gap.close")))
+    }
+    return backstop
+  })
+
+/**
+ * Gives every lease of the `LogSource` in context this slot's durable progress, and the event
+ * table as the backstop of a re-created slot.
  *
  * @since 0.3.0
  * @category layers
@@ -88,11 +140,12 @@ export const layer = (options: Options = {}): Layer.Layer<LogSource, LogSourceEr
     Effect.gen(function* () {
       const source = yield* LogSource
       const progress = yield* make(options)
+      const gaps = yield* backstop(options)
       return LogSource.of({
         ...source,
         acquire: Effect.map(
           source.acquire,
-          Option.map((lease) => ({ ...lease, progress }))
+          Option.map((lease) => ({ ...lease, progress, backstop: gaps }))
         )
       })
     })

@@ -40,7 +40,9 @@ import * as SqlClient from "effect/sql/SqlClient"
 import type * as SqlConnection from "effect/sql/SqlConnection"
 import { fromSqlError, sqlState } from "./internal/errors.ts"
 import * as LeaseLock from "./internal/leaseLock.ts"
+import * as LogGap from "./internal/logGap.ts"
 import * as LogInsert from "./internal/logInsert.ts"
+import * as LogProgress from "./internal/logProgress.ts"
 import * as LogReader from "./internal/logReader.ts"
 import * as LogSetup from "./internal/logSetup.ts"
 import * as LogStream from "./internal/logStream.ts"
@@ -241,7 +243,8 @@ const poolExec =
  * anything else. Needs a role that owns the event table (for the publication) and has
  * `REPLICATION` (for the slot): the operator's, not the writer's or the relay's. Events
  * committed before the slot exists are in the table but not in the slot: run it before the
- * first enqueue (`PgLogOutbox.layer` does, unless `setup: false`).
+ * first enqueue (`PgLogOutbox.layer` does, unless `setup: false`). Re-creating the slot of an
+ * outbox whose relay has progress marks the gap there: the relay reads it back from the table.
  *
  * @since 0.3.0
  * @category setup
@@ -250,7 +253,13 @@ export const ensureSlot = (options: Options = {}): Effect.Effect<void, LogSource
   Effect.gen(function* () {
     const { slot, tables } = yield* resolve(options)
     const sql = yield* SqlClient.SqlClient
-    yield* LogSetup.ensure(poolExec(sql), slot, tables)
+    const created = yield* LogSetup.ensure(poolExec(sql), slot, tables)
+    // A slot created for a relay that published before: its gap is for the relay to read back.
+    if (created !== undefined) {
+      yield* LogGap.mark(poolExec(sql), LogProgress.progressTable(tables), slot, created).pipe(
+        Effect.mapError(logError("log.ensureSlot"))
+      )
+    }
   })
 
 /**
@@ -423,7 +432,12 @@ export const readTable = (
         `SELECT id::text AS id, record FROM ${tables.logEvent}
           WHERE id >= $1::uuid AND id < $2::uuid AND ($3::uuid IS NULL OR id > $3::uuid)
           ORDER BY id LIMIT $4::int4`,
-        [LogTable.idFloor(range.from), LogTable.idFloor(range.to), range.after ?? null, range.limit ?? 1_000]
+        [
+          LogTable.idFloor(Math.floor(range.from)),
+          LogTable.idFloor(Math.ceil(range.to)),
+          range.after ?? null,
+          range.limit ?? 1_000
+        ]
       )
       .withoutTransform.pipe(Effect.mapError(logError("log.readTable")))
     return rows.map((row) => Pgoutput.event(row.id as EventId, row.record))

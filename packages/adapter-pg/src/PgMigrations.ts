@@ -11,7 +11,8 @@ import * as Migrator from "effect/sql/Migrator"
 import * as SqlClient from "effect/sql/SqlClient"
 import { claimFunctionV2 } from "./internal/claimV2.ts"
 import { fromSqlError } from "./internal/errors.ts"
-import { progressMigration } from "./internal/logProgress.ts"
+import { gapMigration } from "./internal/logGap.ts"
+import { progressMigration, progressTable } from "./internal/logProgress.ts"
 import { quarantineMigration } from "./internal/logQuarantine.ts"
 import * as LogTable from "./internal/logTable.ts"
 import { claimFunction, claimFunctionV4, notQueued, statusList, statusListV1 } from "./internal/sql.ts"
@@ -211,7 +212,9 @@ export const migrations = (t: Tables): Record<string, Effect.Effect<void, unknow
     // The log engine's insert-only event table, partitioned by time, and its first partitions.
     "8_log_events": run(LogTable.migration(t)),
     "9_log_progress": run(progressMigration(t)),
-    "10_log_quarantine": run(quarantineMigration(t))
+    "10_log_quarantine": run(quarantineMigration(t)),
+    // The newest published event id and the mark of a re-created slot (its gap is read back).
+    "11_log_gap": run(gapMigration(progressTable(t)))
   }
 }
 

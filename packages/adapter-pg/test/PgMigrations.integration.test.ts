@@ -59,7 +59,8 @@ describe("PgMigrations", () => {
         [7, "lifecycle_group"],
         [8, "log_events"],
         [9, "log_progress"],
-        [10, "log_quarantine"]
+        [10, "log_quarantine"],
+        [11, "log_gap"]
       ])
       const second = yield* PgMigrations.run.pipe(Effect.provideService(PgTables.PgTables, tables))
       assert.deepStrictEqual(second, [])
@@ -103,7 +104,7 @@ describe("PgMigrations", () => {
           .flat()
           .map(([id]) => id)
           .sort((a, b) => a - b),
-        [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
+        [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]
       )
     }).pipe(Effect.scoped, Effect.provide(pgClient(8)))
   )

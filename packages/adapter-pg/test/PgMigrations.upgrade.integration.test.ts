@@ -91,7 +91,8 @@ describe("PgMigrations: 2 -> 4 on a populated table", () => {
         [7, "lifecycle_group"],
         [8, "log_events"],
         [9, "log_progress"],
-        [10, "log_quarantine"]
+        [10, "log_quarantine"],
+        [11, "log_gap"]
       ])
       assert.deepStrictEqual(yield* indexesOf(schema), [
         "outbox_message_dispatching_idx",

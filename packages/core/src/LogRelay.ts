@@ -13,6 +13,9 @@
  * end is saved before the confirm. A log that gives older windows again (a PostgreSQL restart
  * rewinds a slot to its last save) is then confirmed past what the progress covers without a send.
  *
+ * With a backstop (`LogLease.backstop`), a re-created log's gap (the events committed between the
+ * last published one and the new log's start) is read back from it and published first.
+ *
  * With a quarantine (`LogLease.quarantine`), an event the broker refuses for good, or one the log
  * flags invalid, is moved there with the later events of its topic and key, and every other key
  * flows; an operator's retry or skip releases them. Without one, a refused window is retried with
@@ -31,6 +34,7 @@ import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
 import { BrokerProbe } from "./BrokerProbe.ts"
 import * as Jobs from "./internal/jobs.ts"
+import * as Gap from "./internal/log/gap.ts"
 import * as Gauges from "./internal/log/gauges.ts"
 import * as Progress from "./internal/log/progress.ts"
 import * as Publish from "./internal/log/publish.ts"
@@ -135,6 +139,15 @@ export const slotSafeWal = Gauges.safeWal
  * @category metrics
  */
 export const rewindSkipped = Progress.rewindSkipped
+
+/**
+ * Events of a re-created log's gap read back from its backstop (`LogLease.backstop`, the event
+ * table) and published, those the broker already had excepted, before the new log.
+ *
+ * @since 0.5.0
+ * @category metrics
+ */
+export const gapEvents = Gap.gapEvents
 
 /**
  * Events of an unconfirmed window found on the broker by the takeover probe, and so not re-sent.
@@ -275,6 +288,8 @@ const drain = (lease: LogLease, settings: Settings) =>
     const readConfirmed = Effect.suspend(() => lease.read(unsure ? maxWindow : size))
 
     const publish = Publish.make({ publisher, probe, gate, fail, maxWindow, maxProbeFailures, probeConcurrency, skew })
+    // A re-created log's gap, from the backstop, before anything the new log gives.
+    const gap = yield* Gap.fill(lease, publish, gate, maxWindow)
 
     // One window per step, in log order. The next window is read while this one is published
     // (read-ahead), but published only after this one was acked and confirmed: at most one
@@ -293,7 +308,7 @@ const drain = (lease: LogLease, settings: Settings) =>
         }
         const ahead = readAfter === undefined ? undefined : yield* Effect.forkChild(readAfter(window.upTo!, want))
         // A rewound log gives again what the relay's own progress shows published: not re-sent.
-        const fresh = yield* progress.unpublished(window)
+        const fresh = gap.skip(yield* progress.unpublished(window))
         // Still the holder? A relay cut off from the server stops here rather than publish
         // alongside the one that took its place.
         if (fresh.length > 0 && lease.fence !== undefined) yield* lease.fence
@@ -308,7 +323,7 @@ const drain = (lease: LogLease, settings: Settings) =>
         // Everything up to `upTo` is on the broker (or set aside): recorded, and only then may
         // the log forget it.
         if (fresh.length > 0) {
-          yield* progress.save(window.upTo!)
+          yield* progress.save(window.upTo!, fresh)
           unsure = sent.stillUnsure
         }
         yield* lease.confirm(window.upTo!)

@@ -71,10 +71,64 @@ export interface LogGauges {
 export interface LogProgress {
   /** The position last saved (`null` when nothing was saved, or the record is not this log's). */
   readonly published: Effect.Effect<string | null, LogSourceError>
-  /** Records that every event up to `upTo` is on the broker. Never moves the record back. */
-  readonly save: (upTo: string) => Effect.Effect<void, LogSourceError>
+  /**
+   * Records that every event up to `upTo` is on the broker, and `newest`, the highest event id
+   * among them (where a gap in the log starts: see {@link LogBackstop}). Never moves either back.
+   */
+  readonly save: (upTo: string, newest?: string | undefined) => Effect.Effect<void, LogSourceError>
   /** Orders two positions of this log: negative when `a` comes before `b`, 0 when equal. */
   readonly compare: (a: string, b: string) => number
+}
+
+/**
+ * Events the log may not give, because it was re-created (a dropped slot created again, a new
+ * primary after a fail-over): a new PostgreSQL slot starts at the current end of the WAL, past
+ * the events committed since the relay's last published one. `from` and `to` bound, in the
+ * events' own time (epoch millis of their ids), where those events are in the backstop table.
+ *
+ * @since 0.5.0
+ * @category models
+ */
+export interface LogGap {
+  /** The log's new start, as the source names it (for the log line). */
+  readonly start: string
+  /** The newest event id the relay published before the gap, when known. */
+  readonly after: string | null
+  readonly from: number
+  readonly to: number
+}
+
+/**
+ * Reads an open gap: a page of its events with ids above `after` (the highest id of the previous
+ * page), at most `limit`, in the order they were written as far as the backstop can tell; `more`
+ * when the gap goes on past the page.
+ *
+ * @since 0.5.0
+ * @category models
+ */
+export type LogGapReader = (
+  after: string | undefined,
+  limit: number
+) => Effect.Effect<{ readonly events: ReadonlyArray<LogMessage>; readonly more: boolean }, LogSourceError>
+
+/**
+ * The log's backstop: the events kept where the relay can read them again (on PostgreSQL, the
+ * event table), for a log that lost some of them.
+ *
+ * @since 0.5.0
+ * @category models
+ */
+export interface LogBackstop {
+  /** The gap left by a re-created log, or `null` when there is none. */
+  readonly gap: Effect.Effect<LogGap | null, LogSourceError>
+  /**
+   * Opens the gap for reading, for the scope: every page is read from one snapshot of the
+   * backstop, so of each key it gives the events committed up to one moment and the log gives the
+   * rest (never a later event without an earlier one).
+   */
+  readonly open: (gap: LogGap) => Effect.Effect<LogGapReader, LogSourceError, Scope.Scope>
+  /** Records that the gap is on the broker: it is not read again. */
+  readonly close: (gap: LogGap) => Effect.Effect<void, LogSourceError>
 }
 
 /**
@@ -112,6 +166,11 @@ export interface LogLease {
   readonly gauges: Effect.Effect<LogGauges, LogSourceError>
   /** Optional durable progress (see {@link LogProgress}); without it a rewound log is re-sent. */
   readonly progress?: LogProgress | undefined
+  /**
+   * Optional backstop (see {@link LogBackstop}): after taking the lease the relay publishes the
+   * gap of a re-created log from it, before anything the log gives.
+   */
+  readonly backstop?: LogBackstop | undefined
   /**
    * Optional quarantine (see `LogQuarantine`): events the broker refuses for good, or flagged
    * `invalid`, are moved there and every other key flows. Without it the relay retries a refused

@@ -33,15 +33,18 @@ export const readSql = (table: string): string =>
  * transaction only): a flush per window would cost the relay a disk sync on its path (2-4 ms
  * measured, against 0.2 ms). A crash may lose the last fraction of a second of saves; the relay
  * then probes the windows past the older position until one is not on the broker, so that costs
- * probes, not duplicates. Never moves back, so a late save from a relay that lost the lease
- * cannot undo a newer one.
+ * probes, not duplicates. `$3` is the window's newest event id (null for none), where a
+ * re-created slot's gap starts (internal/logGap.ts). Never moves back, so a late save from a
+ * relay that lost the lease cannot undo a newer one.
  */
 export const saveSql = (table: string): string =>
-  `INSERT INTO ${table} AS p (slot, position, system_identifier, updated_at)
-   SELECT $1, $2::pg_lsn, ${systemIdentifier}, now() FROM (SELECT set_config('synchronous_commit', 'off', true)) quick
+  `INSERT INTO ${table} AS p (slot, position, last_id, system_identifier, updated_at)
+   SELECT $1, $2::pg_lsn, $3::uuid, ${systemIdentifier}, now() FROM (SELECT set_config('synchronous_commit', 'off', true)) quick
    ON CONFLICT (slot) DO UPDATE SET
      position = CASE WHEN p.system_identifier = EXCLUDED.system_identifier
                      THEN GREATEST(p.position, EXCLUDED.position) ELSE EXCLUDED.position END,
+     last_id = CASE WHEN p.system_identifier = EXCLUDED.system_identifier
+                    THEN GREATEST(p.last_id, EXCLUDED.last_id) ELSE EXCLUDED.last_id END,
      system_identifier = EXCLUDED.system_identifier,
      updated_at = now()`
 

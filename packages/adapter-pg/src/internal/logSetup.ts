@@ -100,8 +100,8 @@ export const slotMissing = (slot: string, operation = "log.acquire"): LogSourceE
     reason:
       `replication slot ${slot} does not exist, and the relay never creates one (events committed while there ` +
       `was none are not in a new slot's WAL). Create it with PgLogSource.ensureSlot({ slot: "${slot}" }) ` +
-      `(or PgLogOutbox.layer, whose setup runs it), then republish what was committed meanwhile from the event ` +
-      `table (docs/log-relay.md, "A lost slot")`,
+      `(or PgLogOutbox.setup / PgLogOutbox.layer, which run it): the relay then reads what was committed meanwhile ` +
+      `back from the event table and publishes it first (docs/log-relay.md, "A lost slot")`,
     retriable: false
   })
   missing.add(error)
@@ -153,19 +153,23 @@ const checkPublication = (exec: Exec, slot: string, t: Tables) =>
     )
   )
 
-/** Creates the publication and the slot when missing. Two processes may run it at once: "already exists" (42710) means the other won. */
-export const ensure = (exec: Exec, slot: string, t: Tables): Effect.Effect<void, LogSourceError> =>
-  Effect.forEach(
-    ensureSql(slot, t),
-    (text) =>
-      exec(text, []).pipe(
-        Effect.catchIf(
-          (error) => sqlState(error) === "42710",
-          () => Effect.succeed([])
-        )
-      ),
-    { discard: true }
-  ).pipe(Effect.mapError(logError("log.ensureSlot")), Effect.andThen(checkPublication(exec, slot, t)))
+/**
+ * Creates the publication and the slot when missing; the new slot's start when this call created
+ * it. Two processes may run it at once: "already exists" (42710) means the other won.
+ */
+export const ensure = (exec: Exec, slot: string, t: Tables): Effect.Effect<string | undefined, LogSourceError> =>
+  Effect.forEach(ensureSql(slot, t), (text) =>
+    exec(text, []).pipe(
+      Effect.catchIf(
+        (error) => sqlState(error) === "42710",
+        () => Effect.succeed([])
+      )
+    )
+  ).pipe(
+    Effect.map((results): string | undefined => results[results.length - 1]?.[0]?.lsn),
+    Effect.mapError(logError("log.ensureSlot")),
+    Effect.tap(checkPublication(exec, slot, t))
+  )
 
 /** Whether the slot exists. */
 export const slotExists = (exec: Exec, slot: string): Effect.Effect<boolean, LogSourceError> =>

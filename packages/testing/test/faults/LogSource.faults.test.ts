@@ -4,6 +4,7 @@
 // write, a slot dropped while the relay is down.
 import { randomUUID } from "node:crypto"
 import { afterAll, assert, describe, it } from "@effect/vitest"
+import * as PgLogOutbox from "@effect-outbox/adapter-pg/PgLogOutbox"
 import * as PgLogSource from "@effect-outbox/adapter-pg/PgLogSource"
 import * as LogRecord from "@effect-outbox/core/LogRecord"
 import * as LogRelay from "@effect-outbox/core/LogRelay"
@@ -11,9 +12,9 @@ import { LogSource } from "@effect-outbox/core/LogSource"
 import type { EventId } from "@effect-outbox/core/OutboxMessage"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
+import * as Logger from "effect/Logger"
 import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
-import * as Schedule from "effect/Schedule"
 import pg from "pg"
 import * as LogSourceSuite from "../../src/LogSourceSuite.ts"
 import * as Support from "./support.ts"
@@ -235,59 +236,91 @@ describe("the log source: who can publish", () => {
     }))
 })
 
-describe("the log source: a lost slot", () => {
-  it("a slot dropped while the relay is down is not re-created: the relay fails with the typed error, the table keeps the events", () =>
-    withStack("faults_noslot", async ({ stack, slot, topic }) => {
-      let relay = stack.runFork(LogRelay.run())
-      const first = await Support.enqueueLog(stack, topic, 10, { keys: 5, chunk: 5 })
-      await waitFor("10 records", async () => (await topicCount(topic)) >= 10)
-      await Effect.runPromise(Fiber.interrupt(relay))
-      await waitFor("the slot released", async () => {
-        const rows = await stack.runPromise(
-          Support.logQuery<{ active: boolean }>(`SELECT active FROM pg_replication_slots WHERE slot_name = $1`, [slot])
-        )
-        return rows[0]?.active === false
-      })
-      await stack.runPromise(Support.logQuery(`SELECT pg_drop_replication_slot($1)`, [slot]))
-      const gap = await Support.enqueueLog(stack, topic, 20, { keys: 5, chunk: 5, from: 10 })
-      relay = stack.runFork(LogRelay.run())
-      await Support.sleep(3_000)
-      const slots = await stack.runPromise(
-        Support.logQuery<{ n: number }>(`SELECT count(*)::int AS n FROM pg_replication_slots WHERE slot_name = $1`, [
-          slot
-        ])
+/**
+ * 10 events published, relay stopped, slot dropped, 20 events committed; then either the relay
+ * started and left waiting for the slot until `ensureSlot` re-creates it ("waiting"), or the setup
+ * step re-creates it while the relay is down and the relay starts after ("setup"); 10 more.
+ */
+const lostSlot = (variant: "waiting" | "setup") =>
+  withStack(`faults_noslot_${variant}`, async ({ stack, slot, topic }) => {
+    const lines: Array<string> = []
+    const collect = Logger.make((options) => {
+      const text = String(Array.isArray(options.message) ? options.message.join(" ") : options.message)
+      if (text.startsWith("log relay: ") || text.startsWith("log source: ")) lines.push(`${options.logLevel} ${text}`)
+    })
+    const run = LogRelay.run().pipe(Effect.provide(Logger.layer([collect], { mergeWithExisting: true })))
+    const count = <A extends { count: number }>(metric: Metric.Metric<number, A>) =>
+      stack.runPromise(Effect.map(Metric.value(metric), (state) => state.count))
+    let relay = stack.runFork(run)
+    const first = await Support.enqueueLog(stack, topic, 10, { keys: 5, chunk: 5 })
+    await waitFor("10 records", async () => (await topicCount(topic)) >= 10)
+    await Effect.runPromise(Fiber.interrupt(relay))
+    await waitFor("the slot released", async () => {
+      const rows = await stack.runPromise(
+        Support.logQuery<{ active: boolean }>(`SELECT active FROM pg_replication_slots WHERE slot_name = $1`, [slot])
       )
-      const counted = await stack.runPromise(Effect.map(Metric.value(PgLogSource.slotMissing), (state) => state.count))
-      await Effect.runPromise(Fiber.interrupt(relay))
-      // The relay's last try may still hold the lease lock for a moment: ask until the answer is the error.
-      const error = await stack.runPromise(
-        Effect.scoped(Effect.flatMap(Effect.service(LogSource), (source) => source.acquire)).pipe(
-          Effect.flatMap((lease) => (Option.isNone(lease) ? Effect.fail("held" as const) : Effect.die("acquired"))),
-          Effect.retry({ while: (e) => e === "held", schedule: Schedule.spaced("200 millis"), times: 50 }),
-          Effect.flip,
-          Effect.flatMap((e) => (e === "held" ? Effect.die("still held") : Effect.succeed(e)))
-        )
+      return rows[0]?.active === false
+    })
+    await stack.runPromise(Support.logQuery(`SELECT pg_drop_replication_slot($1)`, [slot]))
+    const gap = await Support.enqueueLog(stack, topic, 20, { keys: 5, chunk: 5, from: 10 })
+    const missingBefore = await count(PgLogSource.slotMissing)
+    const gapBefore = await count(LogRelay.gapEvents)
+    if (variant === "waiting") {
+      relay = stack.runFork(run)
+      // No slot: the relay publishes nothing and tries again, each try counted.
+      await waitFor("two tries without a slot", async () => (await count(PgLogSource.slotMissing)) >= missingBefore + 2)
+    }
+    const whileMissing = await topicCount(topic)
+    await stack.runPromise(
+      variant === "waiting" ? PgLogSource.ensureSlot({ slot, schema: slot }) : PgLogOutbox.setup({ slot, schema: slot })
+    )
+    if (variant === "setup") relay = stack.runFork(run)
+    const last = await Support.enqueueLog(stack, topic, 10, { keys: 5, chunk: 5, from: 30 })
+    await waitFor("40 records", async () => (await topicCount(topic)) >= 40)
+    await Support.sleep(2_000) // a duplicate would land meanwhile
+    await Effect.runPromise(Fiber.interrupt(relay))
+    const missing = (await count(PgLogSource.slotMissing)) - missingBefore
+    const reread = (await count(LogRelay.gapEvents)) - gapBefore
+    const [mark] = await stack.runPromise(
+      Support.logQuery<{ open: boolean }>(
+        `SELECT slot_created IS NOT NULL AS open FROM "${slot}".outbox_log_progress WHERE slot = $1`,
+        [slot]
       )
-      const [kept] = await stack.runPromise(
-        Support.logQuery<{ n: number }>(
-          `SELECT count(*)::int AS n FROM "${slot}".outbox_log_event WHERE id = ANY($1::uuid[])`,
-          [gap.map((g) => g.id)]
-        )
-      )
-      const records = await Support.readTopic(Support.sharedBrokers, topic)
-      const v = Support.verdict([...first, ...gap], records)
-      Support.record({
-        scenario: "S3 slot dropped while the relay is down",
-        ...v,
-        note: `slot not re-created (${slots[0]?.n} slots, ${counted} tries counted in outbox_log_slot_missing_total); acquire fails: retriable ${error.retriable}, "${error.reason.slice(0, 60)}…"; the ${kept?.n} events committed meanwhile are in the event table, not relayed`
-      })
-      assert.strictEqual(slots[0]?.n, 0)
-      assert.isAtLeast(counted, 2, "each try that found no slot is counted (outbox_log_slot_missing_total)")
-      assert.isFalse(error.retriable)
-      assert.match(error.reason, /does not exist/)
-      assert.match(error.reason, /ensureSlot/)
-      assert.strictEqual(kept?.n, 20)
-      assert.strictEqual(v.lost, 20)
+    )
+    const records = await Support.readTopic(Support.sharedBrokers, topic)
+    const v = Support.verdict([...first, ...gap, ...last], records)
+    const announced = lines.find((l) => l.includes("re-reading the events enqueued from"))
+    const range = /from (\S+) to (\S+)/.exec(announced ?? "")
+    const assertGap = () => {
+      assert.isDefined(announced, lines.join("\n"))
+      assert.isTrue(announced!.startsWith("Error "))
+      // The range covers the gap: from before the first unpublished event's enqueue.
+      assert.isAtMost(Date.parse(range![1]!), Number.parseInt(gap[0]!.id.replaceAll("-", "").slice(0, 12), 16))
+      assert.isAtLeast(reread, 20)
+      assert.isFalse(mark?.open, "the gap is closed once published")
+      assert.strictEqual(v.lost, 0, `lost ${v.lostIds.join(", ")}`)
       assert.strictEqual(v.duplicatesDelivered, 0)
-    }))
+      assert.strictEqual(v.orderViolations, 0)
+    }
+    Support.record({
+      scenario: `S3 slot dropped while the relay is down (${variant === "waiting" ? "relay waits, ensureSlot" : "setup, then relay"})`,
+      ...v,
+      note: `${variant === "waiting" ? `relay waited (${missing} tries counted in outbox_log_slot_missing_total, ${whileMissing} on the topic); ensureSlot re-created the slot` : `PgLogOutbox.setup re-created the slot, relay started`}; ${reread} events read back from the event table (range ${range?.[1]} to ${range?.[2]}, logged at ERROR), the missing ones published before the new slot's`
+    })
+    assert.strictEqual(whileMissing, 10, "nothing is published while the slot is missing")
+    if (variant === "setup") return assertGap()
+    assert.isAtLeast(missing, 2)
+    assert.isTrue(
+      lines.some((l) => l.startsWith("Error log source: replication slot") && /does not exist.*ensureSlot/.test(l)),
+      lines.join("\n")
+    )
+    assertGap()
+  })
+
+describe("the log source: a lost slot", () => {
+  it("a slot dropped while the relay is down, the relay waiting: once ensureSlot re-creates the slot the relay publishes the gap from the event table first: 0 lost", () =>
+    lostSlot("waiting"))
+
+  it("a slot dropped while the relay is down, re-created by the setup step before the relay starts: the gap is published from the event table first: 0 lost", () =>
+    lostSlot("setup"))
 })

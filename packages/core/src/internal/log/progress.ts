@@ -20,8 +20,8 @@ export interface Progress {
    * that ends past it are kept (the relay's probe decides for them).
    */
   readonly unpublished: (window: LogWindow) => Effect.Effect<ReadonlyArray<LogMessage>>
-  /** Saves `upTo` after the broker acknowledged everything before it. */
-  readonly save: (upTo: string) => Effect.Effect<void, LogSourceError>
+  /** Saves `upTo` (and the newest id of `sent`) after the broker acknowledged everything before it. */
+  readonly save: (upTo: string, sent: ReadonlyArray<LogMessage>) => Effect.Effect<void, LogSourceError>
 }
 
 /** Reads the lease's saved progress once, at the start of its drain. */
@@ -46,11 +46,18 @@ export const resume = (lease: LogLease): Effect.Effect<Progress, LogSourceError>
         }
         return rest
       })
-    const save = (upTo: string) =>
-      Effect.tap(progress.save(upTo), () =>
+    const save = (upTo: string, sent: ReadonlyArray<LogMessage>) =>
+      Effect.tap(progress.save(upTo, newest(sent)), () =>
         Effect.sync(() => {
           if (saved === null || compare(upTo, saved) > 0) saved = upTo
         })
       )
     return { unpublished, save }
   })
+
+/** The highest id among `sent` (UUIDv7 text compares as its time). */
+const newest = (sent: ReadonlyArray<LogMessage>): string | undefined => {
+  let top: string | undefined
+  for (const m of sent) if (m.invalid === undefined && (top === undefined || m.id > top)) top = m.id
+  return top
+}
