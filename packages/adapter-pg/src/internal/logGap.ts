@@ -39,7 +39,7 @@ export const markSql = (progressTable: string): string =>
 
 /**
  * Marks a slot the setup step just created. No progress table yet (the migrations not run) or no
- * row: the relay never published, there is no gap.
+ * row: the relay never published, there is no gap. A table without the mark's columns is warned.
  */
 export const mark = (exec: Exec, progressTable: string, slot: string, start: string): Effect.Effect<void, SqlError> =>
   exec(markSql(progressTable), [slot, start]).pipe(
@@ -47,6 +47,14 @@ export const mark = (exec: Exec, progressTable: string, slot: string, start: str
     Effect.catchIf(
       (error) => sqlState(error) === "42P01",
       () => Effect.void
+    ),
+    // A progress table of an older schema (migrated before the gap mark): no mark can be kept.
+    Effect.catchIf(
+      (error) => sqlState(error) === "42703",
+      () =>
+        Effect.logWarning(
+          `log setup: slot ${slot} created, but ${progressTable} predates the gap mark: run the outbox migrations (PgLogOutbox.setup) before creating the slot, or republish the gap from the table`
+        )
     )
   )
 
