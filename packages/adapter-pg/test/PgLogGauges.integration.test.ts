@@ -15,6 +15,8 @@ import * as Redacted from "effect/Redacted"
 import * as SqlClient from "effect/sql/SqlClient"
 import * as PgLogGauges from "../src/PgLogGauges.ts"
 import * as PgLogSource from "../src/PgLogSource.ts"
+import * as PgMigrations from "../src/PgMigrations.ts"
+import * as PgTables from "../src/PgTables.ts"
 
 const url = process.env.LOGICAL_DATABASE_URL ?? "postgres://postgres@127.0.0.1:25433/postgres"
 const client = PgClient.layer({ url: Redacted.make(url), maxConnections: 2 })
@@ -23,9 +25,15 @@ describe("PgLogGauges", () => {
   it.live("samples a slot no relay reads: lag, retained WAL, wal_status; a missing slot is a typed error", () =>
     Effect.gen(function* () {
       const slot = `gauges_${randomUUID().replaceAll("-", "").slice(0, 16)}`
-      yield* PgLogSource.ensureSlot({ slot })
-      yield* Effect.addFinalizer(() => PgLogSource.dropSlot({ slot }).pipe(Effect.ignore))
+      const schema = slot
       const sql = yield* SqlClient.SqlClient
+      yield* Effect.addFinalizer(() =>
+        sql.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).unprepared.pipe(Effect.ignore)
+      )
+      // As the setup step does: the migrations (the event table the publication names), then the slot.
+      yield* PgMigrations.run.pipe(Effect.provideService(PgTables.PgTables, yield* PgTables.make({ schema })))
+      yield* PgLogSource.ensureSlot({ slot, schema })
+      yield* Effect.addFinalizer(() => PgLogSource.dropSlot({ slot, schema }).pipe(Effect.ignore))
       // WAL the slot has to keep: nothing reads it.
       yield* sql.unsafe(`SELECT pg_logical_emit_message(false, 'gauges-test', repeat('x', 100000))::text AS lsn`)
       const gauges = yield* PgLogGauges.sample(slot)

@@ -131,9 +131,10 @@ describe("effect-outbox log quarantine", () => {
       const schema = `cli_slot_${randomUUID().replaceAll("-", "").slice(0, 16)}`
       const slot = `cli_slot_${randomUUID().replaceAll("-", "").slice(0, 12)}`
       yield* dropSchemaAfter(schema)
-      yield* PgLogSource.ensureSlot({ slot })
-      yield* Effect.addFinalizer(() => PgLogSource.dropSlot({ slot }).pipe(Effect.ignore))
+      // As the setup step does: the migrations (the event table the publication names), then the slot.
       yield* PgMigrations.run.pipe(Effect.provideService(PgTables.PgTables, yield* PgTables.make({ schema })))
+      yield* PgLogSource.ensureSlot({ slot, schema })
+      yield* Effect.addFinalizer(() => PgLogSource.dropSlot({ slot, schema }).pipe(Effect.ignore))
       const progress = yield* PgLogProgress.make({ schema, slot })
       yield* progress.save("0/10")
       const { store } = yield* PgLogQuarantine.make({ schema, slot })

@@ -41,8 +41,8 @@ describe("dashboard /log", () => {
         )
         const inDb = <A, E>(effect: Effect.Effect<A, E, SqlClient.SqlClient>) =>
           Effect.provideService(effect, SqlClient.SqlClient, sql)
-        yield* inDb(PgLogSource.ensureSlot({ slot }))
-        yield* Effect.addFinalizer(() => inDb(PgLogSource.dropSlot({ slot })).pipe(Effect.ignore))
+        yield* inDb(PgLogSource.ensureSlot({ slot, schema }))
+        yield* Effect.addFinalizer(() => inDb(PgLogSource.dropSlot({ slot, schema })).pipe(Effect.ignore))
         yield* inDb(Effect.flatMap(PgLogProgress.make({ schema, slot }), (p) => p.save("0/10")))
         const { store } = yield* inDb(PgLogQuarantine.make({ schema, slot }))
         const eventId = randomUUID() as EventId

@@ -167,7 +167,16 @@ export const ensure = (exec: Exec, slot: string, t: Tables): Effect.Effect<strin
     )
   ).pipe(
     Effect.map((results): string | undefined => results[results.length - 1]?.[0]?.lsn),
-    Effect.mapError(logError("log.ensureSlot")),
+    Effect.mapError((error) =>
+      // The publication names the event table: without the migrations there is none to name.
+      sqlState(error) === "3F000" || sqlState(error) === "42P01"
+        ? new LogSourceError({
+            operation: "log.ensureSlot",
+            reason: `${t.logEvent} does not exist: run the outbox migrations before creating the slot (PgLogOutbox.setup does both, in that order)`,
+            retriable: false
+          })
+        : logError("log.ensureSlot")(error)
+    ),
     Effect.tap(checkPublication(exec, slot, t))
   )
 
