@@ -124,4 +124,26 @@ describe("PgOutboxStore under concurrent relays", () => {
       }).pipe(Effect.provide(StoreLive)),
     { timeout: 120_000 }
   )
+
+  it.live(
+    "recovery lease: rounds of eight recoverers racing for a free lease each get an answer, exactly one holds it",
+    () =>
+      Effect.gen(function* () {
+        const store = yield* OutboxStore
+        for (let round = 0; round < 30; round++) {
+          const results = yield* Effect.forEach(
+            Array.from({ length: RELAYS }, (_, i) => `recoverer-${round}-${i}`),
+            (owner) => store.acquireRecoveryLease({ owner, ttlMillis: 60_000 }),
+            { concurrency: "unbounded" }
+          )
+          const holders = results.filter((r) => r.acquired)
+          assert.strictEqual(holders.length, 1, `round ${round}`)
+          assert.isTrue(
+            results.every((r) => r.owner === holders[0]!.owner),
+            `round ${round}: every loser names the holder`
+          )
+          yield* store.releaseRecoveryLease(holders[0]!.owner)
+        }
+      }).pipe(Effect.provide(StoreLive))
+  )
 })

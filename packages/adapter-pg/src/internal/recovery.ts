@@ -63,8 +63,8 @@ export const acquireRecoveryLease =
   }: {
     readonly owner: string
     readonly ttlMillis: number
-  }): Effect.Effect<RecoveryLease, SqlError> =>
-    sql<{ acquired: boolean; owner: string; expires_at: Date | number | string }>`
+  }): Effect.Effect<RecoveryLease, SqlError> => {
+    const attempt = sql<{ acquired: boolean; owner: string; expires_at: Date | number | string }>`
       WITH taken AS (
         INSERT INTO ${sql.literal(t.lease)} AS l (name, owner, expires_at)
         VALUES ('stale_recovery', ${owner}, now() + ${Math.max(0, ttlMillis)}::float8 * interval '1 millisecond')
@@ -75,9 +75,21 @@ export const acquireRecoveryLease =
       SELECT true AS acquired, owner, expires_at FROM taken
       UNION ALL
       SELECT false, owner, expires_at FROM ${sql.literal(t.lease)}
-       WHERE name = 'stale_recovery' AND NOT EXISTS (SELECT 1 FROM taken)`.withoutTransform.pipe(
-      Effect.map(([row]) => ({ acquired: row!.acquired, owner: row!.owner, expiresAt: millis(row!.expires_at) }))
-    )
+       WHERE name = 'stale_recovery' AND NOT EXISTS (SELECT 1 FROM taken)`.withoutTransform
+    // A first insert racing another one waits for it, then loses the conflict; but the statement's
+    // snapshot predates the winner's commit, so it reads no row at all. The next statement sees it.
+    const once = (left: number): Effect.Effect<RecoveryLease, SqlError> =>
+      Effect.flatMap(attempt, ([row]) =>
+        row === undefined && left > 0
+          ? once(left - 1)
+          : Effect.succeed({
+              acquired: row?.acquired ?? false,
+              owner: row?.owner ?? "",
+              expiresAt: row === undefined ? 0 : millis(row.expires_at)
+            })
+      )
+    return once(3)
+  }
 
 /** Gives the stale-recovery lease up, when `owner` holds it. */
 export const releaseRecoveryLease =
