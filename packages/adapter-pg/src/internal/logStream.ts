@@ -103,7 +103,18 @@ const connect = (config: Config) =>
           client.end().catch(() => undefined),
           new Promise<void>((resolve) => setTimeout(resolve, 2_000).unref())
         ])
-      )
+      ).pipe(Effect.andThen(released(config)))
+  )
+
+// The server's walsender outlives the socket by a moment: the lease ends with its scope once the
+// server no longer holds it, so the next try (a standby's, or this process's) takes it. At most a
+// second; a server that does not answer is not waited for (the next try retries anyway).
+const released = (config: Config) =>
+  config.held.pipe(
+    Effect.orElseSucceed(() => false),
+    Effect.repeat({ schedule: Schedule.spaced("20 millis"), while: (held) => held }),
+    Effect.timeout("1 second"),
+    Effect.ignore
   )
 
 const query = (client: pg.Client, text: string) =>
