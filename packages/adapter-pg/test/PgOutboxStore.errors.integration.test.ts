@@ -9,6 +9,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
+import * as SqlClient from "effect/sql/SqlClient"
 import * as PgOutboxStore from "../src/PgOutboxStore.ts"
 import * as PgTables from "../src/PgTables.ts"
 import { freshTables, pgClient } from "./support.ts"
@@ -125,5 +126,20 @@ describe("PgOutboxStore under contention and failure", () => {
         PgClient.layer({ url: Redacted.make("postgres://postgres@127.0.0.1:1/postgres"), connectTimeout: "2 seconds" })
       )
     )
+  )
+
+  it.live(
+    "a write the database refuses as read-only (a demoted primary after a fail-over) is retriable, not a verdict",
+    () =>
+      Effect.gen(function* () {
+        const store = yield* OutboxStore
+        const sql = yield* SqlClient.SqlClient
+        const error = yield* Effect.flip(
+          sql.withTransaction(Effect.andThen(sql`SET TRANSACTION READ ONLY`, store.insert([message()])))
+        )
+        assert.strictEqual(error._tag, "OutboxStoreError")
+        assert.include(String((error as { reason?: unknown }).reason), "25006")
+        assert.isTrue((error as { retriable?: unknown }).retriable === true)
+      }).pipe(Effect.provide(StoreLive))
   )
 })

@@ -1015,7 +1015,7 @@ describe("Consumer.defaultIsInfrastructure", () => {
       Consumer.defaultIsInfrastructure(new OutboxStoreError({ operation: "q", reason: "constraint", retriable: false }))
     )
     assert.isTrue(Consumer.defaultIsInfrastructure(sqlError(new ConnectionError({ cause: new Error("ECONNREFUSED") }))))
-    for (const code of ["57P01", "57P03", "08006", "53300", "40001"]) {
+    for (const code of ["57P01", "57P03", "08006", "53300", "40001", "25006", "57014", "55P03", "40003", "25P03"]) {
       assert.isTrue(Consumer.defaultIsInfrastructure(withCode(code)), code)
     }
     assert.isFalse(Consumer.defaultIsInfrastructure(withCode("23505")))

@@ -15,7 +15,10 @@ export const sqlState = (error: SqlError): string | undefined => {
  * - class 08: connection exceptions;
  * - 57P01 / 57P02 / 57P03: admin or crash shutdown, cannot connect now (starting up, shutting down);
  * - 53300: too many connections; 53xxx: insufficient resources (disk full, out of memory);
- * - 40001 / 40P01: serialization failure, deadlock.
+ * - 40001 / 40P01 / 40003: serialization failure, deadlock, statement completion unknown;
+ * - 25006: read-only transaction (a client still connected to a demoted primary after a fail-over,
+ *   or the database set read-only for maintenance); 25P03: idle-in-transaction timeout;
+ * - 57014 / 55P03: statement or lock timeout (or a cancel): the database was busy, not the record bad.
  */
 export const isInfrastructureState = (state: string | undefined): boolean =>
   state !== undefined &&
@@ -25,7 +28,12 @@ export const isInfrastructureState = (state: string | undefined): boolean =>
     state === "57P03" ||
     state.startsWith("53") ||
     state === "40001" ||
-    state === "40P01")
+    state === "40P01" ||
+    state === "40003" ||
+    state === "25006" ||
+    state === "25P03" ||
+    state === "57014" ||
+    state === "55P03")
 
 /** Retriable: the driver says so, the SQLSTATE is an infrastructure one, or the connection failed. */
 export const isRetriable = (error: SqlError): boolean =>

@@ -32,8 +32,10 @@ export const defaultClassifier: Classifier = (error) => {
 
 /**
  * SQLSTATEs of the database rather than the statement (standard SQL classes): connection (08),
- * insufficient resources (53), shutting down or starting up (57P01-3), serialization failure and
- * deadlock (40001, 40P01).
+ * insufficient resources (53), shutting down or starting up (57P01-3), serialization failure,
+ * deadlock and unknown completion (40001, 40P01, 40003), a read-only transaction (25006: a demoted
+ * primary after a fail-over), idle-in-transaction, statement and lock timeouts (25P03, 57014,
+ * 55P03). None is a verdict on the record: it waits instead of being dead-lettered.
  */
 const isInfrastructureState = (code: string): boolean =>
   code.startsWith("08") ||
@@ -42,7 +44,12 @@ const isInfrastructureState = (code: string): boolean =>
   code === "57P02" ||
   code === "57P03" ||
   code === "40001" ||
-  code === "40P01"
+  code === "40P01" ||
+  code === "40003" ||
+  code === "25006" ||
+  code === "25P03" ||
+  code === "57014" ||
+  code === "55P03"
 
 /**
  * A retriable `OutboxStoreError` (lookup, transition, the inbox's BEGIN/INSERT/COMMIT, a lost
