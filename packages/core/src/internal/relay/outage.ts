@@ -16,9 +16,8 @@ export interface Outage {
   /** Epoch millis before which the loop claims nothing. */
   readonly pausedUntil: () => number
   /**
-   * Notes a batch's outcomes: a batch where nothing got through enters (or prolongs) the outage; a
-   * success ends it. Unavailable rows of a batch where others got through wait out the backoff
-   * alone. Returns when the batch's unavailable rows may retry.
+   * Notes a batch's outcomes: any unavailable one enters (or prolongs) the outage, a success ends
+   * it. Returns when the batch's unavailable rows may retry.
    */
   readonly note: (outcomes: ReadonlyArray<PublishOutcome>, now: number) => Effect.Effect<number>
   /** One more unavailable publish in a row: pause claiming for the outage backoff. */
@@ -28,8 +27,6 @@ export interface Outage {
 export const make = (owner: string, outageBackoff: Schedule.Schedule<unknown>): Outage => {
   let outages = 0
   let pausedUntil = 0
-  // Batches in a row where some destinations were unavailable while others took their records.
-  let partial = 0
 
   const enter = (now: number, reason: string) =>
     Effect.gen(function* () {
@@ -45,27 +42,14 @@ export const make = (owner: string, outageBackoff: Schedule.Schedule<unknown>): 
   const note = (outcomes: ReadonlyArray<PublishOutcome>, now: number) =>
     Effect.gen(function* () {
       const first = outcomes.find(isUnavailable)
-      const through = outcomes.some(Result.isSuccess)
-      if (through && outages > 0) {
-        yield* Effect.logInfo(`outbox relay ${owner}: the broker answers again after ${outages} failed publishes`)
-        outages = 0
-      }
       if (first === undefined) {
-        partial = 0
+        if (outages > 0 && outcomes.some(Result.isSuccess)) {
+          yield* Effect.logInfo(`outbox relay ${owner}: the broker answers again after ${outages} failed publishes`)
+          outages = 0
+        }
         return now
       }
-      const reason = Result.isFailure(first) ? describe(first.failure) : ""
-      // Nothing got through: the broker is out, claim nothing for a while.
-      if (!through) return yield* enter(now, reason)
-      // Some destinations only (one partition without a leader, a broker of several down): their
-      // rows wait out the backoff, attempts unchanged; the loop keeps claiming everything else.
-      partial++
-      const delay = yield* outageDelay(outageBackoff, partial)
-      const log = partial === 1 ? Effect.logWarning : Effect.logDebug
-      yield* log(
-        `outbox relay ${owner}: ${outcomes.filter(isUnavailable).length} record(s) to unavailable destinations wait ${delay} ms, no attempt counted (${partial} batch(es) in a row); the others were published: ${reason}`
-      )
-      return now + delay
+      return yield* enter(now, Result.isFailure(first) ? describe(first.failure) : "")
     })
 
   return { pausedUntil: () => pausedUntil, note, enter }
