@@ -1,4 +1,4 @@
-// A hot key (issue #12, review C1): one key with a backlog of large events, so that one relay
+// A hot key: one key with a backlog of large events, so that one relay
 // claim holds more than a megabyte for one partition — over Kafka's default max.message.bytes.
 // Library defaults throughout (relay, publisher, outbox limit). Before the fix the broker refused
 // the whole partition batch with MESSAGE_TOO_LARGE and every record of the call went to FAILURE.
@@ -83,10 +83,15 @@ describe("a hot key: 200 events of 12 KB on one key among 200 other keys, as a b
         failureRows: failures,
         note: `drained in ${(drainMillis / 1000).toFixed(1)} s`
       })
+      // When a row did end FAILURE, the assertion says why (the relay's recorded error).
+      const why = await Support.query<{ last_error: string | null }>(
+        stack,
+        `SELECT DISTINCT last_error FROM ${t.message} WHERE status = 'FAILURE' LIMIT 3`
+      )
       assert.deepStrictEqual(
         statuses.map((s) => [s.status, s.n]),
         [["PUBLISHED", hot + others]],
-        "every row ends PUBLISHED: none FAILURE, none left behind"
+        `every row ends PUBLISHED: none FAILURE, none left behind (${why.map((w) => w.last_error).join("; ")})`
       )
       assert.strictEqual(v.lost, 0, `lost ${v.lostIds.join(", ")}`)
       assert.strictEqual(v.orderViolations, 0)
