@@ -1,4 +1,5 @@
 import { OutboxStoreError } from "@effect-outbox/core/Errors"
+import * as SqlStates from "@effect-outbox/core/SqlStates"
 import * as Effect from "effect/Effect"
 import type { SqlError } from "effect/sql/SqlError"
 
@@ -8,32 +9,8 @@ export const sqlState = (error: SqlError): string | undefined => {
   return typeof cause?.code === "string" ? cause.code : undefined
 }
 
-/**
- * SQLSTATEs that mean "the database, not the request": retrying later succeeds. The driver
- * classifies some of them as unknown (57P03 during a restart or failover would otherwise pass as
- * permanent and dead-letter whole streams).
- * - class 08: connection exceptions;
- * - 57P01 / 57P02 / 57P03: admin or crash shutdown, cannot connect now (starting up, shutting down);
- * - 53300: too many connections; 53xxx: insufficient resources (disk full, out of memory);
- * - 40001 / 40P01 / 40003: serialization failure, deadlock, statement completion unknown;
- * - 25006: read-only transaction (a client still connected to a demoted primary after a fail-over,
- *   or the database set read-only for maintenance); 25P03: idle-in-transaction timeout;
- * - 57014 / 55P03: statement or lock timeout (or a cancel): the database was busy, not the record bad.
- */
-export const isInfrastructureState = (state: string | undefined): boolean =>
-  state !== undefined &&
-  (state.startsWith("08") ||
-    state === "57P01" ||
-    state === "57P02" ||
-    state === "57P03" ||
-    state.startsWith("53") ||
-    state === "40001" ||
-    state === "40P01" ||
-    state === "40003" ||
-    state === "25006" ||
-    state === "25P03" ||
-    state === "57014" ||
-    state === "55P03")
+/** SQLSTATEs that mean "the database, not the request": core's one list (`SqlStates`). */
+export const isInfrastructureState = SqlStates.isInfrastructure
 
 /** Retriable: the driver says so, the SQLSTATE is an infrastructure one, or the connection failed. */
 export const isRetriable = (error: SqlError): boolean =>

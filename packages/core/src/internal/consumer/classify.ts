@@ -2,6 +2,7 @@
  * Whose failure is it? The infrastructure's (wait for it, without limit) or the record's own
  * (retry a few times, then dead-letter). Re-exported by `Consumer`.
  */
+import * as SqlStates from "../../SqlStates.ts"
 
 /** @since 0.1.0 */
 export type Classification = "transient" | "permanent"
@@ -31,27 +32,6 @@ export const defaultClassifier: Classifier = (error) => {
 }
 
 /**
- * SQLSTATEs of the database rather than the statement (standard SQL classes): connection (08),
- * insufficient resources (53), shutting down or starting up (57P01-3), serialization failure,
- * deadlock and unknown completion (40001, 40P01, 40003), a read-only transaction (25006: a demoted
- * primary after a fail-over), idle-in-transaction, statement and lock timeouts (25P03, 57014,
- * 55P03). None is a verdict on the record: it waits instead of being dead-lettered.
- */
-const isInfrastructureState = (code: string): boolean =>
-  code.startsWith("08") ||
-  code.startsWith("53") ||
-  code === "57P01" ||
-  code === "57P02" ||
-  code === "57P03" ||
-  code === "40001" ||
-  code === "40P01" ||
-  code === "40003" ||
-  code === "25006" ||
-  code === "25P03" ||
-  code === "57014" ||
-  code === "55P03"
-
-/**
  * A retriable `OutboxStoreError` (lookup, transition, the inbox's BEGIN/INSERT/COMMIT, a lost
  * connection) or an `SqlError` of the database rather than the statement (the handler's own SQL on
  * a database that is down or failing over).
@@ -69,6 +49,6 @@ export const defaultIsInfrastructure: InfrastructureTest = (error) => {
   return (
     sql.isRetryable === true ||
     sql.reason?._tag === "ConnectionError" ||
-    (typeof code === "string" && isInfrastructureState(code))
+    (typeof code === "string" && SqlStates.isInfrastructure(code))
   )
 }
