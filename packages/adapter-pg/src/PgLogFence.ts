@@ -20,6 +20,7 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as SqlClient from "effect/sql/SqlClient"
 import { sqlFailed } from "./internal/logQuarantine.ts"
+import { DEFAULT_SLOT } from "./internal/logSetup.ts"
 
 /**
  * @since 0.3.0
@@ -62,7 +63,7 @@ export const layer = (options: Options = {}): Layer.Layer<LogSource, never, LogS
     Effect.gen(function* () {
       const source = yield* LogSource
       const sql = yield* SqlClient.SqlClient
-      const slot = options.slot ?? "effect_outbox_log"
+      const slot = options.slot ?? DEFAULT_SLOT
       const holder = sql.unsafe<{ pid: number }>(holderSql, [slot]).pipe(
         Effect.map((rows) => rows[0]?.pid),
         Effect.mapError(sqlFailed("log.fence"))

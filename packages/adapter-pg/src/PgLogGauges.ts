@@ -13,6 +13,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as SqlClient from "effect/sql/SqlClient"
 import { sqlFailed } from "./internal/logQuarantine.ts"
+import { DEFAULT_SLOT } from "./internal/logSetup.ts"
 
 /**
  * @since 0.3.0
@@ -75,7 +76,7 @@ export const layer = (options: Options = {}): Layer.Layer<LogSource, never, LogS
     Effect.gen(function* () {
       const source = yield* LogSource
       const sql = yield* SqlClient.SqlClient
-      const slot = options.slot ?? "effect_outbox_log"
+      const slot = options.slot ?? DEFAULT_SLOT
       yield* sql.unsafe<{ keep: string }>(`SELECT current_setting('max_slot_wal_keep_size') AS keep`).pipe(
         Effect.flatMap(([row]) =>
           row?.keep === "-1"

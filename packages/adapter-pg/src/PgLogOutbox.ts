@@ -68,7 +68,7 @@ export interface Options
 export const setup = (options: PgLogSource.Options = {}): Effect.Effect<void, LogSourceError, SqlClient.SqlClient> =>
   Effect.gen(function* () {
     // Refused before anything is created: a bad name, a server without logical decoding.
-    yield* LogSetup.checkSlotName(options.slot ?? "effect_outbox_log")
+    yield* LogSetup.checkSlotName(options.slot ?? LogSetup.DEFAULT_SLOT)
     const tables = yield* PgTables.make({ schema: options.schema, tablePrefix: options.tablePrefix })
     const sql = yield* SqlClient.SqlClient
     yield* LogSetup.checkWalLevel((text, params) => sql.unsafe(text, params as Array<unknown>))

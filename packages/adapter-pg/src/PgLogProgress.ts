@@ -28,6 +28,7 @@ import { fromSqlError } from "./internal/errors.ts"
 import * as LogGap from "./internal/logGap.ts"
 import * as LogProgress from "./internal/logProgress.ts"
 import type { Exec } from "./internal/logSetup.ts"
+import { DEFAULT_SLOT } from "./internal/logSetup.ts"
 import * as PgTables from "./PgTables.ts"
 
 /**
@@ -67,7 +68,7 @@ const sqlFailed = (operation: string) => (error: SqlError) => {
 export const make = (options: Options = {}) =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
-    const slot = options.slot ?? "effect_outbox_log"
+    const slot = options.slot ?? DEFAULT_SLOT
     const tables = yield* PgTables.make(options).pipe(Effect.mapError(failed("log.progress.options")))
     const table = LogProgress.progressTable(tables)
     const read = LogProgress.readSql(table)
@@ -100,7 +101,7 @@ export const make = (options: Options = {}) =>
 export const backstop = (options: Options = {}) =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
-    const slot = options.slot ?? "effect_outbox_log"
+    const slot = options.slot ?? DEFAULT_SLOT
     const tables = yield* PgTables.make(options).pipe(Effect.mapError(failed("log.gap.options")))
     const table = LogProgress.progressTable(tables)
     const margin = Duration.toMillis(Duration.fromInputUnsafe(options.gapMargin ?? "5 minutes"))

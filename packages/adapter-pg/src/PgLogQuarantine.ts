@@ -19,6 +19,7 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as SqlClient from "effect/sql/SqlClient"
 import * as Q from "./internal/logQuarantine.ts"
+import { DEFAULT_SLOT } from "./internal/logSetup.ts"
 import * as PgTables from "./PgTables.ts"
 
 /**
@@ -134,7 +135,7 @@ const byKey = (rows: ReadonlyArray<ReleasedRow>): ReadonlyArray<ReadonlyArray<Lo
 const open = (options: Options) =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
-    const slot = options.slot ?? "effect_outbox_log"
+    const slot = options.slot ?? DEFAULT_SLOT
     const tables = yield* PgTables.make(options).pipe(
       Effect.mapError(
         (e) => new LogSourceError({ operation: "log.quarantine.options", reason: e.message, retriable: false })

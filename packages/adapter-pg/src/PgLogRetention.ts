@@ -25,6 +25,7 @@ import * as Schedule from "effect/Schedule"
 import * as SqlClient from "effect/sql/SqlClient"
 import type { SqlError } from "effect/sql/SqlError"
 import { LogTable, logError } from "./internal/logRetention.ts"
+import { DEFAULT_SLOT } from "./internal/logSetup.ts"
 import * as PgTables from "./PgTables.ts"
 
 /**
@@ -74,7 +75,7 @@ const resolve = (options: Options) =>
       )
     )
     const settings = {
-      slot: options.slot ?? "effect_outbox_log",
+      slot: options.slot ?? DEFAULT_SLOT,
       retentionMs: millis(options.retention, "7 days"),
       spanMs: Math.trunc(millis(options.partitionSpan, "1 hour")),
       aheadMs: Math.trunc(millis(options.ahead, "1 day")),

@@ -97,7 +97,7 @@ export interface Options {
 
 const resolve = (options: Options) =>
   Effect.gen(function* () {
-    const slot = yield* LogSetup.checkSlotName(options.slot ?? "effect_outbox_log")
+    const slot = yield* LogSetup.checkSlotName(options.slot ?? LogSetup.DEFAULT_SLOT)
     const tables = yield* PgTables.make({ schema: options.schema, tablePrefix: options.tablePrefix }).pipe(
       Effect.mapError(
         (error) => new LogSourceError({ operation: "log.options", reason: error.message, retriable: false })
@@ -285,6 +285,9 @@ export const dropSlot = (options: Options = {}): Effect.Effect<void, LogSourceEr
  * @category metrics
  */
 export const slotMissing = LogSetup.slotMissingTotal
+
+/** The slot (and publication) name used when none is given. @since 0.5.0 @category constants */
+export const defaultSlot: string = LogSetup.DEFAULT_SLOT
 
 /**
  * @since 0.3.0

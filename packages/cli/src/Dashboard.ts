@@ -11,8 +11,10 @@
  *
  * @since 0.2.0
  */
+
 import { createServer } from "node:http"
 import { NodeHttpServer } from "@effect/platform-node"
+import * as PgLogSource from "@effect-outbox/adapter-pg/PgLogSource"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import { HttpRouter, HttpServer, HttpServerResponse } from "effect/http"
@@ -94,7 +96,7 @@ export const routes = (options: Options = {}) =>
         ...overview.routes,
         ...DeadLetters.routes(ctx),
         ...Repairs.routes(ctx),
-        ...Log.routes(ctx, options.logSlot ?? "effect_outbox_log"),
+        ...Log.routes(ctx, options.logSlot ?? PgLogSource.defaultSlot),
         ...assets
       ]
       return Layer.merge(HttpRouter.addAll(list, base === "" ? {} : { prefix: base }), overview.sampler)

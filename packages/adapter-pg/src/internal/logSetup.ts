@@ -16,6 +16,9 @@ export type Exec = (text: string, params: ReadonlyArray<unknown>) => Effect.Effe
 
 export const SLOT = /^[a-z0-9_]{1,63}$/
 
+/** The slot (and publication) a hand-built log layer uses when none is named. */
+export const DEFAULT_SLOT = "effect_outbox_log"
+
 /** The slot name is also written into SQL text: only this alphabet passes, so nothing needs quoting. */
 export const checkSlotName = (slot: string): Effect.Effect<string, LogSourceError> =>
   SLOT.test(slot)

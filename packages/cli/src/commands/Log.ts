@@ -4,8 +4,10 @@
  *
  * @since 0.3.0
  */
+
 import * as PgLogGauges from "@effect-outbox/adapter-pg/PgLogGauges"
 import * as PgLogQuarantine from "@effect-outbox/adapter-pg/PgLogQuarantine"
+import * as PgLogSource from "@effect-outbox/adapter-pg/PgLogSource"
 import { type QuarantineStatus, statuses } from "@effect-outbox/core/LogQuarantine"
 import * as Config from "effect/Config"
 import { Command, Flag } from "effect/cli"
@@ -20,7 +22,7 @@ import { root, selectionFlags, userError, withDatabase } from "./Root.ts"
 const slot = Flag.String("slot").pipe(
   Flag.withDescription("the log relay's replication slot (default: $OUTBOX_LOG_SLOT or effect_outbox_log)"),
   Flag.withFallbackConfig(Config.String("OUTBOX_LOG_SLOT")),
-  Flag.withDefault("effect_outbox_log")
+  Flag.withDefault(PgLogSource.defaultSlot)
 )
 
 const eventId = Flag.String("event-id").pipe(Flag.withDescription("the quarantined event"))

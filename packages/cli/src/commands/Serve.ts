@@ -3,6 +3,7 @@
  *
  * @since 0.4.0
  */
+import * as PgLogSource from "@effect-outbox/adapter-pg/PgLogSource"
 import * as Config from "effect/Config"
 import * as Console from "effect/Console"
 import { Command, Flag } from "effect/cli"
@@ -49,7 +50,7 @@ export const dashboard = Command.make(
     logSlot: Flag.String("log-slot").pipe(
       Flag.withDescription("the log relay's slot the log page shows (default: $OUTBOX_LOG_SLOT or effect_outbox_log)"),
       Flag.withFallbackConfig(Config.String("OUTBOX_LOG_SLOT")),
-      Flag.withDefault("effect_outbox_log")
+      Flag.withDefault(PgLogSource.defaultSlot)
     )
   },
   (input) =>
