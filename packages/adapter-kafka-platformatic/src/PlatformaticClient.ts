@@ -6,6 +6,7 @@
  * @since 0.1.0
  */
 
+import * as KafkaSecurity from "@effect-outbox/core/KafkaSecurity"
 import * as KafkaVariables from "@effect-outbox/core/KafkaVariables"
 import { Admin, type BaseOptions, Consumer } from "@platformatic/kafka"
 import * as Config from "effect/Config"
@@ -13,6 +14,7 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type * as Scope from "effect/Scope"
+import { platformaticSecurity } from "./internal/security.ts"
 
 // @platformatic/kafka's declarations read Node's fetch option `RequestInit["dispatcher"]`. With the
 // DOM lib (TypeScript's default) `RequestInit` is the browser's, without that field, and they fail
@@ -39,7 +41,9 @@ export interface PlatformaticClientOptions {
   readonly timeout?: number | undefined
   /** Retries of one client call (client default 3). */
   readonly retries?: number | undefined
-  /** Anything else the client accepts (tls, sasl, …). */
+  /** TLS and SASL (`KafkaSecurity.config()` reads them from `KAFKA_SSL_*` / `KAFKA_SASL_*`). */
+  readonly security?: KafkaSecurity.Security | undefined
+  /** Anything else the client accepts; `security` wins over tls/sasl here. */
   readonly clientOptions?: Partial<Omit<BaseOptions, "bootstrapBrokers" | "clientId">> | undefined
 }
 
@@ -71,6 +75,7 @@ export const make = (
     const clientId = options.clientId ?? "effect-outbox"
     const baseOptions: BaseOptions = {
       ...options.clientOptions,
+      ...(options.security === undefined ? {} : platformaticSecurity(options.security)),
       clientId,
       bootstrapBrokers: [...options.brokers],
       retries: options.retries ?? 3,
@@ -86,7 +91,8 @@ export const make = (
       Effect.sync(() => new Consumer({ ...baseOptions, groupId: `${clientId}-offsets` })),
       (consumer) => Effect.promise(() => consumer.close(true).catch(() => undefined))
     )
-    yield* Effect.logDebug(`@platformatic/kafka client ${clientId} for ${options.brokers.join(",")}`)
+    const secured = KafkaSecurity.describe(options.security ?? KafkaSecurity.plaintext)
+    yield* Effect.logDebug(`@platformatic/kafka client ${clientId} for ${options.brokers.join(",")} (${secured})`)
     return PlatformaticClient.of({ admin, offsets, clientId, brokers: options.brokers, baseOptions })
   })
 
@@ -99,7 +105,8 @@ export const layer = (options: PlatformaticClientOptions): Layer.Layer<Platforma
 
 /**
  * Reads `KAFKA_BROKERS` (comma separated, default `127.0.0.1:9092`) and `KAFKA_CLIENT_ID`
- * (default `effect-outbox`), like the kafkajs adapter.
+ * (default `effect-outbox`), like the kafkajs adapter; `layerConfig` adds TLS and SASL from
+ * `KAFKA_SSL_*` / `KAFKA_SASL_*`.
  *
  * @since 0.1.0
  * @category config
@@ -114,11 +121,13 @@ export const config: Config.Config<PlatformaticClientOptions> = Config.all({
  * @category layers
  */
 export const layerConfig = (
-  overrides?: Partial<PlatformaticClientOptions>
-): Layer.Layer<PlatformaticClient, Config.ConfigError> =>
+  overrides?: Partial<PlatformaticClientOptions> & { readonly token?: KafkaSecurity.TokenProvider | undefined }
+): Layer.Layer<PlatformaticClient, Config.ConfigError | KafkaSecurity.KafkaSecurityError> =>
   Layer.effect(PlatformaticClient)(
     Effect.gen(function* () {
       const fromEnv = yield* config
-      return yield* make({ ...fromEnv, ...overrides })
+      const security = overrides?.security ?? (yield* KafkaSecurity.config({ token: overrides?.token }))
+      const { token: _token, ...rest } = overrides ?? {}
+      return yield* make({ ...fromEnv, security, ...rest })
     })
   )

@@ -4,6 +4,7 @@
  *
  * @since 0.1.0
  */
+import * as KafkaSecurity from "@effect-outbox/core/KafkaSecurity"
 import * as KafkaVariables from "@effect-outbox/core/KafkaVariables"
 import * as Config from "effect/Config"
 import * as Context from "effect/Context"
@@ -12,6 +13,7 @@ import * as Layer from "effect/Layer"
 import type * as Scope from "effect/Scope"
 import Kafkajs from "kafkajs"
 import { effectLevel, onceAMinute } from "./internal/logLevels.ts"
+import { kafkajsSecurity } from "./internal/security.ts"
 import { describe } from "./KafkaErrors.ts"
 
 /**
@@ -26,7 +28,9 @@ export interface KafkaClientOptions {
   readonly connectionTimeout?: number | undefined
   /** Milliseconds a broker request may take (kafkajs default 30000). */
   readonly requestTimeout?: number | undefined
-  /** Anything else kafkajs accepts (ssl, sasl, retry…); `logCreator` is always ours. */
+  /** TLS and SASL (`KafkaSecurity.config()` reads them from `KAFKA_SSL_*` / `KAFKA_SASL_*`). */
+  readonly security?: KafkaSecurity.Security | undefined
+  /** Anything else kafkajs accepts (retry…); `logCreator` is always ours, `security` wins over ssl/sasl here. */
   readonly kafkaConfig?: Partial<Omit<Kafkajs.KafkaConfig, "brokers" | "clientId" | "logCreator">> | undefined
 }
 
@@ -68,6 +72,7 @@ export const make = (options: KafkaClientOptions): Effect.Effect<KafkaClient["Se
       }
     const kafka = new Kafkajs.Kafka({
       ...options.kafkaConfig,
+      ...(options.security === undefined ? {} : kafkajsSecurity(options.security)),
       clientId,
       brokers: [...options.brokers],
       logLevel: Kafkajs.logLevel.INFO,
@@ -82,7 +87,8 @@ export const make = (options: KafkaClientOptions): Effect.Effect<KafkaClient["Se
       Effect.sync(() => kafka.admin()),
       (admin) => Effect.promise(() => admin.disconnect().catch(() => undefined))
     )
-    yield* Effect.logDebug(`kafka client ${clientId} for ${options.brokers.join(",")}`)
+    const secured = KafkaSecurity.describe(options.security ?? KafkaSecurity.plaintext)
+    yield* Effect.logDebug(`kafka client ${clientId} for ${options.brokers.join(",")} (${secured})`)
     return KafkaClient.of({ kafka, admin, clientId, brokers: options.brokers })
   })
 
@@ -94,7 +100,7 @@ export const layer = (options: KafkaClientOptions): Layer.Layer<KafkaClient> => 
 
 /**
  * Reads `KAFKA_BROKERS` (comma separated, default `127.0.0.1:9092`) and `KAFKA_CLIENT_ID`
- * (default `effect-outbox`).
+ * (default `effect-outbox`); `layerConfig` adds TLS and SASL from `KAFKA_SSL_*` / `KAFKA_SASL_*`.
  *
  * @since 0.1.0
  * @category config
@@ -108,11 +114,15 @@ export const config: Config.Config<KafkaClientOptions> = Config.all({
  * @since 0.1.0
  * @category layers
  */
-export const layerConfig = (overrides?: Partial<KafkaClientOptions>): Layer.Layer<KafkaClient, Config.ConfigError> =>
+export const layerConfig = (
+  overrides?: Partial<KafkaClientOptions> & { readonly token?: KafkaSecurity.TokenProvider | undefined }
+): Layer.Layer<KafkaClient, Config.ConfigError | KafkaSecurity.KafkaSecurityError> =>
   Layer.effect(KafkaClient)(
     Effect.gen(function* () {
       const fromEnv = yield* config
-      return yield* make({ ...fromEnv, ...overrides })
+      const security = overrides?.security ?? (yield* KafkaSecurity.config({ token: overrides?.token }))
+      const { token: _token, ...rest } = overrides ?? {}
+      return yield* make({ ...fromEnv, security, ...rest })
     })
   )
 

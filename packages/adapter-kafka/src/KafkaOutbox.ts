@@ -12,9 +12,11 @@
  *
  * @since 0.1.0
  */
+
 import type { BrokerAdmin } from "@effect-outbox/core/BrokerAdmin"
 import type { BrokerProbe } from "@effect-outbox/core/BrokerProbe"
 import type { ConsumerSource } from "@effect-outbox/core/ConsumerSource"
+import type * as KafkaSecurity from "@effect-outbox/core/KafkaSecurity"
 import type { Publisher } from "@effect-outbox/core/Publisher"
 import type { TopicReader } from "@effect-outbox/core/TopicReader"
 import type * as Config from "effect/Config"
@@ -71,12 +73,17 @@ export const layer = (
 ): Layer.Layer<Services> => layerWithoutClient(options).pipe(Layer.provideMerge(KafkaClient.layer(client)))
 
 /**
- * Like `layer`, with the client read from `KAFKA_BROKERS` / `KAFKA_CLIENT_ID`.
+ * Like `layer`, with the client read from `KAFKA_BROKERS` / `KAFKA_CLIENT_ID` and TLS/SASL from
+ * `KAFKA_SSL_*` / `KAFKA_SASL_*` (`client.token`: the OAUTHBEARER token provider).
  *
  * @since 0.1.0
  * @category layers
  */
 export const layerConfig = (
-  options: KafkaOutboxOptions & { readonly client?: Partial<KafkaClient.KafkaClientOptions> } = {}
-): Layer.Layer<Services, Config.ConfigError> =>
+  options: KafkaOutboxOptions & {
+    readonly client?: Partial<KafkaClient.KafkaClientOptions> & {
+      readonly token?: KafkaSecurity.TokenProvider | undefined
+    }
+  } = {}
+): Layer.Layer<Services, Config.ConfigError | KafkaSecurity.KafkaSecurityError> =>
   layerWithoutClient(options).pipe(Layer.provideMerge(KafkaClient.layerConfig(options.client)))

@@ -17,6 +17,7 @@ import { BrokerAdmin } from "@effect-outbox/core/BrokerAdmin"
 import type { BrokerProbe } from "@effect-outbox/core/BrokerProbe"
 import type { ConsumerSource } from "@effect-outbox/core/ConsumerSource"
 import { BrokerUnreachableError, MissingTopicsError } from "@effect-outbox/core/Errors"
+import type * as KafkaSecurity from "@effect-outbox/core/KafkaSecurity"
 import * as OutboxRuntime from "@effect-outbox/core/OutboxRuntime"
 import type { Publisher } from "@effect-outbox/core/Publisher"
 import * as Topic from "@effect-outbox/core/Topic"
@@ -39,7 +40,10 @@ import * as RealServices from "../src/RealServices.ts"
 
 const Order = Schema.Struct({ orderId: Schema.String })
 
-type BrokerPorts = Layer.Layer<Publisher | BrokerProbe | BrokerAdmin | ConsumerSource, Config.ConfigError>
+type BrokerPorts = Layer.Layer<
+  Publisher | BrokerProbe | BrokerAdmin | ConsumerSource,
+  Config.ConfigError | KafkaSecurity.KafkaSecurityError
+>
 
 // Each client's env-driven layer, as a service builds it (KAFKA_BROKERS from the environment).
 const clients: Record<string, () => BrokerPorts> = {

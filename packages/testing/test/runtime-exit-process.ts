@@ -7,12 +7,14 @@
  *
  *   EXIT_CLIENT=… EXIT_TOPIC=… EXIT_GROUP=… OUTBOX_SCHEMA=… DATABASE_URL=… KAFKA_BROKERS=… node runtime-exit-process.ts
  */
+
 import * as KafkaOutbox from "@effect-outbox/adapter-kafka/KafkaOutbox"
 import * as PlatformaticKafkaOutbox from "@effect-outbox/adapter-kafka-platformatic/PlatformaticKafkaOutbox"
 import * as PgOutbox from "@effect-outbox/adapter-pg/PgOutbox"
 import type { BrokerAdmin } from "@effect-outbox/core/BrokerAdmin"
 import type { BrokerProbe } from "@effect-outbox/core/BrokerProbe"
 import type { ConsumerSource } from "@effect-outbox/core/ConsumerSource"
+import type * as KafkaSecurity from "@effect-outbox/core/KafkaSecurity"
 import * as OutboxRuntime from "@effect-outbox/core/OutboxRuntime"
 import type { Publisher } from "@effect-outbox/core/Publisher"
 import * as Topic from "@effect-outbox/core/Topic"
@@ -27,8 +29,10 @@ const Orders = Topic.make({
   schema: Schema.Struct({ orderId: Schema.String }),
   key: (order) => order.orderId
 })
-const kafka: Layer.Layer<Publisher | BrokerProbe | BrokerAdmin | ConsumerSource, Config.ConfigError> =
-  process.env.EXIT_CLIENT === "platformatic" ? PlatformaticKafkaOutbox.layerConfig() : KafkaOutbox.layerConfig()
+const kafka: Layer.Layer<
+  Publisher | BrokerProbe | BrokerAdmin | ConsumerSource,
+  Config.ConfigError | KafkaSecurity.KafkaSecurityError
+> = process.env.EXIT_CLIENT === "platformatic" ? PlatformaticKafkaOutbox.layerConfig() : KafkaOutbox.layerConfig()
 
 const program = Effect.gen(function* () {
   const handled = yield* Deferred.make<void>()
