@@ -14,6 +14,7 @@ import { makeEventId } from "@effect-outbox/core/OutboxMessage"
 import { Publisher } from "@effect-outbox/core/Publisher"
 import * as StartupCheck from "@effect-outbox/core/StartupCheck"
 import { TopicReader } from "@effect-outbox/core/TopicReader"
+import type * as Config from "effect/Config"
 import * as ConfigProvider from "effect/ConfigProvider"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -44,12 +45,17 @@ const unsignedJwt = Effect.sync(() => {
   return `${part({ alg: "none" })}.${part({ sub: user, iat: now, exp: now + 3600 })}.`
 })
 
-const clients = {
+type SecuredPorts = Layer.Layer<
+  BrokerAdmin | Publisher | TopicReader,
+  Config.ConfigError | KafkaSecurity.KafkaSecurityError
+>
+
+const clients: Record<"kafkajs" | "platformatic", (token?: KafkaSecurity.TokenProvider) => SecuredPorts> = {
   kafkajs: (token?: KafkaSecurity.TokenProvider) =>
     KafkaOutbox.layerConfig({ client: { clientId: "secured-kafkajs", token } }),
   platformatic: (token?: KafkaSecurity.TokenProvider) =>
     PlatformaticKafkaOutbox.layerConfig({ client: { clientId: "secured-platformatic", token } })
-} as const
+}
 
 const mechanisms: ReadonlyArray<{ readonly name: string; readonly env: Record<string, string>; oauth?: true }> = [
   {
