@@ -359,7 +359,7 @@ export const sampleMetrics: Effect.Effect<void, OutboxStoreError, OutboxStore> =
  * The runtime layer for the consumer declarations `C`: the services each declaration needs, less
  * the ones the layer provides itself, plus the {@link Ports}.
  *
- * @since 0.3.0
+ * @since 0.1.0
  * @category layers
  */
 export type RuntimeLayer<C extends ReadonlyArray<ConsumerDeclaration<unknown>>> = Layer.Layer<
