@@ -1,8 +1,8 @@
 /**
- * Every span name and metric of the library in one place, with the helpers that fill the
- * broker-side ones: W3C trace context in Kafka headers and consumer lag read from the
- * broker. Modules that documented a metric before keep an alias of it (e.g.
- * `Consumer.recordsTotal`, `OutboxRuntime.pendingGauge`).
+ * Every span name and core metric of the library in one place, under one name each (the modules
+ * that update a metric import it from here rather than export it again), with the helpers that
+ * fill the broker-side ones: W3C trace context in Kafka headers and consumer lag read from the
+ * broker.
  *
  * The enqueueing transaction writes its span's context into the event's `traceparent` header;
  * the consumer parses it back and runs its handler as a child of that span, so one trace spans
