@@ -4,7 +4,7 @@
  * replication slot streaming the committed inserts from the WAL to Kafka in commit order. Needs a PostgreSQL with
  * `wal_level = logical` (`scripts/services pg-private up` starts one) and a Kafka cluster.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 import { PgClient } from "@effect/sql-pg"
 import { PlatformaticKafkaOutbox } from "@effect-outbox/adapter-kafka-platformatic"
@@ -13,7 +13,7 @@ import { LogRelay } from "@effect-outbox/core"
 import { Layer, Redacted } from "effect"
 
 /**
- * @since 0.5.0
+ * @since 0.1.0
  * @category models
  */
 export interface Options {
@@ -29,7 +29,7 @@ export interface Options {
  * lower commit → publish tail; `KafkaOutbox.layer` from `@effect-outbox/adapter-kafka` works the
  * same), and the `SqlClient` the domain code uses.
  *
- * @since 0.5.0
+ * @since 0.1.0
  * @category layers
  */
 export const layer = (options: Options) =>
@@ -41,7 +41,7 @@ export const layer = (options: Options) =>
 /**
  * Run it in every relay process: the slot's lease holder publishes, the others wait to take over.
  *
- * @since 0.5.0
+ * @since 0.1.0
  * @category relay
  */
 export const relay = LogRelay.run()

@@ -79,7 +79,7 @@ export const selection: Config.Config<Selection> = Config.all({
  * The engine from the command line (`--engine log`, `--engine=log`) or else `OUTBOX_ENGINE`
  * (default `claim`); a wrong value is a configuration error naming the allowed ones.
  *
- * @since 0.5.0
+ * @since 0.1.0
  * @category config
  */
 export const engine = (argv: ReadonlyArray<string>): Effect.Effect<OutboxEngine.Engine, Config.ConfigError> => {
@@ -96,7 +96,7 @@ export const engine = (argv: ReadonlyArray<string>): Effect.Effect<OutboxEngine.
 /**
  * For the log engine: the logical server, `LOGICAL_DATABASE_URL` before `DATABASE_URL`.
  *
- * @since 0.5.0
+ * @since 0.1.0
  * @category config
  */
 export const logicalSelection = (selection: Selection): Config.Config<Selection> =>
@@ -115,7 +115,7 @@ const logicalHowTo =
 /**
  * Why the log engine cannot run on the embedded default, and what to do.
  *
- * @since 0.5.0
+ * @since 0.1.0
  * @category rendering
  */
 export const logEngineNeedsServer =
@@ -127,7 +127,7 @@ export const logEngineNeedsServer =
  * For the log engine: fails, before anything is created, when the server does not run
  * `wal_level = logical`, saying what to do.
  *
- * @since 0.5.0
+ * @since 0.1.0
  * @category checks
  */
 export const requireLogical = (url: Redacted.Redacted) =>
@@ -217,7 +217,7 @@ export const database = (
 /**
  * The log engine's slot of a run's schema.
  *
- * @since 0.5.0
+ * @since 0.1.0
  * @category layers
  */
 export const slotOf = (schema: string): string => PgEngine.defaultSlot(schema)

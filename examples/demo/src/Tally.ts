@@ -4,7 +4,7 @@
  * what the events left behind instead, the invoices billing wrote (each with its event id) and
  * the records on the dead-letter topic.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 import type { BrokerAdmin } from "@effect-outbox/core/BrokerAdmin"
 import type { EventId } from "@effect-outbox/core/OutboxMessage"
@@ -13,7 +13,7 @@ import * as Effect from "effect/Effect"
 import type * as SqlClient from "effect/sql/SqlClient"
 
 /**
- * @since 0.5.0
+ * @since 0.1.0
  * @category models
  */
 export interface Counts {
@@ -33,7 +33,7 @@ const pastBroker = ["PUBLISHED", "UNDER_PROCESSING", "SUCCESS", "PUSHED_FAILURE"
 /**
  * Rows with one of `statuses`.
  *
- * @since 0.5.0
+ * @since 0.1.0
  * @category counting
  */
 export const sum = (stats: OutboxStats, statuses: ReadonlyArray<keyof OutboxStats["byStatus"]>) =>
@@ -42,7 +42,7 @@ export const sum = (stats: OutboxStats, statuses: ReadonlyArray<keyof OutboxStat
 /**
  * The claim engine: the outbox rows' statuses.
  *
- * @since 0.5.0
+ * @since 0.1.0
  * @category counting
  */
 export const claim = (store: OutboxStore["Service"]) =>
@@ -60,7 +60,7 @@ export const claim = (store: OutboxStore["Service"]) =>
 /**
  * The event ids billing invoiced.
  *
- * @since 0.5.0
+ * @since 0.1.0
  * @category counting
  */
 export const invoicedEvents = (sql: SqlClient.SqlClient, schema: string) =>
@@ -73,7 +73,7 @@ export const invoicedEvents = (sql: SqlClient.SqlClient, schema: string) =>
  * The log engine: invoices, and records on the dead-letter topic (from its offsets: only the
  * poison records land there in the demo). `committed` is the number of events committed so far.
  *
- * @since 0.5.0
+ * @since 0.1.0
  * @category counting
  */
 export const log = (options: {
@@ -103,7 +103,7 @@ export const log = (options: {
 /**
  * What `Demo` needs to know of the outbox: how far the events are.
  *
- * @since 0.5.0
+ * @since 0.1.0
  * @category models
  */
 export type Tally = Effect.Effect<Counts, unknown>

@@ -1,4 +1,7 @@
 /**
+ * `@effect-outbox/adapter-kafka-platformatic`: the Kafka layers on @platformatic/kafka, one
+ * namespace per module.
+ *
  * @since 0.1.0
  */
 export * as PlatformaticBrokerAdmin from "./PlatformaticBrokerAdmin.ts"

@@ -1,3 +1,12 @@
+/**
+ * `Publisher` on kafkajs: an idempotent producer, explicit partitions, and a receipt per record
+ * in request order. Each partition's records go in record batches under the topic's
+ * `max.message.bytes`, one `sendBatch` per batch (or one combined request per broker when every
+ * partition of the call fits one batch), so every broker error is attributed to the records it
+ * concerns.
+ *
+ * @since 0.1.0
+ */
 import { EVENT_ID_HEADER } from "@effect-outbox/core/OutboxMessage"
 import * as PartitionSend from "@effect-outbox/core/PartitionSend"
 import * as ProducerLeases from "@effect-outbox/core/ProducerLeases"

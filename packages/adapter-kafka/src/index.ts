@@ -1,4 +1,6 @@
 /**
+ * `@effect-outbox/adapter-kafka`: the Kafka layers on kafkajs, one namespace per module.
+ *
  * @since 0.1.0
  */
 export * as KafkaBrokerAdmin from "./KafkaBrokerAdmin.ts"

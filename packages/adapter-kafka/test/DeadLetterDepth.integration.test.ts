@@ -9,6 +9,7 @@ import * as DeadLetterDepth from "@effect-outbox/core/DeadLetterDepth"
 import * as Inbox from "@effect-outbox/core/Inbox"
 import { jsonPayload } from "@effect-outbox/core/OutboxMessage"
 import { Publisher } from "@effect-outbox/core/Publisher"
+import * as Telemetry from "@effect-outbox/core/Telemetry"
 import * as InMemoryDatabase from "@effect-outbox/testing/InMemoryDatabase"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -31,7 +32,7 @@ layer(Live, { timeout: "120 seconds", excludeTestServices: true })("dead-letter 
       const dlt = DeadLetter.defaultTopic(topic)
       yield* namedTopic(dlt, 2)
       const gauge = Effect.map(
-        Metric.value(Metric.withAttributes(DeadLetterDepth.pendingGauge, { topic: dlt })),
+        Metric.value(Metric.withAttributes(Telemetry.deadLettersPending, { topic: dlt })),
         (s) => s.value
       )
       const depth = Effect.map(DeadLetterDepth.sample(dlt), Option.getOrThrow)

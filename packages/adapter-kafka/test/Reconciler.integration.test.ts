@@ -11,8 +11,8 @@ import * as Outbox from "@effect-outbox/core/Outbox"
 import { jsonPayload } from "@effect-outbox/core/OutboxMessage"
 import * as OutboxRuntime from "@effect-outbox/core/OutboxRuntime"
 import { OutboxStore } from "@effect-outbox/core/OutboxStore"
-import * as Reconciler from "@effect-outbox/core/Reconciler"
 import * as Relay from "@effect-outbox/core/Relay"
+import * as Telemetry from "@effect-outbox/core/Telemetry"
 import { Transactor } from "@effect-outbox/core/Transactor"
 import * as Transition from "@effect-outbox/core/Transition"
 import * as Duration from "effect/Duration"
@@ -104,7 +104,7 @@ describe("reconciler on PostgreSQL and Kafka (lifecycle on)", () => {
           while (Date.now() < deadline && (yield* statusOf(done!)) !== "SUCCESS") yield* Effect.sleep("200 millis")
           assert.strictEqual(yield* statusOf(done!), "SUCCESS")
           // The sweep reported the other row in the same round.
-          assert.strictEqual((yield* Metric.value(Reconciler.stuckGauge)).value, 1)
+          assert.strictEqual((yield* Metric.value(Telemetry.consumerStuck)).value, 1)
           // Give a redelivery (there should be none) a moment to show up.
           yield* Effect.sleep("2 seconds")
           assert.strictEqual(yield* statusOf(lost!), "UNDER_PROCESSING")

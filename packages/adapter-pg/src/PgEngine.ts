@@ -13,7 +13,7 @@
  *
  * The log engine needs `wal_level = logical` and a role with `REPLICATION` (docs/log-relay.md).
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 import type { LogSourceError } from "@effect-outbox/core/LogSource"
 import * as OutboxEngine from "@effect-outbox/core/OutboxEngine"
@@ -34,7 +34,7 @@ const SLOT = /^[a-z0-9_]{1,63}$/
  * `<schema>_<prefix>log` in a replication slot's alphabet (lower case, other characters as `_`,
  * at most 63), so two services with their own schema in one database never share a slot.
  *
- * @since 0.5.0
+ * @since 0.1.0
  * @category constructors
  */
 export const defaultSlot = (schema = "outbox", tablePrefix = "outbox_"): string =>
@@ -46,7 +46,7 @@ export const defaultSlot = (schema = "outbox", tablePrefix = "outbox_"): string 
 /**
  * `OUTBOX_LOG_SLOT`, checked against a replication slot's alphabet; default {@link defaultSlot}.
  *
- * @since 0.5.0
+ * @since 0.1.0
  * @category config
  */
 export const slotConfig = (schema?: string, tablePrefix?: string): Config.Config<string> =>
@@ -66,7 +66,7 @@ export const slotConfig = (schema?: string, tablePrefix?: string): Config.Config
 /**
  * What building the log engine's services can fail with.
  *
- * @since 0.5.0
+ * @since 0.1.0
  * @category models
  */
 export type EngineError = LogSourceError | Config.ConfigError
@@ -78,7 +78,7 @@ export type EngineError = LogSourceError | Config.ConfigError
  * without them. `OutboxRuntime.layer` looks them up when it starts (and says what is missing
  * when they are not there).
  *
- * @since 0.5.0
+ * @since 0.1.0
  * @category layers
  */
 export const layerConfig: Layer.Layer<never, EngineError, SqlClient.SqlClient | PgTables.PgTables> = Layer.unwrap(
@@ -97,7 +97,7 @@ export const layerConfig: Layer.Layer<never, EngineError, SqlClient.SqlClient | 
  * `stores` (the claim engine's, `PgOutbox.layer`), then {@link layerConfig} on them: the log
  * engine's services after the stores' migrations, one migration run at a time.
  *
- * @since 0.5.0
+ * @since 0.1.0
  * @category layers
  */
 export const withEngine = <A, E, R>(

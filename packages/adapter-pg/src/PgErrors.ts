@@ -4,7 +4,7 @@
  * outage) and other stores classify exactly as this adapter does; the rules live in
  * `internal/errors.ts`, beside the adapter's other SQL helpers.
  *
- * @since 0.2.0
+ * @since 0.1.0
  */
 import type { OutboxStoreError } from "@effect-outbox/core/Errors"
 import type { SqlError } from "effect/sql/SqlError"
@@ -15,7 +15,7 @@ import * as internal from "./internal/errors.ts"
  * serialization failures, deadlocks, timeouts and the infrastructure SQLSTATEs (class 08, 57P0x,
  * 53xxx) are retriable.
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category errors
  */
 export const fromSqlError: (operation: string) => (error: SqlError) => OutboxStoreError = internal.fromSqlError
@@ -24,7 +24,7 @@ export const fromSqlError: (operation: string) => (error: SqlError) => OutboxSto
  * Whether asking again later can succeed: the driver says so, the SQLSTATE is an infrastructure
  * one, or the connection failed.
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category errors
  */
 export const isRetriable: (error: SqlError) => boolean = internal.isRetriable
@@ -32,7 +32,7 @@ export const isRetriable: (error: SqlError) => boolean = internal.isRetriable
 /**
  * The SQLSTATE of the underlying PostgreSQL error, when the driver kept it.
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category errors
  */
 export const sqlState: (error: SqlError) => string | undefined = internal.sqlState

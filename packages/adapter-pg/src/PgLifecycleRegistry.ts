@@ -4,7 +4,7 @@
  * upsert that only touches a row the same group holds, so two processes of different groups
  * starting at once cannot both win.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 import { LifecycleGroupConflictError, type OutboxStoreError } from "@effect-outbox/core/Errors"
 import { LifecycleRegistry, type Registration } from "@effect-outbox/core/LifecycleRegistry"
@@ -33,7 +33,7 @@ const columns = `topic, group_id,
   (extract(epoch FROM started_at) * 1000)::bigint::text AS started_at`
 
 /**
- * @since 0.4.0
+ * @since 0.1.0
  * @category constructors
  */
 export const make = Effect.gen(function* () {
@@ -83,7 +83,7 @@ export const make = Effect.gen(function* () {
 })
 
 /**
- * @since 0.4.0
+ * @since 0.1.0
  * @category layers
  */
 export const layer: Layer.Layer<LifecycleRegistry, never, SqlClient.SqlClient | PgTables> =

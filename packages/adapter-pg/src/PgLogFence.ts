@@ -11,7 +11,7 @@
  *
  * `PgLogOutbox.layer` includes it.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 import { type LogLease, LogSource, LogSourceError } from "@effect-outbox/core/LogSource"
 import * as Duration from "effect/Duration"
@@ -23,7 +23,7 @@ import { sqlFailed } from "./internal/logQuarantine.ts"
 import { DEFAULT_SLOT } from "./internal/logSetup.ts"
 
 /**
- * @since 0.3.0
+ * @since 0.1.0
  * @category models
  */
 export interface Options {
@@ -55,7 +55,7 @@ const defaultTimeout = (sql: SqlClient.SqlClient) =>
 /**
  * Gives every lease of the `LogSource` in context a fence.
  *
- * @since 0.3.0
+ * @since 0.1.0
  * @category layers
  */
 export const layer = (options: Options = {}): Layer.Layer<LogSource, never, LogSource | SqlClient.SqlClient> =>

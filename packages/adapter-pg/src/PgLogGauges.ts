@@ -6,7 +6,7 @@
  *
  * `PgLogOutbox.layer` includes it.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 import { type LogGauges, LogSource, LogSourceError } from "@effect-outbox/core/LogSource"
 import * as Effect from "effect/Effect"
@@ -16,7 +16,7 @@ import { sqlFailed } from "./internal/logQuarantine.ts"
 import { DEFAULT_SLOT } from "./internal/logSetup.ts"
 
 /**
- * @since 0.3.0
+ * @since 0.1.0
  * @category models
  */
 export interface Options {
@@ -43,7 +43,7 @@ const sampleSql = `WITH here AS (
  * One sample of the slot. A lost slot has no restart position: `retainedBytes` is `NaN` then
  * (not 0, which would look healthy), and `walStatus` says `lost`.
  *
- * @since 0.3.0
+ * @since 0.1.0
  * @category constructors
  */
 export const sample = (slot: string): Effect.Effect<LogGauges, LogSourceError, SqlClient.SqlClient> =>
@@ -68,7 +68,7 @@ export const sample = (slot: string): Effect.Effect<LogGauges, LogSourceError, S
  * Gives the `LogSource` in context lease-free gauges for `slot`, and warns once at start-up when
  * `max_slot_wal_keep_size` is unlimited.
  *
- * @since 0.3.0
+ * @since 0.1.0
  * @category layers
  */
 export const layer = (options: Options = {}): Layer.Layer<LogSource, never, LogSource | SqlClient.SqlClient> =>

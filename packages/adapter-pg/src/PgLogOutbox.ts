@@ -18,7 +18,7 @@
  * export const layer = PgLogOutbox.layer({ slot: "orders_outbox" }).pipe(Layer.provideMerge(PgClient.layer({ url })))
  * ```
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 import * as LogOutbox from "@effect-outbox/core/LogOutbox"
 import { type LogSource, LogSourceError } from "@effect-outbox/core/LogSource"
@@ -40,7 +40,7 @@ import * as PgTables from "./PgTables.ts"
 import * as PgTransactor from "./PgTransactor.ts"
 
 /**
- * @since 0.3.0
+ * @since 0.1.0
  * @category models
  */
 export interface Options
@@ -62,7 +62,7 @@ export interface Options
 /**
  * The migrations, then the publication and the slot.
  *
- * @since 0.5.0
+ * @since 0.1.0
  * @category setup
  */
 export const setup = (options: PgLogSource.Options = {}): Effect.Effect<void, LogSourceError, SqlClient.SqlClient> =>
@@ -84,7 +84,7 @@ export const setup = (options: PgLogSource.Options = {}): Effect.Effect<void, Lo
   )
 
 /**
- * @since 0.3.0
+ * @since 0.1.0
  * @category layers
  */
 export const layer = (

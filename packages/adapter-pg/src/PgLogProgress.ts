@@ -15,7 +15,7 @@
  * const source = PgLogProgress.layer({ slot }).pipe(Layer.provide(PgLogSource.layer({ slot })))
  * ```
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 import { type LogBackstop, LogSource, LogSourceError } from "@effect-outbox/core/LogSource"
 import * as Duration from "effect/Duration"
@@ -32,7 +32,7 @@ import { DEFAULT_SLOT } from "./internal/logSetup.ts"
 import * as PgTables from "./PgTables.ts"
 
 /**
- * @since 0.3.0
+ * @since 0.1.0
  * @category models
  */
 export interface Options {
@@ -62,7 +62,7 @@ const sqlFailed = (operation: string) => (error: SqlError) => {
  * The progress of one slot, over the pool. Its table comes with the outbox migrations
  * (`PgLogOutbox.setup` runs them).
  *
- * @since 0.3.0
+ * @since 0.1.0
  * @category constructors
  */
 export const make = (options: Options = {}) =>
@@ -95,7 +95,7 @@ export const make = (options: Options = {}) =>
  * The event table as the backstop of a re-created slot (`LogLease.backstop`): the gap the setup
  * step marked when it created the slot, read back by time.
  *
- * @since 0.5.0
+ * @since 0.1.0
  * @category constructors
  */
 export const backstop = (options: Options = {}) =>
@@ -133,7 +133,7 @@ export const backstop = (options: Options = {}) =>
  * Gives every lease of the `LogSource` in context this slot's durable progress, and the event
  * table as the backstop of a re-created slot.
  *
- * @since 0.3.0
+ * @since 0.1.0
  * @category layers
  */
 export const layer = (options: Options = {}): Layer.Layer<LogSource, LogSourceError, LogSource | SqlClient.SqlClient> =>

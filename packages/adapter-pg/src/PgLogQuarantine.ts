@@ -8,7 +8,7 @@
  *
  * `PgLogOutbox.layer` includes it.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 import type { BlockedKey, LogQuarantine, QuarantineEntry, QuarantineStatus } from "@effect-outbox/core/LogQuarantine"
 import type { LogMessage } from "@effect-outbox/core/LogRecord"
@@ -23,7 +23,7 @@ import { DEFAULT_SLOT } from "./internal/logSetup.ts"
 import * as PgTables from "./PgTables.ts"
 
 /**
- * @since 0.3.0
+ * @since 0.1.0
  * @category models
  */
 export interface Options {
@@ -38,7 +38,7 @@ export interface Options {
 /**
  * One quarantined event, as `list` shows it.
  *
- * @since 0.3.0
+ * @since 0.1.0
  * @category models
  */
 export interface QuarantinedEvent {
@@ -150,7 +150,7 @@ const open = (options: Options) =>
  * The quarantine of one slot, over the pool: the relay's store. Its table comes with the outbox
  * migrations (`PgLogOutbox.setup` runs them).
  *
- * @since 0.3.0
+ * @since 0.1.0
  * @category constructors
  */
 export const make = (options: Options = {}) =>
@@ -187,7 +187,7 @@ export const make = (options: Options = {}) =>
 /**
  * Gives every lease of the `LogSource` in context this slot's quarantine.
  *
- * @since 0.3.0
+ * @since 0.1.0
  * @category layers
  */
 export const layer = (options: Options = {}): Layer.Layer<LogSource, LogSourceError, LogSource | SqlClient.SqlClient> =>
@@ -240,7 +240,7 @@ const toEvent = (r: Row): QuarantinedEvent => ({
 /**
  * The slot's quarantined events in log order; `status` keeps only those (default: every status).
  *
- * @since 0.3.0
+ * @since 0.1.0
  * @category operations
  */
 export const list = (
@@ -264,7 +264,7 @@ export const list = (
 /**
  * What an operator's `retry` or `skip` moves (or, with `execute` false, would move).
  *
- * @since 0.3.0
+ * @since 0.1.0
  * @category models
  */
 export interface Plan {
@@ -274,7 +274,7 @@ export interface Plan {
 }
 
 /**
- * @since 0.3.0
+ * @since 0.1.0
  * @category models
  */
 export interface Request extends Options {
@@ -313,7 +313,7 @@ const find = (sql: SqlClient.SqlClient, table: string, slot: string, eventId: st
  * log order (the relay does, within `quarantineInterval`): after the cause is fixed, e.g. the
  * topic created. An invalid event cannot be retried: skip it.
  *
- * @since 0.3.0
+ * @since 0.1.0
  * @category operations
  */
 export const retry = (request: Request): Effect.Effect<Plan, LogSourceError, SqlClient.SqlClient> =>
@@ -345,7 +345,7 @@ export const retry = (request: Request): Effect.Effect<Plan, LogSourceError, Sql
  * Drops a quarantined event for good (never published); the events of its topic and key held
  * behind it are released and published in log order, unless another of them is quarantined.
  *
- * @since 0.3.0
+ * @since 0.1.0
  * @category operations
  */
 export const skip = (request: Request): Effect.Effect<Plan, LogSourceError, SqlClient.SqlClient> =>

@@ -15,7 +15,7 @@
  * Needs a role that owns the event table (the migration's). {@link layer} runs a round every
  * `interval` in the background; `PgLogOutbox.layer` includes it unless told otherwise.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 import { LogSourceError } from "@effect-outbox/core/LogSource"
 import * as Duration from "effect/Duration"
@@ -29,7 +29,7 @@ import { DEFAULT_SLOT } from "./internal/logSetup.ts"
 import * as PgTables from "./PgTables.ts"
 
 /**
- * @since 0.5.0
+ * @since 0.1.0
  * @category models
  */
 export interface Options {
@@ -55,7 +55,7 @@ export interface Options {
 /**
  * What one round did.
  *
- * @since 0.5.0
+ * @since 0.1.0
  * @category models
  */
 export interface Report {
@@ -96,7 +96,7 @@ const resolve = (options: Options) =>
  * serialised, a seal another process made first is kept, and a drop that collides with another
  * process's is left to the next round.
  *
- * @since 0.5.0
+ * @since 0.1.0
  * @category maintenance
  */
 export const maintain = (options: Options = {}): Effect.Effect<Report, LogSourceError, SqlClient.SqlClient> =>
@@ -131,7 +131,7 @@ export const maintain = (options: Options = {}): Effect.Effect<Report, LogSource
  * Runs {@link maintain} now and every `interval` while the layer lives; a failed round is logged
  * and the next one tries again.
  *
- * @since 0.5.0
+ * @since 0.1.0
  * @category layers
  */
 export const layer = (options: Options = {}): Layer.Layer<never, never, SqlClient.SqlClient> =>

@@ -22,7 +22,7 @@
  *
  * Needs `wal_level = logical` and a role with `REPLICATION` (or superuser). See docs/log-relay.md.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 
 import * as PgClient from "@effect/sql-pg/PgClient"
@@ -51,7 +51,7 @@ import * as Pgoutput from "./internal/pgoutput.ts"
 import * as PgTables from "./PgTables.ts"
 
 /**
- * @since 0.3.0
+ * @since 0.1.0
  * @category models
  */
 export interface Options {
@@ -246,7 +246,7 @@ const poolExec =
  * first enqueue (`PgLogOutbox.layer` does, unless `setup: false`). Re-creating the slot of an
  * outbox whose relay has progress marks the gap there: the relay reads it back from the table.
  *
- * @since 0.3.0
+ * @since 0.1.0
  * @category setup
  */
 export const ensureSlot = (options: Options = {}): Effect.Effect<void, LogSourceError, SqlClient.SqlClient> =>
@@ -266,7 +266,7 @@ export const ensureSlot = (options: Options = {}): Effect.Effect<void, LogSource
  * Drops the slot and its publication (the server then frees the WAL it held). Tests and
  * decommissioning: the events stay in the event table until retention drops their partitions.
  *
- * @since 0.3.0
+ * @since 0.1.0
  * @category setup
  */
 export const dropSlot = (options: Options = {}): Effect.Effect<void, LogSourceError, SqlClient.SqlClient> =>
@@ -281,16 +281,16 @@ export const dropSlot = (options: Options = {}): Effect.Effect<void, LogSourceEr
  * new primary after a fail-over): nothing is published until an operator creates it. Alert on
  * any increase.
  *
- * @since 0.5.0
+ * @since 0.1.0
  * @category metrics
  */
 export const slotMissing = LogSetup.slotMissingTotal
 
-/** The slot (and publication) name used when none is given. @since 0.5.0 @category constants */
+/** The slot (and publication) name used when none is given. @since 0.1.0 @category constants */
 export const defaultSlot: string = LogSetup.DEFAULT_SLOT
 
 /**
- * @since 0.3.0
+ * @since 0.1.0
  * @category constructors
  */
 export const make = (options: Options = {}) =>
@@ -377,7 +377,7 @@ const replicationConnection = (options: Options) =>
 /**
  * The log source of one slot.
  *
- * @since 0.3.0
+ * @since 0.1.0
  * @category layers
  */
 export const layer = (options: Options = {}): Layer.Layer<LogSource, LogSourceError, SqlClient.SqlClient> =>
@@ -387,7 +387,7 @@ export const layer = (options: Options = {}): Layer.Layer<LogSource, LogSourceEr
  * The writer: one INSERT into the event table per enqueue, in the ambient transaction. Needs
  * only INSERT on that table; it creates nothing (`ensureSlot` is the setup step).
  *
- * @since 0.3.0
+ * @since 0.1.0
  * @category layers
  */
 export const layerWriter = (options: Options = {}): Layer.Layer<LogWriter, LogSourceError, SqlClient.SqlClient> =>
@@ -404,7 +404,7 @@ export const layerWriter = (options: Options = {}): Layer.Layer<LogWriter, LogSo
  * millis, the enqueue's clock as the id carries it), in id order, after the id `after` (the
  * last one of the previous page), at most `limit` (default 1,000).
  *
- * @since 0.5.0
+ * @since 0.1.0
  * @category models
  */
 export interface TableRange extends Options {
@@ -421,7 +421,7 @@ export interface TableRange extends Options {
  * is id order, which is enqueue order per writer, not commit order across writers. Needs SELECT on
  * the event table.
  *
- * @since 0.5.0
+ * @since 0.1.0
  * @category backstop
  */
 export const readTable = (

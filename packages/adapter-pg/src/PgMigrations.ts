@@ -9,13 +9,14 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Migrator from "effect/sql/Migrator"
 import * as SqlClient from "effect/sql/SqlClient"
+import { claimFunctionV3, claimFunctionV4 } from "./internal/claim.ts"
 import { claimFunctionV2 } from "./internal/claimV2.ts"
 import { fromSqlError } from "./internal/errors.ts"
 import { gapMigration } from "./internal/logGap.ts"
 import { progressMigration, progressTable } from "./internal/logProgress.ts"
 import { quarantineMigration } from "./internal/logQuarantine.ts"
 import * as LogTable from "./internal/logTable.ts"
-import { claimFunction, claimFunctionV4, notQueued, statusList, statusListV1 } from "./internal/sql.ts"
+import { notQueued, statusList, statusListV1 } from "./internal/statuses.ts"
 import { PgTables, type Tables } from "./PgTables.ts"
 
 const q = (identifier: string) => `"${identifier}"`
@@ -119,7 +120,7 @@ const hotPath = (t: Tables): ReadonlyArray<string> => {
            autovacuum_vacuum_insert_scale_factor = 0, autovacuum_vacuum_insert_threshold = 5000,
            autovacuum_analyze_scale_factor = 0, autovacuum_analyze_threshold = 5000,
            autovacuum_vacuum_cost_delay = 0)`,
-    claimFunction(t)
+    claimFunctionV3(t)
   ]
 }
 

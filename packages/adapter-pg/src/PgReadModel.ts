@@ -9,7 +9,7 @@
  * - `recentFailures`: the newest `FAILURE` rows, without payloads.
  * - `countPurgeable`: the condition `PgOutboxStore`'s purge deletes by, counted.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 import { OutboxStoreError } from "@effect-outbox/core/Errors"
 import { eventIdentity } from "@effect-outbox/core/Inbox"
@@ -61,7 +61,7 @@ const byTopic = (rows: ReadonlyArray<TopicRow>): ReadonlyArray<TopicCounts> => {
 }
 
 /**
- * @since 0.4.0
+ * @since 0.1.0
  * @category constructors
  */
 export const make = Effect.gen(function* () {
@@ -144,7 +144,7 @@ export const make = Effect.gen(function* () {
 /**
  * The read model over the ambient `SqlClient`, in the tables of {@link PgTables}.
  *
- * @since 0.4.0
+ * @since 0.1.0
  * @category layers
  */
 export const layer: Layer.Layer<ReadModel, never, SqlClient.SqlClient | PgTables> = Layer.effect(ReadModel)(make)

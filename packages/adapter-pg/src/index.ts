@@ -1,4 +1,6 @@
 /**
+ * `@effect-outbox/adapter-pg`: the PostgreSQL layers on @effect/sql-pg, one namespace per module.
+ *
  * @since 0.1.0
  */
 export * as PgEngine from "./PgEngine.ts"

@@ -1,10 +1,12 @@
 // The log slot's gauges without the lease, on a wal_level=logical PostgreSQL (LOGICAL_DATABASE_URL):
 // any process samples them, so an alert on retained WAL fires while no relay reads the slot.
+
 import { randomUUID } from "node:crypto"
 import { PgClient } from "@effect/sql-pg"
 import { assert, describe, it } from "@effect/vitest"
 import * as LogRelay from "@effect-outbox/core/LogRelay"
 import { LogSource } from "@effect-outbox/core/LogSource"
+import * as Telemetry from "@effect-outbox/core/Telemetry"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
@@ -54,7 +56,7 @@ describe("PgLogGauges", () => {
       )
       yield* Effect.sleep(Duration.millis(300))
       yield* Fiber.interrupt(sampler)
-      assert.isAbove((yield* Metric.value(LogRelay.retainedWal)).value, 100_000)
+      assert.isAbove((yield* Metric.value(Telemetry.logRetainedWal)).value, 100_000)
       assert.strictEqual((yield* Metric.value(LogRelay.slotWalStatus)).value, 0)
     }).pipe(Effect.scoped, Effect.provide(client))
   )

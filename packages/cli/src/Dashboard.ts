@@ -9,7 +9,7 @@
  *
  * Safety rules: `DashboardGuard`.
  *
- * @since 0.2.0
+ * @since 0.1.0
  */
 
 import { createServer } from "node:http"
@@ -28,7 +28,7 @@ import * as Repairs from "./internal/dashboard/repairs.ts"
 import * as Shared from "./internal/dashboard/shared.ts"
 
 /**
- * @since 0.2.0
+ * @since 0.1.0
  * @category models
  */
 export interface Options {
@@ -56,7 +56,7 @@ export interface Options {
  * The dashboard's routes as a `Layer` on an `HttpRouter`: mount it in a service's own server
  * with `HttpRouter.serve`. Fails with `DashboardConfigError` for an unsafe setting.
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category layers
  */
 export const routes = (options: Options = {}) =>
@@ -107,7 +107,7 @@ export const routes = (options: Options = {}) =>
  * A stand-alone dashboard server on `host:port` (default `127.0.0.1`, port 0 picks a free one),
  * logging its address; needs the outbox's services (database and broker).
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category layers
  */
 export const layer = (options: Options & { readonly port?: number | undefined }) =>
@@ -120,7 +120,7 @@ export const layer = (options: Options & { readonly port?: number | undefined })
 /**
  * The address a running dashboard answers on, e.g. `http://127.0.0.1:7070`.
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category layers
  */
 export const url = (prefix = ""): Effect.Effect<string, never, HttpServer.HttpServer> =>

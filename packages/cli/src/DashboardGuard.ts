@@ -10,7 +10,7 @@
  *   (DNS rebinding) is refused.
  * - Read-only mode refuses every mutation.
  *
- * @since 0.2.0
+ * @since 0.1.0
  */
 import { randomBytes, timingSafeEqual } from "node:crypto"
 import { isIP } from "node:net"
@@ -19,7 +19,7 @@ import * as Schema from "effect/Schema"
 /**
  * A dashboard setting that would expose it unsafely.
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category errors
  */
 export class DashboardConfigError extends Schema.TaggedError<DashboardConfigError>()("DashboardConfigError", {
@@ -31,7 +31,7 @@ export class DashboardConfigError extends Schema.TaggedError<DashboardConfigErro
 }
 
 /**
- * @since 0.2.0
+ * @since 0.1.0
  * @category models
  */
 export interface Settings {
@@ -46,7 +46,7 @@ export interface Settings {
 /**
  * Loopback addresses and names: the only ones that need no token.
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category safety
  */
 export const isLoopback = (host: string): boolean => {
@@ -58,7 +58,7 @@ export const isLoopback = (host: string): boolean => {
 /**
  * Refuses a non-loopback address without a token, and a token too short to resist guessing.
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category safety
  */
 export const validate = (settings: Settings): DashboardConfigError | undefined => {
@@ -76,7 +76,7 @@ export const validate = (settings: Settings): DashboardConfigError | undefined =
 /**
  * A fresh per-process CSRF token.
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category safety
  */
 export const makeCsrfToken = (): string => randomBytes(24).toString("base64url")
@@ -84,7 +84,7 @@ export const makeCsrfToken = (): string => randomBytes(24).toString("base64url")
 /**
  * Constant-time equality of two secrets.
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category safety
  */
 export const sameSecret = (given: string | undefined, expected: string): boolean => {
@@ -97,7 +97,7 @@ export const sameSecret = (given: string | undefined, expected: string): boolean
 /**
  * The name of the cookie holding the access token.
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category safety
  */
 export const tokenCookie = "effect_outbox_dashboard"
@@ -114,7 +114,7 @@ const cookieValue = (header: string | undefined, name: string): string | undefin
 /**
  * Whether a request may read: always without a token; with one, it carries it.
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category safety
  */
 export const mayRead = (token: string | undefined, headers: Readonly<Record<string, string | undefined>>): boolean => {
@@ -127,7 +127,7 @@ export const mayRead = (token: string | undefined, headers: Readonly<Record<stri
  * Whether the `Host` header names this dashboard: loopback names, or the configured host.
  * Refusing others stops a DNS-rebinding page from reading a loopback dashboard.
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category safety
  */
 export const hostAllowed = (settings: Settings, hostHeader: string | undefined): boolean => {
@@ -145,7 +145,7 @@ export const hostAllowed = (settings: Settings, hostHeader: string | undefined):
  * Why a mutation is refused, or `undefined` when it may go on: read-only mode, a foreign
  * `Origin`, a cross-site fetch, or a missing or wrong CSRF token.
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category safety
  */
 export const refuseMutation = (

@@ -2,12 +2,12 @@
  * HTML building blocks for the dashboard: escaping, the page frame, tables, the inline SVG chart,
  * and the stylesheet and script it serves. Every value shown passes through {@link escapeHtml}.
  *
- * @since 0.2.0
+ * @since 0.1.0
  */
 import * as Samples from "./DashboardSamples.ts"
 
 /**
- * @since 0.2.0
+ * @since 0.1.0
  * @category html
  */
 export const escapeHtml = (value: unknown): string =>
@@ -19,7 +19,7 @@ export const escapeHtml = (value: unknown): string =>
     .replaceAll("'", "&#39;")
 
 /**
- * @since 0.2.0
+ * @since 0.1.0
  * @category html
  */
 export const time = (millis: number | null | undefined): string =>
@@ -28,7 +28,7 @@ export const time = (millis: number | null | undefined): string =>
 /**
  * A table; cells are HTML (escapeHtml values before).
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category html
  */
 export const table = (
@@ -45,7 +45,7 @@ export const table = (
 /**
  * The page frame: navigation, a read-only banner, the stylesheet and the live script.
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category html
  */
 export const page = (options: {
@@ -73,7 +73,7 @@ const polyline = (points: ReadonlyArray<readonly [number, number]>, color: strin
 /**
  * Backlog (left scale) and publish rate (right scale) over the sampled minutes, as inline SVG.
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category html
  */
 export const chart = (samples: ReadonlyArray<Samples.Sample>, windowMillis: number): string => {
@@ -107,7 +107,7 @@ ${polyline(
 /**
  * The stylesheet (served, not inline, so the content security policy can forbid inline styles).
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category assets
  */
 export const css = `
@@ -132,7 +132,7 @@ pre{background:#f4f6f7;padding:.5em;overflow:auto;max-height:20em}
  * The script: swaps the overview for each server-sent update, marks the page live, and keeps
  * working (as a plain page) when the stream is unavailable.
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category assets
  */
 export const js = `

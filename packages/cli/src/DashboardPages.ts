@@ -2,7 +2,7 @@
  * The dashboard's pages as HTML strings, rendered from the operations' reports (the same reports
  * the CLI prints). Pure: no service, no I/O.
  *
- * @since 0.2.0
+ * @since 0.1.0
  */
 import type * as DeadLetter from "@effect-outbox/core/DeadLetter"
 import type * as DeadLetterDepth from "@effect-outbox/core/DeadLetterDepth"
@@ -16,7 +16,7 @@ import { age } from "./Render.ts"
 /**
  * What the broker answered for the overview, or why it could not.
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category models
  */
 export type BrokerView =
@@ -38,7 +38,7 @@ const repairLink = (base: string, action: string, id: string, label: string) =>
 /**
  * The overview's content (the part the live stream replaces).
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category pages
  */
 export const overview = (options: {
@@ -144,7 +144,7 @@ ${brokerPart}`
 /**
  * The overview page: the content, inside the element the live stream updates.
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category pages
  */
 export const overviewPage = (content: string): string =>
@@ -155,7 +155,7 @@ const field = (label: string, value: string) => `<tr><th>${escapeHtml(label)}</t
 /**
  * One event: fields, receipt, payload, recorded history, consumers that processed it.
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category pages
  */
 export const row = (base: string, inspection: Operations.Inspection, readOnly: boolean): string => {
@@ -211,7 +211,7 @@ export const row = (base: string, inspection: Operations.Inspection, readOnly: b
 /**
  * The dead-letter topics of the outbox's topics with their depth.
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category pages
  */
 export const deadLetterTopics = (base: string, depths: ReadonlyArray<DeadLetterDepth.Depth>): string =>
@@ -228,7 +228,7 @@ export const deadLetterTopics = (base: string, depths: ReadonlyArray<DeadLetterD
 /**
  * The dead letters of one topic, each with its error, selectable for a replay.
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category pages
  */
 export const deadLetterList = (
@@ -274,7 +274,7 @@ const auditFields = (operator: string, reason: string) =>
 /**
  * The replay dry run: the letters a replay would republish, and the confirmation form.
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category pages
  */
 export const replayPreview = (options: {
@@ -305,13 +305,13 @@ ${table(["event", "to", "error class", "reason"], rows)}${confirm}`
 /**
  * The actions the repairs page offers.
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category models
  */
 export type RepairAction = "requeue" | "release" | "skip" | "recover-stale"
 
 /**
- * @since 0.2.0
+ * @since 0.1.0
  * @category models
  */
 export const repairActions: ReadonlyArray<RepairAction> = ["requeue", "release", "skip", "recover-stale"]
@@ -324,7 +324,7 @@ const actionText: Record<RepairAction, string> = {
 }
 
 /**
- * @since 0.2.0
+ * @since 0.1.0
  * @category models
  */
 export interface RepairRequest {
@@ -339,7 +339,7 @@ export interface RepairRequest {
 /**
  * The repairs form: an action and its selection; it leads to a dry run.
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category pages
  */
 export const repairs = (options: {
@@ -381,7 +381,7 @@ const messageRows = (base: string, rows: ReadonlyArray<OutboxMessage>) =>
 /**
  * A repair's dry run: the rows it would change, and the confirmation form.
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category pages
  */
 export const repairPreview = (options: {
@@ -409,7 +409,7 @@ export const repairPreview = (options: {
 /**
  * What an executed action did.
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category pages
  */
 export const result = (options: {
@@ -423,7 +423,7 @@ export const result = (options: {
 /**
  * An error page (a request to correct, or a refused mutation).
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category pages
  */
 export const error = (message: string): string =>

@@ -2,12 +2,12 @@
  * The dashboard's recent history for its chart: backlog and publish rate, sampled from the
  * status counts on an interval and kept for the last minutes (a bounded ring, in memory).
  *
- * @since 0.2.0
+ * @since 0.1.0
  */
 import type { OutboxStatus } from "@effect-outbox/core/Lifecycle"
 
 /**
- * @since 0.2.0
+ * @since 0.1.0
  * @category models
  */
 export interface Sample {
@@ -22,7 +22,7 @@ export interface Sample {
 const publishedStatuses: ReadonlyArray<OutboxStatus> = ["PUBLISHED", "UNDER_PROCESSING", "SUCCESS", "PUSHED_FAILURE"]
 
 /**
- * @since 0.2.0
+ * @since 0.1.0
  * @category sampling
  */
 export const fromCounts = (at: number, byStatus: { readonly [S in OutboxStatus]?: number }): Sample => ({
@@ -34,7 +34,7 @@ export const fromCounts = (at: number, byStatus: { readonly [S in OutboxStatus]?
 /**
  * Appends a sample, keeping those of the last `windowMillis`.
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category sampling
  */
 export const append = (samples: ReadonlyArray<Sample>, sample: Sample, windowMillis: number): ReadonlyArray<Sample> => [
@@ -46,7 +46,7 @@ export const append = (samples: ReadonlyArray<Sample>, sample: Sample, windowMil
  * Publishes per second between consecutive samples (never negative: a purge lowers the count
  * without unpublishing anything).
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category sampling
  */
 export const publishRate = (
@@ -62,7 +62,7 @@ export const publishRate = (
  * Publishes per second over (about) the last `overMillis`: from the newest sample back to the
  * oldest one within that span; 0 with fewer than two samples.
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category sampling
  */
 export const recentRate = (samples: ReadonlyArray<Sample>, overMillis: number): number => {

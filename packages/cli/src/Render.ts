@@ -269,7 +269,7 @@ export const purge = (report: Operations.PurgeReport): string =>
     : `purged ${report.rows} rows (${report.statuses.join(", ")}) last updated before ${time(report.olderThan)}`
 
 /**
- * @since 0.2.0
+ * @since 0.1.0
  * @category rendering
  */
 export const parked = (keys: ReadonlyArray<ParkedKey>): string =>
@@ -288,7 +288,7 @@ export const parked = (keys: ReadonlyArray<ParkedKey>): string =>
       )
 
 /**
- * @since 0.2.0
+ * @since 0.1.0
  * @category rendering
  */
 export const parkedRelease = (report: Operations.ParkedReleaseReport): string => {
@@ -299,7 +299,7 @@ export const parkedRelease = (report: Operations.ParkedReleaseReport): string =>
 }
 
 /**
- * @since 0.5.0
+ * @since 0.1.0
  * @category rendering
  */
 export const ensuredTopics = (topics: ReadonlyArray<Operations.EnsuredTopic>): string => {
@@ -314,7 +314,7 @@ export const ensuredTopics = (topics: ReadonlyArray<Operations.EnsuredTopic>): s
 }
 
 /**
- * @since 0.5.0
+ * @since 0.1.0
  * @category rendering
  */
 export const outboxTopics = (topics: ReadonlyArray<Operations.OutboxTopic>): string => {

@@ -25,7 +25,7 @@ export interface ProbeRequest {
 /**
  * Several events of one topic at once (the log relay's takeover window).
  *
- * @since 0.3.0
+ * @since 0.1.0
  * @category models
  */
 export interface ProbeManyRequest {

@@ -8,7 +8,7 @@
  * The in-memory store runs this function; a SQL store re-states it in SQL and the
  * `OutboxStoreSuite` holds both to the same cases.
  *
- * @since 0.2.0
+ * @since 0.1.0
  */
 import * as Lifecycle from "./Lifecycle.ts"
 import type { OutboxMessage } from "./OutboxMessage.ts"
@@ -17,7 +17,7 @@ import type { TransitionOutcome, TransitionRequest } from "./OutboxStore.ts"
 /**
  * The outcome, and the row to write (`undefined`: nothing is written).
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category models
  */
 export interface Decision {
@@ -28,7 +28,7 @@ export interface Decision {
 /**
  * Decides one compare-and-set on `row` (`undefined`: the row does not exist).
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category decisions
  */
 export const decide = (row: OutboxMessage | undefined, request: TransitionRequest): Decision => {

@@ -25,11 +25,12 @@
  * through the per-record path (retries, dead letter, parking) before the rest continue, so the
  * order and the per-record guarantees are the same.
  *
- * The pieces, in `internal/consumer/`: `options.ts` (the options, their defaults, the handler's
- * work), `record.ts` (one record: lifecycle, decoding, the inbox, retries, dead letter),
+ * The pieces, in `internal/consumer/`: `options.ts` (what the record runner makes of the
+ * options, the handler's work), `record.ts` (one record: lifecycle, decoding, the inbox, retries, dead letter),
  * `partition.ts` (offsets, parking), `batch.ts` (a fetched batch, both transaction modes),
  * `workers.ts` (one worker per partition, pausing, graceful shutdown), `release.ts` (parked keys);
- * this module holds the public types and wires them to the source.
+ * this module holds the public types, the options and their default schedules, and wires them to
+ * the source.
  * Every status change goes through `Transition`.
  *
  * @since 0.1.0
@@ -42,22 +43,19 @@ import * as Schedule from "effect/Schedule"
 import type * as Schema from "effect/Schema"
 import * as Scope from "effect/Scope"
 import * as Semaphore from "effect/Semaphore"
-import { ConsumerSource } from "./ConsumerSource.ts"
+import { type ConsumerRecord, ConsumerSource } from "./ConsumerSource.ts"
 import type * as DeadLetter from "./DeadLetter.ts"
 import { type ConsumerSourceError, HandlerDefectError, PayloadDecodeError } from "./Errors.ts"
 import type * as Inbox from "./Inbox.ts"
 import type * as Batch from "./internal/consumer/batch.ts"
 import * as Classify from "./internal/consumer/classify.ts"
-import type { Options } from "./internal/consumer/options.ts"
 import * as ConsumerOptions from "./internal/consumer/options.ts"
 import type { PartitionState } from "./internal/consumer/partition.ts"
-import type { ParkedKey } from "./internal/consumer/release.ts"
 import * as Release from "./internal/consumer/release.ts"
 import * as Workers from "./internal/consumer/workers.ts"
 import type { OutboxStore } from "./OutboxStore.ts"
 import { ParkedStore } from "./ParkedStore.ts"
 import type { Publisher } from "./Publisher.ts"
-import * as Telemetry from "./Telemetry.ts"
 import { TopicReader } from "./TopicReader.ts"
 
 // ---------------------------------------------------------------------------------------------
@@ -80,38 +78,6 @@ export {
    */
   PayloadDecodeError
 }
-// ---------------------------------------------------------------------------------------------
-// the handler's view and the options (defined in internal/consumer/options.ts)
-// ---------------------------------------------------------------------------------------------
-
-export type {
-  /**
-   * What the handler receives: the decoded payload, the record, its key and event id, the
-   * idempotency key for outside effects, and the try number.
-   *
-   * @since 0.1.0
-   * @category models
-   */
-  Message,
-  /**
-   * The consumer's options: group, topics, schema and handler, then retries, dead letters,
-   * parking, lifecycle, transaction mode and shutdown (each documented on its field).
-   *
-   * @since 0.1.0
-   * @category models
-   */
-  Options
-} from "./internal/consumer/options.ts"
-export type {
-  /**
-   * A parked key: records waiting behind a dead-lettered predecessor of the same key.
-   *
-   * @since 0.1.0
-   * @category models
-   */
-  ParkedKey
-} from "./internal/consumer/release.ts"
-
 // ---------------------------------------------------------------------------------------------
 // whose failure is it
 // ---------------------------------------------------------------------------------------------
@@ -177,6 +143,19 @@ export const defaultIsInfrastructure: InfrastructureTest = Classify.defaultIsInf
 export type ConsumerError = ConsumerSourceError | DeadLetter.DeadLetterPublishError
 
 /**
+ * A parked key: records waiting behind a dead-lettered predecessor of the same key.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ParkedKey {
+  readonly topic: string
+  readonly partition: number
+  readonly key: string
+  readonly offsets: ReadonlyArray<string>
+}
+
+/**
  * A running consumer.
  *
  * @since 0.1.0
@@ -207,82 +186,131 @@ export interface Consumer {
 export type Requirements = ConsumerSource | Inbox.Inbox | OutboxStore | Publisher
 
 // ---------------------------------------------------------------------------------------------
-// metrics (defined in Telemetry.ts)
+// the handler's view, the options and their default schedules
 // ---------------------------------------------------------------------------------------------
 
 /**
- * Records finished by the consumer, with attribute `result`: `processed`, `already_processed`,
- * `skipped` (finished outbox row), `dead_lettered`.
+ * What the handler receives: the decoded payload, the record, its key and event id, the
+ * idempotency key for outside effects, and the try number.
  *
  * @since 0.1.0
- * @category metrics
+ * @category models
  */
-export const recordsTotal = Telemetry.consumerRecordsTotal
-
-/**
- * Missing `SUCCESS` transitions repaired without running the handler again.
- *
- * @since 0.1.0
- * @category metrics
- */
-export const reconciledTotal = Telemetry.consumerReconciledTotal
-
-/**
- * Handler tries that failed and will be retried.
- *
- * @since 0.1.0
- * @category metrics
- */
-export const retriesTotal = Telemetry.consumerRetriesTotal
-
-/**
- * Tries that failed on the infrastructure and are retried without limit, outside the attempt
- * budget.
- *
- * @since 0.1.0
- * @category metrics
- */
-export const infrastructureRetriesTotal = Telemetry.consumerInfrastructureRetriesTotal
-
-/**
- * Records of revoked partitions dropped before their handler ran: a rebalance moved the
- * partition, its new owner processes them.
- *
- * @since 0.1.0
- * @category metrics
- */
-export const revokedRecordsTotal = Telemetry.consumerRevokedRecordsTotal
-
-/**
- * Delivered records whose local outbox row said they should not have been delivered, with
- * attribute `kind` (`failure_row_delivered`).
- *
- * @since 0.1.0
- * @category metrics
- */
-export const anomaliesTotal = Telemetry.consumerAnomaliesTotal
-
-// ---------------------------------------------------------------------------------------------
-// schedules
-// ---------------------------------------------------------------------------------------------
-
-export {
+export interface Message<A> {
+  readonly payload: A
+  readonly record: ConsumerRecord
+  readonly key: string | null
+  /** The record's `event-id` header, when it has one. */
+  readonly eventId: string | null
   /**
-   * The default delays between tries: exponential from 100 ms, capped at 10 s, jittered.
-   *
-   * @since 0.1.0
-   * @category constants
+   * The key to hand to effects outside the database (payment API, e-mail) so they deduplicate
+   * too: the event id, or the record's offset identity when it has none.
    */
-  defaultRetrySchedule,
+  readonly idempotencyKey: string
+  /** 1 for the first try, 2 for the first retry, … */
+  readonly attempt: number
+}
+
+/**
+ * The consumer's options: group, topics, schema and handler, then retries, dead letters,
+ * parking, lifecycle, transaction mode and shutdown (each documented on its field).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options<S extends Schema.Top, E, R> {
+  /** The consumer group; also the inbox's consumer name. */
+  readonly groupId: string
+  readonly topics: ReadonlyArray<string>
+  /** The payload's schema; payloads are JSON. */
+  readonly schema: S
+  readonly handler: (message: Message<S["Type"]>) => Effect.Effect<unknown, E, R>
+  /** Dedup identity (default `"event-id"`, falling back to the offset identity). */
+  readonly identity?: Inbox.IdentityStrategy
   /**
-   * The default delays between retries of infrastructure failures: exponential from 200 ms,
-   * capped at 5 s, jittered, without end. Also used for the DLT publish.
-   *
-   * @since 0.1.0
-   * @category constants
+   * Where partitions WITHOUT a committed offset start (a new group, a partition added to a grown
+   * topic): `true` (default) at their earliest record; `false` at their end — which may skip
+   * records on new partitions (those written before the group noticed the partition).
    */
-  infrastructureRetrySchedule
-} from "./internal/consumer/options.ts"
+  readonly fromBeginning?: boolean
+  /** Partitions processed at the same time (default 8). Order within a partition is kept. */
+  readonly concurrency?: number
+  /** The record's own tries before it is dead-lettered, the first included (default 5); infrastructure failures never count. */
+  readonly maxAttempts?: number
+  /** Delays between tries (default exponential from 100 ms, jittered, capped at 10 s). */
+  readonly retrySchedule?: Schedule.Schedule<unknown, unknown>
+  /** Transient vs permanent (default {@link defaultClassifier}). */
+  readonly classify?: Classifier
+  /**
+   * Which failures are the infrastructure's (default {@link defaultIsInfrastructure}): retried with
+   * `infrastructureRetrySchedule` without limit, never counted as an attempt, never dead-lettered.
+   */
+  readonly isInfrastructure?: InfrastructureTest
+  /** Delays between retries of infrastructure failures (default exponential from 200 ms, jittered, capped at 5 s; forever). */
+  readonly infrastructureRetrySchedule?: Schedule.Schedule<unknown, unknown>
+  /** The dead-letter topic of a topic (default `<topic>.DLT`). */
+  readonly deadLetterTopic?: (topic: string) => string
+  /**
+   * Per-key parking: once a record of key K is dead-lettered, later records of K on that
+   * partition wait (in order) until `release` while other keys flow. Default off.
+   */
+  readonly parking?: boolean
+  /**
+   * Drive the outbox lifecycle of locally known events (default on). Turn it off for every
+   * consumer group but one when several groups consume the same events from one database: a
+   * second driving group would skip what the first finished. `OutboxRuntime.layer` refuses two
+   * driving groups on one topic (`LifecycleGroupConflictError`).
+   */
+  readonly lifecycle?: boolean
+  /**
+   * `"per-record"` (default): each record's work commits in its own transaction
+   * (`Inbox.processOnce`). `"per-batch"`: the records of a fetched batch commit in one transaction
+   * (`Inbox.processBatch`: one inbox statement, one outbox-row lookup, one commit per batch); the
+   * first record that fails (its work, its decoding, its lookup) commits the records before it,
+   * is retried / dead-lettered on its own as in `"per-record"`, then the rest of the batch goes on.
+   * Same order and guarantees, far fewer round trips; the work of records before a failure runs
+   * again in the new transaction (it was rolled back), as a retry would.
+   */
+  readonly transaction?: "per-record" | "per-batch"
+  /**
+   * With durable parking (`parking: true` and a `ParkedStore` in context): how often the consumer
+   * looks for release requests (`effect-outbox parked release`), default 5 s.
+   */
+  readonly parkedReleaseInterval?: Duration.Input
+  /** Batches buffered per partition before the source stops fetching it (paused, default 2). */
+  readonly bufferedBatches?: number
+  /** How long shutdown waits for records in flight before interrupting them (default 30 s). */
+  readonly shutdownTimeout?: Duration.Input
+}
+
+/**
+ * The default delays between tries: exponential from 100 ms, capped at 10 s, jittered.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const defaultRetrySchedule: Schedule.Schedule<unknown, unknown> = Schedule.exponential("100 millis").pipe(
+  Schedule.modifyDelay(({ duration }) => Effect.succeed(Duration.min(duration, Duration.seconds(10)))),
+  Schedule.jittered
+)
+
+/**
+ * The default delays between retries of infrastructure failures: exponential from 200 ms, capped
+ * at 5 s (a retry against a database that is down costs one connection attempt; a longer cap would
+ * hold a partition that long after the database is back), jittered, without end. Also used for
+ * the DLT publish (losing the record is worse than waiting).
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const infrastructureRetrySchedule: Schedule.Schedule<unknown, unknown> = Schedule.exponential("200 millis").pipe(
+  Schedule.modifyDelay(({ duration }) => Effect.succeed(Duration.min(duration, Duration.seconds(5)))),
+  Schedule.jittered
+)
+
+// ---------------------------------------------------------------------------------------------
+// running a consumer (its metrics are in Telemetry: consumerRecordsTotal, consumerRetriesTotal, …)
+// ---------------------------------------------------------------------------------------------
 
 /**
  * Starts a consumer in the current scope: joins the group, processes until the scope closes,
@@ -297,7 +325,10 @@ export const make = <S extends Schema.Top, E, R>(
 ): Effect.Effect<Consumer, ConsumerSourceError, Scope.Scope | Requirements | R | S["DecodingServices"]> =>
   Effect.gen(function* () {
     const source = yield* ConsumerSource
-    const settings = yield* ConsumerOptions.recordSettings(options)
+    const settings = yield* ConsumerOptions.recordSettings(options, {
+      retry: options.retrySchedule ?? defaultRetrySchedule,
+      infrastructure: options.infrastructureRetrySchedule ?? infrastructureRetrySchedule
+    })
     const subscription = yield* source.subscribe({
       groupId: options.groupId,
       topics: options.topics,

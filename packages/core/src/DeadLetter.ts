@@ -12,7 +12,6 @@ import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
-import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import { BrokerAdmin } from "./BrokerAdmin.ts"
 import type { ConsumerRecord } from "./ConsumerSource.ts"
@@ -56,22 +55,6 @@ const DIAGNOSTIC_PREFIX = "dlt-"
  * @category naming
  */
 export const defaultTopic = (topic: string): string => `${topic}.DLT`
-
-/**
- * Dead letters written, with attributes `topic` (the original topic) and `error` (the class).
- *
- * @since 0.1.0
- * @category metrics
- */
-export const deadLettered = Telemetry.deadLettered
-
-/**
- * Dead letters republished by `replay`, with attribute `topic` (the target).
- *
- * @since 0.1.0
- * @category metrics
- */
-export const replayed = Telemetry.deadLettersReplayed
 
 export {
   /**
@@ -335,7 +318,10 @@ export const replay = (
             const outcome = outcomes[i]!
             if (outcome._tag === "Success") {
               replayedLetters.push(selected[i]!)
-              yield* Metric.update(Metric.withAttributes(replayed, { topic: requests[i]!.topic }), 1)
+              yield* Metric.update(
+                Metric.withAttributes(Telemetry.deadLettersReplayed, { topic: requests[i]!.topic }),
+                1
+              )
             } else failed.push({ deadLetter: selected[i]!, error: outcome.failure })
           }
         })

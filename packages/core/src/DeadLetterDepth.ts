@@ -35,14 +35,6 @@ import { TopicReader } from "./TopicReader.ts"
 export const replayGroup = (deadLetterTopic: string): string => `effect-outbox.replay.${deadLetterTopic}`
 
 /**
- * Dead letters not yet replayed, with attribute `topic` (the dead-letter topic).
- *
- * @since 0.1.0
- * @category metrics
- */
-export const pendingGauge = Telemetry.deadLettersPending
-
-/**
  * One dead-letter topic's depth.
  *
  * @since 0.1.0
@@ -81,8 +73,8 @@ const depthOf = (deadLetterTopic: string, offsets: ReadonlyArray<GroupOffsets>):
 }
 
 /**
- * Reads the depth of `deadLetterTopic` from the broker and sets {@link pendingGauge}; `None` when
- * the topic does not exist (nothing was ever dead-lettered there).
+ * Reads the depth of `deadLetterTopic` from the broker and sets `Telemetry.deadLettersPending`;
+ * `None` when the topic does not exist (nothing was ever dead-lettered there).
  *
  * @since 0.1.0
  * @category depth
@@ -94,7 +86,7 @@ export const sample = (deadLetterTopic: string): Effect.Effect<Option.Option<Dep
     const own = offsets.filter((o) => o.topic === deadLetterTopic)
     if (own.length === 0) return Option.none()
     const depth = depthOf(deadLetterTopic, own)
-    yield* Metric.update(Metric.withAttributes(pendingGauge, { topic: deadLetterTopic }), depth.pending)
+    yield* Metric.update(Metric.withAttributes(Telemetry.deadLettersPending, { topic: deadLetterTopic }), depth.pending)
     return Option.some(depth)
   })
 

@@ -14,7 +14,7 @@
  * // then read it with variables.connectTimeout.config, and run `pnpm config:docs`
  * ```
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 import * as Config from "effect/Config"
 import * as Duration from "effect/Duration"
@@ -24,7 +24,7 @@ import type * as Redacted from "effect/Redacted"
 /**
  * One variable: what the reference page says of it, and the `Config` that reads it.
  *
- * @since 0.4.0
+ * @since 0.1.0
  * @category models
  */
 export interface EnvVariable<A> {
@@ -40,7 +40,7 @@ export interface EnvVariable<A> {
 /**
  * A variable with a default: `value` is that default, typed, for the modules' `defaults`.
  *
- * @since 0.4.0
+ * @since 0.1.0
  * @category models
  */
 export interface WithDefault<A> extends EnvVariable<A> {
@@ -50,7 +50,7 @@ export interface WithDefault<A> extends EnvVariable<A> {
 /**
  * Where a table's variables appear on the reference page.
  *
- * @since 0.4.0
+ * @since 0.1.0
  * @category models
  */
 export interface Section {
@@ -60,7 +60,7 @@ export interface Section {
 }
 
 /**
- * @since 0.4.0
+ * @since 0.1.0
  * @category models
  */
 export interface Declared {
@@ -73,7 +73,7 @@ const declared: Array<Declared> = []
 /**
  * Declares a module's variables under a section of the reference page and returns them as given.
  *
- * @since 0.4.0
+ * @since 0.1.0
  * @category constructors
  */
 export const table = <const T extends Record<string, EnvVariable<unknown>>>(section: Section, variables: T): T => {
@@ -84,7 +84,7 @@ export const table = <const T extends Record<string, EnvVariable<unknown>>>(sect
 /**
  * Every table declared by the modules loaded so far.
  *
- * @since 0.4.0
+ * @since 0.1.0
  * @category getters
  */
 export const tables = (): ReadonlyArray<Declared> => declared
@@ -92,7 +92,7 @@ export const tables = (): ReadonlyArray<Declared> => declared
 /**
  * The names of every variable declared by the modules loaded so far.
  *
- * @since 0.4.0
+ * @since 0.1.0
  * @category getters
  */
 export const knownNames = (): ReadonlySet<string> => new Set(declared.flatMap((t) => t.variables.map((v) => v.name)))
@@ -100,7 +100,7 @@ export const knownNames = (): ReadonlySet<string> => new Set(declared.flatMap((t
 /**
  * A variable from its parts (for a type the other constructors do not cover).
  *
- * @since 0.4.0
+ * @since 0.1.0
  * @category constructors
  */
 export const make = <V extends EnvVariable<unknown>>(variable: V): V => variable
@@ -118,7 +118,7 @@ const units: ReadonlyArray<readonly [number, string]> = [
 /**
  * A duration as a person writes it in a variable (`30 seconds`, `500 millis`).
  *
- * @since 0.4.0
+ * @since 0.1.0
  * @category formatting
  */
 export const formatDuration = (input: Duration.Input): string => {
@@ -130,7 +130,7 @@ export const formatDuration = (input: Duration.Input): string => {
 }
 
 /**
- * @since 0.4.0
+ * @since 0.1.0
  * @category constructors
  */
 export const boolean = (name: string, fallback: boolean, description: string): WithDefault<boolean> => ({
@@ -143,7 +143,7 @@ export const boolean = (name: string, fallback: boolean, description: string): W
 })
 
 /**
- * @since 0.4.0
+ * @since 0.1.0
  * @category constructors
  */
 export const integer = (name: string, fallback: number, description: string): WithDefault<number> => ({
@@ -156,7 +156,7 @@ export const integer = (name: string, fallback: number, description: string): Wi
 })
 
 /**
- * @since 0.4.0
+ * @since 0.1.0
  * @category constructors
  */
 export const duration = (
@@ -173,7 +173,7 @@ export const duration = (
 })
 
 /**
- * @since 0.4.0
+ * @since 0.1.0
  * @category constructors
  */
 export const string = (name: string, fallback: string, description: string): WithDefault<string> => ({
@@ -188,7 +188,7 @@ export const string = (name: string, fallback: string, description: string): Wit
 /**
  * One of `values`.
  *
- * @since 0.4.0
+ * @since 0.1.0
  * @category constructors
  */
 export const literal = <const L extends ReadonlyArray<string>>(
@@ -208,7 +208,7 @@ export const literal = <const L extends ReadonlyArray<string>>(
 /**
  * A secret (never logged), required.
  *
- * @since 0.4.0
+ * @since 0.1.0
  * @category constructors
  */
 export const secret = (name: string, description: string): EnvVariable<Redacted.Redacted<string>> => ({
@@ -222,7 +222,7 @@ export const secret = (name: string, description: string): EnvVariable<Redacted.
 /**
  * A variable without a default: `None` when unset; `absent` says what that means.
  *
- * @since 0.4.0
+ * @since 0.1.0
  * @category constructors
  */
 export const optional = <A>(
@@ -237,7 +237,7 @@ export const optional = <A>(
 /**
  * An optional integer (see {@link optional}).
  *
- * @since 0.4.0
+ * @since 0.1.0
  * @category constructors
  */
 export const optionalInteger = (name: string, absent: string, description: string) =>
@@ -246,7 +246,7 @@ export const optionalInteger = (name: string, absent: string, description: strin
 /**
  * An optional string (see {@link optional}).
  *
- * @since 0.4.0
+ * @since 0.1.0
  * @category constructors
  */
 export const optionalString = (name: string, absent: string, description: string) =>
@@ -255,7 +255,7 @@ export const optionalString = (name: string, absent: string, description: string
 /**
  * An optional duration (see {@link optional}).
  *
- * @since 0.4.0
+ * @since 0.1.0
  * @category constructors
  */
 export const optionalDuration = (name: string, absent: string, description: string) =>
@@ -269,7 +269,7 @@ const cell = (text: string) => text.replace(/(?<!\\)\|/g, "\\|")
 /**
  * The reference page: one table per section, packages in dependency order.
  *
- * @since 0.4.0
+ * @since 0.1.0
  * @category formatting
  */
 export const markdown = (declaredTables: ReadonlyArray<Declared>): string => {

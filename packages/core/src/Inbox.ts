@@ -143,19 +143,10 @@ export const keyOf = (
   identity: identityOf(record, strategy)
 })
 
-/**
- * Messages handled by `processOnce`, with attribute `outcome` (`processed`, `already_processed`,
- * `failed`).
- *
- * @since 0.1.0
- * @category metrics
- */
-export const processedTotal = Telemetry.inboxProcessed
-
 const byOutcome = {
-  processed: Metric.withAttributes(processedTotal, { outcome: "processed" }),
-  already_processed: Metric.withAttributes(processedTotal, { outcome: "already_processed" }),
-  failed: Metric.withAttributes(processedTotal, { outcome: "failed" })
+  processed: Metric.withAttributes(Telemetry.inboxProcessed, { outcome: "processed" }),
+  already_processed: Metric.withAttributes(Telemetry.inboxProcessed, { outcome: "already_processed" }),
+  failed: Metric.withAttributes(Telemetry.inboxProcessed, { outcome: "failed" })
 }
 const count = (outcome: Outcome | "failed", n = 1) => Metric.update(byOutcome[outcome], n)
 

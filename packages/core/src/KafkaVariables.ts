@@ -2,7 +2,7 @@
  * The environment variables both Kafka adapters read (kafkajs and @platformatic/kafka), declared
  * once so the two agree and the reference page lists them once.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 import * as Config from "effect/Config"
 import * as EnvVariable from "./EnvVariable.ts"
@@ -10,7 +10,7 @@ import * as EnvVariable from "./EnvVariable.ts"
 const brokers = "127.0.0.1:9092"
 
 /**
- * @since 0.4.0
+ * @since 0.1.0
  * @category config
  */
 export const variables = EnvVariable.table(

@@ -5,13 +5,13 @@
  * instead of deciding it on its own. A key's published rows then always form a prefix of its
  * creation order, and the held rows follow the one that held them.
  *
- * @since 0.2.0
+ * @since 0.1.0
  */
 
 /**
  * What {@link walk} needs of a row.
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category models
  */
 export interface Keyed {
@@ -22,7 +22,7 @@ export interface Keyed {
  * One row of a walk: decided on its own, or held behind an earlier row of its key (whose
  * decision it carries).
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category models
  */
 export type Step<R, D> =
@@ -34,7 +34,7 @@ export type Step<R, D> =
  * took a decision for which `holds` is true: then the row is held behind that one. Rows without a
  * key are never held.
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category ordering
  */
 export const walk = <R extends Keyed, D>(

@@ -10,7 +10,7 @@
  * and xor keeps only the low 32 bits, which is all the Java algorithm (int arithmetic) uses, so
  * the result is bit for bit the same.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 
 import { scratchEncoder } from "./internal/bytes/utf8.ts"
@@ -25,7 +25,7 @@ const utf8 = scratchEncoder(256, 4096)
  * The Java client's `Utils.murmur2` of the first `length` bytes of `data` (`length` ≤ its size):
  * a signed 32-bit int.
  *
- * @since 0.4.0
+ * @since 0.1.0
  * @category partitioning
  */
 export const murmur2 = (data: Uint8Array, length = data.length): number => {
@@ -52,7 +52,7 @@ export const murmur2 = (data: Uint8Array, length = data.length): number => {
  * The partition of `key` among `partitionCount` partitions, as the Java client computes it.
  * `partitionCount` is a topic's partition count: a positive integer, or a `RangeError`.
  *
- * @since 0.4.0
+ * @since 0.1.0
  * @category partitioning
  */
 export const keyPartition = (key: string, partitionCount: number): number => {

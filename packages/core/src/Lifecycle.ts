@@ -88,7 +88,7 @@ export const canRequeue = (from: OutboxStatus): boolean => from === "FAILURE"
  * The operator's explicit, audited way to give up on a `FAILURE` row for good: `FAILURE →
  * SKIPPED`, terminal and, unlike `FAILURE`, not blocking its key.
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category predicates
  */
 export const canSkip = (from: OutboxStatus): boolean => from === "FAILURE"
@@ -115,7 +115,7 @@ export const advancedBeyond: { readonly [S in OutboxStatus]: ReadonlyArray<Outbo
 /**
  * Only `DISPATCHING` rows hold a lease: every move to another status clears it.
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category predicates
  */
 export const holdsLease = (status: OutboxStatus): boolean => status === "DISPATCHING"
@@ -123,7 +123,7 @@ export const holdsLease = (status: OutboxStatus): boolean => status === "DISPATC
 /**
  * Not finished with publication: the relay's working statuses. `PREQUEUED` is not queued yet.
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category predicates
  */
 export const isQueued = (status: OutboxStatus): boolean => status === "PENDING" || status === "DISPATCHING"
@@ -133,7 +133,7 @@ export const isQueued = (status: OutboxStatus): boolean => status === "PENDING" 
  * are claimed only with or after it), and a `FAILURE` row unless the relay's `failedHead` is
  * `"skip"`. `PREQUEUED` and `SKIPPED` rows never block.
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category predicates
  */
 export const blocksKey = (status: OutboxStatus, failedHead: "block" | "skip" = "block"): boolean =>
@@ -142,7 +142,7 @@ export const blocksKey = (status: OutboxStatus, failedHead: "block" | "skip" = "
 /**
  * Committed, not yet finished by the consumer that drives the lifecycle (the end-to-end lag).
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category predicates
  */
 export const isUnfinished = (status: OutboxStatus): boolean => status !== "PREQUEUED" && !isTerminal(status)
@@ -150,7 +150,7 @@ export const isUnfinished = (status: OutboxStatus): boolean => status !== "PREQU
 /**
  * What retention may delete: a terminal status, or `PUBLISHED` (its record is on the broker).
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category predicates
  */
 export const isPurgeable = (status: OutboxStatus): boolean => isTerminal(status) || status === "PUBLISHED"
@@ -162,7 +162,7 @@ export const isPurgeable = (status: OutboxStatus): boolean => isTerminal(status)
  * `FAILURE` row whose record landed anyway: process and report, the row stays; `"process"`:
  * process, leaving the row as it is.
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category predicates
  */
 export const consumerAction = (

@@ -5,7 +5,7 @@
  * events. The runtime registers its driving groups at start and refuses to start when another
  * group holds a topic; an operator hands the role over with `release`.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 import * as Context from "effect/Context"
 import type * as Effect from "effect/Effect"
@@ -14,7 +14,7 @@ import type { LifecycleGroupConflictError, OutboxStoreError } from "./Errors.ts"
 /**
  * One topic's driving group.
  *
- * @since 0.4.0
+ * @since 0.1.0
  * @category models
  */
 export interface Registration {
@@ -27,7 +27,7 @@ export interface Registration {
 }
 
 /**
- * @since 0.4.0
+ * @since 0.1.0
  * @category services
  */
 export class LifecycleRegistry extends Context.Service<

@@ -5,7 +5,7 @@
  * `prequeued` (there is no row to release) and an `availableAt` in the future (the log relay
  * publishes in commit order and never holds an event back).
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -37,7 +37,7 @@ const logRules = (draft: OutboxMessage.OutboxDraft, index: number, now: number) 
 }
 
 /**
- * @since 0.3.0
+ * @since 0.1.0
  * @category constructors
  */
 export const make = (settings: Settings) =>
@@ -81,7 +81,7 @@ export const make = (settings: Settings) =>
   })
 
 /**
- * @since 0.3.0
+ * @since 0.1.0
  * @category layers
  */
 export const layerWith = (settings: Settings = {}): Layer.Layer<Outbox, never, LogWriter | Transactor> =>

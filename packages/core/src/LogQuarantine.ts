@@ -8,7 +8,7 @@
  *
  * Every status change goes through {@link canTransition}.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 import type * as Effect from "effect/Effect"
 import type { LogSourceError } from "./Errors.ts"
@@ -22,13 +22,13 @@ import type { EventId } from "./OutboxMessage.ts"
  * - `RETRIED`: published after a retry (or released after a skip).
  * - `SKIPPED`: an operator dropped it; never published.
  *
- * @since 0.3.0
+ * @since 0.1.0
  * @category models
  */
 export type QuarantineStatus = "QUARANTINED" | "HELD" | "RETRYING" | "RETRIED" | "SKIPPED"
 
 /**
- * @since 0.3.0
+ * @since 0.1.0
  * @category models
  */
 export const statuses: ReadonlyArray<QuarantineStatus> = ["QUARANTINED", "HELD", "RETRYING", "RETRIED", "SKIPPED"]
@@ -36,7 +36,7 @@ export const statuses: ReadonlyArray<QuarantineStatus> = ["QUARANTINED", "HELD",
 /**
  * Statuses that hold back a key's later events.
  *
- * @since 0.3.0
+ * @since 0.1.0
  * @category models
  */
 export const unresolved: ReadonlyArray<QuarantineStatus> = ["QUARANTINED", "HELD", "RETRYING"]
@@ -56,7 +56,7 @@ const allowed: Record<QuarantineStatus, ReadonlyArray<QuarantineStatus>> = {
 /**
  * Whether an event in the quarantine may move from `from` to `to`.
  *
- * @since 0.3.0
+ * @since 0.1.0
  * @category transitions
  */
 export const canTransition = (from: QuarantineStatus, to: QuarantineStatus): boolean => allowed[from].includes(to)
@@ -64,7 +64,7 @@ export const canTransition = (from: QuarantineStatus, to: QuarantineStatus): boo
 /**
  * An event the relay moves aside: `position` is the end of the window it came in (log order).
  *
- * @since 0.3.0
+ * @since 0.1.0
  * @category models
  */
 export interface QuarantineEntry {
@@ -77,7 +77,7 @@ export interface QuarantineEntry {
 /**
  * A topic and key whose later events wait (`key` null: nothing waits behind it).
  *
- * @since 0.3.0
+ * @since 0.1.0
  * @category models
  */
 export interface BlockedKey {
@@ -88,7 +88,7 @@ export interface BlockedKey {
 /**
  * The store the relay uses, on the log's lease (`LogLease.quarantine`).
  *
- * @since 0.3.0
+ * @since 0.1.0
  * @category models
  */
 export interface LogQuarantine {

@@ -5,7 +5,7 @@
  * Layout: version byte `1`, a big-endian u32 length, that many bytes of JSON metadata (id, topic,
  * key, partition, headers, createdAt), then the payload bytes as they are.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 
 import { LogRecordError } from "./Errors.ts"
@@ -17,7 +17,7 @@ import { aboveMaximum } from "./PartitionLimit.ts"
 /**
  * One event as the log carries it.
  *
- * @since 0.3.0
+ * @since 0.1.0
  * @category models
  */
 export interface LogMessage {
@@ -46,7 +46,7 @@ export {
   /**
    * An entry of the log that is not an event of this library (wrong version, bad metadata).
    *
-   * @since 0.3.0
+   * @since 0.1.0
    * @category errors
    */
   LogRecordError
@@ -62,7 +62,7 @@ const utf8 = scratchEncoder(1024, 64 * 1024)
  * The bytes are a view into a shared block (`internal/bytes/blocks.ts`): read them through
  * `byteOffset`, as every `Uint8Array` consumer must.
  *
- * @since 0.3.0
+ * @since 0.1.0
  * @category codec
  */
 export const encode = (message: LogMessage): Uint8Array => {
@@ -89,7 +89,7 @@ export const encode = (message: LogMessage): Uint8Array => {
 }
 
 /**
- * @since 0.3.0
+ * @since 0.1.0
  * @category codec
  */
 export const decode = (bytes: Uint8Array): LogMessage | LogRecordError => {
@@ -129,7 +129,7 @@ const TOPIC = /^[a-zA-Z0-9._-]{1,249}$/
  * `Outbox.prepare` makes on a draft), or `undefined` when it is one. Whoever can write the log
  * can write anything into it: the relay publishes only what passes.
  *
- * @since 0.5.0
+ * @since 0.1.0
  * @category validation
  */
 export const validate = (message: LogMessage, maxPartition?: number): string | undefined => {

@@ -3,7 +3,7 @@
  * logical replication slot) with one lease. Events come in commit order, whole transactions at a
  * time; a position is confirmed only after the broker acknowledged everything before it.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 import * as Context from "effect/Context"
 import type * as Duration from "effect/Duration"
@@ -19,7 +19,7 @@ export {
    * The log failed (lost connection, slot gone, decoding error). `retriable` says whether taking
    * the lease again may help.
    *
-   * @since 0.3.0
+   * @since 0.1.0
    * @category errors
    */
   LogSourceError
@@ -29,7 +29,7 @@ export {
  * Events read from the confirmed position on. `upTo` is the position just past the last whole
  * transaction read (`null` when nothing new committed): confirming it confirms every entry.
  *
- * @since 0.3.0
+ * @since 0.1.0
  * @category models
  */
 export interface LogWindow {
@@ -43,7 +43,7 @@ export interface LogWindow {
  * What the slot holds back: `lagBytes` of WAL not yet confirmed, `retainedBytes` of WAL kept on
  * disk for it.
  *
- * @since 0.3.0
+ * @since 0.1.0
  * @category models
  */
 export interface LogGauges {
@@ -65,7 +65,7 @@ export interface LogGauges {
  * last save), so the relay can tell a rewound log from new events and skip, not re-send, what it
  * already published.
  *
- * @since 0.3.0
+ * @since 0.1.0
  * @category models
  */
 export interface LogProgress {
@@ -86,7 +86,7 @@ export interface LogProgress {
  * the events committed since the relay's last published one. `from` and `to` bound, in the
  * events' own time (epoch millis of their ids), where those events are in the backstop table.
  *
- * @since 0.5.0
+ * @since 0.1.0
  * @category models
  */
 export interface LogGap {
@@ -103,7 +103,7 @@ export interface LogGap {
  * page), at most `limit`, in the order they were written as far as the backstop can tell; `more`
  * when the gap goes on past the page.
  *
- * @since 0.5.0
+ * @since 0.1.0
  * @category models
  */
 export type LogGapReader = (
@@ -115,7 +115,7 @@ export type LogGapReader = (
  * The log's backstop: the events kept where the relay can read them again (on PostgreSQL, the
  * event table), for a log that lost some of them.
  *
- * @since 0.5.0
+ * @since 0.1.0
  * @category models
  */
 export interface LogBackstop {
@@ -134,7 +134,7 @@ export interface LogBackstop {
 /**
  * The one relay's hold on the log, for the scope it was acquired in.
  *
- * @since 0.3.0
+ * @since 0.1.0
  * @category models
  */
 export interface LogLease {
@@ -187,7 +187,7 @@ export interface LogLease {
 }
 
 /**
- * @since 0.3.0
+ * @since 0.1.0
  * @category services
  */
 export class LogSource extends Context.Service<

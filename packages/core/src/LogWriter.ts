@@ -3,7 +3,7 @@
  * PostgreSQL, an INSERT into the insert-only event table, which the slot reads from the WAL), so
  * they commit or roll back with it.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 import * as Context from "effect/Context"
 import type * as Effect from "effect/Effect"
@@ -11,7 +11,7 @@ import type { OutboxStoreError } from "./Errors.ts"
 import type { LogMessage } from "./LogRecord.ts"
 
 /**
- * @since 0.3.0
+ * @since 0.1.0
  * @category services
  */
 export class LogWriter extends Context.Service<

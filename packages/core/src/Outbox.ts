@@ -68,7 +68,7 @@ export interface Settings {
 /**
  * The record limit `settings` resolve to.
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category config
  */
 export const maxRecordBytes = (settings: Settings): number =>
@@ -93,7 +93,7 @@ export {
    * {@link withTransaction} provides it, so the compiler refuses an enqueue that would commit on
    * its own, apart from the state change it describes.
    *
-   * @since 0.5.0
+   * @since 0.1.0
    * @category services
    */
   InTransaction,
@@ -101,7 +101,7 @@ export {
    * The `withTransaction` of an `Outbox` implementation over a `Transactor`: its transaction, with
    * {@link InTransaction} provided to what runs in it.
    *
-   * @since 0.5.0
+   * @since 0.1.0
    * @category constructors
    */
   withTransactionOf
@@ -205,7 +205,7 @@ export const validateDraft = (
  * Checks that a record, with the headers it will be published with, fits the record limit: the
  * one size check of the library, so that nothing the outbox accepts is too large for the broker.
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category validation
  */
 export const validateRecordSize = (
@@ -229,7 +229,7 @@ export const validateRecordSize = (
  * ({@link validateRecordSize}). The one validation of the library: stores and the log writer
  * take what it returns as it is. `check` adds an engine's own rule per draft.
  *
- * @since 0.4.0
+ * @since 0.1.0
  * @category validation
  */
 export const prepare = (
@@ -356,7 +356,7 @@ export const layerWith = (settings: Settings): Layer.Layer<Outbox, never, Outbox
  * does. Nested calls, and calls inside a `sql.withTransaction` you opened, join the outer
  * transaction. A commit that fails surfaces as `OutboxStoreError` (operation `"transaction"`).
  *
- * @since 0.5.0
+ * @since 0.1.0
  * @category transactions
  */
 export const withTransaction = <A, E, R>(
@@ -401,7 +401,7 @@ export function enqueue(
  * event belongs in {@link withTransaction} with {@link enqueue} instead; inside one, this call
  * joins it like `enqueue`.
  *
- * @since 0.5.0
+ * @since 0.1.0
  * @category accessors
  */
 export function enqueueAutocommit(

@@ -11,7 +11,7 @@
  * `OutboxRuntime.layer` runs the engine this names; `PgOutbox.layerConfig` provides the storage
  * for it from the same variable.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 import * as Config from "effect/Config"
 import * as ConfigProvider from "effect/ConfigProvider"
@@ -21,13 +21,13 @@ import * as EnvVariable from "./EnvVariable.ts"
 /**
  * The engines, in the order the configuration error lists them.
  *
- * @since 0.5.0
+ * @since 0.1.0
  * @category constants
  */
 export const engines = ["claim", "log"] as const
 
 /**
- * @since 0.5.0
+ * @since 0.1.0
  * @category models
  */
 export type Engine = (typeof engines)[number]
@@ -38,7 +38,7 @@ const isEngine = (value: string): value is Engine => (engines as ReadonlyArray<s
  * `OUTBOX_ENGINE`: `claim` (default) or `log`, case and surrounding spaces ignored; any other
  * value fails with a configuration error that names the allowed ones.
  *
- * @since 0.5.0
+ * @since 0.1.0
  * @category config
  */
 const engineConfig: Config.Config<Engine> = Config.String("OUTBOX_ENGINE").pipe(
@@ -76,7 +76,7 @@ export const config: Config.Config<Engine> = variables.engine.config
  * `LogSource` (the relay's slot). `PgOutbox.layerConfig` provides them when `OUTBOX_ENGINE=log`;
  * a hand-built composition adds `PgLogOutbox.layer`.
  *
- * @since 0.5.0
+ * @since 0.1.0
  * @category errors
  */
 export class LogEngineUnavailableError extends Schema.TaggedError<LogEngineUnavailableError>()(

@@ -29,7 +29,7 @@ export type EventId = typeof EventId.Type
  * Whether a value is an event id: the library's one UUID check (drafts, stores, consumers and
  * the CLI all ask it, so an id one of them accepts the others accept too).
  *
- * @since 0.4.0
+ * @since 0.1.0
  * @category guards
  */
 export const isEventId: (value: unknown) => value is EventId = Schema.is(EventId)

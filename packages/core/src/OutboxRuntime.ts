@@ -70,7 +70,6 @@ import * as Reconciler from "./Reconciler.ts"
 import * as Relay from "./Relay.ts"
 import * as Retention from "./Retention.ts"
 import * as StaleRecovery from "./StaleRecovery.ts"
-import * as Telemetry from "./Telemetry.ts"
 import type { Transactor } from "./Transactor.ts"
 import type { WakeUp } from "./WakeUp.ts"
 
@@ -183,7 +182,7 @@ export interface Settings {
   readonly consumerRestart: Duration.Duration
   /**
    * How often the outbox gauges are sampled from the store, and the running consumers' lag
-   * (`Telemetry.consumerLag`) and dead-letter depth (`DeadLetterDepth.pendingGauge`) from the
+   * (`Telemetry.consumerLag`) and dead-letter depth (`Telemetry.deadLettersPending`) from the
    * broker when `BrokerAdmin` is provided; `false` samples none.
    */
   readonly metricsInterval: false | Duration.Duration
@@ -307,47 +306,6 @@ type ConsumerServices<C extends ReadonlyArray<ConsumerDeclaration<unknown>>> = S
 export type Ports = OutboxStore | InboxStore | Transactor | WakeUp | Publisher | BrokerProbe | ConsumerSource
 
 /**
- * Events waiting to be published (`PENDING`).
- *
- * @since 0.1.0
- * @category metrics
- */
-export const pendingGauge = Telemetry.pending
-
-/**
- * Age of the oldest `PENDING` event in milliseconds (0 when none waits): how far publication lags.
- *
- * @since 0.1.0
- * @category metrics
- */
-export const oldestPendingAgeGauge = Telemetry.oldestPendingAge
-
-/**
- * `DISPATCHING` rows whose lease expired (waiting for stale recovery).
- *
- * @since 0.1.0
- * @category metrics
- */
-export const staleLeasesGauge = Telemetry.staleLeases
-
-/**
- * Events committed but not yet finished by the consumer that drives the lifecycle (`PENDING`,
- * `DISPATCHING`, `PUBLISHED`, `UNDER_PROCESSING`): the pipeline's end-to-end lag, in events.
- *
- * @since 0.1.0
- * @category metrics
- */
-export const unfinishedGauge = Telemetry.unfinished
-
-/**
- * Rows per status, with attribute `status`.
- *
- * @since 0.1.0
- * @category metrics
- */
-export const statusGauge = Telemetry.eventsByStatus
-
-/**
  * Samples the store once into the gauges.
  *
  * @since 0.1.0
@@ -359,7 +317,7 @@ export const sampleMetrics: Effect.Effect<void, OutboxStoreError, OutboxStore> =
  * The runtime layer for the consumer declarations `C`: the services each declaration needs, less
  * the ones the layer provides itself, plus the {@link Ports}.
  *
- * @since 0.3.0
+ * @since 0.1.0
  * @category layers
  */
 export type RuntimeLayer<C extends ReadonlyArray<ConsumerDeclaration<unknown>>> = Layer.Layer<

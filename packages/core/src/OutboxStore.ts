@@ -53,7 +53,7 @@ export interface ClaimRequest {
  * - `"skip"`: a `FAILURE` row does not block its key; younger rows overtake it (for streams
  *   where order matters less than progress).
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category models
  */
 export type FailedHeadPolicy = "block" | "skip"
@@ -200,7 +200,7 @@ export interface RecoveryLease {
  *   in-transaction mode puts the `NOTIFY` in the insert statement), so the enqueue does not call
  *   `WakeUp.notify` again. Stores without such a fold answer `false`.
  *
- * @since 0.4.0
+ * @since 0.1.0
  * @category models
  */
 export interface InsertResult {

@@ -52,14 +52,6 @@ export interface Options {
 }
 
 /**
- * Partitions added to topics because an assignment needed them.
- *
- * @since 0.1.0
- * @category metrics
- */
-export const partitionsGrown = Telemetry.partitionsGrown
-
-/**
  * @since 0.1.0
  * @category services
  */
@@ -107,7 +99,7 @@ export const make = (options: Options) =>
           // `growPartitions` never shrinks and tolerates concurrent growers, so two owners that
           // open partitions 3 and 4 at once both end up with a topic of at least 5.
           const grownTo = yield* admin.growPartitions(topic, reservation.partition + 1)
-          yield* Metric.update(partitionsGrown, grownTo - partitionCount)
+          yield* Metric.update(Telemetry.partitionsGrown, grownTo - partitionCount)
           yield* Effect.logInfo(`grew ${topic} from ${partitionCount} to ${grownTo} partitions for owner ${ownerId}`)
           partitionCount = grownTo
         }

@@ -4,7 +4,7 @@
  * record with a mistaken `partition: 5000` would otherwise make the relay create 5,001
  * partitions, which Kafka cannot undo and which re-routes every keyed event of the topic.
  *
- * @since 0.2.0
+ * @since 0.1.0
  */
 import type * as Config from "effect/Config"
 import * as Vars from "./internal/variables.ts"
@@ -13,7 +13,7 @@ import * as Vars from "./internal/variables.ts"
  * Partitions 0–1023 (topics of up to 1,024 partitions): far above what one topic usually needs,
  * far below what a typo produces.
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category constants
  */
 export const DEFAULT_MAX_PARTITION: number = Vars.outbox.maxPartition.value
@@ -22,7 +22,7 @@ export const DEFAULT_MAX_PARTITION: number = Vars.outbox.maxPartition.value
  * `OUTBOX_MAX_PARTITION`, default {@link DEFAULT_MAX_PARTITION}. Read by `Outbox.config`,
  * `Relay.config` and `StaleRecovery.config`, so the three agree.
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category config
  */
 export const config: Config.Config<number> = Vars.outbox.maxPartition.config
@@ -30,7 +30,7 @@ export const config: Config.Config<number> = Vars.outbox.maxPartition.config
 /**
  * Why `partition` may not be used or grown to, or `undefined` when it is within `max`.
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category validation
  */
 export const aboveMaximum = (partition: number, max: number = DEFAULT_MAX_PARTITION): string | undefined =>

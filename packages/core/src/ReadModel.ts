@@ -5,7 +5,7 @@
  * change goes through `Transition`. A storage adapter implements it over its own
  * tables (`PgReadModel` in `@effect-outbox/adapter-pg`), so no SQL lives outside the adapter.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 import * as Context from "effect/Context"
 import type * as Effect from "effect/Effect"
@@ -16,7 +16,7 @@ import type { OutboxStatus } from "./Lifecycle.ts"
  * One topic's rows: counts per status, the oldest `PENDING` row, and the `DISPATCHING` rows whose
  * lease expired (by the store's clock).
  *
- * @since 0.4.0
+ * @since 0.1.0
  * @category models
  */
 export interface TopicCounts {
@@ -29,7 +29,7 @@ export interface TopicCounts {
 /**
  * One recorded status change (kept when the store records transitions).
  *
- * @since 0.4.0
+ * @since 0.1.0
  * @category models
  */
 export interface HistoryEntry {
@@ -42,7 +42,7 @@ export interface HistoryEntry {
 /**
  * A consumer group that processed the event under its event-id identity (`Inbox.eventIdentity`).
  *
- * @since 0.4.0
+ * @since 0.1.0
  * @category models
  */
 export interface ProcessedBy {
@@ -54,7 +54,7 @@ export interface ProcessedBy {
 /**
  * A `FAILURE` row, without its payload.
  *
- * @since 0.4.0
+ * @since 0.1.0
  * @category models
  */
 export interface RecentFailure {
@@ -67,7 +67,7 @@ export interface RecentFailure {
 }
 
 /**
- * @since 0.4.0
+ * @since 0.1.0
  * @category services
  */
 export class ReadModel extends Context.Service<

@@ -92,23 +92,6 @@ export const config: Config.Config<Settings> = Config.all({
 })
 
 /**
- * Rows the sweep moved to `SUCCESS` because their driving group had already processed them.
- *
- * @since 0.1.0
- * @category metrics
- */
-export const reconciledTotal = Telemetry.reconciled
-
-/**
- * Rows `UNDER_PROCESSING` past `stuckAfter` without an inbox record of their driving group, as of
- * the last round.
- *
- * @since 0.1.0
- * @category metrics
- */
-export const stuckGauge = Telemetry.consumerStuck
-
-/**
  * What one round did.
  *
  * @since 0.1.0
@@ -194,9 +177,9 @@ export const runOnce = (
         stuck.push(row)
       }
     }
-    yield* Metric.update(stuckGauge, stuck.length)
+    yield* Metric.update(Telemetry.consumerStuck, stuck.length)
     if (reconciled.length > 0) {
-      yield* Metric.update(reconciledTotal, reconciled.length)
+      yield* Metric.update(Telemetry.reconciled, reconciled.length)
       yield* Effect.logInfo(
         `reconciler: ${reconciled.length} row(s) already processed moved UNDER_PROCESSING -> SUCCESS`
       ).pipe(Effect.annotateLogs({ reconciled: reconciled.join(",") }))

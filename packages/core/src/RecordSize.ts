@@ -5,7 +5,7 @@
  * sends to one partition. So enqueue refuses a record that cannot fit even alone, and publishers
  * split a partition's records into batches under the limit.
  *
- * @since 0.2.0
+ * @since 0.1.0
  */
 
 /**
@@ -13,7 +13,7 @@
  * 12-byte log overhead, 1,048,588. The enqueue limit and the publishers' default per-partition
  * batch limit when the broker does not say otherwise.
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category constants
  */
 export const DEFAULT_MAX_MESSAGE_BYTES = 1_048_588
@@ -22,7 +22,7 @@ export const DEFAULT_MAX_MESSAGE_BYTES = 1_048_588
  * The fixed part of a record batch: base offset, length, leader epoch, magic, CRC, attributes,
  * last offset delta, first and max timestamps, producer id and epoch, base sequence, record count.
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category constants
  */
 export const RECORD_BATCH_OVERHEAD = 61
@@ -30,7 +30,7 @@ export const RECORD_BATCH_OVERHEAD = 61
 /**
  * The parts of a record that take space on the wire.
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category models
  */
 export interface SizedRecord {
@@ -73,7 +73,7 @@ const sizedBytes = (length: number | null): number => (length === null ? varint(
  * timestamp, far more than a producer takes to build a request), so the estimate is an upper
  * bound for uncompressed batches.
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category sizes
  */
 export const recordBytes = (record: SizedRecord, offsetDelta = 0): number => {
@@ -90,7 +90,7 @@ export const recordBytes = (record: SizedRecord, offsetDelta = 0): number => {
  * Bytes of a record batch holding this record alone: what must stay within `max.message.bytes`
  * for the record to be publishable at all.
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category sizes
  */
 export const singleRecordBatchBytes = (record: SizedRecord): number => RECORD_BATCH_OVERHEAD + recordBytes(record)
@@ -98,7 +98,7 @@ export const singleRecordBatchBytes = (record: SizedRecord): number => RECORD_BA
 /**
  * The bytes of one uncompressed record batch holding `records`, in order.
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category sizes
  */
 export const batchBytes = (records: ReadonlyArray<SizedRecord>): number =>
@@ -109,7 +109,7 @@ export const batchBytes = (records: ReadonlyArray<SizedRecord>): number =>
  * stays within `limit` bytes. A record too large to fit even alone gets a run of its own; the
  * broker (or the caller) decides its fate.
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category sizes
  */
 export const splitByBatchBytes = <A extends SizedRecord>(records: ReadonlyArray<A>, limit: number): Array<Array<A>> => {
@@ -133,7 +133,7 @@ export const splitByBatchBytes = <A extends SizedRecord>(records: ReadonlyArray<
 /**
  * What to tell a person whose record is too large.
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category sizes
  */
 export const describeTooLarge = (record: SizedRecord, limit: number): string => {

@@ -228,14 +228,6 @@ export const layer: Layer.Layer<never, Config.ConfigError | OutboxValidationErro
 )
 
 /**
- * Processed-message records removed by inbox retention.
- *
- * @since 0.1.0
- * @category metrics
- */
-export const inboxPurged = Telemetry.inboxPurged
-
-/**
  * One round of inbox retention: processed-message records older than `olderThan`, in the same
  * bounded batches as the outbox's.
  *
@@ -252,7 +244,7 @@ export const runInboxOnce = (
     const cutOff = (yield* Clock.currentTimeMillis) - Duration.toMillis(olderThan)
     const result = yield* drain((limit) => store.purge(cutOff, limit), s)
     if (result.deleted > 0) {
-      yield* Metric.update(inboxPurged, result.deleted)
+      yield* Metric.update(Telemetry.inboxPurged, result.deleted)
       yield* Effect.logInfo(
         `inbox retention purged ${result.deleted} processed-message records` +
           (result.behind ? "; more remain, next round soon" : "")

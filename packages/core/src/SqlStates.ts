@@ -10,7 +10,7 @@
  *   database set read-only for maintenance); 25P03: idle-in-transaction timeout;
  * - 57014 / 55P03: statement or lock timeout (or a cancel): the database was busy, not the record bad.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 
 const exact: ReadonlySet<string> = new Set([
@@ -29,7 +29,7 @@ const exact: ReadonlySet<string> = new Set([
 /**
  * Whether a SQLSTATE is one of the database's own (see the module's list).
  *
- * @since 0.5.0
+ * @since 0.1.0
  * @category predicates
  */
 export const isInfrastructure = (state: string | undefined): boolean =>

@@ -6,7 +6,7 @@
  *
  * Runs only when a `BrokerAdmin` with `listTopics` is provided (both Kafka adapters have it).
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 import * as Clock from "effect/Clock"
 import type * as Config from "effect/Config"
@@ -19,7 +19,7 @@ import { type BrokerAdminError, BrokerUnreachableError, MissingTopicsError } fro
 import * as Vars from "./internal/variables.ts"
 
 /**
- * @since 0.3.0
+ * @since 0.1.0
  * @category models
  */
 export interface Options {
@@ -32,7 +32,7 @@ export interface Options {
 /**
  * A topic the runtime needs, and for a dead-letter topic the topic it collects.
  *
- * @since 0.3.0
+ * @since 0.1.0
  * @category models
  */
 export interface RequiredTopic {
@@ -43,7 +43,7 @@ export interface RequiredTopic {
 /**
  * The topics the declared consumers read, then their dead-letter topics, each once.
  *
- * @since 0.3.0
+ * @since 0.1.0
  * @category utils
  */
 export const requiredTopics = (
@@ -67,7 +67,7 @@ export const requiredTopics = (
 /**
  * `OUTBOX_BROKER_STARTUP_TIMEOUT`: a duration (default `10 seconds`), or `off` to skip the check.
  *
- * @since 0.3.0
+ * @since 0.1.0
  * @category config
  */
 export const timeoutConfig: Config.Config<false | Duration.Duration> = Vars.runtime.brokerStartupTimeout.config
@@ -78,7 +78,7 @@ const liveClock = Clock.Clock.defaultValue()
 /**
  * Lists the broker's topics, retried until `timeout` has passed; fails with the last cause.
  *
- * @since 0.3.0
+ * @since 0.1.0
  * @category operations
  */
 export const listTopics = (
@@ -111,7 +111,7 @@ export const listTopics = (
 /**
  * The check (see the module's description). `declared` are the consumers that will run here.
  *
- * @since 0.3.0
+ * @since 0.1.0
  * @category operations
  */
 export const run = (

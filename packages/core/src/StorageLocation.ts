@@ -4,12 +4,12 @@
  * the first log line, not after a day of events in the wrong place. Set by the storage adapter;
  * absent, the start line names no location.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 import * as Context from "effect/Context"
 
 /**
- * @since 0.4.0
+ * @since 0.1.0
  * @category references
  */
 export const StorageLocation = Context.Reference<string | undefined>("@effect-outbox/core/StorageLocation", {

@@ -1,8 +1,8 @@
 /**
- * Every span name and metric of the library in one place, with the helpers that fill the
- * broker-side ones: W3C trace context in Kafka headers and consumer lag read from the
- * broker. Modules that documented a metric before keep an alias of it (e.g.
- * `Consumer.recordsTotal`, `OutboxRuntime.pendingGauge`).
+ * Every span name and core metric of the library in one place, under one name each (the modules
+ * that update a metric import it from here rather than export it again), with the helpers that
+ * fill the broker-side ones: W3C trace context in Kafka headers and consumer lag read from the
+ * broker.
  *
  * The enqueueing transaction writes its span's context into the event's `traceparent` header;
  * the consumer parses it back and runs its handler as a child of that span, so one trace spans
@@ -137,7 +137,7 @@ export const requeued = counter("outbox_requeued_total", "FAILURE rows requeued 
  * `failedHead: "block"` the younger events of each such key wait until an operator requeues or
  * skips the row: alert when it stays above 0.
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category metrics
  */
 export const blockedKeys = gauge(
@@ -379,7 +379,7 @@ export const deadLettersReplayed = counter(
 /**
  * WAL bytes between the server's current position and the slot's confirmed one.
  *
- * @since 0.3.0
+ * @since 0.1.0
  * @category metrics
  */
 export const logSlotLag = gauge("outbox_log_slot_lag_bytes", "WAL bytes the log relay's slot has not confirmed yet")
@@ -387,7 +387,7 @@ export const logSlotLag = gauge("outbox_log_slot_lag_bytes", "WAL bytes the log 
 /**
  * WAL bytes the server keeps on disk for the slot (from its restart position).
  *
- * @since 0.3.0
+ * @since 0.1.0
  * @category metrics
  */
 export const logRetainedWal = gauge(
@@ -398,7 +398,7 @@ export const logRetainedWal = gauge(
 /**
  * Events of an unconfirmed window found on the broker by the takeover probe, and so not re-sent.
  *
- * @since 0.3.0
+ * @since 0.1.0
  * @category metrics
  */
 export const logProbeLanded = counter(

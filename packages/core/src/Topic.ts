@@ -146,7 +146,7 @@ export const enqueue = <S extends Schema.Top>(
  * that goes with no write of yours. Anything that must commit with the event belongs in
  * `Outbox.withTransaction` with {@link enqueue} instead.
  *
- * @since 0.5.0
+ * @since 0.1.0
  * @category producing
  */
 export const enqueueAutocommit = <S extends Schema.Top>(

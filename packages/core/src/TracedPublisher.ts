@@ -16,14 +16,6 @@ import type { Publisher } from "./Publisher.ts"
 import * as Telemetry from "./Telemetry.ts"
 
 /**
- * The span name of one event's publication.
- *
- * @since 0.1.0
- * @category constants
- */
-export const spanName = Telemetry.spans.publishEvent
-
-/**
  * Wraps a publisher so every request with a valid `traceparent` gets its own span in its trace.
  * Outcomes are passed through unchanged.
  *
@@ -37,7 +29,7 @@ export const traced = (publisher: Publisher["Service"]): Publisher["Service"] =>
         Option.match(Telemetry.parentFromHeaders(request.headers), {
           onNone: () => Effect.succeed(undefined),
           onSome: (parent) =>
-            Effect.makeSpan(spanName, {
+            Effect.makeSpan(Telemetry.spans.publishEvent, {
               parent,
               kind: "producer",
               attributes: {

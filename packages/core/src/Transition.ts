@@ -384,7 +384,7 @@ export {
    * so the key goes on without it. The reason is kept as the row's `lastError`, after the failure.
    * An empty operator or reason fails with `OutboxValidationError`.
    *
-   * @since 0.2.0
+   * @since 0.1.0
    * @category operator
    */
   skip

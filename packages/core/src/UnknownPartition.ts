@@ -7,7 +7,7 @@
  * - `"sync"`: grow the topic to include the partition (the database assignment says it should
  *   exist), never past `OUTBOX_MAX_PARTITION`, then retry.
  *
- * @since 0.2.0
+ * @since 0.1.0
  */
 import type * as Config from "effect/Config"
 import * as Effect from "effect/Effect"
@@ -18,7 +18,7 @@ import * as Vars from "./internal/variables.ts"
 import * as PartitionLimit from "./PartitionLimit.ts"
 
 /**
- * @since 0.2.0
+ * @since 0.1.0
  * @category models
  */
 export type Policy = "fail" | "sync"
@@ -26,7 +26,7 @@ export type Policy = "fail" | "sync"
 /**
  * The policy, and the partition `"sync"` never grows a topic past (default 1023).
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category models
  */
 export interface Settings {
@@ -37,7 +37,7 @@ export interface Settings {
 /**
  * `OUTBOX_RELAY_UNKNOWN_PARTITION`: `fail` (default) or `sync`.
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category config
  */
 export const config: Config.Config<Policy> = Vars.relay.unknownPartition.config
@@ -51,7 +51,7 @@ export const config: Config.Config<Policy> = Vars.relay.unknownPartition.config
  * - `"unknown"`: the broker could not tell or could not grow the topic (no `BrokerAdmin`, no such
  *   topic, an admin error).
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category models
  */
 export type Resolution =
@@ -70,7 +70,7 @@ const switchedOff = (what: string): Resolution => ({
  * broker already said the partition is missing; without it (stale recovery after a failed probe)
  * the partition count is asked first, and a partition that exists is left alone.
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category recovery
  */
 export const resolve = (

@@ -1,4 +1,7 @@
 /**
+ * `@effect-outbox/core`: the transactional outbox, the idempotent consumer and dead letters as Effect
+ * services (no I/O), one namespace per module.
+ *
  * @since 0.1.0
  */
 export * as BrokerAdmin from "./BrokerAdmin.ts"

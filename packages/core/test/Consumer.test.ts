@@ -25,6 +25,7 @@ import { jsonPayload, ORIGINAL_RECORD_HEADER } from "../src/OutboxMessage.ts"
 import { OutboxStore } from "../src/OutboxStore.ts"
 import { ParkedStore } from "../src/ParkedStore.ts"
 import { Publisher } from "../src/Publisher.ts"
+import * as Telemetry from "../src/Telemetry.ts"
 import * as Transition from "../src/Transition.ts"
 
 // -- fixtures ---------------------------------------------------------------------------------
@@ -375,7 +376,7 @@ for (const transaction of ["per-record", "per-batch"] as const) {
         // an earlier run started, committed the work, then crashed before SUCCESS
         yield* Transition.startProcessing(id(1))
         yield* Inbox.processOnce({ consumer: "billing", identity: Inbox.eventIdentity(id(1)) }, Effect.void)
-        const before = yield* Metric.value(Consumer.reconciledTotal)
+        const before = yield* Metric.value(Telemetry.consumerReconciledTotal)
         yield* send(1)
         yield* Consumer.make({ ...baseOptions, handler })
         yield* eventually(
@@ -384,7 +385,7 @@ for (const transaction of ["per-record", "per-batch"] as const) {
         )
         assert.deepStrictEqual(yield* ns, [])
         assert.strictEqual(yield* statusOf(1), "SUCCESS")
-        assert.strictEqual((yield* Metric.value(Consumer.reconciledTotal)).count, before.count + 1)
+        assert.strictEqual((yield* Metric.value(Telemetry.consumerReconciledTotal)).count, before.count + 1)
       }).pipe(Effect.scoped, Effect.provide(makeLayer()))
     )
 
@@ -453,12 +454,12 @@ for (const transaction of ["per-record", "per-batch"] as const) {
           yield* db.setFaultHook((operation) =>
             down ? new OutboxStoreError({ operation, reason: "connection refused", retriable: true }) : undefined
           )
-          const before = (yield* Metric.value(Consumer.infrastructureRetriesTotal)).count
+          const before = (yield* Metric.value(Telemetry.consumerInfrastructureRetriesTotal)).count
           yield* Consumer.make({ ...baseOptions, maxAttempts: 2, handler })
           // Dozens of failed tries, 2 allowed: none counts.
           yield* eventually(
             "the consumer retried the infrastructure 6 times",
-            Effect.map(Metric.value(Consumer.infrastructureRetriesTotal), (m) => m.count - before >= 6)
+            Effect.map(Metric.value(Telemetry.consumerInfrastructureRetriesTotal), (m) => m.count - before >= 6)
           )
           assert.deepStrictEqual(yield* dltRecords, [])
           assert.strictEqual(yield* committedOffset("billing"), undefined)
@@ -520,7 +521,7 @@ for (const transaction of ["per-record", "per-batch"] as const) {
           assert.strictEqual(yield* statusOf(1), "FAILURE")
           yield* send(1)
           const before = yield* Metric.value(
-            Metric.withAttributes(Consumer.anomaliesTotal, { kind: "failure_row_delivered" })
+            Metric.withAttributes(Telemetry.consumerAnomaliesTotal, { kind: "failure_row_delivered" })
           )
           yield* Consumer.make({ ...baseOptions, handler })
           yield* eventually(
@@ -530,7 +531,7 @@ for (const transaction of ["per-record", "per-batch"] as const) {
           assert.deepStrictEqual(yield* ns, [1])
           assert.strictEqual(yield* statusOf(1), "FAILURE")
           const after = yield* Metric.value(
-            Metric.withAttributes(Consumer.anomaliesTotal, { kind: "failure_row_delivered" })
+            Metric.withAttributes(Telemetry.consumerAnomaliesTotal, { kind: "failure_row_delivered" })
           )
           assert.strictEqual(after.count, before.count + 1)
         }).pipe(Effect.scoped, Effect.provide(makeLayer()))
@@ -1076,7 +1077,7 @@ describe("Consumer rebalances (M2, M3)", () => {
       const startsA: Array<number> = []
       const startsB: Array<number> = []
       for (let n = 1; n <= 10; n++) yield* send(n)
-      const revokedBefore = (yield* Metric.value(Consumer.revokedRecordsTotal)).count
+      const revokedBefore = (yield* Metric.value(Telemetry.consumerRevokedRecordsTotal)).count
       // Member A is stuck on record 1 with batches queued behind it.
       yield* Consumer.make({
         ...commonOptions,
@@ -1104,7 +1105,7 @@ describe("Consumer rebalances (M2, M3)", () => {
       yield* Deferred.succeed(gateA, undefined)
       yield* eventually(
         "A dropped the rest of its batches",
-        Effect.map(Metric.value(Consumer.revokedRecordsTotal), (m) => m.count - revokedBefore >= 5)
+        Effect.map(Metric.value(Telemetry.consumerRevokedRecordsTotal), (m) => m.count - revokedBefore >= 5)
       )
       yield* Deferred.succeed(gateB, undefined)
       yield* eventually(

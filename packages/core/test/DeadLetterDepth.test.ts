@@ -18,6 +18,7 @@ import * as DeadLetterDepth from "../src/DeadLetterDepth.ts"
 import type { EventId } from "../src/OutboxMessage.ts"
 import * as OutboxRuntime from "../src/OutboxRuntime.ts"
 import { Publisher } from "../src/Publisher.ts"
+import * as Telemetry from "../src/Telemetry.ts"
 import * as Topic from "../src/Topic.ts"
 import * as WakeUp from "../src/WakeUp.ts"
 
@@ -53,7 +54,7 @@ const publishDeadLetters = (n: number) =>
 
 const pending = Effect.map(DeadLetterDepth.sample("orders.DLT"), (d) => Option.getOrThrow(d).pending)
 const gauge = Effect.map(
-  Metric.value(Metric.withAttributes(DeadLetterDepth.pendingGauge, { topic: "orders.DLT" })),
+  Metric.value(Metric.withAttributes(Telemetry.deadLettersPending, { topic: "orders.DLT" })),
   (state) => state.value
 )
 const replay = (filter?: (letter: DeadLetter.DeadLetter) => boolean) =>

@@ -8,6 +8,7 @@ import * as Ref from "effect/Ref"
 import * as Schema from "effect/Schema"
 import { OutboxStoreError } from "../src/Errors.ts"
 import * as Inbox from "../src/Inbox.ts"
+import * as Telemetry from "../src/Telemetry.ts"
 import { Transactor } from "../src/Transactor.ts"
 
 class WorkFailed extends Schema.TaggedError<WorkFailed>()("WorkFailed", { reason: Schema.String }) {}
@@ -187,7 +188,7 @@ describe("Inbox.processBatch", () => {
   it.effect("outbox_inbox_processed_total counts each entry's final outcome once", () =>
     Effect.gen(function* () {
       const counter = (outcome: string) =>
-        Effect.map(Metric.value(Metric.withAttributes(Inbox.processedTotal, { outcome })), (v) => v.count)
+        Effect.map(Metric.value(Metric.withAttributes(Telemetry.inboxProcessed, { outcome })), (v) => v.count)
       const before = yield* Effect.all([counter("processed"), counter("already_processed"), counter("failed")])
       yield* Inbox.processOnce(k(2), Effect.void)
       yield* Inbox.processBatch([

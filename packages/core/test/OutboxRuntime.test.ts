@@ -26,6 +26,7 @@ import * as Outbox from "../src/Outbox.ts"
 import * as OutboxRuntime from "../src/OutboxRuntime.ts"
 import { OutboxStore } from "../src/OutboxStore.ts"
 import type { Publisher } from "../src/Publisher.ts"
+import * as Telemetry from "../src/Telemetry.ts"
 import * as Topic from "../src/Topic.ts"
 import * as Transition from "../src/Transition.ts"
 import * as WakeUp from "../src/WakeUp.ts"
@@ -325,11 +326,11 @@ describe("OutboxRuntime", () => {
       yield* TestClock.adjust("2 seconds")
       yield* OutboxRuntime.sampleMetrics
       // ada's event was claimed (and its lease expired); bob's waits, 2 s old.
-      assert.strictEqual((yield* Metric.value(OutboxRuntime.pendingGauge)).value, 1)
-      assert.strictEqual((yield* Metric.value(OutboxRuntime.oldestPendingAgeGauge)).value, 2000)
-      assert.strictEqual((yield* Metric.value(OutboxRuntime.staleLeasesGauge)).value, 1)
-      assert.strictEqual((yield* Metric.value(OutboxRuntime.unfinishedGauge)).value, 2)
-      const dispatching = Metric.withAttributes(OutboxRuntime.statusGauge, { status: "DISPATCHING" })
+      assert.strictEqual((yield* Metric.value(Telemetry.pending)).value, 1)
+      assert.strictEqual((yield* Metric.value(Telemetry.oldestPendingAge)).value, 2000)
+      assert.strictEqual((yield* Metric.value(Telemetry.staleLeases)).value, 1)
+      assert.strictEqual((yield* Metric.value(Telemetry.unfinished)).value, 2)
+      const dispatching = Metric.withAttributes(Telemetry.eventsByStatus, { status: "DISPATCHING" })
       assert.strictEqual((yield* Metric.value(dispatching)).value, 1)
     }).pipe(Effect.provide(Outbox.layerWith({ maxPayloadBytes: 1000 }).pipe(Layer.provideMerge(ports()))))
   )

@@ -16,6 +16,7 @@ import * as Outbox from "../src/Outbox.ts"
 import type { EventId } from "../src/OutboxMessage.ts"
 import * as OutboxRuntime from "../src/OutboxRuntime.ts"
 import * as Reconciler from "../src/Reconciler.ts"
+import * as Telemetry from "../src/Telemetry.ts"
 import * as Topic from "../src/Topic.ts"
 import * as Transition from "../src/Transition.ts"
 import * as WakeUp from "../src/WakeUp.ts"
@@ -55,14 +56,14 @@ describe("Reconciler (R4.4)", () => {
         yield* processedBy("billing", Inbox.eventIdentity(done))
         // processed by another group only: not proof for the driving group
         yield* processedBy("audit", Inbox.eventIdentity(other))
-        const before = yield* Metric.value(Reconciler.reconciledTotal)
+        const before = yield* Metric.value(Telemetry.reconciled)
         yield* TestClock.adjust("2 minutes")
         const result = yield* Reconciler.runOnce([billing])
         assert.deepStrictEqual(result.reconciled, [done])
         assert.strictEqual(result.examined, 2)
         assert.strictEqual((yield* row(world.database, done)).status, "SUCCESS")
         assert.strictEqual((yield* row(world.database, other)).status, "UNDER_PROCESSING")
-        assert.strictEqual((yield* Metric.value(Reconciler.reconciledTotal)).count, before.count + 1)
+        assert.strictEqual((yield* Metric.value(Telemetry.reconciled)).count, before.count + 1)
         const history = (yield* world.database.control.history).filter((c) => c.id === done)
         assert.deepStrictEqual(
           history.slice(-1).map((c) => `${c.from}->${c.to}`),
@@ -131,14 +132,14 @@ describe("Reconciler (R4.4)", () => {
         const early = yield* Reconciler.runOnce([billing], { stuckAfter: Duration.minutes(15) })
         assert.strictEqual(early.examined, 1)
         assert.deepStrictEqual(early.stuck, [])
-        assert.strictEqual((yield* Metric.value(Reconciler.stuckGauge)).value, 0)
+        assert.strictEqual((yield* Metric.value(Telemetry.consumerStuck)).value, 0)
         yield* TestClock.adjust("11 minutes")
         const late = yield* Reconciler.runOnce([billing], { stuckAfter: Duration.minutes(15) })
         assert.deepStrictEqual(
           late.stuck.map((r) => r.id),
           [id]
         )
-        assert.strictEqual((yield* Metric.value(Reconciler.stuckGauge)).value, 1)
+        assert.strictEqual((yield* Metric.value(Telemetry.consumerStuck)).value, 1)
         assert.strictEqual((yield* row(world.database, id)).status, "UNDER_PROCESSING")
         const hint = Reconciler.repairHint(late.stuck[0]!)
         assert.include(hint, `effect-outbox inspect ${id}`)
@@ -147,7 +148,7 @@ describe("Reconciler (R4.4)", () => {
         // rows of a topic no lifecycle group drives are not this sweep's business
         const none = yield* Reconciler.runOnce([{ groupId: "billing", topics: ["invoices"] }])
         assert.deepStrictEqual(none.stuck, [])
-        assert.strictEqual((yield* Metric.value(Reconciler.stuckGauge)).value, 0)
+        assert.strictEqual((yield* Metric.value(Telemetry.consumerStuck)).value, 0)
       })
     )
   )

@@ -12,7 +12,6 @@ import * as Tracer from "effect/Tracer"
 import * as Outbox from "../src/Outbox.ts"
 import * as Telemetry from "../src/Telemetry.ts"
 import * as Topic from "../src/Topic.ts"
-import * as TracedPublisher from "../src/TracedPublisher.ts"
 import { Shipments, shippingRuntime } from "./support/shipping.ts"
 
 /** The native tracer, remembering every span it starts. */
@@ -52,7 +51,7 @@ describe("trace context", () => {
 
         const trace = request.traceId
         const enqueue = spans.find((s) => s.name === Telemetry.spans.enqueue)!
-        const publish = spans.find((s) => s.name === TracedPublisher.spanName)!
+        const publish = spans.find((s) => s.name === Telemetry.spans.publishEvent)!
         assert.isDefined(enqueue)
         assert.isDefined(publish)
 

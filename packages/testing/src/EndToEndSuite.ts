@@ -9,7 +9,7 @@
  * set). Locally the default is 2,000 so a full integration run stays quick; set E2E_EVENTS to
  * choose.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 import { randomUUID } from "node:crypto"
 import { assert, describe, it } from "@effect/vitest"
@@ -41,7 +41,7 @@ const ROLLBACK_EVERY = 5
 export type KafkaPorts = Publisher | BrokerProbe | BrokerAdmin | ConsumerSource | TopicReader
 
 /**
- * @since 0.3.0
+ * @since 0.1.0
  * @category models
  */
 export interface Options<R = never> {
@@ -146,7 +146,7 @@ const awaitApplied = (effects: string, expected: number) =>
 /**
  * Registers the scenario under `describe(options.name)`.
  *
- * @since 0.3.0
+ * @since 0.1.0
  * @category suites
  */
 export const suite = <R = never>(options: Options<R>): void => {

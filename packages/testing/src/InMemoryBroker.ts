@@ -90,7 +90,7 @@ export type Operation = "probe" | "admin" | "commit" | "poll"
  * - `"freeze"`: calls wait until the outage ends, then are carried out. A publish whose caller
  *   gave up (its own timeout) still appends when the broker comes back: records land late.
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category models
  */
 export type OutageMode = BrokerEngine.OutageMode

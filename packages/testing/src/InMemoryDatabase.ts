@@ -104,7 +104,7 @@ export interface FaultPlan {
  *   system is starting up").
  * - `"crash"`: killed, or the network dropped: like `"down"`, without a shutdown phase first.
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category models
  */
 export type OutageMode = Outage.OutageMode
@@ -112,7 +112,7 @@ export type OutageMode = Outage.OutageMode
 /**
  * Maps a driver error to the port's error, per operation (adapter-pg's `fromSqlError` shape).
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category models
  */
 export type SqlErrorMapping = Outage.SqlErrorMapping
@@ -121,7 +121,7 @@ export type SqlErrorMapping = Outage.SqlErrorMapping
  * The default mapping: adapter-pg's own classification (`PgErrors.fromSqlError`). A test of a
  * wrong classification builds its own from this one.
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category models
  */
 export const adapterSqlErrorMapping: SqlErrorMapping = Outage.adapterMapping

@@ -2,7 +2,7 @@
  * `LifecycleRegistry` in memory: one map from topic to its driving group, shared by every runtime
  * built on the same instance (so two runtimes in one test play two processes).
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 import { LifecycleGroupConflictError } from "@effect-outbox/core/Errors"
 import { LifecycleRegistry, type Registration } from "@effect-outbox/core/LifecycleRegistry"
@@ -11,7 +11,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 
 /**
- * @since 0.4.0
+ * @since 0.1.0
  * @category constructors
  */
 export const make = (): LifecycleRegistry["Service"] => {
@@ -47,7 +47,7 @@ export const make = (): LifecycleRegistry["Service"] => {
 /**
  * A fresh registry each time the layer is built.
  *
- * @since 0.4.0
+ * @since 0.1.0
  * @category layers
  */
 export const layer: Layer.Layer<LifecycleRegistry> = Layer.sync(LifecycleRegistry)(make)

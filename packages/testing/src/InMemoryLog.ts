@@ -6,7 +6,7 @@
  * (as the streaming transport does), the lease ends with the holder's scope (a killed relay's fiber
  * is interrupted).
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 import type { LogMessage } from "@effect-outbox/core/LogRecord"
 import { type LogLease, LogSource, LogSourceError } from "@effect-outbox/core/LogSource"
@@ -17,7 +17,7 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 
 /**
- * @since 0.3.0
+ * @since 0.1.0
  * @category models
  */
 export interface Log {
@@ -33,7 +33,7 @@ export interface Log {
 }
 
 /**
- * @since 0.3.0
+ * @since 0.1.0
  * @category constructors
  */
 export const make: Effect.Effect<Log> = Effect.sync(() => {
@@ -139,7 +139,7 @@ export const make: Effect.Effect<Log> = Effect.sync(() => {
 })
 
 /**
- * @since 0.3.0
+ * @since 0.1.0
  * @category layers
  */
 export const layerFrom = (log: Log): Layer.Layer<LogSource> => Layer.succeed(LogSource)(log.source)
@@ -149,7 +149,7 @@ export const layerFrom = (log: Log): Layer.Layer<LogSource> => Layer.succeed(Log
  * runs its effect as is: the memory log has no rollback (an `emit` inside a transaction that
  * fails afterwards stays committed), unlike `PgLogSource`.
  *
- * @since 0.3.0
+ * @since 0.1.0
  * @category layers
  */
 export const layerWithWriter = (log: Log): Layer.Layer<LogSource | LogWriter | Transactor> =>

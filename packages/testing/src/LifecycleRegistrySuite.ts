@@ -2,7 +2,7 @@
  * The conformance suite of the `LifecycleRegistry` port: one driving group per topic, the same
  * group accepted again, another refused with a typed error naming both, release hands over.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 import { assert, describe, it } from "@effect/vitest"
 import { LifecycleRegistry } from "@effect-outbox/core/LifecycleRegistry"
@@ -11,7 +11,7 @@ import type * as Layer from "effect/Layer"
 import { uniqueName } from "./internal/conformance.ts"
 
 /**
- * @since 0.4.0
+ * @since 0.1.0
  * @category models
  */
 export interface Options {
@@ -21,7 +21,7 @@ export interface Options {
 }
 
 /**
- * @since 0.4.0
+ * @since 0.1.0
  * @category suites
  */
 export const suite = (name: string, options: Options): void => {

@@ -2,7 +2,7 @@
  * The conformance suite of the log engine's ports, `LogSource` and `LogWriter`: what
  * `LogRelay` relies on. Each test builds a fresh layer (a fresh log or slot).
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 
 import { randomBytes } from "node:crypto"
@@ -20,7 +20,7 @@ import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
 
 /**
- * @since 0.3.0
+ * @since 0.1.0
  * @category models
  */
 export type Services = LogSource | LogWriter | Transactor
@@ -28,7 +28,7 @@ export type Services = LogSource | LogWriter | Transactor
 /**
  * Switches for behaviours an adapter may not offer. All default to `true`.
  *
- * @since 0.3.0
+ * @since 0.1.0
  * @category models
  */
 export interface Features {
@@ -37,7 +37,7 @@ export interface Features {
 }
 
 /**
- * @since 0.3.0
+ * @since 0.1.0
  * @category models
  */
 export interface Options {
@@ -112,7 +112,7 @@ interface Case {
 /**
  * The suite's cases, a table of named case functions (Watermill's shape).
  *
- * @since 0.3.0
+ * @since 0.1.0
  * @category suites
  */
 export const cases: ReadonlyArray<Case> = [
@@ -299,7 +299,7 @@ export const cases: ReadonlyArray<Case> = [
 /**
  * Registers the suite under `describe(name)`.
  *
- * @since 0.3.0
+ * @since 0.1.0
  * @category suites
  */
 export const suite = (name: string, options: Options): void => {

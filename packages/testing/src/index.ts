@@ -1,4 +1,7 @@
 /**
+ * `@effect-outbox/testing`: in-memory layers, fault injection, conformance suites and a real-service
+ * harness, one namespace per module.
+ *
  * @since 0.1.0
  */
 

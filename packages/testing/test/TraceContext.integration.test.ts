@@ -13,7 +13,6 @@ import * as OutboxRuntime from "@effect-outbox/core/OutboxRuntime"
 import * as Telemetry from "@effect-outbox/core/Telemetry"
 import * as Topic from "@effect-outbox/core/Topic"
 import { TopicReader } from "@effect-outbox/core/TopicReader"
-import * as TracedPublisher from "@effect-outbox/core/TracedPublisher"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -83,7 +82,7 @@ describe("trace context on PostgreSQL and Kafka", () => {
           const records = yield* TopicReader.use((reader) => reader.read(Shipments.name).pipe(Stream.runCollect))
 
           const enqueue = spans.find((s) => s.name === Telemetry.spans.enqueue)!
-          const publish = spans.find((s) => s.name === TracedPublisher.spanName)!
+          const publish = spans.find((s) => s.name === Telemetry.spans.publishEvent)!
           assert.strictEqual(records.length, 1)
           assert.strictEqual(
             records[0]!.headers[Telemetry.TRACEPARENT_HEADER],

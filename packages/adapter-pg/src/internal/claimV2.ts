@@ -3,7 +3,7 @@ import type { Tables } from "../PgTables.ts"
 /**
  * The claim function as migration 2 created it, frozen: migration 2 must create exactly this on
  * a fresh database (migration 3 replaces it, migration 4 drops it). A literal on purpose: it
- * shares no helper with the live claim (`sql.ts`), so editing those can never change it. Only
+ * shares no helper with the live claim (`claim.ts`), so editing that can never change it. Only
  * the names of the outbox's tables and its advisory-lock space are filled in.
  *
  * The claim runs as a PL/pgSQL function so it takes one round trip yet two snapshots: phase 1

@@ -5,7 +5,7 @@ import type * as SqlClient from "effect/sql/SqlClient"
 import type { SqlError } from "effect/sql/SqlError"
 import type { Tables } from "../PgTables.ts"
 import { ts, typedArray } from "./params.ts"
-import { notQueued, queuedStatuses, statusList } from "./sql.ts"
+import { notQueued, queuedStatuses, statusList } from "./statuses.ts"
 
 const knownStatuses: ReadonlySet<string> = new Set(statusList)
 const queuedSet: ReadonlySet<string> = new Set(queuedStatuses)

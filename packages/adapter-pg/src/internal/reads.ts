@@ -8,7 +8,7 @@ import type { SqlError } from "effect/sql/SqlError"
 import type { Tables } from "../PgTables.ts"
 import { ts, typedArray } from "./params.ts"
 import { type MessageRow, millis, toMessage } from "./rows.ts"
-import { countByStatus, statusList } from "./sql.ts"
+import { countByStatus, statusList } from "./statuses.ts"
 
 const knownStatuses: ReadonlySet<string> = new Set(statusList)
 

@@ -1,6 +1,9 @@
+import type { OutboxStatus } from "@effect-outbox/core/Lifecycle"
 import type { TransitionRequest } from "@effect-outbox/core/OutboxStore"
 import type { Tables } from "../PgTables.ts"
-import { fromMillis } from "./sql.ts"
+
+/** Epoch millis (a float8 expression) to timestamptz; exact at millisecond precision. */
+const fromMillis = (expression: string) => `to_timestamp((${expression})::float8 / 1000)`
 
 /** What one transition request becomes on the wire: a record of `jsonb_to_recordset`. */
 export const encodeRequest = (r: TransitionRequest, idx: number) => ({
@@ -99,8 +102,8 @@ export const genericStatement = (t: Tables, recordTransitions: boolean) => {
  * one reason, and releases on shutdown.
  */
 export interface Uniform {
-  readonly from: string
-  readonly to: string
+  readonly from: OutboxStatus
+  readonly to: OutboxStatus
   readonly leaseOwner: string | null
   readonly now: number
   readonly publishedAt: number | null

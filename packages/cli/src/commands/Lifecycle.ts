@@ -2,7 +2,7 @@
  * `lifecycle list|release`: the consumer group registered as each topic's lifecycle driver, and
  * handing the role over.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 import type { Registration } from "@effect-outbox/core/LifecycleRegistry"
 import { Command, Flag } from "effect/cli"
@@ -62,7 +62,7 @@ const release = Command.make(
 )
 
 /**
- * @since 0.4.0
+ * @since 0.1.0
  * @category commands
  */
 export const lifecycle = Command.make("lifecycle").pipe(

@@ -2,7 +2,7 @@
  * The log engine's commands: `log quarantine list|retry|skip` — events the log relay moved aside
  * because the broker refused them for good or the log flagged them invalid.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 
 import * as PgLogGauges from "@effect-outbox/adapter-pg/PgLogGauges"
@@ -118,7 +118,7 @@ const skip = Command.make(
 /**
  * The slot as the server sees it, the relay's progress and the quarantine's open events.
  *
- * @since 0.3.0
+ * @since 0.1.0
  * @category models
  */
 export interface SlotReport {
@@ -135,7 +135,7 @@ export interface SlotReport {
 /**
  * The slot's gauges, the relay's saved progress and the quarantine's open counts.
  *
- * @since 0.5.0
+ * @since 0.1.0
  * @category operations
  */
 export const slotReport = (options: { readonly slot: string; readonly schema: string; readonly tablePrefix: string }) =>
@@ -185,7 +185,7 @@ const slotCommand = Command.make("slot", { slot }, (input) =>
 ).pipe(Command.withDescription("the log relay's slot: WAL status, lag and retained WAL, saved progress, quarantine"))
 
 /**
- * @since 0.3.0
+ * @since 0.1.0
  * @category commands
  */
 export const log = Command.make("log").pipe(

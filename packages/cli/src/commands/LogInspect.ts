@@ -2,7 +2,7 @@
  * `log inspect <event-id>`: where one event of the log engine stands — committed (a row of the
  * event table), published (the broker holds it, or the quarantine says), quarantined.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 import { BrokerProbe } from "@effect-outbox/core/BrokerProbe"
 import * as LogRecord from "@effect-outbox/core/LogRecord"
@@ -18,7 +18,7 @@ import { database, type RootConfig, reachableBroker, root, userError } from "./R
 /**
  * What `log inspect` found.
  *
- * @since 0.5.0
+ * @since 0.1.0
  * @category models
  */
 export interface EventReport {
@@ -200,7 +200,7 @@ const askBroker = (report: EventReport, message: LogRecord.LogMessage) =>
  * The event's report: from the database, then, when brokers are configured and the event is in
  * the table and not in the quarantine, from the broker.
  *
- * @since 0.5.0
+ * @since 0.1.0
  * @category operations
  */
 export const inspectEvent = (config: RootConfig, input: { readonly eventId: string; readonly slot: string }) =>
@@ -240,7 +240,7 @@ const render = (r: EventReport): string => {
 /**
  * `log inspect <event-id>`, with the log commands' `--slot` flag.
  *
- * @since 0.5.0
+ * @since 0.1.0
  * @category commands
  */
 export const makeInspect = (slot: Flag.Flag<string>) =>

@@ -2,7 +2,7 @@
  * `log republish`: sends a range of the event table to the broker again — a backfill by time
  * window, topic or key. Duplicates on purpose: consumers dedupe by event id (the Inbox does).
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 import * as PgLogSource from "@effect-outbox/adapter-pg/PgLogSource"
 import type * as LogRecord from "@effect-outbox/core/LogRecord"
@@ -19,7 +19,7 @@ import { database, type RootConfig, reachableBroker, root, selectionFlags, userE
 /**
  * What `log republish` selected and, with `execute`, sent.
  *
- * @since 0.5.0
+ * @since 0.1.0
  * @category models
  */
 export interface RepublishReport {
@@ -39,7 +39,7 @@ export interface RepublishReport {
 }
 
 /**
- * @since 0.5.0
+ * @since 0.1.0
  * @category models
  */
 export interface RepublishRequest {
@@ -114,7 +114,7 @@ const walk = <E, R>(
  * Counts the range (dry run), or publishes it in id order through the configured Kafka client,
  * stopping at the first record the broker refuses. Audited either way when `execute` is set.
  *
- * @since 0.5.0
+ * @since 0.1.0
  * @category operations
  */
 export const republish = (config: RootConfig, request: RepublishRequest) =>
@@ -177,7 +177,7 @@ const render = (r: RepublishReport): string => {
 }
 
 /**
- * @since 0.5.0
+ * @since 0.1.0
  * @category commands
  */
 export const republishCommand = Command.make(

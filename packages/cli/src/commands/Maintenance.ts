@@ -1,7 +1,7 @@
 /**
  * The maintenance commands: `dlt` (dead letters), `parked` (durably parked keys), `purge`.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 import * as Lifecycle from "@effect-outbox/core/Lifecycle"
 import { Argument, Command, Flag } from "effect/cli"
@@ -87,7 +87,7 @@ const parkedRelease = Command.make(
 )
 
 /**
- * @since 0.2.0
+ * @since 0.1.0
  * @category commands
  */
 export const parked = Command.make("parked").pipe(

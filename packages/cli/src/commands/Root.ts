@@ -2,7 +2,7 @@
  * The root of the `effect-outbox` command tree: the connection and output flags every command
  * shares, the services they connect to, and how a command's result is printed.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 import { PgClient } from "@effect/sql-pg"
 import type * as KafkaBrokerAdmin from "@effect-outbox/adapter-kafka/KafkaBrokerAdmin"
@@ -67,7 +67,7 @@ export const root = Command.make("effect-outbox").pipe(
 /**
  * The values of the root flags.
  *
- * @since 0.4.0
+ * @since 0.1.0
  * @category models
  */
 export interface RootConfig {
@@ -82,7 +82,7 @@ export interface RootConfig {
 /**
  * An operator error as the CLI reports it (its message, exit code 1).
  *
- * @since 0.4.0
+ * @since 0.1.0
  * @category errors
  */
 export const userError = (error: { readonly message: string }) =>
@@ -91,7 +91,7 @@ export const userError = (error: { readonly message: string }) =>
 /**
  * The PostgreSQL services for the root flags: the store (recording transitions), wake-up, read model.
  *
- * @since 0.4.0
+ * @since 0.1.0
  * @category layers
  */
 export const database = (config: {
@@ -127,7 +127,7 @@ export const database = (config: {
 /**
  * The Kafka services for the root flags.
  *
- * @since 0.4.0
+ * @since 0.1.0
  * @category layers
  */
 export const broker = (
@@ -152,7 +152,7 @@ export const broker = (
  * broker fails the command in that time with one error naming the brokers and the cause,
  * instead of each call retrying on its own.
  *
- * @since 0.5.0
+ * @since 0.1.0
  * @category layers
  */
 export const reachableBroker = (
@@ -189,7 +189,7 @@ const jsonReplacer = (_key: string, value: unknown) =>
 /**
  * Runs `effect` with the database services of the root flags, printing the result.
  *
- * @since 0.4.0
+ * @since 0.1.0
  * @category running
  */
 export const withDatabase = <A, E, R>(effect: Effect.Effect<A, E, R>, human: (value: A) => string) =>
@@ -202,7 +202,7 @@ export const withDatabase = <A, E, R>(effect: Effect.Effect<A, E, R>, human: (va
 /**
  * As {@link withDatabase}, with the Kafka services too.
  *
- * @since 0.4.0
+ * @since 0.1.0
  * @category running
  */
 export const withDatabaseAndBroker = <A, E, R>(effect: Effect.Effect<A, E, R>, human: (value: A) => string) =>
@@ -215,7 +215,7 @@ export const withDatabaseAndBroker = <A, E, R>(effect: Effect.Effect<A, E, R>, h
 /**
  * Runs `effect` with the Kafka services of the root flags, printing the result.
  *
- * @since 0.4.0
+ * @since 0.1.0
  * @category running
  */
 export const withBroker = <A, E, R>(
@@ -234,7 +234,7 @@ export const withBroker = <A, E, R>(
 /**
  * The flags that select rows, shared by requeue, skip and release.
  *
- * @since 0.4.0
+ * @since 0.1.0
  * @category flags
  */
 export const selectionFlags = {
@@ -263,7 +263,7 @@ export const selectionFlags = {
 /**
  * The parsed selection flags as an `Operations.Selection`.
  *
- * @since 0.4.0
+ * @since 0.1.0
  * @category flags
  */
 export const selection = (input: {

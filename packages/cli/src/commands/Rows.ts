@@ -2,7 +2,7 @@
  * The commands over outbox rows: `status`, `inspect`, `requeue`, `skip`, `release`,
  * `recover-stale`.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 import { Argument, Command, Flag } from "effect/cli"
 import * as Effect from "effect/Effect"
@@ -126,7 +126,7 @@ export const requeue = Command.make(
 ).pipe(Command.withDescription("FAILURE -> PENDING for the selected rows (audited; dry run unless --execute)"))
 
 /**
- * @since 0.2.0
+ * @since 0.1.0
  * @category commands
  */
 export const skip = Command.make(

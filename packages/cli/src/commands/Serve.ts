@@ -1,7 +1,7 @@
 /**
  * The `dashboard` command: the operations on a web page.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 import * as PgLogSource from "@effect-outbox/adapter-pg/PgLogSource"
 import * as Config from "effect/Config"
@@ -20,7 +20,7 @@ import { broker, database, type RootConfig, root, userError } from "./Root.ts"
  * The dashboard on `--host:--port` until interrupted; prints its address. Beyond loopback it
  * needs `--token` (or `OUTBOX_DASHBOARD_TOKEN`).
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category commands
  */
 export const dashboard = Command.make(

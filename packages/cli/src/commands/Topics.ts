@@ -2,7 +2,7 @@
  * The `topics` commands: `ensure` creates topics with their dead-letter topics, `list` shows the
  * topics the outbox's rows use and what the broker has of them.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 import { Argument, Command, Flag } from "effect/cli"
 import * as Operations from "../Operations.ts"
@@ -54,7 +54,7 @@ const list = Command.make("list", {}, () => withDatabaseAndBroker(Operations.out
 )
 
 /**
- * @since 0.5.0
+ * @since 0.1.0
  * @category commands
  */
 export const topics = Command.make("topics").pipe(

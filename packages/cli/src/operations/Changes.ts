@@ -124,7 +124,7 @@ export const requeue = (request: AuditedRequest) =>
  * them for good, and their keys' younger events go on without them (a `FAILURE` row blocks its
  * key by default). Audited like a requeue; a dry run only lists the rows.
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category change
  */
 export const skip = (request: AuditedRequest) => audited("skip", Lifecycle.canSkip("FAILURE"), Transition.skip, request)

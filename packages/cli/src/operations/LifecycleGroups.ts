@@ -3,7 +3,7 @@
  * role over. A runtime refuses to start a second driving group on a topic; when the registered
  * group is retired (or renamed), the operator releases its registration so another may take it.
  *
- * @since 0.4.0
+ * @since 0.1.0
  */
 import { LifecycleRegistry, type Registration } from "@effect-outbox/core/LifecycleRegistry"
 import * as Effect from "effect/Effect"
@@ -12,14 +12,14 @@ import { OperatorError } from "./OperatorError.ts"
 /**
  * The registrations, by topic; filtered by topic and group.
  *
- * @since 0.4.0
+ * @since 0.1.0
  * @category lifecycle
  */
 export const lifecycleList = (filter: { readonly topic?: string | undefined; readonly group?: string | undefined }) =>
   LifecycleRegistry.use((registry) => registry.list(filter))
 
 /**
- * @since 0.4.0
+ * @since 0.1.0
  * @category models
  */
 export interface LifecycleReleaseReport {
@@ -34,7 +34,7 @@ export interface LifecycleReleaseReport {
  * `lifecycle: false`): the registration is checked at start only. Audited; dry run unless
  * `execute`.
  *
- * @since 0.4.0
+ * @since 0.1.0
  * @category lifecycle
  */
 export const lifecycleRelease = (request: {

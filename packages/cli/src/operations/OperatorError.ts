@@ -24,7 +24,7 @@ export class OperatorError extends Schema.TaggedError<OperatorError>()("Operator
 /**
  * An event id as an operator typed it (any case, surrounding blanks), or an `OperatorError`.
  *
- * @since 0.4.0
+ * @since 0.1.0
  * @category parsing
  */
 export const parseId = (id: string): Effect.Effect<EventId, OperatorError> =>

@@ -1,7 +1,7 @@
 /**
  * `parked`: the durably parked keys of consumer groups, and a release request for one.
  *
- * @since 0.2.0
+ * @since 0.1.0
  */
 import { ParkedStore, type ReleaseTarget } from "@effect-outbox/core/ParkedStore"
 import * as Effect from "effect/Effect"
@@ -10,14 +10,14 @@ import { OperatorError } from "./OperatorError.ts"
 /**
  * The parked keys of a consumer group (or of every group), head first.
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category parked
  */
 export const parkedList = (options: { readonly group?: string | undefined } = {}) =>
   ParkedStore.use((store) => store.list({ consumer: options.group }))
 
 /**
- * @since 0.2.0
+ * @since 0.1.0
  * @category models
  */
 export interface ParkedReleaseReport {
@@ -33,7 +33,7 @@ export interface ParkedReleaseReport {
  * records by position and runs them head first, in offset order (within its
  * `parkedReleaseInterval`). The CLI has no handler to run them itself. Dry run unless `execute`.
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category parked
  */
 export const parkedRelease = (options: ReleaseTarget & { readonly execute: boolean }) =>

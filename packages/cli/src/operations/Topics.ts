@@ -2,7 +2,7 @@
  * `topics`: create the topics a service needs with their dead-letter topics, and list the topics
  * the outbox's rows use with what the broker has of them.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 import { BrokerAdmin } from "@effect-outbox/core/BrokerAdmin"
 import * as DeadLetter from "@effect-outbox/core/DeadLetter"
@@ -15,7 +15,7 @@ import { OperatorError } from "./OperatorError.ts"
 /**
  * One topic `topics ensure` looked at.
  *
- * @since 0.5.0
+ * @since 0.1.0
  * @category models
  */
 export interface EnsuredTopic {
@@ -31,7 +31,7 @@ export interface EnsuredTopic {
  * The names to ensure: each topic, then its `<topic>.DLT` (a name that is itself a dead-letter
  * topic gets none), each once.
  *
- * @since 0.5.0
+ * @since 0.1.0
  * @category topics
  */
 export const withDeadLetterTopics = (
@@ -51,7 +51,7 @@ export const withDeadLetterTopics = (
  * Creates each missing topic and dead-letter topic with `partitions` partitions (dry run unless
  * `execute`); existing ones are left as they are.
  *
- * @since 0.5.0
+ * @since 0.1.0
  * @category topics
  */
 export const ensureTopics = (options: {
@@ -82,7 +82,7 @@ export const ensureTopics = (options: {
 /**
  * A topic the outbox's rows use, and what the broker has of it and of its `<topic>.DLT`.
  *
- * @since 0.5.0
+ * @since 0.1.0
  * @category models
  */
 export interface OutboxTopic {
@@ -97,7 +97,7 @@ export interface OutboxTopic {
  * The topics of the outbox's rows (any status), with their partition counts and dead-letter
  * topics on the broker.
  *
- * @since 0.5.0
+ * @since 0.1.0
  * @category topics
  */
 export const outboxTopics: Effect.Effect<

@@ -9,9 +9,9 @@
 
 import { rmSync } from "node:fs"
 import { afterAll, assert, describe, it } from "@effect/vitest"
-import * as Consumer from "@effect-outbox/core/Consumer"
 import { makeEventId } from "@effect-outbox/core/OutboxMessage"
 import { Publisher, type PublishRequest } from "@effect-outbox/core/Publisher"
+import * as Telemetry from "@effect-outbox/core/Telemetry"
 import * as Effect from "effect/Effect"
 import * as Metric from "effect/Metric"
 import * as Support from "./support.ts"
@@ -122,7 +122,7 @@ const consumerVerdict = async (stack: Support.Stack, schema: string, produced: R
 }
 
 const infrastructureRetries = (stack: Support.Stack) =>
-  stack.runPromise(Effect.map(Metric.value(Consumer.infrastructureRetriesTotal), (state) => state.count))
+  stack.runPromise(Effect.map(Metric.value(Telemetry.consumerInfrastructureRetriesTotal), (state) => state.count))
 
 describe("PostgreSQL stopped while records stream to a consumer (H2)", () => {
   it("nothing is dead-lettered, nothing lost, every effect once", async () => {

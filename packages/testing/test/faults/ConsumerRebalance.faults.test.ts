@@ -5,7 +5,8 @@
 // revocation may start on both), and nothing is lost; every effect happens once.
 
 import { afterAll, assert, describe, it } from "@effect/vitest"
-import * as Consumer from "@effect-outbox/core/Consumer"
+import type * as Consumer from "@effect-outbox/core/Consumer"
+import * as Telemetry from "@effect-outbox/core/Telemetry"
 import * as Effect from "effect/Effect"
 import * as Metric from "effect/Metric"
 import * as Support from "./support.ts"
@@ -50,7 +51,7 @@ describe("a rebalance in the middle of batches", () => {
       const stopRelay = await Support.startRelay(stack)
       while ((await count("PUBLISHED")) < events) await Support.sleep(100)
       await stopRelay()
-      const revokedBefore = (await stack.runPromise(Metric.value(Consumer.revokedRecordsTotal))).count
+      const revokedBefore = (await stack.runPromise(Metric.value(Telemetry.consumerRevokedRecordsTotal))).count
 
       running.push(await Support.startConsumer(stack, consumerOptions("A")))
       while (starts.length < 40) {
@@ -67,7 +68,8 @@ describe("a rebalance in the middle of batches", () => {
       }
       for (const r of running.splice(0)) await r.stop()
 
-      const revoked = (await stack.runPromise(Metric.value(Consumer.revokedRecordsTotal))).count - revokedBefore
+      const revoked =
+        (await stack.runPromise(Metric.value(Telemetry.consumerRevokedRecordsTotal))).count - revokedBefore
       const startsById = new Map<string, Array<"A" | "B">>()
       for (const s of starts) startsById.set(s.id, [...(startsById.get(s.id) ?? []), s.member])
       const twice = [...startsById.values()].filter((members) => members.length > 1)

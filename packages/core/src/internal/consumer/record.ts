@@ -344,7 +344,7 @@ const deadLetter = (settings: RecordSettings, record: ConsumerRecord, failure: T
       )
     )
     const errorClass = DeadLetter.errorClass(error)
-    yield* Metric.update(Metric.withAttributes(DeadLetter.deadLettered, { topic: record.topic, error: errorClass }), 1)
+    yield* Metric.update(Metric.withAttributes(Telemetry.deadLettered, { topic: record.topic, error: errorClass }), 1)
     yield* Effect.logWarning(
       `dead-lettered ${record.topic}/${record.partition}@${record.offset} to ${target} after ${attempts} ` +
         `attempt(s) (${classification}): ${DeadLetter.errorMessage(error)}`

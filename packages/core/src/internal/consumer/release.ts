@@ -5,6 +5,7 @@
  */
 import * as Effect from "effect/Effect"
 import * as Stream from "effect/Stream"
+import type { ParkedKey } from "../../Consumer.ts"
 import { ConsumerSourceError, type DeadLetterPublishError } from "../../Errors.ts"
 import type { ParkedStore } from "../../ParkedStore.ts"
 import * as Telemetry from "../../Telemetry.ts"
@@ -14,19 +15,6 @@ import type { PartitionState } from "./partition.ts"
 import * as Partition from "./partition.ts"
 import * as RecordRunner from "./record.ts"
 import type { Workers } from "./workers.ts"
-
-/**
- * A parked key: records waiting behind a dead-lettered predecessor of the same key.
- *
- * @since 0.1.0
- * @category models
- */
-export interface ParkedKey {
-  readonly topic: string
-  readonly partition: number
-  readonly key: string
-  readonly offsets: ReadonlyArray<string>
-}
 
 /** Releases a parked key; returns how many of its records were processed. */
 export type Release = (target: {

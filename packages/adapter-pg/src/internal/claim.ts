@@ -1,48 +1,8 @@
-import type { OutboxStatus } from "@effect-outbox/core/Lifecycle"
-import * as Lifecycle from "@effect-outbox/core/Lifecycle"
+/**
+ * The live claim: the candidate scans, the per-key head and prefix reads, and the claim functions
+ * of migrations 3 and 4 that are built from them (migration 2's frozen function is `claimV2.ts`).
+ */
 import type { Tables } from "../PgTables.ts"
-
-/**
- * Every status, for the CHECK constraint of migration 4. A status added to `Lifecycle` needs a
- * migration of its own that replaces the constraint on tables migrated earlier.
- */
-export const statusList: ReadonlyArray<OutboxStatus> = Lifecycle.statuses
-
-/**
- * Migration 1's CHECK: every status but `SKIPPED`, which migration 4 added (and whose constraint
- * replaces this one, so a status added later only ever widens it in between).
- */
-export const statusListV1: ReadonlyArray<OutboxStatus> = statusList.filter((s) => s !== "SKIPPED")
-
-/**
- * The relay's working statuses (`Lifecycle.isQueued`). Since migration 3 the `(status,
- * updated_at)` index leaves them out (`WHERE status NOT IN (…)`): inserts and claims write no
- * entry there, while retention, the stats and operator listings, which read the other statuses,
- * still find every row they need. Queries that want that index spell the condition out, so the
- * planner can prove its predicate.
- */
-export const queuedStatuses: ReadonlyArray<OutboxStatus> = statusList.filter(Lifecycle.isQueued)
-
-/** A SQL list of statuses: `'PENDING', 'DISPATCHING'`. */
-export const sqlStatuses = (statuses: ReadonlyArray<OutboxStatus>) => statuses.map((s) => `'${s}'`).join(", ")
-
-/** `status NOT IN ('PENDING', 'DISPATCHING')`: the predicate of `message_status_idx`. */
-export const notQueued = (column: string) => `${column} NOT IN (${sqlStatuses(queuedStatuses)})`
-
-/**
- * Rows per status as `(status, n)`, statuses without rows left out. In three parts, each of which
- * a partial index can serve (`status_idx`, `pending_idx`, `dispatching_idx`): `stats` is sampled
- * into gauges on a schedule.
- */
-export const countByStatus = (t: Tables) =>
-  `SELECT status, count(*)::int AS n FROM ${t.message} WHERE ${notQueued("status")} GROUP BY status
-   UNION ALL
-   SELECT 'PENDING', count(*)::int FROM ${t.message} WHERE status = 'PENDING' HAVING count(*) > 0
-   UNION ALL
-   SELECT 'DISPATCHING', count(*)::int FROM ${t.message} WHERE status = 'DISPATCHING' HAVING count(*) > 0`
-
-/** Epoch millis (a float8 expression) to timestamptz; exact at millisecond precision. */
-export const fromMillis = (expression: string) => `to_timestamp((${expression})::float8 / 1000)`
 
 /**
  * The claim's candidate scan since migration 3: the first `readLimit` available `PENDING` rows in
@@ -123,7 +83,7 @@ export const keyPrefixUpTo = (t: Tables, key: string, now: string, maxPerKey: st
  *   (2,000 index and heap reads for 100 keys of 20 rows; see docs/postgres.md). A cut never
  *   splits a prefix from the front: it keeps each key's rows from its head up to a `seq`.
  */
-export const claimFunction = (t: Tables) =>
+export const claimFunctionV3 = (t: Tables) =>
   `CREATE OR REPLACE FUNCTION ${t.claimFunction}(
      p_owner text, p_limit integer, p_max_per_key integer, p_now timestamptz, p_lease_until timestamptz)
    RETURNS SETOF ${t.message}
@@ -223,7 +183,7 @@ export const candidateHeadsV4 = (t: Tables, now: string, readLimit: string, fail
     ORDER BY c.pos`
 
 /**
- * The claim function since migration 4. The algorithm of {@link claimFunction},
+ * The claim function since migration 4. The algorithm of {@link claimFunctionV3},
  * with two changes:
  *
  * - `p_failed_head_blocks` (the relay's `failedHead: "block"`, the default): a `FAILURE` row
