@@ -12,7 +12,7 @@
  */
 
 import * as PgClient from "@effect/sql-pg/PgClient"
-import type { OutboxStoreError, OutboxValidationError } from "@effect-outbox/core/Errors"
+import type { StoreError, OutboxValidationError } from "@effect-outbox/core/Errors"
 import type { InboxStore } from "@effect-outbox/core/InboxStore"
 import type { LifecycleRegistry } from "@effect-outbox/core/LifecycleRegistry"
 import type { OutboxStore } from "@effect-outbox/core/OutboxStore"
@@ -79,7 +79,7 @@ export type Services =
  */
 export const layer = (
   options: Options = {}
-): Layer.Layer<Services, OutboxStoreError | OutboxValidationError, PgClient.PgClient | SqlClient.SqlClient> => {
+): Layer.Layer<Services, StoreError | OutboxValidationError, PgClient.PgClient | SqlClient.SqlClient> => {
   const tables = PgTables.layer(options)
   const migrated =
     options.migrate === false ? tables : Layer.merge(tables, PgMigrations.layer.pipe(Layer.provide(tables)))
@@ -117,7 +117,7 @@ export const layer = (
  */
 const claimConfig: Layer.Layer<
   Services | PgClient.PgClient | SqlClient.SqlClient,
-  OutboxStoreError | OutboxValidationError | Config.ConfigError | SqlError
+  StoreError | OutboxValidationError | Config.ConfigError | SqlError
 > = Layer.unwrap(
   Effect.gen(function* () {
     const url = yield* variables.url.config
@@ -155,5 +155,5 @@ const claimConfig: Layer.Layer<
  */
 export const layerConfig: Layer.Layer<
   Services | PgClient.PgClient | SqlClient.SqlClient,
-  OutboxStoreError | OutboxValidationError | Config.ConfigError | SqlError | PgEngine.EngineError
+  StoreError | OutboxValidationError | Config.ConfigError | SqlError | PgEngine.EngineError
 > = PgEngine.withEngine(claimConfig)

@@ -134,7 +134,7 @@ export type Classifier = Classify.Classifier
  * The default classifier:
  * - `PayloadDecodeError`, `SchemaError`, `OutboxValidationError`: permanent (the same input fails
  *   the same way);
- * - any error with a boolean `retriable` field (`OutboxStoreError`, publish errors, …): by that
+ * - any error with a boolean `retriable` field (`StoreError`, publish errors, …): by that
  *   field;
  * - anything else, `HandlerDefectError` included: transient — retried a bounded number of times,
  *   then dead-lettered, so an unknown error costs a few retries, never a blocked partition.
@@ -157,7 +157,7 @@ export const defaultClassifier: Classifier = Classify.defaultClassifier
 export type InfrastructureTest = Classify.InfrastructureTest
 
 /**
- * The default infrastructure test: a retriable `OutboxStoreError` (the lookup, a transition, the
+ * The default infrastructure test: a retriable `StoreError` (the lookup, a transition, the
  * inbox's BEGIN/INSERT/COMMIT, a lost connection) or an `SqlError` of the database rather than the
  * statement — connection errors, SQLSTATE classes 08 and 53, 57P01-3 (shutting down, starting
  * up), 40001, 40P01 — also when the handler's own SQL raised it: a handler waiting on the same

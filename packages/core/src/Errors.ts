@@ -22,22 +22,82 @@ export class OutboxValidationError extends Schema.TaggedError<OutboxValidationEr
 }
 
 /**
- * A storage operation failed (database error, lost connection, …). `retriable` says whether
- * trying again may help.
+ * What a failure means for a retry, decided by the adapter that saw it:
+ * - `unavailable`: the database or broker cannot serve anyone right now (connection lost, shutting
+ *   down, read-only after a fail-over, timeouts). Wait and ask again **without counting an
+ *   attempt**: an outage of any length spends no retry budget and dead-letters nothing.
+ * - `transient`: this request failed but may succeed if asked again: retry within the budget.
+ * - `permanent`: asking again gives the same answer: give up.
  *
  * @since 0.1.0
  * @category errors
  */
-export class OutboxStoreError extends Schema.TaggedError<OutboxStoreError>()("OutboxStoreError", {
+export const FailureKind = Schema.Literals(["unavailable", "transient", "permanent"])
+
+/**
+ * @since 0.1.0
+ * @category errors
+ */
+export type FailureKind = typeof FailureKind.Type
+
+/**
+ * A storage operation failed (database error, lost connection, …). Every store port (outbox,
+ * inbox, parked records, partition assignment, lifecycle registry, read model, wake-up) fails
+ * with it. `kind` ({@link FailureKind}) says whether waiting or trying again may help.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class StoreError extends Schema.TaggedError<StoreError>()("StoreError", {
   operation: Schema.String,
   reason: Schema.String,
-  retriable: Schema.Boolean,
+  kind: FailureKind,
   cause: Schema.optionalKey(Schema.Defect())
 }) {
   override get message() {
     return `outbox store ${this.operation} failed: ${this.reason}`
   }
+
+  /** Whether asking again may help: any kind but `permanent`. */
+  get retriable(): boolean {
+    return this.kind !== "permanent"
+  }
 }
+
+/**
+ * The fields `OutboxStoreError` was built from: `retriable` instead of a kind.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export interface OutboxStoreErrorFields {
+  readonly operation: string
+  readonly reason: string
+  readonly retriable: boolean
+  readonly cause?: unknown
+}
+
+/**
+ * The store error's former name. It builds a {@link StoreError} from the former fields: a
+ * retriable failure becomes `unavailable` (the consumer and relay treated every retriable store
+ * error as the database's), any other `permanent`.
+ *
+ * @deprecated Use {@link StoreError} with a `kind`.
+ * @since 0.1.0
+ * @category errors
+ */
+export const OutboxStoreError: new(fields: OutboxStoreErrorFields) => StoreError = class extends StoreError {
+  constructor({ retriable, ...fields }: OutboxStoreErrorFields) {
+    super({ ...fields, kind: retriable ? "unavailable" : "permanent" })
+  }
+}
+
+/**
+ * @deprecated Use {@link StoreError}.
+ * @since 0.1.0
+ * @category errors
+ */
+export type OutboxStoreError = StoreError
 
 /**
  * A transition that the lifecycle table forbids was requested: a bug in the caller, reported
@@ -80,6 +140,11 @@ export class RetriablePublishError extends Schema.TaggedError<RetriablePublishEr
   topic: Schema.String,
   reason: Schema.String
 }) {
+  /** Always `transient` (see {@link FailureKind}). */
+  get kind(): "transient" {
+    return "transient"
+  }
+
   override get message() {
     return `publish to ${this.topic} failed (retriable): ${this.reason}`
   }
@@ -99,6 +164,11 @@ export class BrokerUnavailableError extends Schema.TaggedError<BrokerUnavailable
   topic: Schema.String,
   reason: Schema.String
 }) {
+  /** Always `unavailable` (see {@link FailureKind}). */
+  get kind(): "unavailable" {
+    return "unavailable"
+  }
+
   override get message() {
     return `publish to ${this.topic} failed (broker unavailable): ${this.reason}`
   }
@@ -115,6 +185,11 @@ export class PermanentPublishError extends Schema.TaggedError<PermanentPublishEr
   topic: Schema.String,
   reason: Schema.String
 }) {
+  /** Always `permanent` (see {@link FailureKind}). */
+  get kind(): "permanent" {
+    return "permanent"
+  }
+
   override get message() {
     return `publish to ${this.topic} failed (permanent): ${this.reason}`
   }
@@ -131,6 +206,14 @@ export class UnknownPartitionError extends Schema.TaggedError<UnknownPartitionEr
   partition: Schema.Int,
   partitionCount: Schema.optionalKey(Schema.Int)
 }) {
+  /**
+   * `permanent`: the broker never accepts the record as addressed. The relay first re-reads the
+   * topic's partition count (a topic grown since it last looked) before giving the row up.
+   */
+  get kind(): "permanent" {
+    return "permanent"
+  }
+
   override get message() {
     return (
       `topic ${this.topic} has no partition ${this.partition}` +

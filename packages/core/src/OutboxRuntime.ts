@@ -52,7 +52,7 @@ import {
   type BrokerUnreachableError,
   LifecycleGroupConflictError,
   type MissingTopicsError,
-  type OutboxStoreError,
+  type StoreError,
   type OutboxValidationError
 } from "./Errors.ts"
 import * as Inbox from "./Inbox.ts"
@@ -353,7 +353,7 @@ export const statusGauge = Telemetry.eventsByStatus
  * @since 0.1.0
  * @category metrics
  */
-export const sampleMetrics: Effect.Effect<void, OutboxStoreError, OutboxStore> = Sampling.sampleStore
+export const sampleMetrics: Effect.Effect<void, StoreError, OutboxStore> = Sampling.sampleStore
 
 /**
  * The runtime layer for the consumer declarations `C`: the services each declaration needs, less
@@ -367,7 +367,7 @@ export type RuntimeLayer<C extends ReadonlyArray<ConsumerDeclaration<unknown>>> 
   | Config.ConfigError
   | OutboxValidationError
   | LifecycleGroupConflictError
-  | OutboxStoreError
+  | StoreError
   | BrokerUnreachableError
   | MissingTopicsError
   | BrokerAdminError

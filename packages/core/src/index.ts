@@ -1,6 +1,7 @@
 /**
  * @since 0.1.0
  */
+export * as Backoff from "./Backoff.ts"
 export * as BrokerAdmin from "./BrokerAdmin.ts"
 export * as BrokerProbe from "./BrokerProbe.ts"
 export * as CompareAndSet from "./CompareAndSet.ts"
@@ -36,7 +37,6 @@ export * as Reconciler from "./Reconciler.ts"
 export * as RecordSize from "./RecordSize.ts"
 export * as Relay from "./Relay.ts"
 export * as Retention from "./Retention.ts"
-export * as SqlStates from "./SqlStates.ts"
 export * as StaleRecovery from "./StaleRecovery.ts"
 export * as StartupCheck from "./StartupCheck.ts"
 export * as StorageLocation from "./StorageLocation.ts"

@@ -18,7 +18,7 @@ import * as TestClock from "effect/testing/TestClock"
 import * as Consumer from "../src/Consumer.ts"
 import { ConsumerSource } from "../src/ConsumerSource.ts"
 import * as DeadLetter from "../src/DeadLetter.ts"
-import { OutboxStoreError } from "../src/Errors.ts"
+import { StoreError } from "../src/Errors.ts"
 import * as Inbox from "../src/Inbox.ts"
 import type { EventId } from "../src/OutboxMessage.ts"
 import { jsonPayload, ORIGINAL_RECORD_HEADER } from "../src/OutboxMessage.ts"
@@ -414,10 +414,10 @@ for (const transaction of ["per-record", "per-batch"] as const) {
         // for it instead of answering "no" (H2).
         yield* db.setFaultHook((operation) => {
           if (workDone && operation === "outbox.transition") {
-            return new OutboxStoreError({ operation, reason: "constraint says no", retriable: false })
+            return new StoreError({ operation, reason: "constraint says no", kind: "permanent" })
           }
           if (operation === "inbox.exists" && existsCalls++ < 3) {
-            return new OutboxStoreError({ operation, reason: "database went away", retriable: true })
+            return new StoreError({ operation, reason: "database went away", kind: "unavailable" })
           }
           return undefined
         })
@@ -451,7 +451,7 @@ for (const transaction of ["per-record", "per-batch"] as const) {
           yield* send(3)
           let down = true
           yield* db.setFaultHook((operation) =>
-            down ? new OutboxStoreError({ operation, reason: "connection refused", retriable: true }) : undefined
+            down ? new StoreError({ operation, reason: "connection refused", kind: "unavailable" }) : undefined
           )
           const before = (yield* Metric.value(Consumer.infrastructureRetriesTotal)).count
           yield* Consumer.make({ ...baseOptions, maxAttempts: 2, handler })
@@ -484,7 +484,7 @@ for (const transaction of ["per-record", "per-batch"] as const) {
         let writes = 0
         yield* db.setFaultHook((operation) =>
           operation === "inbox.record" && writes++ % 2 === 1
-            ? new OutboxStoreError({ operation, reason: "connection reset", retriable: true })
+            ? new StoreError({ operation, reason: "connection reset", kind: "unavailable" })
             : undefined
         )
         yield* Consumer.make({
@@ -631,7 +631,7 @@ for (const transaction of ["per-record", "per-batch"] as const) {
               Ref.updateAndGet(tries, (n) => n + 1),
               (n) =>
                 n < 3
-                  ? Effect.fail(new OutboxStoreError({ operation: "x", reason: "timeout", retriable: true }))
+                  ? Effect.fail(new StoreError({ operation: "x", reason: "timeout", kind: "unavailable" }))
                   : Effect.void
             )
         })
@@ -992,11 +992,11 @@ describe("Consumer.defaultClassifier", () => {
       "permanent"
     )
     assert.strictEqual(
-      Consumer.defaultClassifier(new OutboxStoreError({ operation: "q", reason: "timeout", retriable: true })),
+      Consumer.defaultClassifier(new StoreError({ operation: "q", reason: "timeout", kind: "unavailable" })),
       "transient"
     )
     assert.strictEqual(
-      Consumer.defaultClassifier(new OutboxStoreError({ operation: "q", reason: "constraint", retriable: false })),
+      Consumer.defaultClassifier(new StoreError({ operation: "q", reason: "constraint", kind: "permanent" })),
       "permanent"
     )
     assert.strictEqual(Consumer.defaultClassifier({ _tag: "OutboxValidationError" }), "permanent")
@@ -1009,10 +1009,10 @@ describe("Consumer.defaultIsInfrastructure", () => {
     const sqlError = (reason: SqlErrorReason) => new SqlError({ reason })
     const withCode = (code: string) => sqlError(new UnknownError({ cause: { code }, message: "Query failed" }))
     assert.isTrue(
-      Consumer.defaultIsInfrastructure(new OutboxStoreError({ operation: "q", reason: "gone", retriable: true }))
+      Consumer.defaultIsInfrastructure(new StoreError({ operation: "q", reason: "gone", kind: "unavailable" }))
     )
     assert.isFalse(
-      Consumer.defaultIsInfrastructure(new OutboxStoreError({ operation: "q", reason: "constraint", retriable: false }))
+      Consumer.defaultIsInfrastructure(new StoreError({ operation: "q", reason: "constraint", kind: "permanent" }))
     )
     assert.isTrue(Consumer.defaultIsInfrastructure(sqlError(new ConnectionError({ cause: new Error("ECONNREFUSED") }))))
     for (const code of ["57P01", "57P03", "08006", "53300", "40001", "25006", "57014", "55P03", "40003", "25P03"]) {

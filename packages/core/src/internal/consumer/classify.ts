@@ -1,8 +1,10 @@
 /**
  * Whose failure is it? The infrastructure's (wait for it, without limit) or the record's own
- * (retry a few times, then dead-letter). Re-exported by `Consumer`.
+ * (retry a few times, then dead-letter). Both read the `kind` the adapter that saw the failure
+ * gave it (`Errors.FailureKind`); nothing here knows a driver. Re-exported by `Consumer`.
  */
-import * as SqlStates from "../../SqlStates.ts"
+import { isSqlError } from "effect/sql/SqlError"
+import type { FailureKind } from "../../Errors.ts"
 
 /** @since 0.1.0 */
 export type Classification = "transient" | "permanent"
@@ -13,15 +15,27 @@ export type Classifier = (error: unknown) => Classification
 /** Decides whether a failure is the infrastructure's, not the record's. */
 export type InfrastructureTest = (error: unknown) => boolean
 
+const kinds: ReadonlySet<unknown> = new Set<FailureKind>(["unavailable", "transient", "permanent"])
+
+/** The error's `kind`, when it carries one (store and publish errors, or your own). */
+export const kindOf = (error: unknown): FailureKind | undefined => {
+  if (typeof error !== "object" || error === null) return undefined
+  const kind = (error as { readonly kind?: unknown }).kind
+  return kinds.has(kind) ? (kind as FailureKind) : undefined
+}
+
 const tagOf = (error: object): unknown => (error as { readonly _tag?: unknown })._tag
 
 /**
+ * - an error with a `kind`: `permanent` is permanent, `transient` and `unavailable` transient;
  * - `PayloadDecodeError`, `SchemaError`, `OutboxValidationError`: permanent (the same input fails
  *   the same way);
  * - any error with a boolean `retriable` field: by that field;
  * - anything else, `HandlerDefectError` included: transient.
  */
 export const defaultClassifier: Classifier = (error) => {
+  const kind = kindOf(error)
+  if (kind !== undefined) return kind === "permanent" ? "permanent" : "transient"
   if (typeof error === "object" && error !== null) {
     const tag = tagOf(error)
     if (tag === "PayloadDecodeError" || tag === "SchemaError" || tag === "OutboxValidationError") return "permanent"
@@ -32,23 +46,13 @@ export const defaultClassifier: Classifier = (error) => {
 }
 
 /**
- * A retriable `OutboxStoreError` (lookup, transition, the inbox's BEGIN/INSERT/COMMIT, a lost
- * connection) or an `SqlError` of the database rather than the statement (the handler's own SQL on
- * a database that is down or failing over).
+ * An error of kind `unavailable`: a `StoreError` of the lookup, a transition, the inbox's
+ * BEGIN/INSERT/COMMIT or a lost connection, a `BrokerUnavailableError`, or your own error with
+ * that `kind`. An `effect/sql` `SqlError` of the handler's own SQL is the database's when the
+ * driver marks it retryable (lost connection, deadlock, serialization failure, lock or statement
+ * timeout); an adapter may know more (adapter-pg's `PgErrors.isInfrastructure`).
  */
 export const defaultIsInfrastructure: InfrastructureTest = (error) => {
-  if (typeof error !== "object" || error === null) return false
-  const tag = tagOf(error)
-  if (tag === "OutboxStoreError") return (error as { readonly retriable?: unknown }).retriable === true
-  if (tag !== "SqlError") return false
-  const sql = error as {
-    readonly isRetryable?: unknown
-    readonly reason?: { readonly _tag?: unknown; readonly cause?: { readonly code?: unknown } }
-  }
-  const code = sql.reason?.cause?.code
-  return (
-    sql.isRetryable === true ||
-    sql.reason?._tag === "ConnectionError" ||
-    (typeof code === "string" && SqlStates.isInfrastructure(code))
-  )
+  if (kindOf(error) === "unavailable") return true
+  return isSqlError(error) && error.isRetryable
 }
