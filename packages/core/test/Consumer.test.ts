@@ -13,12 +13,18 @@ import * as Ref from "effect/Ref"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import * as Scope from "effect/Scope"
-import { ConnectionError, SqlError, type SqlErrorReason, UnknownError } from "effect/sql/SqlError"
+import { ConnectionError, DeadlockError, SqlError, type SqlErrorReason, UnknownError } from "effect/sql/SqlError"
 import * as TestClock from "effect/testing/TestClock"
 import * as Consumer from "../src/Consumer.ts"
 import { ConsumerSource } from "../src/ConsumerSource.ts"
 import * as DeadLetter from "../src/DeadLetter.ts"
-import { StoreError } from "../src/Errors.ts"
+import {
+  BrokerUnavailableError,
+  type FailureKind,
+  PermanentPublishError,
+  RetriablePublishError,
+  StoreError
+} from "../src/Errors.ts"
 import * as Inbox from "../src/Inbox.ts"
 import type { EventId } from "../src/OutboxMessage.ts"
 import { jsonPayload, ORIGINAL_RECORD_HEADER } from "../src/OutboxMessage.ts"
@@ -984,41 +990,44 @@ describe("Consumer, transaction per batch", () => {
 })
 
 describe("Consumer.defaultClassifier", () => {
-  it("decode and validation errors are permanent; retriable flags decide; unknown errors are transient", () => {
+  it("an error's kind decides; decode and validation errors are permanent; retriable flags decide; unknown errors are transient", () => {
     assert.strictEqual(
       Consumer.defaultClassifier(
         new Consumer.PayloadDecodeError({ topic: "t", partition: 0, offset: "0", reason: "x" })
       ),
       "permanent"
     )
-    assert.strictEqual(
-      Consumer.defaultClassifier(new StoreError({ operation: "q", reason: "timeout", kind: "unavailable" })),
-      "transient"
-    )
-    assert.strictEqual(
-      Consumer.defaultClassifier(new StoreError({ operation: "q", reason: "constraint", kind: "permanent" })),
-      "permanent"
-    )
+    const store = (kind: FailureKind) => new StoreError({ operation: "q", reason: kind, kind })
+    assert.strictEqual(Consumer.defaultClassifier(store("transient")), "transient")
+    assert.strictEqual(Consumer.defaultClassifier(store("unavailable")), "transient")
+    assert.strictEqual(Consumer.defaultClassifier(store("permanent")), "permanent")
+    // Publish errors carry their kind too: a handler that publishes is classified by it.
+    assert.strictEqual(Consumer.defaultClassifier(new PermanentPublishError({ topic: "t", reason: "too large" })), "permanent")
+    assert.strictEqual(Consumer.defaultClassifier(new RetriablePublishError({ topic: "t", reason: "timeout" })), "transient")
+    // Your own error with a kind is read the same way, before any retriable flag.
+    assert.strictEqual(Consumer.defaultClassifier({ kind: "permanent", retriable: true }), "permanent")
+    assert.strictEqual(Consumer.defaultClassifier({ kind: "later", retriable: false }), "permanent")
+    assert.strictEqual(Consumer.defaultClassifier(new HandlerFailed({ n: 1, retriable: false })), "permanent")
     assert.strictEqual(Consumer.defaultClassifier({ _tag: "OutboxValidationError" }), "permanent")
     assert.strictEqual(Consumer.defaultClassifier(new Error("?")), "transient")
   })
 })
 
 describe("Consumer.defaultIsInfrastructure", () => {
-  it("retriable store errors and the database's own SQL failures are infrastructure; the handler's are not (H2)", () => {
+  it("errors of kind unavailable, and SQL errors the driver marks retryable, are the infrastructure's (H2)", () => {
     const sqlError = (reason: SqlErrorReason) => new SqlError({ reason })
-    const withCode = (code: string) => sqlError(new UnknownError({ cause: { code }, message: "Query failed" }))
-    assert.isTrue(
-      Consumer.defaultIsInfrastructure(new StoreError({ operation: "q", reason: "gone", kind: "unavailable" }))
-    )
-    assert.isFalse(
-      Consumer.defaultIsInfrastructure(new StoreError({ operation: "q", reason: "constraint", kind: "permanent" }))
-    )
+    const store = (kind: FailureKind) => new StoreError({ operation: "q", reason: kind, kind })
+    assert.isTrue(Consumer.defaultIsInfrastructure(store("unavailable")))
+    assert.isFalse(Consumer.defaultIsInfrastructure(store("transient")))
+    assert.isFalse(Consumer.defaultIsInfrastructure(store("permanent")))
+    assert.isTrue(Consumer.defaultIsInfrastructure(new BrokerUnavailableError({ topic: "t", reason: "no leader" })))
+    assert.isTrue(Consumer.defaultIsInfrastructure({ _tag: "MyOwn", kind: "unavailable" }))
     assert.isTrue(Consumer.defaultIsInfrastructure(sqlError(new ConnectionError({ cause: new Error("ECONNREFUSED") }))))
-    for (const code of ["57P01", "57P03", "08006", "53300", "40001", "25006", "57014", "55P03", "40003", "25P03"]) {
-      assert.isTrue(Consumer.defaultIsInfrastructure(withCode(code)), code)
-    }
-    assert.isFalse(Consumer.defaultIsInfrastructure(withCode("23505")))
+    assert.isTrue(Consumer.defaultIsInfrastructure(sqlError(new DeadlockError({ cause: { code: "40P01" } }))))
+    // A SQLSTATE the driver files as unknown is the adapter's to judge (PgErrors.isInfrastructure),
+    // never parsed here.
+    const shutdown = sqlError(new UnknownError({ cause: { code: "57P01" }, message: "Query failed" }))
+    assert.isFalse(Consumer.defaultIsInfrastructure(shutdown))
     assert.isFalse(Consumer.defaultIsInfrastructure(new HandlerFailed({ n: 1, retriable: true })))
     assert.isFalse(
       Consumer.defaultIsInfrastructure(
