@@ -13,7 +13,7 @@ import { newMessages } from "../../conformance.ts"
 import { type Case, claimRequest } from "./support.ts"
 
 export const unreachableFailsRetriably: Case = {
-  name: "a database that cannot be reached fails each call with a retriable StoreError",
+  name: "a database that cannot be reached fails each call with a StoreError of kind unavailable",
   unreachable: true,
   run: () =>
     Effect.gen(function* () {
@@ -28,7 +28,7 @@ export const unreachableFailsRetriably: Case = {
       for (const call of calls) {
         const error = yield* Effect.flip(call)
         assert.strictEqual(error._tag, "StoreError")
-        assert.isTrue(error.retriable, error.message)
+        assert.strictEqual(error.kind, "unavailable", error.message)
       }
     })
 }
