@@ -12,6 +12,7 @@
  */
 
 import * as PgClient from "@effect/sql-pg/PgClient"
+import * as Consumer from "@effect-outbox/core/Consumer"
 import type { StoreError, OutboxValidationError } from "@effect-outbox/core/Errors"
 import type { InboxStore } from "@effect-outbox/core/InboxStore"
 import type { LifecycleRegistry } from "@effect-outbox/core/LifecycleRegistry"
@@ -31,6 +32,7 @@ import type { SqlError } from "effect/sql/SqlError"
 import { describe } from "./internal/location.ts"
 import { variables } from "./internal/variables.ts"
 import * as PgEngine from "./PgEngine.ts"
+import * as PgErrors from "./PgErrors.ts"
 import * as PgInboxStore from "./PgInboxStore.ts"
 import * as PgLifecycleRegistry from "./PgLifecycleRegistry.ts"
 import * as PgMigrations from "./PgMigrations.ts"
@@ -97,6 +99,8 @@ export const layer = (
     PgLifecycleRegistry.layer,
     PgWakeUp.layer(options.wakeUp),
     PgReadModel.layer,
+    // a consumer's handler running its own SQL: this database's failures wait with the partition
+    Layer.succeed(Consumer.DefaultInfrastructureTest)(PgErrors.isInfrastructure),
     // for the runtime's start line
     Layer.effect(StorageLocation)(
       Effect.gen(function* () {

@@ -3,6 +3,7 @@
  * (retry a few times, then dead-letter). Both read the `kind` the adapter that saw the failure
  * gave it (`Errors.FailureKind`); nothing here knows a driver. Re-exported by `Consumer`.
  */
+import * as Context from "effect/Context"
 import { isSqlError } from "effect/sql/SqlError"
 import type { FailureKind } from "../../Errors.ts"
 
@@ -56,3 +57,13 @@ export const defaultIsInfrastructure: InfrastructureTest = (error) => {
   if (kindOf(error) === "unavailable") return true
   return isSqlError(error) && error.isRetryable
 }
+
+/**
+ * The infrastructure test of a consumer whose options name none: {@link defaultIsInfrastructure},
+ * unless the database adapter in context provides its own (adapter-pg's knows the SQLSTATEs a
+ * handler's own SQL can fail with).
+ */
+export const DefaultInfrastructureTest = Context.Reference<InfrastructureTest>(
+  "@effect-outbox/core/Consumer/DefaultInfrastructureTest",
+  { defaultValue: () => defaultIsInfrastructure }
+)

@@ -156,7 +156,7 @@ export const recordSettings = <S extends Schema.Top, E, R>(options: Options<S, E
       lifecycle: (options.lifecycle ?? true) && !(yield* NoOutboxRows),
       maxAttempts: Math.max(1, options.maxAttempts ?? 5),
       classify: options.classify ?? Classify.defaultClassifier,
-      isInfrastructure: options.isInfrastructure ?? Classify.defaultIsInfrastructure,
+      isInfrastructure: options.isInfrastructure ?? (yield* Classify.DefaultInfrastructureTest),
       retrySchedule: options.retrySchedule ?? defaultRetrySchedule,
       infrastructureRetry: options.infrastructureRetrySchedule ?? infrastructureRetrySchedule,
       deadLetterTopic: options.deadLetterTopic ?? DeadLetter.defaultTopic,
