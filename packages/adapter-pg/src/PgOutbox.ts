@@ -13,7 +13,7 @@
 
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as Consumer from "@effect-outbox/core/Consumer"
-import type { StoreError, OutboxValidationError } from "@effect-outbox/core/Errors"
+import type { OutboxValidationError, StoreError } from "@effect-outbox/core/Errors"
 import type { InboxStore } from "@effect-outbox/core/InboxStore"
 import type { LifecycleRegistry } from "@effect-outbox/core/LifecycleRegistry"
 import type { OutboxStore } from "@effect-outbox/core/OutboxStore"

@@ -4,11 +4,11 @@
 // database, a statement or lock timeout, a serialization failure, a deadlock, a terminated
 // session, an idle-in-transaction timeout, a role out of connections.
 import { randomUUID } from "node:crypto"
+import { PgClient } from "@effect/sql-pg"
 import { assert, describe, it } from "@effect/vitest"
 import type { StoreError } from "@effect-outbox/core/Errors"
 import type { EventId, NewOutboxMessage } from "@effect-outbox/core/OutboxMessage"
 import { OutboxStore } from "@effect-outbox/core/OutboxStore"
-import { PgClient } from "@effect/sql-pg"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
@@ -143,7 +143,12 @@ describe("PgErrors against PostgreSQL: the infrastructure SQLSTATEs are unavaila
         yield* store.insert([a, b])
         const touch = (id: string) => sql.unsafe(`UPDATE ${t.message} SET attempts = attempts + 1 WHERE id = $1`, [id])
         const [aLocked, bLocked] = [yield* Deferred.make<void>(), yield* Deferred.make<void>()]
-        const crossed = (first: string, mine: Deferred.Deferred<void>, theirs: Deferred.Deferred<void>, second: string) =>
+        const crossed = (
+          first: string,
+          mine: Deferred.Deferred<void>,
+          theirs: Deferred.Deferred<void>,
+          second: string
+        ) =>
           sql.withTransaction(
             Effect.gen(function* () {
               yield* touch(first)

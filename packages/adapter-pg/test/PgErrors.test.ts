@@ -54,7 +54,9 @@ describe("PgErrors.fromSqlError", () => {
     assert.strictEqual(PgErrors.fromSqlError("lookup")(withState("22P02")).kind, "permanent")
     const syntax = new SqlError({ reason: new SqlSyntaxError({ cause: { code: "42601" }, message: "syntax" }) })
     assert.strictEqual(PgErrors.fromSqlError("lookup")(syntax).kind, "permanent")
-    const unique = new SqlError({ reason: new UniqueViolation({ cause: { code: "23505" }, message: "dup", constraint: "pk" }) })
+    const unique = new SqlError({
+      reason: new UniqueViolation({ cause: { code: "23505" }, message: "dup", constraint: "pk" })
+    })
     assert.strictEqual(PgErrors.fromSqlError("lookup")(unique).kind, "permanent")
     assert.isFalse(PgErrors.fromSqlError("lookup")(unique).retriable)
   })
@@ -74,7 +76,8 @@ describe("PgErrors.isInfrastructure (a consumer's test for handlers running thei
 
   it("every infrastructure SQLSTATE is one of the list's, and a neighbour is not", () => {
     for (const code of infrastructureStates) assert.isTrue(PgErrors.isInfrastructureState(code), code)
-    for (const code of ["25001", "57000", "40002", "42P01", "23505"]) assert.isFalse(PgErrors.isInfrastructureState(code))
+    for (const code of ["25001", "57000", "40002", "42P01", "23505"])
+      assert.isFalse(PgErrors.isInfrastructureState(code))
     assert.isFalse(PgErrors.isInfrastructureState(undefined))
   })
 })

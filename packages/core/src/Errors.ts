@@ -1,10 +1,15 @@
 /**
- * Every typed error of the library. Each carries the fields a person needs to act on it.
+ * Every typed error of the library. Each carries the fields a person needs to act on it; the
+ * store and publish errors also say what a retry means (`FailureKind`). The store error lives in
+ * `StoreError.ts` and is re-exported here.
  *
  * @since 0.1.0
  */
 import * as Schema from "effect/Schema"
 import { OutboxStatus } from "./Lifecycle.ts"
+
+export { FailureKind } from "./FailureKind.ts"
+export { OutboxStoreError, type OutboxStoreErrorFields, StoreError } from "./StoreError.ts"
 
 /**
  * A draft (or other input) was rejected before anything was written.
@@ -20,84 +25,6 @@ export class OutboxValidationError extends Schema.TaggedError<OutboxValidationEr
     return `invalid ${this.field}: ${this.reason}`
   }
 }
-
-/**
- * What a failure means for a retry, decided by the adapter that saw it:
- * - `unavailable`: the database or broker cannot serve anyone right now (connection lost, shutting
- *   down, read-only after a fail-over, timeouts). Wait and ask again **without counting an
- *   attempt**: an outage of any length spends no retry budget and dead-letters nothing.
- * - `transient`: this request failed but may succeed if asked again: retry within the budget.
- * - `permanent`: asking again gives the same answer: give up.
- *
- * @since 0.1.0
- * @category errors
- */
-export const FailureKind = Schema.Literals(["unavailable", "transient", "permanent"])
-
-/**
- * @since 0.1.0
- * @category errors
- */
-export type FailureKind = typeof FailureKind.Type
-
-/**
- * A storage operation failed (database error, lost connection, …). Every store port (outbox,
- * inbox, parked records, partition assignment, lifecycle registry, read model, wake-up) fails
- * with it. `kind` ({@link FailureKind}) says whether waiting or trying again may help.
- *
- * @since 0.1.0
- * @category errors
- */
-export class StoreError extends Schema.TaggedError<StoreError>()("StoreError", {
-  operation: Schema.String,
-  reason: Schema.String,
-  kind: FailureKind,
-  cause: Schema.optionalKey(Schema.Defect())
-}) {
-  override get message() {
-    return `outbox store ${this.operation} failed: ${this.reason}`
-  }
-
-  /** Whether asking again may help: any kind but `permanent`. */
-  get retriable(): boolean {
-    return this.kind !== "permanent"
-  }
-}
-
-/**
- * The fields `OutboxStoreError` was built from: `retriable` instead of a kind.
- *
- * @since 0.1.0
- * @category errors
- */
-export interface OutboxStoreErrorFields {
-  readonly operation: string
-  readonly reason: string
-  readonly retriable: boolean
-  readonly cause?: unknown
-}
-
-/**
- * The store error's former name. It builds a {@link StoreError} from the former fields: a
- * retriable failure becomes `unavailable` (the consumer and relay treated every retriable store
- * error as the database's), any other `permanent`.
- *
- * @deprecated Use {@link StoreError} with a `kind`.
- * @since 0.1.0
- * @category errors
- */
-export const OutboxStoreError: new(fields: OutboxStoreErrorFields) => StoreError = class extends StoreError {
-  constructor({ retriable, ...fields }: OutboxStoreErrorFields) {
-    super({ ...fields, kind: retriable ? "unavailable" : "permanent" })
-  }
-}
-
-/**
- * @deprecated Use {@link StoreError}.
- * @since 0.1.0
- * @category errors
- */
-export type OutboxStoreError = StoreError
 
 /**
  * A transition that the lifecycle table forbids was requested: a bug in the caller, reported

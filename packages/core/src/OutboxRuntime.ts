@@ -52,8 +52,8 @@ import {
   type BrokerUnreachableError,
   LifecycleGroupConflictError,
   type MissingTopicsError,
-  type StoreError,
-  type OutboxValidationError
+  type OutboxValidationError,
+  type StoreError
 } from "./Errors.ts"
 import * as Inbox from "./Inbox.ts"
 import type { InboxStore } from "./InboxStore.ts"

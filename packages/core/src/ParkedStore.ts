@@ -10,7 +10,7 @@
  */
 import * as Context from "effect/Context"
 import type * as Effect from "effect/Effect"
-import type { StoreError, ParkedLimitError } from "./Errors.ts"
+import type { ParkedLimitError, StoreError } from "./Errors.ts"
 
 /**
  * One parked record's position.

@@ -20,7 +20,7 @@ import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
 import { BrokerAdmin } from "./BrokerAdmin.ts"
-import { type BrokerAdminError, type StoreError, OutboxValidationError } from "./Errors.ts"
+import { type BrokerAdminError, OutboxValidationError, type StoreError } from "./Errors.ts"
 import { PartitionAssignmentStore } from "./PartitionAssignmentStore.ts"
 import * as Telemetry from "./Telemetry.ts"
 

@@ -55,8 +55,8 @@ import * as Random from "effect/Random"
 import * as Ref from "effect/Ref"
 import type * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
-import type { StoreError } from "./Errors.ts"
 import * as Backoff from "./Backoff.ts"
+import type { StoreError } from "./Errors.ts"
 import { dispatch } from "./internal/relay/dispatch.ts"
 import * as Loop from "./internal/relay/loop.ts"
 import * as Outage from "./internal/relay/outage.ts"
@@ -70,17 +70,8 @@ import * as Telemetry from "./Telemetry.ts"
 import * as Transition from "./Transition.ts"
 import * as UnknownPartition from "./UnknownPartition.ts"
 
-/**
- * Exponential backoff with jitter, each delay capped: `Backoff.exponential`, the schedule both
- * relays use.
- *
- * @since 0.1.0
- * @category backoff
- */
-export const backoff = Backoff.exponential
-
-// The claim relay's readings of a schedule, kept here for existing imports; they live in `Backoff`.
-export { outageDelay, retryDelay } from "./Backoff.ts"
+// The relays' backoff, kept here for existing imports; it lives in `Backoff`.
+export { exponential as backoff, outageDelay, retryDelay } from "./Backoff.ts"
 
 /**
  * What to do when a record targets a partition the broker does not have: `"fail"` or

@@ -25,7 +25,7 @@ import * as Effect from "effect/Effect"
 import type * as Schema from "effect/Schema"
 import type * as Consumer from "./Consumer.ts"
 import * as DeadLetter from "./DeadLetter.ts"
-import { type StoreError, OutboxValidationError } from "./Errors.ts"
+import { OutboxValidationError, type StoreError } from "./Errors.ts"
 import * as Outbox from "./Outbox.ts"
 import { type EventId, encodePayload, type Headers, type OutboxDraft } from "./OutboxMessage.ts"
 

@@ -161,8 +161,7 @@ export interface PublishFailure {
  */
 export const markPublishFailed = (
   items: ReadonlyArray<PublishFailure>
-): Effect.Effect<ReadonlyArray<TransitionOutcome>, StoreError, OutboxStore> =>
-  applyKnown(items.map(publishFailedMove))
+): Effect.Effect<ReadonlyArray<TransitionOutcome>, StoreError, OutboxStore> => applyKnown(items.map(publishFailedMove))
 
 const publishFailedMove = (item: PublishFailure): Move =>
   item.retryAt === null

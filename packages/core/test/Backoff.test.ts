@@ -17,8 +17,9 @@ const middle = Effect.provideService(Random.Random, { nextIntUnsafe: () => 0, ne
 const lowest = Effect.provideService(Random.Random, { nextIntUnsafe: () => 0, nextDoubleUnsafe: () => 0 })
 
 const retryDelays = (schedule: Schedule.Schedule<unknown>, attempts: number) =>
-  Effect.forEach(Array.from({ length: attempts }, (_, i) => i + 1), (attempt) =>
-    Effect.map(Backoff.retryDelay(schedule, attempt), Option.getOrThrow)
+  Effect.forEach(
+    Array.from({ length: attempts }, (_, i) => i + 1),
+    (attempt) => Effect.map(Backoff.retryDelay(schedule, attempt), Option.getOrThrow)
   )
 
 describe("Backoff.exponential", () => {
@@ -31,21 +32,15 @@ describe("Backoff.exponential", () => {
 
   it.effect("jitter scales each delay by 0.8 to 1.2, drawn from effect's Random; the cap holds after it", () =>
     Effect.gen(function* () {
-      assert.deepStrictEqual(yield* retryDelays(Backoff.exponential("100 millis", "1 second"), 5).pipe(lowest), [
-        80,
-        160,
-        320,
-        640,
-        1_000
-      ])
+      assert.deepStrictEqual(
+        yield* retryDelays(Backoff.exponential("100 millis", "1 second"), 5).pipe(lowest),
+        [80, 160, 320, 640, 1_000]
+      )
       const top = Effect.provideService(Random.Random, { nextIntUnsafe: () => 0, nextDoubleUnsafe: () => 1 })
-      assert.deepStrictEqual(yield* retryDelays(Backoff.exponential("100 millis", "1 second"), 5).pipe(top), [
-        120,
-        240,
-        480,
-        960,
-        1_000
-      ])
+      assert.deepStrictEqual(
+        yield* retryDelays(Backoff.exponential("100 millis", "1 second"), 5).pipe(top),
+        [120, 240, 480, 960, 1_000]
+      )
       const seeded = retryDelays(Backoff.exponential("100 millis", "10 seconds"), 6).pipe(Random.withSeed("relay"))
       assert.deepStrictEqual(yield* seeded, yield* seeded, "the same seed, the same waits")
     })

@@ -1002,8 +1002,14 @@ describe("Consumer.defaultClassifier", () => {
     assert.strictEqual(Consumer.defaultClassifier(store("unavailable")), "transient")
     assert.strictEqual(Consumer.defaultClassifier(store("permanent")), "permanent")
     // Publish errors carry their kind too: a handler that publishes is classified by it.
-    assert.strictEqual(Consumer.defaultClassifier(new PermanentPublishError({ topic: "t", reason: "too large" })), "permanent")
-    assert.strictEqual(Consumer.defaultClassifier(new RetriablePublishError({ topic: "t", reason: "timeout" })), "transient")
+    assert.strictEqual(
+      Consumer.defaultClassifier(new PermanentPublishError({ topic: "t", reason: "too large" })),
+      "permanent"
+    )
+    assert.strictEqual(
+      Consumer.defaultClassifier(new RetriablePublishError({ topic: "t", reason: "timeout" })),
+      "transient"
+    )
     // Your own error with a kind is read the same way, before any retriable flag.
     assert.strictEqual(Consumer.defaultClassifier({ kind: "permanent", retriable: true }), "permanent")
     assert.strictEqual(Consumer.defaultClassifier({ kind: "later", retriable: false }), "permanent")

@@ -151,9 +151,7 @@ export interface Control {
    * A general hook called on every store call before the queued plans; returning an error fails
    * the call before it writes anything. `undefined` removes it.
    */
-  readonly setFaultHook: (
-    hook: ((operation: Operation) => StoreError | undefined) | undefined
-  ) => Effect.Effect<void>
+  readonly setFaultHook: (hook: ((operation: Operation) => StoreError | undefined) | undefined) => Effect.Effect<void>
   /**
    * Takes the server out of service, or moves an outage to its next phase (see
    * {@link OutageMode}). Every call fails with the error PostgreSQL and `@effect/sql-pg` give in

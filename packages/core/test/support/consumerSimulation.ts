@@ -91,7 +91,12 @@ export interface ScenarioOptions {
  */
 const driverOnly = (operation: string) => (error: SqlError) => {
   const mapped = InMemoryDatabase.adapterSqlErrorMapping(operation)(error)
-  return new StoreError({ operation, reason: mapped.reason, kind: error.isRetryable ? "unavailable" : "permanent", cause: error })
+  return new StoreError({
+    operation,
+    reason: mapped.reason,
+    kind: error.isRetryable ? "unavailable" : "permanent",
+    cause: error
+  })
 }
 
 /** Runs one seeded scenario and checks it. */

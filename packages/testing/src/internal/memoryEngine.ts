@@ -18,9 +18,7 @@ export const CurrentTransaction = Context.Reference<Store.Transaction | undefine
   { defaultValue: () => undefined }
 )
 
-export type CallResult<A> =
-  | { readonly result: A; readonly touched?: Iterable<string> }
-  | { readonly error: StoreError }
+export type CallResult<A> = { readonly result: A; readonly touched?: Iterable<string> } | { readonly error: StoreError }
 
 export interface FaultState {
   plans: Array<{ remaining: number; plan: FaultPlan }>

@@ -1,11 +1,11 @@
 /**
  * Whose failure is it? The infrastructure's (wait for it, without limit) or the record's own
  * (retry a few times, then dead-letter). Both read the `kind` the adapter that saw the failure
- * gave it (`Errors.FailureKind`); nothing here knows a driver. Re-exported by `Consumer`.
+ * gave it (`FailureKind`); nothing here knows a driver. Re-exported by `Consumer`.
  */
 import * as Context from "effect/Context"
 import { isSqlError } from "effect/sql/SqlError"
-import type { FailureKind } from "../../Errors.ts"
+import * as FailureKind from "../../FailureKind.ts"
 
 /** @since 0.1.0 */
 export type Classification = "transient" | "permanent"
@@ -15,15 +15,6 @@ export type Classifier = (error: unknown) => Classification
 
 /** Decides whether a failure is the infrastructure's, not the record's. */
 export type InfrastructureTest = (error: unknown) => boolean
-
-const kinds: ReadonlySet<unknown> = new Set<FailureKind>(["unavailable", "transient", "permanent"])
-
-/** The error's `kind`, when it carries one (store and publish errors, or your own). */
-export const kindOf = (error: unknown): FailureKind | undefined => {
-  if (typeof error !== "object" || error === null) return undefined
-  const kind = (error as { readonly kind?: unknown }).kind
-  return kinds.has(kind) ? (kind as FailureKind) : undefined
-}
 
 const tagOf = (error: object): unknown => (error as { readonly _tag?: unknown })._tag
 
@@ -35,7 +26,7 @@ const tagOf = (error: object): unknown => (error as { readonly _tag?: unknown })
  * - anything else, `HandlerDefectError` included: transient.
  */
 export const defaultClassifier: Classifier = (error) => {
-  const kind = kindOf(error)
+  const kind = FailureKind.of(error)
   if (kind !== undefined) return kind === "permanent" ? "permanent" : "transient"
   if (typeof error === "object" && error !== null) {
     const tag = tagOf(error)
@@ -54,7 +45,7 @@ export const defaultClassifier: Classifier = (error) => {
  * timeout); an adapter may know more (adapter-pg's `PgErrors.isInfrastructure`).
  */
 export const defaultIsInfrastructure: InfrastructureTest = (error) => {
-  if (kindOf(error) === "unavailable") return true
+  if (FailureKind.of(error) === "unavailable") return true
   return isSqlError(error) && error.isRetryable
 }
 

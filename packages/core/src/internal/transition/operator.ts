@@ -6,7 +6,7 @@
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Metric from "effect/Metric"
-import { IllegalTransitionError, type StoreError, OutboxValidationError } from "../../Errors.ts"
+import { IllegalTransitionError, OutboxValidationError, type StoreError } from "../../Errors.ts"
 import * as Lifecycle from "../../Lifecycle.ts"
 import type { EventId } from "../../OutboxMessage.ts"
 import type { OutboxStore, TransitionOutcome, TransitionPatch } from "../../OutboxStore.ts"
