@@ -328,10 +328,7 @@ const deadLetter = (settings: RecordSettings, record: ConsumerRecord, failure: T
     yield* settings.publisher.publish([request]).pipe(
       Effect.flatMap(([outcome]) => (outcome!._tag === "Success" ? Effect.void : Effect.fail(outcome!.failure))),
       // Losing the record is worse than waiting.
-      Effect.retry({
-        schedule: settings.infrastructureRetry,
-        while: (e) => e._tag === "RetriablePublishError" || e._tag === "BrokerUnavailableError"
-      }),
+      Effect.retry({ schedule: settings.infrastructureRetry, while: (e) => e.kind !== "permanent" }),
       Effect.mapError(
         (e) =>
           new DeadLetter.DeadLetterPublishError({
