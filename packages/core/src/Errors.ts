@@ -150,6 +150,9 @@ export class UnknownPartitionError extends Schema.TaggedError<UnknownPartitionEr
 }
 
 /**
+ * A publish's failure. The broker adapter picks the class, and each class has one `kind`: what
+ * the relay and the consumer do about it (docs/architecture.md, "Who decides a retry").
+ *
  * @since 0.1.0
  * @category errors
  */
