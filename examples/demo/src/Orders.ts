@@ -9,7 +9,7 @@
  * @since 0.1.0
  */
 import type * as Consumer from "@effect-outbox/core/Consumer"
-import type { OutboxStoreError, OutboxValidationError } from "@effect-outbox/core/Errors"
+import type { OutboxValidationError, StoreError } from "@effect-outbox/core/Errors"
 import * as Outbox from "@effect-outbox/core/Outbox"
 import type { EventId } from "@effect-outbox/core/OutboxMessage"
 import * as Topic from "@effect-outbox/core/Topic"
@@ -90,7 +90,7 @@ export const placeOrder = (
   failAfterEnqueue: boolean
 ): Effect.Effect<
   { readonly eventId: EventId; readonly committed: boolean },
-  OutboxValidationError | OutboxStoreError | SqlError,
+  OutboxValidationError | StoreError | SqlError,
   SqlClient.SqlClient | Outbox.Outbox
 > =>
   Effect.gen(function* () {

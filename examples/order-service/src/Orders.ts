@@ -5,7 +5,7 @@
  *
  * @since 0.1.0
  */
-import type { OutboxStoreError, OutboxValidationError } from "@effect-outbox/core/Errors"
+import type { OutboxValidationError, StoreError } from "@effect-outbox/core/Errors"
 import * as Outbox from "@effect-outbox/core/Outbox"
 import type { EventId } from "@effect-outbox/core/OutboxMessage"
 import * as Topic from "@effect-outbox/core/Topic"
@@ -116,7 +116,7 @@ export const placeOrder = (
   order: PlaceOrder
 ): Effect.Effect<
   EventId,
-  DuplicateOrder | OutboxValidationError | OutboxStoreError | SqlError,
+  DuplicateOrder | OutboxValidationError | StoreError | SqlError,
   SqlClient.SqlClient | Outbox.Outbox
 > =>
   Effect.gen(function* () {

@@ -6,7 +6,7 @@
  *
  * @since 0.1.0
  */
-import { LifecycleGroupConflictError, type OutboxStoreError } from "@effect-outbox/core/Errors"
+import { LifecycleGroupConflictError, type StoreError } from "@effect-outbox/core/Errors"
 import { LifecycleRegistry, type Registration } from "@effect-outbox/core/LifecycleRegistry"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -54,7 +54,7 @@ export const make = Effect.gen(function* () {
     topic: string,
     group: string,
     tries: number
-  ): Effect.Effect<Registration, LifecycleGroupConflictError | OutboxStoreError> =>
+  ): Effect.Effect<Registration, LifecycleGroupConflictError | StoreError> =>
     Effect.gen(function* () {
       const [taken] = yield* upsert(topic, group)
       if (taken !== undefined) return registration(taken)

@@ -78,7 +78,7 @@ export const setup = (options: PgLogSource.Options = {}): Effect.Effect<void, Lo
     Effect.catchTags({
       OutboxValidationError: (error) =>
         Effect.fail(new LogSourceError({ operation: "log.setup", reason: error.message, retriable: false })),
-      OutboxStoreError: (error) =>
+      StoreError: (error) =>
         Effect.fail(new LogSourceError({ operation: "log.setup", reason: error.reason, retriable: error.retriable }))
     })
   )

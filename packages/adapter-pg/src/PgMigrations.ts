@@ -4,7 +4,7 @@
  *
  * @since 0.1.0
  */
-import { OutboxStoreError } from "@effect-outbox/core/Errors"
+import { StoreError } from "@effect-outbox/core/Errors"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Migrator from "effect/sql/Migrator"
@@ -230,7 +230,7 @@ export const migrations = (t: Tables): Record<string, Effect.Effect<void, unknow
  */
 export const run: Effect.Effect<
   ReadonlyArray<readonly [id: number, name: string]>,
-  OutboxStoreError,
+  StoreError,
   SqlClient.SqlClient | PgTables
 > = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
@@ -255,10 +255,11 @@ export const run: Effect.Effect<
   Effect.catchTag("SqlError", (error) => Effect.fail(fromSqlError("migrate")(error))),
   Effect.catchTag("MigrationError", (error) =>
     Effect.fail(
-      new OutboxStoreError({
+      new StoreError({
         operation: "migrate",
         reason: `${error.kind}: ${error.message}`,
-        retriable: error.kind === "Locked",
+        // Another process holds the migration lock: this one may run once it is released.
+        kind: error.kind === "Locked" ? "transient" : "permanent",
         cause: error
       })
     )
@@ -273,4 +274,4 @@ export const run: Effect.Effect<
  * @since 0.1.0
  * @category layers
  */
-export const layer: Layer.Layer<never, OutboxStoreError, SqlClient.SqlClient | PgTables> = Layer.effectDiscard(run)
+export const layer: Layer.Layer<never, StoreError, SqlClient.SqlClient | PgTables> = Layer.effectDiscard(run)

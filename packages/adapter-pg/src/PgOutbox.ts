@@ -12,7 +12,8 @@
  */
 
 import * as PgClient from "@effect/sql-pg/PgClient"
-import type { OutboxStoreError, OutboxValidationError } from "@effect-outbox/core/Errors"
+import * as Consumer from "@effect-outbox/core/Consumer"
+import type { OutboxValidationError, StoreError } from "@effect-outbox/core/Errors"
 import type { InboxStore } from "@effect-outbox/core/InboxStore"
 import type { LifecycleRegistry } from "@effect-outbox/core/LifecycleRegistry"
 import type { OutboxStore } from "@effect-outbox/core/OutboxStore"
@@ -31,6 +32,7 @@ import type { SqlError } from "effect/sql/SqlError"
 import { describe } from "./internal/location.ts"
 import { variables } from "./internal/variables.ts"
 import * as PgEngine from "./PgEngine.ts"
+import * as PgErrors from "./PgErrors.ts"
 import * as PgInboxStore from "./PgInboxStore.ts"
 import * as PgLifecycleRegistry from "./PgLifecycleRegistry.ts"
 import * as PgMigrations from "./PgMigrations.ts"
@@ -79,7 +81,7 @@ export type Services =
  */
 export const layer = (
   options: Options = {}
-): Layer.Layer<Services, OutboxStoreError | OutboxValidationError, PgClient.PgClient | SqlClient.SqlClient> => {
+): Layer.Layer<Services, StoreError | OutboxValidationError, PgClient.PgClient | SqlClient.SqlClient> => {
   const tables = PgTables.layer(options)
   const migrated =
     options.migrate === false ? tables : Layer.merge(tables, PgMigrations.layer.pipe(Layer.provide(tables)))
@@ -97,6 +99,8 @@ export const layer = (
     PgLifecycleRegistry.layer,
     PgWakeUp.layer(options.wakeUp),
     PgReadModel.layer,
+    // a consumer's handler running its own SQL: this database's failures wait with the partition
+    Layer.succeed(Consumer.DefaultInfrastructureTest)(PgErrors.isInfrastructure),
     // for the runtime's start line
     Layer.effect(StorageLocation)(
       Effect.gen(function* () {
@@ -117,7 +121,7 @@ export const layer = (
  */
 const claimConfig: Layer.Layer<
   Services | PgClient.PgClient | SqlClient.SqlClient,
-  OutboxStoreError | OutboxValidationError | Config.ConfigError | SqlError
+  StoreError | OutboxValidationError | Config.ConfigError | SqlError
 > = Layer.unwrap(
   Effect.gen(function* () {
     const url = yield* variables.url.config
@@ -155,5 +159,5 @@ const claimConfig: Layer.Layer<
  */
 export const layerConfig: Layer.Layer<
   Services | PgClient.PgClient | SqlClient.SqlClient,
-  OutboxStoreError | OutboxValidationError | Config.ConfigError | SqlError | PgEngine.EngineError
+  StoreError | OutboxValidationError | Config.ConfigError | SqlError | PgEngine.EngineError
 > = PgEngine.withEngine(claimConfig)

@@ -16,7 +16,7 @@
  * @since 0.1.0
  */
 
-import { OutboxStoreError } from "@effect-outbox/core/Errors"
+import { StoreError } from "@effect-outbox/core/Errors"
 import { OutboxStore } from "@effect-outbox/core/OutboxStore"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -47,7 +47,7 @@ export interface Options {
   readonly recordTransitions?: boolean | undefined
   /**
    * The relay's calls (`claim`, `transition`, `findStale`) give up after this long with a
-   * retriable `OutboxStoreError` and cancel their statement, so a half-open connection or a
+   * retriable `StoreError` and cancel their statement, so a half-open connection or a
    * stuck lock cannot hang a relay; the relay retries at its next poll. Default 30 s.
    */
   readonly callTimeout?: Duration.Input | undefined
@@ -64,17 +64,17 @@ export const make = (options: Options = {}) =>
     const callTimeout = Duration.fromInputUnsafe(options.callTimeout ?? Duration.seconds(30))
     const bounded =
       (operation: string) =>
-      <A, R>(effect: Effect.Effect<A, OutboxStoreError, R>) =>
+      <A, R>(effect: Effect.Effect<A, StoreError, R>) =>
         Effect.timeoutOrElse(effect, {
           duration: callTimeout,
           orElse: () =>
             Effect.fail(
-              new OutboxStoreError({
+              new StoreError({
                 operation,
                 reason:
                   `no answer from PostgreSQL within ${Duration.format(callTimeout)} (a half-open connection, ` +
                   `or a lock held elsewhere); the statement was cancelled, retry`,
-                retriable: true
+                kind: "unavailable"
               })
             )
         })

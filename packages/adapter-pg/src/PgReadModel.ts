@@ -11,7 +11,7 @@
  *
  * @since 0.1.0
  */
-import { OutboxStoreError } from "@effect-outbox/core/Errors"
+import { StoreError } from "@effect-outbox/core/Errors"
 import { eventIdentity } from "@effect-outbox/core/Inbox"
 import type { OutboxStatus } from "@effect-outbox/core/Lifecycle"
 import { isEventId } from "@effect-outbox/core/OutboxMessage"
@@ -29,9 +29,9 @@ import { PgTables, type Tables } from "./PgTables.ts"
 const failed = (t: Tables, operation: string) => (error: SqlError) => {
   const mapped = fromSqlError(operation)(error)
   return sqlState(error) === "42P01"
-    ? new OutboxStoreError({
+    ? new StoreError({
         operation,
-        retriable: mapped.retriable,
+        kind: mapped.kind,
         cause: error,
         reason: `${mapped.reason} (are the outbox tables migrated in schema "${t.schema}"? check the schema and table prefix, OUTBOX_SCHEMA / OUTBOX_TABLE_PREFIX)`
       })

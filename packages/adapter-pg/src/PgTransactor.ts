@@ -16,7 +16,7 @@
  *
  * @since 0.1.0
  */
-import { OutboxStoreError } from "@effect-outbox/core/Errors"
+import { StoreError } from "@effect-outbox/core/Errors"
 import { Transactor } from "@effect-outbox/core/Transactor"
 import * as Cause from "effect/Cause"
 import * as Context from "effect/Context"
@@ -53,7 +53,7 @@ export const make = Effect.gen(function* () {
           })
         )
 
-  const outermost = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | OutboxStoreError, R> => {
+  const outermost = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | StoreError, R> => {
     const state = makeState()
     const checked = Effect.flatMap(
       Effect.mapError(effect, (error) => new Inner(error)),
@@ -61,13 +61,13 @@ export const make = Effect.gen(function* () {
         state.failedInside
           ? Effect.fail(
               new Inner(
-                new OutboxStoreError({
+                new StoreError({
                   operation: "transaction",
                   reason:
                     "a nested withTransaction failed and the caller went on; nested calls join the outer " +
                     "transaction (no savepoint), so its writes cannot be undone alone and the whole " +
                     "transaction was rolled back. Open a savepoint yourself (sql.withTransaction) to recover inside it",
-                  retriable: false
+                  kind: "permanent"
                 })
               )
             )
@@ -84,14 +84,14 @@ export const make = Effect.gen(function* () {
         state.ended = true
         return Exit.isSuccess(exit) && state.afterCommit.length > 0 ? runAfterCommit(state) : Effect.void
       }),
-      Effect.mapError((error): E | OutboxStoreError =>
+      Effect.mapError((error): E | StoreError =>
         error instanceof Inner ? (error.error as E) : fromSqlError("transaction")(error)
       ),
       // effect/sql turns a failed ROLLBACK (and a failed COMMIT whose cleanup failed too) into
       // defects, which would kill the caller's fiber. They mean the connection died mid-
       // transaction: surface the retriable store error the port promises instead (found by
       // the pg_terminate_backend fault test).
-      Effect.catchCause((cause): Effect.Effect<never, E | OutboxStoreError> => {
+      Effect.catchCause((cause): Effect.Effect<never, E | StoreError> => {
         for (const reason of cause.reasons) {
           if (Cause.isDieReason(reason) && isSqlError(reason.defect)) {
             return Effect.fail(fromSqlError("transaction")(reason.defect))
@@ -103,7 +103,7 @@ export const make = Effect.gen(function* () {
   }
 
   return Transactor.of({
-    withTransaction: <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | OutboxStoreError, R> =>
+    withTransaction: <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | StoreError, R> =>
       Effect.withFiber((fiber) => {
         const ambient = Context.getOrUndefined(fiber.context, sql.transactionService)
         return ambient === undefined ? outermost(effect) : join(effect, fiber.getRef(CurrentTransaction), ambient[1])
@@ -113,7 +113,7 @@ export const make = Effect.gen(function* () {
 
 /**
  * A failed `COMMIT` (serialization failure, deadlock, lost connection) surfaces as a retriable
- * `OutboxStoreError` with operation `"transaction"`; the caller's own errors pass through as they are.
+ * `StoreError` with operation `"transaction"`; the caller's own errors pass through as they are.
  *
  * @since 0.1.0
  * @category layers

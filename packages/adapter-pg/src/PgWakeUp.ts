@@ -29,7 +29,7 @@
  */
 
 import { PgClient } from "@effect/sql-pg/PgClient"
-import type { OutboxStoreError } from "@effect-outbox/core/Errors"
+import type { StoreError } from "@effect-outbox/core/Errors"
 import { WakeUp } from "@effect-outbox/core/WakeUp"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -211,7 +211,7 @@ export const make = (options: Options = {}) =>
     // once per transaction however many enqueues it holds. No span: it only registers a
     // callback, on every enqueue.
     const registered = registerAfterCommit(sql.transactionService, sql.afterCommit, afterCommit)
-    const notify: Effect.Effect<void, OutboxStoreError> =
+    const notify: Effect.Effect<void, StoreError> =
       remote && options.notifyInTransaction === true
         ? Effect.flatMap(Effect.serviceOption(sql.transactionService), (ambient) =>
             Option.isSome(ambient) ? inTransaction : registered

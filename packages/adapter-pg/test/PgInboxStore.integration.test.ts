@@ -92,7 +92,7 @@ describe("PgInboxStore", () => {
       const t = yield* PgTables
       yield* sql.unsafe(`ALTER TABLE ${t.processed} ADD CONSTRAINT no_x CHECK (identity <> 'x')`).unprepared
       const error = yield* Effect.flip(inbox.record({ consumer: "c", identity: "x" }, T0))
-      assert.strictEqual(error._tag, "OutboxStoreError")
+      assert.strictEqual(error._tag, "StoreError")
       assert.strictEqual(error.operation, "inbox.record")
       assert.match(error.reason, /ConstraintError/)
     }).pipe(Effect.provide(Live))

@@ -104,7 +104,7 @@ describe("PgOutboxStore under contention and failure", () => {
         [mark(a!.id), { ...mark("not-a-uuid"), to: "FAILURE" as const }]
       ]) {
         const error = yield* Effect.flip(store.transition(batch))
-        assert.strictEqual(error._tag, "OutboxStoreError")
+        assert.strictEqual(error._tag, "StoreError")
         assert.strictEqual(error.operation, "outbox.transition")
         assert.isFalse(error.retriable)
       }
@@ -112,12 +112,12 @@ describe("PgOutboxStore under contention and failure", () => {
     }).pipe(Effect.provide(StoreLive))
   )
 
-  it.effect("an unreachable database surfaces as a retriable OutboxStoreError naming the operation", () =>
+  it.effect("an unreachable database surfaces as a retriable StoreError naming the operation", () =>
     Effect.gen(function* () {
       const tables = yield* PgTables.make({ schema: "unreachable" })
       const store = yield* PgOutboxStore.make().pipe(Effect.provideService(PgTables.PgTables, tables))
       const error = yield* Effect.flip(store.claim({ owner: "r", limit: 1, maxPerKey: 1, leaseMillis: 1, now: T0 }))
-      assert.strictEqual(error._tag, "OutboxStoreError")
+      assert.strictEqual(error._tag, "StoreError")
       assert.strictEqual(error.operation, "outbox.claim")
       assert.isTrue(error.retriable)
       assert.match(error.reason, /ConnectionError/)
@@ -137,7 +137,7 @@ describe("PgOutboxStore under contention and failure", () => {
         const error = yield* Effect.flip(
           sql.withTransaction(Effect.andThen(sql`SET TRANSACTION READ ONLY`, store.insert([message()])))
         )
-        assert.strictEqual(error._tag, "OutboxStoreError")
+        assert.strictEqual(error._tag, "StoreError")
         assert.include(String((error as { reason?: unknown }).reason), "25006")
         assert.isTrue((error as { retriable?: unknown }).retriable === true)
       }).pipe(Effect.provide(StoreLive))

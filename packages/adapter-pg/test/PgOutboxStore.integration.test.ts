@@ -95,7 +95,7 @@ describe("PgOutboxStore", () => {
       const batches = [...bad.map((row) => [row]), ...bad.map((row) => [good, row]), [good, { ...good }]]
       for (const batch of batches) {
         const error = yield* Effect.flip(store.insert(batch))
-        assert.strictEqual(error._tag, "OutboxStoreError")
+        assert.strictEqual(error._tag, "StoreError")
         assert.strictEqual(error.operation, "outbox.insert")
         assert.isFalse(error.retriable, error.reason)
       }
@@ -198,8 +198,8 @@ describe("PgOutboxStore", () => {
           })
         )
       )
-      assert.strictEqual(error._tag, "OutboxStoreError")
-      if (error._tag === "OutboxStoreError") {
+      assert.strictEqual(error._tag, "StoreError")
+      if (error._tag === "StoreError") {
         assert.strictEqual(error.operation, "outbox.claim")
         assert.match(error.reason, /READ COMMITTED/)
       }

@@ -119,7 +119,7 @@ describe("PgReadModel", () => {
       const tables = yield* PgTables.make({ schema: "no_such_outbox_schema" })
       const readModel = yield* PgReadModel.make.pipe(Effect.provideService(PgTables.PgTables, tables))
       const error = yield* Effect.flip(readModel.perTopic)
-      assert.strictEqual(error._tag, "OutboxStoreError")
+      assert.strictEqual(error._tag, "StoreError")
       assert.match(error.reason, /migrated in schema "no_such_outbox_schema"/)
     }).pipe(Effect.provide(pgClient()))
   )

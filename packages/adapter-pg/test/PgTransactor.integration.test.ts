@@ -1,6 +1,6 @@
 // The transaction port on the real database.
 import { assert, describe, it } from "@effect/vitest"
-import { OutboxStoreError } from "@effect-outbox/core/Errors"
+import { StoreError } from "@effect-outbox/core/Errors"
 import { Transactor } from "@effect-outbox/core/Transactor"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -91,7 +91,7 @@ describe("PgTransactor", () => {
             )
           )
           assert.strictEqual(
-            error instanceof OutboxStoreError && error.reason.includes("nested withTransaction failed"),
+            error instanceof StoreError && error.reason.includes("nested withTransaction failed"),
             true
           )
           assert.strictEqual(yield* count(table), 2, "neither 3 nor the half of the nested call committed")
@@ -117,15 +117,15 @@ describe("PgTransactor", () => {
       ).pipe(Effect.provide(Live))
   )
 
-  it.effect("a failed COMMIT surfaces as OutboxStoreError naming the transaction", () =>
+  it.effect("a failed COMMIT surfaces as StoreError naming the transaction", () =>
     withTable((table) =>
       Effect.gen(function* () {
         const tx = yield* Transactor
         const sql = yield* SqlClient.SqlClient
         // the deferred unique check fires only at COMMIT
         const error = yield* Effect.flip(tx.withTransaction(sql.unsafe(`INSERT INTO ${table} VALUES (1, 7), (2, 7)`)))
-        assert.strictEqual(error._tag, "OutboxStoreError")
-        if (error._tag === "OutboxStoreError") {
+        assert.strictEqual(error._tag, "StoreError")
+        if (error._tag === "StoreError") {
           assert.strictEqual(error.operation, "transaction")
           assert.isFalse(error.retriable)
           assert.match(error.reason, /UniqueViolation|23505/)
@@ -150,7 +150,7 @@ describe("PgTransactor", () => {
           })
         )
       )
-      const retriable = error._tag === "OutboxStoreError" ? error.retriable : error.isRetryable
+      const retriable = error._tag === "StoreError" ? error.retriable : error.isRetryable
       assert.isTrue(retriable, `${error._tag}: ${error.message}`)
       // the pool recovers
       const [{ one }] = yield* sql<{ one: number }>`SELECT 1 AS one`

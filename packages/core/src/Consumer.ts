@@ -35,6 +35,7 @@
  *
  * @since 0.1.0
  */
+import type * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -98,10 +99,11 @@ export type Classifier = Classify.Classifier
 
 /**
  * The default classifier:
+ * - any error with a `kind` (`StoreError`, publish errors, your own): `permanent` is permanent,
+ *   `transient` and `unavailable` transient;
  * - `PayloadDecodeError`, `SchemaError`, `OutboxValidationError`: permanent (the same input fails
  *   the same way);
- * - any error with a boolean `retriable` field (`OutboxStoreError`, publish errors, …): by that
- *   field;
+ * - any other error with a boolean `retriable` field: by that field;
  * - anything else, `HandlerDefectError` included: transient — retried a bounded number of times,
  *   then dead-lettered, so an unknown error costs a few retries, never a blocked partition.
  *
@@ -123,16 +125,29 @@ export const defaultClassifier: Classifier = Classify.defaultClassifier
 export type InfrastructureTest = Classify.InfrastructureTest
 
 /**
- * The default infrastructure test: a retriable `OutboxStoreError` (the lookup, a transition, the
- * inbox's BEGIN/INSERT/COMMIT, a lost connection) or an `SqlError` of the database rather than the
- * statement — connection errors, SQLSTATE classes 08 and 53, 57P01-3 (shutting down, starting
- * up), 40001, 40P01 — also when the handler's own SQL raised it: a handler waiting on the same
- * database is not poison, the record waits with it.
+ * The default infrastructure test: an error of kind `unavailable` (a `StoreError` of the lookup, a
+ * transition, the inbox's BEGIN/INSERT/COMMIT or a lost connection; a `BrokerUnavailableError`;
+ * your own), or an `effect/sql` `SqlError` the driver marks retryable (connection errors,
+ * deadlocks, serialization failures, lock and statement timeouts), also when the handler's own SQL
+ * raised it: a handler waiting on the same database is not poison, the record waits with it. The
+ * adapter decides the kind; for a handler's raw PostgreSQL errors, adapter-pg's
+ * `PgErrors.isInfrastructure` also knows the SQLSTATEs the driver files as unknown.
  *
  * @since 0.1.0
  * @category classification
  */
 export const defaultIsInfrastructure: InfrastructureTest = Classify.defaultIsInfrastructure
+
+/**
+ * The infrastructure test of a consumer whose options set no `isInfrastructure`: core's
+ * {@link defaultIsInfrastructure}, unless a database adapter provides its own. adapter-pg's
+ * `PgOutbox.layer` provides `PgErrors.isInfrastructure`, so a handler's own SQL failing on a
+ * database that is down, read-only or failing over waits with the partition.
+ *
+ * @since 0.1.0
+ * @category classification
+ */
+export const DefaultInfrastructureTest: Context.Reference<InfrastructureTest> = Classify.DefaultInfrastructureTest
 
 /**
  * Failures that stop the consumer. Handler failures never do: they are dead-lettered.

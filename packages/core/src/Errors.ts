@@ -1,10 +1,15 @@
 /**
- * Every typed error of the library. Each carries the fields a person needs to act on it.
+ * Every typed error of the library. Each carries the fields a person needs to act on it; the
+ * store and publish errors also say what a retry means (`FailureKind`). The store error lives in
+ * `StoreError.ts` and is re-exported here.
  *
  * @since 0.1.0
  */
 import * as Schema from "effect/Schema"
 import { OutboxStatus } from "./Lifecycle.ts"
+
+export { FailureKind } from "./FailureKind.ts"
+export { OutboxStoreError, type OutboxStoreErrorFields, StoreError } from "./StoreError.ts"
 
 /**
  * A draft (or other input) was rejected before anything was written.
@@ -18,24 +23,6 @@ export class OutboxValidationError extends Schema.TaggedError<OutboxValidationEr
 }) {
   override get message() {
     return `invalid ${this.field}: ${this.reason}`
-  }
-}
-
-/**
- * A storage operation failed (database error, lost connection, …). `retriable` says whether
- * trying again may help.
- *
- * @since 0.1.0
- * @category errors
- */
-export class OutboxStoreError extends Schema.TaggedError<OutboxStoreError>()("OutboxStoreError", {
-  operation: Schema.String,
-  reason: Schema.String,
-  retriable: Schema.Boolean,
-  cause: Schema.optionalKey(Schema.Defect())
-}) {
-  override get message() {
-    return `outbox store ${this.operation} failed: ${this.reason}`
   }
 }
 
@@ -80,6 +67,11 @@ export class RetriablePublishError extends Schema.TaggedError<RetriablePublishEr
   topic: Schema.String,
   reason: Schema.String
 }) {
+  /** Always `transient` (see {@link FailureKind}). */
+  get kind(): "transient" {
+    return "transient"
+  }
+
   override get message() {
     return `publish to ${this.topic} failed (retriable): ${this.reason}`
   }
@@ -99,6 +91,11 @@ export class BrokerUnavailableError extends Schema.TaggedError<BrokerUnavailable
   topic: Schema.String,
   reason: Schema.String
 }) {
+  /** Always `unavailable` (see {@link FailureKind}). */
+  get kind(): "unavailable" {
+    return "unavailable"
+  }
+
   override get message() {
     return `publish to ${this.topic} failed (broker unavailable): ${this.reason}`
   }
@@ -115,6 +112,11 @@ export class PermanentPublishError extends Schema.TaggedError<PermanentPublishEr
   topic: Schema.String,
   reason: Schema.String
 }) {
+  /** Always `permanent` (see {@link FailureKind}). */
+  get kind(): "permanent" {
+    return "permanent"
+  }
+
   override get message() {
     return `publish to ${this.topic} failed (permanent): ${this.reason}`
   }
@@ -131,6 +133,14 @@ export class UnknownPartitionError extends Schema.TaggedError<UnknownPartitionEr
   partition: Schema.Int,
   partitionCount: Schema.optionalKey(Schema.Int)
 }) {
+  /**
+   * `permanent`: the broker never accepts the record as addressed. The relay first re-reads the
+   * topic's partition count (a topic grown since it last looked) before giving the row up.
+   */
+  get kind(): "permanent" {
+    return "permanent"
+  }
+
   override get message() {
     return (
       `topic ${this.topic} has no partition ${this.partition}` +
@@ -140,6 +150,9 @@ export class UnknownPartitionError extends Schema.TaggedError<UnknownPartitionEr
 }
 
 /**
+ * A publish's failure. The broker adapter picks the class, and each class has one `kind`: what
+ * the relay and the consumer do about it (docs/architecture.md, "Who decides a retry").
+ *
  * @since 0.1.0
  * @category errors
  */

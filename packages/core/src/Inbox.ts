@@ -21,7 +21,7 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
-import type { OutboxStoreError } from "./Errors.ts"
+import type { StoreError } from "./Errors.ts"
 import { InboxStore, type ProcessedKey } from "./InboxStore.ts"
 import { runningSpan } from "./internal/telemetry/runningSpan.ts"
 import { EVENT_ID_HEADER, type Headers, ORIGINAL_RECORD_HEADER } from "./OutboxMessage.ts"
@@ -177,7 +177,7 @@ export class Inbox extends Context.Service<
     readonly processOnce: <E, R>(
       key: ProcessedKey,
       work: Effect.Effect<unknown, E, R>
-    ) => Effect.Effect<Outcome, E | OutboxStoreError, R>
+    ) => Effect.Effect<Outcome, E | StoreError, R>
     /**
      * `processOnce` for many messages in ONE transaction: records every key with one statement
      * (`InboxStore.recordBatch`), runs the work of the newly recorded ones in order, commits once.
@@ -197,7 +197,7 @@ export class Inbox extends Context.Service<
     readonly processBatch: <E, R>(
       entries: ReadonlyArray<Entry<E, R>>,
       options?: BatchOptions
-    ) => Effect.Effect<ReadonlyArray<Exit.Exit<Outcome, E | OutboxStoreError>>, never, R>
+    ) => Effect.Effect<ReadonlyArray<Exit.Exit<Outcome, E | StoreError>>, never, R>
   }
 >()("@effect-outbox/core/Inbox") {
   /**
@@ -243,7 +243,7 @@ export class Inbox extends Context.Service<
           })
         )
 
-      type Results<E> = Array<Exit.Exit<Outcome, E | OutboxStoreError>>
+      type Results<E> = Array<Exit.Exit<Outcome, E | StoreError>>
       const failedLast = <E>(results: Results<E>) => results.length > 0 && Exit.isFailure(results.at(-1)!)
 
       const batch = <E, R>(
@@ -319,7 +319,7 @@ class FailedAt {
 export const processOnce = <E, R>(
   key: ProcessedKey,
   work: Effect.Effect<unknown, E, R>
-): Effect.Effect<Outcome, E | OutboxStoreError, Inbox | R> => Inbox.use((inbox) => inbox.processOnce(key, work))
+): Effect.Effect<Outcome, E | StoreError, Inbox | R> => Inbox.use((inbox) => inbox.processOnce(key, work))
 
 /**
  * `Inbox.processBatch` through the service in context.
@@ -330,5 +330,5 @@ export const processOnce = <E, R>(
 export const processBatch = <E, R>(
   entries: ReadonlyArray<Entry<E, R>>,
   options?: BatchOptions
-): Effect.Effect<ReadonlyArray<Exit.Exit<Outcome, E | OutboxStoreError>>, never, Inbox | R> =>
+): Effect.Effect<ReadonlyArray<Exit.Exit<Outcome, E | StoreError>>, never, Inbox | R> =>
   Inbox.use((inbox) => inbox.processBatch(entries, options))

@@ -5,7 +5,7 @@
  */
 import * as Context from "effect/Context"
 import type * as Effect from "effect/Effect"
-import type { OutboxStoreError } from "./Errors.ts"
+import type { StoreError } from "./Errors.ts"
 
 /**
  * @since 0.1.0
@@ -30,7 +30,7 @@ export class InboxStore extends Context.Service<
      * with this key exists (a committed one, or one of a concurrent transaction that then commits);
      * any other failure is an error. Never reports `"duplicate"` for anything but a key conflict.
      */
-    readonly record: (key: ProcessedKey, now: number) => Effect.Effect<"recorded" | "duplicate", OutboxStoreError>
+    readonly record: (key: ProcessedKey, now: number) => Effect.Effect<"recorded" | "duplicate", StoreError>
     /**
      * `record` for many keys at once, in the ambient transaction, as one statement: one outcome per
      * key, in the order of `keys`. A key that appears twice in `keys` is `"recorded"` the first time
@@ -39,10 +39,10 @@ export class InboxStore extends Context.Service<
     readonly recordBatch: (
       keys: ReadonlyArray<ProcessedKey>,
       now: number
-    ) => Effect.Effect<ReadonlyArray<"recorded" | "duplicate">, OutboxStoreError>
+    ) => Effect.Effect<ReadonlyArray<"recorded" | "duplicate">, StoreError>
     /** Whether a committed record with this key exists. */
-    readonly exists: (key: ProcessedKey) => Effect.Effect<boolean, OutboxStoreError>
+    readonly exists: (key: ProcessedKey) => Effect.Effect<boolean, StoreError>
     /** Deletes at most `limit` records older than `olderThan`; returns how many. */
-    readonly purge: (olderThan: number, limit: number) => Effect.Effect<number, OutboxStoreError>
+    readonly purge: (olderThan: number, limit: number) => Effect.Effect<number, StoreError>
   }
 >()("@effect-outbox/core/InboxStore") {}

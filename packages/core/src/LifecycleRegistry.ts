@@ -9,7 +9,7 @@
  */
 import * as Context from "effect/Context"
 import type * as Effect from "effect/Effect"
-import type { LifecycleGroupConflictError, OutboxStoreError } from "./Errors.ts"
+import type { LifecycleGroupConflictError, StoreError } from "./Errors.ts"
 
 /**
  * One topic's driving group.
@@ -41,13 +41,13 @@ export class LifecycleRegistry extends Context.Service<
     readonly register: (
       topic: string,
       group: string
-    ) => Effect.Effect<Registration, LifecycleGroupConflictError | OutboxStoreError>
+    ) => Effect.Effect<Registration, LifecycleGroupConflictError | StoreError>
     /** Registrations, by topic; filtered by topic and group. */
     readonly list: (filter?: {
       readonly topic?: string | undefined
       readonly group?: string | undefined
-    }) => Effect.Effect<ReadonlyArray<Registration>, OutboxStoreError>
+    }) => Effect.Effect<ReadonlyArray<Registration>, StoreError>
     /** Removes `group`'s registration on `topic`; `false` when `group` did not hold it. */
-    readonly release: (topic: string, group: string) => Effect.Effect<boolean, OutboxStoreError>
+    readonly release: (topic: string, group: string) => Effect.Effect<boolean, StoreError>
   }
 >()("@effect-outbox/core/LifecycleRegistry") {}

@@ -32,6 +32,7 @@ import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
+import * as Backoff from "./Backoff.ts"
 import { BrokerProbe } from "./BrokerProbe.ts"
 import * as Jobs from "./internal/jobs.ts"
 import * as Gap from "./internal/log/gap.ts"
@@ -60,7 +61,7 @@ export interface Settings {
   readonly idleWait?: Duration.Input | undefined
   /** A standby tries the lease this often. Default 1 s. */
   readonly leaseRetryInterval?: Duration.Input | undefined
-  /** First wait after a failed publish or probe; doubles up to `maxBackoff`. Default 200 ms. */
+  /** First wait after a failed publish or probe; doubles, jittered, up to `maxBackoff` (`Backoff.exponential`). Default 200 ms. */
   readonly backoff?: Duration.Input | undefined
   /** Default 10 s. */
   readonly maxBackoff?: Duration.Input | undefined
@@ -211,8 +212,7 @@ const resolve = (settings: Settings) => {
     maxWindow: Math.max(batchSize, settings.maxWindow ?? batchSize * 8),
     poll: Duration.fromInputUnsafe(settings.pollInterval ?? "50 millis"),
     idleWait: Duration.fromInputUnsafe(settings.idleWait ?? "1 second"),
-    firstBackoff: millis(settings.backoff ?? "200 millis"),
-    maxBackoff: millis(settings.maxBackoff ?? "10 seconds"),
+    backoff: Backoff.exponential(settings.backoff ?? "200 millis", settings.maxBackoff ?? "10 seconds"),
     gaugeEvery: millis(settings.gaugeInterval ?? "5 seconds"),
     skew: millis(settings.probeSkew ?? "60 seconds"),
     probeConcurrency: settings.probeConcurrency ?? 8,
@@ -258,25 +258,25 @@ const drain = (lease: LogLease, settings: Settings) =>
     const publisher = yield* Publisher
     const probe = yield* BrokerProbe
     const resolved = resolve(settings)
-    const { batchSize, firstBackoff, idleWait, gaugeEvery, maxBackoff, maxWindow } = resolved
+    const { backoff, batchSize, idleWait, gaugeEvery, maxWindow } = resolved
     const { maxProbeFailures, poll, probeConcurrency, quarantineEvery, skew } = resolved
     const readAfter = settings.readAhead === false ? undefined : lease.readAfter
 
     // A previous holder may have published this window without confirming it.
     let unsure = true
-    let backoff = firstBackoff
     let size = batchSize
 
     const sampleGauges = gaugeSampler(lease, gaugeEvery, yield* Effect.scope)
+    const delays = yield* Backoff.delays(backoff)
     const progress = yield* Progress.resume(lease)
     const gate = yield* Quarantine.make(lease, quarantineEvery)
 
     const fail = (reason: string) =>
       Effect.gen(function* () {
         unsure = true
-        yield* Effect.logWarning(`log relay: ${reason}; retrying in ${backoff} ms`)
-        yield* Effect.sleep(Duration.millis(backoff * (0.8 + Math.random() * 0.4)))
-        backoff = Math.min(backoff * 2, maxBackoff)
+        const delay = yield* delays.next
+        yield* Effect.logWarning(`log relay: ${reason}; retrying in ${delay} ms`)
+        yield* Effect.sleep(Duration.millis(delay))
       })
 
     // Bigger windows while a backlog lasts (fewer reads), back to `batchSize` once it is drained.
@@ -327,7 +327,7 @@ const drain = (lease: LogLease, settings: Settings) =>
           unsure = sent.stillUnsure
         }
         yield* lease.confirm(window.upTo!)
-        backoff = firstBackoff
+        yield* delays.reset
         const next = ahead === undefined ? undefined : yield* Fiber.join(ahead)
         return next ?? (yield* readConfirmed)
       })

@@ -7,7 +7,7 @@
  */
 import * as Context from "effect/Context"
 import type * as Effect from "effect/Effect"
-import type { OutboxStoreError } from "./Errors.ts"
+import type { StoreError } from "./Errors.ts"
 import type { LogMessage } from "./LogRecord.ts"
 
 /**
@@ -18,6 +18,6 @@ export class LogWriter extends Context.Service<
   LogWriter,
   {
     /** Writes the events, in order, in the ambient transaction (or its own when there is none). */
-    readonly emit: (messages: ReadonlyArray<LogMessage>) => Effect.Effect<void, OutboxStoreError>
+    readonly emit: (messages: ReadonlyArray<LogMessage>) => Effect.Effect<void, StoreError>
   }
 >()("@effect-outbox/core/LogWriter") {}

@@ -26,7 +26,7 @@ import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
 import type * as Option from "effect/Option"
 import * as Random from "effect/Random"
-import { EventNotFoundError, type OutboxStoreError, OutboxValidationError } from "./Errors.ts"
+import { EventNotFoundError, OutboxValidationError, type StoreError } from "./Errors.ts"
 import { eventIdAt } from "./internal/ids/eventId.ts"
 import { InTransaction, inTransactionOnly, withTransactionOf } from "./internal/outbox/transaction.ts"
 import { runningSpan } from "./internal/telemetry/runningSpan.ts"
@@ -121,7 +121,7 @@ export class Outbox extends Context.Service<
      */
     readonly withTransaction: <A, E, R>(
       effect: Effect.Effect<A, E, R>
-    ) => Effect.Effect<A, E | OutboxStoreError, Exclude<R, InTransaction>>
+    ) => Effect.Effect<A, E | StoreError, Exclude<R, InTransaction>>
     /**
      * Validates and stores drafts in the ambient transaction, returning their ids in order. Bad
      * input fails with `OutboxValidationError` and writes nothing; a rolled-back transaction
@@ -129,11 +129,11 @@ export class Outbox extends Context.Service<
      */
     readonly enqueue: (
       drafts: ReadonlyArray<OutboxMessage.OutboxDraft>
-    ) => Effect.Effect<ReadonlyArray<OutboxMessage.EventId>, OutboxValidationError | OutboxStoreError, InTransaction>
+    ) => Effect.Effect<ReadonlyArray<OutboxMessage.EventId>, OutboxValidationError | StoreError, InTransaction>
     /** `PREQUEUED → PENDING`. Unknown ids fail; ids no longer `PREQUEUED` are left alone. */
     readonly release: (
       ids: ReadonlyArray<OutboxMessage.EventId>
-    ) => Effect.Effect<void, EventNotFoundError | OutboxStoreError>
+    ) => Effect.Effect<void, EventNotFoundError | StoreError>
   }
 >()("@effect-outbox/core/Outbox") {}
 
@@ -316,7 +316,7 @@ export const make = (settings: Settings) =>
 
     const release = (ids: ReadonlyArray<OutboxMessage.EventId>) =>
       transactor
-        .withTransaction<void, EventNotFoundError | OutboxStoreError, never>(
+        .withTransaction<void, EventNotFoundError | StoreError, never>(
           Effect.gen(function* () {
             const outcomes = yield* Transition.release(ids)
             const missing = outcomes.find((outcome) => outcome.current === undefined)
@@ -354,14 +354,14 @@ export const layerWith = (settings: Settings): Layer.Layer<Outbox, never, Outbox
  * Runs `effect` in one transaction and lets it enqueue: the events it enqueues and every write of
  * yours in it (`effect/sql`'s `SqlClient` joins the same transaction) commit together, or none
  * does. Nested calls, and calls inside a `sql.withTransaction` you opened, join the outer
- * transaction. A commit that fails surfaces as `OutboxStoreError` (operation `"transaction"`).
+ * transaction. A commit that fails surfaces as `StoreError` (operation `"transaction"`).
  *
  * @since 0.1.0
  * @category transactions
  */
 export const withTransaction = <A, E, R>(
   effect: Effect.Effect<A, E, R>
-): Effect.Effect<A, E | OutboxStoreError, Exclude<R, InTransaction> | Outbox> =>
+): Effect.Effect<A, E | StoreError, Exclude<R, InTransaction> | Outbox> =>
   Effect.flatMap(Effect.service(Outbox), (outbox) => outbox.withTransaction(effect))
 
 /**
@@ -374,22 +374,22 @@ export const withTransaction = <A, E, R>(
  */
 export function enqueue(
   draft: OutboxMessage.OutboxDraft
-): Effect.Effect<OutboxMessage.EventId, OutboxValidationError | OutboxStoreError, Outbox | InTransaction>
+): Effect.Effect<OutboxMessage.EventId, OutboxValidationError | StoreError, Outbox | InTransaction>
 export function enqueue(
   drafts: ReadonlyArray<OutboxMessage.OutboxDraft>
-): Effect.Effect<ReadonlyArray<OutboxMessage.EventId>, OutboxValidationError | OutboxStoreError, Outbox | InTransaction>
+): Effect.Effect<ReadonlyArray<OutboxMessage.EventId>, OutboxValidationError | StoreError, Outbox | InTransaction>
 export function enqueue(
   input: OutboxMessage.OutboxDraft | ReadonlyArray<OutboxMessage.OutboxDraft>
 ): Effect.Effect<
   OutboxMessage.EventId | ReadonlyArray<OutboxMessage.EventId>,
-  OutboxValidationError | OutboxStoreError,
+  OutboxValidationError | StoreError,
   Outbox | InTransaction
 > {
   type Ids = OutboxMessage.EventId | ReadonlyArray<OutboxMessage.EventId>
   return inTransactionOnly(
     Effect.flatMap(
       Effect.service(Outbox),
-      (outbox): Effect.Effect<Ids, OutboxValidationError | OutboxStoreError, InTransaction> =>
+      (outbox): Effect.Effect<Ids, OutboxValidationError | StoreError, InTransaction> =>
         isDraftArray(input) ? outbox.enqueue(input) : Effect.map(outbox.enqueue([input]), (ids) => ids[0]!)
     )
   )
@@ -406,15 +406,15 @@ export function enqueue(
  */
 export function enqueueAutocommit(
   draft: OutboxMessage.OutboxDraft
-): Effect.Effect<OutboxMessage.EventId, OutboxValidationError | OutboxStoreError, Outbox>
+): Effect.Effect<OutboxMessage.EventId, OutboxValidationError | StoreError, Outbox>
 export function enqueueAutocommit(
   drafts: ReadonlyArray<OutboxMessage.OutboxDraft>
-): Effect.Effect<ReadonlyArray<OutboxMessage.EventId>, OutboxValidationError | OutboxStoreError, Outbox>
+): Effect.Effect<ReadonlyArray<OutboxMessage.EventId>, OutboxValidationError | StoreError, Outbox>
 export function enqueueAutocommit(
   input: OutboxMessage.OutboxDraft | ReadonlyArray<OutboxMessage.OutboxDraft>
 ): Effect.Effect<
   OutboxMessage.EventId | ReadonlyArray<OutboxMessage.EventId>,
-  OutboxValidationError | OutboxStoreError,
+  OutboxValidationError | StoreError,
   Outbox
 > {
   return isDraftArray(input) ? withTransaction(enqueue(input)) : withTransaction(enqueue(input))
@@ -432,7 +432,7 @@ const isDraftArray = (
  */
 export const release = (
   ids: OutboxMessage.EventId | ReadonlyArray<OutboxMessage.EventId>
-): Effect.Effect<void, EventNotFoundError | OutboxStoreError, Outbox> =>
+): Effect.Effect<void, EventNotFoundError | StoreError, Outbox> =>
   Effect.flatMap(Effect.service(Outbox), (outbox) => outbox.release(typeof ids === "string" ? [ids] : ids))
 
 /**
@@ -443,5 +443,5 @@ export const release = (
  */
 export const get = (
   id: OutboxMessage.EventId
-): Effect.Effect<Option.Option<OutboxMessage.OutboxMessage>, OutboxStoreError, OutboxStore> =>
+): Effect.Effect<Option.Option<OutboxMessage.OutboxMessage>, StoreError, OutboxStore> =>
   Effect.flatMap(Effect.service(OutboxStore), (store) => store.get(id))

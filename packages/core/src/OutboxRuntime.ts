@@ -52,8 +52,8 @@ import {
   type BrokerUnreachableError,
   LifecycleGroupConflictError,
   type MissingTopicsError,
-  type OutboxStoreError,
-  type OutboxValidationError
+  type OutboxValidationError,
+  type StoreError
 } from "./Errors.ts"
 import * as Inbox from "./Inbox.ts"
 import type { InboxStore } from "./InboxStore.ts"
@@ -311,7 +311,7 @@ export type Ports = OutboxStore | InboxStore | Transactor | WakeUp | Publisher |
  * @since 0.1.0
  * @category metrics
  */
-export const sampleMetrics: Effect.Effect<void, OutboxStoreError, OutboxStore> = Sampling.sampleStore
+export const sampleMetrics: Effect.Effect<void, StoreError, OutboxStore> = Sampling.sampleStore
 
 /**
  * The runtime layer for the consumer declarations `C`: the services each declaration needs, less
@@ -325,7 +325,7 @@ export type RuntimeLayer<C extends ReadonlyArray<ConsumerDeclaration<unknown>>> 
   | Config.ConfigError
   | OutboxValidationError
   | LifecycleGroupConflictError
-  | OutboxStoreError
+  | StoreError
   | BrokerUnreachableError
   | MissingTopicsError
   | BrokerAdminError

@@ -8,7 +8,7 @@
 import * as Context from "effect/Context"
 import type * as Effect from "effect/Effect"
 import type * as Option from "effect/Option"
-import type { OutboxStoreError } from "./Errors.ts"
+import type { StoreError } from "./Errors.ts"
 import type { OutboxStatus } from "./Lifecycle.ts"
 import type { EventId, NewOutboxMessage, OutboxMessage, PublishReceipt } from "./OutboxMessage.ts"
 
@@ -219,15 +219,15 @@ export class OutboxStore extends Context.Service<
      * `Outbox.prepare`, the one validation: a store checks no more than its schema enforces
      * (ids are unique). Reports whether it queued the relays' wake-up with them.
      */
-    readonly insert: (messages: ReadonlyArray<NewOutboxMessage>) => Effect.Effect<InsertResult, OutboxStoreError>
+    readonly insert: (messages: ReadonlyArray<NewOutboxMessage>) => Effect.Effect<InsertResult, StoreError>
     /** `PENDING → DISPATCHING` for a batch, honouring the per-key rule of {@link ClaimRequest}. */
-    readonly claim: (request: ClaimRequest) => Effect.Effect<ReadonlyArray<OutboxMessage>, OutboxStoreError>
+    readonly claim: (request: ClaimRequest) => Effect.Effect<ReadonlyArray<OutboxMessage>, StoreError>
     /** Batched compare-and-set, one round trip for the whole batch. Outcomes in request order. */
     readonly transition: (
       requests: ReadonlyArray<TransitionRequest>
-    ) => Effect.Effect<ReadonlyArray<TransitionOutcome>, OutboxStoreError>
+    ) => Effect.Effect<ReadonlyArray<TransitionOutcome>, StoreError>
     /** One page of expired leases: see {@link StaleRequest}. */
-    readonly findStale: (request: StaleRequest) => Effect.Effect<StalePage, OutboxStoreError>
+    readonly findStale: (request: StaleRequest) => Effect.Effect<StalePage, StoreError>
     /**
      * Takes (or renews, for its holder) the stale-recovery lease of this outbox table until the
      * store's clock + `ttlMillis`: one recoverer at a time. Free, expired or already `owner`'s:
@@ -236,12 +236,12 @@ export class OutboxStore extends Context.Service<
     readonly acquireRecoveryLease: (request: {
       readonly owner: string
       readonly ttlMillis: number
-    }) => Effect.Effect<RecoveryLease, OutboxStoreError>
+    }) => Effect.Effect<RecoveryLease, StoreError>
     /** Gives the stale-recovery lease up, when `owner` holds it (else nothing happens). */
-    readonly releaseRecoveryLease: (owner: string) => Effect.Effect<void, OutboxStoreError>
-    readonly get: (id: EventId) => Effect.Effect<Option.Option<OutboxMessage>, OutboxStoreError>
-    readonly list: (filter: ListFilter) => Effect.Effect<ReadonlyArray<OutboxMessage>, OutboxStoreError>
-    readonly stats: (now: number) => Effect.Effect<OutboxStats, OutboxStoreError>
+    readonly releaseRecoveryLease: (owner: string) => Effect.Effect<void, StoreError>
+    readonly get: (id: EventId) => Effect.Effect<Option.Option<OutboxMessage>, StoreError>
+    readonly list: (filter: ListFilter) => Effect.Effect<ReadonlyArray<OutboxMessage>, StoreError>
+    readonly stats: (now: number) => Effect.Effect<OutboxStats, StoreError>
     /**
      * Deletes at most `limit` rows in one of `statuses` last updated before `olderThan`; returns
      * how many. Never blocks or waits on rows being claimed.
@@ -250,6 +250,6 @@ export class OutboxStore extends Context.Service<
       readonly statuses: ReadonlyArray<OutboxStatus>
       readonly olderThan: number
       readonly limit: number
-    }) => Effect.Effect<number, OutboxStoreError>
+    }) => Effect.Effect<number, StoreError>
   }
 >()("@effect-outbox/core/OutboxStore") {}

@@ -10,7 +10,7 @@
  */
 import * as Context from "effect/Context"
 import type * as Effect from "effect/Effect"
-import type { OutboxStoreError, ParkedLimitError } from "./Errors.ts"
+import type { ParkedLimitError, StoreError } from "./Errors.ts"
 
 /**
  * One parked record's position.
@@ -83,25 +83,25 @@ export class ParkedStore extends Context.Service<
     readonly park: (
       consumer: string,
       positions: ReadonlyArray<ParkedPosition>
-    ) => Effect.Effect<void, OutboxStoreError | ParkedLimitError>
+    ) => Effect.Effect<void, StoreError | ParkedLimitError>
     /** Parked keys, each with its offsets ascending; filtered by group, topic and partition. */
     readonly list: (filter?: {
       readonly consumer?: string | undefined
       readonly topic?: string | undefined
       readonly partition?: number | undefined
-    }) => Effect.Effect<ReadonlyArray<ParkedKey>, OutboxStoreError>
+    }) => Effect.Effect<ReadonlyArray<ParkedKey>, StoreError>
     /**
      * Asks the member that owns the key's partition to release it (the CLI's way: it cannot run
      * the handler itself). The consumer polls its requests and clears each after running it.
      */
-    readonly requestRelease: (target: ReleaseTarget) => Effect.Effect<void, OutboxStoreError>
+    readonly requestRelease: (target: ReleaseTarget) => Effect.Effect<void, StoreError>
     /** Pending release requests of `consumer`, oldest first. */
-    readonly releaseRequests: (consumer: string) => Effect.Effect<ReadonlyArray<ReleaseTarget>, OutboxStoreError>
-    readonly clearRelease: (target: ReleaseTarget) => Effect.Effect<void, OutboxStoreError>
+    readonly releaseRequests: (consumer: string) => Effect.Effect<ReadonlyArray<ReleaseTarget>, StoreError>
+    readonly clearRelease: (target: ReleaseTarget) => Effect.Effect<void, StoreError>
     /** Forgets positions (processed by a release); unknown ones are ignored. */
     readonly remove: (
       consumer: string,
       positions: ReadonlyArray<Omit<ParkedPosition, "key">>
-    ) => Effect.Effect<void, OutboxStoreError>
+    ) => Effect.Effect<void, StoreError>
   }
 >()("@effect-outbox/core/ParkedStore") {}

@@ -20,7 +20,7 @@ import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
 import { BrokerAdmin } from "./BrokerAdmin.ts"
-import { type BrokerAdminError, type OutboxStoreError, OutboxValidationError } from "./Errors.ts"
+import { type BrokerAdminError, OutboxValidationError, type StoreError } from "./Errors.ts"
 import { PartitionAssignmentStore } from "./PartitionAssignmentStore.ts"
 import * as Telemetry from "./Telemetry.ts"
 
@@ -65,9 +65,9 @@ export class PartitionAssignment extends Context.Service<
     readonly assign: (
       topic: string,
       ownerId: string
-    ) => Effect.Effect<Assignment, OutboxStoreError | BrokerAdminError | OutboxValidationError>
+    ) => Effect.Effect<Assignment, StoreError | BrokerAdminError | OutboxValidationError>
     /** The owner's partition if it has one; never reserves. */
-    readonly lookup: (topic: string, ownerId: string) => Effect.Effect<Option.Option<number>, OutboxStoreError>
+    readonly lookup: (topic: string, ownerId: string) => Effect.Effect<Option.Option<number>, StoreError>
   }
 >()("@effect-outbox/core/PartitionAssignment") {}
 

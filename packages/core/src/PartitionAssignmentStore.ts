@@ -6,7 +6,7 @@
 import * as Context from "effect/Context"
 import type * as Effect from "effect/Effect"
 import type * as Option from "effect/Option"
-import type { OutboxStoreError } from "./Errors.ts"
+import type { StoreError } from "./Errors.ts"
 
 /**
  * @since 0.1.0
@@ -36,9 +36,9 @@ export class PartitionAssignmentStore extends Context.Service<
       readonly topic: string
       readonly ownerId: string
       readonly maxPerPartition: number
-    }) => Effect.Effect<Reservation, OutboxStoreError>
-    readonly lookup: (topic: string, ownerId: string) => Effect.Effect<Option.Option<number>, OutboxStoreError>
+    }) => Effect.Effect<Reservation, StoreError>
+    readonly lookup: (topic: string, ownerId: string) => Effect.Effect<Option.Option<number>, StoreError>
     /** Owners per partition, by partition number. */
-    readonly counts: (topic: string) => Effect.Effect<ReadonlyMap<number, number>, OutboxStoreError>
+    readonly counts: (topic: string) => Effect.Effect<ReadonlyMap<number, number>, StoreError>
   }
 >()("@effect-outbox/core/PartitionAssignmentStore") {}

@@ -9,7 +9,7 @@
  */
 import * as Context from "effect/Context"
 import type * as Effect from "effect/Effect"
-import type { OutboxStoreError } from "./Errors.ts"
+import type { StoreError } from "./Errors.ts"
 import type { OutboxStatus } from "./Lifecycle.ts"
 
 /**
@@ -74,20 +74,20 @@ export class ReadModel extends Context.Service<
   ReadModel,
   {
     /** Counts of every topic with rows, by topic. */
-    readonly perTopic: Effect.Effect<ReadonlyArray<TopicCounts>, OutboxStoreError>
+    readonly perTopic: Effect.Effect<ReadonlyArray<TopicCounts>, StoreError>
     /** The event's recorded transitions, oldest first (empty when transitions are not recorded). */
-    readonly history: (id: string) => Effect.Effect<ReadonlyArray<HistoryEntry>, OutboxStoreError>
+    readonly history: (id: string) => Effect.Effect<ReadonlyArray<HistoryEntry>, StoreError>
     /** The consumer groups that processed the event, first first. */
-    readonly processedBy: (id: string) => Effect.Effect<ReadonlyArray<ProcessedBy>, OutboxStoreError>
+    readonly processedBy: (id: string) => Effect.Effect<ReadonlyArray<ProcessedBy>, StoreError>
     /** The latest `FAILURE` rows (newest first by sequence), of one topic or all. */
     readonly recentFailures: (
       topic: string | undefined,
       limit: number
-    ) => Effect.Effect<ReadonlyArray<RecentFailure>, OutboxStoreError>
+    ) => Effect.Effect<ReadonlyArray<RecentFailure>, StoreError>
     /** How many rows `OutboxStore.purge` would delete: one of `statuses`, last updated before `olderThan`. */
     readonly countPurgeable: (
       statuses: ReadonlyArray<OutboxStatus>,
       olderThan: number
-    ) => Effect.Effect<number, OutboxStoreError>
+    ) => Effect.Effect<number, StoreError>
   }
 >()("@effect-outbox/core/ReadModel") {}

@@ -24,7 +24,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Metric from "effect/Metric"
 import type * as Scope from "effect/Scope"
-import type { OutboxStoreError } from "./Errors.ts"
+import type { StoreError } from "./Errors.ts"
 import * as Inbox from "./Inbox.ts"
 import { InboxStore, type ProcessedKey } from "./InboxStore.ts"
 import * as Jobs from "./internal/jobs.ts"
@@ -145,7 +145,7 @@ export const repairHint = (row: Pick<OutboxMessage, "id" | "topic" | "receipt">)
 export const runOnce = (
   drivers: ReadonlyArray<Driver>,
   settings: Partial<Settings> = {}
-): Effect.Effect<RoundResult, OutboxStoreError, OutboxStore | InboxStore> =>
+): Effect.Effect<RoundResult, StoreError, OutboxStore | InboxStore> =>
   Effect.gen(function* () {
     const s: Settings = { ...defaults, ...settings }
     const store = yield* OutboxStore

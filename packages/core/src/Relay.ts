@@ -55,8 +55,8 @@ import * as Random from "effect/Random"
 import * as Ref from "effect/Ref"
 import type * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
-import type { OutboxStoreError } from "./Errors.ts"
-import { backoff } from "./internal/relay/backoff.ts"
+import * as Backoff from "./Backoff.ts"
+import type { StoreError } from "./Errors.ts"
 import { dispatch } from "./internal/relay/dispatch.ts"
 import * as Loop from "./internal/relay/loop.ts"
 import * as Outage from "./internal/relay/outage.ts"
@@ -70,8 +70,8 @@ import * as Telemetry from "./Telemetry.ts"
 import * as Transition from "./Transition.ts"
 import * as UnknownPartition from "./UnknownPartition.ts"
 
-// The backoff helpers are part of the relay's API.
-export { backoff, outageDelay, retryDelay } from "./internal/relay/backoff.ts"
+// The relays' backoff, kept here for existing imports; it lives in `Backoff`.
+export { exponential as backoff, outageDelay, retryDelay } from "./Backoff.ts"
 
 /**
  * What to do when a record targets a partition the broker does not have: `"fail"` or
@@ -142,8 +142,8 @@ export const defaults: Settings = {
   publishTimeout: Vars.relay.publishTimeout.value,
   pollInterval: Vars.relay.pollInterval.value,
   maxAttempts: Vars.relay.maxAttempts.value,
-  backoff: backoff(Vars.relay.backoffBase.value, Vars.relay.backoffMax.value),
-  outageBackoff: backoff(Vars.relay.outageBackoffBase.value, Vars.relay.outageBackoffMax.value),
+  backoff: Backoff.exponential(Vars.relay.backoffBase.value, Vars.relay.backoffMax.value),
+  outageBackoff: Backoff.exponential(Vars.relay.outageBackoffBase.value, Vars.relay.outageBackoffMax.value),
   failedHead: Vars.relay.failedHead.value,
   unknownPartition: Vars.relay.unknownPartition.value,
   shutdownTimeout: Vars.relay.shutdownTimeout.value,
@@ -179,8 +179,8 @@ export const config: Config.Config<Settings> = Config.all({
       ...rest,
       ...(Option.isSome(owner) ? { owner: owner.value } : {}),
       maxPerKey: Option.getOrElse(maxPerKey, () => rest.batchSize),
-      backoff: backoff(backoffBase, backoffMax),
-      outageBackoff: backoff(outageBackoffBase, outageBackoffMax)
+      backoff: Backoff.exponential(backoffBase, backoffMax),
+      outageBackoff: Backoff.exponential(outageBackoffBase, outageBackoffMax)
     })
   )
 )
@@ -265,7 +265,7 @@ const validate = (s: Settings): Effect.Effect<void> =>
 export interface Relay {
   readonly owner: string
   /** Claims and handles one batch (claim → publish → mark), on its own: no pipelining. */
-  readonly runOnce: Effect.Effect<BatchResult, OutboxStoreError, Requirements>
+  readonly runOnce: Effect.Effect<BatchResult, StoreError, Requirements>
   /**
    * Loops until stopped (see {@link start}) with up to `pipelineDepth` batches in flight: it
    * claims a batch, hands it to a fiber of its own for publish and mark, and claims the next one
@@ -278,7 +278,7 @@ export interface Relay {
   /** Rows this relay holds right now (claimed, not yet settled), over all its batches in flight. */
   readonly inFlight: Effect.Effect<ReadonlyArray<OutboxMessage>>
   /** Hands back rows it still holds to `PENDING` (used after an abandoned graceful shutdown). */
-  readonly releaseInFlight: Effect.Effect<void, OutboxStoreError, OutboxStore>
+  readonly releaseInFlight: Effect.Effect<void, StoreError, OutboxStore>
 }
 
 /**
@@ -337,7 +337,7 @@ const build = (s: Settings): Effect.Effect<Handle> =>
 
     // One batch: claim, publish, mark. In the pipelined loop, `pipeline` hears the claim's size
     // (or failure) as soon as it is known, so the loop can claim again while this batch goes on.
-    const batch = (pipeline?: Loop.Pipeline): Effect.Effect<BatchResult, OutboxStoreError, Requirements> =>
+    const batch = (pipeline?: Loop.Pipeline): Effect.Effect<BatchResult, StoreError, Requirements> =>
       Effect.gen(function* () {
         const hooks = yield* Hooks
         // Claiming and remembering the rows happen together, so an abandoned shutdown knows

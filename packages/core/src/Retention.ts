@@ -24,7 +24,7 @@ import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
 import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
-import { type OutboxStoreError, OutboxValidationError } from "./Errors.ts"
+import { OutboxValidationError, type StoreError } from "./Errors.ts"
 import { InboxStore } from "./InboxStore.ts"
 import * as Jobs from "./internal/jobs.ts"
 import * as Vars from "./internal/variables.ts"
@@ -138,7 +138,7 @@ export const drain = <E, R>(
     return { deleted, behind: true }
   })
 
-const round = (s: Settings): Effect.Effect<Round, OutboxStoreError | OutboxValidationError, OutboxStore> =>
+const round = (s: Settings): Effect.Effect<Round, StoreError | OutboxValidationError, OutboxStore> =>
   Effect.gen(function* () {
     const invalid = validate(s)
     if (invalid !== undefined) return yield* invalid
@@ -165,7 +165,7 @@ const round = (s: Settings): Effect.Effect<Round, OutboxStoreError | OutboxValid
  */
 export const runOnce = (
   settings: Partial<Settings> = {}
-): Effect.Effect<number, OutboxStoreError | OutboxValidationError, OutboxStore> =>
+): Effect.Effect<number, StoreError | OutboxValidationError, OutboxStore> =>
   Effect.map(round({ ...defaults, ...settings }), (r) => r.deleted)
 
 // Rounds forever: the next after `catchUpInterval` while behind, else after `interval`.
@@ -237,7 +237,7 @@ export const layer: Layer.Layer<never, Config.ConfigError | OutboxValidationErro
 export const runInboxOnce = (
   olderThan: Duration.Duration,
   settings: Partial<Settings> = {}
-): Effect.Effect<Round, OutboxStoreError, InboxStore> =>
+): Effect.Effect<Round, StoreError, InboxStore> =>
   Effect.gen(function* () {
     const s: Settings = { ...defaults, ...settings }
     const store = yield* InboxStore

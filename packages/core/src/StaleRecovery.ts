@@ -42,7 +42,7 @@ import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
 import type { BrokerProbe } from "./BrokerProbe.ts"
-import type { OutboxStoreError } from "./Errors.ts"
+import type { StoreError } from "./Errors.ts"
 import * as Jobs from "./internal/jobs.ts"
 import { judge } from "./internal/stale/judge.ts"
 import { settle } from "./internal/stale/settle.ts"
@@ -184,7 +184,7 @@ export const runOnce = (
     /** After the last page, start over from the oldest lease in the same round (default `true`). */
     readonly startOver?: boolean | undefined
   } = {}
-): Effect.Effect<RoundResult, OutboxStoreError, OutboxStore | BrokerProbe> =>
+): Effect.Effect<RoundResult, StoreError, OutboxStore | BrokerProbe> =>
   settings.owner !== undefined
     ? round({ ...defaults, ...settings }, settings.owner, options.after, options.startOver ?? true)
     : // A one-off round (the CLI, a test): its own name, and the lease given back at the end.
@@ -211,7 +211,7 @@ const round = (
   owner: string,
   after: StaleCursor | undefined,
   startOver: boolean
-): Effect.Effect<RoundResult, OutboxStoreError, OutboxStore | BrokerProbe> =>
+): Effect.Effect<RoundResult, StoreError, OutboxStore | BrokerProbe> =>
   Effect.gen(function* () {
     const store = yield* OutboxStore
     const hooks = yield* Hooks

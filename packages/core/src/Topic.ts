@@ -25,7 +25,7 @@ import * as Effect from "effect/Effect"
 import type * as Schema from "effect/Schema"
 import type * as Consumer from "./Consumer.ts"
 import * as DeadLetter from "./DeadLetter.ts"
-import { type OutboxStoreError, OutboxValidationError } from "./Errors.ts"
+import { OutboxValidationError, type StoreError } from "./Errors.ts"
 import * as Outbox from "./Outbox.ts"
 import { type EventId, encodePayload, type Headers, type OutboxDraft } from "./OutboxMessage.ts"
 
@@ -137,7 +137,7 @@ export const enqueue = <S extends Schema.Top>(
   options?: EnqueueOptions
 ): Effect.Effect<
   EventId,
-  OutboxValidationError | OutboxStoreError,
+  OutboxValidationError | StoreError,
   Outbox.Outbox | Outbox.InTransaction | S["EncodingServices"]
 > => Effect.flatMap(draft(topic, payload, options), (d) => Outbox.enqueue(d))
 
@@ -153,7 +153,7 @@ export const enqueueAutocommit = <S extends Schema.Top>(
   topic: Topic<S>,
   payload: S["Type"],
   options?: EnqueueOptions
-): Effect.Effect<EventId, OutboxValidationError | OutboxStoreError, Outbox.Outbox | S["EncodingServices"]> =>
+): Effect.Effect<EventId, OutboxValidationError | StoreError, Outbox.Outbox | S["EncodingServices"]> =>
   Outbox.withTransaction(enqueue(topic, payload, options))
 
 /**
@@ -169,7 +169,7 @@ export const enqueueAll = <S extends Schema.Top>(
   options?: Omit<EnqueueOptions, "id">
 ): Effect.Effect<
   ReadonlyArray<EventId>,
-  OutboxValidationError | OutboxStoreError,
+  OutboxValidationError | StoreError,
   Outbox.Outbox | Outbox.InTransaction | S["EncodingServices"]
 > =>
   Effect.flatMap(

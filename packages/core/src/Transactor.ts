@@ -8,7 +8,7 @@
  */
 import * as Context from "effect/Context"
 import type * as Effect from "effect/Effect"
-import type { OutboxStoreError } from "./Errors.ts"
+import type { StoreError } from "./Errors.ts"
 
 /**
  * @since 0.1.0
@@ -21,6 +21,6 @@ export class Transactor extends Context.Service<
      * Runs `effect` in one transaction: commits when it succeeds, rolls back when it fails, dies
      * or is interrupted. Nested calls join the outer transaction.
      */
-    readonly withTransaction: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E | OutboxStoreError, R>
+    readonly withTransaction: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E | StoreError, R>
   }
 >()("@effect-outbox/core/Transactor") {}

@@ -13,7 +13,7 @@
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Metric from "effect/Metric"
-import { IllegalTransitionError, type OutboxStoreError } from "./Errors.ts"
+import { IllegalTransitionError, type StoreError } from "./Errors.ts"
 import { runningSpan } from "./internal/telemetry/runningSpan.ts"
 import { type Move, write } from "./internal/transition/write.ts"
 import * as Lifecycle from "./Lifecycle.ts"
@@ -56,7 +56,7 @@ export const validate = (move: Move): IllegalTransitionError | undefined => {
  */
 export const apply = (
   moves: ReadonlyArray<Move>
-): Effect.Effect<ReadonlyArray<TransitionOutcome>, OutboxStoreError | IllegalTransitionError, OutboxStore> =>
+): Effect.Effect<ReadonlyArray<TransitionOutcome>, StoreError | IllegalTransitionError, OutboxStore> =>
   Effect.gen(function* () {
     for (const move of moves) {
       const illegal = validate(move)
@@ -82,7 +82,7 @@ export const claim = (options: {
   readonly maxPerKey: number
   readonly leaseMillis: number
   readonly failedHead?: FailedHeadPolicy
-}): Effect.Effect<ReadonlyArray<OutboxMessage>, OutboxStoreError, OutboxStore> =>
+}): Effect.Effect<ReadonlyArray<OutboxMessage>, StoreError, OutboxStore> =>
   Effect.gen(function* () {
     const store = yield* OutboxStore
     const now = yield* Clock.currentTimeMillis
@@ -124,7 +124,7 @@ export interface Published {
  */
 export const markPublished = (
   items: ReadonlyArray<Published>
-): Effect.Effect<ReadonlyArray<TransitionOutcome>, OutboxStoreError, OutboxStore> =>
+): Effect.Effect<ReadonlyArray<TransitionOutcome>, StoreError, OutboxStore> =>
   Effect.flatMap(Clock.currentTimeMillis, (now) => applyKnown(items.map((item) => publishedMove(item, now))))
 
 const publishedMove = (item: Published, now: number): Move => ({
@@ -161,8 +161,7 @@ export interface PublishFailure {
  */
 export const markPublishFailed = (
   items: ReadonlyArray<PublishFailure>
-): Effect.Effect<ReadonlyArray<TransitionOutcome>, OutboxStoreError, OutboxStore> =>
-  applyKnown(items.map(publishFailedMove))
+): Effect.Effect<ReadonlyArray<TransitionOutcome>, StoreError, OutboxStore> => applyKnown(items.map(publishFailedMove))
 
 const publishFailedMove = (item: PublishFailure): Move =>
   item.retryAt === null
@@ -190,7 +189,7 @@ const publishFailedMove = (item: PublishFailure): Move =>
  */
 export const releaseClaimed = (
   items: ReadonlyArray<Released>
-): Effect.Effect<ReadonlyArray<TransitionOutcome>, OutboxStoreError, OutboxStore> => applyKnown(items.map(releasedMove))
+): Effect.Effect<ReadonlyArray<TransitionOutcome>, StoreError, OutboxStore> => applyKnown(items.map(releasedMove))
 
 /**
  * A claimed row handed back unchanged.
@@ -223,7 +222,7 @@ export const settle = (batch: {
   readonly published: ReadonlyArray<Published>
   readonly failed: ReadonlyArray<PublishFailure>
   readonly released: ReadonlyArray<Released>
-}): Effect.Effect<ReadonlyArray<TransitionOutcome>, OutboxStoreError, OutboxStore> =>
+}): Effect.Effect<ReadonlyArray<TransitionOutcome>, StoreError, OutboxStore> =>
   Effect.flatMap(Clock.currentTimeMillis, (now) =>
     applyKnown([
       ...batch.published.map((item) => publishedMove(item, now)),
@@ -241,7 +240,7 @@ export const settle = (batch: {
 export const release = (
   ids: ReadonlyArray<EventId>,
   options?: { readonly availableAt?: number }
-): Effect.Effect<ReadonlyArray<TransitionOutcome>, OutboxStoreError, OutboxStore> =>
+): Effect.Effect<ReadonlyArray<TransitionOutcome>, StoreError, OutboxStore> =>
   applyKnown(
     ids.map((id) => ({
       id,
@@ -260,7 +259,7 @@ export const release = (
  */
 export const requeueStale = (
   items: ReadonlyArray<{ readonly id: EventId; readonly staleOwner: string; readonly reason?: string | undefined }>
-): Effect.Effect<ReadonlyArray<TransitionOutcome>, OutboxStoreError, OutboxStore> =>
+): Effect.Effect<ReadonlyArray<TransitionOutcome>, StoreError, OutboxStore> =>
   applyKnown(
     items.map((item) => ({
       id: item.id,
@@ -293,7 +292,7 @@ export interface FoundStale extends Published {
  */
 export const markFoundStale = (
   items: ReadonlyArray<FoundStale>
-): Effect.Effect<ReadonlyArray<TransitionOutcome>, OutboxStoreError, OutboxStore> =>
+): Effect.Effect<ReadonlyArray<TransitionOutcome>, StoreError, OutboxStore> =>
   Effect.flatMap(Clock.currentTimeMillis, (now) =>
     applyKnown(items.map((item) => ({ ...publishedMove(item, now), leaseOwner: item.staleOwner })))
   )
@@ -307,7 +306,7 @@ export const markFoundStale = (
  */
 export const failDispatching = (
   items: ReadonlyArray<{ readonly id: EventId; readonly owner: string; readonly reason: string }>
-): Effect.Effect<ReadonlyArray<TransitionOutcome>, OutboxStoreError, OutboxStore> =>
+): Effect.Effect<ReadonlyArray<TransitionOutcome>, StoreError, OutboxStore> =>
   applyKnown(
     items.map((item) => ({
       id: item.id,
@@ -326,7 +325,7 @@ export const failDispatching = (
  * @since 0.1.0
  * @category transitions
  */
-export const startProcessing = (id: EventId): Effect.Effect<TransitionOutcome, OutboxStoreError, OutboxStore> =>
+export const startProcessing = (id: EventId): Effect.Effect<TransitionOutcome, StoreError, OutboxStore> =>
   Effect.map(
     applyKnown([
       {
@@ -351,7 +350,7 @@ export const finishProcessing = (
   id: EventId,
   result: "SUCCESS" | "PUSHED_FAILURE",
   options?: { readonly reason?: string }
-): Effect.Effect<TransitionOutcome, OutboxStoreError, OutboxStore> =>
+): Effect.Effect<TransitionOutcome, StoreError, OutboxStore> =>
   Effect.flatMap(Clock.currentTimeMillis, (now) =>
     Effect.map(
       applyKnown([

@@ -15,7 +15,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as PubSub from "effect/PubSub"
 import * as Stream from "effect/Stream"
-import type { OutboxStoreError } from "./Errors.ts"
+import type { StoreError } from "./Errors.ts"
 
 /**
  * @since 0.1.0
@@ -28,7 +28,7 @@ export class WakeUp extends Context.Service<
      * Announces new work. Called inside the enqueueing transaction: an implementation that can,
      * delivers it only after commit, and never after a rollback.
      */
-    readonly notify: Effect.Effect<void, OutboxStoreError>
+    readonly notify: Effect.Effect<void, StoreError>
     /**
      * The signals, from the moment of subscription. Bursts may be coalesced into one signal.
      */

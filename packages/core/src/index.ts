@@ -4,6 +4,7 @@
  *
  * @since 0.1.0
  */
+export * as Backoff from "./Backoff.ts"
 export * as BrokerAdmin from "./BrokerAdmin.ts"
 export * as BrokerProbe from "./BrokerProbe.ts"
 export * as CompareAndSet from "./CompareAndSet.ts"
@@ -12,6 +13,7 @@ export * as ConsumerSource from "./ConsumerSource.ts"
 export * as DeadLetter from "./DeadLetter.ts"
 export * as DeadLetterDepth from "./DeadLetterDepth.ts"
 export * as Errors from "./Errors.ts"
+export * as FailureKind from "./FailureKind.ts"
 export * as Inbox from "./Inbox.ts"
 export * as InboxStore from "./InboxStore.ts"
 export * as KafkaSecurity from "./KafkaSecurity.ts"
@@ -40,7 +42,6 @@ export * as Reconciler from "./Reconciler.ts"
 export * as RecordSize from "./RecordSize.ts"
 export * as Relay from "./Relay.ts"
 export * as Retention from "./Retention.ts"
-export * as SqlStates from "./SqlStates.ts"
 export * as StaleRecovery from "./StaleRecovery.ts"
 export * as StartupCheck from "./StartupCheck.ts"
 export * as StorageLocation from "./StorageLocation.ts"

@@ -13,12 +13,18 @@ import * as Ref from "effect/Ref"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import * as Scope from "effect/Scope"
-import { ConnectionError, SqlError, type SqlErrorReason, UnknownError } from "effect/sql/SqlError"
+import { ConnectionError, DeadlockError, SqlError, type SqlErrorReason, UnknownError } from "effect/sql/SqlError"
 import * as TestClock from "effect/testing/TestClock"
 import * as Consumer from "../src/Consumer.ts"
 import { ConsumerSource } from "../src/ConsumerSource.ts"
 import * as DeadLetter from "../src/DeadLetter.ts"
-import { OutboxStoreError } from "../src/Errors.ts"
+import {
+  BrokerUnavailableError,
+  type FailureKind,
+  PermanentPublishError,
+  RetriablePublishError,
+  StoreError
+} from "../src/Errors.ts"
 import * as Inbox from "../src/Inbox.ts"
 import type { EventId } from "../src/OutboxMessage.ts"
 import { jsonPayload, ORIGINAL_RECORD_HEADER } from "../src/OutboxMessage.ts"
@@ -415,10 +421,10 @@ for (const transaction of ["per-record", "per-batch"] as const) {
         // for it instead of answering "no" (H2).
         yield* db.setFaultHook((operation) => {
           if (workDone && operation === "outbox.transition") {
-            return new OutboxStoreError({ operation, reason: "constraint says no", retriable: false })
+            return new StoreError({ operation, reason: "constraint says no", kind: "permanent" })
           }
           if (operation === "inbox.exists" && existsCalls++ < 3) {
-            return new OutboxStoreError({ operation, reason: "database went away", retriable: true })
+            return new StoreError({ operation, reason: "database went away", kind: "unavailable" })
           }
           return undefined
         })
@@ -452,7 +458,7 @@ for (const transaction of ["per-record", "per-batch"] as const) {
           yield* send(3)
           let down = true
           yield* db.setFaultHook((operation) =>
-            down ? new OutboxStoreError({ operation, reason: "connection refused", retriable: true }) : undefined
+            down ? new StoreError({ operation, reason: "connection refused", kind: "unavailable" }) : undefined
           )
           const before = (yield* Metric.value(Telemetry.consumerInfrastructureRetriesTotal)).count
           yield* Consumer.make({ ...baseOptions, maxAttempts: 2, handler })
@@ -485,7 +491,7 @@ for (const transaction of ["per-record", "per-batch"] as const) {
         let writes = 0
         yield* db.setFaultHook((operation) =>
           operation === "inbox.record" && writes++ % 2 === 1
-            ? new OutboxStoreError({ operation, reason: "connection reset", retriable: true })
+            ? new StoreError({ operation, reason: "connection reset", kind: "unavailable" })
             : undefined
         )
         yield* Consumer.make({
@@ -632,7 +638,7 @@ for (const transaction of ["per-record", "per-batch"] as const) {
               Ref.updateAndGet(tries, (n) => n + 1),
               (n) =>
                 n < 3
-                  ? Effect.fail(new OutboxStoreError({ operation: "x", reason: "timeout", retriable: true }))
+                  ? Effect.fail(new StoreError({ operation: "x", reason: "timeout", kind: "unavailable" }))
                   : Effect.void
             )
         })
@@ -985,41 +991,50 @@ describe("Consumer, transaction per batch", () => {
 })
 
 describe("Consumer.defaultClassifier", () => {
-  it("decode and validation errors are permanent; retriable flags decide; unknown errors are transient", () => {
+  it("an error's kind decides; decode and validation errors are permanent; retriable flags decide; unknown errors are transient", () => {
     assert.strictEqual(
       Consumer.defaultClassifier(
         new Consumer.PayloadDecodeError({ topic: "t", partition: 0, offset: "0", reason: "x" })
       ),
       "permanent"
     )
+    const store = (kind: FailureKind) => new StoreError({ operation: "q", reason: kind, kind })
+    assert.strictEqual(Consumer.defaultClassifier(store("transient")), "transient")
+    assert.strictEqual(Consumer.defaultClassifier(store("unavailable")), "transient")
+    assert.strictEqual(Consumer.defaultClassifier(store("permanent")), "permanent")
+    // Publish errors carry their kind too: a handler that publishes is classified by it.
     assert.strictEqual(
-      Consumer.defaultClassifier(new OutboxStoreError({ operation: "q", reason: "timeout", retriable: true })),
-      "transient"
-    )
-    assert.strictEqual(
-      Consumer.defaultClassifier(new OutboxStoreError({ operation: "q", reason: "constraint", retriable: false })),
+      Consumer.defaultClassifier(new PermanentPublishError({ topic: "t", reason: "too large" })),
       "permanent"
     )
+    assert.strictEqual(
+      Consumer.defaultClassifier(new RetriablePublishError({ topic: "t", reason: "timeout" })),
+      "transient"
+    )
+    // Your own error with a kind is read the same way, before any retriable flag.
+    assert.strictEqual(Consumer.defaultClassifier({ kind: "permanent", retriable: true }), "permanent")
+    assert.strictEqual(Consumer.defaultClassifier({ kind: "later", retriable: false }), "permanent")
+    assert.strictEqual(Consumer.defaultClassifier(new HandlerFailed({ n: 1, retriable: false })), "permanent")
     assert.strictEqual(Consumer.defaultClassifier({ _tag: "OutboxValidationError" }), "permanent")
     assert.strictEqual(Consumer.defaultClassifier(new Error("?")), "transient")
   })
 })
 
 describe("Consumer.defaultIsInfrastructure", () => {
-  it("retriable store errors and the database's own SQL failures are infrastructure; the handler's are not (H2)", () => {
+  it("errors of kind unavailable, and SQL errors the driver marks retryable, are the infrastructure's (H2)", () => {
     const sqlError = (reason: SqlErrorReason) => new SqlError({ reason })
-    const withCode = (code: string) => sqlError(new UnknownError({ cause: { code }, message: "Query failed" }))
-    assert.isTrue(
-      Consumer.defaultIsInfrastructure(new OutboxStoreError({ operation: "q", reason: "gone", retriable: true }))
-    )
-    assert.isFalse(
-      Consumer.defaultIsInfrastructure(new OutboxStoreError({ operation: "q", reason: "constraint", retriable: false }))
-    )
+    const store = (kind: FailureKind) => new StoreError({ operation: "q", reason: kind, kind })
+    assert.isTrue(Consumer.defaultIsInfrastructure(store("unavailable")))
+    assert.isFalse(Consumer.defaultIsInfrastructure(store("transient")))
+    assert.isFalse(Consumer.defaultIsInfrastructure(store("permanent")))
+    assert.isTrue(Consumer.defaultIsInfrastructure(new BrokerUnavailableError({ topic: "t", reason: "no leader" })))
+    assert.isTrue(Consumer.defaultIsInfrastructure({ _tag: "MyOwn", kind: "unavailable" }))
     assert.isTrue(Consumer.defaultIsInfrastructure(sqlError(new ConnectionError({ cause: new Error("ECONNREFUSED") }))))
-    for (const code of ["57P01", "57P03", "08006", "53300", "40001", "25006", "57014", "55P03", "40003", "25P03"]) {
-      assert.isTrue(Consumer.defaultIsInfrastructure(withCode(code)), code)
-    }
-    assert.isFalse(Consumer.defaultIsInfrastructure(withCode("23505")))
+    assert.isTrue(Consumer.defaultIsInfrastructure(sqlError(new DeadlockError({ cause: { code: "40P01" } }))))
+    // A SQLSTATE the driver files as unknown is the adapter's to judge (PgErrors.isInfrastructure),
+    // never parsed here.
+    const shutdown = sqlError(new UnknownError({ cause: { code: "57P01" }, message: "Query failed" }))
+    assert.isFalse(Consumer.defaultIsInfrastructure(shutdown))
     assert.isFalse(Consumer.defaultIsInfrastructure(new HandlerFailed({ n: 1, retriable: true })))
     assert.isFalse(
       Consumer.defaultIsInfrastructure(

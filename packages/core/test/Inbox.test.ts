@@ -6,7 +6,7 @@ import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
 import * as Ref from "effect/Ref"
 import * as Schema from "effect/Schema"
-import { OutboxStoreError } from "../src/Errors.ts"
+import { StoreError } from "../src/Errors.ts"
 import * as Inbox from "../src/Inbox.ts"
 import * as Telemetry from "../src/Telemetry.ts"
 import { Transactor } from "../src/Transactor.ts"
@@ -65,7 +65,7 @@ describe("Inbox.processOnce", () => {
     }).pipe(Effect.provide(TestLayer))
   )
 
-  it.effect("a store failure propagates as OutboxStoreError and the work does not run", () =>
+  it.effect("a store failure propagates as StoreError and the work does not run", () =>
     Effect.gen(function* () {
       const db = yield* InMemoryDatabase.InMemoryDatabase
       yield* db.failNext({ count: 1, operations: ["inbox.record"], retriable: true })
@@ -76,7 +76,7 @@ describe("Inbox.processOnce", () => {
           Ref.update(runs, (n) => n + 1)
         )
       )
-      assert.instanceOf(error, OutboxStoreError)
+      assert.instanceOf(error, StoreError)
       assert.isTrue(error.retriable)
       assert.strictEqual(yield* Ref.get(runs), 0)
     }).pipe(Effect.provide(TestLayer))
@@ -147,7 +147,7 @@ describe("Inbox.processBatch", () => {
       const db = yield* InMemoryDatabase.InMemoryDatabase
       const written = yield* Ref.make<Array<number>>([])
       // the work's own writes go through the database: a rolled-back try must leave none behind
-      const work = (n: number): Effect.Effect<void, WorkFailed | OutboxStoreError, Inbox.Inbox> =>
+      const work = (n: number): Effect.Effect<void, WorkFailed | StoreError, Inbox.Inbox> =>
         n === 3
           ? Effect.fail(fails(n))
           : Effect.andThen(
@@ -240,7 +240,7 @@ describe("Inbox.processBatch", () => {
     }).pipe(Effect.provide(TestLayer))
   )
 
-  it.effect("a store failure on every try surfaces as each entry's OutboxStoreError, and no work runs", () =>
+  it.effect("a store failure on every try surfaces as each entry's StoreError, and no work runs", () =>
     Effect.gen(function* () {
       yield* (yield* InMemoryDatabase.InMemoryDatabase).failNext({
         count: 3,
@@ -253,7 +253,7 @@ describe("Inbox.processBatch", () => {
       )
       for (const exit of results) {
         assert.isTrue(Exit.isFailure(exit))
-        if (Exit.isFailure(exit)) assert.instanceOf(outcomes([exit])[0], OutboxStoreError)
+        if (Exit.isFailure(exit)) assert.instanceOf(outcomes([exit])[0], StoreError)
       }
       assert.strictEqual(yield* Ref.get(runs), 0)
     }).pipe(Effect.provide(TestLayer))

@@ -12,7 +12,7 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
-import type { OutboxStoreError, OutboxValidationError } from "../src/Errors.ts"
+import type { OutboxValidationError, StoreError } from "../src/Errors.ts"
 import { InboxStore } from "../src/InboxStore.ts"
 import * as Outbox from "../src/Outbox.ts"
 import type { EventId } from "../src/OutboxMessage.ts"
@@ -26,7 +26,7 @@ const Orders = Topic.make({
   key: (order) => order.orderId
 })
 
-type Enqueued<A> = Effect.Effect<A, OutboxValidationError | OutboxStoreError, Outbox.Outbox>
+type Enqueued<A> = Effect.Effect<A, OutboxValidationError | StoreError, Outbox.Outbox>
 
 // Outside a transaction, enqueueing does not compile: `Outbox.InTransaction` is missing.
 // @ts-expect-error Outbox.enqueue requires Outbox.InTransaction (run it inside Outbox.withTransaction)

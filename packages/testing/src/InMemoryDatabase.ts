@@ -11,7 +11,7 @@
  *
  * @since 0.1.0
  */
-import type { OutboxStoreError } from "@effect-outbox/core/Errors"
+import type { StoreError } from "@effect-outbox/core/Errors"
 import { InboxStore } from "@effect-outbox/core/InboxStore"
 import type { OutboxStatus } from "@effect-outbox/core/Lifecycle"
 import type { EventId, OutboxMessage } from "@effect-outbox/core/OutboxMessage"
@@ -151,13 +151,11 @@ export interface Control {
    * A general hook called on every store call before the queued plans; returning an error fails
    * the call before it writes anything. `undefined` removes it.
    */
-  readonly setFaultHook: (
-    hook: ((operation: Operation) => OutboxStoreError | undefined) | undefined
-  ) => Effect.Effect<void>
+  readonly setFaultHook: (hook: ((operation: Operation) => StoreError | undefined) | undefined) => Effect.Effect<void>
   /**
    * Takes the server out of service, or moves an outage to its next phase (see
    * {@link OutageMode}). Every call fails with the error PostgreSQL and `@effect/sql-pg` give in
-   * that phase, mapped to an `OutboxStoreError` by adapter-pg's classification (or the one set
+   * that phase, mapped to an `StoreError` by adapter-pg's classification (or the one set
    * with {@link setSqlErrorMapping}), exactly as the real adapter reports it. Transactions open
    * when an outage begins lost their connection: their next statement or COMMIT fails (`57P01`
    * in a shutdown, `08006` otherwise), even once the server is back. `lostCommitAcks`: that many
@@ -167,7 +165,7 @@ export interface Control {
   /** The server serves again. */
   readonly recover: Effect.Effect<void>
   /**
-   * How outage errors (`SqlError`s as the driver builds them) become `OutboxStoreError`s. Default:
+   * How outage errors (`SqlError`s as the driver builds them) become `StoreError`s. Default:
    * adapter-pg's own mapping. Set a different one to test the consequences of a wrong
    * classification; `undefined` restores the default.
    */

@@ -97,7 +97,7 @@ describe("InMemoryDatabase", () => {
       const db = yield* InMemoryDatabase.InMemoryDatabase
       yield* db.failNext({ count: 1, operations: ["commit"], timing: "after" })
       const error = yield* Effect.flip(tx.withTransaction(store.insert([draft(1)])))
-      assert.strictEqual(error._tag, "OutboxStoreError")
+      assert.strictEqual(error._tag, "StoreError")
       assert.strictEqual((yield* db.rows).length, 1)
       yield* db.failNext({ count: 1, operations: ["commit"] })
       yield* Effect.flip(tx.withTransaction(store.insert([draft(2)])))

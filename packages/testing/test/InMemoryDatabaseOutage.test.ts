@@ -2,7 +2,7 @@
 // SQLSTATE PostgreSQL gives, through adapter-pg's own error mapping.
 import { assert, describe, it } from "@effect/vitest"
 import { fromSqlError } from "@effect-outbox/adapter-pg/PgErrors"
-import { OutboxStoreError } from "@effect-outbox/core/Errors"
+import { StoreError } from "@effect-outbox/core/Errors"
 import type { EventId, NewOutboxMessage } from "@effect-outbox/core/OutboxMessage"
 import { OutboxStore } from "@effect-outbox/core/OutboxStore"
 import { Transactor } from "@effect-outbox/core/Transactor"
@@ -25,10 +25,10 @@ const draft = (n: number): NewOutboxMessage => ({
 
 /** The store error and the driver error under it. */
 const storeError = (error: unknown) => {
-  assert.instanceOf(error, OutboxStoreError)
-  const cause = (error as OutboxStoreError).cause
+  assert.instanceOf(error, StoreError)
+  const cause = (error as StoreError).cause
   assert.instanceOf(cause, SqlError)
-  return { error: error as OutboxStoreError, cause: cause as SqlError }
+  return { error: error as StoreError, cause: cause as SqlError }
 }
 
 describe("InMemoryDatabase outages", () => {
@@ -130,7 +130,7 @@ describe("InMemoryDatabase outages", () => {
     Effect.gen(function* () {
       const db = yield* InMemoryDatabase.InMemoryDatabase
       yield* db.setSqlErrorMapping(
-        (operation) => (error) => new OutboxStoreError({ operation, reason: error.message, retriable: false })
+        (operation) => (error) => new StoreError({ operation, reason: error.message, kind: "permanent" })
       )
       yield* db.outage({ mode: "down" })
       const error = yield* Effect.flip((yield* OutboxStore).insert([draft(1)]))

@@ -1,5 +1,5 @@
 import * as PgTypes from "@effect/sql-pg/PgTypes"
-import { OutboxStoreError } from "@effect-outbox/core/Errors"
+import { StoreError } from "@effect-outbox/core/Errors"
 import type { NewOutboxMessage } from "@effect-outbox/core/OutboxMessage"
 import type { InsertResult } from "@effect-outbox/core/OutboxStore"
 import * as Effect from "effect/Effect"
@@ -80,7 +80,7 @@ export const insert = (sql: SqlClient.SqlClient, t: Tables, notify: boolean) => 
   }
   const spanOptions = clientSpans(Object.values(texts))
   const execute = executor(sql)
-  return (messages: ReadonlyArray<NewOutboxMessage>): Effect.Effect<InsertResult, OutboxStoreError> => {
+  return (messages: ReadonlyArray<NewOutboxMessage>): Effect.Effect<InsertResult, StoreError> => {
     if (messages.length === 0) return Effect.succeed({ wakeUpQueued: false })
     const one = messages.length === 1
     const params = one ? oneRowParams(messages[0]!) : unnestParams(messages)
@@ -92,10 +92,10 @@ export const insert = (sql: SqlClient.SqlClient, t: Tables, notify: boolean) => 
       onSuccess: () => result,
       onFailure: (error) =>
         error.reason._tag === "UniqueViolation"
-          ? new OutboxStoreError({
+          ? new StoreError({
               operation: "outbox.insert",
               reason: `an event with one of these ids already exists (${messages.map((m) => m.id).join(", ")})`,
-              retriable: false,
+              kind: "permanent",
               cause: error
             })
           : fromSqlError("outbox.insert")(error)

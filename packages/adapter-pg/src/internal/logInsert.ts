@@ -1,5 +1,5 @@
 import * as PgTypes from "@effect/sql-pg/PgTypes"
-import { OutboxStoreError } from "@effect-outbox/core/Errors"
+import { StoreError } from "@effect-outbox/core/Errors"
 import * as LogRecord from "@effect-outbox/core/LogRecord"
 import * as Effect from "effect/Effect"
 import type * as SqlClient from "effect/sql/SqlClient"
@@ -15,21 +15,21 @@ const explain = (t: Tables, messages: ReadonlyArray<LogRecord.LogMessage>) => (e
   const mapped = fromSqlError("log.emit")(error)
   const state = sqlState(error)
   if (state === "23514") {
-    return new OutboxStoreError({
+    return new StoreError({
       operation: "log.emit",
       reason:
         `no partition of ${t.logEvent} holds event ${messages[0]?.id ?? "?"}${messages.length > 1 ? " (or another of the batch)" : ""}: ` +
         "event ids must be UUIDv7 of the current time (Outbox.enqueue makes them), and the partitions ahead are " +
         "created by the migrations and PgLogRetention.maintain, which must run at least once per day (see docs/log-relay.md)",
-      retriable: false,
+      kind: "permanent",
       cause: error
     })
   }
   if (state === "42501") {
-    return new OutboxStoreError({
+    return new StoreError({
       operation: "log.emit",
       reason: `${mapped.reason} (the writer's role needs INSERT on ${t.logEvent}; see docs/log-relay.md, "Roles and grants")`,
-      retriable: false,
+      kind: "permanent",
       cause: error
     })
   }
@@ -45,7 +45,7 @@ export const inserter = (sql: SqlClient.SqlClient, t: Tables) => {
   const execute = executor(sql)
   const texts = LogTable.insertTexts(t)
   const spanOptions = clientSpans(Object.values(texts))
-  return (messages: ReadonlyArray<LogRecord.LogMessage>): Effect.Effect<void, OutboxStoreError> => {
+  return (messages: ReadonlyArray<LogRecord.LogMessage>): Effect.Effect<void, StoreError> => {
     if (messages.length === 0) return Effect.void
     const one = messages.length === 1
     const text = one ? texts.one : texts.many

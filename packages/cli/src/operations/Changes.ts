@@ -5,7 +5,7 @@
  *
  * @since 0.1.0
  */
-import type { OutboxStoreError } from "@effect-outbox/core/Errors"
+import type { StoreError } from "@effect-outbox/core/Errors"
 import type { OutboxStatus } from "@effect-outbox/core/Lifecycle"
 import * as Lifecycle from "@effect-outbox/core/Lifecycle"
 import type { EventId, OutboxMessage } from "@effect-outbox/core/OutboxMessage"
@@ -84,7 +84,7 @@ const audited = <E>(
     readonly reason: string
   }) => Effect.Effect<ReadonlyArray<TransitionOutcome>, E, OutboxStore>,
   request: AuditedRequest
-): Effect.Effect<ChangeReport, OperatorError | OutboxStoreError | E, OutboxStore | WakeUp> =>
+): Effect.Effect<ChangeReport, OperatorError | StoreError | E, OutboxStore | WakeUp> =>
   Effect.gen(function* () {
     if (request.reason.trim() === "") {
       return yield* new OperatorError({ reason: `--reason is required: the ${action} is audited` })
@@ -143,7 +143,7 @@ export const release = (
     readonly operator: string
     readonly execute: boolean
   }
-): Effect.Effect<ChangeReport, OperatorError | OutboxStoreError, OutboxStore | WakeUp> =>
+): Effect.Effect<ChangeReport, OperatorError | StoreError, OutboxStore | WakeUp> =>
   Effect.gen(function* () {
     const selected = yield* select("PREQUEUED", request)
     if (!request.execute || selected.length === 0) {

@@ -6,7 +6,7 @@
  */
 import { BrokerAdmin } from "@effect-outbox/core/BrokerAdmin"
 import * as DeadLetter from "@effect-outbox/core/DeadLetter"
-import type { BrokerAdminError, OutboxStoreError } from "@effect-outbox/core/Errors"
+import type { BrokerAdminError, StoreError } from "@effect-outbox/core/Errors"
 import { ReadModel } from "@effect-outbox/core/ReadModel"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
@@ -102,7 +102,7 @@ export interface OutboxTopic {
  */
 export const outboxTopics: Effect.Effect<
   ReadonlyArray<OutboxTopic>,
-  OutboxStoreError | BrokerAdminError,
+  StoreError | BrokerAdminError,
   ReadModel | BrokerAdmin
 > = Effect.gen(function* () {
   const counts = yield* (yield* ReadModel).perTopic

@@ -34,7 +34,7 @@ import type { SqlError } from "effect/sql/SqlError"
 import * as TestClock from "effect/testing/TestClock"
 import * as Consumer from "../../src/Consumer.ts"
 import { ConsumerSource, type Subscription } from "../../src/ConsumerSource.ts"
-import { ConsumerSourceError, OutboxStoreError } from "../../src/Errors.ts"
+import { ConsumerSourceError, StoreError } from "../../src/Errors.ts"
 import * as Inbox from "../../src/Inbox.ts"
 import { type EventId, jsonPayload, makeEventId } from "../../src/OutboxMessage.ts"
 import { OutboxStore } from "../../src/OutboxStore.ts"
@@ -91,7 +91,12 @@ export interface ScenarioOptions {
  */
 const driverOnly = (operation: string) => (error: SqlError) => {
   const mapped = InMemoryDatabase.adapterSqlErrorMapping(operation)(error)
-  return new OutboxStoreError({ operation, reason: mapped.reason, retriable: error.isRetryable, cause: error })
+  return new StoreError({
+    operation,
+    reason: mapped.reason,
+    kind: error.isRetryable ? "unavailable" : "permanent",
+    cause: error
+  })
 }
 
 /** Runs one seeded scenario and checks it. */

@@ -26,7 +26,7 @@ import * as Ref from "effect/Ref"
 import * as References from "effect/References"
 import * as TestClock from "effect/testing/TestClock"
 import type { BrokerAdmin } from "../../src/BrokerAdmin.ts"
-import { OutboxStoreError } from "../../src/Errors.ts"
+import { StoreError } from "../../src/Errors.ts"
 import * as Lifecycle from "../../src/Lifecycle.ts"
 import * as Outbox from "../../src/Outbox.ts"
 import { type EventId, makeEventId, type OutboxDraft, type OutboxMessage } from "../../src/OutboxMessage.ts"
@@ -226,7 +226,7 @@ const scenario = (seed: number, relayLoop: RelayLoop, staleRecovery: boolean, op
     ]
     yield* db.setFaultHook((operation) =>
       relayOperations.includes(operation) && rand() < pDbFault
-        ? new OutboxStoreError({ operation, reason: "injected database fault", retriable: true })
+        ? new StoreError({ operation, reason: "injected database fault", kind: "unavailable" })
         : undefined
     )
 

@@ -4,7 +4,7 @@
  *
  * @internal
  */
-import { OutboxStoreError } from "@effect-outbox/core/Errors"
+import { StoreError } from "@effect-outbox/core/Errors"
 import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
@@ -18,13 +18,11 @@ export const CurrentTransaction = Context.Reference<Store.Transaction | undefine
   { defaultValue: () => undefined }
 )
 
-export type CallResult<A> =
-  | { readonly result: A; readonly touched?: Iterable<string> }
-  | { readonly error: OutboxStoreError }
+export type CallResult<A> = { readonly result: A; readonly touched?: Iterable<string> } | { readonly error: StoreError }
 
 export interface FaultState {
   plans: Array<{ remaining: number; plan: FaultPlan }>
-  hook: ((operation: Operation) => OutboxStoreError | undefined) | undefined
+  hook: ((operation: Operation) => StoreError | undefined) | undefined
   fired: number
 }
 
@@ -33,9 +31,9 @@ export interface Engine {
   readonly faults: FaultState
   /** A server outage in progress (or over), as PostgreSQL reports it. */
   readonly outage: Outage.OutageState
-  readonly takeFault: (operation: Operation, timing: "before" | "after") => OutboxStoreError | undefined
+  readonly takeFault: (operation: Operation, timing: "before" | "after") => StoreError | undefined
   /** The current transaction when it belongs to this database. */
-  readonly currentTx: Effect.Effect<Store.Transaction | undefined, OutboxStoreError>
+  readonly currentTx: Effect.Effect<Store.Transaction | undefined, StoreError>
   /**
    * Runs one store call: fault before, wait for the locks it needs, run `body` atomically, lock
    * what it wrote (inside a transaction), fault after.
@@ -44,12 +42,12 @@ export interface Engine {
     operation: Operation,
     resources: (tx: Store.Transaction | undefined) => Iterable<string>,
     body: (tx: Store.Transaction | undefined) => CallResult<A>
-  ) => Effect.Effect<A, OutboxStoreError>
+  ) => Effect.Effect<A, StoreError>
   /** A call that writes nothing and waits for no lock. */
   readonly read: <A>(
     operation: Operation,
     body: (tx: Store.Transaction | undefined) => A
-  ) => Effect.Effect<A, OutboxStoreError>
+  ) => Effect.Effect<A, StoreError>
 }
 
 export const makeEngine = (): Engine => {
@@ -57,7 +55,7 @@ export const makeEngine = (): Engine => {
   const faults: FaultState = { plans: [], hook: undefined, fired: 0 }
   const outage = Outage.makeState()
 
-  const takeFault = (operation: Operation, timing: "before" | "after"): OutboxStoreError | undefined => {
+  const takeFault = (operation: Operation, timing: "before" | "after"): StoreError | undefined => {
     if (timing === "before" && faults.hook !== undefined) {
       const error = faults.hook(operation)
       if (error !== undefined) {
@@ -74,10 +72,10 @@ export const makeEngine = (): Engine => {
     entry.remaining--
     if (entry.remaining <= 0) faults.plans.splice(index, 1)
     faults.fired++
-    return new OutboxStoreError({
+    return new StoreError({
       operation,
       reason: entry.plan.reason ?? `injected fault (${timing})`,
-      retriable: entry.plan.retriable ?? true
+      kind: (entry.plan.retriable ?? true) ? "unavailable" : "permanent"
     })
   }
 
@@ -85,10 +83,10 @@ export const makeEngine = (): Engine => {
     const tx = yield* CurrentTransaction
     if (tx === undefined || tx.store !== store) return undefined
     if (tx.status !== "open") {
-      return yield* new OutboxStoreError({
+      return yield* new StoreError({
         operation: "transaction",
         reason: "the transaction already ended (a fiber forked inside it outlived it)",
-        retriable: false
+        kind: "permanent"
       })
     }
     return tx
@@ -98,7 +96,7 @@ export const makeEngine = (): Engine => {
     operation: Operation,
     resources: (tx: Store.Transaction | undefined) => Iterable<string>,
     body: (tx: Store.Transaction | undefined) => CallResult<A>
-  ): Effect.Effect<A, OutboxStoreError> =>
+  ): Effect.Effect<A, StoreError> =>
     Effect.gen(function* () {
       const tx = yield* currentTx
       const down = Outage.errorFor(outage, operation, tx)
@@ -109,10 +107,10 @@ export const makeEngine = (): Engine => {
         const holder = Store.blocker(store, tx, resources(tx))
         if (holder === undefined) break
         if (Store.wouldDeadlock(tx, holder)) {
-          return yield* new OutboxStoreError({
+          return yield* new StoreError({
             operation,
             reason: "deadlock detected: two transactions wait for each other's rows; retry the transaction",
-            retriable: true
+            kind: "unavailable"
           })
         }
         if (tx !== undefined) tx.waitingFor = holder

@@ -2,12 +2,12 @@
  * A PostgreSQL outage as the in-memory database plays it: each call fails with the error the
  * server and `@effect/sql-pg` really give at that moment (SQLSTATE and reason class as the
  * driver builds them), mapped through adapter-pg's own error classification, so the in-memory
- * stores yield exactly the `OutboxStoreError` the real adapter would.
+ * stores yield exactly the `StoreError` the real adapter would.
  *
  * @internal
  */
 import { fromSqlError } from "@effect-outbox/adapter-pg/PgErrors"
-import type { OutboxStoreError } from "@effect-outbox/core/Errors"
+import type { StoreError } from "@effect-outbox/core/Errors"
 import { ConnectionError, SqlError, UnknownError } from "effect/sql/SqlError"
 import type * as Store from "./memoryStore.ts"
 
@@ -23,7 +23,7 @@ import type * as Store from "./memoryStore.ts"
 export type OutageMode = "shutdown" | "down" | "startup" | "crash"
 
 /** How a `SqlError` becomes the port's error (adapter-pg's classification by default). */
-export type SqlErrorMapping = (operation: string) => (error: SqlError) => OutboxStoreError
+export type SqlErrorMapping = (operation: string) => (error: SqlError) => StoreError
 
 export const adapterMapping: SqlErrorMapping = fromSqlError
 
@@ -135,7 +135,7 @@ export const errorFor = (
   state: OutageState,
   operation: string,
   tx: Store.Transaction | undefined
-): OutboxStoreError | undefined => {
+): StoreError | undefined => {
   if (cutOff(state, tx)) return state.mapping(operation)(cutOffError(state.cutMode))
   return state.current === undefined ? undefined : state.mapping(operation)(connectError(state.current))
 }
@@ -147,7 +147,7 @@ export const errorFor = (
 export const commitOutcome = (
   state: OutageState,
   tx: Store.Transaction
-): { readonly _tag: "ok" } | { readonly _tag: "refused" | "lostAck"; readonly error: OutboxStoreError } => {
+): { readonly _tag: "ok" } | { readonly _tag: "refused" | "lostAck"; readonly error: StoreError } => {
   if (cutOff(state, tx)) {
     if (state.lostCommitAcks > 0) {
       state.lostCommitAcks--

@@ -5,7 +5,7 @@
  */
 
 import * as CompareAndSet from "@effect-outbox/core/CompareAndSet"
-import { OutboxStoreError } from "@effect-outbox/core/Errors"
+import { StoreError } from "@effect-outbox/core/Errors"
 import type { OutboxStatus } from "@effect-outbox/core/Lifecycle"
 import type { NewOutboxMessage, OutboxMessage } from "@effect-outbox/core/OutboxMessage"
 import type {
@@ -86,10 +86,10 @@ const insert =
         for (const m of messages) {
           if (seen.has(m.id) || Store.readRow(store, tx, m.id) !== undefined) {
             return {
-              error: new OutboxStoreError({
+              error: new StoreError({
                 operation: "outbox.insert",
                 reason: `an outbox event with id ${m.id} already exists (ids are unique)`,
-                retriable: false
+                kind: "permanent"
               })
             }
           }

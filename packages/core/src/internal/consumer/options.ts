@@ -50,7 +50,7 @@ export const recordSettings = <S extends Schema.Top, E, R>(
       lifecycle: (options.lifecycle ?? true) && !(yield* NoOutboxRows),
       maxAttempts: Math.max(1, options.maxAttempts ?? 5),
       classify: options.classify ?? Classify.defaultClassifier,
-      isInfrastructure: options.isInfrastructure ?? Classify.defaultIsInfrastructure,
+      isInfrastructure: options.isInfrastructure ?? (yield* Classify.DefaultInfrastructureTest),
       retrySchedule: schedules.retry,
       infrastructureRetry: schedules.infrastructure,
       deadLetterTopic: options.deadLetterTopic ?? DeadLetter.defaultTopic,

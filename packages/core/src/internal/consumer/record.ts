@@ -12,7 +12,7 @@ import * as Result from "effect/Result"
 import type * as Schedule from "effect/Schedule"
 import type { ConsumerRecord } from "../../ConsumerSource.ts"
 import * as DeadLetter from "../../DeadLetter.ts"
-import type { OutboxStoreError, PayloadDecodeError } from "../../Errors.ts"
+import type { PayloadDecodeError, StoreError } from "../../Errors.ts"
 import * as Inbox from "../../Inbox.ts"
 import type { InboxStore, ProcessedKey } from "../../InboxStore.ts"
 import * as Lifecycle from "../../Lifecycle.ts"
@@ -49,7 +49,7 @@ export interface RecordSettings {
 export type RecordResult = "processed" | "already_processed" | "skipped"
 
 /** Reads a record's local outbox row. */
-export type Lookup = (id: EventId) => Effect.Effect<Option.Option<OutboxMessage>, OutboxStoreError>
+export type Lookup = (id: EventId) => Effect.Effect<Option.Option<OutboxMessage>, StoreError>
 
 /** A failed try, with the row it had put under processing (if any) so a dead letter can end it. */
 export class TryFailure {
@@ -100,7 +100,7 @@ const startLifecycle = (
   settings: RecordSettings,
   record: ConsumerRecord,
   lookup: Lookup
-): Effect.Effect<"skip" | EventId | null, OutboxStoreError, OutboxStore> =>
+): Effect.Effect<"skip" | EventId | null, StoreError, OutboxStore> =>
   Effect.gen(function* () {
     const eventId = eventIdOf(record)
     if (!settings.lifecycle || eventId === null || !isEventId(eventId)) return null
@@ -328,10 +328,7 @@ const deadLetter = (settings: RecordSettings, record: ConsumerRecord, failure: T
     yield* settings.publisher.publish([request]).pipe(
       Effect.flatMap(([outcome]) => (outcome!._tag === "Success" ? Effect.void : Effect.fail(outcome!.failure))),
       // Losing the record is worse than waiting.
-      Effect.retry({
-        schedule: settings.infrastructureRetry,
-        while: (e) => e._tag === "RetriablePublishError" || e._tag === "BrokerUnavailableError"
-      }),
+      Effect.retry({ schedule: settings.infrastructureRetry, while: (e) => e.kind !== "permanent" }),
       Effect.mapError(
         (e) =>
           new DeadLetter.DeadLetterPublishError({

@@ -20,8 +20,7 @@ export const quarantined = Metric.counter("outbox_log_quarantined_total", {
 })
 
 /** A refusal no retry will change: the topic or partition does not exist, the record is refused. */
-export const isPermanent = (error: PublishError): boolean =>
-  error._tag === "PermanentPublishError" || error._tag === "UnknownPartitionError"
+export const isPermanent = (error: PublishError): boolean => error.kind === "permanent"
 
 const keyOf = (topic: string, key: string) => `${topic}\u0000${key}`
 

@@ -6,7 +6,7 @@
  */
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
-import type { OutboxStoreError } from "../../Errors.ts"
+import type { StoreError } from "../../Errors.ts"
 import type { Transactor } from "../../Transactor.ts"
 
 export class InTransaction extends Context.Service<InTransaction, { readonly _tag: "InTransaction" }>()(
@@ -17,7 +17,7 @@ const proof = InTransaction.of({ _tag: "InTransaction" })
 
 export const withTransactionOf =
   (transactor: Transactor["Service"]) =>
-  <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | OutboxStoreError, Exclude<R, InTransaction>> =>
+  <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | StoreError, Exclude<R, InTransaction>> =>
     transactor.withTransaction(Effect.provideService(effect, InTransaction, proof))
 
 const outsideTransaction = new Error(

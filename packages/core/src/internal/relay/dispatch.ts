@@ -11,7 +11,7 @@ import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Metric from "effect/Metric"
 import * as Result from "effect/Result"
-import type { OutboxStoreError } from "../../Errors.ts"
+import type { StoreError } from "../../Errors.ts"
 import * as KeyOrder from "../../KeyOrder.ts"
 import type { OutboxMessage } from "../../OutboxMessage.ts"
 import type { OutboxStore } from "../../OutboxStore.ts"
@@ -55,7 +55,7 @@ export const dispatch = (
   ctx: DispatchContext,
   rows: ReadonlyArray<OutboxMessage>,
   lease: string
-): Effect.Effect<Counts, OutboxStoreError, OutboxStore | Publisher> =>
+): Effect.Effect<Counts, StoreError, OutboxStore | Publisher> =>
   Effect.gen(function* () {
     const { notSent, send } = splitByDestination(rows)
     const outcomes = yield* publish(send, ctx.settings.publishTimeout)
@@ -131,7 +131,7 @@ const sort = (
       } else {
         const failure = yield* classify(ctx.settings, row, outcome.failure, now, lease, outageRetryAt)
         if (failure.retryAt === null) {
-          settlement.giveUp.push({ row, failure, retriable: outcome.failure._tag === "RetriablePublishError" })
+          settlement.giveUp.push({ row, failure, retriable: outcome.failure.kind === "transient" })
         } else {
           settlement.failures.push(failure)
           settlement.retried++

@@ -10,13 +10,13 @@ import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
 import * as Result from "effect/Result"
 import type * as Schedule from "effect/Schedule"
+import { retryDelay } from "../../Backoff.ts"
 import { BrokerProbe } from "../../BrokerProbe.ts"
 import type { PublishError } from "../../Errors.ts"
 import type { OutboxMessage } from "../../OutboxMessage.ts"
 import * as Telemetry from "../../Telemetry.ts"
 import type * as Transition from "../../Transition.ts"
 import * as UnknownPartition from "../../UnknownPartition.ts"
-import { retryDelay } from "./backoff.ts"
 import { describe } from "./publish.ts"
 
 export interface FailureSettings extends UnknownPartition.Settings {
@@ -24,7 +24,7 @@ export interface FailureSettings extends UnknownPartition.Settings {
   readonly backoff: Schedule.Schedule<unknown>
 }
 
-/** A failed row about to go to FAILURE, and whether its error was retriable (its attempts ran out). */
+/** A failed row about to go to FAILURE, and whether its error was transient (its attempts ran out). */
 export interface GiveUp {
   readonly row: OutboxMessage
   readonly failure: Transition.PublishFailure
@@ -51,7 +51,7 @@ export const classify = (
 ): Effect.Effect<Transition.PublishFailure> =>
   Effect.gen(function* () {
     const reason = describe(error)
-    if (error._tag === "BrokerUnavailableError") {
+    if (error.kind === "unavailable") {
       return {
         id: row.id,
         owner: lease,
@@ -68,13 +68,13 @@ export const classify = (
       reason: why,
       retryAt: null
     })
-    if (error._tag === "PermanentPublishError") return give(reason)
     if (error._tag === "UnknownPartitionError") {
+      // Permanent as addressed, unless the topic grew since the relay last looked.
       yield* Metric.update(Metric.withAttributes(Telemetry.publishFailed, { kind: "unknown_partition" }), 1)
       const resolved = yield* UnknownPartition.resolve(s, error.topic, error.partition, error)
       if (resolved._tag === "fail") return give(resolved.reason)
       if (resolved._tag === "unknown") return give(`${reason}; partition sync failed: ${resolved.reason}`)
-    }
+    } else if (error.kind === "permanent") return give(reason)
     if (attempts >= s.maxAttempts) {
       yield* Metric.update(Metric.withAttributes(Telemetry.publishFailed, { kind: "exhausted" }), 1)
       return give(`gave up after ${attempts} attempts: ${reason}`)

@@ -16,14 +16,14 @@ import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
 import * as Semaphore from "effect/Semaphore"
 import * as Stream from "effect/Stream"
-import type { OutboxStoreError } from "../../Errors.ts"
+import type { StoreError } from "../../Errors.ts"
 import type { OutboxMessage } from "../../OutboxMessage.ts"
 import { WakeUp } from "../../WakeUp.ts"
 
 /** How a batch run by the pipelined loop talks back to it. */
 export interface Pipeline {
   /** Completed with the claim's size, or its failure, as soon as the claim returns. */
-  readonly claimed: Deferred.Deferred<number, OutboxStoreError>
+  readonly claimed: Deferred.Deferred<number, StoreError>
   /** Asks the loop for another claim (a wake-up of the relay's own). */
   readonly wake: Effect.Effect<void>
 }
@@ -51,7 +51,7 @@ export const run = <R>(options: {
   readonly settings: LoopSettings
   readonly stopped: Deferred.Deferred<void>
   readonly pausedUntil: () => number
-  readonly batch: (pipeline: Pipeline) => Effect.Effect<unknown, OutboxStoreError, R>
+  readonly batch: (pipeline: Pipeline) => Effect.Effect<unknown, StoreError, R>
 }): Effect.Effect<void, never, R> => {
   const { batch, owner, pausedUntil, settings: s, stopped } = options
   return Effect.gen(function* () {
@@ -80,7 +80,7 @@ export const run = <R>(options: {
         yield* Semaphore.release(slots, 1)
         continue
       }
-      const claimed = yield* Deferred.make<number, OutboxStoreError>()
+      const claimed = yield* Deferred.make<number, StoreError>()
       // A child fiber: interrupting the loop (a crash) interrupts every batch in flight.
       yield* Effect.forkChild(
         batch({ claimed, wake }).pipe(

@@ -8,8 +8,8 @@
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
 import type * as Schedule from "effect/Schedule"
+import { outageDelay } from "../../Backoff.ts"
 import type { PublishOutcome } from "../../Publisher.ts"
-import { outageDelay } from "./backoff.ts"
 import { describe, isUnavailable } from "./publish.ts"
 
 export interface Outage {

@@ -17,7 +17,7 @@ import * as Telemetry from "../../Telemetry.ts"
 import { runningSpan } from "../telemetry/runningSpan.ts"
 
 export const isUnavailable = (outcome: PublishOutcome): boolean =>
-  Result.isFailure(outcome) && outcome.failure._tag === "BrokerUnavailableError"
+  Result.isFailure(outcome) && outcome.failure.kind === "unavailable"
 
 export const describe = (error: PublishError): string => {
   switch (error._tag) {

@@ -11,7 +11,7 @@ import type * as Scope from "effect/Scope"
 import { BrokerAdmin } from "../../BrokerAdmin.ts"
 import * as DeadLetter from "../../DeadLetter.ts"
 import * as DeadLetterDepth from "../../DeadLetterDepth.ts"
-import type { OutboxStoreError } from "../../Errors.ts"
+import type { StoreError } from "../../Errors.ts"
 import * as Lifecycle from "../../Lifecycle.ts"
 import { OutboxStore } from "../../OutboxStore.ts"
 import * as Telemetry from "../../Telemetry.ts"
@@ -26,7 +26,7 @@ export interface Sampled {
 }
 
 /** Samples the store once into the outbox gauges (`OutboxRuntime.sampleMetrics`). */
-export const sampleStore: Effect.Effect<void, OutboxStoreError, OutboxStore> = Effect.gen(function* () {
+export const sampleStore: Effect.Effect<void, StoreError, OutboxStore> = Effect.gen(function* () {
   const store = yield* OutboxStore
   const now = yield* Clock.currentTimeMillis
   const stats = yield* store.stats(now)

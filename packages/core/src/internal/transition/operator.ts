@@ -6,7 +6,7 @@
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Metric from "effect/Metric"
-import { IllegalTransitionError, type OutboxStoreError, OutboxValidationError } from "../../Errors.ts"
+import { IllegalTransitionError, OutboxValidationError, type StoreError } from "../../Errors.ts"
 import * as Lifecycle from "../../Lifecycle.ts"
 import type { EventId } from "../../OutboxMessage.ts"
 import type { OutboxStore, TransitionOutcome, TransitionPatch } from "../../OutboxStore.ts"
@@ -22,7 +22,7 @@ export interface OperatorRequest {
 
 type OperatorMove = Effect.Effect<
   ReadonlyArray<TransitionOutcome>,
-  OutboxStoreError | IllegalTransitionError | OutboxValidationError,
+  StoreError | IllegalTransitionError | OutboxValidationError,
   OutboxStore
 >
 

@@ -7,7 +7,7 @@ import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as LogLevel from "effect/LogLevel"
 import * as Metric from "effect/Metric"
-import type { OutboxStoreError } from "../../Errors.ts"
+import type { StoreError } from "../../Errors.ts"
 import type * as Lifecycle from "../../Lifecycle.ts"
 import type { EventId } from "../../OutboxMessage.ts"
 import { OutboxStore, type TransitionOutcome, type TransitionPatch } from "../../OutboxStore.ts"
@@ -26,7 +26,7 @@ export interface Move {
 
 export const write = (
   moves: ReadonlyArray<Move>
-): Effect.Effect<ReadonlyArray<TransitionOutcome>, OutboxStoreError, OutboxStore> =>
+): Effect.Effect<ReadonlyArray<TransitionOutcome>, StoreError, OutboxStore> =>
   moves.length === 0
     ? Effect.succeed([])
     : Effect.gen(function* () {

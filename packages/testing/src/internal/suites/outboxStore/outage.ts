@@ -5,7 +5,7 @@
  * @internal
  */
 import { assert } from "@effect/vitest"
-import type { OutboxStoreError } from "@effect-outbox/core/Errors"
+import type { StoreError } from "@effect-outbox/core/Errors"
 import { OutboxStore } from "@effect-outbox/core/OutboxStore"
 import { Transactor } from "@effect-outbox/core/Transactor"
 import * as Effect from "effect/Effect"
@@ -13,13 +13,13 @@ import { newMessages } from "../../conformance.ts"
 import { type Case, claimRequest } from "./support.ts"
 
 export const unreachableFailsRetriably: Case = {
-  name: "a database that cannot be reached fails each call with a retriable OutboxStoreError",
+  name: "a database that cannot be reached fails each call with a StoreError of kind unavailable",
   unreachable: true,
   run: () =>
     Effect.gen(function* () {
       const store = yield* OutboxStore
       const [message] = yield* newMessages([{}])
-      const calls: ReadonlyArray<Effect.Effect<unknown, OutboxStoreError>> = [
+      const calls: ReadonlyArray<Effect.Effect<unknown, StoreError>> = [
         store.insert([message!]),
         store.claim(claimRequest()),
         store.get(message!.id),
@@ -27,8 +27,8 @@ export const unreachableFailsRetriably: Case = {
       ]
       for (const call of calls) {
         const error = yield* Effect.flip(call)
-        assert.strictEqual(error._tag, "OutboxStoreError")
-        assert.isTrue(error.retriable, error.message)
+        assert.strictEqual(error._tag, "StoreError")
+        assert.strictEqual(error.kind, "unavailable", error.message)
       }
     })
 }

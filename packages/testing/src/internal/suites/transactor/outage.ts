@@ -4,7 +4,7 @@
  * @internal
  */
 import { assert } from "@effect/vitest"
-import type { OutboxStoreError } from "@effect-outbox/core/Errors"
+import type { StoreError } from "@effect-outbox/core/Errors"
 import { OutboxStore } from "@effect-outbox/core/OutboxStore"
 import { Transactor } from "@effect-outbox/core/Transactor"
 import * as Effect from "effect/Effect"
@@ -14,7 +14,7 @@ import type { Case, Services } from "./support.ts"
 
 /** The case over the adapter's `terminateConnection` (it may need the layer's extra services `R`). */
 export const connectionEnded = <R>(terminate: Effect.Effect<unknown, unknown, Services | R>): Case<R> => ({
-  name: "a transaction whose connection the server ends fails with a retriable OutboxStoreError and commits nothing",
+  name: "a transaction whose connection the server ends fails with a StoreError of kind unavailable and commits nothing",
   run: () =>
     Effect.gen(function* () {
       const transactor = yield* Transactor
@@ -29,10 +29,10 @@ export const connectionEnded = <R>(terminate: Effect.Effect<unknown, unknown, Se
           })
         )
       )
-      assert.strictEqual((error as { readonly _tag?: unknown })._tag, "OutboxStoreError", String(error))
+      assert.strictEqual((error as { readonly _tag?: unknown })._tag, "StoreError", String(error))
       // The database's trouble, not the request's: the consumer waits and retries, never
       // dead-letters on it.
-      assert.isTrue((error as OutboxStoreError).retriable, (error as OutboxStoreError).message)
+      assert.strictEqual((error as StoreError).kind, "unavailable", (error as StoreError).message)
       assert.isTrue(Option.isNone(yield* store.get(first!.id)))
       assert.isTrue(Option.isNone(yield* store.get(second!.id)))
       // A new transaction gets a new connection.
