@@ -118,13 +118,23 @@ export type OutageMode = Outage.OutageMode
 export type SqlErrorMapping = Outage.SqlErrorMapping
 
 /**
- * The default mapping: adapter-pg's own classification (`PgErrors.fromSqlError`). A test of a
+ * The default mapping: the classification adapter-pg's `PgErrors.fromSqlError` applies (same
+ * reason text, same retriable verdict), kept here so the fakes need no adapter. A test of a
  * wrong classification builds its own from this one.
+ *
+ * @since 0.5.0
+ * @category models
+ */
+export const defaultSqlErrorMapping: SqlErrorMapping = Outage.defaultMapping
+
+/**
+ * The former name of {@link defaultSqlErrorMapping}.
  *
  * @since 0.2.0
  * @category models
+ * @deprecated Use `defaultSqlErrorMapping`.
  */
-export const adapterSqlErrorMapping: SqlErrorMapping = Outage.adapterMapping
+export const adapterSqlErrorMapping: SqlErrorMapping = defaultSqlErrorMapping
 
 /**
  * The control and inspection handle of one in-memory database.
@@ -244,7 +254,7 @@ export const makeUnsafe = (): Database => {
     }),
     setSqlErrorMapping: (mapping) =>
       Effect.sync(() => {
-        outage.mapping = mapping ?? Outage.adapterMapping
+        outage.mapping = mapping ?? Outage.defaultMapping
       }),
     clearFaults: Effect.sync(() => {
       faults.plans = []

@@ -1,13 +1,14 @@
 /**
  * A PostgreSQL outage as the in-memory database plays it: each call fails with the error the
  * server and `@effect/sql-pg` really give at that moment (SQLSTATE and reason class as the
- * driver builds them), mapped through adapter-pg's own error classification, so the in-memory
- * stores yield exactly the `OutboxStoreError` the real adapter would.
+ * driver builds them), mapped by the same rule adapter-pg classifies with, so the in-memory
+ * stores yield exactly the `OutboxStoreError` the real adapter would. The rule is written here
+ * rather than imported so that the fakes need no adapter; adapter-pg's tests check the parity.
  *
  * @internal
  */
-import { fromSqlError } from "@effect-outbox/adapter-pg/PgErrors"
-import type { OutboxStoreError } from "@effect-outbox/core/Errors"
+import { OutboxStoreError } from "@effect-outbox/core/Errors"
+import * as SqlStates from "@effect-outbox/core/SqlStates"
 import { ConnectionError, SqlError, UnknownError } from "effect/sql/SqlError"
 import type * as Store from "./memoryStore.ts"
 
@@ -25,7 +26,30 @@ export type OutageMode = "shutdown" | "down" | "startup" | "crash"
 /** How a `SqlError` becomes the port's error (adapter-pg's classification by default). */
 export type SqlErrorMapping = (operation: string) => (error: SqlError) => OutboxStoreError
 
-export const adapterMapping: SqlErrorMapping = fromSqlError
+/** The SQLSTATE the driver kept on the PostgreSQL error, if any. */
+const sqlState = (error: SqlError): string | undefined => {
+  const cause = error.reason.cause as { readonly code?: unknown } | undefined
+  return typeof cause?.code === "string" ? cause.code : undefined
+}
+
+/**
+ * adapter-pg's classification: the reason names the driver's class, the SQLSTATE and
+ * PostgreSQL's own message; connection loss and the infrastructure SQLSTATEs are retriable.
+ */
+export const defaultMapping: SqlErrorMapping = (operation) => (error) => {
+  const state = sqlState(error)
+  const cause = error.reason.cause as { readonly message?: unknown } | undefined
+  const detail =
+    typeof cause?.message === "string" && cause.message !== error.message
+      ? `${error.message}: ${cause.message}`
+      : error.message
+  return new OutboxStoreError({
+    operation,
+    reason: `${error.reason._tag}${state === undefined ? "" : ` (SQLSTATE ${state})`}: ${detail}`,
+    retriable: error.isRetryable || error.reason._tag === "ConnectionError" || SqlStates.isInfrastructure(state),
+    cause: error
+  })
+}
 
 export interface OutageState {
   /** The current outage, if the server is not serving. */
@@ -46,7 +70,7 @@ export const makeState = (): OutageState => ({
   epoch: 0,
   cutMode: "down",
   lostCommitAcks: 0,
-  mapping: adapterMapping,
+  mapping: defaultMapping,
   begunIn: new WeakMap()
 })
 
