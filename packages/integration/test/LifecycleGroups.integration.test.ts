@@ -11,6 +11,7 @@ import { BrokerAdmin } from "@effect-outbox/core/BrokerAdmin"
 import * as OutboxRuntime from "@effect-outbox/core/OutboxRuntime"
 import { OutboxStore } from "@effect-outbox/core/OutboxStore"
 import * as Topic from "@effect-outbox/core/Topic"
+import * as RealServices from "@effect-outbox/testing/RealServices"
 import * as Cause from "effect/Cause"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
@@ -23,7 +24,6 @@ import * as References from "effect/References"
 import * as Schema from "effect/Schema"
 import * as SqlClient from "effect/sql/SqlClient"
 import Kafkajs from "kafkajs"
-import * as RealServices from "../src/RealServices.ts"
 
 const Order = Schema.Struct({ orderId: Schema.String })
 

@@ -14,7 +14,7 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Result from "effect/Result"
 import * as Stream from "effect/Stream"
-import { freshTables, pgClient } from "../../adapter-pg/test/support.ts"
+import { freshTables, pgClient } from "../pg.ts"
 import { freshTopic, KafkaTest, request, text } from "./support.ts"
 
 const Assignment = PartitionAssignment.layer({ maxPerPartition: 3 }).pipe(

@@ -20,6 +20,7 @@ import { BrokerUnreachableError, MissingTopicsError } from "@effect-outbox/core/
 import * as OutboxRuntime from "@effect-outbox/core/OutboxRuntime"
 import type { Publisher } from "@effect-outbox/core/Publisher"
 import * as Topic from "@effect-outbox/core/Topic"
+import * as RealServices from "@effect-outbox/testing/RealServices"
 import * as Cause from "effect/Cause"
 import type * as Config from "effect/Config"
 import * as ConfigProvider from "effect/ConfigProvider"
@@ -35,7 +36,6 @@ import * as Schema from "effect/Schema"
 import * as Scope from "effect/Scope"
 import * as SqlClient from "effect/sql/SqlClient"
 import Kafkajs from "kafkajs"
-import * as RealServices from "../src/RealServices.ts"
 
 const Order = Schema.Struct({ orderId: Schema.String })
 

@@ -2,10 +2,10 @@
 // Java client) would choose, so per-key order survives the switch.
 import { assert, describe, it } from "@effect/vitest"
 import * as KafkaOutbox from "@effect-outbox/adapter-kafka/KafkaOutbox"
+import * as PlatformaticKafkaOutbox from "@effect-outbox/adapter-kafka-platformatic/PlatformaticKafkaOutbox"
 import { Publisher } from "@effect-outbox/core/Publisher"
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
-import * as PlatformaticKafkaOutbox from "../src/PlatformaticKafkaOutbox.ts"
 import { brokers, namedTopic, publishRequest, uniqueName } from "./support.ts"
 
 const partitionsOf = (topic: string, keys: ReadonlyArray<string>) =>

@@ -6,11 +6,11 @@ import { PgClient } from "@effect/sql-pg"
 import * as PgLogOutbox from "@effect-outbox/adapter-pg/PgLogOutbox"
 import * as PgLogSource from "@effect-outbox/adapter-pg/PgLogSource"
 import * as PgTransactor from "@effect-outbox/adapter-pg/PgTransactor"
+import * as LogSourceSuite from "@effect-outbox/testing/LogSourceSuite"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
 import * as SqlClient from "effect/sql/SqlClient"
-import * as LogSourceSuite from "../src/LogSourceSuite.ts"
 import * as Support from "./faults/support.ts"
 
 const layer = (transport: PgLogSource.Options["transport"]) => () => {

@@ -14,6 +14,7 @@ import * as Telemetry from "@effect-outbox/core/Telemetry"
 import * as Topic from "@effect-outbox/core/Topic"
 import { TopicReader } from "@effect-outbox/core/TopicReader"
 import * as TracedPublisher from "@effect-outbox/core/TracedPublisher"
+import * as RealServices from "@effect-outbox/testing/RealServices"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -26,7 +27,6 @@ import * as Stream from "effect/Stream"
 import * as SqlClient from "effect/sql/SqlClient"
 import * as Tracer from "effect/Tracer"
 import Kafkajs from "kafkajs"
-import * as RealServices from "../src/RealServices.ts"
 
 const Shipment = Schema.Struct({ orderId: Schema.String })
 

@@ -1,8 +1,8 @@
 // The end-to-end scenario (@effect-outbox/testing/EndToEndSuite) on PostgreSQL and Kafka through
 // the kafkajs adapter: relays publishing through KafkaPublisher, a consumer group of two members on
 // KafkaConsumerSource.
-import * as EndToEndSuite from "@effect-outbox/testing/EndToEndSuite"
-import { freshSchema, pgClient } from "../../adapter-pg/test/support.ts"
+import * as EndToEndSuite from "../../src/EndToEndSuite.ts"
+import { freshSchema, pgClient } from "../pg.ts"
 import { KafkaTest, namedTopic } from "./support.ts"
 
 EndToEndSuite.suite({

@@ -14,6 +14,7 @@ import * as Inbox from "@effect-outbox/core/Inbox"
 import { jsonPayload, makeEventId } from "@effect-outbox/core/OutboxMessage"
 import { ParkedStore } from "@effect-outbox/core/ParkedStore"
 import { Publisher } from "@effect-outbox/core/Publisher"
+import * as RealServices from "@effect-outbox/testing/RealServices"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
@@ -21,7 +22,6 @@ import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import * as Scope from "effect/Scope"
 import * as SqlClient from "effect/sql/SqlClient"
-import * as RealServices from "../src/RealServices.ts"
 
 const Order = Schema.Struct({ n: Schema.Number })
 

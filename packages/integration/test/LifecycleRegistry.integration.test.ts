@@ -16,6 +16,7 @@ import * as Outbox from "@effect-outbox/core/Outbox"
 import * as OutboxRuntime from "@effect-outbox/core/OutboxRuntime"
 import { OutboxStore } from "@effect-outbox/core/OutboxStore"
 import * as Topic from "@effect-outbox/core/Topic"
+import * as RealServices from "@effect-outbox/testing/RealServices"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -26,7 +27,6 @@ import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import * as SqlClient from "effect/sql/SqlClient"
 import Kafkajs from "kafkajs"
-import * as RealServices from "../src/RealServices.ts"
 
 const script = fileURLToPath(new URL("./lifecycle-group-process.ts", import.meta.url))
 

@@ -1,8 +1,8 @@
 // The end-to-end scenario (@effect-outbox/testing/EndToEndSuite) on PostgreSQL and Kafka through
 // the @platformatic/kafka adapter (issue 16): relays publishing through PlatformaticPublisher, a
 // consumer group of two members on PlatformaticConsumerSource.
-import * as EndToEndSuite from "@effect-outbox/testing/EndToEndSuite"
-import { freshSchema, pgClient } from "../../adapter-pg/test/support.ts"
+import * as EndToEndSuite from "../../src/EndToEndSuite.ts"
+import { freshSchema, pgClient } from "../pg.ts"
 import { namedTopic, PlatformaticTest } from "./support.ts"
 
 EndToEndSuite.suite({

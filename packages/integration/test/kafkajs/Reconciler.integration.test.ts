@@ -5,6 +5,7 @@
 
 import { randomUUID } from "node:crypto"
 import { assert, describe, it } from "@effect/vitest"
+import { KafkaClient } from "@effect-outbox/adapter-kafka/KafkaClient"
 import * as PgOutbox from "@effect-outbox/adapter-pg/PgOutbox"
 import * as Inbox from "@effect-outbox/core/Inbox"
 import * as Outbox from "@effect-outbox/core/Outbox"
@@ -22,8 +23,7 @@ import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import * as SqlClient from "effect/sql/SqlClient"
-import { freshSchema, pgClient } from "../../adapter-pg/test/support.ts"
-import { KafkaClient } from "../src/KafkaClient.ts"
+import { freshSchema, pgClient } from "../pg.ts"
 import { KafkaTest, namedTopic } from "./support.ts"
 
 const schema = freshSchema()
