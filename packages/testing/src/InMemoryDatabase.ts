@@ -56,23 +56,7 @@ export type Assignment = Store.Assignment
  * @since 0.1.0
  * @category models
  */
-export type Operation =
-  | "begin"
-  | "commit"
-  | "outbox.insert"
-  | "outbox.claim"
-  | "outbox.transition"
-  | "outbox.findStale"
-  | "outbox.get"
-  | "outbox.list"
-  | "outbox.stats"
-  | "outbox.purge"
-  | "inbox.record"
-  | "inbox.exists"
-  | "inbox.purge"
-  | "assignment.reserve"
-  | "assignment.lookup"
-  | "assignment.counts"
+export type Operation = Engine.Operation
 
 /**
  * A fault plan: the next `count` calls to one of `operations` (all operations when absent) fail.
@@ -85,13 +69,7 @@ export type Operation =
  * @since 0.1.0
  * @category models
  */
-export interface FaultPlan {
-  readonly count: number
-  readonly operations?: ReadonlyArray<Operation>
-  readonly timing?: "before" | "after"
-  readonly retriable?: boolean
-  readonly reason?: string
-}
+export type FaultPlan = Engine.FaultPlan
 
 /**
  * The phases of a PostgreSQL outage, each with the errors the server gives in it:
