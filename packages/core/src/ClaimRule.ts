@@ -1,21 +1,27 @@
 /**
- * The claim rule of the `OutboxStore` port, as plain functions over the rows one writer sees. The
- * in-memory store runs them inside one synchronous (atomic) section; its compare-and-set is core's
- * `CompareAndSet.decide`, and which statuses block a key is `Lifecycle.blocksKey`.
+ * The claim every `OutboxStore.claim` performs (the per-key rule of `ClaimRequest`), as one pure
+ * decision over the rows a writer sees: which `PENDING` rows move to `DISPATCHING`, and what a
+ * claimed row looks like. It is the first rule of the outbox, beside the compare-and-set of
+ * every transition (`CompareAndSet`); which statuses hold back a key is `Lifecycle.blocksKey`.
  *
- * @internal
+ * The in-memory store runs these functions inside one atomic section; a SQL store re-states them
+ * in SQL and the `OutboxStoreSuite` holds both to the same cases.
+ *
+ * @since 0.5.0
  */
-
-import * as Lifecycle from "@effect-outbox/core/Lifecycle"
-import type { OutboxMessage } from "@effect-outbox/core/OutboxMessage"
-import type { ClaimRequest } from "@effect-outbox/core/OutboxStore"
+import * as Lifecycle from "./Lifecycle.ts"
+import type { OutboxMessage } from "./OutboxMessage.ts"
+import type { ClaimRequest } from "./OutboxStore.ts"
 
 /**
- * Chooses the rows a claim moves to `DISPATCHING` (see `ClaimRequest`). `rows` are ordered by
- * `seq`; `lockedElsewhere(row)` says another open transaction holds the row (it is skipped, and
- * because its state is unknown to us it blocks its key, the conservative reading of
- * `SKIP LOCKED`). Under `failedHead: "block"` (the default) a `FAILURE` row blocks the rows of
- * its key that come after it.
+ * Chooses the rows a claim moves to `DISPATCHING` (see `ClaimRequest`), in `seq` order. `rows`
+ * are ordered by `seq`; `lockedElsewhere(row)` says another open transaction holds the row (it is
+ * skipped, and because its state is unknown to this writer it blocks its key: the conservative
+ * reading of `SKIP LOCKED`). Under `failedHead: "block"` (the default) a `FAILURE` row blocks
+ * the rows of its key that come after it.
+ *
+ * @since 0.5.0
+ * @category decisions
  */
 export const selectClaimable = (
   rows: ReadonlyArray<OutboxMessage>,
@@ -56,7 +62,13 @@ export const selectClaimable = (
   return chosen
 }
 
-/** The claimed version of a row. Attempts are left to the relay's transitions. */
+/**
+ * The claimed version of a row: leased to the claim's owner until `now + leaseMillis`. Attempts
+ * are left to the relay's transitions.
+ *
+ * @since 0.5.0
+ * @category decisions
+ */
 export const claimed = (row: OutboxMessage, request: ClaimRequest): OutboxMessage => ({
   ...row,
   status: "DISPATCHING",
