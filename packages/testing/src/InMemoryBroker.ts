@@ -15,7 +15,7 @@
 import { BrokerAdmin } from "@effect-outbox/core/BrokerAdmin"
 import { BrokerProbe } from "@effect-outbox/core/BrokerProbe"
 import { type ConsumerRecord, ConsumerSource, type OffsetCommit } from "@effect-outbox/core/ConsumerSource"
-import { Publisher, type PublishRequest } from "@effect-outbox/core/Publisher"
+import { Publisher } from "@effect-outbox/core/Publisher"
 import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
