@@ -1,4 +1,4 @@
-// The end-to-end scenario (@effect-outbox/testing/EndToEndSuite) on PostgreSQL and Kafka through
+// The end-to-end scenario (packages/integration/src/EndToEndSuite.ts) on PostgreSQL and Kafka through
 // the @platformatic/kafka adapter (issue 16): relays publishing through PlatformaticPublisher, a
 // consumer group of two members on PlatformaticConsumerSource.
 import * as EndToEndSuite from "../../src/EndToEndSuite.ts"
