@@ -5,11 +5,11 @@
 // components (Tarjan) and exits non-zero, naming each cycle's modules, if any component has more
 // than one module.
 //
-//   node scripts/cycles.mjs
+//   node scripts/cycles.mjs [root]   root: the repository (default: this one)
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs"
 import { dirname, join, relative, resolve } from "node:path"
 
-const root = resolve(import.meta.dirname, "..")
+const root = resolve(process.argv[2] ?? join(import.meta.dirname, ".."))
 
 const sources = (dir) =>
   readdirSync(dir).flatMap((name) => {
