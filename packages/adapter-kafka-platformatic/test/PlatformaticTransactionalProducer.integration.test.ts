@@ -17,9 +17,8 @@ import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
-import { publishRequest, uniqueName } from "../../testing/src/internal/conformance.ts"
 import * as PlatformaticTransactionalProducer from "../src/PlatformaticTransactionalProducer.ts"
-import { namedTopic, PlatformaticTest, text } from "./support.ts"
+import { namedTopic, PlatformaticTest, publishRequest, text, uniqueName } from "./support.ts"
 
 const freshTopic = (partitions: number, name: string) =>
   namedTopic(uniqueName(`adapter-platformatic-tx-${name}`), partitions)

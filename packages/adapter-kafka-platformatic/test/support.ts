@@ -38,13 +38,16 @@ export const text = (bytes: Uint8Array) => new TextDecoder().decode(bytes)
 export const uniqueName = (prefix: string): string =>
   `${prefix}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 10)}`
 
-/** A keyed publish request with a fresh event id in its `event-id` header. */
-export const publishRequest = (topic: string, fields: { readonly key: string }): Effect.Effect<PublishRequest> =>
+/** A publish request with a fresh event id in its `event-id` header. */
+export const publishRequest = (
+  topic: string,
+  fields: { readonly key?: string | null; readonly partition?: number | null; readonly payload?: Uint8Array } = {}
+): Effect.Effect<PublishRequest> =>
   Effect.map(makeEventId, (id) => ({
     id,
     topic,
-    key: fields.key,
-    partition: null,
+    key: fields.key ?? null,
+    partition: fields.partition ?? null,
     headers: { "event-id": id },
-    payload: new TextEncoder().encode(`payload of ${id}`)
+    payload: fields.payload ?? new TextEncoder().encode(`payload of ${id}`)
   }))

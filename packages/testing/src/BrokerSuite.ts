@@ -40,22 +40,25 @@ export interface Features {
 }
 
 /**
+ * The options every broker-facing suite (`BrokerSuite`, `ConsumerSourceSuite`,
+ * `TopicReaderSuite`, `TransactionalProducerSuite`) takes for the services `S` it tests: a fresh
+ * layer per test (which may provide extra services `R` for `deleteTopics`), how to delete the
+ * topics a test created (failures ignored; default: left behind, named with `topicPrefix`), the
+ * prefix of every topic it creates, and the per-test timeout in milliseconds (default 120 000).
+ *
+ * @since 0.5.0
+ * @category models
+ */
+export type BrokerSuiteOptions<S, R = never> = Topics.BrokerSuiteOptions<S, R>
+
+/**
+ * `topicPrefix` defaults to `"conformance"`.
+ *
  * @since 0.1.0
  * @category models
  */
-export interface Options<R = never> {
-  /** Fresh services for every test; may provide extra services `R` that `deleteTopics` uses. */
-  readonly layer: () => Layer.Layer<Services | R, unknown>
-  /**
-   * Called when a test ends with the topics it created, so a shared broker does not keep them.
-   * Failures are ignored. Default: topics are left behind (their names start with `topicPrefix`).
-   */
-  readonly deleteTopics?: (topics: ReadonlyArray<string>) => Effect.Effect<void, unknown, Services | R>
-  /** Prefix of every topic the suite creates (default `"conformance"`). */
-  readonly topicPrefix?: string
+export interface Options<R = never> extends BrokerSuiteOptions<Services, R> {
   readonly features?: Features
-  /** Per-test timeout in milliseconds (default 120 000). */
-  readonly timeout?: number
   /**
    * The same adapter with a broker it cannot reach (a closed port, an in-memory broker in an
    * outage), for the outage case. Without it the case does not run.

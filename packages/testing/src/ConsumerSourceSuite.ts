@@ -14,8 +14,7 @@ import type { BrokerAdmin } from "@effect-outbox/core/BrokerAdmin"
 import type { ConsumerSource } from "@effect-outbox/core/ConsumerSource"
 import type { Publisher } from "@effect-outbox/core/Publisher"
 import * as Duration from "effect/Duration"
-import type * as Effect from "effect/Effect"
-import type * as Layer from "effect/Layer"
+import type * as BrokerSuite from "./BrokerSuite.ts"
 import * as Commits from "./internal/suites/consumerSource/commits.ts"
 import * as Delivery from "./internal/suites/consumerSource/delivery.ts"
 import * as Groups from "./internal/suites/consumerSource/groups.ts"
@@ -48,22 +47,13 @@ export interface Features {
 }
 
 /**
+ * `topicPrefix` defaults to `"conformance"`.
+ *
  * @since 0.1.0
  * @category models
  */
-export interface Options<R = never> {
-  /** Fresh services for every test; may provide extra services `R` that `deleteTopics` uses. */
-  readonly layer: () => Layer.Layer<Services | R, unknown>
-  /**
-   * Called when a test ends with the topics it created, so a shared broker does not keep them.
-   * Failures are ignored. Default: topics are left behind (their names start with `topicPrefix`).
-   */
-  readonly deleteTopics?: (topics: ReadonlyArray<string>) => Effect.Effect<void, unknown, Services | R>
-  /** Prefix of every topic the suite creates (default `"conformance"`). */
-  readonly topicPrefix?: string
+export interface Options<R = never> extends BrokerSuite.BrokerSuiteOptions<Services, R> {
   readonly features?: Features
-  /** Per-test timeout in milliseconds (default 120 000). */
-  readonly timeout?: number
   /** How long to wait for expected records (default 60 seconds). */
   readonly receiveTimeout?: Duration.Input
 }

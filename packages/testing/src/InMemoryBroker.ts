@@ -15,7 +15,7 @@
 import { BrokerAdmin } from "@effect-outbox/core/BrokerAdmin"
 import { BrokerProbe } from "@effect-outbox/core/BrokerProbe"
 import { type ConsumerRecord, ConsumerSource, type OffsetCommit } from "@effect-outbox/core/ConsumerSource"
-import { Publisher, type PublishRequest } from "@effect-outbox/core/Publisher"
+import { Publisher } from "@effect-outbox/core/Publisher"
 import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
@@ -41,7 +41,7 @@ import * as MemoryPublisher from "./internal/brokerPublisher.ts"
  * @since 0.1.0
  * @category models
  */
-export type PublishFault = "retriable" | "lost_ack" | "unknown_partition" | "permanent"
+export type PublishFault = BrokerEngine.PublishFault
 
 /**
  * The partition batches that match `topic` / `partition` (any when absent): the first `skip`
@@ -50,14 +50,7 @@ export type PublishFault = "retriable" | "lost_ack" | "unknown_partition" | "per
  * @since 0.1.0
  * @category models
  */
-export interface PublishFaultPlan {
-  readonly fault: PublishFault
-  readonly count?: number
-  readonly skip?: number
-  readonly topic?: string
-  readonly partition?: number
-  readonly reason?: string
-}
+export type PublishFaultPlan = BrokerEngine.PublishFaultPlan
 
 /**
  * One partition batch of a `publish` call, as a fault hook sees it.
@@ -65,11 +58,7 @@ export interface PublishFaultPlan {
  * @since 0.1.0
  * @category models
  */
-export interface PartitionBatch {
-  readonly topic: string
-  readonly partition: number
-  readonly requests: ReadonlyArray<PublishRequest>
-}
+export type PartitionBatch = BrokerEngine.PartitionBatch
 
 /**
  * Non-publish operations a fault can target.
@@ -77,7 +66,7 @@ export interface PartitionBatch {
  * @since 0.1.0
  * @category models
  */
-export type Operation = "probe" | "admin" | "commit" | "poll"
+export type Operation = BrokerEngine.Operation
 
 /**
  * How the broker answers while it is down (see {@link Control.outage}):

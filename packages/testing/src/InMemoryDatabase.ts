@@ -56,23 +56,7 @@ export type Assignment = Store.Assignment
  * @since 0.1.0
  * @category models
  */
-export type Operation =
-  | "begin"
-  | "commit"
-  | "outbox.insert"
-  | "outbox.claim"
-  | "outbox.transition"
-  | "outbox.findStale"
-  | "outbox.get"
-  | "outbox.list"
-  | "outbox.stats"
-  | "outbox.purge"
-  | "inbox.record"
-  | "inbox.exists"
-  | "inbox.purge"
-  | "assignment.reserve"
-  | "assignment.lookup"
-  | "assignment.counts"
+export type Operation = Engine.Operation
 
 /**
  * A fault plan: the next `count` calls to one of `operations` (all operations when absent) fail.
@@ -85,13 +69,7 @@ export type Operation =
  * @since 0.1.0
  * @category models
  */
-export interface FaultPlan {
-  readonly count: number
-  readonly operations?: ReadonlyArray<Operation>
-  readonly timing?: "before" | "after"
-  readonly retriable?: boolean
-  readonly reason?: string
-}
+export type FaultPlan = Engine.FaultPlan
 
 /**
  * The phases of a PostgreSQL outage, each with the errors the server gives in it:
@@ -118,13 +96,23 @@ export type OutageMode = Outage.OutageMode
 export type SqlErrorMapping = Outage.SqlErrorMapping
 
 /**
- * The default mapping: adapter-pg's own classification (`PgErrors.fromSqlError`). A test of a
+ * The default mapping: the classification adapter-pg's `PgErrors.fromSqlError` applies (same
+ * reason text, same kind), kept here so the fakes need no adapter. A test of a
  * wrong classification builds its own from this one.
  *
  * @since 0.1.0
  * @category models
  */
-export const adapterSqlErrorMapping: SqlErrorMapping = Outage.adapterMapping
+export const defaultSqlErrorMapping: SqlErrorMapping = Outage.defaultMapping
+
+/**
+ * The former name of {@link defaultSqlErrorMapping}.
+ *
+ * @since 0.1.0
+ * @category models
+ * @deprecated Use `defaultSqlErrorMapping`.
+ */
+export const adapterSqlErrorMapping: SqlErrorMapping = defaultSqlErrorMapping
 
 /**
  * The control and inspection handle of one in-memory database.
@@ -242,7 +230,7 @@ export const makeUnsafe = (): Database => {
     }),
     setSqlErrorMapping: (mapping) =>
       Effect.sync(() => {
-        outage.mapping = mapping ?? Outage.adapterMapping
+        outage.mapping = mapping ?? Outage.defaultMapping
       }),
     clearFaults: Effect.sync(() => {
       faults.plans = []

@@ -2,13 +2,17 @@
  * The conformance suite of the `LifecycleRegistry` port: one driving group per topic, the same
  * group accepted again, another refused with a typed error naming both, release hands over.
  *
+ * The suite is a table of named cases (Watermill's shape): each row names a behaviour and its
+ * case function under `internal/suites/lifecycleRegistry/`.
+ *
  * @since 0.1.0
  */
-import { assert, describe, it } from "@effect/vitest"
-import { LifecycleRegistry } from "@effect-outbox/core/LifecycleRegistry"
+import type { LifecycleRegistry } from "@effect-outbox/core/LifecycleRegistry"
 import * as Effect from "effect/Effect"
 import type * as Layer from "effect/Layer"
-import { uniqueName } from "./internal/conformance.ts"
+import * as Registrations from "./internal/suites/lifecycleRegistry/registrations.ts"
+import type * as Support from "./internal/suites/lifecycleRegistry/support.ts"
+import * as SuiteCase from "./internal/suites/suiteCase.ts"
 
 /**
  * @since 0.1.0
@@ -20,73 +24,20 @@ export interface Options {
   readonly timeout?: number
 }
 
+/** Every case, in the order the suite registers them. */
+const cases: ReadonlyArray<Support.Case> = [
+  Registrations.firstGroupTakesTopic,
+  Registrations.otherGroupRefused,
+  Registrations.releaseHandsOver
+]
+
 /**
  * @since 0.1.0
  * @category suites
  */
-export const suite = (name: string, options: Options): void => {
-  const timeout = options.timeout ?? 60_000
-  const test = <A, E>(title: string, body: Effect.Effect<A, E, LifecycleRegistry>) =>
-    it.live(title, () => Effect.provide(body, options.layer()), timeout)
-
-  describe(`${name} (LifecycleRegistry conformance)`, () => {
-    test(
-      "the first group takes a topic; the same group again is accepted and keeps its registration time",
-      Effect.gen(function* () {
-        const registry = yield* LifecycleRegistry
-        const topic = uniqueName("topic")
-        const first = yield* registry.register(topic, "billing")
-        const again = yield* registry.register(topic, "billing")
-        assert.strictEqual(again.group, "billing")
-        assert.strictEqual(again.registeredAt, first.registeredAt)
-        assert.isAtLeast(again.startedAt, first.startedAt)
-        const listed = yield* registry.list({ topic })
-        assert.deepStrictEqual(
-          listed.map((r) => [r.topic, r.group]),
-          [[topic, "billing"]]
-        )
-      })
-    )
-
-    test(
-      "another group is refused with LifecycleGroupConflictError naming the topic and the registered group",
-      Effect.gen(function* () {
-        const registry = yield* LifecycleRegistry
-        const topic = uniqueName("topic")
-        yield* registry.register(topic, "billing")
-        const error = yield* Effect.flip(registry.register(topic, "shipping"))
-        assert.strictEqual(error._tag, "LifecycleGroupConflictError")
-        if (error._tag !== "LifecycleGroupConflictError") return
-        assert.strictEqual(error.topic, topic)
-        assert.strictEqual(error.registered, "billing")
-        assert.deepStrictEqual(error.groups, ["billing", "shipping"])
-        assert.include(error.message, "lifecycle: false")
-        assert.deepStrictEqual(
-          (yield* registry.list({ topic })).map((r) => r.group),
-          ["billing"]
-        )
-      })
-    )
-
-    test(
-      "release by another group changes nothing; release by the holder lets another group register",
-      Effect.gen(function* () {
-        const registry = yield* LifecycleRegistry
-        const topic = uniqueName("topic")
-        const other = uniqueName("topic")
-        yield* registry.register(topic, "billing")
-        yield* registry.register(other, "billing")
-        assert.isFalse(yield* registry.release(topic, "shipping"))
-        assert.isTrue(yield* registry.release(topic, "billing"))
-        assert.isFalse(yield* registry.release(topic, "billing"))
-        assert.deepStrictEqual(yield* registry.list({ topic }), [])
-        const taken = yield* registry.register(topic, "shipping")
-        assert.strictEqual(taken.group, "shipping")
-        assert.deepStrictEqual(
-          (yield* registry.list({ group: "billing" })).filter((r) => r.topic === other).map((r) => r.topic),
-          [other]
-        )
-      })
-    )
+export const suite = (name: string, options: Options): void =>
+  SuiteCase.register(`${name} (LifecycleRegistry conformance)`, cases, {
+    features: {},
+    run: (c) => Effect.provide(c.run(), options.layer()),
+    timeout: options.timeout ?? 60_000
   })
-}

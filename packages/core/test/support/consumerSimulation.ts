@@ -90,7 +90,7 @@ export interface ScenarioOptions {
  * same report, retriable only when `@effect/sql-pg` says so (57P01 / 57P03 are not).
  */
 const driverOnly = (operation: string) => (error: SqlError) => {
-  const mapped = InMemoryDatabase.adapterSqlErrorMapping(operation)(error)
+  const mapped = InMemoryDatabase.defaultSqlErrorMapping(operation)(error)
   return new StoreError({
     operation,
     reason: mapped.reason,

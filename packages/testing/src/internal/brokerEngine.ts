@@ -6,9 +6,30 @@
  */
 import type { ConsumerRecord } from "@effect-outbox/core/ConsumerSource"
 import type { Headers } from "@effect-outbox/core/OutboxMessage"
+import type { PublishRequest } from "@effect-outbox/core/Publisher"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
-import type { Operation, PartitionBatch, PublishFault, PublishFaultPlan } from "../InMemoryBroker.ts"
+
+// The fault vocabulary lives here, with the engine that applies it; InMemoryBroker re-exports
+// it (with its documentation) so that no internal module imports the public one.
+export type PublishFault = "retriable" | "lost_ack" | "unknown_partition" | "permanent"
+
+export interface PublishFaultPlan {
+  readonly fault: PublishFault
+  readonly count?: number
+  readonly skip?: number
+  readonly topic?: string
+  readonly partition?: number
+  readonly reason?: string
+}
+
+export interface PartitionBatch {
+  readonly topic: string
+  readonly partition: number
+  readonly requests: ReadonlyArray<PublishRequest>
+}
+
+export type Operation = "probe" | "admin" | "commit" | "poll"
 
 export interface StoredRecord {
   readonly key: string | null

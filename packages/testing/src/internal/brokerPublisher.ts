@@ -33,7 +33,7 @@ import * as Clock from "effect/Clock"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
-import type { PublishFault } from "../InMemoryBroker.ts"
+import type { PublishFault } from "./brokerEngine.ts"
 import { type BrokerEngine, type StoredRecord, tp } from "./brokerEngine.ts"
 
 /**

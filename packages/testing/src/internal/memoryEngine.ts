@@ -8,9 +8,36 @@ import { StoreError } from "@effect-outbox/core/Errors"
 import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
-import type { FaultPlan, Operation } from "../InMemoryDatabase.ts"
 import * as Outage from "./memoryOutage.ts"
 import * as Store from "./memoryStore.ts"
+
+// The fault vocabulary lives here, with the engine that applies it; InMemoryDatabase re-exports
+// it (with its documentation) so that no internal module imports the public one.
+export type Operation =
+  | "begin"
+  | "commit"
+  | "outbox.insert"
+  | "outbox.claim"
+  | "outbox.transition"
+  | "outbox.findStale"
+  | "outbox.get"
+  | "outbox.list"
+  | "outbox.stats"
+  | "outbox.purge"
+  | "inbox.record"
+  | "inbox.exists"
+  | "inbox.purge"
+  | "assignment.reserve"
+  | "assignment.lookup"
+  | "assignment.counts"
+
+export interface FaultPlan {
+  readonly count: number
+  readonly operations?: ReadonlyArray<Operation>
+  readonly timing?: "before" | "after"
+  readonly retriable?: boolean
+  readonly reason?: string
+}
 
 /** The open transaction of the current fiber, if any (of any in-memory database). */
 export const CurrentTransaction = Context.Reference<Store.Transaction | undefined>(

@@ -1,13 +1,13 @@
 /**
  * A PostgreSQL outage as the in-memory database plays it: each call fails with the error the
  * server and `@effect/sql-pg` really give at that moment (SQLSTATE and reason class as the
- * driver builds them), mapped through adapter-pg's own error classification, so the in-memory
- * stores yield exactly the `StoreError` the real adapter would.
+ * driver builds them), classified as adapter-pg classifies them, so the in-memory stores yield
+ * exactly the `StoreError` the real adapter would. The rule is written here rather than imported so
+ * that the fakes need no adapter; adapter-pg's tests check the parity on every outage phase.
  *
  * @internal
  */
-import { fromSqlError } from "@effect-outbox/adapter-pg/PgErrors"
-import type { StoreError } from "@effect-outbox/core/Errors"
+import { StoreError } from "@effect-outbox/core/Errors"
 import { ConnectionError, SqlError, UnknownError } from "effect/sql/SqlError"
 import type * as Store from "./memoryStore.ts"
 
@@ -25,7 +25,37 @@ export type OutageMode = "shutdown" | "down" | "startup" | "crash"
 /** How a `SqlError` becomes the port's error (adapter-pg's classification by default). */
 export type SqlErrorMapping = (operation: string) => (error: SqlError) => StoreError
 
-export const adapterMapping: SqlErrorMapping = fromSqlError
+/** The SQLSTATE the driver kept on the PostgreSQL error, if any. */
+const sqlState = (error: SqlError): string | undefined => {
+  const cause = error.reason.cause as { readonly code?: unknown } | undefined
+  return typeof cause?.code === "string" ? cause.code : undefined
+}
+
+/**
+ * adapter-pg's classification for the errors an outage produces: the reason names the driver's
+ * class, the SQLSTATE and PostgreSQL's own message; a lost or refused connection (class 08) and a
+ * server shutting down or starting up (57P01-3) are the database's failure (`unavailable`), as is
+ * anything the driver marks retryable. adapter-pg owns the full SQLSTATE list.
+ */
+export const defaultMapping: SqlErrorMapping = (operation) => (error) => {
+  const state = sqlState(error)
+  const cause = error.reason.cause as { readonly message?: unknown } | undefined
+  const detail =
+    typeof cause?.message === "string" && cause.message !== error.message
+      ? `${error.message}: ${cause.message}`
+      : error.message
+  const unavailable =
+    error.isRetryable ||
+    error.reason._tag === "ConnectionError" ||
+    state?.startsWith("08") === true ||
+    (state !== undefined && /^57P0[1-3]$/.test(state))
+  return new StoreError({
+    operation,
+    reason: `${error.reason._tag}${state === undefined ? "" : ` (SQLSTATE ${state})`}: ${detail}`,
+    kind: unavailable ? "unavailable" : "permanent",
+    cause: error
+  })
+}
 
 export interface OutageState {
   /** The current outage, if the server is not serving. */
@@ -46,7 +76,7 @@ export const makeState = (): OutageState => ({
   epoch: 0,
   cutMode: "down",
   lostCommitAcks: 0,
-  mapping: adapterMapping,
+  mapping: defaultMapping,
   begunIn: new WeakMap()
 })
 

@@ -4,6 +4,7 @@
  * @internal
  */
 
+import { claimed, selectClaimable } from "@effect-outbox/core/ClaimRule"
 import * as CompareAndSet from "@effect-outbox/core/CompareAndSet"
 import { StoreError } from "@effect-outbox/core/Errors"
 import type { OutboxStatus } from "@effect-outbox/core/Lifecycle"
@@ -22,7 +23,6 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import type { Engine } from "./memoryEngine.ts"
 import * as Store from "./memoryStore.ts"
-import { claimed, selectClaimable } from "./outboxRules.ts"
 
 const byLease = (a: OutboxMessage, b: OutboxMessage) => a.leaseExpiresAt! - b.leaseExpiresAt! || a.seq - b.seq
 

@@ -9,14 +9,23 @@ import * as Effect from "effect/Effect"
 import type * as Layer from "effect/Layer"
 import { uniqueName } from "../conformance.ts"
 
-export interface TopicOptions<S, R> {
+/** The options every broker-facing suite takes (public as `BrokerSuite.BrokerSuiteOptions`). */
+export interface BrokerSuiteOptions<S, R = never> {
+  /** Fresh services for every test; may provide extra services `R` that `deleteTopics` uses. */
   readonly layer: () => Layer.Layer<S | R, unknown>
+  /**
+   * Called when a test ends with the topics it created, so a shared broker does not keep them.
+   * Failures are ignored. Default: topics are left behind (their names start with `topicPrefix`).
+   */
   readonly deleteTopics?: ((topics: ReadonlyArray<string>) => Effect.Effect<void, unknown, S | R>) | undefined
+  /** Prefix of every topic the suite creates (each suite has its own default). */
   readonly topicPrefix?: string | undefined
+  /** Per-test timeout in milliseconds (default 120 000). */
+  readonly timeout?: number | undefined
 }
 
-export const scaffold = <S, R>(options: TopicOptions<S, R>) => {
-  const prefix = options.topicPrefix ?? "conformance"
+export const scaffold = <S, R>(options: BrokerSuiteOptions<S, R>, defaultPrefix = "conformance") => {
+  const prefix = options.topicPrefix ?? defaultPrefix
   const deleteTopics = options.deleteTopics
   /** Topics created by the running test (tests of one suite run one at a time). */
   let created: Array<string> = []
