@@ -1,0 +1,56 @@
+/**
+ * Every broker port of effect-outbox (`Publisher`, `BrokerProbe`, `BrokerAdmin`,
+ * `ConsumerSource`, `TopicReader`) from one driver's five layers over its client, and the same
+ * with the client's own layer merged in. Each driver's outbox module (`KafkaOutbox`,
+ * `PlatformaticOutbox`) is this with its layers filled in.
+ *
+ * @since 0.4.0
+ */
+import type { BrokerAdmin } from "@effect-outbox/core/BrokerAdmin"
+import type { BrokerProbe } from "@effect-outbox/core/BrokerProbe"
+import type { ConsumerSource } from "@effect-outbox/core/ConsumerSource"
+import type { Publisher } from "@effect-outbox/core/Publisher"
+import type { TopicReader } from "@effect-outbox/core/TopicReader"
+import * as Layer from "effect/Layer"
+
+/**
+ * The five ports.
+ *
+ * @since 0.4.0
+ * @category models
+ */
+export type Ports = Publisher | BrokerProbe | BrokerAdmin | ConsumerSource | TopicReader
+
+/**
+ * One layer a port, each over the driver's client `C`.
+ *
+ * @since 0.4.0
+ * @category models
+ */
+export interface PortLayers<C> {
+  readonly publisher: Layer.Layer<Publisher, never, C>
+  readonly probe: Layer.Layer<BrokerProbe, never, C>
+  readonly admin: Layer.Layer<BrokerAdmin, never, C>
+  readonly consumer: Layer.Layer<ConsumerSource, never, C>
+  readonly reader: Layer.Layer<TopicReader, never, C>
+}
+
+/**
+ * The ports over a client you provide.
+ *
+ * @since 0.4.0
+ * @category layers
+ */
+export const withoutClient = <C>(ports: PortLayers<C>): Layer.Layer<Ports, never, C> =>
+  Layer.mergeAll(ports.publisher, ports.probe, ports.admin, ports.consumer, ports.reader)
+
+/**
+ * The ports and the client, from the client's layer.
+ *
+ * @since 0.4.0
+ * @category layers
+ */
+export const withClient = <C, E, R>(
+  ports: PortLayers<C>,
+  client: Layer.Layer<C, E, R>
+): Layer.Layer<Ports | C, E, R> => withoutClient(ports).pipe(Layer.provideMerge(client))

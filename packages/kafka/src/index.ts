@@ -1,0 +1,15 @@
+/**
+ * @since 0.4.0
+ */
+export * as Admin from "./Admin.ts"
+export * as BrokerRetry from "./BrokerRetry.ts"
+export * as CommitFilter from "./CommitFilter.ts"
+export * as KafkaDriver from "./KafkaDriver.ts"
+export * as KafkaProtocol from "./KafkaProtocol.ts"
+export * as Layouts from "./Layouts.ts"
+export * as Metrics from "./Metrics.ts"
+export * as OutboxLayer from "./OutboxLayer.ts"
+export * as PartitionSend from "./PartitionSend.ts"
+export * as ProducerLeases from "./ProducerLeases.ts"
+export * as Publisher from "./Publisher.ts"
+export * as TopicLimits from "./TopicLimits.ts"
