@@ -58,7 +58,7 @@ export {
    * @category metrics
    */
   droppedCommits
-} from "./internal/commit.ts"
+} from "@effect-outbox/kafka/Metrics"
 export {
   /**
    * A @platformatic/kafka message as a core `ConsumerRecord` (headers as strings).

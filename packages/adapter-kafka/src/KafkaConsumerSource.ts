@@ -79,7 +79,7 @@ export {
    * @category metrics
    */
   droppedCommits
-} from "./internal/commit.ts"
+} from "@effect-outbox/kafka/Metrics"
 export {
   /**
    * A kafkajs message as a core `ConsumerRecord` (headers as strings, the value's bytes shared).

@@ -12,13 +12,9 @@
  *
  * @since 0.1.0
  */
-import type { BrokerAdmin } from "@effect-outbox/core/BrokerAdmin"
-import type { BrokerProbe } from "@effect-outbox/core/BrokerProbe"
-import type { ConsumerSource } from "@effect-outbox/core/ConsumerSource"
-import type { Publisher } from "@effect-outbox/core/Publisher"
-import type { TopicReader } from "@effect-outbox/core/TopicReader"
+import * as OutboxLayer from "@effect-outbox/kafka/OutboxLayer"
 import type * as Config from "effect/Config"
-import * as Layer from "effect/Layer"
+import type * as Layer from "effect/Layer"
 import * as KafkaBrokerAdmin from "./KafkaBrokerAdmin.ts"
 import * as KafkaBrokerProbe from "./KafkaBrokerProbe.ts"
 import * as KafkaClient from "./KafkaClient.ts"
@@ -42,7 +38,15 @@ export interface KafkaOutboxOptions {
  * @since 0.1.0
  * @category models
  */
-export type Services = Publisher | BrokerProbe | BrokerAdmin | ConsumerSource | TopicReader | KafkaClient.KafkaClient
+export type Services = OutboxLayer.Ports | KafkaClient.KafkaClient
+
+const ports = (options: KafkaOutboxOptions): OutboxLayer.PortLayers<KafkaClient.KafkaClient> => ({
+  publisher: KafkaPublisher.layer(options.publisher),
+  probe: KafkaBrokerProbe.layer(options.probe),
+  admin: KafkaBrokerAdmin.layer(options.admin),
+  consumer: KafkaConsumerSource.layer(options.consumer),
+  reader: KafkaTopicReader.layer(options.reader)
+})
 
 /**
  * The ports over a `KafkaClient` you provide.
@@ -52,14 +56,7 @@ export type Services = Publisher | BrokerProbe | BrokerAdmin | ConsumerSource | 
  */
 export const layerWithoutClient = (
   options: KafkaOutboxOptions = {}
-): Layer.Layer<Publisher | BrokerProbe | BrokerAdmin | ConsumerSource | TopicReader, never, KafkaClient.KafkaClient> =>
-  Layer.mergeAll(
-    KafkaPublisher.layer(options.publisher),
-    KafkaBrokerProbe.layer(options.probe),
-    KafkaBrokerAdmin.layer(options.admin),
-    KafkaConsumerSource.layer(options.consumer),
-    KafkaTopicReader.layer(options.reader)
-  )
+): Layer.Layer<OutboxLayer.Ports, never, KafkaClient.KafkaClient> => OutboxLayer.withoutClient(ports(options))
 
 /**
  * @since 0.1.0
@@ -68,7 +65,7 @@ export const layerWithoutClient = (
 export const layer = (
   client: KafkaClient.KafkaClientOptions,
   options: KafkaOutboxOptions = {}
-): Layer.Layer<Services> => layerWithoutClient(options).pipe(Layer.provideMerge(KafkaClient.layer(client)))
+): Layer.Layer<Services> => OutboxLayer.withClient(ports(options), KafkaClient.layer(client))
 
 /**
  * Like `layer`, with the client read from `KAFKA_BROKERS` / `KAFKA_CLIENT_ID`.
@@ -79,4 +76,4 @@ export const layer = (
 export const layerConfig = (
   options: KafkaOutboxOptions & { readonly client?: Partial<KafkaClient.KafkaClientOptions> } = {}
 ): Layer.Layer<Services, Config.ConfigError> =>
-  layerWithoutClient(options).pipe(Layer.provideMerge(KafkaClient.layerConfig(options.client)))
+  OutboxLayer.withClient(ports(options), KafkaClient.layerConfig(options.client))

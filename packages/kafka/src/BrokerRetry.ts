@@ -107,5 +107,9 @@ export const retrying =
  * @since 0.4.0
  * @category combinators
  */
-export const brokerCall = <A>(protocol: Protocol, operation: string, call: () => Promise<A>): Effect.Effect<A, unknown> =>
+export const brokerCall = <A>(
+  protocol: Protocol,
+  operation: string,
+  call: () => Promise<A>
+): Effect.Effect<A, unknown> =>
   Effect.tryPromise({ try: call, catch: (error) => error }).pipe(retrying(protocol, operation))

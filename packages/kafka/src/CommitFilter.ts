@@ -108,7 +108,8 @@ export const commit =
       )
       for (const o of commits) {
         const slot = slotOf(o.topic, o.partition)
-        if ((subscription.committed.get(slot) ?? -1n) < BigInt(o.offset)) subscription.committed.set(slot, BigInt(o.offset))
+        if ((subscription.committed.get(slot) ?? -1n) < BigInt(o.offset))
+          subscription.committed.set(slot, BigInt(o.offset))
       }
       subscription.accepted?.(commits)
     }).pipe(

@@ -50,7 +50,5 @@ export const withoutClient = <C>(ports: PortLayers<C>): Layer.Layer<Ports, never
  * @since 0.4.0
  * @category layers
  */
-export const withClient = <C, E, R>(
-  ports: PortLayers<C>,
-  client: Layer.Layer<C, E, R>
-): Layer.Layer<Ports | C, E, R> => withoutClient(ports).pipe(Layer.provideMerge(client))
+export const withClient = <C, E, R>(ports: PortLayers<C>, client: Layer.Layer<C, E, R>): Layer.Layer<Ports | C, E, R> =>
+  withoutClient(ports).pipe(Layer.provideMerge(client))

@@ -133,7 +133,8 @@ export const make = <P>(
       invalidateLimit: limits.invalidate,
       send: () => Effect.die("replaced per call"),
       isRecordSizeError: (error) => !(error instanceof Send.SendError) && protocol.isRecordSizeError(error),
-      verdict: (topic, error) => (error instanceof Send.SendError ? error.verdict : protocol.toPublishError(topic, error)),
+      verdict: (topic, error) =>
+        error instanceof Send.SendError ? error.verdict : protocol.toPublishError(topic, error),
       describe: protocol.describe,
       uncompressed: producer.uncompressed,
       onSent

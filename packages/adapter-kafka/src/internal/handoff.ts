@@ -10,6 +10,7 @@ import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Queue from "effect/Queue"
 import * as Stream from "effect/Stream"
+import { slotOf } from "@effect-outbox/kafka/CommitFilter"
 import type Kafkajs from "kafkajs"
 import { toConsumerError } from "../KafkaErrors.ts"
 import { toConsumerRecord } from "./records.ts"
@@ -71,7 +72,7 @@ export const makeState: Effect.Effect<State> = Effect.map(
   })
 )
 
-export const slotOf = (topic: string, partition: number): string => `${topic}\u0000${partition}`
+export { slotOf }
 
 export const isAssigned = (state: State, topic: string, partition: number): boolean =>
   state.assignment.get(topic)?.has(partition) === true

@@ -139,7 +139,10 @@ const judge = <P>(sender: Sender<P>, topic: string, error: unknown) =>
           ? new PermanentPublishError({ topic, reason: "the topic no longer exists on the broker" })
           : fresh === null
             ? new BrokerUnavailableError({ topic, reason: `${protocol.describe(error)}; no metadata answer to check` })
-            : new RetriablePublishError({ topic, reason: `${protocol.describe(error)}; the topic exists, stale metadata` })
+            : new RetriablePublishError({
+                topic,
+                reason: `${protocol.describe(error)}; the topic exists, stale metadata`
+              })
       return yield* Effect.fail(new SendError(verdict))
     }
     return yield* Effect.fail(error)

@@ -1,0 +1,92 @@
+/**
+ * Every broker port of effect-outbox on @platformatic/kafka: `Publisher`, `BrokerProbe`,
+ * `BrokerAdmin`, `ConsumerSource` and `TopicReader`. A drop-in sibling of the kafkajs adapter's
+ * `KafkaOutbox`: the same ports, the same `KAFKA_BROKERS` / `KAFKA_CLIENT_ID` configuration.
+ * `PlatformaticTransactionalProducer.layer({ transactionalId })` is separate, as with kafkajs: a
+ * transactional id belongs to one pipeline instance.
+ *
+ * @example
+ * ```ts
+ * import { PlatformaticOutbox } from "@effect-outbox/adapter-kafka-platformatic"
+ *
+ * // was: const KafkaLive = KafkaOutbox.layerConfig()
+ * const KafkaLive = PlatformaticOutbox.layerConfig()
+ * ```
+ *
+ * @since 0.1.0
+ */
+import * as OutboxLayer from "@effect-outbox/kafka/OutboxLayer"
+import type * as Config from "effect/Config"
+import type * as Layer from "effect/Layer"
+import * as PlatformaticBrokerAdmin from "./PlatformaticBrokerAdmin.ts"
+import * as PlatformaticBrokerProbe from "./PlatformaticBrokerProbe.ts"
+import * as PlatformaticClient from "./PlatformaticClient.ts"
+import * as PlatformaticConsumerSource from "./PlatformaticConsumerSource.ts"
+import * as PlatformaticPublisher from "./PlatformaticPublisher.ts"
+import * as PlatformaticTopicReader from "./PlatformaticTopicReader.ts"
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface PlatformaticOutboxOptions {
+  readonly publisher?: PlatformaticPublisher.PlatformaticPublisherOptions | undefined
+  readonly probe?: PlatformaticBrokerProbe.PlatformaticBrokerProbeOptions | undefined
+  readonly admin?: PlatformaticBrokerAdmin.PlatformaticBrokerAdminOptions | undefined
+  readonly consumer?: PlatformaticConsumerSource.PlatformaticConsumerSourceOptions | undefined
+  readonly reader?: PlatformaticTopicReader.PlatformaticTopicReaderOptions | undefined
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type Services = OutboxLayer.Ports | PlatformaticClient.PlatformaticClient
+
+const ports = (options: PlatformaticOutboxOptions): OutboxLayer.PortLayers<PlatformaticClient.PlatformaticClient> => ({
+  publisher: PlatformaticPublisher.layer(options.publisher),
+  probe: PlatformaticBrokerProbe.layer(options.probe),
+  admin: PlatformaticBrokerAdmin.layer(options.admin),
+  consumer: PlatformaticConsumerSource.layer(options.consumer),
+  reader: PlatformaticTopicReader.layer(options.reader)
+})
+
+/**
+ * The ports over a `PlatformaticClient` you provide.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerWithoutClient = (
+  options: PlatformaticOutboxOptions = {}
+): Layer.Layer<OutboxLayer.Ports, never, PlatformaticClient.PlatformaticClient> =>
+  OutboxLayer.withoutClient(ports(options))
+
+/**
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer = (
+  client: PlatformaticClient.PlatformaticClientOptions,
+  options: PlatformaticOutboxOptions = {}
+): Layer.Layer<Services> => OutboxLayer.withClient(ports(options), PlatformaticClient.layer(client))
+
+/**
+ * Like `layer`, with the client read from `KAFKA_BROKERS` / `KAFKA_CLIENT_ID`.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerConfig = (
+  options: PlatformaticOutboxOptions & {
+    readonly client?: Partial<PlatformaticClient.PlatformaticClientOptions>
+  } = {}
+): Layer.Layer<Services, Config.ConfigError> =>
+  OutboxLayer.withClient(ports(options), PlatformaticClient.layerConfig(options.client))
+
+/**
+ * @since 0.1.0
+ * @category models
+ * @deprecated Use `PlatformaticOutboxOptions`.
+ */
+export type PlatformaticKafkaOutboxOptions = PlatformaticOutboxOptions
