@@ -124,6 +124,21 @@ export const fencedNames: ReadonlySet<string> = new Set([
 ])
 
 /**
+ * Broker answers after which a transactional producer may never commit again: running the
+ * transaction again cannot help.
+ *
+ * @since 0.4.0
+ * @category tables
+ */
+export const transactionFencedNames: ReadonlySet<string> = new Set([
+  "PRODUCER_FENCED",
+  "INVALID_PRODUCER_EPOCH",
+  "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
+  "TRANSACTION_COORDINATOR_FENCED",
+  "GROUP_AUTHORIZATION_FAILED"
+])
+
+/**
  * The broker's answer to a call naming a topic it does not know.
  *
  * @since 0.4.0
