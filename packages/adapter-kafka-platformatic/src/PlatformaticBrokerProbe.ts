@@ -104,8 +104,7 @@ const scan = (
       orElse: () =>
         Effect.fail(new ProbeError({ topic: request.topic, reason: `no answer within ${timeoutMillis} ms` }))
     }),
-    Effect.tapError((error) => Effect.logDebug(`kafka probe failed: ${describe(error)}`)),
-    Effect.withSpan("kafka.probe", { attributes: { topic: request.topic, partition: request.partition ?? -1 } })
+    Effect.tapError((error) => Effect.logDebug(`kafka probe failed: ${describe(error)}`))
   )
 }
 
@@ -124,7 +123,8 @@ export const find = (
       Effect.logDebug(
         `kafka probe ${request.topic}/${request.partition ?? "*"} for ${request.eventId}: ${Option.isSome(found) ? `found at ${found.value.partition}@${found.value.offset}` : "absent"}`
       )
-    )
+    ),
+    Effect.withSpan("kafka.probe.find", { attributes: { topic: request.topic, partition: request.partition ?? -1 } })
   )
 
 /**
@@ -141,7 +141,11 @@ export const findMany = (
 ): Effect.Effect<ReadonlyMap<EventId, PublishReceipt>, ProbeError> =>
   request.eventIds.length === 0
     ? Effect.succeed(new Map())
-    : scan(consumer, request, new Set(request.eventIds), options)
+    : scan(consumer, request, new Set(request.eventIds), options).pipe(
+        Effect.withSpan("kafka.probe.findMany", {
+          attributes: { topic: request.topic, count: request.eventIds.length }
+        })
+      )
 
 /**
  * @since 0.1.0

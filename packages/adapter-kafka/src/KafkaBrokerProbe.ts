@@ -259,7 +259,7 @@ export const find = (
       )
     ),
     Effect.tapError((error) => Effect.logDebug(`kafka probe failed: ${describe(error)}`)),
-    Effect.withSpan("kafka.probe", { attributes: { topic: request.topic, partition: request.partition ?? -1 } })
+    Effect.withSpan("kafka.probe.find", { attributes: { topic: request.topic, partition: request.partition ?? -1 } })
   )
 
 /**
@@ -295,7 +295,7 @@ export const findMany = (
             ProbeError
           >)
     ),
-    Effect.withSpan("kafka.probe_many", { attributes: { topic: request.topic, count: request.eventIds.length } })
+    Effect.withSpan("kafka.probe.findMany", { attributes: { topic: request.topic, count: request.eventIds.length } })
   )
 }
 

@@ -13,6 +13,7 @@ import * as Cache from "effect/Cache"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
+import * as Option from "effect/Option"
 import { liveClock } from "./BrokerRetry.ts"
 import type { KafkaDriver, TopicLayout } from "./KafkaDriver.ts"
 
@@ -64,10 +65,11 @@ export const make = (driver: KafkaDriver, maxAgeMillis: number, onGrown: () => v
           })
         )
       )
-    // A failed read is not kept: the next publish asks again. Ages are measured on the wall clock.
+    // A failed read, or a topic that does not exist, is not kept: the next publish asks again.
+    // Ages are measured on the wall clock.
     const cache = yield* Cache.makeWith(read, {
       capacity: 10_000,
-      timeToLive: (exit) => (Exit.isSuccess(exit) ? maxAgeMillis : 0)
+      timeToLive: (exit) => (Exit.isSuccess(exit) && exit.value !== undefined ? maxAgeMillis : 0)
     })
     const live = <A, E>(effect: Effect.Effect<A, E>) => Effect.provideService(effect, Clock.Clock, liveClock)
 
@@ -79,8 +81,10 @@ export const make = (driver: KafkaDriver, maxAgeMillis: number, onGrown: () => v
           (max, r) => (r.topic === topic && r.partition !== null ? Math.max(max, r.partition) : max),
           -1
         )
-        const cached = yield* live(Cache.get(cache, topic))
-        return cached !== undefined && wanted < cached.partitions ? cached : yield* fetch(topic)
+        const cached = yield* live(Cache.getOption(cache, topic))
+        return Option.isSome(cached) && cached.value !== undefined && wanted < cached.value.partitions
+          ? cached.value
+          : yield* fetch(topic)
       })
 
     const target = (request: PublishRequest, layout: TopicLayout | undefined): Target => {
