@@ -4,6 +4,7 @@
 export * as Admin from "./Admin.ts"
 export * as BrokerRetry from "./BrokerRetry.ts"
 export * as CommitFilter from "./CommitFilter.ts"
+export * as ConsumerOptions from "./ConsumerOptions.ts"
 export * as KafkaDriver from "./KafkaDriver.ts"
 export * as KafkaProtocol from "./KafkaProtocol.ts"
 export * as Layouts from "./Layouts.ts"
