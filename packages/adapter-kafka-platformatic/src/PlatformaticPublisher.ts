@@ -38,6 +38,16 @@ export interface PlatformaticPublisherOptions {
 
 export {
   /**
+   * The partition the Java client (and kafkajs) gives a key: `toPositive(murmur2(key)) % count`
+   * (core's `KeyPartition`, shared with the kafkajs driver and the in-memory broker).
+   *
+   * @since 0.1.0
+   * @category partitioning
+   */
+  keyPartition
+} from "@effect-outbox/core/KeyPartition"
+export {
+  /**
    * @since 0.1.0
    * @category metrics
    */
@@ -57,16 +67,6 @@ export {
    */
   recordHeaders
 } from "@effect-outbox/kafka/Publisher"
-export {
-  /**
-   * The partition the Java client (and kafkajs) gives a key: `toPositive(murmur2(key)) % count`
-   * (core's `KeyPartition`, shared with the kafkajs driver and the in-memory broker).
-   *
-   * @since 0.1.0
-   * @category partitioning
-   */
-  keyPartition
-} from "@effect-outbox/core/KeyPartition"
 
 type AnyProducer = Producer<Buffer | undefined, Buffer, string, string>
 

@@ -15,12 +15,13 @@
  *
  * @since 0.2.0
  */
-import * as Effect from "effect/Effect"
-import * as Result from "effect/Result"
+
 import { PermanentPublishError, type PublishError, RetriablePublishError } from "@effect-outbox/core/Errors"
 import type { PublishReceipt } from "@effect-outbox/core/OutboxMessage"
 import type { PublishOutcome } from "@effect-outbox/core/Publisher"
 import * as RecordSize from "@effect-outbox/core/RecordSize"
+import * as Effect from "effect/Effect"
+import * as Result from "effect/Result"
 
 /**
  * A record of a publish call: its size inputs and its position in the call's requests.

@@ -15,8 +15,8 @@ import {
   type TransactionRequest
 } from "@effect-outbox/core/TransactionalProducer"
 import * as Effect from "effect/Effect"
-import * as Semaphore from "effect/Semaphore"
 import type * as Scope from "effect/Scope"
+import * as Semaphore from "effect/Semaphore"
 import { type Protocol, transactionFencedNames } from "./KafkaProtocol.ts"
 
 /**

@@ -6,11 +6,11 @@
  */
 import type { ConsumerBatch, TopicPartition } from "@effect-outbox/core/ConsumerSource"
 import type { ConsumerSourceError } from "@effect-outbox/core/Errors"
+import { slotOf } from "@effect-outbox/kafka/CommitFilter"
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Queue from "effect/Queue"
 import * as Stream from "effect/Stream"
-import { slotOf } from "@effect-outbox/kafka/CommitFilter"
 import type Kafkajs from "kafkajs"
 import { toConsumerError } from "../KafkaErrors.ts"
 import { toConsumerRecord } from "./records.ts"
