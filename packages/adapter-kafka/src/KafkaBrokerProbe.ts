@@ -23,7 +23,7 @@ import type Kafkajs from "kafkajs"
 import { withEphemeralAdmin } from "./internal/ephemeralAdmin.ts"
 import { connectWhenCoordinatorReady } from "./internal/groupCoordinator.ts"
 import { KafkaClient } from "./KafkaClient.ts"
-import { describe, rootCause, toProbeError } from "./KafkaErrors.ts"
+import { describe, protocol, toProbeError } from "./KafkaErrors.ts"
 import { brokerCall } from "./KafkaRetry.ts"
 
 /**
@@ -83,7 +83,7 @@ const ranges = (admin: Kafkajs.Admin, request: ProbeRequest, skew: number) =>
   }).pipe(
     Effect.map(Option.some),
     Effect.catch((error) =>
-      rootCause(error).type === "UNKNOWN_TOPIC_OR_PARTITION"
+      protocol.isUnknownTopic(error)
         ? Effect.succeed(Option.none<ReadonlyArray<Range>>())
         : Effect.fail(toProbeError(request.topic, error))
     )

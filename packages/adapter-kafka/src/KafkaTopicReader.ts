@@ -23,7 +23,7 @@ import { withEphemeralAdmin } from "./internal/ephemeralAdmin.ts"
 import { connectWhenCoordinatorReady } from "./internal/groupCoordinator.ts"
 import { KafkaClient } from "./KafkaClient.ts"
 import { toConsumerRecord } from "./KafkaConsumerSource.ts"
-import { rootCause, toConsumerError } from "./KafkaErrors.ts"
+import { protocol, toConsumerError } from "./KafkaErrors.ts"
 import { brokerCall } from "./KafkaRetry.ts"
 
 /**
@@ -59,7 +59,7 @@ export const read = (
         // (its tracer, logger and services), not on a bare default runtime.
         const runPromise = Effect.runPromiseWith(yield* Effect.context<never>())
         const onError = (error: unknown) =>
-          rootCause(error).type === "UNKNOWN_TOPIC_OR_PARTITION"
+          protocol.isUnknownTopic(error)
             ? new ConsumerSourceError({ operation: "read", reason: `topic ${topic} does not exist`, retriable: false })
             : toConsumerError("read", error)
         const offsets = yield* withEphemeralAdmin(

@@ -15,6 +15,7 @@ import * as Result from "effect/Result"
 import * as Schedule from "effect/Schedule"
 import { brokerCall, liveClock } from "./BrokerRetry.ts"
 import type { KafkaDriver } from "./KafkaDriver.ts"
+import * as KafkaProtocol from "./KafkaProtocol.ts"
 
 /**
  * @since 0.4.0
@@ -75,7 +76,7 @@ export const awaitPartitions = (driver: KafkaDriver, topic: string, atLeast: num
   )
 
 // What a lost creation race, or a topic whose metadata has not reached every broker yet, answers.
-const settlingNames = ["TOPIC_ALREADY_EXISTS", "UNKNOWN_TOPIC_OR_PARTITION", "LEADER_NOT_AVAILABLE"]
+const settlingNames = ["TOPIC_ALREADY_EXISTS", KafkaProtocol.UNKNOWN_TOPIC, "LEADER_NOT_AVAILABLE"]
 
 /**
  * Creates the topic when missing and waits for it to show in metadata. An existing topic is left

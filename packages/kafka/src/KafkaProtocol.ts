@@ -18,6 +18,15 @@ import {
 } from "@effect-outbox/core/Errors"
 
 /**
+ * Broker verdicts on a record batch's size. On a batch of several records they mean "split and
+ * send again"; on one record alone, that the record can never be published to this topic.
+ *
+ * @since 0.4.0
+ * @category tables
+ */
+export const recordSizeNames: ReadonlySet<string> = new Set(["MESSAGE_TOO_LARGE", "RECORD_LIST_TOO_LARGE"])
+
+/**
  * Broker error names that asking again can never fix: the record, the topic name or the
  * permissions are wrong.
  *
@@ -25,8 +34,7 @@ import {
  * @category tables
  */
 export const permanentNames: ReadonlySet<string> = new Set([
-  "MESSAGE_TOO_LARGE",
-  "RECORD_LIST_TOO_LARGE",
+  ...recordSizeNames,
   "INVALID_TOPIC_EXCEPTION",
   "TOPIC_AUTHORIZATION_FAILED",
   "CLUSTER_AUTHORIZATION_FAILED",
@@ -39,8 +47,12 @@ export const permanentNames: ReadonlySet<string> = new Set([
   "POLICY_VIOLATION",
   "INVALID_CONFIG",
   "INVALID_REPLICATION_FACTOR",
-  "SASL_AUTHENTICATION_FAILED"
+  "SASL_AUTHENTICATION_FAILED",
+  "GROUP_AUTHORIZATION_FAILED"
 ])
+
+// A newer producer of the same id took over (its epoch is higher).
+const epochFencedNames = ["PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH"]
 
 /**
  * Producer-state errors: the producer id, epoch or sequence no longer match the broker's. The
@@ -52,11 +64,12 @@ export const permanentNames: ReadonlySet<string> = new Set([
 export const producerStateNames: ReadonlySet<string> = new Set([
   "OUT_OF_ORDER_SEQUENCE_NUMBER",
   "DUPLICATE_SEQUENCE_NUMBER",
-  "INVALID_PRODUCER_EPOCH",
   "UNKNOWN_PRODUCER_ID",
   "INVALID_PRODUCER_ID_MAPPING",
-  "PRODUCER_FENCED"
+  ...epochFencedNames
 ])
+
+const notCoordinatorNames = ["NOT_COORDINATOR", "NOT_COORDINATOR_FOR_GROUP"]
 
 /**
  * Group coordinator moving or loading (a fresh broker, a coordinator failover): the same group
@@ -66,8 +79,7 @@ export const producerStateNames: ReadonlySet<string> = new Set([
  * @category tables
  */
 export const coordinatorMovingNames: ReadonlySet<string> = new Set([
-  "NOT_COORDINATOR",
-  "NOT_COORDINATOR_FOR_GROUP",
+  ...notCoordinatorNames,
   "COORDINATOR_NOT_AVAILABLE",
   "GROUP_COORDINATOR_NOT_AVAILABLE",
   "COORDINATOR_LOAD_IN_PROGRESS",
@@ -99,13 +111,16 @@ export const unavailableNames: ReadonlySet<string> = new Set([
 ])
 
 /**
- * Broker verdicts on a record batch's size. On a batch of several records they mean "split and
- * send again"; on one record alone, that the record can never be published to this topic.
+ * A heartbeat or fetch answering these says the group is rebalancing: the member must rejoin.
  *
  * @since 0.4.0
  * @category tables
  */
-export const recordSizeNames: ReadonlySet<string> = new Set(["MESSAGE_TOO_LARGE", "RECORD_LIST_TOO_LARGE"])
+export const rebalanceNames: ReadonlySet<string> = new Set([
+  "REBALANCE_IN_PROGRESS",
+  "ILLEGAL_GENERATION",
+  ...notCoordinatorNames
+])
 
 /**
  * Group-membership errors: the member was fenced by a rebalance (or its coordinator moved). A
@@ -114,28 +129,18 @@ export const recordSizeNames: ReadonlySet<string> = new Set(["MESSAGE_TOO_LARGE"
  * @since 0.4.0
  * @category tables
  */
-export const fencedNames: ReadonlySet<string> = new Set([
-  "REBALANCE_IN_PROGRESS",
-  "ILLEGAL_GENERATION",
-  "UNKNOWN_MEMBER_ID",
-  "NOT_COORDINATOR",
-  "NOT_COORDINATOR_FOR_GROUP",
-  "FENCED_INSTANCE_ID"
-])
+export const fencedNames: ReadonlySet<string> = new Set([...rebalanceNames, "UNKNOWN_MEMBER_ID", "FENCED_INSTANCE_ID"])
 
 /**
  * Broker answers after which a transactional producer may never commit again: running the
- * transaction again cannot help.
+ * transaction again cannot help (the permanent names, authorisation among them, cannot either).
  *
  * @since 0.4.0
  * @category tables
  */
 export const transactionFencedNames: ReadonlySet<string> = new Set([
-  "PRODUCER_FENCED",
-  "INVALID_PRODUCER_EPOCH",
-  "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
-  "TRANSACTION_COORDINATOR_FENCED",
-  "GROUP_AUTHORIZATION_FAILED"
+  ...epochFencedNames,
+  "TRANSACTION_COORDINATOR_FENCED"
 ])
 
 /**

@@ -7,6 +7,7 @@
 import type { ConsumerBatch, TopicPartition } from "@effect-outbox/core/ConsumerSource"
 import type { ConsumerSourceError } from "@effect-outbox/core/Errors"
 import { slotOf } from "@effect-outbox/kafka/CommitFilter"
+import { rebalanceNames } from "@effect-outbox/kafka/KafkaProtocol"
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Queue from "effect/Queue"
@@ -86,7 +87,7 @@ export const settleAll = (state: State, outcome: Outcome): void => {
 /** The heartbeat errors that mean "the group is rebalancing: rejoin". */
 const isRebalancing = (error: unknown): boolean => {
   const type = (error as { readonly type?: unknown } | null)?.type
-  return type === "REBALANCE_IN_PROGRESS" || type === "NOT_COORDINATOR_FOR_GROUP" || type === "ILLEGAL_GENERATION"
+  return typeof type === "string" && rebalanceNames.has(type)
 }
 
 /** Follows the group: joins and rebalances end the generation; a fatal crash ends the stream. */
