@@ -29,13 +29,13 @@ import * as PlatformaticTopicReader from "./PlatformaticTopicReader.ts"
  * @since 0.1.0
  * @category models
  */
-export interface PlatformaticOutboxOptions {
-  readonly publisher?: PlatformaticPublisher.PlatformaticPublisherOptions | undefined
-  readonly probe?: PlatformaticBrokerProbe.PlatformaticBrokerProbeOptions | undefined
-  readonly admin?: PlatformaticBrokerAdmin.PlatformaticBrokerAdminOptions | undefined
-  readonly consumer?: PlatformaticConsumerSource.PlatformaticConsumerSourceOptions | undefined
-  readonly reader?: PlatformaticTopicReader.PlatformaticTopicReaderOptions | undefined
-}
+export type PlatformaticOutboxOptions = OutboxLayer.Options<
+  PlatformaticPublisher.PlatformaticPublisherOptions,
+  PlatformaticBrokerProbe.PlatformaticBrokerProbeOptions,
+  PlatformaticBrokerAdmin.PlatformaticBrokerAdminOptions,
+  PlatformaticConsumerSource.PlatformaticConsumerSourceOptions,
+  PlatformaticTopicReader.PlatformaticTopicReaderOptions
+>
 
 /**
  * @since 0.1.0
@@ -43,12 +43,16 @@ export interface PlatformaticOutboxOptions {
  */
 export type Services = OutboxLayer.Ports | PlatformaticClient.PlatformaticClient
 
-const ports = (options: PlatformaticOutboxOptions): OutboxLayer.PortLayers<PlatformaticClient.PlatformaticClient> => ({
-  publisher: PlatformaticPublisher.layer(options.publisher),
-  probe: PlatformaticBrokerProbe.layer(options.probe),
-  admin: PlatformaticBrokerAdmin.layer(options.admin),
-  consumer: PlatformaticConsumerSource.layer(options.consumer),
-  reader: PlatformaticTopicReader.layer(options.reader)
+const outbox = OutboxLayer.make({
+  ports: (options: PlatformaticOutboxOptions) => ({
+    publisher: PlatformaticPublisher.layer(options.publisher),
+    probe: PlatformaticBrokerProbe.layer(options.probe),
+    admin: PlatformaticBrokerAdmin.layer(options.admin),
+    consumer: PlatformaticConsumerSource.layer(options.consumer),
+    reader: PlatformaticTopicReader.layer(options.reader)
+  }),
+  client: PlatformaticClient.layer,
+  clientConfig: PlatformaticClient.layerConfig
 })
 
 /**
@@ -57,19 +61,18 @@ const ports = (options: PlatformaticOutboxOptions): OutboxLayer.PortLayers<Platf
  * @since 0.1.0
  * @category layers
  */
-export const layerWithoutClient = (
-  options: PlatformaticOutboxOptions = {}
-): Layer.Layer<OutboxLayer.Ports, never, PlatformaticClient.PlatformaticClient> =>
-  OutboxLayer.withoutClient(ports(options))
+export const layerWithoutClient: (
+  options?: PlatformaticOutboxOptions
+) => Layer.Layer<OutboxLayer.Ports, never, PlatformaticClient.PlatformaticClient> = outbox.layerWithoutClient
 
 /**
  * @since 0.1.0
  * @category layers
  */
-export const layer = (
+export const layer: (
   client: PlatformaticClient.PlatformaticClientOptions,
-  options: PlatformaticOutboxOptions = {}
-): Layer.Layer<Services> => OutboxLayer.withClient(ports(options), PlatformaticClient.layer(client))
+  options?: PlatformaticOutboxOptions
+) => Layer.Layer<Services> = outbox.layer
 
 /**
  * Like `layer`, with the client read from `KAFKA_BROKERS` / `KAFKA_CLIENT_ID`.
@@ -77,12 +80,9 @@ export const layer = (
  * @since 0.1.0
  * @category layers
  */
-export const layerConfig = (
-  options: PlatformaticOutboxOptions & {
-    readonly client?: Partial<PlatformaticClient.PlatformaticClientOptions>
-  } = {}
-): Layer.Layer<Services, Config.ConfigError> =>
-  OutboxLayer.withClient(ports(options), PlatformaticClient.layerConfig(options.client))
+export const layerConfig: (
+  options?: PlatformaticOutboxOptions & { readonly client?: Partial<PlatformaticClient.PlatformaticClientOptions> }
+) => Layer.Layer<Services, Config.ConfigError> = outbox.layerConfig
 
 /**
  * @since 0.1.0

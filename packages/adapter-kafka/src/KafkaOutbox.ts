@@ -26,13 +26,13 @@ import * as KafkaTopicReader from "./KafkaTopicReader.ts"
  * @since 0.1.0
  * @category models
  */
-export interface KafkaOutboxOptions {
-  readonly publisher?: KafkaPublisher.KafkaPublisherOptions | undefined
-  readonly probe?: KafkaBrokerProbe.KafkaBrokerProbeOptions | undefined
-  readonly admin?: KafkaBrokerAdmin.KafkaBrokerAdminOptions | undefined
-  readonly consumer?: KafkaConsumerSource.KafkaConsumerSourceOptions | undefined
-  readonly reader?: KafkaTopicReader.KafkaTopicReaderOptions | undefined
-}
+export type KafkaOutboxOptions = OutboxLayer.Options<
+  KafkaPublisher.KafkaPublisherOptions,
+  KafkaBrokerProbe.KafkaBrokerProbeOptions,
+  KafkaBrokerAdmin.KafkaBrokerAdminOptions,
+  KafkaConsumerSource.KafkaConsumerSourceOptions,
+  KafkaTopicReader.KafkaTopicReaderOptions
+>
 
 /**
  * @since 0.1.0
@@ -40,12 +40,16 @@ export interface KafkaOutboxOptions {
  */
 export type Services = OutboxLayer.Ports | KafkaClient.KafkaClient
 
-const ports = (options: KafkaOutboxOptions): OutboxLayer.PortLayers<KafkaClient.KafkaClient> => ({
-  publisher: KafkaPublisher.layer(options.publisher),
-  probe: KafkaBrokerProbe.layer(options.probe),
-  admin: KafkaBrokerAdmin.layer(options.admin),
-  consumer: KafkaConsumerSource.layer(options.consumer),
-  reader: KafkaTopicReader.layer(options.reader)
+const outbox = OutboxLayer.make({
+  ports: (options: KafkaOutboxOptions) => ({
+    publisher: KafkaPublisher.layer(options.publisher),
+    probe: KafkaBrokerProbe.layer(options.probe),
+    admin: KafkaBrokerAdmin.layer(options.admin),
+    consumer: KafkaConsumerSource.layer(options.consumer),
+    reader: KafkaTopicReader.layer(options.reader)
+  }),
+  client: KafkaClient.layer,
+  clientConfig: KafkaClient.layerConfig
 })
 
 /**
@@ -54,18 +58,16 @@ const ports = (options: KafkaOutboxOptions): OutboxLayer.PortLayers<KafkaClient.
  * @since 0.1.0
  * @category layers
  */
-export const layerWithoutClient = (
-  options: KafkaOutboxOptions = {}
-): Layer.Layer<OutboxLayer.Ports, never, KafkaClient.KafkaClient> => OutboxLayer.withoutClient(ports(options))
+export const layerWithoutClient: (
+  options?: KafkaOutboxOptions
+) => Layer.Layer<OutboxLayer.Ports, never, KafkaClient.KafkaClient> = outbox.layerWithoutClient
 
 /**
  * @since 0.1.0
  * @category layers
  */
-export const layer = (
-  client: KafkaClient.KafkaClientOptions,
-  options: KafkaOutboxOptions = {}
-): Layer.Layer<Services> => OutboxLayer.withClient(ports(options), KafkaClient.layer(client))
+export const layer: (client: KafkaClient.KafkaClientOptions, options?: KafkaOutboxOptions) => Layer.Layer<Services> =
+  outbox.layer
 
 /**
  * Like `layer`, with the client read from `KAFKA_BROKERS` / `KAFKA_CLIENT_ID`.
@@ -73,7 +75,6 @@ export const layer = (
  * @since 0.1.0
  * @category layers
  */
-export const layerConfig = (
-  options: KafkaOutboxOptions & { readonly client?: Partial<KafkaClient.KafkaClientOptions> } = {}
-): Layer.Layer<Services, Config.ConfigError> =>
-  OutboxLayer.withClient(ports(options), KafkaClient.layerConfig(options.client))
+export const layerConfig: (
+  options?: KafkaOutboxOptions & { readonly client?: Partial<KafkaClient.KafkaClientOptions> }
+) => Layer.Layer<Services, Config.ConfigError> = outbox.layerConfig

@@ -2,7 +2,7 @@
  * Every broker port of effect-outbox (`Publisher`, `BrokerProbe`, `BrokerAdmin`,
  * `ConsumerSource`, `TopicReader`) from one driver's five layers over its client, and the same
  * with the client's own layer merged in. Each driver's outbox module (`KafkaOutbox`,
- * `PlatformaticOutbox`) is this with its layers filled in.
+ * `PlatformaticOutbox`) is {@link make} with its layers filled in.
  *
  * @since 0.4.0
  */
@@ -11,6 +11,7 @@ import type { BrokerProbe } from "@effect-outbox/core/BrokerProbe"
 import type { ConsumerSource } from "@effect-outbox/core/ConsumerSource"
 import type { Publisher } from "@effect-outbox/core/Publisher"
 import type { TopicReader } from "@effect-outbox/core/TopicReader"
+import type * as Config from "effect/Config"
 import * as Layer from "effect/Layer"
 
 /**
@@ -52,3 +53,39 @@ export const withoutClient = <C>(ports: PortLayers<C>): Layer.Layer<Ports, never
  */
 export const withClient = <C, E, R>(ports: PortLayers<C>, client: Layer.Layer<C, E, R>): Layer.Layer<Ports | C, E, R> =>
   withoutClient(ports).pipe(Layer.provideMerge(client))
+
+/**
+ * The options of the five ports, one field a port.
+ *
+ * @since 0.4.0
+ * @category models
+ */
+export interface Options<Publisher, Probe, Admin, Consumer, Reader> {
+  readonly publisher?: Publisher | undefined
+  readonly probe?: Probe | undefined
+  readonly admin?: Admin | undefined
+  readonly consumer?: Consumer | undefined
+  readonly reader?: Reader | undefined
+}
+
+/**
+ * A driver's outbox layers: the ports over a client you provide (`layerWithoutClient`), with the
+ * client built from its options (`layer`), or from `KAFKA_BROKERS` / `KAFKA_CLIENT_ID` with
+ * overrides (`layerConfig`).
+ *
+ * @since 0.4.0
+ * @category constructors
+ */
+export const make = <O, C, ClientOptions>(driver: {
+  readonly ports: (options: O) => PortLayers<C>
+  readonly client: (options: ClientOptions) => Layer.Layer<C>
+  readonly clientConfig: (overrides?: Partial<ClientOptions>) => Layer.Layer<C, Config.ConfigError>
+}) => ({
+  layerWithoutClient: (options: O = {} as O): Layer.Layer<Ports, never, C> => withoutClient(driver.ports(options)),
+  layer: (client: ClientOptions, options: O = {} as O): Layer.Layer<Ports | C> =>
+    withClient(driver.ports(options), driver.client(client)),
+  layerConfig: (
+    options: O & { readonly client?: Partial<ClientOptions> } = {} as O & { readonly client?: Partial<ClientOptions> }
+  ): Layer.Layer<Ports | C, Config.ConfigError> =>
+    withClient(driver.ports(options), driver.clientConfig(options.client))
+})
