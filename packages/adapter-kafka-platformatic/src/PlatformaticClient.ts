@@ -6,9 +6,9 @@
  * @since 0.1.0
  */
 
-import * as KafkaVariables from "@effect-outbox/core/KafkaVariables"
+import * as ClientConfig from "@effect-outbox/kafka/ClientConfig"
 import { Admin, type BaseOptions, Consumer } from "@platformatic/kafka"
-import * as Config from "effect/Config"
+import type * as Config from "effect/Config"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -99,26 +99,17 @@ export const layer = (options: PlatformaticClientOptions): Layer.Layer<Platforma
 
 /**
  * Reads `KAFKA_BROKERS` (comma separated, default `127.0.0.1:9092`) and `KAFKA_CLIENT_ID`
- * (default `effect-outbox`), like the kafkajs adapter.
+ * (default `effect-outbox`).
  *
  * @since 0.1.0
  * @category config
  */
-export const config: Config.Config<PlatformaticClientOptions> = Config.all({
-  brokers: KafkaVariables.variables.brokers.config,
-  clientId: KafkaVariables.variables.clientId.config
-})
+export const config: Config.Config<PlatformaticClientOptions> = ClientConfig.config
 
 /**
  * @since 0.1.0
  * @category layers
  */
-export const layerConfig = (
+export const layerConfig: (
   overrides?: Partial<PlatformaticClientOptions>
-): Layer.Layer<PlatformaticClient, Config.ConfigError> =>
-  Layer.effect(PlatformaticClient)(
-    Effect.gen(function* () {
-      const fromEnv = yield* config
-      return yield* make({ ...fromEnv, ...overrides })
-    })
-  )
+) => Layer.Layer<PlatformaticClient, Config.ConfigError> = ClientConfig.layerConfig(PlatformaticClient, make)

@@ -4,8 +4,8 @@
  *
  * @since 0.1.0
  */
-import * as KafkaVariables from "@effect-outbox/core/KafkaVariables"
-import * as Config from "effect/Config"
+import * as ClientConfig from "@effect-outbox/kafka/ClientConfig"
+import type * as Config from "effect/Config"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -99,22 +99,14 @@ export const layer = (options: KafkaClientOptions): Layer.Layer<KafkaClient> => 
  * @since 0.1.0
  * @category config
  */
-export const config: Config.Config<KafkaClientOptions> = Config.all({
-  brokers: KafkaVariables.variables.brokers.config,
-  clientId: KafkaVariables.variables.clientId.config
-})
+export const config: Config.Config<KafkaClientOptions> = ClientConfig.config
 
 /**
  * @since 0.1.0
  * @category layers
  */
-export const layerConfig = (overrides?: Partial<KafkaClientOptions>): Layer.Layer<KafkaClient, Config.ConfigError> =>
-  Layer.effect(KafkaClient)(
-    Effect.gen(function* () {
-      const fromEnv = yield* config
-      return yield* make({ ...fromEnv, ...overrides })
-    })
-  )
+export const layerConfig: (overrides?: Partial<KafkaClientOptions>) => Layer.Layer<KafkaClient, Config.ConfigError> =
+  ClientConfig.layerConfig(KafkaClient, make)
 
 /**
  * Runs a kafkajs call, mapping a rejection with `onError`.

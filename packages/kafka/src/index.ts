@@ -3,6 +3,7 @@
  */
 export * as Admin from "./Admin.ts"
 export * as BrokerRetry from "./BrokerRetry.ts"
+export * as ClientConfig from "./ClientConfig.ts"
 export * as CommitFilter from "./CommitFilter.ts"
 export * as ConsumerOptions from "./ConsumerOptions.ts"
 export * as KafkaDriver from "./KafkaDriver.ts"
