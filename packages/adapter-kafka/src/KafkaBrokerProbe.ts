@@ -21,7 +21,7 @@ import * as Layer from "effect/Layer"
 import type * as Option from "effect/Option"
 import type Kafkajs from "kafkajs"
 import { withEphemeralAdmin } from "./internal/ephemeralAdmin.ts"
-import { connectWhenCoordinatorReady } from "./internal/groupCoordinator.ts"
+import { readRanges } from "./internal/rangeRead.ts"
 import { toConsumerRecord } from "./internal/records.ts"
 import { KafkaClient } from "./KafkaClient.ts"
 import { protocol } from "./KafkaErrors.ts"
@@ -60,101 +60,25 @@ const bounds = (kafka: Kafkajs.Kafka, topic: string, timestamp: number) =>
     (error) => error
   )
 
-/** Reads `ranges` until every one is read or `visit` says stop (the caller bounds the time). */
-const readRanges = (
-  consumer: Kafkajs.Consumer,
-  topic: string,
-  ranges: ReadonlyArray<Probe.Range>,
-  visit: (record: Probe.Seen) => "continue" | "stop"
-): Effect.Effect<void, unknown> =>
-  Effect.callback<void, unknown>((resume) => {
-    const pending = new Map(ranges.map((r) => [r.partition, r]))
-    let settled = false
-    const finish = (outcome: Effect.Effect<void, unknown>) => {
-      if (settled) return
-      settled = true
-      resume(outcome)
-    }
-    const progress = (partition: number, lastOffset: bigint) => {
-      const range = pending.get(partition)
-      if (range !== undefined && lastOffset >= range.end - 1n) pending.delete(partition)
-      if (pending.size === 0) finish(Effect.void)
-    }
-    // Batches made only of transaction markers never reach eachBatch: track them here.
-    consumer.on(consumer.events.START_BATCH_PROCESS, ({ payload }) => {
-      if (payload.topic === topic && payload.batchSize === 0) progress(payload.partition, BigInt(payload.lastOffset))
-    })
-    consumer.on(consumer.events.CRASH, ({ payload }) => {
-      if (!payload.restart) finish(Effect.fail(payload.error))
-    })
-    // Seek on every join, before the first fetch: a consumer that crashed on a retriable error
-    // (a coordinator still loading) restarts and joins again, and a seek right after `run` would
-    // then hit a consumer between two runs. Without a seek the consumer starts from the
-    // beginning, which only costs time (offsets outside the ranges are skipped).
-    consumer.on(consumer.events.GROUP_JOIN, () => {
-      for (const range of ranges) {
-        try {
-          consumer.seek({ topic, partition: range.partition, offset: range.start.toString() })
-        } catch {
-          // the consumer stopped again; its next join seeks
-        }
-      }
-    })
-    const run = async () => {
-      await consumer.subscribe({ topics: [topic], fromBeginning: true })
-      await consumer.run({
-        autoCommit: false,
-        eachBatchAutoResolve: true,
-        eachBatch: async ({ batch }) => {
-          const range = pending.get(batch.partition)
-          if (settled || batch.topic !== topic || range === undefined) return
-          for (const message of batch.messages) {
-            const offset = BigInt(message.offset)
-            if (offset < range.start || offset >= range.end) continue
-            if (visit(toConsumerRecord(batch.topic, batch.partition, message)) === "stop") return finish(Effect.void)
-          }
-          progress(batch.partition, BigInt(batch.lastOffset()))
-        }
-      })
-    }
-    run().catch((error) => finish(Effect.fail(error)))
-    return Effect.sync(() => {
-      settled = true
-    })
-  })
-
 /** The kafkajs side of the probe: a throwaway consumer per read. */
 const driver = (kafka: Kafkajs.Kafka, admin: Kafkajs.Admin, options: KafkaBrokerProbeOptions): Probe.ProbeDriver => ({
   protocol,
   bounds: (topic, timestamp) => bounds(kafka, topic, timestamp),
-  scan: (topic, ranges, visit) => {
-    const groupId = `${options.groupPrefix ?? "effect-outbox-probe"}-${randomUUID()}`
-    return Effect.acquireUseRelease(
-      Effect.sync(() =>
-        kafka.consumer({
-          groupId,
-          readUncommitted: true,
-          allowAutoTopicCreation: false,
-          sessionTimeout: 10_000,
-          rebalanceTimeout: 10_000,
-          heartbeatInterval: 1_000,
-          maxWaitTimeInMs: 100,
-          retry: { retries: 3 }
-        })
-      ),
-      // A fresh broker's coordinator may still be loading (here, not in the acquire: interruptible).
-      (consumer) =>
-        connectWhenCoordinatorReady(admin, consumer, groupId).pipe(
-          Effect.andThen(readRanges(consumer, topic, ranges, visit))
-        ),
-      (consumer) =>
-        Effect.promise(async () => {
-          await consumer.disconnect().catch(() => undefined)
-          // The group never committed anything; remove it so probes leave no trace.
-          await admin.deleteGroups([groupId]).catch(() => undefined)
-        })
+  scan: (topic, ranges, visit) =>
+    readRanges(
+      kafka,
+      admin,
+      topic,
+      ranges,
+      // Read uncommitted: records of open transactions count as "reached the broker".
+      {
+        groupId: `${options.groupPrefix ?? "effect-outbox-probe"}-${randomUUID()}`,
+        readUncommitted: true,
+        retry: { retries: 3 }
+      },
+      async (partition, messages) =>
+        messages.some((message) => visit(toConsumerRecord(topic, partition, message)) === "stop") ? "stop" : "continue"
     )
-  }
 })
 
 /**
