@@ -7,7 +7,7 @@
  * @since 0.1.0
  */
 import { PgClient } from "@effect/sql-pg"
-import { PlatformaticKafkaOutbox } from "@effect-outbox/adapter-kafka-platformatic"
+import { PlatformaticOutbox } from "@effect-outbox/adapter-kafka-platformatic"
 import { PgLogOutbox } from "@effect-outbox/adapter-pg"
 import { LogRelay } from "@effect-outbox/core"
 import { Layer, Redacted } from "effect"
@@ -35,7 +35,7 @@ export interface Options {
 export const layer = (options: Options) =>
   Layer.mergeAll(
     PgLogOutbox.layer({ slot: options.slot }),
-    PlatformaticKafkaOutbox.layer({ brokers: options.brokers, clientId: "orders-log-relay" })
+    PlatformaticOutbox.layer({ brokers: options.brokers, clientId: "orders-log-relay" })
   ).pipe(Layer.provideMerge(PgClient.layer({ url: Redacted.make(options.url) })))
 
 /**

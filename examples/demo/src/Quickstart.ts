@@ -35,7 +35,7 @@ export const billing = OutboxRuntime.consumer(Topic.consumer(Orders, {
 // 4. One layer runs the relay, stale recovery, retention and the consumers.
 //    Configured from the environment: DATABASE_URL, KAFKA_BROKERS, OUTBOX_* (every variable: docs/configuration.md).
 export const OutboxLive = OutboxRuntime.layer({ consumers: [billing] }).pipe(
-  // (or PlatformaticKafkaOutbox.layerConfig() from @effect-outbox/adapter-kafka-platformatic: one line)
+  // (or PlatformaticOutbox.layerConfig() from @effect-outbox/adapter-kafka-platformatic: one line)
   Layer.provide(KafkaOutbox.layerConfig()), // the publisher stays inside: nothing publishes around the outbox
   Layer.provideMerge(PgOutbox.layerConfig) // your code shares the SqlClient and its transactions
 )

@@ -7,9 +7,9 @@
  */
 
 import * as KafkaSecurity from "@effect-outbox/core/KafkaSecurity"
-import * as KafkaVariables from "@effect-outbox/core/KafkaVariables"
+import * as ClientConfig from "@effect-outbox/kafka/ClientConfig"
 import { Admin, type BaseOptions, Consumer } from "@platformatic/kafka"
-import * as Config from "effect/Config"
+import type * as Config from "effect/Config"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -111,23 +111,15 @@ export const layer = (options: PlatformaticClientOptions): Layer.Layer<Platforma
  * @since 0.1.0
  * @category config
  */
-export const config: Config.Config<PlatformaticClientOptions> = Config.all({
-  brokers: KafkaVariables.variables.brokers.config,
-  clientId: KafkaVariables.variables.clientId.config
-})
+export const config: Config.Config<PlatformaticClientOptions> = ClientConfig.config
 
 /**
  * @since 0.1.0
  * @category layers
  */
-export const layerConfig = (
-  overrides?: Partial<PlatformaticClientOptions> & { readonly token?: KafkaSecurity.TokenProvider | undefined }
-): Layer.Layer<PlatformaticClient, Config.ConfigError | KafkaSecurity.KafkaSecurityError> =>
-  Layer.effect(PlatformaticClient)(
-    Effect.gen(function* () {
-      const fromEnv = yield* config
-      const security = overrides?.security ?? (yield* KafkaSecurity.config({ token: overrides?.token }))
-      const { token: _token, ...rest } = overrides ?? {}
-      return yield* make({ ...fromEnv, security, ...rest })
-    })
-  )
+export const layerConfig: (
+  overrides?: ClientConfig.Overrides<PlatformaticClientOptions>
+) => Layer.Layer<PlatformaticClient, Config.ConfigError | KafkaSecurity.KafkaSecurityError> = ClientConfig.layerConfig(
+  PlatformaticClient,
+  make
+)

@@ -19,6 +19,7 @@
  */
 import { ConsumerSource, type Subscription } from "@effect-outbox/core/ConsumerSource"
 import type { ConsumerSourceError } from "@effect-outbox/core/Errors"
+import * as ConsumerOptions from "@effect-outbox/kafka/ConsumerOptions"
 import { Consumer, FetchIsolationLevels } from "@platformatic/kafka"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -26,7 +27,7 @@ import type * as Scope from "effect/Scope"
 import { patchFetch } from "./internal/abortedRecords.ts"
 import * as Commit from "./internal/commit.ts"
 import * as Handoff from "./internal/handoff.ts"
-import { type GroupOptions, keepMembership } from "./internal/membership.ts"
+import { keepMembership } from "./internal/membership.ts"
 import { PlatformaticClient } from "./PlatformaticClient.ts"
 import { toConsumerError } from "./PlatformaticErrors.ts"
 import { retrying } from "./PlatformaticRetry.ts"
@@ -35,15 +36,9 @@ import { retrying } from "./PlatformaticRetry.ts"
  * @since 0.1.0
  * @category models
  */
-export interface PlatformaticConsumerSourceOptions {
-  readonly sessionTimeoutMillis?: number | undefined
-  readonly rebalanceTimeoutMillis?: number | undefined
-  readonly heartbeatIntervalMillis?: number | undefined
+export interface PlatformaticConsumerSourceOptions extends ConsumerOptions.ConsumerOptions {
   /** How long a fetch waits for records (default 5000). */
   readonly maxWaitTimeMillis?: number | undefined
-  readonly maxBytesPerPartition?: number | undefined
-  /** Upper bound on one commit, retries included (default 10000). */
-  readonly commitTimeoutMillis?: number | undefined
   /** Most records in one batch (default 1000). */
   readonly maxBatchRecords?: number | undefined
   /** Records of paused partitions held back before the whole stream pauses (default 10000). */
@@ -58,7 +53,7 @@ export {
    * @category metrics
    */
   droppedCommits
-} from "./internal/commit.ts"
+} from "@effect-outbox/kafka/Metrics"
 export {
   /**
    * A @platformatic/kafka message as a core `ConsumerRecord` (headers as strings).
@@ -79,11 +74,7 @@ export const subscribe = (
   options: PlatformaticConsumerSourceOptions = {}
 ): Effect.Effect<Subscription, ConsumerSourceError, Scope.Scope> =>
   Effect.gen(function* () {
-    const groupOptions: GroupOptions = {
-      sessionTimeout: options.sessionTimeoutMillis ?? 30_000,
-      rebalanceTimeout: options.rebalanceTimeoutMillis ?? 60_000,
-      heartbeatInterval: options.heartbeatIntervalMillis ?? 3_000
-    }
+    const groupOptions = ConsumerOptions.groupTimings(options)
     const consumer = new Consumer({ ...client.baseOptions, groupId: request.groupId, ...groupOptions })
     // The client's read_committed filter lets some aborted records through (internal/abortedRecords).
     patchFetch(consumer)
@@ -114,7 +105,7 @@ export const subscribe = (
       }),
       commit: Commit.commit(consumer, state, {
         groupId: request.groupId,
-        timeoutMillis: options.commitTimeoutMillis ?? 10_000
+        timeoutMillis: ConsumerOptions.commitTimeoutMillis(options)
       }),
       isCurrent: Handoff.isCurrent(consumer, state),
       pause: (partitions) => Handoff.setPaused(state, partitions, true),
@@ -129,7 +120,7 @@ export const subscribe = (
 const start = (
   consumer: Handoff.AnyConsumer,
   request: { readonly topics: ReadonlyArray<string>; readonly fromBeginning?: boolean },
-  groupOptions: GroupOptions,
+  groupOptions: ConsumerOptions.GroupTimings,
   options: PlatformaticConsumerSourceOptions
 ): Effect.Effect<Handoff.RawStream, ConsumerSourceError> =>
   Effect.tryPromise({

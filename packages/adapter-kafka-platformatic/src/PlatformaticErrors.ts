@@ -1,7 +1,8 @@
 /**
- * Maps @platformatic/kafka failures onto the library's typed errors, with the same verdicts as
- * the kafkajs adapter's `KafkaErrors`: an outage is `BrokerUnavailableError`, other transient
- * errors retriable, verdicts about the record, topic or permissions permanent.
+ * How @platformatic/kafka names its failures, read into the Kafka layer's one classification
+ * (`@effect-outbox/kafka/KafkaProtocol`), so the verdicts are those of the kafkajs driver: an
+ * outage is `BrokerUnavailableError`, other transient errors retriable, verdicts about the
+ * record, topic or permissions permanent.
  *
  * @platformatic/kafka reports broker answers as `ProtocolError`s (`apiId` is Kafka's error name,
  * e.g. `MESSAGE_TOO_LARGE`) wrapped in `ResponseError` / `MultipleErrors` (one per retry), and
@@ -9,15 +10,7 @@
  *
  * @since 0.1.0
  */
-import {
-  BrokerAdminError,
-  BrokerUnavailableError,
-  ConsumerSourceError,
-  PermanentPublishError,
-  ProbeError,
-  type PublishError,
-  RetriablePublishError
-} from "@effect-outbox/core/Errors"
+import * as KafkaProtocol from "@effect-outbox/kafka/KafkaProtocol"
 
 interface PlatformaticLikeError {
   readonly name?: string
@@ -71,78 +64,6 @@ export const protocolTypes = (error: unknown): ReadonlySet<string> =>
   new Set(leaves(error).flatMap((leaf) => (leaf.apiId === undefined ? [] : [leaf.apiId])))
 
 /**
- * Broker error codes that asking again can never fix.
- *
- * @since 0.1.0
- * @category classification
- */
-export const permanentProtocolTypes: ReadonlySet<string> = new Set([
-  "MESSAGE_TOO_LARGE",
-  "RECORD_LIST_TOO_LARGE",
-  "INVALID_TOPIC_EXCEPTION",
-  "TOPIC_AUTHORIZATION_FAILED",
-  "CLUSTER_AUTHORIZATION_FAILED",
-  "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
-  "INVALID_RECORD",
-  "CORRUPT_MESSAGE",
-  "UNSUPPORTED_FOR_MESSAGE_FORMAT",
-  "UNSUPPORTED_COMPRESSION_TYPE",
-  "INVALID_REQUIRED_ACKS",
-  "POLICY_VIOLATION",
-  "INVALID_CONFIG",
-  "INVALID_REPLICATION_FACTOR",
-  "SASL_AUTHENTICATION_FAILED"
-])
-
-/**
- * Producer-state errors: the producer must be replaced (a fresh producer id), then sending again
- * is safe.
- *
- * @since 0.1.0
- * @category classification
- */
-export const producerStateTypes: ReadonlySet<string> = new Set([
-  "OUT_OF_ORDER_SEQUENCE_NUMBER",
-  "DUPLICATE_SEQUENCE_NUMBER",
-  "INVALID_PRODUCER_EPOCH",
-  "UNKNOWN_PRODUCER_ID",
-  "INVALID_PRODUCER_ID_MAPPING",
-  "PRODUCER_FENCED"
-])
-
-/**
- * Broker answers that say the broker cannot take records right now: nothing about the record.
- *
- * @since 0.1.0
- * @category classification
- */
-export const unavailableProtocolTypes: ReadonlySet<string> = new Set([
-  "LEADER_NOT_AVAILABLE",
-  "NOT_LEADER_OR_FOLLOWER",
-  "REQUEST_TIMED_OUT",
-  "BROKER_NOT_AVAILABLE",
-  "NETWORK_EXCEPTION",
-  "NOT_COORDINATOR",
-  "COORDINATOR_NOT_AVAILABLE",
-  "COORDINATOR_LOAD_IN_PROGRESS",
-  "NOT_ENOUGH_REPLICAS",
-  "NOT_ENOUGH_REPLICAS_AFTER_APPEND",
-  "KAFKA_STORAGE_ERROR",
-  "FENCED_LEADER_EPOCH",
-  "UNKNOWN_LEADER_EPOCH",
-  "NOT_CONTROLLER"
-])
-
-/**
- * Broker verdicts on a record batch's size: "split and send again" for several records, "never"
- * for one.
- *
- * @since 0.1.0
- * @category classification
- */
-export const recordSizeTypes: ReadonlySet<string> = new Set(["MESSAGE_TOO_LARGE", "RECORD_LIST_TOO_LARGE"])
-
-/**
  * Client-side trouble with the connection: refused, closed, timed out, a reply that does not
  * match its request, or the client closed under a retry (a producer being replaced).
  */
@@ -167,16 +88,6 @@ const isNetworkLeaf = (leaf: PlatformaticLikeError) =>
   (leaf.code === "PLT_KFK_USER" && (leaf.message ?? "").startsWith("Client closed while retrying"))
 
 /**
- * The client's error when a metadata request names a topic the broker does not know.
- *
- * @since 0.1.0
- * @category classification
- */
-export const isUnknownTopic = (error: unknown): boolean =>
-  protocolTypes(error).has("UNKNOWN_TOPIC_OR_PARTITION") ||
-  leaves(error).some((leaf) => leaf.code === "PLT_KFK_USER" && (leaf.message ?? "").startsWith("Unknown topic"))
-
-/**
  * A one-line description: the error codes and Kafka error names found, and the messages.
  *
  * @since 0.1.0
@@ -194,106 +105,47 @@ export const describe = (error: unknown): string => {
 }
 
 /**
- * Whether the error says the broker is unavailable (connection refused or lost, no answer in
- * time, no leader, not coordinator, …). It says nothing about the record: not an attempt.
+ * What the Kafka layer reads from a @platformatic/kafka error: Kafka's error names in its tree
+ * (the client's own "Unknown topic" read as `UNKNOWN_TOPIC_OR_PARTITION`), whether every leaf is
+ * a connection failure, and whether any leaf may pass.
  *
- * @since 0.1.0
+ * @since 0.4.0
  * @category classification
  */
-export const isBrokerUnavailable = (error: unknown): boolean => {
+export const errorNames = (error: unknown): KafkaProtocol.ErrorNames => {
   const all = leaves(error)
-  const types = protocolTypes(error)
-  if ([...types].some((t) => permanentProtocolTypes.has(t))) return false
-  if ([...types].some((t) => unavailableProtocolTypes.has(t))) return true
-  return all.length > 0 && all.every((leaf) => leaf.apiId === undefined && isNetworkLeaf(leaf))
+  const protocol = new Set(all.flatMap((leaf) => (leaf.apiId === undefined ? [] : [leaf.apiId])))
+  if (all.some((leaf) => leaf.code === "PLT_KFK_USER" && (leaf.message ?? "").startsWith("Unknown topic"))) {
+    protocol.add(KafkaProtocol.UNKNOWN_TOPIC)
+  }
+  return {
+    protocol,
+    clientOutage: all.length > 0 && all.every((leaf) => leaf.apiId === undefined && isNetworkLeaf(leaf)),
+    retriable: all.some((leaf) => leaf.canRetry === true || isNetworkLeaf(leaf))
+  }
 }
 
 /**
- * Whether trying again may succeed.
+ * The @platformatic/kafka classification (see `KafkaProtocol.Protocol`).
  *
+ * @since 0.4.0
+ * @category classification
+ */
+export const protocol: KafkaProtocol.Protocol = KafkaProtocol.make(errorNames, describe)
+
+/**
  * @since 0.1.0
  * @category classification
  */
-export const isRetriable = (error: unknown): boolean => {
-  const types = protocolTypes(error)
-  if ([...types].some((t) => permanentProtocolTypes.has(t))) return false
-  if ([...types].some((t) => producerStateTypes.has(t))) return true
-  const all = leaves(error)
-  return all.some((leaf) => leaf.canRetry === true || isNetworkLeaf(leaf))
-}
-
-/**
- * Whether the broker refused a record batch for its size.
- *
- * @since 0.1.0
- * @category classification
- */
-export const isRecordSizeError = (error: unknown): boolean =>
-  [...protocolTypes(error)].some((t) => recordSizeTypes.has(t))
-
-/**
- * Whether the producer that saw this error must be replaced before the next send (an uncertain
- * failure: its sequence numbers may no longer match the broker's).
- *
- * @since 0.1.0
- * @category classification
- */
-export const requiresProducerReset = (error: unknown): boolean =>
-  ![...protocolTypes(error)].some((t) => permanentProtocolTypes.has(t))
-
-/**
- * Whether a broker call other than a send may succeed when asked again (the broker is
- * unreachable or starting, a coordinator moved). "No such topic" is an answer, not a hiccup.
- *
- * @since 0.1.0
- * @category classification
- */
-export const isRetriableBrokerCall = (error: unknown): boolean => {
-  if (isUnknownTopic(error)) return false
-  if ([...protocolTypes(error)].some((t) => producerStateTypes.has(t))) return false
-  return isRetriable(error)
-}
-
-/**
- * @since 0.1.0
- * @category mapping
- */
-export const toPublishError = (topic: string, error: unknown): PublishError =>
-  isBrokerUnavailable(error)
-    ? new BrokerUnavailableError({ topic, reason: describe(error) })
-    : isRetriable(error)
-      ? new RetriablePublishError({ topic, reason: describe(error) })
-      : new PermanentPublishError({ topic, reason: describe(error) })
-
-/**
- * @since 0.1.0
- * @category mapping
- */
-export const toAdminError = (operation: string, topic: string, error: unknown): BrokerAdminError =>
-  new BrokerAdminError({ operation, topic, reason: describe(error) })
-
-/**
- * @since 0.1.0
- * @category mapping
- */
-export const toProbeError = (topic: string, error: unknown): ProbeError =>
-  new ProbeError({ topic, reason: describe(error) })
-
-/**
- * Group-membership errors (the member was fenced by a rebalance) are retriable, as in
- * `KafkaErrors.toConsumerError`.
- *
- * @since 0.1.0
- * @category mapping
- */
-export const toConsumerError = (operation: string, error: unknown): ConsumerSourceError => {
-  const types = protocolTypes(error)
-  const fenced = [
-    "REBALANCE_IN_PROGRESS",
-    "ILLEGAL_GENERATION",
-    "UNKNOWN_MEMBER_ID",
-    "NOT_COORDINATOR",
-    "FENCED_INSTANCE_ID"
-  ].some((t) => types.has(t))
-  return new ConsumerSourceError({ operation, reason: describe(error), retriable: fenced || isRetriable(error) })
-}
+export const {
+  isBrokerUnavailable,
+  isRetriable,
+  isRecordSizeError,
+  isUnknownTopic,
+  requiresProducerReset,
+  isRetriableBrokerCall,
+  toPublishError,
+  toAdminError,
+  toProbeError,
+  toConsumerError
+} = protocol

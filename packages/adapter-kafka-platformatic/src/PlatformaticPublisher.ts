@@ -1,8 +1,7 @@
 /**
- * `Publisher` on @platformatic/kafka: an idempotent producer with acks=-1, explicit partitions and
- * a receipt per record in request order. Each partition's records go in record batches under the
- * topic's `max.message.bytes`, one `send` per batch, so every broker error is attributed to the
- * records it concerns — the same contract as the kafkajs adapter's `KafkaPublisher`.
+ * `Publisher` on @platformatic/kafka: the Kafka layer's publisher (explicit partitions, record
+ * batches under each topic's `max.message.bytes`, one `send` per batch, a receipt per record)
+ * over the client's idempotent producer — the same contract as the kafkajs driver's.
  *
  * Keyed records without an explicit partition get the Java client's partition
  * (`murmur2(key) & 0x7fffffff`), as kafkajs computes it: the client's own default partitioner
@@ -11,21 +10,13 @@
  *
  * @since 0.1.0
  */
-import { BrokerUnavailableError } from "@effect-outbox/core/Errors"
-import { EVENT_ID_HEADER } from "@effect-outbox/core/OutboxMessage"
-import * as PartitionSend from "@effect-outbox/core/PartitionSend"
-import * as ProducerLeases from "@effect-outbox/core/ProducerLeases"
-import { Publisher, type PublishOutcome, type PublishRequest } from "@effect-outbox/core/Publisher"
+import { Publisher as CorePublisher } from "@effect-outbox/core/Publisher"
+import * as Publisher from "@effect-outbox/kafka/Publisher"
 import { type CompressionAlgorithmValue, ProduceAcks, Producer, stringSerializer } from "@platformatic/kafka"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as Metric from "effect/Metric"
-import * as Result from "effect/Result"
-import * as Layouts from "./internal/layouts.ts"
-import * as Send from "./internal/send.ts"
-import * as TopicLimits from "./internal/topicLimits.ts"
+import * as Driver from "./internal/driver.ts"
 import { PlatformaticClient } from "./PlatformaticClient.ts"
-import { describe, isRecordSizeError, toPublishError } from "./PlatformaticErrors.ts"
 
 /**
  * @since 0.1.0
@@ -45,45 +36,63 @@ export interface PlatformaticPublisherOptions {
   readonly compression?: CompressionAlgorithmValue | undefined
 }
 
-/**
- * @since 0.1.0
- * @category metrics
- */
-export const publishedRecords = Metric.counter("outbox_kafka_published_records_total", {
-  description: "Records the Kafka publisher got a broker acknowledgement for",
-  incremental: true
-})
-
-/**
- * @since 0.1.0
- * @category metrics
- */
-export const producerResets = Metric.counter("outbox_kafka_producer_resets_total", {
-  description: "Idempotent producers replaced after an uncertain failure or a partition-count change",
-  incremental: true
-})
-
 export {
   /**
    * The partition the Java client (and kafkajs) gives a key: `toPositive(murmur2(key)) % count`
-   * (core's `KeyPartition`, shared with the kafkajs adapter and the in-memory broker).
+   * (core's `KeyPartition`, shared with the kafkajs driver and the in-memory broker).
    *
    * @since 0.1.0
    * @category partitioning
    */
   keyPartition
 } from "@effect-outbox/core/KeyPartition"
+export {
+  /**
+   * @since 0.1.0
+   * @category metrics
+   */
+  producerResets,
+  /**
+   * @since 0.1.0
+   * @category metrics
+   */
+  publishedRecords
+} from "@effect-outbox/kafka/Metrics"
+export {
+  /**
+   * The headers sent with a record: the request's own, with `event-id` guaranteed to be its id.
+   *
+   * @since 0.1.0
+   * @category encoding
+   */
+  recordHeaders
+} from "@effect-outbox/kafka/Publisher"
 
-/**
- * The headers sent with a record: the request's own, with `event-id` guaranteed to be its id.
- *
- * @since 0.1.0
- * @category encoding
- */
-export const recordHeaders = (request: PublishRequest): Record<string, string> => ({
-  ...request.headers,
-  [EVENT_ID_HEADER]: request.id
-})
+type AnyProducer = Producer<Buffer | undefined, Buffer, string, string>
+
+const toBuffer = (bytes: Uint8Array): Buffer => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
+
+/** One `send` of one partition's records: its base offset, `undefined` when none was reported. */
+const produce = async (producer: AnyProducer, [part]: ReadonlyArray<Publisher.Part>) => {
+  const { partition, records, topic } = part!
+  // The producer's cached metadata must know the partition: the client folds an unknown
+  // partition onto an existing one (`partition % count`) instead of failing.
+  const known = await producer.metadata({ topics: [topic] })
+  if ((known.topics.get(topic)?.partitionsCount ?? 0) <= partition) {
+    const fresh = await producer.metadata({ topics: [topic], forceUpdate: true })
+    if ((fresh.topics.get(topic)?.partitionsCount ?? 0) <= partition) return [undefined]
+  }
+  const result = await producer.send({
+    messages: records.map((record) => ({
+      topic,
+      partition,
+      key: record.key === null ? undefined : Buffer.from(record.key),
+      value: toBuffer(record.payload),
+      headers: { ...record.headers }
+    }))
+  })
+  return [result.offsets?.find((o) => o.topic === topic && o.partition === partition)?.offset]
+}
 
 /**
  * @since 0.1.0
@@ -92,134 +101,36 @@ export const recordHeaders = (request: PublishRequest): Record<string, string> =
 export const make = (options: PlatformaticPublisherOptions = {}) =>
   Effect.gen(function* () {
     const client = yield* PlatformaticClient
-    const timeoutMillis = options.publishTimeoutMillis ?? 8_000
-
-    // One producer at a time, replaced (a fresh producer id) after an uncertain failure or a
-    // timeout; sends hold it by reference so a reset never closes it under them.
-    const leases = yield* ProducerLeases.make<Send.AnyProducer>({
-      create: () =>
-        new Producer<Buffer | undefined, Buffer, string, string>({
-          ...client.baseOptions,
-          idempotent: true,
-          acks: ProduceAcks.ALL,
-          autocreateTopics: false,
-          // Our partitions are final: a stale-metadata retry must not re-route them.
-          repeatOnStaleMetadata: false,
-          retries: options.retries ?? 3,
-          serializers: { headerKey: stringSerializer, headerValue: stringSerializer },
-          ...(options.compression === undefined ? {} : { compression: options.compression })
-        }),
-      connect: () => Promise.resolve(),
-      // Forced: a producer stuck on an unreachable broker never finishes a graceful close.
-      disconnect: (producer) => producer.close(true),
-      onReplace: Metric.update(producerResets, 1)
-    })
-    yield* Effect.addFinalizer(() => leases.closeAll)
-    const sender: Send.Sender = {
-      leases,
-      // The producer's own metadata may predate a growth: replace it.
-      layouts: Layouts.make(client.admin, options.metadataMaxAgeMillis ?? 5_000, leases.requestReset),
-      timeoutMillis
-    }
-    const limits = TopicLimits.make(client.admin)
-    const uncompressed = options.compression === undefined || options.compression === "none"
-
-    // One partition's records, in record batches under the topic's limit (core PartitionSend).
-    const sendPartition = (group: PartitionGroup, deadline: number, outcomes: Array<PublishOutcome | undefined>) =>
-      PartitionSend.sendPartition(
-        {
-          limitFor: limits.limitFor,
-          invalidateLimit: limits.invalidate,
-          send: (topic, partition, batch) => Send.sendRecords(sender, topic, partition, batch, deadline),
-          isRecordSizeError: (error) => !(error instanceof Send.SendError) && isRecordSizeError(error),
-          verdict: (topic, error) => (error instanceof Send.SendError ? error.verdict : toPublishError(topic, error)),
-          describe,
-          uncompressed,
-          onSent: (records) => Metric.update(publishedRecords, records)
-        },
-        group.topic,
-        group.partition,
-        group.records,
-        outcomes
-      )
-
-    const publish = (requests: ReadonlyArray<PublishRequest>): Effect.Effect<ReadonlyArray<PublishOutcome>> =>
-      Effect.gen(function* () {
-        if (requests.length === 0) return []
-        const deadline = Date.now() + timeoutMillis
-        const outcomes: Array<PublishOutcome | undefined> = new Array(requests.length)
-        const groups = yield* partitionGroups(sender.layouts, requests, deadline, outcomes)
-        yield* Effect.forEach(groups.values(), (group) => sendPartition(group, deadline, outcomes), {
-          concurrency: "unbounded",
-          discard: true
-        })
-        return outcomes as ReadonlyArray<PublishOutcome>
-      }).pipe(
-        Effect.withSpan("kafka.publish", { attributes: { records: requests.length } }, { captureStackTrace: false })
-      )
-
-    return Publisher.of({ publish })
-  })
-
-/** Records of one call bound for one partition, in request order. */
-interface PartitionGroup {
-  readonly topic: string
-  readonly partition: number
-  readonly records: Array<Send.Outgoing>
-}
-
-/**
- * Where each record goes, decided before sending, grouped by partition in request order. Records
- * that cannot be sent (no such topic or partition, no metadata answer before `deadline`) get their
- * outcome in `outcomes` at once.
- */
-const partitionGroups = (
-  layouts: Layouts.Layouts,
-  requests: ReadonlyArray<PublishRequest>,
-  deadline: number,
-  outcomes: Array<PublishOutcome | undefined>
-) =>
-  Effect.gen(function* () {
-    const targets: Array<Layouts.Target> = new Array(requests.length)
-    for (const topic of new Set(requests.map((r) => r.topic))) {
-      const layout = yield* layouts.layoutFor(topic, requests).pipe(
-        Effect.timeoutOrElse({
-          duration: Math.max(1, deadline - Date.now()),
-          orElse: () => Effect.fail(new BrokerUnavailableError({ topic, reason: "no metadata answer in time" }))
-        }),
-        Effect.result
-      )
-      requests.forEach((request, i) => {
-        if (request.topic !== topic) return
-        targets[i] = Result.isFailure(layout)
-          ? {
-              _tag: "Reject",
-              error:
-                layout.failure instanceof BrokerUnavailableError
-                  ? layout.failure
-                  : toPublishError(topic, layout.failure)
-            }
-          : layouts.target(request, layout.success)
-      })
-    }
-    const groups = new Map<string, PartitionGroup>()
-    requests.forEach((request, index) => {
-      const t = targets[index]!
-      if (t._tag === "Reject") {
-        outcomes[index] = Result.fail(t.error)
-        return
-      }
-      const slot = `${t.topic}\u0000${t.partition}`
-      const group = groups.get(slot) ?? { topic: t.topic, partition: t.partition, records: [] }
-      group.records.push({ index, key: request.key, headers: recordHeaders(request), payload: request.payload })
-      groups.set(slot, group)
-    })
-    return groups
+    return yield* Publisher.make(
+      Driver.make(client),
+      {
+        create: (): AnyProducer =>
+          new Producer<Buffer | undefined, Buffer, string, string>({
+            ...client.baseOptions,
+            idempotent: true,
+            acks: ProduceAcks.ALL,
+            autocreateTopics: false,
+            // Our partitions are final: a stale-metadata retry must not re-route them.
+            repeatOnStaleMetadata: false,
+            retries: options.retries ?? 3,
+            serializers: { headerKey: stringSerializer, headerValue: stringSerializer },
+            ...(options.compression === undefined ? {} : { compression: options.compression })
+          }),
+        connect: () => Promise.resolve(),
+        // Forced: a producer stuck on an unreachable broker never finishes a graceful close.
+        disconnect: (producer) => producer.close(true),
+        produce,
+        uncompressed: options.compression === undefined || options.compression === "none",
+        combinePartitions: false
+      },
+      options
+    )
   })
 
 /**
  * @since 0.1.0
  * @category layers
  */
-export const layer = (options: PlatformaticPublisherOptions = {}): Layer.Layer<Publisher, never, PlatformaticClient> =>
-  Layer.effect(Publisher)(make(options))
+export const layer = (
+  options: PlatformaticPublisherOptions = {}
+): Layer.Layer<CorePublisher, never, PlatformaticClient> => Layer.effect(CorePublisher)(make(options))

@@ -15,19 +15,14 @@
  *
  * @since 0.1.0
  */
-import type { PublishReceipt } from "@effect-outbox/core/OutboxMessage"
-import {
-  TransactionAbortedError,
-  TransactionalProducer,
-  type TransactionRequest
-} from "@effect-outbox/core/TransactionalProducer"
+import { TransactionalProducer } from "@effect-outbox/core/TransactionalProducer"
+import * as Transactions from "@effect-outbox/kafka/Transactions"
 import { ProduceAcks, Producer, stringSerializer } from "@platformatic/kafka"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as Semaphore from "effect/Semaphore"
 import * as Transaction from "./internal/transaction.ts"
 import { PlatformaticClient } from "./PlatformaticClient.ts"
-import { describe, isRetriable, isUnknownTopic, protocolTypes } from "./PlatformaticErrors.ts"
+import { protocol } from "./PlatformaticErrors.ts"
 
 /**
  * @since 0.1.0
@@ -45,26 +40,6 @@ export interface PlatformaticTransactionalProducerOptions {
   readonly commitTimeoutMillis?: number | undefined
 }
 
-/** Broker answers after which this producer may never commit again: retrying cannot help. */
-const fencedTypes: ReadonlySet<string> = new Set([
-  "PRODUCER_FENCED",
-  "INVALID_PRODUCER_EPOCH",
-  "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
-  "TRANSACTION_COORDINATOR_FENCED",
-  "GROUP_AUTHORIZATION_FAILED"
-])
-
-/** Why a transaction failed, and whether running it again on a fresh producer may succeed. */
-const verdict = (transactionalId: string, error: unknown): TransactionAbortedError => {
-  const aborted = (reason: string, retriable: boolean) =>
-    new TransactionAbortedError({ transactionalId, reason, retriable })
-  if (error instanceof TransactionAbortedError) return error
-  if (error instanceof Transaction.Refused) return aborted(error.reason, false)
-  if (isUnknownTopic(error)) return aborted(`a topic does not exist: ${describe(error)}`, false)
-  const fenced = [...protocolTypes(error)].some((t) => fencedTypes.has(t))
-  return aborted(describe(error), !fenced && isRetriable(error))
-}
-
 /**
  * @since 0.1.0
  * @category constructors
@@ -72,79 +47,33 @@ const verdict = (transactionalId: string, error: unknown): TransactionAbortedErr
 export const make = (options: PlatformaticTransactionalProducerOptions) =>
   Effect.gen(function* () {
     const client = yield* PlatformaticClient
-    const { transactionalId } = options
-    const commitTimeout = options.commitTimeoutMillis ?? 30_000
-    const lock = yield* Semaphore.make(1)
-    let producer: Transaction.TxProducer | undefined
-
-    const acquire = (): Transaction.TxProducer => {
-      producer ??= new Producer<Buffer | undefined, Buffer, string, string>({
-        ...client.baseOptions,
-        timeout: options.transactionTimeoutMillis ?? 10_000,
-        transactionalId,
-        idempotent: true,
-        acks: ProduceAcks.ALL,
-        autocreateTopics: false,
-        repeatOnStaleMetadata: false,
-        // Few retries: a failing transaction is aborted and retried whole by the caller.
-        retries: 3,
-        serializers: { headerKey: stringSerializer, headerValue: stringSerializer }
-      })
-      return producer
-    }
-    // The next transaction starts on a fresh producer, whose InitProducerId bumps the epoch and
-    // aborts whatever this one left open. Forced: a producer stuck on a dead broker never closes.
-    const reset = Effect.suspend(() => {
-      const old = producer
-      producer = undefined
-      return old === undefined ? Effect.void : Effect.promise(() => old.close(true).catch(() => undefined))
-    })
-    yield* Effect.addFinalizer(() => lock.withPermits(1)(reset))
-
-    const commit = (
-      request: TransactionRequest
-    ): Effect.Effect<ReadonlyArray<PublishReceipt>, TransactionAbortedError> =>
-      lock
-        .withPermits(1)(
-          Effect.gen(function* () {
-            if (request.records.length === 0 && request.offsets.length === 0) return []
-            const p = acquire()
-            const result = yield* Effect.tryPromise({
-              try: () => Transaction.run(p, client.admin, request),
-              catch: (error) => error
-            }).pipe(
-              Effect.timeoutOrElse({
-                duration: commitTimeout,
-                orElse: () =>
-                  Effect.fail(
-                    new TransactionAbortedError({
-                      transactionalId,
-                      reason: `no answer within ${commitTimeout} ms`,
-                      retriable: true
-                    })
-                  )
-              }),
-              // Interrupted or timed out mid-transaction: never reuse this producer.
-              Effect.onInterrupt(() => reset),
-              // After any failure the client's transaction state is not trustworthy (a fenced
-              // producer keeps failing): the next transaction gets a fresh producer.
-              Effect.catch((error) => Effect.andThen(reset, Effect.fail(verdict(transactionalId, error))))
-            )
-            return Transaction.receipts(request, result)
-          })
-        )
-        .pipe(
-          Effect.withSpan("kafka.transaction.commit", {
-            attributes: { transactionalId, records: request.records.length }
-          })
-        )
-
-    return TransactionalProducer.of({ transactionalId, commit })
+    return yield* Transactions.make(
+      {
+        protocol,
+        create: (): Transaction.TxProducer =>
+          new Producer<Buffer | undefined, Buffer, string, string>({
+            ...client.baseOptions,
+            timeout: options.transactionTimeoutMillis ?? 10_000,
+            transactionalId: options.transactionalId,
+            idempotent: true,
+            acks: ProduceAcks.ALL,
+            autocreateTopics: false,
+            repeatOnStaleMetadata: false,
+            // Few retries: a failing transaction is aborted and retried whole by the caller.
+            retries: 3,
+            serializers: { headerKey: stringSerializer, headerValue: stringSerializer }
+          }),
+        // Forced: a producer stuck on a dead broker never closes.
+        close: (p) => p.close(true),
+        run: (p, request) => Transaction.run(p, client.admin, request)
+      },
+      { transactionalId: options.transactionalId, commitTimeoutMillis: options.commitTimeoutMillis ?? 30_000 }
+    )
   })
 
 /**
  * `TransactionalProducer` over the shared `PlatformaticClient`. Separate from
- * `PlatformaticKafkaOutbox`: a transactional id belongs to one pipeline instance.
+ * `PlatformaticOutbox`: a transactional id belongs to one pipeline instance.
  *
  * @since 0.1.0
  * @category layers

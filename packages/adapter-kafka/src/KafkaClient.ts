@@ -5,8 +5,8 @@
  * @since 0.1.0
  */
 import * as KafkaSecurity from "@effect-outbox/core/KafkaSecurity"
-import * as KafkaVariables from "@effect-outbox/core/KafkaVariables"
-import * as Config from "effect/Config"
+import * as ClientConfig from "@effect-outbox/kafka/ClientConfig"
+import type * as Config from "effect/Config"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -105,26 +105,18 @@ export const layer = (options: KafkaClientOptions): Layer.Layer<KafkaClient> => 
  * @since 0.1.0
  * @category config
  */
-export const config: Config.Config<KafkaClientOptions> = Config.all({
-  brokers: KafkaVariables.variables.brokers.config,
-  clientId: KafkaVariables.variables.clientId.config
-})
+export const config: Config.Config<KafkaClientOptions> = ClientConfig.config
 
 /**
  * @since 0.1.0
  * @category layers
  */
-export const layerConfig = (
-  overrides?: Partial<KafkaClientOptions> & { readonly token?: KafkaSecurity.TokenProvider | undefined }
-): Layer.Layer<KafkaClient, Config.ConfigError | KafkaSecurity.KafkaSecurityError> =>
-  Layer.effect(KafkaClient)(
-    Effect.gen(function* () {
-      const fromEnv = yield* config
-      const security = overrides?.security ?? (yield* KafkaSecurity.config({ token: overrides?.token }))
-      const { token: _token, ...rest } = overrides ?? {}
-      return yield* make({ ...fromEnv, security, ...rest })
-    })
-  )
+export const layerConfig: (
+  overrides?: ClientConfig.Overrides<KafkaClientOptions>
+) => Layer.Layer<KafkaClient, Config.ConfigError | KafkaSecurity.KafkaSecurityError> = ClientConfig.layerConfig(
+  KafkaClient,
+  make
+)
 
 /**
  * Runs a kafkajs call, mapping a rejection with `onError`.

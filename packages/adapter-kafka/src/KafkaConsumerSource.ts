@@ -30,6 +30,7 @@
  */
 import { ConsumerSource, type Subscription } from "@effect-outbox/core/ConsumerSource"
 import type { ConsumerSourceError } from "@effect-outbox/core/Errors"
+import * as ConsumerOptions from "@effect-outbox/kafka/ConsumerOptions"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Queue from "effect/Queue"
@@ -45,22 +46,12 @@ import { retrying } from "./KafkaRetry.ts"
  * @since 0.1.0
  * @category models
  */
-export interface KafkaConsumerSourceOptions {
-  /** kafkajs default 30000. Small values notice dead members sooner. */
-  readonly sessionTimeoutMillis?: number | undefined
-  /** kafkajs default 60000: how long a rebalance waits for members to rejoin. */
-  readonly rebalanceTimeoutMillis?: number | undefined
-  /** kafkajs default 3000; also the heartbeat period while a batch is being processed. */
-  readonly heartbeatIntervalMillis?: number | undefined
+export interface KafkaConsumerSourceOptions extends ConsumerOptions.ConsumerOptions {
   /**
    * Longest a fetch waits for data (default 500, as the Java client's `fetch.max.wait.ms`; kafkajs
    * default 5000). Closing the consumer waits for the fetch in flight, so this bounds shutdown.
    */
   readonly maxWaitTimeMillis?: number | undefined
-  /** Bytes per partition per fetch (kafkajs default 1 MiB): bounds a batch. */
-  readonly maxBytesPerPartition?: number | undefined
-  /** Upper bound on one commit call (default 10000 ms). */
-  readonly commitTimeoutMillis?: number | undefined
   /**
    * How old the group's view of topic metadata may get (default 5000 ms; kafkajs default 300000).
    * A topic grown by `PartitionAssignment` or the relay's sync is noticed (and rebalanced onto)
@@ -79,7 +70,7 @@ export {
    * @category metrics
    */
   droppedCommits
-} from "./internal/commit.ts"
+} from "@effect-outbox/kafka/Metrics"
 export {
   /**
    * A kafkajs message as a core `ConsumerRecord` (headers as strings, the value's bytes shared).
@@ -101,15 +92,14 @@ export const subscribe = (
 ): Effect.Effect<Subscription, ConsumerSourceError, Scope.Scope> =>
   Effect.gen(function* () {
     const state = yield* Handoff.makeState
-    const heartbeatInterval = options.heartbeatIntervalMillis ?? 3_000
+    const timings = ConsumerOptions.groupTimings(options)
+    const { heartbeatInterval } = timings
     const consumer = kafka.consumer({
       ...options.consumerConfig,
       groupId: request.groupId,
       readUncommitted: false,
       allowAutoTopicCreation: false,
-      sessionTimeout: options.sessionTimeoutMillis ?? 30_000,
-      rebalanceTimeout: options.rebalanceTimeoutMillis ?? 60_000,
-      heartbeatInterval,
+      ...timings,
       maxWaitTimeInMs: options.maxWaitTimeMillis ?? 500,
       metadataMaxAge: options.metadataMaxAgeMillis ?? options.consumerConfig?.metadataMaxAge ?? 5_000,
       ...(options.maxBytesPerPartition === undefined ? {} : { maxBytesPerPartition: options.maxBytesPerPartition })
@@ -128,7 +118,7 @@ export const subscribe = (
       batches: Handoff.batches(state),
       commit: Commit.commit(consumer, state, {
         groupId: request.groupId,
-        timeoutMillis: options.commitTimeoutMillis ?? 10_000
+        timeoutMillis: ConsumerOptions.commitTimeoutMillis(options)
       }),
       isCurrent: Handoff.isCurrent(state),
       pause: (partitions) => Handoff.setPaused(consumer, state, partitions, true),

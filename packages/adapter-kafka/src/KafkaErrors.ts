@@ -1,18 +1,12 @@
 /**
- * Maps kafkajs failures onto the library's typed errors. One place decides what is retriable,
- * so the publisher, the admin, the probe and the consumer source agree.
+ * How kafkajs names its failures, read into the Kafka layer's one classification
+ * (`@effect-outbox/kafka/KafkaProtocol`): the broker's error type of the innermost error, and
+ * whether kafkajs saw an outage of its own. One place decides what is retriable, so the
+ * publisher, the admin, the probe and the consumer source agree.
  *
  * @since 0.1.0
  */
-import {
-  BrokerAdminError,
-  BrokerUnavailableError,
-  ConsumerSourceError,
-  PermanentPublishError,
-  ProbeError,
-  type PublishError,
-  RetriablePublishError
-} from "@effect-outbox/core/Errors"
+import * as KafkaProtocol from "@effect-outbox/kafka/KafkaProtocol"
 
 interface KafkaLikeError {
   readonly name?: string
@@ -24,76 +18,6 @@ interface KafkaLikeError {
 
 const asKafkaError = (error: unknown): KafkaLikeError =>
   typeof error === "object" && error !== null ? (error as KafkaLikeError) : { message: String(error) }
-
-/**
- * Broker error codes that asking again can never fix: the record, the topic name or the
- * permissions are wrong.
- *
- * @since 0.1.0
- * @category classification
- */
-export const permanentProtocolTypes: ReadonlySet<string> = new Set([
-  "MESSAGE_TOO_LARGE",
-  "RECORD_LIST_TOO_LARGE",
-  "INVALID_TOPIC_EXCEPTION",
-  "TOPIC_AUTHORIZATION_FAILED",
-  "CLUSTER_AUTHORIZATION_FAILED",
-  "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
-  "INVALID_RECORD",
-  "CORRUPT_MESSAGE",
-  "UNSUPPORTED_FOR_MESSAGE_FORMAT",
-  "UNSUPPORTED_COMPRESSION_TYPE",
-  "INVALID_REQUIRED_ACKS",
-  "POLICY_VIOLATION",
-  "INVALID_CONFIG",
-  "INVALID_REPLICATION_FACTOR",
-  "SASL_AUTHENTICATION_FAILED"
-])
-
-/**
- * Producer-state errors: the producer id, epoch or sequence no longer match the broker's. The
- * producer must be replaced (a fresh producer id), after which sending again is safe.
- *
- * @since 0.1.0
- * @category classification
- */
-export const producerStateTypes: ReadonlySet<string> = new Set([
-  "OUT_OF_ORDER_SEQUENCE_NUMBER",
-  "DUPLICATE_SEQUENCE_NUMBER",
-  "INVALID_PRODUCER_EPOCH",
-  "UNKNOWN_PRODUCER_ID",
-  "INVALID_PRODUCER_ID_MAPPING",
-  "PRODUCER_FENCED"
-])
-
-/**
- * Broker answers that say the broker cannot take records right now (no leader, coordinator
- * moving or loading, too few in-sync replicas, a network or storage failure on its side):
- * nothing about the record. Kafka spells some of them two ways (kafkajs keeps the old names).
- *
- * @since 0.2.0
- * @category classification
- */
-export const unavailableProtocolTypes: ReadonlySet<string> = new Set([
-  "LEADER_NOT_AVAILABLE",
-  "NOT_LEADER_FOR_PARTITION",
-  "NOT_LEADER_OR_FOLLOWER",
-  "REQUEST_TIMED_OUT",
-  "BROKER_NOT_AVAILABLE",
-  "NETWORK_EXCEPTION",
-  "NOT_COORDINATOR",
-  "NOT_COORDINATOR_FOR_GROUP",
-  "COORDINATOR_NOT_AVAILABLE",
-  "GROUP_COORDINATOR_NOT_AVAILABLE",
-  "COORDINATOR_LOAD_IN_PROGRESS",
-  "GROUP_LOAD_IN_PROGRESS",
-  "NOT_ENOUGH_REPLICAS",
-  "NOT_ENOUGH_REPLICAS_AFTER_APPEND",
-  "KAFKA_STORAGE_ERROR",
-  "FENCED_LEADER_EPOCH",
-  "UNKNOWN_LEADER_EPOCH",
-  "NOT_CONTROLLER"
-])
 
 /**
  * kafkajs errors of the client side of an outage: no connection, no answer in time, no broker
@@ -115,28 +39,7 @@ export const unavailableNames: ReadonlySet<string> = new Set([
   "KafkaJSGroupCoordinatorNotFound"
 ])
 
-/**
- * Broker verdicts on a record batch's size. On a batch of several records they mean "split and
- * send again"; on one record alone, that the record can never be published to this topic.
- *
- * @since 0.2.0
- * @category classification
- */
-export const recordSizeTypes: ReadonlySet<string> = new Set(["MESSAGE_TOO_LARGE", "RECORD_LIST_TOO_LARGE"])
-
-const transientNames: ReadonlySet<string> = new Set([
-  "KafkaJSConnectionError",
-  "KafkaJSConnectionClosedError",
-  "KafkaJSRequestTimeoutError",
-  "KafkaJSTimeout",
-  "KafkaJSLockTimeout",
-  "KafkaJSNoBrokerAvailableError",
-  "KafkaJSBrokerNotFound",
-  "KafkaJSMetadataNotLoaded",
-  "KafkaJSTopicMetadataNotLoaded",
-  "KafkaJSStaleTopicMetadataAssignment",
-  "KafkaJSGroupCoordinatorNotFound"
-])
+const transientNames: ReadonlySet<string> = new Set([...unavailableNames, "KafkaJSStaleTopicMetadataAssignment"])
 
 /**
  * kafkajs 2.2.4's `admin.fetchTopicMetadata` (and `cluster.metadata` under it) answers an outage
@@ -194,123 +97,42 @@ export const describe = (error: unknown): string => {
 }
 
 /**
- * Whether trying again may succeed: connection problems, timeouts, leadership moves and
- * producer-state errors are; broker verdicts about the record, the topic or permissions are not.
+ * What the Kafka layer reads from a kafkajs error: the broker's error type of its root cause, and
+ * whether kafkajs itself saw an outage or calls the error retriable.
  *
- * @since 0.1.0
+ * @since 0.4.0
  * @category classification
  */
-export const isRetriable = (error: unknown): boolean => {
+export const errorNames = (error: unknown): KafkaProtocol.ErrorNames => {
   const root = rootCause(error)
-  if (root.type !== undefined) {
-    if (permanentProtocolTypes.has(root.type)) return false
-    if (producerStateTypes.has(root.type)) return true
-    return root.retriable === true
+  const client = root.type === undefined && root.name !== undefined
+  return {
+    protocol: new Set(root.type === undefined ? [] : [root.type]),
+    clientOutage: client && unavailableNames.has(root.name!),
+    retriable: root.retriable === true || (client && transientNames.has(root.name!))
   }
-  if (root.name !== undefined && transientNames.has(root.name)) return true
-  return root.retriable === true
 }
 
 /**
- * Whether the error says the broker is unavailable (an outage: connection refused or closed,
- * request timeout, no leader, not coordinator, …), also when `KafkaJSNumberOfRetriesExceeded`
- * wraps it. Such an error says nothing about the record, so it does not count as an attempt.
+ * The kafkajs classification (see `KafkaProtocol.Protocol`).
  *
- * @since 0.2.0
+ * @since 0.4.0
  * @category classification
  */
-export const isBrokerUnavailable = (error: unknown): boolean => {
-  const root = rootCause(error)
-  if (root.type !== undefined) return unavailableProtocolTypes.has(root.type)
-  return root.name !== undefined && unavailableNames.has(root.name)
-}
+export const protocol: KafkaProtocol.Protocol = KafkaProtocol.make(errorNames, describe)
 
 /**
- * Whether the broker refused a record batch for its size (see `recordSizeTypes`).
- *
- * @since 0.2.0
- * @category classification
- */
-export const isRecordSizeError = (error: unknown): boolean => {
-  const type = rootCause(error).type
-  return type !== undefined && recordSizeTypes.has(type)
-}
-
-/**
- * Whether the producer that saw this error must be replaced before the next send. After an
- * uncertain failure (timeout, lost connection) kafkajs rolls its sequence numbers back; reusing
- * them for different records could make the broker discard those records as duplicates of a
- * batch that did land. A fresh producer id makes that impossible.
- *
  * @since 0.1.0
  * @category classification
  */
-export const requiresProducerReset = (error: unknown): boolean => {
-  const root = rootCause(error)
-  if (root.type !== undefined && permanentProtocolTypes.has(root.type)) return false
-  return true
-}
-
-/**
- * An outage becomes `BrokerUnavailableError` (not an attempt), other transient errors
- * `RetriablePublishError`, verdicts about the record or topic `PermanentPublishError`.
- *
- * @since 0.1.0
- * @category mapping
- */
-export const toPublishError = (topic: string, error: unknown): PublishError =>
-  isBrokerUnavailable(error)
-    ? new BrokerUnavailableError({ topic, reason: describe(error) })
-    : isRetriable(error)
-      ? new RetriablePublishError({ topic, reason: describe(error) })
-      : new PermanentPublishError({ topic, reason: describe(error) })
-
-/**
- * @since 0.1.0
- * @category mapping
- */
-export const toAdminError = (operation: string, topic: string, error: unknown): BrokerAdminError =>
-  new BrokerAdminError({ operation, topic, reason: describe(error) })
-
-/**
- * @since 0.1.0
- * @category mapping
- */
-export const toProbeError = (topic: string, error: unknown): ProbeError =>
-  new ProbeError({ topic, reason: describe(error) })
-
-/**
- * Group-membership errors on commit (the member was fenced by a rebalance) are retriable: once
- * the member rejoined, a commit for a partition it still owns succeeds, and one for a partition
- * it lost is dropped by the source.
- *
- * @since 0.1.0
- * @category mapping
- */
-export const toConsumerError = (operation: string, error: unknown): ConsumerSourceError => {
-  const root = rootCause(error)
-  const fenced =
-    root.type === "REBALANCE_IN_PROGRESS" ||
-    root.type === "ILLEGAL_GENERATION" ||
-    root.type === "UNKNOWN_MEMBER_ID" ||
-    root.type === "NOT_COORDINATOR_FOR_GROUP" ||
-    root.type === "FENCED_INSTANCE_ID"
-  return new ConsumerSourceError({ operation, reason: describe(error), retriable: fenced || isRetriable(error) })
-}
-
-/**
- * Whether a broker call other than a send (metadata, offsets, group lookups, topic creation, a
- * consumer starting) may succeed when asked again: the broker is unreachable or still starting,
- * a group coordinator is loading or moved, a leader is being elected. A freshly formatted broker
- * answers all of these for its first seconds. "No such topic" is an answer to these calls, not a
- * hiccup, and producer-state errors do not concern them.
- *
- * @since 0.1.0
- * @category classification
- */
-export const isRetriableBrokerCall = (error: unknown): boolean => {
-  const root = rootCause(error)
-  if (root.type === "UNKNOWN_TOPIC_OR_PARTITION") return false
-  if (root.type !== undefined && producerStateTypes.has(root.type)) return false
-  return isRetriable(error)
-}
+export const {
+  isRetriable,
+  isBrokerUnavailable,
+  isRecordSizeError,
+  requiresProducerReset,
+  isRetriableBrokerCall,
+  toPublishError,
+  toAdminError,
+  toProbeError,
+  toConsumerError
+} = protocol

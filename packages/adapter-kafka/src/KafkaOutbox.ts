@@ -12,15 +12,11 @@
  *
  * @since 0.1.0
  */
-
-import type { BrokerAdmin } from "@effect-outbox/core/BrokerAdmin"
-import type { BrokerProbe } from "@effect-outbox/core/BrokerProbe"
-import type { ConsumerSource } from "@effect-outbox/core/ConsumerSource"
 import type * as KafkaSecurity from "@effect-outbox/core/KafkaSecurity"
-import type { Publisher } from "@effect-outbox/core/Publisher"
-import type { TopicReader } from "@effect-outbox/core/TopicReader"
+import type * as ClientConfig from "@effect-outbox/kafka/ClientConfig"
+import * as OutboxLayer from "@effect-outbox/kafka/OutboxLayer"
 import type * as Config from "effect/Config"
-import * as Layer from "effect/Layer"
+import type * as Layer from "effect/Layer"
 import * as KafkaBrokerAdmin from "./KafkaBrokerAdmin.ts"
 import * as KafkaBrokerProbe from "./KafkaBrokerProbe.ts"
 import * as KafkaClient from "./KafkaClient.ts"
@@ -32,19 +28,31 @@ import * as KafkaTopicReader from "./KafkaTopicReader.ts"
  * @since 0.1.0
  * @category models
  */
-export interface KafkaOutboxOptions {
-  readonly publisher?: KafkaPublisher.KafkaPublisherOptions | undefined
-  readonly probe?: KafkaBrokerProbe.KafkaBrokerProbeOptions | undefined
-  readonly admin?: KafkaBrokerAdmin.KafkaBrokerAdminOptions | undefined
-  readonly consumer?: KafkaConsumerSource.KafkaConsumerSourceOptions | undefined
-  readonly reader?: KafkaTopicReader.KafkaTopicReaderOptions | undefined
-}
+export type KafkaOutboxOptions = OutboxLayer.Options<
+  KafkaPublisher.KafkaPublisherOptions,
+  KafkaBrokerProbe.KafkaBrokerProbeOptions,
+  KafkaBrokerAdmin.KafkaBrokerAdminOptions,
+  KafkaConsumerSource.KafkaConsumerSourceOptions,
+  KafkaTopicReader.KafkaTopicReaderOptions
+>
 
 /**
  * @since 0.1.0
  * @category models
  */
-export type Services = Publisher | BrokerProbe | BrokerAdmin | ConsumerSource | TopicReader | KafkaClient.KafkaClient
+export type Services = OutboxLayer.Ports | KafkaClient.KafkaClient
+
+const outbox = OutboxLayer.make({
+  ports: (options: KafkaOutboxOptions) => ({
+    publisher: KafkaPublisher.layer(options.publisher),
+    probe: KafkaBrokerProbe.layer(options.probe),
+    admin: KafkaBrokerAdmin.layer(options.admin),
+    consumer: KafkaConsumerSource.layer(options.consumer),
+    reader: KafkaTopicReader.layer(options.reader)
+  }),
+  client: KafkaClient.layer,
+  clientConfig: KafkaClient.layerConfig
+})
 
 /**
  * The ports over a `KafkaClient` you provide.
@@ -52,25 +60,16 @@ export type Services = Publisher | BrokerProbe | BrokerAdmin | ConsumerSource | 
  * @since 0.1.0
  * @category layers
  */
-export const layerWithoutClient = (
-  options: KafkaOutboxOptions = {}
-): Layer.Layer<Publisher | BrokerProbe | BrokerAdmin | ConsumerSource | TopicReader, never, KafkaClient.KafkaClient> =>
-  Layer.mergeAll(
-    KafkaPublisher.layer(options.publisher),
-    KafkaBrokerProbe.layer(options.probe),
-    KafkaBrokerAdmin.layer(options.admin),
-    KafkaConsumerSource.layer(options.consumer),
-    KafkaTopicReader.layer(options.reader)
-  )
+export const layerWithoutClient: (
+  options?: KafkaOutboxOptions
+) => Layer.Layer<OutboxLayer.Ports, never, KafkaClient.KafkaClient> = outbox.layerWithoutClient
 
 /**
  * @since 0.1.0
  * @category layers
  */
-export const layer = (
-  client: KafkaClient.KafkaClientOptions,
-  options: KafkaOutboxOptions = {}
-): Layer.Layer<Services> => layerWithoutClient(options).pipe(Layer.provideMerge(KafkaClient.layer(client)))
+export const layer: (client: KafkaClient.KafkaClientOptions, options?: KafkaOutboxOptions) => Layer.Layer<Services> =
+  outbox.layer
 
 /**
  * Like `layer`, with the client read from `KAFKA_BROKERS` / `KAFKA_CLIENT_ID` and TLS/SASL from
@@ -79,11 +78,6 @@ export const layer = (
  * @since 0.1.0
  * @category layers
  */
-export const layerConfig = (
-  options: KafkaOutboxOptions & {
-    readonly client?: Partial<KafkaClient.KafkaClientOptions> & {
-      readonly token?: KafkaSecurity.TokenProvider | undefined
-    }
-  } = {}
-): Layer.Layer<Services, Config.ConfigError | KafkaSecurity.KafkaSecurityError> =>
-  layerWithoutClient(options).pipe(Layer.provideMerge(KafkaClient.layerConfig(options.client)))
+export const layerConfig: (
+  options?: KafkaOutboxOptions & { readonly client?: ClientConfig.Overrides<KafkaClient.KafkaClientOptions> }
+) => Layer.Layer<Services, Config.ConfigError | KafkaSecurity.KafkaSecurityError> = outbox.layerConfig

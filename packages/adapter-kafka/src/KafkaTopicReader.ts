@@ -4,7 +4,7 @@
  * inspect and replay dead letters.
  *
  * kafkajs has no group-less "assign" mode, so the reader joins a consumer group of its own
- * (unique id, no commits) and deletes that group when done.
+ * (unique id, no commits) and deletes that group when done (`internal/rangeRead`).
  *
  * @since 0.1.0
  */
@@ -20,10 +20,10 @@ import * as Queue from "effect/Queue"
 import * as Stream from "effect/Stream"
 import type Kafkajs from "kafkajs"
 import { withEphemeralAdmin } from "./internal/ephemeralAdmin.ts"
-import { connectWhenCoordinatorReady } from "./internal/groupCoordinator.ts"
+import { readRanges } from "./internal/rangeRead.ts"
 import { KafkaClient } from "./KafkaClient.ts"
 import { toConsumerRecord } from "./KafkaConsumerSource.ts"
-import { rootCause, toConsumerError } from "./KafkaErrors.ts"
+import { protocol, toConsumerError } from "./KafkaErrors.ts"
 import { brokerCall } from "./KafkaRetry.ts"
 
 /**
@@ -35,11 +35,6 @@ export interface KafkaTopicReaderOptions {
   readonly bufferSize?: number | undefined
   /** Prefix of the throwaway consumer groups (default `effect-outbox-reader`). */
   readonly groupPrefix?: string | undefined
-}
-
-interface Range {
-  readonly start: bigint
-  readonly end: bigint
 }
 
 /**
@@ -59,7 +54,7 @@ export const read = (
         // (its tracer, logger and services), not on a bare default runtime.
         const runPromise = Effect.runPromiseWith(yield* Effect.context<never>())
         const onError = (error: unknown) =>
-          rootCause(error).type === "UNKNOWN_TOPIC_OR_PARTITION"
+          protocol.isUnknownTopic(error)
             ? new ConsumerSourceError({ operation: "read", reason: `topic ${topic} does not exist`, retriable: false })
             : toConsumerError("read", error)
         const offsets = yield* withEphemeralAdmin(
@@ -72,83 +67,37 @@ export const read = (
             ),
           onError
         )
-        const pending = new Map<number, Range>()
-        for (const { partition, low, high } of offsets) {
-          if (BigInt(low) < BigInt(high)) pending.set(partition, { start: BigInt(low), end: BigInt(high) })
-        }
-        if (pending.size === 0) return yield* Queue.end(queue)
-
+        const ranges = offsets.flatMap(({ high, low, partition }) =>
+          BigInt(low) < BigInt(high) ? [{ partition, start: BigInt(low), end: BigInt(high) }] : []
+        )
+        if (ranges.length === 0) return yield* Queue.end(queue)
         const groupId = `${options.groupPrefix ?? "effect-outbox-reader"}-${randomUUID()}`
-        const consumer = yield* Effect.acquireRelease(
-          Effect.sync(() =>
-            kafka.consumer({
-              groupId,
-              readUncommitted: false,
-              allowAutoTopicCreation: false,
-              sessionTimeout: 10_000,
-              rebalanceTimeout: 10_000,
-              heartbeatInterval: 1_000,
-              maxWaitTimeInMs: 100
-            })
-          ),
-          (consumer) =>
-            Effect.promise(async () => {
-              // A waiting offer must give up, or kafkajs would wait for eachBatch forever.
-              Queue.shutdownUnsafe(queue)
-              await consumer.disconnect().catch(() => undefined)
-              await admin.deleteGroups([groupId]).catch(() => undefined)
-            })
-        )
-        const progress = (partition: number, lastOffset: bigint) => {
-          const range = pending.get(partition)
-          if (range !== undefined && lastOffset >= range.end - 1n) pending.delete(partition)
-          if (pending.size === 0) Queue.endUnsafe(queue)
-        }
-        // Batches of transaction markers only never reach eachBatch.
-        consumer.on(consumer.events.START_BATCH_PROCESS, ({ payload }) => {
-          if (payload.topic === topic && payload.batchSize === 0)
-            progress(payload.partition, BigInt(payload.lastOffset))
-        })
-        consumer.on(consumer.events.CRASH, ({ payload }) => {
-          if (!payload.restart) Queue.failCauseUnsafe(queue, Cause.fail(toConsumerError("read", payload.error)))
-        })
-        // Seek on every join, before the first fetch: a consumer that crashed on a retriable
-        // error (a coordinator still loading) restarts and joins again, and a seek right after
-        // `run` would then hit a consumer between two runs. Without a seek the read starts at
-        // the log start, which is where every range starts anyway.
-        consumer.on(consumer.events.GROUP_JOIN, () => {
-          for (const [partition, range] of pending) {
-            try {
-              consumer.seek({ topic, partition, offset: range.start.toString() })
-            } catch {
-              // the consumer stopped again; the next join seeks
-            }
+        yield* readRanges(
+          kafka,
+          admin,
+          topic,
+          ranges,
+          { groupId, readUncommitted: false },
+          async (partition, messages) => {
+            // Waits while the buffer is full: the stream's consumer sets the pace.
+            await runPromise(
+              Queue.offerAll(
+                queue,
+                messages.map((m) => toConsumerRecord(topic, partition, m))
+              )
+            )
+            return "continue"
           }
-        })
-        // A fresh broker's group coordinator may still be loading; the wait is bounded.
-        yield* connectWhenCoordinatorReady(admin, consumer, groupId).pipe(
-          Effect.mapError((error) => toConsumerError("read", error))
+        ).pipe(
+          Effect.matchCauseEffect({
+            onSuccess: () => Queue.end(queue),
+            onFailure: (cause) => Queue.failCause(queue, Cause.map(cause, onError))
+          }),
+          Effect.forkScoped
         )
-        yield* Effect.tryPromise({
-          try: async () => {
-            await consumer.subscribe({ topics: [topic], fromBeginning: true })
-            await consumer.run({
-              autoCommit: false,
-              eachBatchAutoResolve: true,
-              eachBatch: async ({ batch }) => {
-                const range = pending.get(batch.partition)
-                if (range === undefined || batch.topic !== topic) return
-                const records = batch.messages
-                  .filter((m) => BigInt(m.offset) >= range.start && BigInt(m.offset) < range.end)
-                  .map((m) => toConsumerRecord(batch.topic, batch.partition, m))
-                // Waits while the buffer is full: the stream's consumer sets the pace.
-                if (records.length > 0) await runPromise(Queue.offerAll(queue, records))
-                progress(batch.partition, BigInt(batch.lastOffset()))
-              }
-            })
-          },
-          catch: (error) => toConsumerError("read", error)
-        })
+        // Runs before the read is interrupted: a waiting offer must give up, or kafkajs would
+        // wait for eachBatch forever.
+        yield* Effect.addFinalizer(() => Queue.shutdown(queue))
       }),
     { bufferSize: options.bufferSize ?? 1_000, strategy: "suspend" }
   ).pipe(Stream.withSpan("kafka.topicReader.read", { attributes: { topic } }))

@@ -5,8 +5,8 @@
 // KafkaPublisher.integration.test.ts and the conformance suite.
 import { assert, describe, it } from "@effect/vitest"
 import type { EventId } from "@effect-outbox/core/OutboxMessage"
-import * as ProducerLeases from "@effect-outbox/core/ProducerLeases"
 import type { PublishRequest } from "@effect-outbox/core/Publisher"
+import * as ProducerLeases from "@effect-outbox/kafka/ProducerLeases"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Result from "effect/Result"

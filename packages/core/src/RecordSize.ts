@@ -145,3 +145,33 @@ export const describeTooLarge = (record: SizedRecord, limit: number): string => 
     `max.message.bytes and the outbox limit (OUTBOX_MAX_RECORD_BYTES) together`
   )
 }
+
+/**
+ * The most bytes a Kafka publisher puts in one produce request holding several partitions:
+ * far below the broker's `socket.request.max.bytes` (100 MiB). A larger call is sent
+ * one request per partition, where a round trip per partition is a small share of the time.
+ *
+ * @since 0.2.0
+ * @category sizes
+ */
+export const MAX_COMBINED_BYTES = 8 * 1024 * 1024
+
+/**
+ * Whether a call's partitions can go in one produce request: each partition's records fit one
+ * record batch under its topic's limit, and all together stay under {@link MAX_COMBINED_BYTES}.
+ *
+ * @since 0.2.0
+ * @category sizes
+ */
+export const fitsOneRequest = (
+  groups: ReadonlyArray<{ readonly topic: string; readonly records: ReadonlyArray<SizedRecord> }>,
+  limitOf: (topic: string) => number
+): boolean => {
+  let total = 0
+  for (const group of groups) {
+    const bytes = batchBytes(group.records)
+    total += bytes
+    if (bytes > limitOf(group.topic) || total > MAX_COMBINED_BYTES) return false
+  }
+  return true
+}

@@ -8,6 +8,7 @@
  */
 import type { ConsumerBatch, TopicPartition } from "@effect-outbox/core/ConsumerSource"
 import type { ConsumerSourceError } from "@effect-outbox/core/Errors"
+import { slotOf } from "@effect-outbox/kafka/CommitFilter"
 import type { Consumer, MessagesStream } from "@platformatic/kafka"
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
@@ -40,7 +41,7 @@ export interface State {
   wake: (() => void) | undefined
 }
 
-export const slotOf = (topic: string, partition: number) => `${topic}\u0000${partition}`
+export { slotOf }
 
 /** Fresh state, its generation counting the consumer's group joins from now on. */
 export const makeState = (consumer: AnyConsumer): State => {

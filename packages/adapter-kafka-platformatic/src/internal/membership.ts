@@ -8,6 +8,7 @@
  *
  * @internal
  */
+import type { GroupTimings } from "@effect-outbox/kafka/ConsumerOptions"
 import * as Effect from "effect/Effect"
 import * as Queue from "effect/Queue"
 import type * as Scope from "effect/Scope"
@@ -15,11 +16,7 @@ import { toConsumerError } from "../PlatformaticErrors.ts"
 import { brokerCall } from "../PlatformaticRetry.ts"
 import { type AnyConsumer, notify, type State } from "./handoff.ts"
 
-export interface GroupOptions {
-  readonly sessionTimeout: number
-  readonly rebalanceTimeout: number
-  readonly heartbeatInterval: number
-}
+export type GroupOptions = GroupTimings
 
 /** Listens for lost membership from now until the scope closes; call before the consumer joins. */
 export const keepMembership = (

@@ -6,27 +6,12 @@
  *
  * @internal
  */
-import { keyPartition } from "@effect-outbox/core/KeyPartition"
-import type { PublishReceipt } from "@effect-outbox/core/OutboxMessage"
 import type { TransactionRequest } from "@effect-outbox/core/TransactionalProducer"
+import { recordHeaders } from "@effect-outbox/kafka/Publisher"
+import * as Transactions from "@effect-outbox/kafka/Transactions"
 import { type Admin, type Consumer, FindCoordinatorKeyTypes, type Message, type Producer } from "@platformatic/kafka"
-import { recordHeaders } from "../PlatformaticPublisher.ts"
-
-/** A failure whose verdict is decided before any broker call. */
-export class Refused {
-  readonly reason: string
-  constructor(reason: string) {
-    this.reason = reason
-  }
-}
 
 export type TxProducer = Producer<Buffer | undefined, Buffer, string, string>
-
-/** What a committed transaction reports: every record's partition, each partition's base offset. */
-export interface Sent {
-  readonly partitions: ReadonlyArray<number>
-  readonly offsets: ReadonlyArray<{ readonly topic: string; readonly partition: number; readonly offset: bigint }>
-}
 
 const toBuffer = (bytes: Uint8Array): Buffer => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
 
@@ -34,7 +19,7 @@ const toBuffer = (bytes: Uint8Array): Buffer => Buffer.from(bytes.buffer, bytes.
  * Every record's partition, from the producer's own metadata (refreshed when it lacks one): the
  * client folds a partition it does not know onto `partition % count` instead of failing.
  */
-const partitionsFor = async (producer: TxProducer, request: TransactionRequest): Promise<Array<number>> => {
+const partitionsFor = async (producer: TxProducer, request: TransactionRequest) => {
   const topics = [...new Set(request.records.map((r) => r.topic))]
   if (topics.length === 0) return []
   const wanted = (topic: string) =>
@@ -46,20 +31,7 @@ const partitionsFor = async (producer: TxProducer, request: TransactionRequest):
   if (topics.some((t) => (metadata.topics.get(t)?.partitionsCount ?? 0) <= wanted(t))) {
     metadata = await producer.metadata({ topics, forceUpdate: true })
   }
-  const roundRobin = new Map<string, number>()
-  return request.records.map((record) => {
-    const count = metadata.topics.get(record.topic)?.partitionsCount ?? 0
-    if (record.partition !== null) {
-      if (Number.isInteger(record.partition) && record.partition >= 0 && record.partition < count) {
-        return record.partition
-      }
-      throw new Refused(`topic ${record.topic} has no partition ${record.partition} (it has ${count})`)
-    }
-    if (record.key !== null) return keyPartition(record.key, count)
-    const next = roundRobin.get(record.topic) ?? 0
-    roundRobin.set(record.topic, next + 1)
-    return next % count
-  })
+  return Transactions.partitionsFor(request, (topic) => metadata.topics.get(topic)?.partitionsCount ?? 0)
 }
 
 /** What the client's `addOffset` reads from a consumed message: topic, partition, offset, group. */
@@ -79,7 +51,7 @@ const groupCoordinator = async (admin: Admin, groupId: string): Promise<number> 
 }
 
 /** Runs one transaction to its commit; a failed one is aborted (when still open) and rethrown. */
-export const run = async (p: TxProducer, admin: Admin, request: TransactionRequest): Promise<Sent> => {
+export const run = async (p: TxProducer, admin: Admin, request: TransactionRequest): Promise<Transactions.Sent> => {
   const partitions = await partitionsFor(p, request)
   // -1/-1 asks for a fresh producer id (or the current one, epoch bumped). Without it the
   // client sends 0/0, which the broker reads as "bump producer 0, epoch 0": once the
@@ -112,20 +84,4 @@ export const run = async (p: TxProducer, admin: Admin, request: TransactionReque
     if (!tx.completed) await tx.abort().catch(() => undefined)
     throw error
   }
-}
-
-/** Each record's receipt: its partition's base offset plus its place among that partition's records. */
-export const receipts = (request: TransactionRequest, result: Sent): ReadonlyArray<PublishReceipt> => {
-  const base = new Map(result.offsets.map((o) => [`${o.topic}\u0000${o.partition}`, o.offset]))
-  const next = new Map<string, bigint>()
-  return request.records.map((record, i): PublishReceipt => {
-    const slot = `${record.topic}\u0000${result.partitions[i]}`
-    const index = next.get(slot) ?? 0n
-    next.set(slot, index + 1n)
-    return {
-      topic: record.topic,
-      partition: result.partitions[i]!,
-      offset: ((base.get(slot) ?? 0n) + index).toString()
-    }
-  })
 }

@@ -6,6 +6,8 @@
  */
 import type { ConsumerBatch, TopicPartition } from "@effect-outbox/core/ConsumerSource"
 import type { ConsumerSourceError } from "@effect-outbox/core/Errors"
+import { slotOf } from "@effect-outbox/kafka/CommitFilter"
+import { rebalanceNames } from "@effect-outbox/kafka/KafkaProtocol"
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Queue from "effect/Queue"
@@ -71,7 +73,7 @@ export const makeState: Effect.Effect<State> = Effect.map(
   })
 )
 
-export const slotOf = (topic: string, partition: number): string => `${topic}\u0000${partition}`
+export { slotOf }
 
 export const isAssigned = (state: State, topic: string, partition: number): boolean =>
   state.assignment.get(topic)?.has(partition) === true
@@ -85,7 +87,7 @@ export const settleAll = (state: State, outcome: Outcome): void => {
 /** The heartbeat errors that mean "the group is rebalancing: rejoin". */
 const isRebalancing = (error: unknown): boolean => {
   const type = (error as { readonly type?: unknown } | null)?.type
-  return type === "REBALANCE_IN_PROGRESS" || type === "NOT_COORDINATOR_FOR_GROUP" || type === "ILLEGAL_GENERATION"
+  return typeof type === "string" && rebalanceNames.has(type)
 }
 
 /** Follows the group: joins and rebalances end the generation; a fatal crash ends the stream. */

@@ -26,7 +26,6 @@ import {
 } from "@effect-outbox/core/Errors"
 import { keyPartition } from "@effect-outbox/core/KeyPartition"
 import { EVENT_ID_HEADER } from "@effect-outbox/core/OutboxMessage"
-import * as PartitionSend from "@effect-outbox/core/PartitionSend"
 import type { Publisher, PublishOutcome, PublishRequest } from "@effect-outbox/core/Publisher"
 import * as RecordSize from "@effect-outbox/core/RecordSize"
 import * as Clock from "effect/Clock"
@@ -200,7 +199,7 @@ const combinable = (sender: Sender, groups: ReadonlyArray<PartitionRecords>): bo
   sender.batching === "split" &&
   sender.combine &&
   groups.length > 1 &&
-  PartitionSend.fitsOneRequest(groups, () => sender.maxMessageBytes)
+  RecordSize.fitsOneRequest(groups, () => sender.maxMessageBytes)
 
 /** Publishes one call at `now`: each request's outcome, in request order. */
 const publish = (sender: Sender, requests: ReadonlyArray<PublishRequest>, now: number): Array<PublishOutcome> => {

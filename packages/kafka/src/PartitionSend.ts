@@ -11,51 +11,22 @@
  * - Any other error concerns the partition: the batch gets its verdict and the rest of the
  *   partition is not sent (an outage gives every remaining record the outage's verdict).
  *
- * Both Kafka adapters (kafkajs, @platformatic/kafka) supply the client side as a {@link Driver}.
+ * Each Kafka driver (kafkajs, @platformatic/kafka) supplies the client side as a {@link Driver}.
  *
- * @since 0.2.0
+ * @since 0.1.0
  */
+
+import { PermanentPublishError, type PublishError, RetriablePublishError } from "@effect-outbox/core/Errors"
+import type { PublishReceipt } from "@effect-outbox/core/OutboxMessage"
+import type { PublishOutcome } from "@effect-outbox/core/Publisher"
+import * as RecordSize from "@effect-outbox/core/RecordSize"
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
-import { PermanentPublishError, type PublishError, RetriablePublishError } from "./Errors.ts"
-import type { PublishReceipt } from "./OutboxMessage.ts"
-import type { PublishOutcome } from "./Publisher.ts"
-import * as RecordSize from "./RecordSize.ts"
-
-/**
- * The most bytes a Kafka publisher puts in one produce request holding several partitions:
- * far below the broker's `socket.request.max.bytes` (100 MiB). A larger call is sent
- * one request per partition, where a round trip per partition is a small share of the time.
- *
- * @since 0.2.0
- * @category sizes
- */
-export const MAX_COMBINED_BYTES = 8 * 1024 * 1024
-
-/**
- * Whether a call's partitions can go in one produce request: each partition's records fit one
- * record batch under its topic's limit, and all together stay under {@link MAX_COMBINED_BYTES}.
- *
- * @since 0.2.0
- * @category sizes
- */
-export const fitsOneRequest = (
-  groups: ReadonlyArray<{ readonly topic: string; readonly records: ReadonlyArray<RecordSize.SizedRecord> }>,
-  limitOf: (topic: string) => number
-): boolean => {
-  let total = 0
-  for (const group of groups) {
-    const bytes = RecordSize.batchBytes(group.records)
-    total += bytes
-    if (bytes > limitOf(group.topic) || total > MAX_COMBINED_BYTES) return false
-  }
-  return true
-}
 
 /**
  * A record of a publish call: its size inputs and its position in the call's requests.
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category models
  */
 export interface IndexedRecord extends RecordSize.SizedRecord {
@@ -65,14 +36,14 @@ export interface IndexedRecord extends RecordSize.SizedRecord {
 /**
  * The client side of {@link sendPartition}.
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category models
  */
 export interface Driver<R extends IndexedRecord> {
   /** The topic's `max.message.bytes` as last read. */
   readonly limitFor: (topic: string) => Effect.Effect<number>
   /** Forgets the cached limit, so the next `limitFor` asks the broker. */
-  readonly invalidateLimit: (topic: string) => void
+  readonly invalidateLimit: (topic: string) => Effect.Effect<void>
   /** Sends one record batch: the offset its first record was appended at, or the client's error. */
   readonly send: (
     topic: string,
@@ -92,7 +63,7 @@ export interface Driver<R extends IndexedRecord> {
 /**
  * Sends `records` (one partition's, in order) and writes each one's outcome at its `index`.
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category sending
  */
 export const sendPartition = <R extends IndexedRecord>(
@@ -142,7 +113,7 @@ export const sendPartition = <R extends IndexedRecord>(
       if (driver.isRecordSizeError(error)) {
         // The broker's limit is below what we sized by (the topic's setting changed, or the
         // broker's own limit is lower): re-read it and send the batch in halves.
-        driver.invalidateLimit(topic)
+        yield* driver.invalidateLimit(topic)
         limit = Math.min(limit, yield* driver.limitFor(topic))
         if (single === undefined) {
           const half = Math.ceil(batch.length / 2)

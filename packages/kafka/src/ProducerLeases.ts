@@ -5,13 +5,13 @@
  * so a reset never cuts off other sends still running on it. Client-agnostic: both Kafka adapters
  * (kafkajs, @platformatic/kafka) build their publisher's producer on it.
  *
- * @since 0.2.0
+ * @since 0.1.0
  */
 import * as Effect from "effect/Effect"
 import * as Semaphore from "effect/Semaphore"
 
 /**
- * @since 0.2.0
+ * @since 0.1.0
  * @category models
  */
 export interface ProducerDriver<P> {
@@ -23,7 +23,7 @@ export interface ProducerDriver<P> {
 }
 
 /**
- * @since 0.2.0
+ * @since 0.1.0
  * @category models
  */
 export interface Lease<P> {
@@ -33,7 +33,7 @@ export interface Lease<P> {
 }
 
 /**
- * @since 0.2.0
+ * @since 0.1.0
  * @category models
  */
 export interface ProducerLeases<P> {
@@ -54,7 +54,7 @@ interface Slot<P> {
 }
 
 /**
- * @since 0.2.0
+ * @since 0.1.0
  * @category constructors
  */
 export const make = <P>(driver: ProducerDriver<P>): Effect.Effect<ProducerLeases<P>> =>

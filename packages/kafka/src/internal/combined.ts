@@ -1,8 +1,8 @@
 /**
- * One produce request for a whole publish call. kafkajs's idempotent producer holds a
- * lock per broker around each produce request, so the per-partition sends of one call go out one
- * after the other, a round trip each, and one slow answer delays the rest. When every partition's
- * records fit one record batch, the call sends them in one `sendBatch` (one request per broker).
+ * One produce request for a whole publish call. A client whose idempotent producer holds a lock
+ * per broker around each produce request (kafkajs) sends the per-partition requests of one call
+ * one after the other, a round trip each, and one slow answer delays the rest. When every
+ * partition's records fit one record batch, the call sends them in one request per broker.
  *
  * A failed combined request says nothing about which partition failed, and kafkajs has rolled back
  * the sequence numbers of every partition in it, including partitions the broker wrote: another
@@ -12,14 +12,13 @@
  * Partitions that had landed are then sent again: a duplicate, never a loss.
  */
 import { BrokerUnavailableError } from "@effect-outbox/core/Errors"
-import * as PartitionSend from "@effect-outbox/core/PartitionSend"
 import type { PublishOutcome } from "@effect-outbox/core/Publisher"
+import * as RecordSize from "@effect-outbox/core/RecordSize"
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
-import { describe } from "../KafkaErrors.ts"
 import * as Send from "./send.ts"
 
-/** Whether `parts` fit one request (`PartitionSend.fitsOneRequest`), each topic's limit read once. */
+/** Whether `parts` fit one request (`RecordSize.fitsOneRequest`), each topic's limit read once. */
 export const fits = (
   parts: ReadonlyArray<Send.Part>,
   limitFor: (topic: string) => Effect.Effect<number>
@@ -27,7 +26,7 @@ export const fits = (
   Effect.gen(function* () {
     const limits = new Map<string, number>()
     for (const topic of new Set(parts.map((part) => part.topic))) limits.set(topic, yield* limitFor(topic))
-    return PartitionSend.fitsOneRequest(parts, (topic) => limits.get(topic)!)
+    return RecordSize.fitsOneRequest(parts, (topic) => limits.get(topic)!)
   })
 
 /**
@@ -35,8 +34,8 @@ export const fits = (
  * request failed with time left: nothing is written, the producer is being replaced, and the
  * caller sends the call per partition.
  */
-export const send = (
-  sender: Send.Sender,
+export const send = <P>(
+  sender: Send.Sender<P>,
   parts: ReadonlyArray<Send.Part>,
   deadline: number,
   outcomes: Array<PublishOutcome | undefined>,
@@ -58,7 +57,7 @@ export const send = (
           }
           yield* Effect.logDebug(
             `kafka publish of ${parts.length} partitions in one request failed, sending per partition: ${
-              error instanceof Send.SendError ? error.verdict.message : describe(error)
+              error instanceof Send.SendError ? error.verdict.message : sender.protocol.describe(error)
             }`
           )
           return false
