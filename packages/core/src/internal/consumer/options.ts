@@ -55,6 +55,13 @@ export interface Options<S extends Schema.Top, E, R> {
   /** Dedup identity (default `"event-id"`, falling back to the offset identity). */
   readonly identity?: Inbox.IdentityStrategy
   /**
+   * A record older than the inbox's deduplication window (its event time before what the inbox
+   * still remembers): `"dead-letter"` it with `InboxWindowExpiredError` (default, or
+   * `OUTBOX_INBOX_ON_EXPIRED` under `OutboxRuntime`), or `"process"` it knowingly as new. Either
+   * way a WARN log and `outbox_inbox_processed_total{outcome="expired"}`.
+   */
+  readonly onExpired?: Inbox.ExpiredPolicy
+  /**
    * Where partitions WITHOUT a committed offset start (a new group, a partition added to a grown
    * topic): `true` (default) at their earliest record; `false` at their end — which may skip
    * records on new partitions (those written before the group noticed the partition).
@@ -143,6 +150,15 @@ export const NoOutboxRows = Context.Reference<boolean>("@effect-outbox/core/Cons
   defaultValue: () => false
 })
 
+/**
+ * The `onExpired` of consumers that do not set one: `OutboxRuntime` provides its configured
+ * `OUTBOX_INBOX_ON_EXPIRED`; elsewhere `"dead-letter"`.
+ */
+export const DefaultExpiredPolicy = Context.Reference<Inbox.ExpiredPolicy>(
+  "@effect-outbox/core/Consumer/DefaultExpiredPolicy",
+  { defaultValue: () => "dead-letter" }
+)
+
 /** The record runner's settings: the options, their defaults, and the services in context. */
 export const recordSettings = <S extends Schema.Top, E, R>(options: Options<S, E, R>) =>
   Effect.gen(function* () {
@@ -153,6 +169,7 @@ export const recordSettings = <S extends Schema.Top, E, R>(options: Options<S, E
     return {
       groupId: options.groupId,
       identity: options.identity ?? "event-id",
+      onExpired: options.onExpired ?? (yield* DefaultExpiredPolicy),
       lifecycle: (options.lifecycle ?? true) && !(yield* NoOutboxRows),
       maxAttempts: Math.max(1, options.maxAttempts ?? 5),
       classify: options.classify ?? Classify.defaultClassifier,

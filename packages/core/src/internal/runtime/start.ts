@@ -9,6 +9,7 @@ import * as Retention from "../../Retention.ts"
 import * as StaleRecovery from "../../StaleRecovery.ts"
 import * as StartupCheck from "../../StartupCheck.ts"
 import { StorageLocation } from "../../StorageLocation.ts"
+import { DefaultExpiredPolicy } from "../consumer/options.ts"
 import * as Engine from "./engine.ts"
 import * as Groups from "./groups.ts"
 import * as Sampling from "./sampling.ts"
@@ -48,7 +49,14 @@ export const start = <R>(settings: Settings, declared: ReadonlyArray<ConsumerDec
           ? yield* Workers.startRelays(settings.relay)
           : yield* Engine.startLogRelay(settings.logRelay ?? {})
     const consumers = yield* Workers.superviseConsumers(
-      running.map((declaration) => ({ ...declaration, run: Engine.consumerRun(settings.engine, declaration.run) })),
+      running.map((declaration) => ({
+        ...declaration,
+        run: Effect.provideService(
+          Engine.consumerRun(settings.engine, declaration.run),
+          DefaultExpiredPolicy,
+          settings.onExpired
+        )
+      })),
       settings.consumerRestart
     )
     if (settings.metricsInterval !== false) yield* Sampling.start(settings.metricsInterval, running, claim)
