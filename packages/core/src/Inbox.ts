@@ -194,7 +194,8 @@ export const keyOf = (
   strategy: IdentityStrategy = "event-id"
 ): ProcessedKey => {
   const identity = identityOf(record, strategy)
-  return { consumer, identity, eventTime: InboxStoreTime.identityTime(identity) ?? recordTimestamp(record) }
+  const eventTime = InboxStoreTime.identityTime(identity) ?? recordTimestamp(record)
+  return eventTime === undefined ? { consumer, identity } : { consumer, identity, eventTime }
 }
 
 /**
