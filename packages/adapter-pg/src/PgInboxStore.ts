@@ -38,7 +38,9 @@ import * as Result from "effect/Result"
 import * as SqlClient from "effect/sql/SqlClient"
 import { keyTime, type ProcessedKey, type RecordOutcome } from "@effect-outbox/core/InboxStore"
 import * as Duration from "effect/Duration"
-import { fromSqlError, run } from "./internal/errors.ts"
+import { OutboxStoreError } from "@effect-outbox/core/Errors"
+import type { SqlError } from "effect/sql/SqlError"
+import { fromSqlError, run, sqlState } from "./internal/errors.ts"
 import { executor } from "./internal/fixedStatement.ts"
 import { fromHorizon, InboxTable } from "./internal/inboxRetention.ts"
 import { DEFAULT_AHEAD_MS, DEFAULT_SPAN_MS } from "./internal/inboxTable.ts"
@@ -60,6 +62,26 @@ export interface Options {
 
 const millis = (input: Duration.Input | undefined, fallback: number) =>
   input === undefined ? fallback : Math.trunc(Duration.toMillis(Duration.fromInputUnsafe(input)))
+
+/**
+ * A record whose time has no partition (23514): the partitions ahead ran out because no inbox
+ * retention round ran for that long, or a producer's clock is that far ahead. Retriable: the
+ * consumer waits for the partition (a round creates it) instead of dead-lettering.
+ */
+const noPartition =
+  (operation: string) =>
+  (error: SqlError): OutboxStoreError =>
+    sqlState(error) === "23514"
+      ? new OutboxStoreError({
+          operation,
+          reason:
+            `no inbox partition for this record's time (${fromSqlError(operation)(error).reason}): partitions are ` +
+            "created ahead by the inbox retention rounds (OutboxRuntime, Retention.startInbox, or InboxStore.purge); " +
+            "run one, and check the producers' clocks",
+          retriable: true,
+          cause: error
+        })
+      : fromSqlError(operation)(error)
 
 const outcome = (recorded: boolean, at: number, horizon: number): RecordOutcome =>
   recorded ? "recorded" : at < horizon ? "expired" : "duplicate"
@@ -97,7 +119,7 @@ export const makeWith = (options: Options = {}) =>
       const at = keyTime(key)
       return at === undefined ? { at: now - (now % spanMs), timeless: true } : { at, timeless: false }
     }
-    const recordFailed = fromSqlError("inbox.record")
+    const recordFailed = noPartition("inbox.record")
     const execute = executor(sql)
     const keyText = (consumer: string, identity: string, at: string | number) => `${consumer}\u0000${identity}\u0000${at}`
     return InboxStore.of({
@@ -146,7 +168,8 @@ export const makeWith = (options: Options = {}) =>
               outcome(inserted.delete(keyText(key.consumer, key.identity, times[i]!)), times[i]!, horizon)
             )
           }),
-          run("inbox.recordBatch")
+          Effect.mapError(noPartition("inbox.recordBatch")),
+          Effect.withSpan("pg.inbox.recordBatch")
         )
       },
       exists: (key) =>

@@ -149,6 +149,28 @@ describe("PgInboxStore: retention by partitions", () => {
   )
 })
 
+describe("PgInboxStore: a record beyond the partitions ahead", () => {
+  it.effect("fails retriable, naming what creates partitions; a round creates them and it records", () =>
+    Effect.gen(function* () {
+      const store = yield* InboxStore
+      const now = Date.now()
+      const far = { consumer: "billing", identity: eventAt(now + 5 * DAY, 1) }
+      const error = yield* Effect.flip(store.record(far, now))
+      assert.strictEqual(error.retriable, true)
+      assert.include(error.reason, "no inbox partition for this record's time")
+      const batchError = yield* Effect.flip(store.recordBatch([far], now))
+      assert.strictEqual(batchError.retriable, true)
+      // Partitions are created from the current time: five days ahead needs a longer reach.
+      const wide = yield* PgInboxStore.makeWith({ ahead: "6 days" })
+      assert.strictEqual(yield* wide.purge(Number.NEGATIVE_INFINITY, 1), 0)
+      assert.strictEqual(yield* store.record(far, now), "recorded")
+    }).pipe(
+      Effect.provide(Layer.mergeAll(PgInboxStore.layer, PgTransactor.layer).pipe(Layer.provideMerge(freshTables()))),
+      Effect.provide(pgClient())
+    )
+  )
+})
+
 describe("PgMigrations 12: an inbox with records upgrades in place", () => {
   it.effect("records written at migration 11 are kept at their event's time and still deduplicate", () =>
     Effect.gen(function* () {
