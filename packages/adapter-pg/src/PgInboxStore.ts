@@ -31,14 +31,13 @@
  */
 
 import * as PgTypes from "@effect/sql-pg/PgTypes"
-import { InboxStore } from "@effect-outbox/core/InboxStore"
+import { OutboxStoreError } from "@effect-outbox/core/Errors"
+import { InboxStore, keyTime, type ProcessedKey, type RecordOutcome } from "@effect-outbox/core/InboxStore"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Result from "effect/Result"
 import * as SqlClient from "effect/sql/SqlClient"
-import { keyTime, type ProcessedKey, type RecordOutcome } from "@effect-outbox/core/InboxStore"
-import * as Duration from "effect/Duration"
-import { OutboxStoreError } from "@effect-outbox/core/Errors"
 import type { SqlError } from "effect/sql/SqlError"
 import { fromSqlError, run, sqlState } from "./internal/errors.ts"
 import { executor } from "./internal/fixedStatement.ts"
@@ -121,7 +120,8 @@ export const makeWith = (options: Options = {}) =>
     }
     const recordFailed = noPartition("inbox.record")
     const execute = executor(sql)
-    const keyText = (consumer: string, identity: string, at: string | number) => `${consumer}\u0000${identity}\u0000${at}`
+    const keyText = (consumer: string, identity: string, at: string | number) =>
+      `${consumer}\u0000${identity}\u0000${at}`
     return InboxStore.of({
       record: (key, now) => {
         const { at, timeless } = timeOf(key, now)
@@ -138,7 +138,12 @@ export const makeWith = (options: Options = {}) =>
         if (keys.length === 0) return Effect.succeed([])
         const placed = keys.map((key) => timeOf(key, now))
         const times = placed.map((p) => p.at)
-        return sql<{ consumer: string | null; identity: string | null; event_ms: string | null; horizon: string | null }>`
+        return sql<{
+          consumer: string | null
+          identity: string | null
+          event_ms: string | null
+          horizon: string | null
+        }>`
           WITH h AS (SELECT remembered_from_ms AS ms FROM ${horizonTable}),
           ins AS (
             INSERT INTO ${processed} (consumer, identity, event_ms, processed_at)

@@ -224,7 +224,10 @@ describe("PgMigrations 12: an inbox with records upgrades in place", () => {
       const store = yield* PgInboxStore.make.pipe(Effect.provideService(PgTables.PgTables, t))
       assert.strictEqual(yield* store.record({ consumer: "billing", identity: v7 }, now), "duplicate")
       assert.strictEqual(
-        yield* store.record({ consumer: "billing", identity: "offset:orders/0/41", eventTime: processedAt.getTime() }, now),
+        yield* store.record(
+          { consumer: "billing", identity: "offset:orders/0/41", eventTime: processedAt.getTime() },
+          now
+        ),
         "duplicate"
       )
       assert.strictEqual(yield* store.record({ consumer: "shipping", identity: eventAt(now, 9) }, now), "recorded")

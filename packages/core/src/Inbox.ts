@@ -32,12 +32,7 @@ import type { OutboxStoreError } from "./Errors.ts"
 import * as InboxStoreTime from "./InboxStore.ts"
 import { InboxStore, type ProcessedKey, type RecordOutcome } from "./InboxStore.ts"
 import { runningSpan } from "./internal/telemetry/runningSpan.ts"
-import {
-  EVENT_ID_HEADER,
-  type Headers,
-  ORIGINAL_RECORD_HEADER,
-  ORIGINAL_TIMESTAMP_HEADER
-} from "./OutboxMessage.ts"
+import { EVENT_ID_HEADER, type Headers, ORIGINAL_RECORD_HEADER, ORIGINAL_TIMESTAMP_HEADER } from "./OutboxMessage.ts"
 import * as Telemetry from "./Telemetry.ts"
 import { Transactor } from "./Transactor.ts"
 
@@ -92,18 +87,15 @@ export type ExpiredPolicy = "dead-letter" | "process"
  * @since 0.6.0
  * @category errors
  */
-export class InboxWindowExpiredError extends Schema.TaggedError<InboxWindowExpiredError>()(
-  "InboxWindowExpiredError",
-  {
-    consumer: Schema.String,
-    identity: Schema.String,
-    /** The message's time (epoch millis). */
-    eventTime: Schema.Number,
-    /** The oldest time the inbox still remembers (epoch millis). */
-    horizon: Schema.Number,
-    retriable: Schema.Boolean
-  }
-) {
+export class InboxWindowExpiredError extends Schema.TaggedError<InboxWindowExpiredError>()("InboxWindowExpiredError", {
+  consumer: Schema.String,
+  identity: Schema.String,
+  /** The message's time (epoch millis). */
+  eventTime: Schema.Number,
+  /** The oldest time the inbox still remembers (epoch millis). */
+  horizon: Schema.Number,
+  retriable: Schema.Boolean
+}) {
   override get message() {
     const at = (ms: number) => (Number.isFinite(ms) ? new Date(ms).toISOString() : String(ms))
     return (

@@ -20,7 +20,6 @@ import { InboxStore } from "../src/InboxStore.ts"
 import { type EventId, jsonPayload, ORIGINAL_TIMESTAMP_HEADER } from "../src/OutboxMessage.ts"
 import { Publisher } from "../src/Publisher.ts"
 
-const DAY = 24 * 60 * 60 * 1000
 /** Events of 2024-07 (UUIDv7 ids carry their time), far older than "now" (the wall clock). */
 const EVENT_TIME = 0x0190a0a00000
 const id = (n: number) => `0190a0a0-0000-7000-8000-${n.toString(16).padStart(12, "0")}` as EventId
@@ -77,7 +76,11 @@ describe("Inbox: the deduplication window", () => {
       const store = yield* InboxStore
       assert.isFalse(yield* store.exists(entries[2]!.key))
       // Without stopAtFailure every entry gets its outcome.
-      assert.deepStrictEqual(outcomes(yield* Inbox.processBatch(entries)), ["already_processed", "expired", "processed"])
+      assert.deepStrictEqual(outcomes(yield* Inbox.processBatch(entries)), [
+        "already_processed",
+        "expired",
+        "processed"
+      ])
       assert.deepStrictEqual(yield* Ref.get(ran), ["a", "b"])
     }).pipe(Effect.provide(TestLayer))
   )
@@ -128,7 +131,14 @@ const Order = Schema.Struct({ n: Schema.Number })
 const send = (n: number) =>
   Effect.flatMap(Publisher, (publisher) =>
     publisher.publish([
-      { id: id(n), topic: "orders", key: `k${n}`, partition: 0, headers: { "event-id": id(n) }, payload: jsonPayload({ n }) }
+      {
+        id: id(n),
+        topic: "orders",
+        key: `k${n}`,
+        partition: 0,
+        headers: { "event-id": id(n) },
+        payload: jsonPayload({ n })
+      }
     ])
   )
 const eventually = <E, R>(label: string, check: Effect.Effect<boolean, E, R>) =>
@@ -164,7 +174,13 @@ for (const transaction of ["per-record", "per-batch"] as const) {
         yield* send(1)
         yield* send(2)
         // Event 1 was handled long ago; its record is then forgotten with its span.
-        assert.strictEqual(yield* Inbox.processOnce(key(1), Ref.update(handled, (all) => [...all, 1])), "processed")
+        assert.strictEqual(
+          yield* Inbox.processOnce(
+            key(1),
+            Ref.update(handled, (all) => [...all, 1])
+          ),
+          "processed"
+        )
         yield* forgetThePast
         yield* Consumer.make({
           groupId: "billing",
@@ -177,7 +193,11 @@ for (const transaction of ["per-record", "per-batch"] as const) {
         }).pipe(Effect.provide(Logger.layer([logger])))
         yield* eventually("offset 2 is committed", committed("2"))
         const broker = yield* InMemoryBroker.InMemoryBroker
-        return { handled: yield* Ref.get(handled), warnings: yield* Ref.get(warnings), dlt: yield* broker.records("orders.DLT") }
+        return {
+          handled: yield* Ref.get(handled),
+          warnings: yield* Ref.get(warnings),
+          dlt: yield* broker.records("orders.DLT")
+        }
       }).pipe(Effect.scoped, Effect.provide(makeLayer()))
 
     it.effect("dead-letters it by default with InboxWindowExpiredError and a WARN; the handler does not run", () =>

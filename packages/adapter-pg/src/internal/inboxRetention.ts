@@ -24,7 +24,10 @@ const quote = (name: string) => `"${name}"`
 
 export const InboxTable = (sql: SqlClient.SqlClient, t: Tables) => {
   const exec = (text: string, params: ReadonlyArray<unknown> = []) =>
-    sql.unsafe(text, params as Array<unknown>).withoutTransform as Effect.Effect<ReadonlyArray<any>, SqlError>
+    sql.unsafe(text, params as Array<unknown>).withoutTransform as Effect.Effect<
+      ReadonlyArray<Record<string, unknown>>,
+      SqlError
+    >
   const qualified = (name: string) => `${quote(t.schema)}.${quote(name)}`
 
   const partitions: Effect.Effect<ReadonlyArray<Partition>, SqlError> = exec(
@@ -37,7 +40,7 @@ export const InboxTable = (sql: SqlClient.SqlClient, t: Tables) => {
       rows
         .flatMap((row): Array<Partition> => {
           const bounds = boundsOf(String(row.bound))
-          return bounds === undefined ? [] : [{ name: row.name, ...bounds, detaching: row.detaching === true }]
+          return bounds === undefined ? [] : [{ name: String(row.name), ...bounds, detaching: row.detaching === true }]
         })
         .sort((a, b) => a.from - b.from)
     )

@@ -172,7 +172,8 @@ export const retention = EnvVariable.table(core("Retention"), {
     name: "OUTBOX_INBOX_RETENTION",
     type: "duration \\| `off`",
     default: "`30 days`",
-    description: "age of purged processed-message (inbox) records; `off` keeps them",
+    description:
+      "the deduplication window: processed-message (inbox) records are forgotten a whole span (PostgreSQL: a 1-day partition) at a time once older than this; `off` keeps them",
     config: Config.String("OUTBOX_INBOX_RETENTION").pipe(Config.withDefault("30 days"))
   }),
   onExpired: EnvVariable.make({

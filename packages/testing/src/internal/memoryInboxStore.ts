@@ -6,8 +6,9 @@
  *
  * @internal
  */
-import { keyTime, type ProcessedKey, type RecordOutcome } from "@effect-outbox/core/InboxStore"
+
 import type { InboxStore } from "@effect-outbox/core/InboxStore"
+import { keyTime, type ProcessedKey, type RecordOutcome } from "@effect-outbox/core/InboxStore"
 import type { Engine } from "./memoryEngine.ts"
 import * as Store from "./memoryStore.ts"
 

@@ -255,7 +255,10 @@ const applyRound = (
         const outcome: Exit.Exit<RecordRunner.RecordResult, RecordRunner.TryFailure> =
           done !== undefined
             ? yield* Effect.exit(RecordRunner.finish(settings.record, done, step.trackedId))
-            : Exit.mapError(exit as Exit.Exit<never, unknown>, (error) => new RecordRunner.TryFailure(error, step.trackedId))
+            : Exit.mapError(
+                exit as Exit.Exit<never, unknown>,
+                (error) => new RecordRunner.TryFailure(error, step.trackedId)
+              )
         if (Exit.isSuccess(outcome)) {
           yield* RecordRunner.countRecord(outcome.value)
           Partition.markDone(state, step.record)

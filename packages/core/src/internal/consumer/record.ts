@@ -188,14 +188,12 @@ const attemptOnce = (
   Effect.gen(function* () {
     const prepared = yield* prepare(settings, record, attempt, lookup)
     if (prepared._tag === "skip") return "skipped"
-    const outcome = yield* settings.inbox
-      .processOnce(prepared.key, prepared.work)
-      .pipe(
-        Effect.flatMap((outcome) =>
-          outcome === "expired" ? Expired.resolve(settings, record, prepared.key, prepared.work) : Effect.succeed(outcome)
-        ),
-        Effect.mapError((error) => new TryFailure(error, prepared.trackedId))
-      )
+    const outcome = yield* settings.inbox.processOnce(prepared.key, prepared.work).pipe(
+      Effect.flatMap((outcome) =>
+        outcome === "expired" ? Expired.resolve(settings, record, prepared.key, prepared.work) : Effect.succeed(outcome)
+      ),
+      Effect.mapError((error) => new TryFailure(error, prepared.trackedId))
+    )
     return yield* finish(settings, outcome, prepared.trackedId)
   })
 

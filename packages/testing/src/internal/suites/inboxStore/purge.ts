@@ -25,7 +25,11 @@ export const purgeForgetsWholeSpans: Case = {
       const inbox = yield* InboxStore
       const now = Date.now()
       // Ten days old, today, and a day and a half ahead (a producer whose clock runs fast).
-      const [old, today, ahead] = [at("event:old", now - 10 * DAY), at("event:today", now), at("event:ahead", now + 1.5 * DAY)]
+      const [old, today, ahead] = [
+        at("event:old", now - 10 * DAY),
+        at("event:today", now),
+        at("event:ahead", now + 1.5 * DAY)
+      ]
       assert.deepStrictEqual(yield* inbox.recordBatch([old, today, ahead], now), ["recorded", "recorded", "recorded"])
       assert.strictEqual(yield* inbox.horizon, Number.NEGATIVE_INFINITY)
 
