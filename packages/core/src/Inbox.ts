@@ -29,8 +29,7 @@ import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
 import * as Schema from "effect/Schema"
 import type { OutboxStoreError } from "./Errors.ts"
-import * as InboxStoreTime from "./InboxStore.ts"
-import { InboxStore, type ProcessedKey, type RecordOutcome } from "./InboxStore.ts"
+import { InboxStore, identityTime, type ProcessedKey, type RecordOutcome } from "./InboxStore.ts"
 import { runningSpan } from "./internal/telemetry/runningSpan.ts"
 import { EVENT_ID_HEADER, type Headers, ORIGINAL_RECORD_HEADER, ORIGINAL_TIMESTAMP_HEADER } from "./OutboxMessage.ts"
 import * as Telemetry from "./Telemetry.ts"
@@ -74,7 +73,7 @@ export interface BatchOptions {
  * What a consumer does with a message older than the deduplication window: `"dead-letter"` (the
  * default: it may have run before, an operator decides) or `"process"` (run it knowingly as new).
  *
- * @since 0.6.0
+ * @since 0.5.0
  * @category models
  */
 export type ExpiredPolicy = "dead-letter" | "process"
@@ -84,7 +83,7 @@ export type ExpiredPolicy = "dead-letter" | "process"
  * longer remembers whether it ran. Not retriable (the same message is refused the same way);
  * the consumer dead-letters it under `onExpired: "dead-letter"`.
  *
- * @since 0.6.0
+ * @since 0.5.0
  * @category errors
  */
 export class InboxWindowExpiredError extends Schema.TaggedError<InboxWindowExpiredError>()("InboxWindowExpiredError", {
@@ -186,7 +185,7 @@ export const keyOf = (
   strategy: IdentityStrategy = "event-id"
 ): ProcessedKey => {
   const identity = identityOf(record, strategy)
-  const eventTime = InboxStoreTime.identityTime(identity) ?? recordTimestamp(record)
+  const eventTime = identityTime(identity) ?? recordTimestamp(record)
   return eventTime === undefined ? { consumer, identity } : { consumer, identity, eventTime }
 }
 
@@ -194,7 +193,7 @@ export const keyOf = (
  * The broker time of a record as first written: a replay's `outbox-original-timestamp`, else its
  * own timestamp. `undefined` when neither is known.
  *
- * @since 0.6.0
+ * @since 0.5.0
  * @category identities
  */
 export const recordTimestamp = (record: RecordCoordinates): number | undefined => {

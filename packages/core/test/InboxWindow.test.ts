@@ -192,6 +192,9 @@ for (const transaction of ["per-record", "per-batch"] as const) {
           handler: (message) => Ref.update(handled, (all) => [...all, message.payload.n])
         }).pipe(Effect.provide(Logger.layer([logger])))
         yield* eventually("offset 2 is committed", committed("2"))
+        // Redelivered once more (a replay): under "process" it ran and was recorded at that time.
+        yield* send(1)
+        yield* eventually("offset 3 is committed", committed("3"))
         const broker = yield* InMemoryBroker.InMemoryBroker
         return {
           handled: yield* Ref.get(handled),
@@ -205,7 +208,7 @@ for (const transaction of ["per-record", "per-batch"] as const) {
         const before = yield* expiredCount
         const { dlt, handled, warnings } = yield* run(undefined)
         assert.deepStrictEqual(handled, [1])
-        assert.strictEqual(dlt.length, 2)
+        assert.strictEqual(dlt.length, 3)
         const letter = DeadLetter.parse(dlt[0]!)
         assert.strictEqual(letter._tag, "Some")
         if (letter._tag === "Some") {
@@ -214,11 +217,11 @@ for (const transaction of ["per-record", "per-batch"] as const) {
           assert.include(letter.value.errorMessage, "older than the inbox's deduplication window")
         }
         assert.isTrue(warnings.some((w) => w.includes('onExpired: "dead-letter"')))
-        assert.isAtLeast((yield* expiredCount) - before, 2)
+        assert.isAtLeast((yield* expiredCount) - before, 3)
       })
     )
 
-    it.effect('onExpired: "process" runs it knowingly as new, with a WARN', () =>
+    it.effect('onExpired: "process" runs it knowingly as new, once, with a WARN', () =>
       Effect.gen(function* () {
         const { dlt, handled, warnings } = yield* run("process")
         assert.deepStrictEqual(handled, [1, 1, 2])

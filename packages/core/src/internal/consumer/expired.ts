@@ -2,7 +2,8 @@
  * A record older than the inbox's deduplication window: the inbox no longer remembers whether it
  * ran, so it is never run as new without saying so. Under `"dead-letter"` the try fails with
  * `InboxWindowExpiredError` (not retriable: dead-lettered at once); under `"process"` it runs
- * with a record at the time of processing. Both are logged at WARN; the inbox counts them in
+ * with a record at the time of processing, so a later redelivery of it, within the retention
+ * after that, is found and not run again. Both are logged at WARN; the inbox counts them in
  * `outbox_inbox_processed_total{outcome="expired"}`.
  */
 import * as Clock from "effect/Clock"
@@ -43,6 +44,10 @@ export const resolve = (
     yield* Effect.logWarning(
       `${where}: ${error.message}; processing it as new (onExpired: "process"): it may run a second time`
     ).pipe(Effect.annotateLogs(annotations))
+    // Run once under this policy already (its record is kept at the time it ran): not again.
+    if (settings.inboxStore._tag === "Some" && (yield* settings.inboxStore.value.exists(key))) {
+      return "already_processed" as const
+    }
     // Recorded at the time of processing, which the window holds.
     const outcome = yield* settings.inbox.processOnce(
       { consumer: key.consumer, identity: key.identity, eventTime: now },
