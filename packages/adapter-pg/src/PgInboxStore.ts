@@ -82,6 +82,14 @@ const noPartition =
         })
       : fromSqlError(operation)(error)
 
+// Without its one row nothing can be recorded, and "nothing recorded" must not read as a duplicate.
+const missingHorizon = (operation: string) =>
+  new OutboxStoreError({
+    operation,
+    reason: "the inbox horizon row is missing (<prefix>inbox_horizon, made by migration 12): nothing was recorded",
+    retriable: false
+  })
+
 const outcome = (recorded: boolean, at: number, horizon: number): RecordOutcome =>
   recorded ? "recorded" : at < horizon ? "expired" : "duplicate"
 
@@ -126,13 +134,15 @@ export const makeWith = (options: Options = {}) =>
       record: (key, now) => {
         const { at, timeless } = timeOf(key, now)
         const text = timeless ? recordTimelessText : recordText
-        return Effect.mapBoth(execute(text, [key.consumer, key.identity, String(at), PgTypes.timestamptz(now)]), {
-          onFailure: recordFailed,
-          onSuccess: (rows) => {
+        return execute(text, [key.consumer, key.identity, String(at), PgTypes.timestamptz(now)]).pipe(
+          Effect.mapError(recordFailed),
+          Effect.flatMap((rows) => {
             const row = rows[0] as { recorded: number; horizon: string } | undefined
-            return outcome(row?.recorded === 1, at, fromHorizon(row?.horizon))
-          }
-        })
+            return row === undefined
+              ? Effect.fail(missingHorizon("inbox.record"))
+              : Effect.succeed(outcome(row.recorded === 1, at, fromHorizon(row.horizon)))
+          })
+        )
       },
       recordBatch: (keys, now) => {
         if (keys.length === 0) return Effect.succeed([])
@@ -161,19 +171,22 @@ export const makeWith = (options: Options = {}) =>
             RETURNING consumer, identity, event_ms)
           SELECT i.consumer, i.identity, i.event_ms::text AS event_ms, NULL::text AS horizon FROM ins i
           UNION ALL SELECT NULL, NULL, NULL, h.ms::text FROM h`.withoutTransform.pipe(
-          Effect.map((rows) => {
+          Effect.mapError(noPartition("inbox.recordBatch")),
+          Effect.flatMap((rows) => {
             // Each inserted key comes back once; a key repeated in `keys` is recorded the first time.
             const inserted = new Set<string>()
-            let horizon = Number.NEGATIVE_INFINITY
+            let horizon: number | undefined
             for (const row of rows) {
               if (row.consumer === null) horizon = fromHorizon(row.horizon)
               else inserted.add(keyText(row.consumer, row.identity!, row.event_ms!))
             }
-            return keys.map((key, i) =>
-              outcome(inserted.delete(keyText(key.consumer, key.identity, times[i]!)), times[i]!, horizon)
+            if (horizon === undefined) return Effect.fail(missingHorizon("inbox.recordBatch"))
+            return Effect.succeed(
+              keys.map((key, i) =>
+                outcome(inserted.delete(keyText(key.consumer, key.identity, times[i]!)), times[i]!, horizon)
+              )
             )
           }),
-          Effect.mapError(noPartition("inbox.recordBatch")),
           Effect.withSpan("pg.inbox.recordBatch")
         )
       },

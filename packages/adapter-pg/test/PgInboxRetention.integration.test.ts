@@ -149,8 +149,8 @@ describe("PgInboxStore: retention by partitions", () => {
   )
 })
 
-describe("PgInboxStore: a record beyond the partitions ahead", () => {
-  it.effect("fails retriable, naming what creates partitions; a round creates them and it records", () =>
+describe("PgInboxStore: a record it cannot place", () => {
+  it.effect("beyond the partitions ahead: fails retriable, naming what creates them; a round creates them", () =>
     Effect.gen(function* () {
       const store = yield* InboxStore
       const now = Date.now()
@@ -164,6 +164,17 @@ describe("PgInboxStore: a record beyond the partitions ahead", () => {
       const wide = yield* PgInboxStore.makeWith({ ahead: "6 days" })
       assert.strictEqual(yield* wide.purge(Number.NEGATIVE_INFINITY, 1), 0)
       assert.strictEqual(yield* store.record(far, now), "recorded")
+      // Without the horizon row nothing can be recorded; that is an error, never a "duplicate".
+      const sql = yield* SqlClient.SqlClient
+      const t = yield* PgTables.PgTables
+      yield* sql`DELETE FROM ${sql.literal(t.inboxHorizon)}`
+      const missing = yield* Effect.flip(store.record({ consumer: "billing", identity: eventAt(now, 2) }, now))
+      assert.include(missing.reason, "inbox horizon row is missing")
+      assert.strictEqual(missing.retriable, false)
+      const missingBatch = yield* Effect.flip(
+        store.recordBatch([{ consumer: "billing", identity: eventAt(now, 3) }], now)
+      )
+      assert.include(missingBatch.reason, "inbox horizon row is missing")
     }).pipe(
       Effect.provide(Layer.mergeAll(PgInboxStore.layer, PgTransactor.layer).pipe(Layer.provideMerge(freshTables()))),
       Effect.provide(pgClient())
