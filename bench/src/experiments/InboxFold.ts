@@ -21,7 +21,7 @@
  */
 import { loadavg } from "node:os"
 import * as PgTypes from "@effect/sql-pg/PgTypes"
-import { InboxStore } from "@effect-outbox/core/InboxStore"
+import { InboxStore, recordTime } from "@effect-outbox/core/InboxStore"
 import * as Env from "../Env.ts"
 import * as Library from "../Library.ts"
 import { createOrders } from "../scenarios/WritePath.ts"
@@ -67,9 +67,10 @@ const variants: ReadonlyArray<readonly [string, Variant]> = [
         Effect.flatMap(Effect.service(SqlClient.SqlClient), (sql) =>
           Effect.andThen(
             Effect.withSpan(
-              sql`INSERT INTO ${sql.literal(processed)} (consumer, identity, processed_at)
-                VALUES (${"bench"}::text, ${`event:${id}`}::text, ${PgTypes.timestamptz(Date.now())})
-                ON CONFLICT (consumer, identity) DO NOTHING
+              sql`INSERT INTO ${sql.literal(processed)} (consumer, identity, event_ms, processed_at)
+                VALUES (${"bench"}::text, ${`event:${id}`}::text,
+                        ${String(recordTime(key(id), Date.now()))}::bigint, ${PgTypes.timestamptz(Date.now())})
+                ON CONFLICT (consumer, identity, event_ms) DO NOTHING
                 RETURNING 1 AS recorded`.withoutTransform,
               "pg.inbox.record"
             ),

@@ -12,6 +12,7 @@ import * as SqlClient from "effect/sql/SqlClient"
 import { claimFunctionV3, claimFunctionV4 } from "./internal/claim.ts"
 import { claimFunctionV2 } from "./internal/claimV2.ts"
 import { fromSqlError } from "./internal/errors.ts"
+import * as InboxTable from "./internal/inboxTable.ts"
 import { gapMigration } from "./internal/logGap.ts"
 import { progressMigration, progressTable } from "./internal/logProgress.ts"
 import { quarantineMigration } from "./internal/logQuarantine.ts"
@@ -215,7 +216,9 @@ export const migrations = (t: Tables): Record<string, Effect.Effect<void, unknow
     "9_log_progress": run(progressMigration(t)),
     "10_log_quarantine": run(quarantineMigration(t)),
     // The newest published event id and the mark of a re-created slot (its gap is read back).
-    "11_log_gap": run(gapMigration(progressTable(t)))
+    "11_log_gap": run(gapMigration(progressTable(t))),
+    // The inbox's records partitioned by time (retention drops partitions) and its horizon.
+    "12_inbox_partitions": run(InboxTable.migration(t))
   }
 }
 

@@ -39,7 +39,12 @@ export interface Tables {
   readonly schema: string
   readonly tablePrefix: string
   readonly message: string
+  /** Processed-message records (the inbox), range-partitioned on the record's time. */
   readonly processed: string
+  /** The oldest record time the inbox still remembers (one row). */
+  readonly inboxHorizon: string
+  /** Creates the inbox's partitions ahead (`(span_ms, ahead_ms)`). */
+  readonly inboxPartitionsFunction: string
   readonly partitionAssignment: string
   readonly transition: string
   /** Named leases (one holder at a time, expiry by the database clock): stale recovery's. */
@@ -67,6 +72,7 @@ export interface Tables {
     readonly purge: number
     readonly migrations: number
     readonly logMaintenance: number
+    readonly inboxMaintenance: number
   }
 }
 
@@ -130,6 +136,8 @@ export const make = (options: Options = {}): Effect.Effect<Tables, OutboxValidat
       tablePrefix,
       message: table("message"),
       processed: table("processed"),
+      inboxHorizon: table("inbox_horizon"),
+      inboxPartitionsFunction: table("inbox_partitions"),
       partitionAssignment: table("partition_assignment"),
       transition: table("transition"),
       lease: table("lease"),
@@ -147,7 +155,8 @@ export const make = (options: Options = {}): Effect.Effect<Tables, OutboxValidat
         assignment: hash32(`${space}:partition-assignment`),
         purge: hash32(`${space}:purge`),
         migrations: hash32(`${space}:migrations`),
-        logMaintenance: hash32(`${space}:log-maintenance`)
+        logMaintenance: hash32(`${space}:log-maintenance`),
+        inboxMaintenance: hash32(`${space}:inbox-maintenance`)
       }
     }
   })

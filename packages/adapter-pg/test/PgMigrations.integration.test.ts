@@ -60,7 +60,8 @@ describe("PgMigrations", () => {
         [8, "log_events"],
         [9, "log_progress"],
         [10, "log_quarantine"],
-        [11, "log_gap"]
+        [11, "log_gap"],
+        [12, "inbox_partitions"]
       ])
       const second = yield* PgMigrations.run.pipe(Effect.provideService(PgTables.PgTables, tables))
       assert.deepStrictEqual(second, [])
@@ -68,9 +69,13 @@ describe("PgMigrations", () => {
       // The log engine's event table is partitioned: its first day of hourly partitions exists.
       const partitions = all.filter((name) => /^outbox_log_\d+$/.test(name))
       assert.isAtLeast(partitions.length, 25)
+      // The inbox's: everything before yesterday, then a partition a day until two days ahead.
+      const inbox = all.filter((name) => /^outbox_inbox_(\d+|before)$/.test(name))
+      assert.isAtLeast(inbox.length, 4)
       assert.deepStrictEqual(
-        all.filter((name) => !partitions.includes(name)),
+        all.filter((name) => !partitions.includes(name) && !inbox.includes(name)),
         [
+          "outbox_inbox_horizon",
           "outbox_lease",
           "outbox_lifecycle_group",
           "outbox_log_event",
@@ -104,7 +109,7 @@ describe("PgMigrations", () => {
           .flat()
           .map(([id]) => id)
           .sort((a, b) => a - b),
-        [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]
+        [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]
       )
     }).pipe(Effect.scoped, Effect.provide(pgClient(8)))
   )

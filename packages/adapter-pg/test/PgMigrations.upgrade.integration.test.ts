@@ -92,7 +92,8 @@ describe("PgMigrations: 2 -> 4 on a populated table", () => {
         [8, "log_events"],
         [9, "log_progress"],
         [10, "log_quarantine"],
-        [11, "log_gap"]
+        [11, "log_gap"],
+        [12, "inbox_partitions"]
       ])
       assert.deepStrictEqual(yield* indexesOf(schema), [
         "outbox_message_dispatching_idx",

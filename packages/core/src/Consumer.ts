@@ -243,6 +243,13 @@ export interface Options<S extends Schema.Top, E, R> {
   /** Dedup identity (default `"event-id"`, falling back to the offset identity). */
   readonly identity?: Inbox.IdentityStrategy
   /**
+   * A record older than the inbox's deduplication window (its event time before what the inbox
+   * still remembers): `"dead-letter"` it with `InboxWindowExpiredError` (default, or
+   * `OUTBOX_INBOX_ON_EXPIRED` under `OutboxRuntime`), or `"process"` it knowingly as new. Either
+   * way a WARN log and `outbox_inbox_processed_total{outcome="expired"}`.
+   */
+  readonly onExpired?: Inbox.ExpiredPolicy
+  /**
    * Where partitions WITHOUT a committed offset start (a new group, a partition added to a grown
    * topic): `true` (default) at their earliest record; `false` at their end — which may skip
    * records on new partitions (those written before the group noticed the partition).

@@ -17,7 +17,14 @@ import { BrokerAdmin } from "./BrokerAdmin.ts"
 import type { ConsumerRecord } from "./ConsumerSource.ts"
 import * as DeadLetterDepth from "./DeadLetterDepth.ts"
 import type { ConsumerSourceError, PublishError } from "./Errors.ts"
-import { EVENT_ID_HEADER, type Headers, isEventId, makeEventId, ORIGINAL_RECORD_HEADER } from "./OutboxMessage.ts"
+import {
+  EVENT_ID_HEADER,
+  type Headers,
+  isEventId,
+  makeEventId,
+  ORIGINAL_RECORD_HEADER,
+  ORIGINAL_TIMESTAMP_HEADER
+} from "./OutboxMessage.ts"
 import { Publisher, type PublishRequest } from "./Publisher.ts"
 import * as Telemetry from "./Telemetry.ts"
 import { TopicReader } from "./TopicReader.ts"
@@ -237,6 +244,9 @@ export const toReplayRequest = (deadLetter: DeadLetter, to?: string): Effect.Eff
     const originalRecord =
       original[ORIGINAL_RECORD_HEADER] ??
       (known ? `${deadLetter.originalTopic}/${deadLetter.originalPartition}/${deadLetter.originalOffset}` : undefined)
+    // The original's broker time travels with its coordinates: the inbox keeps records by time.
+    const originalTimestamp =
+      original[ORIGINAL_TIMESTAMP_HEADER] ?? deadLetter.record.headers[headers.originalTimestamp]
     return {
       id,
       topic,
@@ -246,6 +256,9 @@ export const toReplayRequest = (deadLetter: DeadLetter, to?: string): Effect.Eff
       headers: {
         ...original,
         ...(originalRecord === undefined ? {} : { [ORIGINAL_RECORD_HEADER]: originalRecord }),
+        ...(originalRecord === undefined || originalTimestamp === undefined
+          ? {}
+          : { [ORIGINAL_TIMESTAMP_HEADER]: originalTimestamp }),
         [headers.replayAttempt]: String(deadLetter.replayAttempt + 1)
       },
       payload: deadLetter.record.value,

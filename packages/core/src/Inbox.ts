@@ -12,6 +12,12 @@
  * `processBatch` does the same for many messages in one transaction, recording all their keys with
  * one statement (the consumer's per-batch mode).
  *
+ * The deduplication window: records are kept by the time of their event (the UUIDv7 event id's
+ * time, else the record's), and retention forgets whole spans of time. A message older than what
+ * the inbox still remembers comes back `"expired"` and its work does not run: the inbox cannot
+ * tell whether it ran before, so it is not run again as if it were new (the consumer then
+ * dead-letters it or, when told to, runs it knowingly).
+ *
  * @since 0.1.0
  */
 import * as Cause from "effect/Cause"
@@ -21,21 +27,23 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
+import * as Schema from "effect/Schema"
 import type { StoreError } from "./Errors.ts"
-import { InboxStore, type ProcessedKey } from "./InboxStore.ts"
+import { InboxStore, identityTime, type ProcessedKey, type RecordOutcome } from "./InboxStore.ts"
 import { runningSpan } from "./internal/telemetry/runningSpan.ts"
-import { EVENT_ID_HEADER, type Headers, ORIGINAL_RECORD_HEADER } from "./OutboxMessage.ts"
+import { EVENT_ID_HEADER, type Headers, ORIGINAL_RECORD_HEADER, ORIGINAL_TIMESTAMP_HEADER } from "./OutboxMessage.ts"
 import * as Telemetry from "./Telemetry.ts"
 import { Transactor } from "./Transactor.ts"
 
 /**
- * What `processOnce` did: ran the work (and committed it with its record) or found the record
- * already there and ran nothing.
+ * What `processOnce` did: ran the work (and committed it with its record), found the record
+ * already there and ran nothing, or found the message older than the deduplication window and
+ * ran nothing (`"expired"`).
  *
  * @since 0.1.0
  * @category models
  */
-export type Outcome = "processed" | "already_processed"
+export type Outcome = "processed" | "already_processed" | "expired"
 
 /**
  * One message of `processBatch`: its processed-message key and the work it causes.
@@ -62,6 +70,41 @@ export interface BatchOptions {
 }
 
 /**
+ * What a consumer does with a message older than the deduplication window: `"dead-letter"` (the
+ * default: it may have run before, an operator decides) or `"process"` (run it knowingly as new).
+ *
+ * @since 0.5.0
+ * @category models
+ */
+export type ExpiredPolicy = "dead-letter" | "process"
+
+/**
+ * A message older than the deduplication window, refused rather than run as new: the inbox no
+ * longer remembers whether it ran. Not retriable (the same message is refused the same way);
+ * the consumer dead-letters it under `onExpired: "dead-letter"`.
+ *
+ * @since 0.5.0
+ * @category errors
+ */
+export class InboxWindowExpiredError extends Schema.TaggedError<InboxWindowExpiredError>()("InboxWindowExpiredError", {
+  consumer: Schema.String,
+  identity: Schema.String,
+  /** The message's time (epoch millis). */
+  eventTime: Schema.Number,
+  /** The oldest time the inbox still remembers (epoch millis). */
+  horizon: Schema.Number,
+  retriable: Schema.Boolean
+}) {
+  override get message() {
+    const at = (ms: number) => (Number.isFinite(ms) ? new Date(ms).toISOString() : String(ms))
+    return (
+      `${this.identity} (event time ${at(this.eventTime)}) is older than the inbox's deduplication window ` +
+      `(remembered from ${at(this.horizon)}): it may have been processed before, so it is not run as new`
+    )
+  }
+}
+
+/**
  * How a consumer names a message for deduplication.
  *
  * - `"event-id"`: `event:<event-id>`, falling back to the offset identity when the record has no
@@ -84,6 +127,8 @@ export interface RecordCoordinates {
   readonly partition: number
   readonly offset: string
   readonly headers: Headers
+  /** The broker's timestamp of the record (epoch millis), when known. */
+  readonly timestamp?: number | undefined
 }
 
 /**
@@ -138,14 +183,29 @@ export const keyOf = (
   consumer: string,
   record: RecordCoordinates,
   strategy: IdentityStrategy = "event-id"
-): ProcessedKey => ({
-  consumer,
-  identity: identityOf(record, strategy)
-})
+): ProcessedKey => {
+  const identity = identityOf(record, strategy)
+  const eventTime = identityTime(identity) ?? recordTimestamp(record)
+  return eventTime === undefined ? { consumer, identity } : { consumer, identity, eventTime }
+}
+
+/**
+ * The broker time of a record as first written: a replay's `outbox-original-timestamp`, else its
+ * own timestamp. `undefined` when neither is known.
+ *
+ * @since 0.5.0
+ * @category identities
+ */
+export const recordTimestamp = (record: RecordCoordinates): number | undefined => {
+  const original = record.headers[ORIGINAL_TIMESTAMP_HEADER]
+  if (original !== undefined && /^\d+$/.test(original)) return Number(original)
+  return record.timestamp !== undefined && Number.isFinite(record.timestamp) ? record.timestamp : undefined
+}
 
 const byOutcome = {
   processed: Metric.withAttributes(Telemetry.inboxProcessed, { outcome: "processed" }),
   already_processed: Metric.withAttributes(Telemetry.inboxProcessed, { outcome: "already_processed" }),
+  expired: Metric.withAttributes(Telemetry.inboxProcessed, { outcome: "expired" }),
   failed: Metric.withAttributes(Telemetry.inboxProcessed, { outcome: "failed" })
 }
 const count = (outcome: Outcome | "failed", n = 1) => Metric.update(byOutcome[outcome], n)
@@ -153,7 +213,7 @@ const count = (outcome: Outcome | "failed", n = 1) => Metric.update(byOutcome[ou
 // A batch's outcomes counted with one update per outcome.
 const countAll = (results: ReadonlyArray<Exit.Exit<Outcome, unknown>>) =>
   Effect.suspend(() => {
-    const tally = { processed: 0, already_processed: 0, failed: 0 }
+    const tally = { processed: 0, already_processed: 0, expired: 0, failed: 0 }
     for (const exit of results) tally[Exit.isSuccess(exit) ? exit.value : "failed"]++
     return Effect.all(
       Object.entries(tally).flatMap(([outcome, n]) => (n > 0 ? [count(outcome as Outcome | "failed", n)] : [])),
@@ -170,7 +230,8 @@ export class Inbox extends Context.Service<
   {
     /**
      * Inside one transaction: insert the processed-message record for `key`, then run `work`.
-     * A duplicate key returns `"already_processed"` without running `work`. When `work` (or the
+     * A duplicate key returns `"already_processed"` without running `work`; a key older than the
+     * deduplication window returns `"expired"` without running it or writing. When `work` (or the
      * insert, or the commit) fails, dies or is interrupted, the transaction rolls back — the record
      * with it, so a retry runs the work again — and the failure propagates unchanged.
      */
@@ -181,8 +242,10 @@ export class Inbox extends Context.Service<
     /**
      * `processOnce` for many messages in ONE transaction: records every key with one statement
      * (`InboxStore.recordBatch`), runs the work of the newly recorded ones in order, commits once.
-     * Returns one `Exit` per entry, in order: `"processed"`, `"already_processed"`, or the
-     * failure of that message (typed error, or the defect of its work).
+     * Returns one `Exit` per entry, in order: `"processed"`, `"already_processed"`, `"expired"`,
+     * or the failure of that message (typed error, or the defect of its work). With
+     * `stopAtFailure` an `"expired"` entry ends the results like a failure: the entries after it
+     * are not run (nor recorded).
      *
      * Failure isolation: when the work of entry `i` fails, the transaction rolls back — nothing of
      * the batch commits half-way — and the batch is redone around it: entries before `i` in a new
@@ -217,13 +280,15 @@ export class Inbox extends Context.Service<
             const now = yield* Clock.currentTimeMillis
             const recorded = yield* store.record(key, now)
             if (recorded === "duplicate") return "already_processed" as const
+            if (recorded === "expired") return "expired" as const
             yield* work
             return "processed" as const
           })
         )
 
-      // One try of a whole batch in one transaction. A failing work is tagged with its index.
-      const tryBatch = <E, R>(entries: ReadonlyArray<Entry<E, R>>) =>
+      // One try of a whole batch in one transaction. A failing work is tagged with its index; with
+      // `stopAtFailure` an expired entry is too (the entries after it must not commit before it).
+      const tryBatch = <E, R>(entries: ReadonlyArray<Entry<E, R>>, stopAtFailure: boolean) =>
         transactor.withTransaction(
           Effect.gen(function* () {
             const now = yield* Clock.currentTimeMillis
@@ -231,6 +296,8 @@ export class Inbox extends Context.Service<
               entries.map((entry) => entry.key),
               now
             )
+            const expiredAt = stopAtFailure ? recorded.indexOf("expired") : -1
+            if (expiredAt >= 0) return yield* Effect.fail(new ExpiredAt(expiredAt))
             for (let i = 0; i < entries.length; i++) {
               if (recorded[i] !== "recorded") continue
               yield* Effect.catchCause(
@@ -239,12 +306,16 @@ export class Inbox extends Context.Service<
                   Cause.hasInterrupts(cause) ? Effect.failCause(cause) : Effect.fail(new FailedAt(i, cause))
               )
             }
-            return recorded.map((r): Outcome => (r === "recorded" ? "processed" : "already_processed"))
+            return recorded.map(outcomeOf)
           })
         )
 
       type Results<E> = Array<Exit.Exit<Outcome, E | StoreError>>
-      const failedLast = <E>(results: Results<E>) => results.length > 0 && Exit.isFailure(results.at(-1)!)
+      // A batch that stopped at a failure or an expired entry before its end.
+      const stopped = <E>(results: Results<E>, size: number) => {
+        const last = results.at(-1)
+        return results.length < size || (last !== undefined && (Exit.isFailure(last) || last.value === "expired"))
+      }
 
       const batch = <E, R>(
         entries: ReadonlyArray<Entry<E, R>>,
@@ -252,15 +323,20 @@ export class Inbox extends Context.Service<
       ): Effect.Effect<Results<E>, never, R> =>
         Effect.gen(function* () {
           if (entries.length === 0) return []
-          const exit = yield* Effect.exit(tryBatch(entries))
+          const exit = yield* Effect.exit(tryBatch(entries, stopAtFailure))
           if (Exit.isSuccess(exit)) return exit.value.map((outcome) => Exit.succeed(outcome))
           if (Cause.hasInterrupts(exit.cause)) return yield* interrupted(exit.cause)
           const error = Cause.findErrorOption(exit.cause)
+          if (error._tag === "Some" && error.value instanceof ExpiredAt) {
+            // Nothing committed: the entries before it in a batch of their own, then it, then stop.
+            const before = yield* batch(entries.slice(0, error.value.index), stopAtFailure)
+            return stopped(before, error.value.index) ? before : [...before, Exit.succeed("expired" as const)]
+          }
           if (error._tag === "Some" && error.value instanceof FailedAt) {
             // Redo around the failing entry: the entries before it commit in a batch of their own.
             const at = error.value.index
             const before = yield* batch(entries.slice(0, at), stopAtFailure)
-            if (stopAtFailure && failedLast(before)) return before
+            if (stopAtFailure && stopped(before, at)) return before
             const own = Exit.failCause(error.value.cause as Cause.Cause<E>)
             if (stopAtFailure) return [...before, own]
             return [...before, own, ...(yield* batch(entries.slice(at + 1), stopAtFailure))]
@@ -271,7 +347,7 @@ export class Inbox extends Context.Service<
             const one = yield* Effect.exit(once(entry.key, entry.work))
             if (Exit.isFailure(one) && Cause.hasInterrupts(one.cause)) return yield* interrupted(one.cause)
             results.push(one)
-            if (stopAtFailure && Exit.isFailure(one)) break
+            if (stopAtFailure && (Exit.isFailure(one) || one.value === "expired")) break
           }
           return results
         })
@@ -299,6 +375,17 @@ export class Inbox extends Context.Service<
 
 // An interrupted batch stops as it was interrupted; the cause is rethrown whole.
 const interrupted = (cause: Cause.Cause<unknown>): Effect.Effect<never> => Effect.failCause(cause as Cause.Cause<never>)
+
+const outcomeOf = (recorded: RecordOutcome): Outcome =>
+  recorded === "recorded" ? "processed" : recorded === "duplicate" ? "already_processed" : "expired"
+
+/** A batch stopping at its failures rolled back at entry `index`, older than the window. */
+class ExpiredAt {
+  readonly index: number
+  constructor(index: number) {
+    this.index = index
+  }
+}
 
 /** A batch's transaction failed because the work of entry `index` did. */
 class FailedAt {

@@ -53,6 +53,16 @@ export const EVENT_ID_HEADER = "event-id"
 export const ORIGINAL_RECORD_HEADER = "outbox-original-record"
 
 /**
+ * The header a replayed dead letter carries with the broker timestamp (epoch millis) of the
+ * record as first consumed: the inbox keeps a record by its event's time, and a replay of an
+ * event without a time in its id keeps the original's.
+ *
+ * @since 0.5.0
+ * @category constants
+ */
+export const ORIGINAL_TIMESTAMP_HEADER = "outbox-original-timestamp"
+
+/**
  * Generates a UUIDv7 from the `Clock` and the `Random` service, so a seeded simulation replays
  * the same ids.
  *

@@ -176,6 +176,8 @@ export interface Settings {
   readonly retention: false | Partial<Retention.Settings>
   /** Processed-message records older than this are purged with the retention rounds; `false` keeps them. */
   readonly inboxRetention: false | Duration.Duration
+  /** What the declared consumers that set no `onExpired` do with a record older than the inbox retention. */
+  readonly onExpired: Inbox.ExpiredPolicy
   /** `false` declares consumers but does not start them (a publish-only instance). */
   readonly runConsumers: boolean
   /** Delay before a stopped consumer is started again (exponential from this, capped at 1 minute). */
@@ -216,6 +218,7 @@ export const config: Config.Config<Settings> = Config.all({
   retentionEnabled: Vars.retention.enabled.config,
   retention: Retention.config,
   inboxRetention: Vars.retention.inbox.config,
+  onExpired: Vars.retention.onExpired.config,
   consumers: Vars.runtime.consumers.config,
   consumerRestart: Vars.runtime.consumerRestart.config,
   metricsEnabled: Vars.runtime.metricsEnabled.config,
@@ -250,6 +253,7 @@ export const config: Config.Config<Settings> = Config.all({
       reconciler: raw.reconcilerEnabled ? raw.reconciler : false,
       retention: raw.retentionEnabled ? raw.retention : false,
       inboxRetention: inboxRetention.value,
+      onExpired: raw.onExpired,
       runConsumers: raw.consumers,
       consumerRestart: raw.consumerRestart,
       metricsInterval: raw.metricsEnabled ? raw.metricsInterval : false,
@@ -356,6 +360,7 @@ export const layer = <const C extends ReadonlyArray<ConsumerDeclaration<unknown>
         reconciler: options.reconciler ?? fromConfig.reconciler,
         retention: options.retention ?? fromConfig.retention,
         inboxRetention: options.inboxRetention ?? fromConfig.inboxRetention,
+        onExpired: options.onExpired ?? fromConfig.onExpired,
         runConsumers: options.runConsumers ?? fromConfig.runConsumers,
         consumerRestart: options.consumerRestart ?? fromConfig.consumerRestart,
         metricsInterval: options.metricsInterval ?? fromConfig.metricsInterval,

@@ -7,7 +7,9 @@
  * round that stops at that bound (a backlog remains) is followed by the next one after
  * `catchUpInterval` instead of `interval`, so retention keeps pace with any churn the database can
  * delete (measured in `bench/JOURNAL.md`), while a single round still never runs unbounded.
- * The same loop purges the inbox's processed-message records ({@link startInbox}).
+ * The same schedule runs the inbox's rounds ({@link startInbox}): `InboxStore.purge` forgets whole
+ * spans of processed-message records (PostgreSQL drops partitions, never deleting a row) and so
+ * sets the deduplication window.
  *
  * Which rows count as finished is configurable. The default is `SUCCESS`, `PUSHED_FAILURE`
  * (consumption ended) and `PUBLISHED` (on the broker; a deployment whose consumers report back
@@ -228,8 +230,10 @@ export const layer: Layer.Layer<never, Config.ConfigError | OutboxValidationErro
 )
 
 /**
- * One round of inbox retention: processed-message records older than `olderThan`, in the same
- * bounded batches as the outbox's.
+ * One round of inbox retention: the spans of processed-message records older than `olderThan`
+ * are forgotten (a store that deletes row by row does it in the outbox's bounded batches). A
+ * store that keeps records in partitions also creates the partitions ahead in a round, so an
+ * infinite `olderThan` is a round that only does that.
  *
  * @since 0.1.0
  * @category retention

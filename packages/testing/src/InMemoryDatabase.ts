@@ -209,7 +209,9 @@ export const makeUnsafe = (): Database => {
     rows: Effect.sync(() => [...store.outbox.values()].sort((a, b) => a.seq - b.seq)),
     history: Effect.sync(() => [...store.history]),
     processed: Effect.sync(() => [...store.inbox.values()]),
-    processedKeys: Effect.sync(() => new Set(store.inbox.keys())),
+    processedKeys: Effect.sync(
+      () => new Set([...store.inbox.values()].map((record) => Store.inboxKey(record.consumer, record.identity)))
+    ),
     assignments: Effect.sync(() => [...store.assignments.values()]),
     transactions: Effect.sync(() => ({ commits: store.commits, rollbacks: store.rollbacks })),
     failNext: (plan) =>

@@ -59,8 +59,9 @@ const cases: ReadonlyArray<SuiteCase.Case<void, Services, Support.Feature & keyo
   Concurrency.laterSeesDuplicate,
   Concurrency.laterRecordsAfterRollback,
   Concurrency.recordBatchWaits,
-  Purge.purgeHonoursLimit,
-  Purge.retentionDrainsBacklog
+  Purge.purgeForgetsWholeSpans,
+  Purge.uuidIdentityCarriesItsTime,
+  Purge.retentionForgetsInOneRound
 ]
 
 /**

@@ -172,8 +172,29 @@ export const retention = EnvVariable.table(core("Retention"), {
     name: "OUTBOX_INBOX_RETENTION",
     type: "duration \\| `off`",
     default: "`30 days`",
-    description: "age of purged processed-message (inbox) records; `off` keeps them",
+    description:
+      "the deduplication window: processed-message (inbox) records are forgotten a whole span (PostgreSQL: a 1-day partition) at a time once older than this; `off` keeps them",
     config: Config.String("OUTBOX_INBOX_RETENTION").pipe(Config.withDefault("30 days"))
+  }),
+  onExpired: EnvVariable.make({
+    name: "OUTBOX_INBOX_ON_EXPIRED",
+    type: "`dead-letter` \\| `process`",
+    default: "`dead-letter`",
+    description:
+      "a consumed record older than the inbox retention (the deduplication window): dead-letter it, or process it knowingly as new",
+    config: Config.String("OUTBOX_INBOX_ON_EXPIRED").pipe(
+      Config.withDefault("dead-letter"),
+      Config.flatMap((raw): Config.Config<"dead-letter" | "process"> => {
+        const value = raw.trim().toLowerCase()
+        return value === "dead-letter" || value === "process"
+          ? Config.succeed(value)
+          : Config.fail(
+              new ConfigProvider.SourceError({
+                message: `OUTBOX_INBOX_ON_EXPIRED: "${raw}" is neither "dead-letter" nor "process"`
+              })
+            )
+      })
+    )
   })
 })
 

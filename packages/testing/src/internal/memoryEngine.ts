@@ -26,6 +26,7 @@ export type Operation =
   | "outbox.purge"
   | "inbox.record"
   | "inbox.exists"
+  | "inbox.horizon"
   | "inbox.purge"
   | "assignment.reserve"
   | "assignment.lookup"

@@ -28,6 +28,8 @@ export interface InboxRecord {
   readonly consumer: string
   readonly identity: string
   readonly recordedAt: number
+  /** The record's time (`InboxStore.recordTime`): the span it is kept in. */
+  readonly eventTime: number
 }
 
 export interface Assignment {
@@ -53,6 +55,8 @@ export interface Transaction {
 export interface Store {
   readonly outbox: Map<EventId, OutboxMessage>
   readonly inbox: Map<string, InboxRecord>
+  /** The oldest inbox record time still remembered (raised when whole spans are forgotten). */
+  inboxHorizon: number
   /** `topic \u0000 ownerId` → assignment. */
   readonly assignments: Map<string, Assignment>
   readonly history: Array<StatusChange>
@@ -68,6 +72,7 @@ export interface Store {
 export const makeStore = (): Store => ({
   outbox: new Map(),
   inbox: new Map(),
+  inboxHorizon: Number.NEGATIVE_INFINITY,
   assignments: new Map(),
   history: [],
   locks: new Map(),
@@ -159,6 +164,9 @@ export const isLockedByOther = (store: Store, tx: Transaction | undefined, resou
 
 export const outboxResource = (id: EventId) => `outbox:${id}`
 export const inboxKey = (consumer: string, identity: string) => `${consumer}\u0000${identity}`
+/** A record's key: like PostgreSQL's, the consumer, the identity and the record's time. */
+export const inboxRecordKey = (consumer: string, identity: string, eventTime: number) =>
+  `${inboxKey(consumer, identity)}\u0000${eventTime}`
 export const inboxResource = (key: string) => `inbox:${key}`
 export const assignmentKey = (topic: string, ownerId: string) => `${topic}\u0000${ownerId}`
 export const assignmentResource = (topic: string) => `assignment:${topic}`

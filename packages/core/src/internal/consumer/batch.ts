@@ -246,9 +246,19 @@ const applyRound = (
         Partition.markDone(state, step.record)
       } else {
         const exit = results[ran++]!
-        const outcome = Exit.isSuccess(exit)
-          ? yield* Effect.exit(RecordRunner.finish(settings.record, exit.value, step.trackedId))
-          : Exit.mapError(exit, (error) => new RecordRunner.TryFailure(error, step.trackedId))
+        const done = Exit.isSuccess(exit) ? exit.value : undefined
+        if (done === "expired") {
+          // Older than the window (the batch stopped there): the per-record path applies `onExpired`.
+          yield* handleRecord(settings, state, step.record)
+          return applied
+        }
+        const outcome: Exit.Exit<RecordRunner.RecordResult, RecordRunner.TryFailure> =
+          done !== undefined
+            ? yield* Effect.exit(RecordRunner.finish(settings.record, done, step.trackedId))
+            : Exit.mapError(
+                exit as Exit.Exit<never, unknown>,
+                (error) => new RecordRunner.TryFailure(error, step.trackedId)
+              )
         if (Exit.isSuccess(outcome)) {
           yield* RecordRunner.countRecord(outcome.value)
           Partition.markDone(state, step.record)

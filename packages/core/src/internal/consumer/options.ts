@@ -29,6 +29,15 @@ export const NoOutboxRows = Context.Reference<boolean>("@effect-outbox/core/Cons
 })
 
 /**
+ * The `onExpired` of consumers that do not set one: `OutboxRuntime` provides its configured
+ * `OUTBOX_INBOX_ON_EXPIRED`; elsewhere `"dead-letter"`.
+ */
+export const DefaultExpiredPolicy = Context.Reference<Inbox.ExpiredPolicy>(
+  "@effect-outbox/core/Consumer/DefaultExpiredPolicy",
+  { defaultValue: () => "dead-letter" }
+)
+
+/**
  * The record runner's settings: the options, their defaults, and the services in context. The
  * default schedules are `Consumer`'s, resolved there.
  */
@@ -47,6 +56,7 @@ export const recordSettings = <S extends Schema.Top, E, R>(
     return {
       groupId: options.groupId,
       identity: options.identity ?? "event-id",
+      onExpired: options.onExpired ?? (yield* DefaultExpiredPolicy),
       lifecycle: (options.lifecycle ?? true) && !(yield* NoOutboxRows),
       maxAttempts: Math.max(1, options.maxAttempts ?? 5),
       classify: options.classify ?? Classify.defaultClassifier,

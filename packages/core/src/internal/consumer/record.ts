@@ -23,11 +23,13 @@ import * as Telemetry from "../../Telemetry.ts"
 import * as Transition from "../../Transition.ts"
 import { runningSpan } from "../telemetry/runningSpan.ts"
 import type { Classifier, InfrastructureTest } from "./classify.ts"
+import * as Expired from "./expired.ts"
 
 /** What the record runner needs, fixed when the consumer starts. */
 export interface RecordSettings {
   readonly groupId: string
   readonly identity: Inbox.IdentityStrategy
+  readonly onExpired: Inbox.ExpiredPolicy
   readonly lifecycle: boolean
   readonly maxAttempts: number
   readonly classify: Classifier
@@ -156,7 +158,7 @@ export const prepare = (
 /** After the inbox: `SUCCESS`, or the reconciliation of a missing one. */
 export const finish = (
   settings: RecordSettings,
-  outcome: Inbox.Outcome,
+  outcome: Exclude<Inbox.Outcome, "expired">,
   trackedId: EventId | null
 ): Effect.Effect<RecordResult, TryFailure> =>
   Effect.gen(function* () {
@@ -186,9 +188,12 @@ const attemptOnce = (
   Effect.gen(function* () {
     const prepared = yield* prepare(settings, record, attempt, lookup)
     if (prepared._tag === "skip") return "skipped"
-    const outcome = yield* settings.inbox
-      .processOnce(prepared.key, prepared.work)
-      .pipe(Effect.mapError((error) => new TryFailure(error, prepared.trackedId)))
+    const outcome = yield* settings.inbox.processOnce(prepared.key, prepared.work).pipe(
+      Effect.flatMap((outcome) =>
+        outcome === "expired" ? Expired.resolve(settings, record, prepared.key, prepared.work) : Effect.succeed(outcome)
+      ),
+      Effect.mapError((error) => new TryFailure(error, prepared.trackedId))
+    )
     return yield* finish(settings, outcome, prepared.trackedId)
   })
 

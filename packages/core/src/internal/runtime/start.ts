@@ -2,6 +2,7 @@
  * What the runtime starts, in order, for the life of its scope: the start-up checks, then
  * retention, recovery, relays and consumers (finalizers run in reverse: consumers stop first).
  */
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import type { ConsumerDeclaration, Settings } from "../../OutboxRuntime.ts"
 import * as Reconciler from "../../Reconciler.ts"
@@ -9,6 +10,7 @@ import * as Retention from "../../Retention.ts"
 import * as StaleRecovery from "../../StaleRecovery.ts"
 import * as StartupCheck from "../../StartupCheck.ts"
 import { StorageLocation } from "../../StorageLocation.ts"
+import { DefaultExpiredPolicy } from "../consumer/options.ts"
 import * as Engine from "./engine.ts"
 import * as Groups from "./groups.ts"
 import * as Sampling from "./sampling.ts"
@@ -35,10 +37,13 @@ export const start = <R>(settings: Settings, declared: ReadonlyArray<ConsumerDec
     yield* Groups.logStartOffsets(running)
     // Finalizers run in reverse: consumers stop first, then relays, then recovery and retention.
     if (settings.retention !== false) yield* Retention.start(settings.retention)
-    if (settings.inboxRetention !== false) {
-      // Same batches and schedule as the outbox's retention (its defaults when that is off).
-      yield* Retention.startInbox(settings.inboxRetention, settings.retention === false ? {} : settings.retention)
-    }
+    // Same batches and schedule as the outbox's retention (its defaults when that is off). With
+    // inbox retention off the rounds still run and forget nothing: a store that keeps records
+    // in partitions creates the ones ahead in them.
+    yield* Retention.startInbox(
+      settings.inboxRetention === false ? Duration.infinity : settings.inboxRetention,
+      settings.retention === false ? {} : settings.retention
+    )
     if (claim && settings.staleRecovery !== false) yield* StaleRecovery.start(settings.staleRecovery)
     if (settings.reconciler !== false && drivers.length > 0) yield* Reconciler.start(drivers, settings.reconciler)
     const relays =
@@ -48,7 +53,14 @@ export const start = <R>(settings: Settings, declared: ReadonlyArray<ConsumerDec
           ? yield* Workers.startRelays(settings.relay)
           : yield* Engine.startLogRelay(settings.logRelay ?? {})
     const consumers = yield* Workers.superviseConsumers(
-      running.map((declaration) => ({ ...declaration, run: Engine.consumerRun(settings.engine, declaration.run) })),
+      running.map((declaration) => ({
+        ...declaration,
+        run: Effect.provideService(
+          Engine.consumerRun(settings.engine, declaration.run),
+          DefaultExpiredPolicy,
+          settings.onExpired
+        )
+      })),
       settings.consumerRestart
     )
     if (settings.metricsInterval !== false) yield* Sampling.start(settings.metricsInterval, running, claim)
