@@ -32,9 +32,12 @@ import * as Shared from "./internal/dashboard/shared.ts"
  * @category models
  */
 export interface Options {
-  /** The address the dashboard is reached at (default `127.0.0.1`); beyond loopback a token is required. */
+  /** The address the stand-alone server listens on (default `127.0.0.1`); beyond loopback a token is required. */
   readonly host?: string | undefined
-  /** Access token, required beyond loopback (16+ characters). */
+  /**
+   * Access token (16+ characters). Without one, only connections whose socket peer is loopback
+   * (and that no proxy relayed) are served; with one, every request carries it.
+   */
   readonly token?: string | undefined
   /** Offer and accept no mutation. */
   readonly readOnly?: boolean | undefined
@@ -54,7 +57,9 @@ export interface Options {
 
 /**
  * The dashboard's routes as a `Layer` on an `HttpRouter`: mount it in a service's own server
- * with `HttpRouter.serve`. Fails with `DashboardConfigError` for an unsafe setting.
+ * with `HttpRouter.serve`. Safe on a server listening on every interface: without a `token`,
+ * requests from other machines are refused (judged from the connection, not the `Host` header).
+ * Fails with `DashboardConfigError` for an unsafe setting.
  *
  * @since 0.2.0
  * @category layers

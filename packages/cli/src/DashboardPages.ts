@@ -235,7 +235,8 @@ export const deadLetterList = (
   base: string,
   topic: string,
   letters: ReadonlyArray<DeadLetter.DeadLetter>,
-  readOnly: boolean
+  readOnly: boolean,
+  page: { readonly skip: number; readonly size: number; readonly more: boolean } = { skip: 0, size: 0, more: false }
 ): string => {
   const rows = letters.map((l) => [
     l.eventId === null || readOnly
@@ -259,7 +260,13 @@ export const deadLetterList = (
     ` data-dead-letters`
   )
   const selectAll = readOnly ? "" : `<label><input type="checkbox" data-select-all> select all</label>`
-  return `<h1>Dead letters on ${escapeHtml(topic)}</h1><p>${letters.length} held (replayed ones included; the overview counts those not yet replayed).</p>
+  const at = (skip: number) => `${base}/dead-letters?topic=${encodeURIComponent(topic)}&amp;skip=${skip}`
+  const nav = [
+    page.skip > 0 ? `<a href="${at(Math.max(0, page.skip - page.size))}" data-page="previous">previous</a>` : "",
+    page.more ? `<a href="${at(page.skip + letters.length)}" data-page="next">next</a>` : ""
+  ].join(" ")
+  const shown = `letters ${letters.length === 0 ? 0 : page.skip + 1}–${page.skip + letters.length}${page.more ? " (more follow)" : ""}`
+  return `<h1>Dead letters on ${escapeHtml(topic)}</h1><p data-page-range>${shown}, oldest first per partition (replayed ones included; the overview counts those not yet replayed). ${nav}</p>
 <form method="get" action="${base}/dead-letters/replay"><input type="hidden" name="topic" value="${escapeHtml(topic)}">${selectAll}${list}
 ${readOnly ? "" : `<button>Replay selected…</button>`}</form>`
 }
