@@ -3,6 +3,8 @@
  * retention, recovery, relays and consumers (finalizers run in reverse: consumers stop first).
  */
 import * as Effect from "effect/Effect"
+import * as Ref from "effect/Ref"
+import * as Health from "../../Health.ts"
 import type { ConsumerDeclaration, Settings } from "../../OutboxRuntime.ts"
 import * as Reconciler from "../../Reconciler.ts"
 import * as Retention from "../../Retention.ts"
@@ -11,6 +13,7 @@ import * as StartupCheck from "../../StartupCheck.ts"
 import { StorageLocation } from "../../StorageLocation.ts"
 import * as Engine from "./engine.ts"
 import * as Groups from "./groups.ts"
+import * as HealthServer from "./healthServer.ts"
 import * as Sampling from "./sampling.ts"
 import * as UnknownVariables from "./unknownVariables.ts"
 import * as Workers from "./workers.ts"
@@ -47,9 +50,11 @@ export const start = <R>(settings: Settings, declared: ReadonlyArray<ConsumerDec
         : claim
           ? yield* Workers.startRelays(settings.relay)
           : yield* Engine.startLogRelay(settings.logRelay ?? {})
+    const states: Workers.ConsumerStates = yield* Ref.make<ReadonlyMap<string, string | undefined>>(new Map())
     const consumers = yield* Workers.superviseConsumers(
       running.map((declaration) => ({ ...declaration, run: Engine.consumerRun(settings.engine, declaration.run) })),
-      settings.consumerRestart
+      settings.consumerRestart,
+      states
     )
     if (settings.metricsInterval !== false) yield* Sampling.start(settings.metricsInterval, running, claim)
     const location = yield* StorageLocation
@@ -58,5 +63,20 @@ export const start = <R>(settings: Settings, declared: ReadonlyArray<ConsumerDec
         `, stale recovery ${!claim || settings.staleRecovery === false ? "off" : "on"}` +
         `, reconciler ${settings.reconciler === false || drivers.length === 0 ? "off" : "on"}, retention ${settings.retention === false ? "off" : "on"}`
     )
-    return { settings, relays, consumers }
+    // Added last, so it runs first: from the first step of shutdown on, the process is not live.
+    const stopping = yield* Ref.make(false)
+    yield* Effect.addFinalizer(() => Ref.set(stopping, true))
+    const health = yield* Health.make(
+      {
+        relays,
+        consumers: Effect.map(Ref.get(states), (all) => [...all].map(([groupId, stopped]) => ({ groupId, stopped }))),
+        stopping: Ref.get(stopping)
+      },
+      { timeout: settings.health.timeout }
+    )
+    const healthPort =
+      settings.health.port === undefined
+        ? undefined
+        : (yield* HealthServer.serve(health, { port: settings.health.port, host: settings.health.host })).port
+    return { settings, relays, consumers, health, healthPort }
   })
