@@ -51,6 +51,11 @@ export interface Options {
   readonly window?: Duration.Input | undefined
   /** How long the overview waits for the broker before showing it as unavailable (default 5 s). */
   readonly brokerTimeout?: Duration.Input | undefined
+  /**
+   * How old the oldest pending event may grow before the overview turns orange, or red with
+   * "no relay is running" when no relay heartbeat is alive (default 1 minute).
+   */
+  readonly pendingAlertAfter?: Duration.Input | undefined
   /** The log relay's slot the `/log` page shows (default `effect_outbox_log`). */
   readonly logSlot?: string | undefined
 }
@@ -80,7 +85,8 @@ export const routes = (options: Options = {}) =>
         groups: options.groups ?? [],
         refresh: Duration.fromInputUnsafe(options.refresh ?? "5 seconds"),
         windowMillis: Duration.toMillis(Duration.fromInputUnsafe(options.window ?? "10 minutes")),
-        brokerTimeout: Duration.fromInputUnsafe(options.brokerTimeout ?? "5 seconds")
+        brokerTimeout: Duration.fromInputUnsafe(options.brokerTimeout ?? "5 seconds"),
+        lateAfterMillis: Duration.toMillis(Duration.fromInputUnsafe(options.pendingAlertAfter ?? "1 minute"))
       })
       const assets = [
         HttpRouter.route(

@@ -58,6 +58,7 @@ import type * as Scope from "effect/Scope"
 import type { OutboxStoreError } from "./Errors.ts"
 import { backoff } from "./internal/relay/backoff.ts"
 import { dispatch } from "./internal/relay/dispatch.ts"
+import * as Heartbeat from "./internal/relay/heartbeat.ts"
 import * as Loop from "./internal/relay/loop.ts"
 import * as Outage from "./internal/relay/outage.ts"
 import { runningSpan } from "./internal/telemetry/runningSpan.ts"
@@ -399,6 +400,8 @@ export const start = (settings: Partial<Settings> = {}): Effect.Effect<Relay, ne
   Effect.gen(function* () {
     const s: Settings = { ...defaults, ...settings }
     const { relay, stop } = yield* build(s)
+    // Before the stop below is registered, so it ends after the relay has stopped.
+    yield* Heartbeat.start(relay.owner)
     const fiber = yield* Effect.forkDetach(relay.run)
     yield* Effect.addFinalizer(() =>
       Effect.gen(function* () {

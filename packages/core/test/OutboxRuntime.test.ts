@@ -20,6 +20,7 @@ import * as References from "effect/References"
 import * as Schema from "effect/Schema"
 import * as Scope from "effect/Scope"
 import * as TestClock from "effect/testing/TestClock"
+import type * as Health from "../src/Health.ts"
 import type { Inbox } from "../src/Inbox.ts"
 import { LifecycleRegistry } from "../src/LifecycleRegistry.ts"
 import * as Outbox from "../src/Outbox.ts"
@@ -309,8 +310,7 @@ describe("OutboxRuntime", () => {
         assert.deepStrictEqual(seen, [])
         // Readiness says which consumer is down and why; liveness does not ask for a restart.
         const { health } = yield* OutboxRuntime.OutboxRuntime
-        const greeter = (report: { readonly checks: ReadonlyArray<{ readonly name: string }> }) =>
-          report.checks.find((c) => c.name === "consumer greeter")
+        const greeter = (report: Health.Report) => report.checks.find((c) => c.name === "consumer greeter")
         let ready = yield* health.ready
         for (let i = 0; i < 200 && ready.ok; i++) ready = yield* Effect.andThen(Effect.sleep("10 millis"), health.ready)
         assert.isFalse(ready.ok)
