@@ -17,6 +17,7 @@ import * as Schedule from "effect/Schedule"
 import * as Scope from "effect/Scope"
 import * as TestClock from "effect/testing/TestClock"
 import { BrokerUnavailableError } from "../src/Errors.ts"
+import { keyPartition } from "../src/KeyPartition.ts"
 import * as Outbox from "../src/Outbox.ts"
 import type { OutboxMessage } from "../src/OutboxMessage.ts"
 import { Publisher, type PublishOutcome, type PublishRequest } from "../src/Publisher.ts"
@@ -41,6 +42,9 @@ const enqueue = (all: ReturnType<typeof drafts>) =>
     { discard: true }
   )
 
+/** The partition a request lands on: its own, or its key's (as the broker's partitioner places it). */
+const partitionOf = (r: PublishRequest) => r.partition ?? keyPartition(r.key!, PARTITIONS)
+
 /** The broker's publisher, except that partition 3 answers "unavailable"; counts the calls that held only its rows. */
 const partitionDown = Effect.gen(function* () {
   const broker = yield* Publisher
@@ -49,12 +53,12 @@ const partitionDown = Effect.gen(function* () {
     publish: (requests: ReadonlyArray<PublishRequest>) =>
       Effect.gen(function* () {
         calls.all++
-        if (requests.every((r) => r.partition === BAD)) calls.badOnly++
-        const sent = yield* broker.publish(requests.filter((r) => r.partition !== BAD))
+        if (requests.every((r) => partitionOf(r) === BAD)) calls.badOnly++
+        const sent = yield* broker.publish(requests.filter((r) => partitionOf(r) !== BAD))
         let next = 0
         return requests.map(
           (r): PublishOutcome =>
-            r.partition === BAD
+            partitionOf(r) === BAD
               ? Result.fail(new BrokerUnavailableError({ topic: r.topic, reason: "NOT_ENOUGH_REPLICAS (test)" }))
               : sent[next++]!
         )
@@ -171,6 +175,34 @@ describe("Relay with one partition unavailable", () => {
             heads.every((r) => r.availableAt > now),
             "the bad partition's heads wait for their next backoff"
           )
+          yield* Scope.close(scope, Exit.void)
+        }).pipe(Effect.provide(world.layer))
+      })
+  )
+
+  it.effect(
+    "rows routed by key (no partition named) share their topic's backoff, and the healthy partitions still drain",
+    () =>
+      Effect.gen(function* () {
+        const world = yield* makeWorld({ orders: PARTITIONS })
+        yield* Effect.gen(function* () {
+          yield* enqueue(Array.from({ length: 3_000 }, (_, i) => draft(`k${i % KEYS}`, i)))
+          const { publisher } = yield* partitionDown
+          const scope = yield* Scope.make()
+          yield* Relay.start({
+            owner: "r1",
+            pollInterval: Duration.millis(100),
+            outageBackoff: Schedule.spaced("5 seconds")
+          }).pipe(Scope.provide(scope), Effect.provideService(Publisher, publisher))
+          const onBadKey = (r: OutboxMessage) => keyPartition(r.key!, PARTITIONS) === BAD
+          const total = (yield* rows(world.database)).filter((r) => !onBadKey(r)).length
+          const took = yield* until(
+            Effect.map(rows(world.database), (all) => published(all.filter((r) => !onBadKey(r))) === total),
+            "2 seconds"
+          )
+          const all = yield* rows(world.database)
+          assert.strictEqual(published(all.filter((r) => !onBadKey(r))), total, `published after ${took} ms`)
+          assert.isTrue(all.filter(onBadKey).every((r) => r.status === "PENDING" && r.attempts === 0))
           yield* Scope.close(scope, Exit.void)
         }).pipe(Effect.provide(world.layer))
       })

@@ -88,10 +88,14 @@ export const make = (owner: string, outageBackoff: Schedule.Schedule<unknown>): 
   const note = (rows: ReadonlyArray<OutboxMessage>, outcomes: ReadonlyArray<PublishOutcome>, now: number) =>
     Effect.gen(function* () {
       const through = outcomes.some(Result.isSuccess)
-      rows.forEach((row, i) => {
-        if (Result.isSuccess(outcomes[i]!)) destinations.delete(destination(row))
-      })
       if (through) lastSuccessAt = now
+      // A destination that took a record is back, unless it also refused one here (rows routed
+      // by key share their topic's destination, one partition of it may still be out).
+      const refused = new Set(rows.filter((_, i) => isUnavailable(outcomes[i]!)).map(destination))
+      rows.forEach((row, i) => {
+        const d = destination(row)
+        if (Result.isSuccess(outcomes[i]!) && !refused.has(d)) destinations.delete(d)
+      })
       if (through && outages > 0) {
         yield* Effect.logInfo(`outbox relay ${owner}: the broker answers again after ${outages} failed publishes`)
         outages = 0
