@@ -3,7 +3,8 @@
  * the test may stop it) and the shared Kafka, with one relay and one consumer, serves `/healthz`
  * and `/readyz` over HTTP. Ready with every check passing; not ready, and saying the database is
  * why, while PostgreSQL is stopped, yet still live; ready again once it is back; gone once the
- * runtime is closed.
+ * runtime is closed. And on a private broker it freezes (SIGSTOP): not ready, blaming the broker,
+ * still live, ready again once it thaws.
  */
 
 import { randomUUID } from "node:crypto"
@@ -54,8 +55,18 @@ const until = async <A>(read: () => Promise<A>, done: (a: A) => boolean, timeout
   }
 }
 
+const broker = Support.privateBroker({
+  port: Number(process.env.HEALTH_KAFKA_PORT ?? 25471),
+  controllerPort: Number(process.env.HEALTH_KAFKA_CONTROLLER_PORT ?? 25472),
+  state: process.env.HEALTH_KAFKA_STATE ?? "/tmp/wt-deploy-guard-kafka"
+})
+
 describe("health probes on the real services", () => {
-  afterAll(() => pg.down())
+  afterAll(async () => {
+    await pg.down()
+    Support.signalBroker(broker.state, "SIGCONT")
+    await broker.down()
+  })
 
   it("ready with every check passing; not ready (database) but live while PostgreSQL is down; ready again after", async () => {
     await pg.up()
@@ -134,4 +145,53 @@ describe("health probes on the real services", () => {
       if (!closed) await Effect.runPromise(Scope.close(scope, Exit.void))
     }
   }, 120_000)
+
+  it("not ready (broker) within 15 s of the broker freezing, live all along; ready again once it answers", async () => {
+    await pg.up()
+    await broker.down()
+    await broker.up()
+    const runId = randomUUID().replaceAll("-", "").slice(0, 10)
+    const kafka = KafkaOutbox.layer({ brokers: broker.brokers, clientId: "health-broker-test" })
+    const storage = PgOutbox.layer({ schema: `health_b_${runId}` }).pipe(
+      Layer.provideMerge(PgClient.layer({ url: Redacted.make(pg.url), maxConnections: 3 }))
+    )
+    const runtime = OutboxRuntime.layer({
+      relay: { instances: 1, pollInterval: Duration.millis(200) },
+      health: { port: 0, host: "127.0.0.1", timeout: Duration.seconds(2) }
+    }).pipe(Layer.provideMerge(Layer.merge(storage, kafka)))
+    const scope = Scope.makeUnsafe()
+    const context = await Effect.runPromise(
+      Layer.buildWithScope(runtime, scope).pipe(Effect.provideService(Logger.CurrentLoggers, new Set()))
+    )
+    try {
+      const info = await Effect.runPromise(Effect.provideContext(Effect.service(OutboxRuntime.OutboxRuntime), context))
+      const port = info.healthPort!
+      const ready = await until(
+        () => probe(port, "/readyz"),
+        (p) => p.status === 200
+      )
+      assert.strictEqual(ready.status, 200, JSON.stringify(ready.body))
+      assert.strictEqual(Support.signalBroker(broker.state, "SIGSTOP"), 1)
+      const frozen = Date.now()
+      const down = await until(
+        () => probe(port, "/readyz"),
+        (p) => p.status === 503
+      )
+      assert.strictEqual(down.status, 503, JSON.stringify(down.body))
+      assert.isAtMost(Date.now() - frozen, 15_000, "unready within 15 s of the broker stopping")
+      assert.isFalse(check(down, "broker")?.ok)
+      assert.isTrue(check(down, "database")?.ok, "only the broker is blamed")
+      assert.strictEqual((await probe(port, "/healthz")).status, 200)
+      Support.signalBroker(broker.state, "SIGCONT")
+      const back = await until(
+        () => probe(port, "/readyz"),
+        (p) => p.status === 200,
+        60_000
+      )
+      assert.strictEqual(back.status, 200, JSON.stringify(back.body))
+    } finally {
+      Support.signalBroker(broker.state, "SIGCONT")
+      await Effect.runPromise(Scope.close(scope, Exit.void))
+    }
+  }, 300_000)
 })
