@@ -17,6 +17,7 @@ import * as Outbox from "@effect-outbox/core/Outbox"
 import { type EventId, jsonPayload } from "@effect-outbox/core/OutboxMessage"
 import { OutboxStore } from "@effect-outbox/core/OutboxStore"
 import { TopicReader } from "@effect-outbox/core/TopicReader"
+import type * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import { HttpRouter } from "effect/http"
@@ -94,8 +95,9 @@ const start = async (options: Dashboard.Options = {}) => {
   const quiet = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
     effect.pipe(Effect.provideService(Logger.CurrentLoggers, new Set<Logger.Logger<unknown, unknown>>()))
   const context = await Effect.runPromise(quiet(Layer.buildWithScope(server.pipe(Layer.provideMerge(services)), scope)))
-  const run = <A, E>(effect: Effect.Effect<A, E, any>): Promise<A> =>
-    Effect.runPromise(quiet(Effect.provideContext(effect, context)) as Effect.Effect<A, E>)
+  type Services = typeof context extends Context.Context<infer R> ? R : never
+  const run = <A, E>(effect: Effect.Effect<A, E, Services>): Promise<A> =>
+    Effect.runPromise(quiet(Effect.provideContext(effect, context)))
   const port = Number(new URL(await run(Dashboard.url())).port)
   const close = async () => {
     await run(

@@ -14,6 +14,7 @@ import { jsonPayload } from "@effect-outbox/core/OutboxMessage"
 import { OutboxStore } from "@effect-outbox/core/OutboxStore"
 import { ReadModel } from "@effect-outbox/core/ReadModel"
 import * as Relay from "@effect-outbox/core/Relay"
+import type * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
@@ -40,8 +41,9 @@ const start = async () => {
   const context = await Effect.runPromise(
     quiet(Layer.buildWithScope(Dashboard.layer({ refresh: "1 second" }).pipe(Layer.provideMerge(services)), scope))
   )
-  const run = <A, E>(effect: Effect.Effect<A, E, any>): Promise<A> =>
-    Effect.runPromise(quiet(Effect.provideContext(effect, context)) as Effect.Effect<A, E>)
+  type Services = typeof context extends Context.Context<infer R> ? R : never
+  const run = <A, E>(effect: Effect.Effect<A, E, Services>): Promise<A> =>
+    Effect.runPromise(quiet(Effect.provideContext(effect, context)))
   const url = await run(Dashboard.url())
   const close = async () => {
     await run(
