@@ -2,10 +2,12 @@
 // writes a heartbeat the read model sees, and it lapses when the relay stops; 15 events pending
 // for 12 minutes with no live heartbeat turn the page red with "No relay is running"; with a live
 // heartbeat the same backlog is orange (relays run but do not get through); a young backlog is
-// neither.
+// neither. The red page is also checked in chromium (the sentence on top, on red).
 
 import { randomUUID } from "node:crypto"
 import * as http from "node:http"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
 import { PgClient } from "@effect/sql-pg"
 import * as KafkaOutbox from "@effect-outbox/adapter-kafka/KafkaOutbox"
 import * as PgOutbox from "@effect-outbox/adapter-pg/PgOutbox"
@@ -22,11 +24,14 @@ import * as Logger from "effect/Logger"
 import * as Redacted from "effect/Redacted"
 import * as Scope from "effect/Scope"
 import * as SqlClient from "effect/sql/SqlClient"
+import { chromium } from "playwright-core"
 import { assert, describe, it } from "vitest"
 import * as Dashboard from "../src/Dashboard.ts"
 
 const databaseUrl = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres"
 const brokers = process.env.KAFKA_BROKERS ?? "127.0.0.1:9092"
+const executablePath = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium"
+const screenshotPath = join(tmpdir(), "effect-outbox-dashboard-no-relay.png")
 
 const start = async () => {
   const schema = `dashr_${randomUUID().replaceAll("-", "").slice(0, 20)}`
@@ -121,6 +126,21 @@ describe("the overview and relay liveness", () => {
         )
       )
       const red = await overview(d.url)
+      // In a real browser: the sentence is at the top of the page, on red.
+      const browser = await chromium.launch({ executablePath, args: ["--headless", "--no-sandbox", "--disable-gpu"] })
+      try {
+        const page = await browser.newPage()
+        // The page as served (no live re-rendering under the assertions).
+        await page.route("**/events", (route) => route.abort())
+        await page.goto(`${d.url}/`)
+        const banner = page.locator("[data-relays]")
+        assert.match((await banner.textContent()) ?? "", /^No relay is running: 15 event\(s\) pending/)
+        assert.strictEqual(await banner.evaluate((el) => getComputedStyle(el).backgroundColor), "rgb(192, 57, 43)")
+        assert.isTrue(await banner.isVisible())
+        await page.screenshot({ path: screenshotPath, fullPage: true })
+      } finally {
+        await browser.close()
+      }
       assert.include(red, `data-relays="alert"`)
       assert.match(
         red,
