@@ -27,6 +27,8 @@ import * as SqlClient from "effect/sql/SqlClient"
 import { chromium } from "playwright-core"
 import { assert, describe, it } from "vitest"
 import * as Dashboard from "../src/Dashboard.ts"
+import * as Operations from "../src/Operations.ts"
+import * as Render from "../src/Render.ts"
 
 const databaseUrl = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres"
 const brokers = process.env.KAFKA_BROKERS ?? "127.0.0.1:9092"
@@ -135,7 +137,15 @@ describe("the overview and relay liveness", () => {
         await page.goto(`${d.url}/`)
         const banner = page.locator("[data-relays]")
         assert.match((await banner.textContent()) ?? "", /^No relay is running: 15 event\(s\) pending/)
-        assert.strictEqual(await banner.evaluate((el) => getComputedStyle(el).backgroundColor), "rgb(192, 57, 43)")
+        assert.strictEqual(
+          await banner.evaluate(
+            (el) =>
+              (
+                globalThis as unknown as { getComputedStyle: (e: typeof el) => { backgroundColor: string } }
+              ).getComputedStyle(el).backgroundColor
+          ),
+          "rgb(192, 57, 43)"
+        )
         assert.isTrue(await banner.isVisible())
         await page.screenshot({ path: screenshotPath, fullPage: true })
       } finally {
@@ -148,7 +158,11 @@ describe("the overview and relay liveness", () => {
       )
       assert.match(red, /<div class="card alert"><span>PENDING<\/span><b data-count="PENDING">15<\/b>/)
 
+      // `effect-outbox status` says the same.
+      assert.include(Render.status(await d.run(Operations.status({}))), "relays: none running (no relay has reported)")
+
       await d.run(OutboxStore.use((store) => store.relayHeartbeat!({ owner: "relay-elsewhere", ttlMillis: 30_000 })))
+      assert.include(Render.status(await d.run(Operations.status({}))), "relays: 1 running (relay-elsewhere)")
       const orange = await overview(d.url)
       assert.include(orange, `data-relays="warn"`)
       assert.include(orange, "although 1 relay(s) run")

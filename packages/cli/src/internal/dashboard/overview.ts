@@ -1,6 +1,6 @@
 import type { BrokerAdmin } from "@effect-outbox/core/BrokerAdmin"
 import type { OutboxStore } from "@effect-outbox/core/OutboxStore"
-import { ReadModel } from "@effect-outbox/core/ReadModel"
+import type { ReadModel } from "@effect-outbox/core/ReadModel"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import { HttpRouter, HttpServerResponse } from "effect/http"
@@ -56,24 +56,21 @@ export const make = (ctx: Context, options: OverviewOptions) =>
       yield* Ref.update(samples, (all) => Samples.append(all, next, options.windowMillis))
     })
 
-    const relayVerdict = (report: Operations.Status) =>
-      Effect.gen(function* () {
-        const readModel = yield* ReadModel
-        const relays = readModel.relays === undefined ? undefined : yield* readModel.relays
-        const verdict = Relays.judge({
-          pending: report.byStatus.PENDING ?? 0,
-          oldestPendingAgeMillis: report.oldestPendingAgeMillis,
-          relays,
-          lateAfterMillis: options.lateAfterMillis,
-          now: report.now
-        })
-        return { level: verdict.level, banner: Relays.banner(verdict) }
+    const relayVerdict = (report: Operations.Status) => {
+      const verdict = Relays.judge({
+        pending: report.byStatus.PENDING ?? 0,
+        oldestPendingAgeMillis: report.oldestPendingAgeMillis,
+        relays: report.relays,
+        lateAfterMillis: options.lateAfterMillis,
+        now: report.now
       })
+      return { level: verdict.level, banner: Relays.banner(verdict) }
+    }
 
     const content = Effect.gen(function* () {
       const report = yield* status
       return Pages.overview({
-        relays: yield* relayVerdict(report),
+        relays: relayVerdict(report),
         base: ctx.base,
         status: report,
         broker: yield* broker(report.topics.map((t) => t.topic)),
