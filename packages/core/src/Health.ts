@@ -5,7 +5,8 @@
  *   through the database and broker outages the library rides out on its own (restarting the
  *   process would not help them); it turns unhealthy once the runtime is shutting down.
  * - **ready**: the process can do its work now: the database answers, the broker answers (when
- *   a `BrokerAdmin` that lists topics is provided), its relays run (a log relay counts while it
+ *   a `BrokerAdmin` that lists topics is provided), its relays run (a claim relay has claimed
+ *   within the last 2 minutes, as its loop does every poll interval; a log relay counts while it
  *   publishes or waits for the lease as a standby), and each of its consumers runs rather than
  *   waiting to be restarted after an error.
  *
@@ -14,6 +15,7 @@
  *
  * @since 0.5.0
  */
+import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -73,14 +75,27 @@ export class HealthServerError extends Schema.TaggedError<HealthServerError>()("
 }
 
 /**
+ * A relay the checks watch: a claim relay claims at least every poll interval, so a last claim
+ * long ago means its loop is stuck.
+ *
+ * @since 0.5.0
+ * @category models
+ */
+export interface RelayProgress {
+  readonly owner: string
+  /** When it last claimed (a claim relay; the log relay has none). */
+  readonly lastClaimAt?: Effect.Effect<number> | undefined
+}
+
+/**
  * What the runtime tells the checks about its own workers.
  *
  * @since 0.5.0
  * @category models
  */
 export interface Workers {
-  /** Lease owners of the relays started here (`[]` when this process runs none). */
-  readonly relays: ReadonlyArray<string>
+  /** The relays started here (`[]` when this process runs none). */
+  readonly relays: ReadonlyArray<RelayProgress>
   /** Each consumer group and, while it waits to be restarted, why it stopped. */
   readonly consumers: Effect.Effect<ReadonlyArray<{ readonly groupId: string; readonly stopped: string | undefined }>>
   /** Set once the runtime has begun to shut down. */
@@ -112,7 +127,11 @@ const timed = (name: string, timeout: Duration.Duration, effect: Effect.Effect<s
  */
 export const make = (
   workers: Workers,
-  options: { readonly timeout: Duration.Duration }
+  options: {
+    readonly timeout: Duration.Duration
+    /** How long a claim relay may go without claiming before it counts as stuck (default 2 minutes). */
+    readonly relayStallAfter?: Duration.Duration | undefined
+  }
 ): Effect.Effect<Health["Service"], never, OutboxStore> =>
   Effect.gen(function* () {
     const store = yield* OutboxStore
@@ -127,14 +146,27 @@ export const make = (
             options.timeout,
             Effect.map(listTopics, (topics) => `answers (${topics.length} topics)`)
           )
-    const relays: Check = {
-      name: "relay",
-      ok: true,
-      detail:
-        workers.relays.length === 0
-          ? "none in this process"
-          : `${workers.relays.join(", ")} running (a log relay: publishing, or a standby waiting for the lease)`
-    }
+    const started = yield* Clock.currentTimeMillis
+    const stallMillis = Duration.toMillis(options.relayStallAfter ?? Duration.minutes(2))
+    const relay = (r: RelayProgress) =>
+      Effect.gen(function* () {
+        if (r.lastClaimAt === undefined) {
+          return {
+            name: `relay ${r.owner}`,
+            ok: true,
+            detail: "running (publishing, or a standby waiting for the lease)"
+          }
+        }
+        const idle = (yield* Clock.currentTimeMillis) - Math.max(started, yield* r.lastClaimAt)
+        return idle > stallMillis
+          ? {
+              name: `relay ${r.owner}`,
+              ok: false,
+              detail: `no claim for ${Math.round(idle / 1000)} s: its loop is stuck`
+            }
+          : { name: `relay ${r.owner}`, ok: true, detail: "running" }
+      })
+    const relays = Effect.forEach(workers.relays, relay)
     const consumers = Effect.map(workers.consumers, (groups) =>
       groups.map(
         ({ groupId, stopped }): Check => ({
@@ -152,8 +184,15 @@ export const make = (
     return {
       live: Effect.map(stopping, (check) => report([check])),
       ready: Effect.map(
-        Effect.all([stopping, database, broker, consumers], { concurrency: "unbounded" }),
-        ([runtime, db, kafka, groups]) => report([runtime, db, kafka, relays, ...groups])
+        Effect.all([stopping, database, broker, relays, consumers], { concurrency: "unbounded" }),
+        ([runtime, db, kafka, loops, groups]) =>
+          report([
+            runtime,
+            db,
+            kafka,
+            ...(loops.length === 0 ? [{ name: "relay", ok: true, detail: "none in this process" }] : loops),
+            ...groups
+          ])
       )
     }
   })

@@ -44,12 +44,13 @@ export const start = <R>(settings: Settings, declared: ReadonlyArray<ConsumerDec
     }
     if (claim && settings.staleRecovery !== false) yield* StaleRecovery.start(settings.staleRecovery)
     if (settings.reconciler !== false && drivers.length > 0) yield* Reconciler.start(drivers, settings.reconciler)
-    const relays =
+    const progress: ReadonlyArray<Health.RelayProgress> =
       settings.relay === false
         ? []
         : claim
           ? yield* Workers.startRelays(settings.relay)
-          : yield* Engine.startLogRelay(settings.logRelay ?? {})
+          : (yield* Engine.startLogRelay(settings.logRelay ?? {})).map((owner) => ({ owner }))
+    const relays = progress.map((relay) => relay.owner)
     const states: Workers.ConsumerStates = yield* Ref.make<ReadonlyMap<string, string | undefined>>(new Map())
     const consumers = yield* Workers.superviseConsumers(
       running.map((declaration) => ({ ...declaration, run: Engine.consumerRun(settings.engine, declaration.run) })),
@@ -68,7 +69,7 @@ export const start = <R>(settings: Settings, declared: ReadonlyArray<ConsumerDec
     yield* Effect.addFinalizer(() => Ref.set(stopping, true))
     const health = yield* Health.make(
       {
-        relays,
+        relays: progress,
         consumers: Effect.map(Ref.get(states), (all) => [...all].map(([groupId, stopped]) => ({ groupId, stopped }))),
         stopping: Ref.get(stopping)
       },

@@ -12,13 +12,13 @@ import { Publisher } from "../../Publisher.ts"
 import * as Relay from "../../Relay.ts"
 import * as TracedPublisher from "../../TracedPublisher.ts"
 
-/** Starts `instances` relays; returns their lease owner ids. */
+/** Starts `instances` relays; returns them (lease owner ids and progress). */
 export const startRelays = (settings: Partial<Relay.Settings> & { readonly instances: number }) =>
   Effect.gen(function* () {
     const { instances, ...relaySettings } = settings
     // Each event's publication is a span in the event's own trace (enqueue -> publish -> consume).
     const publisher = TracedPublisher.traced(yield* Publisher)
-    const owners: Array<string> = []
+    const started: Array<Relay.Relay> = []
     for (let i = 0; i < instances; i++) {
       const owner =
         relaySettings.owner === undefined
@@ -29,9 +29,9 @@ export const startRelays = (settings: Partial<Relay.Settings> & { readonly insta
       const relay = yield* Relay.start({ ...relaySettings, ...(owner === undefined ? {} : { owner }) }).pipe(
         Effect.provideService(Publisher, publisher)
       )
-      owners.push(relay.owner)
+      started.push(relay)
     }
-    return owners
+    return started
   })
 
 /** What supervision needs of a declared consumer. */
