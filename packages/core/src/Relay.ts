@@ -321,7 +321,7 @@ const build = (s: Settings): Effect.Effect<Handle> =>
     // Claims started so far; a batch compares it at its end to learn whether a claim ran while
     // it held its keys.
     let claims = 0
-    let lastClaimAt = 0
+    const lastClaimAt = yield* Ref.make(0)
 
     const claimBatch = Effect.suspend(() => {
       const serial = ++claims
@@ -333,7 +333,7 @@ const build = (s: Settings): Effect.Effect<Handle> =>
         leaseMillis: Duration.toMillis(s.lease),
         failedHead: s.failedHead
       }).pipe(
-        Effect.ensuring(Effect.map(Clock.currentTimeMillis, (now) => void (lastClaimAt = now))),
+        Effect.ensuring(Effect.flatMap(Clock.currentTimeMillis, (now) => Ref.set(lastClaimAt, now))),
         Effect.map((rows): Claimed => ({ rows, lease, serial })),
         Effect.tap((claimed) =>
           claimed.rows.length === 0 ? Effect.void : Ref.update(inFlight, (all) => [...all, claimed])
@@ -382,7 +382,7 @@ const build = (s: Settings): Effect.Effect<Handle> =>
       runOnce: batch(),
       run: Loop.run({ owner, settings: s, stopped, pausedUntil: outage.pausedUntil, batch }),
       inFlight: Effect.map(Ref.get(inFlight), (batches) => batches.flatMap((b) => b.rows)),
-      lastClaimAt: Effect.sync(() => lastClaimAt),
+      lastClaimAt: Ref.get(lastClaimAt),
       releaseInFlight: Effect.gen(function* () {
         const batches = yield* Ref.getAndSet(inFlight, [])
         const moves = batches.flatMap((b) =>
