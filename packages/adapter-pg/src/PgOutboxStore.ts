@@ -27,7 +27,7 @@ import { insert } from "./internal/insert.ts"
 import { ts } from "./internal/params.ts"
 import { purge } from "./internal/purge.ts"
 import { get, list, stats } from "./internal/reads.ts"
-import { acquireRecoveryLease, findStale, releaseRecoveryLease } from "./internal/recovery.ts"
+import { acquireRecoveryLease, findStale, relayHeartbeat, releaseRecoveryLease } from "./internal/recovery.ts"
 import { bySeq, type MessageRow, toMessage } from "./internal/rows.ts"
 import { makeTransition } from "./internal/transitionBatch.ts"
 import { PgTables } from "./PgTables.ts"
@@ -100,6 +100,7 @@ export const make = (options: Options = {}) =>
       findStale: (request) => findStale(sql, t)(request).pipe(run("outbox.findStale"), bounded("outbox.findStale")),
       acquireRecoveryLease: (request) => acquireRecoveryLease(sql, t)(request).pipe(run("outbox.acquireRecoveryLease")),
       releaseRecoveryLease: (owner) => releaseRecoveryLease(sql, t)(owner).pipe(run("outbox.releaseRecoveryLease")),
+      relayHeartbeat: (request) => relayHeartbeat(sql, t)(request).pipe(run("outbox.relayHeartbeat")),
       get: (id) => get(sql, t)(id).pipe(run("outbox.get")),
       list: (filter) => list(sql, t)(filter).pipe(run("outbox.list")),
       stats: (now) => stats(sql, t)(now).pipe(run("outbox.stats")),

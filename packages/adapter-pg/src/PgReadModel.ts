@@ -8,6 +8,7 @@
  * - `processedBy`: the inbox rows under the event-id identity (`Inbox.eventIdentity`).
  * - `recentFailures`: the newest `FAILURE` rows, without payloads.
  * - `countPurgeable`: the condition `PgOutboxStore`'s purge deletes by, counted.
+ * - `relays`: the relays' heartbeats (rows `relay:<owner>` of the lease table).
  *
  * @since 0.1.0
  */
@@ -22,6 +23,7 @@ import * as SqlClient from "effect/sql/SqlClient"
 import type { SqlError } from "effect/sql/SqlError"
 import { fromSqlError, sqlState } from "./internal/errors.ts"
 import { countPurgeable } from "./internal/purge.ts"
+import { relayHeartbeats } from "./internal/recovery.ts"
 import { millis } from "./internal/rows.ts"
 import { PgTables, type Tables } from "./PgTables.ts"
 
@@ -137,7 +139,9 @@ export const make = Effect.gen(function* () {
         run("recentFailures")
       ),
 
-    countPurgeable: (statuses, olderThan) => countPurgeable(sql, t)(statuses, olderThan).pipe(run("countPurgeable"))
+    countPurgeable: (statuses, olderThan) => countPurgeable(sql, t)(statuses, olderThan).pipe(run("countPurgeable")),
+
+    relays: relayHeartbeats(sql, t).pipe(run("relays"))
   })
 })
 

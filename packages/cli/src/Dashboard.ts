@@ -32,9 +32,12 @@ import * as Shared from "./internal/dashboard/shared.ts"
  * @category models
  */
 export interface Options {
-  /** The address the dashboard is reached at (default `127.0.0.1`); beyond loopback a token is required. */
+  /** The address the stand-alone server listens on (default `127.0.0.1`); beyond loopback a token is required. */
   readonly host?: string | undefined
-  /** Access token, required beyond loopback (16+ characters). */
+  /**
+   * Access token (16+ characters). Without one, only connections whose socket peer is loopback
+   * (and that no proxy relayed) are served; with one, every request carries it.
+   */
   readonly token?: string | undefined
   /** Offer and accept no mutation. */
   readonly readOnly?: boolean | undefined
@@ -48,13 +51,20 @@ export interface Options {
   readonly window?: Duration.Input | undefined
   /** How long the overview waits for the broker before showing it as unavailable (default 5 s). */
   readonly brokerTimeout?: Duration.Input | undefined
+  /**
+   * How old the oldest pending event may grow before the overview turns orange, or red with
+   * "no relay is running" when no relay heartbeat is alive (default 1 minute).
+   */
+  readonly pendingAlertAfter?: Duration.Input | undefined
   /** The log relay's slot the `/log` page shows (default `effect_outbox_log`). */
   readonly logSlot?: string | undefined
 }
 
 /**
  * The dashboard's routes as a `Layer` on an `HttpRouter`: mount it in a service's own server
- * with `HttpRouter.serve`. Fails with `DashboardConfigError` for an unsafe setting.
+ * with `HttpRouter.serve`. Safe on a server listening on every interface: without a `token`,
+ * requests from other machines are refused (judged from the connection, not the `Host` header).
+ * Fails with `DashboardConfigError` for an unsafe setting.
  *
  * @since 0.1.0
  * @category layers
@@ -75,7 +85,8 @@ export const routes = (options: Options = {}) =>
         groups: options.groups ?? [],
         refresh: Duration.fromInputUnsafe(options.refresh ?? "5 seconds"),
         windowMillis: Duration.toMillis(Duration.fromInputUnsafe(options.window ?? "10 minutes")),
-        brokerTimeout: Duration.fromInputUnsafe(options.brokerTimeout ?? "5 seconds")
+        brokerTimeout: Duration.fromInputUnsafe(options.brokerTimeout ?? "5 seconds"),
+        lateAfterMillis: Duration.toMillis(Duration.fromInputUnsafe(options.pendingAlertAfter ?? "1 minute"))
       })
       const assets = [
         HttpRouter.route(

@@ -2,12 +2,14 @@
  * The dashboard's safety rules, in one place: where it may listen, who may read it, and which
  * requests may change anything.
  *
- * - It listens on loopback unless told otherwise; any other address needs an access token.
+ * - Without a token it answers only connections from this machine: the socket's peer address
+ *   is loopback and no proxy header says the request was relayed. The `Host` header is chosen by
+ *   the client, so it never grants access. A stand-alone server beyond loopback needs a token.
  * - With a token, every request carries it (`Authorization: Bearer`, or the `HttpOnly`,
  *   `SameSite=Strict` cookie set once from `?token=`); compared in constant time.
- * - A mutation is a `POST` whose form carries this process's CSRF token and whose `Origin`
- *   (or, without one, `Sec-Fetch-Site`) is this site; a `Host` that is not the dashboard's
- *   (DNS rebinding) is refused.
+ * - A mutation is a `POST` that passes the read rule above (so the token, when there is one),
+ *   carries this process's CSRF token and whose `Origin` (or, without one, `Sec-Fetch-Site`) is
+ *   this site; without a token, a `Host` that is not a loopback name (DNS rebinding) is refused.
  * - Read-only mode refuses every mutation.
  *
  * @since 0.1.0
@@ -50,9 +52,39 @@ export interface Settings {
  * @category safety
  */
 export const isLoopback = (host: string): boolean => {
-  const h = host.replace(/^\[|\]$/g, "").toLowerCase()
+  const h = host
+    .replace(/^\[|\]$/g, "")
+    .toLowerCase()
+    .replace(/^::ffff:(?=\d+\.\d+\.\d+\.\d+$)/, "")
   if (h === "localhost" || h === "::1") return true
   return isIP(h) === 4 && h.startsWith("127.")
+}
+
+/** Headers a reverse proxy adds: a request carrying one was relayed, whatever its socket says. */
+const forwardingHeaders = ["forwarded", "x-forwarded-for", "x-real-ip", "x-forwarded-host"]
+
+/**
+ * Why a connection may not use a dashboard without a token, or `undefined` when it may: only a
+ * loopback peer (the socket's remote address, never the `Host` header) that no proxy relayed.
+ * With a token the token decides (see {@link mayRead}).
+ *
+ * @since 0.5.0
+ * @category safety
+ */
+export const refuseConnection = (
+  settings: Settings,
+  peer: string | undefined,
+  headers: Readonly<Record<string, string | undefined>>
+): string | undefined => {
+  if (settings.token !== undefined) return undefined
+  if (peer === undefined || !isLoopback(peer)) {
+    return `this dashboard has no token, so it answers only connections from this machine (this one is from ${peer ?? "an unknown address"}): give it a token (OUTBOX_DASHBOARD_TOKEN, --token or the token option, 16+ characters)`
+  }
+  const relayed = forwardingHeaders.find((name) => headers[name] !== undefined)
+  if (relayed !== undefined) {
+    return `this dashboard has no token, so it answers only connections from this machine, and this request was relayed by a proxy (${relayed}): give it a token`
+  }
+  return undefined
 }
 
 /**
@@ -125,7 +157,9 @@ export const mayRead = (token: string | undefined, headers: Readonly<Record<stri
 
 /**
  * Whether the `Host` header names this dashboard: loopback names, or the configured host.
- * Refusing others stops a DNS-rebinding page from reading a loopback dashboard.
+ * Refusing others stops a DNS-rebinding page from reading a loopback dashboard. It is no access
+ * control (a client sets any `Host`); with a token on a loopback or wildcard address, a rebinding
+ * page has no token, so any name may reach it (a service's own name, behind its load balancer).
  *
  * @since 0.1.0
  * @category safety
@@ -135,9 +169,10 @@ export const hostAllowed = (settings: Settings, hostHeader: string | undefined):
   const bare = (h: string) => h.replace(/^\[|\]$/g, "").toLowerCase()
   const hostname = bare(hostHeader.replace(/:\d+$/, ""))
   if (isLoopback(hostname)) return true
+  const wildcard = settings.host === "0.0.0.0" || settings.host === "::"
+  if (settings.token !== undefined && (wildcard || isLoopback(settings.host))) return true
   if (isLoopback(settings.host)) return false
-  // On every interface (a token guards it): any name may reach it.
-  if (settings.host === "0.0.0.0" || settings.host === "::") return true
+  if (wildcard) return true
   return hostname === bare(settings.host)
 }
 

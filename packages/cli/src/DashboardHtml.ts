@@ -118,7 +118,8 @@ header a{color:#cfe3ff;margin-right:1em;text-decoration:none}header nav{flex:1}
 main{padding:1em;max-width:1200px}
 .banner{margin:0;padding:.5em 1em;background:#fdebd0;border-bottom:1px solid #e59866}
 .cards{display:flex;flex-wrap:wrap;gap:.6em}.card{border:1px solid #ddd;border-radius:6px;padding:.5em .8em;min-width:7em}
-.card b{display:block;font-size:20px}.card.warn{border-color:#e67e22;background:#fef5e7}
+.card b{display:block;font-size:20px}.card.warn{border-color:#e67e22;background:#fef5e7}.card.alert{border-color:#c0392b;background:#fdedec}
+.relays{margin:.2em 0 .6em;padding:.5em .8em;border-radius:6px;color:#555}.relays.warn{background:#fef5e7;border:1px solid #e67e22;color:#000}.relays.alert{background:#c0392b;color:#fff;font-weight:bold}
 table{border-collapse:collapse;margin:.4em 0 1em}th,td{border:1px solid #ddd;padding:.25em .5em;text-align:left;vertical-align:top}
 th{background:#f4f6f7}td.num{text-align:right}.empty{color:#888}
 form.repair label{display:block;margin:.3em 0}form.repair input[type=text],form.repair textarea{width:30em}

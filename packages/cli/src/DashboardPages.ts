@@ -27,8 +27,8 @@ export type BrokerView =
     }
   | { readonly _tag: "Unavailable"; readonly reason: string }
 
-const card = (label: string, value: string | number, attribute: string, warn = false) =>
-  `<div class="card${warn ? " warn" : ""}"><span>${escapeHtml(label)}</span><b ${attribute}>${escapeHtml(value)}</b></div>`
+const card = (label: string, value: string | number, attribute: string, warn: boolean | "alert" = false) =>
+  `<div class="card${warn === "alert" ? " alert" : warn ? " warn" : ""}"><span>${escapeHtml(label)}</span><b ${attribute}>${escapeHtml(value)}</b></div>`
 
 const rowLink = (base: string, id: string) => `<a href="${base}/rows/${escapeHtml(id)}">${escapeHtml(id)}</a>`
 
@@ -48,19 +48,28 @@ export const overview = (options: {
   readonly samples: ReadonlyArray<Samples.Sample>
   readonly windowMillis: number
   readonly readOnly: boolean
+  /** Whether relays run (a banner, and the pending cards' colour); none when unknown. */
+  readonly relays?: { readonly level: "ok" | "warn" | "alert"; readonly banner: string } | undefined
 }): string => {
   const { base, status } = options
+  const late = options.relays?.level === "alert" ? "alert" : options.relays?.level === "warn"
   const deadLetterPending =
     options.broker._tag === "Answered" ? options.broker.deadLetters.reduce((n, d) => n + d.pending, 0) : null
   const cards = [
     card("events", status.total, `data-metric="total"`),
     ...Lifecycle.statuses.map((s) =>
-      card(s, status.byStatus[s] ?? 0, `data-count="${s}"`, s === "FAILURE" && (status.byStatus[s] ?? 0) > 0)
+      card(
+        s,
+        status.byStatus[s] ?? 0,
+        `data-count="${s}"`,
+        s === "PENDING" ? late : s === "FAILURE" && (status.byStatus[s] ?? 0) > 0
+      )
     ),
     card(
       "oldest pending",
       status.oldestPendingAgeMillis === null ? "none" : age(status.oldestPendingAgeMillis),
-      `data-metric="oldest-pending"`
+      `data-metric="oldest-pending"`,
+      late
     ),
     card("stale leases", status.staleLeases, `data-metric="stale-leases"`, status.staleLeases > 0),
     card("blocked keys", status.blockedKeys, `data-metric="blocked-keys"`, status.blockedKeys > 0),
@@ -132,7 +141,7 @@ export const overview = (options: {
     )
     brokerPart = `<h2>Consumer lag</h2>${lag}<h2>Dead letters</h2>${depth}`
   }
-  return `<p class="updated">as of <time data-now="${status.now}">${escapeHtml(time(status.now))}</time> UTC</p>
+  return `${options.relays?.banner ?? ""}<p class="updated">as of <time data-now="${status.now}">${escapeHtml(time(status.now))}</time> UTC</p>
 <div class="cards">${cards}</div>
 <h2>Backlog and publish rate</h2>${chart(options.samples, options.windowMillis)}
 <h2>By topic</h2>${topics}
@@ -235,7 +244,8 @@ export const deadLetterList = (
   base: string,
   topic: string,
   letters: ReadonlyArray<DeadLetter.DeadLetter>,
-  readOnly: boolean
+  readOnly: boolean,
+  page: { readonly skip: number; readonly size: number; readonly more: boolean } = { skip: 0, size: 0, more: false }
 ): string => {
   const rows = letters.map((l) => [
     l.eventId === null || readOnly
@@ -259,7 +269,13 @@ export const deadLetterList = (
     ` data-dead-letters`
   )
   const selectAll = readOnly ? "" : `<label><input type="checkbox" data-select-all> select all</label>`
-  return `<h1>Dead letters on ${escapeHtml(topic)}</h1><p>${letters.length} held (replayed ones included; the overview counts those not yet replayed).</p>
+  const at = (skip: number) => `${base}/dead-letters?topic=${encodeURIComponent(topic)}&amp;skip=${skip}`
+  const nav = [
+    page.skip > 0 ? `<a href="${at(Math.max(0, page.skip - page.size))}" data-page="previous">previous</a>` : "",
+    page.more ? `<a href="${at(page.skip + letters.length)}" data-page="next">next</a>` : ""
+  ].join(" ")
+  const shown = `letters ${letters.length === 0 ? 0 : page.skip + 1}–${page.skip + letters.length}${page.more ? " (more follow)" : ""}`
+  return `<h1>Dead letters on ${escapeHtml(topic)}</h1><p data-page-range>${shown}, oldest first per partition (replayed ones included; the overview counts those not yet replayed). ${nav}</p>
 <form method="get" action="${base}/dead-letters/replay"><input type="hidden" name="topic" value="${escapeHtml(topic)}">${selectAll}${list}
 ${readOnly ? "" : `<button>Replay selected…</button>`}</form>`
 }

@@ -37,6 +37,16 @@ const table = (header: ReadonlyArray<string>, rows: ReadonlyArray<ReadonlyArray<
  * @since 0.1.0
  * @category rendering
  */
+// Which relays report a live heartbeat; with none, the last one seen.
+const relays = (heartbeats: NonNullable<Operations.Status["relays"]>, now: number): string => {
+  const alive = heartbeats.filter((r) => r.alive)
+  if (alive.length > 0) return `relays: ${alive.length} running (${alive.map((r) => r.owner).join(", ")})`
+  const last = heartbeats[0]
+  return last === undefined
+    ? "relays: none running (no relay has reported)"
+    : `relays: none running (the last heartbeat, ${last.owner}, lapsed ${age(Math.max(0, now - last.expiresAt))} ago)`
+}
+
 export const status = (report: Operations.Status): string => {
   const counts = Lifecycle.statuses.map((s) => `${s} ${report.byStatus[s] ?? 0}`).join("  ")
   const lines = [
@@ -45,7 +55,8 @@ export const status = (report: Operations.Status): string => {
     `stale leases: ${report.staleLeases}`,
     `failures: ${report.byStatus.FAILURE ?? 0}`,
     `blocked keys: ${report.blockedKeys}` +
-      (report.blockedKeys > 0 ? " (their younger events wait behind a FAILURE row: requeue or skip it)" : "")
+      (report.blockedKeys > 0 ? " (their younger events wait behind a FAILURE row: requeue or skip it)" : ""),
+    ...(report.relays === undefined ? [] : [relays(report.relays, report.now)])
   ]
   if (report.topics.length > 0) {
     lines.push(

@@ -45,6 +45,25 @@ describe("dashboard guard", () => {
     assert.isFalse(Guard.hostAllowed(exposed, "attacker.example"))
   })
 
+  it("without a token only a loopback peer that no proxy relayed is served; the Host header plays no part", () => {
+    assert.isUndefined(Guard.refuseConnection(loopback, "127.0.0.1", {}))
+    assert.isUndefined(Guard.refuseConnection(loopback, "::1", {}))
+    assert.isUndefined(Guard.refuseConnection(loopback, "::ffff:127.0.0.1", {}))
+    assert.match(Guard.refuseConnection(loopback, "192.0.2.2", { host: "localhost" }) ?? "", /no token/)
+    assert.match(Guard.refuseConnection(loopback, "::ffff:192.0.2.2", {}) ?? "", /no token/)
+    assert.match(Guard.refuseConnection(loopback, undefined, {}) ?? "", /unknown address/)
+    assert.match(Guard.refuseConnection(loopback, "127.0.0.1", { "x-forwarded-for": "203.0.113.9" }) ?? "", /proxy/)
+    assert.match(Guard.refuseConnection(loopback, "127.0.0.1", { forwarded: "for=203.0.113.9" }) ?? "", /proxy/)
+    // With a token, the token decides.
+    assert.isUndefined(Guard.refuseConnection({ ...loopback, token: "0123456789abcdef" }, "192.0.2.2", {}))
+  })
+
+  it("with a token on loopback or every interface, any Host may reach it (a rebinding page has no token)", () => {
+    const token = "0123456789abcdef"
+    assert.isTrue(Guard.hostAllowed({ ...loopback, token }, "orders.internal:8080"))
+    assert.isTrue(Guard.hostAllowed({ ...loopback, host: "0.0.0.0", token }, "orders.internal"))
+  })
+
   it("a mutation passes only same-origin, with the form token, and not in read-only mode", () => {
     const same = { host: "127.0.0.1:7070", origin: "http://127.0.0.1:7070" }
     assert.isUndefined(Guard.refuseMutation(loopback, csrf, form(same)))

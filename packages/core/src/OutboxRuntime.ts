@@ -55,6 +55,7 @@ import {
   type OutboxValidationError,
   type StoreError
 } from "./Errors.ts"
+import type * as Health from "./Health.ts"
 import * as Inbox from "./Inbox.ts"
 import type { InboxStore } from "./InboxStore.ts"
 import * as Engine from "./internal/runtime/engine.ts"
@@ -195,6 +196,15 @@ export interface Settings {
   readonly brokerStartupTimeout: false | Duration.Duration
   /** Create the consumers' missing topics and dead-letter topics at start-up instead of failing. */
   readonly autoCreateTopics: boolean
+  /**
+   * The health checks (`Health`): `port` serves `/healthz` and `/readyz` there (absent: no
+   * server; the checks are still on `OutboxRuntime.health`).
+   */
+  readonly health: {
+    readonly port?: number | undefined
+    readonly host: string
+    readonly timeout: Duration.Duration
+  }
 }
 
 /**
@@ -224,7 +234,10 @@ export const config: Config.Config<Settings> = Config.all({
   metricsEnabled: Vars.runtime.metricsEnabled.config,
   metricsInterval: Vars.runtime.metricsInterval.config,
   brokerStartupTimeout: Vars.runtime.brokerStartupTimeout.config,
-  autoCreateTopics: Vars.runtime.autoCreateTopics.config
+  autoCreateTopics: Vars.runtime.autoCreateTopics.config,
+  healthPort: Vars.health.port.config,
+  healthHost: Vars.health.host.config,
+  healthTimeout: Vars.health.timeout.config
 }).pipe(
   Config.flatMap((raw): Config.Config<Settings> => {
     const off = raw.inboxRetention.trim().toLowerCase() === "off"
@@ -258,7 +271,8 @@ export const config: Config.Config<Settings> = Config.all({
       consumerRestart: raw.consumerRestart,
       metricsInterval: raw.metricsEnabled ? raw.metricsInterval : false,
       brokerStartupTimeout: raw.brokerStartupTimeout,
-      autoCreateTopics: raw.autoCreateTopics
+      autoCreateTopics: raw.autoCreateTopics,
+      health: { port: Option.getOrUndefined(raw.healthPort), host: raw.healthHost, timeout: raw.healthTimeout }
     })
   })
 )
@@ -277,6 +291,10 @@ export class OutboxRuntime extends Context.Service<
     readonly relays: ReadonlyArray<string>
     /** Consumer groups running here. */
     readonly consumers: ReadonlyArray<string>
+    /** The liveness and readiness checks (served on `settings.health.port` when set). */
+    readonly health: Health.Health["Service"]
+    /** The port the health server listens on (the one picked for port 0), when it runs. */
+    readonly healthPort: number | undefined
   }
 >()("@effect-outbox/core/OutboxRuntime") {}
 
@@ -333,7 +351,8 @@ export type RuntimeLayer<C extends ReadonlyArray<ConsumerDeclaration<unknown>>> 
   | BrokerUnreachableError
   | MissingTopicsError
   | BrokerAdminError
-  | OutboxEngine.LogEngineUnavailableError,
+  | OutboxEngine.LogEngineUnavailableError
+  | Health.HealthServerError,
   Ports | Exclude<ConsumerServices<C>, Outbox.Outbox | Inbox.Inbox | OutboxRuntime>
 >
 
@@ -365,7 +384,8 @@ export const layer = <const C extends ReadonlyArray<ConsumerDeclaration<unknown>
         consumerRestart: options.consumerRestart ?? fromConfig.consumerRestart,
         metricsInterval: options.metricsInterval ?? fromConfig.metricsInterval,
         brokerStartupTimeout: options.brokerStartupTimeout ?? fromConfig.brokerStartupTimeout,
-        autoCreateTopics: options.autoCreateTopics ?? fromConfig.autoCreateTopics
+        autoCreateTopics: options.autoCreateTopics ?? fromConfig.autoCreateTopics,
+        health: options.health ?? fromConfig.health
       })
     )
   )

@@ -239,6 +239,13 @@ export class OutboxStore extends Context.Service<
     }) => Effect.Effect<RecoveryLease, StoreError>
     /** Gives the stale-recovery lease up, when `owner` holds it (else nothing happens). */
     readonly releaseRecoveryLease: (owner: string) => Effect.Effect<void, StoreError>
+    /**
+     * Records that relay `owner` runs, until the store's clock + `ttlMillis` (`0`: it stopped).
+     * Read back by `ReadModel.relays`. Optional: a store without it reports no relays.
+     */
+    readonly relayHeartbeat?:
+      | ((request: { readonly owner: string; readonly ttlMillis: number }) => Effect.Effect<void, StoreError>)
+      | undefined
     readonly get: (id: EventId) => Effect.Effect<Option.Option<OutboxMessage>, StoreError>
     readonly list: (filter: ListFilter) => Effect.Effect<ReadonlyArray<OutboxMessage>, StoreError>
     readonly stats: (now: number) => Effect.Effect<OutboxStats, StoreError>

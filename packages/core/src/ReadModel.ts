@@ -67,6 +67,20 @@ export interface RecentFailure {
 }
 
 /**
+ * A relay's last heartbeat.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface RelayHeartbeat {
+  readonly owner: string
+  /** Epoch millis: when the heartbeat lapses (the store's clock). */
+  readonly expiresAt: number
+  /** Not yet lapsed, by the store's clock. */
+  readonly alive: boolean
+}
+
+/**
  * @since 0.1.0
  * @category services
  */
@@ -84,6 +98,11 @@ export class ReadModel extends Context.Service<
       topic: string | undefined,
       limit: number
     ) => Effect.Effect<ReadonlyArray<RecentFailure>, StoreError>
+    /**
+     * The relays' heartbeats (`OutboxStore.relayHeartbeat`), latest first; absent from stores
+     * that keep none.
+     */
+    readonly relays?: Effect.Effect<ReadonlyArray<RelayHeartbeat>, StoreError> | undefined
     /** How many rows `OutboxStore.purge` would delete: one of `statuses`, last updated before `olderThan`. */
     readonly countPurgeable: (
       statuses: ReadonlyArray<OutboxStatus>,

@@ -42,6 +42,7 @@
  *
  * @since 0.1.0
  */
+import * as Clock from "effect/Clock"
 import * as Config from "effect/Config"
 import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
@@ -58,6 +59,7 @@ import type * as Scope from "effect/Scope"
 import * as Backoff from "./Backoff.ts"
 import type { StoreError } from "./Errors.ts"
 import { dispatch } from "./internal/relay/dispatch.ts"
+import * as Heartbeat from "./internal/relay/heartbeat.ts"
 import * as Loop from "./internal/relay/loop.ts"
 import * as Outage from "./internal/relay/outage.ts"
 import { runningSpan } from "./internal/telemetry/runningSpan.ts"
@@ -279,6 +281,8 @@ export interface Relay {
   readonly inFlight: Effect.Effect<ReadonlyArray<OutboxMessage>>
   /** Hands back rows it still holds to `PENDING` (used after an abandoned graceful shutdown). */
   readonly releaseInFlight: Effect.Effect<void, StoreError, OutboxStore>
+  /** When its last claim ended (epoch millis, 0 before any): a running loop claims every poll interval. */
+  readonly lastClaimAt: Effect.Effect<number>
 }
 
 /**
@@ -317,6 +321,7 @@ const build = (s: Settings): Effect.Effect<Handle> =>
     // Claims started so far; a batch compares it at its end to learn whether a claim ran while
     // it held its keys.
     let claims = 0
+    const lastClaimAt = yield* Ref.make(0)
 
     const claimBatch = Effect.suspend(() => {
       const serial = ++claims
@@ -328,6 +333,7 @@ const build = (s: Settings): Effect.Effect<Handle> =>
         leaseMillis: Duration.toMillis(s.lease),
         failedHead: s.failedHead
       }).pipe(
+        Effect.ensuring(Effect.flatMap(Clock.currentTimeMillis, (now) => Ref.set(lastClaimAt, now))),
         Effect.map((rows): Claimed => ({ rows, lease, serial })),
         Effect.tap((claimed) =>
           claimed.rows.length === 0 ? Effect.void : Ref.update(inFlight, (all) => [...all, claimed])
@@ -376,6 +382,7 @@ const build = (s: Settings): Effect.Effect<Handle> =>
       runOnce: batch(),
       run: Loop.run({ owner, settings: s, stopped, pausedUntil: outage.pausedUntil, batch }),
       inFlight: Effect.map(Ref.get(inFlight), (batches) => batches.flatMap((b) => b.rows)),
+      lastClaimAt: Ref.get(lastClaimAt),
       releaseInFlight: Effect.gen(function* () {
         const batches = yield* Ref.getAndSet(inFlight, [])
         const moves = batches.flatMap((b) =>
@@ -399,6 +406,7 @@ export const start = (settings: Partial<Settings> = {}): Effect.Effect<Relay, ne
   Effect.gen(function* () {
     const s: Settings = { ...defaults, ...settings }
     const { relay, stop } = yield* build(s)
+    yield* Heartbeat.start(relay.owner) // before the stop below: it ends after the relay stopped
     const fiber = yield* Effect.forkDetach(relay.run)
     yield* Effect.addFinalizer(() =>
       Effect.gen(function* () {
@@ -428,8 +436,7 @@ export const start = (settings: Partial<Settings> = {}): Effect.Effect<Relay, ne
  */
 export const layer: Layer.Layer<never, Config.ConfigError, Requirements> = Layer.effectDiscard(
   Effect.gen(function* () {
-    const settings = yield* config
-    yield* start(settings)
+    yield* start(yield* config)
   })
 )
 

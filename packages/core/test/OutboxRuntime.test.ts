@@ -20,6 +20,7 @@ import * as References from "effect/References"
 import * as Schema from "effect/Schema"
 import * as Scope from "effect/Scope"
 import * as TestClock from "effect/testing/TestClock"
+import type * as Health from "../src/Health.ts"
 import type { Inbox } from "../src/Inbox.ts"
 import { LifecycleRegistry } from "../src/LifecycleRegistry.ts"
 import * as Outbox from "../src/Outbox.ts"
@@ -308,11 +309,20 @@ describe("OutboxRuntime", () => {
         yield* Effect.sleep("400 millis")
         // Stuck behind the record it cannot dead-let: nothing after it was handled, nothing lost.
         assert.deepStrictEqual(seen, [])
+        // Readiness says which consumer is down and why; liveness does not ask for a restart.
+        const { health } = yield* OutboxRuntime.OutboxRuntime
+        const greeter = (report: Health.Report) => report.checks.find((c) => c.name === "consumer greeter")
+        let ready = yield* health.ready
+        for (let i = 0; i < 200 && ready.ok; i++) ready = yield* Effect.andThen(Effect.sleep("10 millis"), health.ready)
+        assert.isFalse(ready.ok)
+        assert.match(greeter(ready)?.detail ?? "", /^stopped, restarting: /)
+        assert.isTrue((yield* health.live).ok)
         const broker = yield* InMemoryBroker.InMemoryBroker
         yield* broker.createTopic("greetings.DLT", 1)
         for (let i = 0; i < 200 && seen.length === 0; i++) yield* Effect.sleep("20 millis")
         assert.deepStrictEqual(seen, [2])
         assert.strictEqual((yield* broker.records("greetings.DLT")).length, 1)
+        assert.deepStrictEqual(greeter(yield* health.ready), { name: "consumer greeter", ok: true, detail: "running" })
       }).pipe(Effect.provide(runtime), Effect.scoped)
     }).pipe(Effect.provide(env({})), Effect.provideService(References.MinimumLogLevel, "None"))
   )

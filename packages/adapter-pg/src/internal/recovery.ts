@@ -98,3 +98,28 @@ export const releaseRecoveryLease =
     sql`DELETE FROM ${sql.literal(t.lease)} WHERE name = 'stale_recovery' AND owner = ${owner}`.withoutTransform.pipe(
       Effect.asVoid
     )
+
+/**
+ * A relay's heartbeat in the lease table (`relay:<owner>`, expiry by the database clock); the
+ * same statement drops heartbeats lapsed for a day, so relays of past processes do not pile up.
+ */
+export const relayHeartbeat =
+  (sql: SqlClient.SqlClient, t: Tables) =>
+  ({ owner, ttlMillis }: { readonly owner: string; readonly ttlMillis: number }): Effect.Effect<void, SqlError> =>
+    sql`WITH gone AS (
+          DELETE FROM ${sql.literal(t.lease)}
+           WHERE name LIKE 'relay:%' AND expires_at < now() - interval '1 day'
+        )
+        INSERT INTO ${sql.literal(t.lease)} AS l (name, owner, expires_at)
+        VALUES (${`relay:${owner}`}, ${owner}, now() + ${Math.max(0, ttlMillis)}::float8 * interval '1 millisecond')
+        ON CONFLICT (name) DO UPDATE SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at`.withoutTransform.pipe(
+      Effect.asVoid
+    )
+
+/** The relays' heartbeats, latest first (at most 100). */
+export const relayHeartbeats = (sql: SqlClient.SqlClient, t: Tables) =>
+  sql<{ owner: string; expires_at: Date | number | string; alive: boolean }>`
+    SELECT owner, expires_at, expires_at > now() AS alive FROM ${sql.literal(t.lease)}
+     WHERE name LIKE 'relay:%' ORDER BY expires_at DESC LIMIT 100`.withoutTransform.pipe(
+    Effect.map((rows) => rows.map((row) => ({ owner: row.owner, expiresAt: millis(row.expires_at), alive: row.alive })))
+  )

@@ -10,7 +10,7 @@ import * as DeadLetterDepth from "@effect-outbox/core/DeadLetterDepth"
 import type { BrokerAdminError } from "@effect-outbox/core/Errors"
 import type { OutboxStatus } from "@effect-outbox/core/Lifecycle"
 import { type OutboxStats, OutboxStore } from "@effect-outbox/core/OutboxStore"
-import { ReadModel, type TopicCounts } from "@effect-outbox/core/ReadModel"
+import { ReadModel, type RelayHeartbeat, type TopicCounts } from "@effect-outbox/core/ReadModel"
 import * as Reconciler from "@effect-outbox/core/Reconciler"
 import * as Telemetry from "@effect-outbox/core/Telemetry"
 import * as Clock from "effect/Clock"
@@ -33,6 +33,8 @@ export interface Status {
    * events wait until the row is requeued or skipped. Counted over every topic.
    */
   readonly blockedKeys: number
+  /** The relays' heartbeats, latest first (absent when the store keeps none). */
+  readonly relays?: ReadonlyArray<RelayHeartbeat>
   /** The most recent `FAILURE` rows, newest first by sequence. */
   readonly failures: ReadonlyArray<{
     readonly id: string
@@ -168,6 +170,7 @@ export const status = (
       stale += topic.staleLeases
     }
     const recent = yield* readModel.recentFailures(options.topic, options.failures ?? 10)
+    const relays = readModel.relays === undefined ? undefined : yield* readModel.relays
     const stats = yield* store.stats(now)
     const stuckAfterMillis = options.stuckAfterMillis ?? Duration.toMillis(Reconciler.defaults.stuckAfter)
     const stuck = yield* store.list({
@@ -183,6 +186,7 @@ export const status = (
       oldestPendingAgeMillis: oldest === null ? null : Math.max(0, now - oldest),
       staleLeases: stale,
       blockedKeys: stats.blockedKeys ?? 0,
+      ...(relays === undefined ? {} : { relays }),
       failures: recent.map((row) => ({
         id: row.id,
         topic: row.topic,

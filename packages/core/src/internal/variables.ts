@@ -234,3 +234,21 @@ export const runtime = EnvVariable.table(core("Runtime (consumers, metrics)"), {
     "create missing consumer topics and dead-letter topics at start-up instead of failing"
   )
 })
+
+export const health = EnvVariable.table(core("Health probes"), {
+  port: EnvVariable.optionalInteger(
+    "OUTBOX_HEALTH_PORT",
+    "no health server",
+    "serve `/healthz` (liveness) and `/readyz` (readiness) as JSON on this port (0 picks a free one)"
+  ),
+  host: EnvVariable.string(
+    "OUTBOX_HEALTH_HOST",
+    "0.0.0.0",
+    "the address the health server listens on (the orchestrator probes the pod's address)"
+  ),
+  timeout: EnvVariable.duration(
+    "OUTBOX_HEALTH_TIMEOUT",
+    "3 seconds",
+    "how long a readiness check waits for the database or the broker before calling it unreachable"
+  )
+})

@@ -4,6 +4,12 @@ import * as Pages from "../../DashboardPages.ts"
 import * as Operations from "../../Operations.ts"
 import { type Context, first } from "./shared.ts"
 
+/** Dead letters per page of `/dead-letters?topic=`. */
+export const pageSize = 100
+
+/** How far `?skip=` may page into a topic: each page reads the letters before it. */
+const maxSkip = 100_000
+
 /** `/dead-letters`: the dead-letter topics of the outbox's topics, their letters, and the audited replay. */
 export const routes = (ctx: Context) => {
   const outboxTopics = Effect.map(Operations.status({}), (report) => report.topics.map((t) => t.topic))
@@ -55,10 +61,16 @@ export const routes = (ctx: Context) => {
             const depths = yield* Operations.deadLetterDepth(yield* outboxTopics)
             return yield* ctx.render("Dead letters", Pages.deadLetterTopics(ctx.base, depths))
           }
-          const letters = yield* Operations.deadLetters(topic, { limit: 500 })
+          // One page at a time: the read stops after `skip + pageSize + 1` letters, whatever the topic holds.
+          const skip = Math.min(Math.max(0, Math.trunc(Number(url.searchParams.get("skip") ?? 0)) || 0), maxSkip)
+          const letters = yield* Operations.deadLetters(topic, { skip, limit: pageSize + 1 })
           return yield* ctx.render(
             "Dead letters",
-            Pages.deadLetterList(ctx.base, topic, letters, ctx.settings.readOnly)
+            Pages.deadLetterList(ctx.base, topic, letters.slice(0, pageSize), ctx.settings.readOnly, {
+              skip,
+              size: pageSize,
+              more: letters.length > pageSize
+            })
           )
         })
       )

@@ -11,6 +11,7 @@ import * as Stream from "effect/Stream"
 import * as Pages from "../../DashboardPages.ts"
 import * as Samples from "../../DashboardSamples.ts"
 import * as Operations from "../../Operations.ts"
+import * as Relays from "./relays.ts"
 import { type Context, errorMessage, securityHeaders } from "./shared.ts"
 
 /** How the overview samples and waits. */
@@ -19,6 +20,8 @@ export interface OverviewOptions {
   readonly refresh: Duration.Duration
   readonly windowMillis: number
   readonly brokerTimeout: Duration.Duration
+  /** How old a pending event may grow before the overview warns (and, with no relay heartbeat, alerts). */
+  readonly lateAfterMillis: number
 }
 
 /** An overview as a server-sent event (each line of the fragment a `data:` line). */
@@ -53,9 +56,21 @@ export const make = (ctx: Context, options: OverviewOptions) =>
       yield* Ref.update(samples, (all) => Samples.append(all, next, options.windowMillis))
     })
 
+    const relayVerdict = (report: Operations.Status) => {
+      const verdict = Relays.judge({
+        pending: report.byStatus.PENDING ?? 0,
+        oldestPendingAgeMillis: report.oldestPendingAgeMillis,
+        relays: report.relays,
+        lateAfterMillis: options.lateAfterMillis,
+        now: report.now
+      })
+      return { level: verdict.level, banner: Relays.banner(verdict) }
+    }
+
     const content = Effect.gen(function* () {
       const report = yield* status
       return Pages.overview({
+        relays: relayVerdict(report),
         base: ctx.base,
         status: report,
         broker: yield* broker(report.topics.map((t) => t.topic)),

@@ -71,11 +71,14 @@ export const makeContext = (settings: Guard.Settings, base: string) =>
       })
     }
 
-    /** The guard around every route: the Host, the token, then the handler; failures as pages. */
+    /** The guard around every route: the connection, the Host, the token, then the handler; failures as pages. */
     const guarded = <E, R>(handler: Handler<E, R>) =>
       Effect.gen(function* () {
         const request = yield* HttpServerRequest.HttpServerRequest
         const headers = request.headers as Readonly<Record<string, string | undefined>>
+        // The transport peer, not `remoteAddress`: a forwarding middleware may have rewritten that.
+        const refused = Guard.refuseConnection(settings, Option.getOrUndefined(request.peerAddress), headers)
+        if (refused !== undefined) return HttpServerResponse.text(refused, { status: 403 })
         if (!Guard.hostAllowed(settings, headers.host)) {
           return HttpServerResponse.text("unknown Host", { status: 421 })
         }

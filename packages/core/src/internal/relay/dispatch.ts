@@ -61,7 +61,7 @@ export const dispatch = (
     const outcomes = yield* publish(send, ctx.settings.publishTimeout)
     yield* ctx.at("afterPublish", rows)
     const now = yield* Clock.currentTimeMillis
-    const outageRetryAt = yield* ctx.outage.note(outcomes, now)
+    const outageRetryAt = yield* ctx.outage.note(send, outcomes, now)
 
     const settlement: Settlement = {
       published: [],
@@ -80,9 +80,10 @@ export const dispatch = (
     // retriable failure is given up only when the broker says the record is absent: a probe
     // that fails means the broker is unreachable, which is an outage.
     const verdicts = yield* probeBeforeFailure(ctx.owner, settlement.giveUp)
+    const latest = Math.max(now, ...outageRetryAt.values())
     const waitUntil = verdicts.some((v) => v._tag === "unreachable")
-      ? outageRetryAt > now
-        ? outageRetryAt
+      ? latest > now
+        ? latest
         : yield* ctx.outage.enter(now, "probing before FAILURE failed")
       : now
     for (const verdict of verdicts) {
@@ -118,7 +119,7 @@ const sort = (
   outcomes: ReadonlyArray<PublishOutcome>,
   lease: string,
   now: number,
-  outageRetryAt: number
+  outageRetryAt: ReadonlyMap<string, number>
 ) =>
   Effect.gen(function* () {
     for (const step of KeyOrder.walk(send, (_, i) => outcomes[i]!, Result.isFailure)) {
@@ -129,7 +130,14 @@ const sort = (
       } else if (Result.isSuccess(outcome)) {
         settlement.published.push({ id: row.id, receipt: outcome.success })
       } else {
-        const failure = yield* classify(ctx.settings, row, outcome.failure, now, lease, outageRetryAt)
+        const failure = yield* classify(
+          ctx.settings,
+          row,
+          outcome.failure,
+          now,
+          lease,
+          outageRetryAt.get(row.id) ?? now
+        )
         if (failure.retryAt === null) {
           settlement.giveUp.push({ row, failure, retriable: outcome.failure.kind === "transient" })
         } else {

@@ -1,7 +1,21 @@
 /**
- * The relay's outage state: publishes in a row that found the broker unavailable,
- * and the time before which the loop claims nothing. An outage counts no attempt and churns no
- * rows; a publish that gets through ends it.
+ * The relay's outage state, kept per destination (topic and partition, or the topic for rows
+ * routed by key) so that one unavailable partition does not throttle the others:
+ *
+ * - An unavailable destination's rows wait out its own backoff (its `n`-th unavailable batch in a
+ *   row), attempts unchanged; the loop goes on claiming everything else. Their keys wait with
+ *   them, since a key's younger rows are not claimed past a pending head.
+ * - The whole loop pauses (claims nothing) only when a batch got nothing through and the broker
+ *   looks out as a whole: a destination not yet known to be out failed in it (every destination
+ *   of a batch failing, a publish timing out), or nothing at all got through since its
+ *   destinations' outages began. A batch made only of rows of destinations already known to be
+ *   out (their backoffs ending together) while others have been published since is no such
+ *   evidence: those rows back off again and nothing else waits. Pausing in the other cases keeps
+ *   a broker-wide outage from re-claiming the whole backlog at every backoff.
+ * - A record that gets through ends its destination's outage, and the broker-wide one.
+ *
+ * An outage counts no attempt and churns no rows: every unavailable row is retried only when its
+ * destination's backoff has passed.
  *
  * @internal
  */
@@ -9,24 +23,40 @@ import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
 import type * as Schedule from "effect/Schedule"
 import { outageDelay } from "../../Backoff.ts"
+import type { OutboxMessage } from "../../OutboxMessage.ts"
 import type { PublishOutcome } from "../../Publisher.ts"
-import { describe, isUnavailable } from "./publish.ts"
+import { describe, destination, isUnavailable } from "./publish.ts"
 
 export interface Outage {
-  /** Epoch millis before which the loop claims nothing. */
+  /** Epoch millis before which the loop claims nothing (a broker-wide outage). */
   readonly pausedUntil: () => number
   /**
-   * Notes a batch's outcomes: any unavailable one enters (or prolongs) the outage, a success ends
-   * it. Returns when the batch's unavailable rows may retry.
+   * Notes a batch's outcomes (`outcomes[i]` for `rows[i]`) and returns when each unavailable
+   * row may be retried, by row id.
    */
-  readonly note: (outcomes: ReadonlyArray<PublishOutcome>, now: number) => Effect.Effect<number>
-  /** One more unavailable publish in a row: pause claiming for the outage backoff. */
+  readonly note: (
+    rows: ReadonlyArray<OutboxMessage>,
+    outcomes: ReadonlyArray<PublishOutcome>,
+    now: number
+  ) => Effect.Effect<ReadonlyMap<string, number>>
+  /** One more broker-wide unavailable round in a row: pause claiming for the outage backoff. */
   readonly enter: (now: number, reason: string) => Effect.Effect<number>
+  /** Destinations currently backing off: their unavailable batches in a row, since when. */
+  readonly unavailable: () => ReadonlyMap<string, { readonly n: number; readonly since: number }>
 }
 
 export const make = (owner: string, outageBackoff: Schedule.Schedule<unknown>): Outage => {
   let outages = 0
   let pausedUntil = 0
+  // Per unavailable destination: its unavailable batches in a row, and when its outage began.
+  const destinations = new Map<string, { readonly n: number; readonly since: number }>()
+  let lastSuccessAt = Number.NEGATIVE_INFINITY
+  const mark = (d: string, now: number) => {
+    const known = destinations.get(d)
+    const next = { n: (known?.n ?? 0) + 1, since: known?.since ?? now }
+    destinations.set(d, next)
+    return next.n
+  }
 
   const enter = (now: number, reason: string) =>
     Effect.gen(function* () {
@@ -39,18 +69,60 @@ export const make = (owner: string, outageBackoff: Schedule.Schedule<unknown>): 
       return now + delay
     })
 
-  const note = (outcomes: ReadonlyArray<PublishOutcome>, now: number) =>
+  // Each unavailable destination of the batch waits out its own backoff.
+  const backOff = (bad: ReadonlyArray<string>, now: number, reason: string) =>
     Effect.gen(function* () {
-      const first = outcomes.find(isUnavailable)
-      if (first === undefined) {
-        if (outages > 0 && outcomes.some(Result.isSuccess)) {
-          yield* Effect.logInfo(`outbox relay ${owner}: the broker answers again after ${outages} failed publishes`)
-          outages = 0
-        }
-        return now
+      const until = new Map<string, number>()
+      for (const d of bad) {
+        const n = mark(d, now)
+        const delay = yield* outageDelay(outageBackoff, n)
+        until.set(d, now + delay)
+        const log = n === 1 ? Effect.logWarning : Effect.logDebug
+        yield* log(
+          `outbox relay ${owner}: ${d.replace("\u0000", " partition ")} unavailable (${n} in a row), its rows wait ${delay} ms, no attempt counted; other destinations go on: ${reason}`
+        )
       }
-      return yield* enter(now, Result.isFailure(first) ? describe(first.failure) : "")
+      return until
     })
 
-  return { pausedUntil: () => pausedUntil, note, enter }
+  const note = (rows: ReadonlyArray<OutboxMessage>, outcomes: ReadonlyArray<PublishOutcome>, now: number) =>
+    Effect.gen(function* () {
+      const through = outcomes.some(Result.isSuccess)
+      if (through) lastSuccessAt = now
+      // A destination that took a record is back, unless it also refused one here (rows routed
+      // by key share their topic's destination, one partition of it may still be out).
+      const refused = new Set(rows.filter((_, i) => isUnavailable(outcomes[i]!)).map(destination))
+      rows.forEach((row, i) => {
+        const d = destination(row)
+        if (Result.isSuccess(outcomes[i]!) && !refused.has(d)) destinations.delete(d)
+      })
+      if (through && outages > 0) {
+        yield* Effect.logInfo(`outbox relay ${owner}: the broker answers again after ${outages} failed publishes`)
+        outages = 0
+      }
+      const failed = rows.flatMap((row, i) => (isUnavailable(outcomes[i]!) ? [{ row, outcome: outcomes[i]! }] : []))
+      const retryAt = new Map<string, number>()
+      if (failed.length === 0) return retryAt
+      const first = failed[0]!.outcome
+      const reason = Result.isFailure(first) ? describe(first.failure) : ""
+      const bad = [...new Set(failed.map(({ row }) => destination(row)))]
+      const brokerWide =
+        !through &&
+        bad.some((d) => {
+          const known = destinations.get(d)
+          return known === undefined || lastSuccessAt < known.since
+        })
+      if (brokerWide) {
+        // The broker itself looks out: everyone waits, and these destinations are known out.
+        const until = yield* enter(now, reason)
+        for (const d of bad) mark(d, now)
+        for (const { row } of failed) retryAt.set(row.id, until)
+        return retryAt
+      }
+      const until = yield* backOff(bad, now, reason)
+      for (const { row } of failed) retryAt.set(row.id, until.get(destination(row))!)
+      return retryAt
+    })
+
+  return { pausedUntil: () => pausedUntil, note, enter, unavailable: () => destinations }
 }

@@ -30,7 +30,8 @@ export const describe = (error: PublishError): string => {
   }
 }
 
-const destination = (row: OutboxMessage) => `${row.topic}\u0000${row.partition ?? "*"}`
+/** Where a row goes: its topic and partition, or its topic alone when the key routes it. */
+export const destination = (row: OutboxMessage) => `${row.topic}\u0000${row.partition ?? "*"}`
 
 /**
  * Rule 2: per key, rows are sent only while they go to the destination (topic, partition) of the

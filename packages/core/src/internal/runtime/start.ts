@@ -4,6 +4,8 @@
  */
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Ref from "effect/Ref"
+import * as Health from "../../Health.ts"
 import type { ConsumerDeclaration, Settings } from "../../OutboxRuntime.ts"
 import * as Reconciler from "../../Reconciler.ts"
 import * as Retention from "../../Retention.ts"
@@ -13,6 +15,7 @@ import { StorageLocation } from "../../StorageLocation.ts"
 import { DefaultExpiredPolicy } from "../consumer/options.ts"
 import * as Engine from "./engine.ts"
 import * as Groups from "./groups.ts"
+import * as HealthServer from "./healthServer.ts"
 import * as Sampling from "./sampling.ts"
 import * as UnknownVariables from "./unknownVariables.ts"
 import * as Workers from "./workers.ts"
@@ -46,12 +49,14 @@ export const start = <R>(settings: Settings, declared: ReadonlyArray<ConsumerDec
     )
     if (claim && settings.staleRecovery !== false) yield* StaleRecovery.start(settings.staleRecovery)
     if (settings.reconciler !== false && drivers.length > 0) yield* Reconciler.start(drivers, settings.reconciler)
-    const relays =
+    const progress: ReadonlyArray<Health.RelayProgress> =
       settings.relay === false
         ? []
         : claim
           ? yield* Workers.startRelays(settings.relay)
-          : yield* Engine.startLogRelay(settings.logRelay ?? {})
+          : (yield* Engine.startLogRelay(settings.logRelay ?? {})).map((owner) => ({ owner }))
+    const relays = progress.map((relay) => relay.owner)
+    const states: Workers.ConsumerStates = yield* Ref.make<ReadonlyMap<string, string | undefined>>(new Map())
     const consumers = yield* Workers.superviseConsumers(
       running.map((declaration) => ({
         ...declaration,
@@ -61,7 +66,8 @@ export const start = <R>(settings: Settings, declared: ReadonlyArray<ConsumerDec
           settings.onExpired
         )
       })),
-      settings.consumerRestart
+      settings.consumerRestart,
+      states
     )
     if (settings.metricsInterval !== false) yield* Sampling.start(settings.metricsInterval, running, claim)
     const location = yield* StorageLocation
@@ -70,5 +76,20 @@ export const start = <R>(settings: Settings, declared: ReadonlyArray<ConsumerDec
         `, stale recovery ${!claim || settings.staleRecovery === false ? "off" : "on"}` +
         `, reconciler ${settings.reconciler === false || drivers.length === 0 ? "off" : "on"}, retention ${settings.retention === false ? "off" : "on"}`
     )
-    return { settings, relays, consumers }
+    // Added last, so it runs first: from the first step of shutdown on, the process is not live.
+    const stopping = yield* Ref.make(false)
+    yield* Effect.addFinalizer(() => Ref.set(stopping, true))
+    const health = yield* Health.make(
+      {
+        relays: progress,
+        consumers: Effect.map(Ref.get(states), (all) => [...all].map(([groupId, stopped]) => ({ groupId, stopped }))),
+        stopping: Ref.get(stopping)
+      },
+      { timeout: settings.health.timeout }
+    )
+    const healthPort =
+      settings.health.port === undefined
+        ? undefined
+        : (yield* HealthServer.serve(health, { port: settings.health.port, host: settings.health.host })).port
+    return { settings, relays, consumers, health, healthPort }
   })
