@@ -8,14 +8,20 @@
  */
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
+import type * as Option from "effect/Option"
 import type { ConsumerRecord } from "../../ConsumerSource.ts"
 import * as Inbox from "../../Inbox.ts"
-import { type ProcessedKey, recordTime } from "../../InboxStore.ts"
-import type { RecordSettings } from "./record.ts"
+import { type InboxStore, type ProcessedKey, recordTime } from "../../InboxStore.ts"
 
 /** What an expired record comes to under the consumer's policy. */
 export const resolve = (
-  settings: RecordSettings,
+  // Only what it reads of the record runner's settings (the runner imports this module).
+  settings: {
+    readonly groupId: string
+    readonly onExpired: Inbox.ExpiredPolicy
+    readonly inboxStore: Option.Option<InboxStore["Service"]>
+    readonly inbox: Inbox.Inbox["Service"]
+  },
   record: ConsumerRecord,
   key: ProcessedKey,
   work: Effect.Effect<unknown, unknown>

@@ -5,8 +5,8 @@
  */
 import * as Effect from "effect/Effect"
 import * as Stream from "effect/Stream"
-import type { ParkedKey } from "../../Consumer.ts"
 import { ConsumerSourceError, type DeadLetterPublishError } from "../../Errors.ts"
+import type * as Parked from "../../ParkedStore.ts"
 import type { ParkedStore } from "../../ParkedStore.ts"
 import * as Telemetry from "../../Telemetry.ts"
 import type { TopicReader } from "../../TopicReader.ts"
@@ -16,6 +16,9 @@ import * as Partition from "./partition.ts"
 import * as RecordRunner from "./record.ts"
 import type { Workers } from "./workers.ts"
 
+/** `Consumer.ParkedKey`: a parked key of this consumer (the store's record without its group). */
+type ConsumerParkedKey = Omit<Parked.ParkedKey, "consumer">
+
 /** Releases a parked key; returns how many of its records were processed. */
 export type Release = (target: {
   readonly topic: string
@@ -23,7 +26,9 @@ export type Release = (target: {
   readonly key: string
 }) => Effect.Effect<number, ConsumerSourceError | DeadLetterPublishError>
 
-export const parkedKeys = (partitions: ReadonlyMap<string, PartitionState>): Effect.Effect<ReadonlyArray<ParkedKey>> =>
+export const parkedKeys = (
+  partitions: ReadonlyMap<string, PartitionState>
+): Effect.Effect<ReadonlyArray<ConsumerParkedKey>> =>
   Effect.sync(() =>
     [...partitions.values()].flatMap((state) =>
       [...state.parked.entries()].map(([key, records]) => ({
@@ -61,10 +66,10 @@ export const release =
 export const durableParkedKeys = (
   store: ParkedStore["Service"],
   groupId: string
-): Effect.Effect<ReadonlyArray<ParkedKey>> =>
+): Effect.Effect<ReadonlyArray<ConsumerParkedKey>> =>
   store.list({ consumer: groupId }).pipe(
     Effect.map((keys) =>
-      keys.map(({ key, offsets, partition, topic }): ParkedKey => ({ topic, partition, key, offsets }))
+      keys.map(({ key, offsets, partition, topic }): ConsumerParkedKey => ({ topic, partition, key, offsets }))
     ),
     Effect.orDie
   )

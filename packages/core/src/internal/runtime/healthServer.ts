@@ -38,7 +38,9 @@ export const serve = (health: Health.Health["Service"], options: { readonly port
             ? health.ready
             : undefined
       if (probe === undefined || (request.method !== "GET" && request.method !== "HEAD")) {
-        response.writeHead(404, { "content-type": "text/plain; charset=utf-8" }).end("not found: /healthz, /readyz, /health/live or /health/ready")
+        response
+          .writeHead(404, { "content-type": "text/plain; charset=utf-8" })
+          .end("not found: /healthz, /readyz, /health/live or /health/ready")
         return
       }
       void run(probe).then(
