@@ -310,6 +310,7 @@ export const make = (options: Options = {}) =>
             maxBufferedBytes: options.maxBufferedBytes ?? 32 * 1024 * 1024,
             readAhead: options.readAhead === true,
             statusInterval: LogStream.defaultStatusInterval,
+            silenceLimit: LogStream.defaultSilenceLimit,
             gauges: gauges(pool, slot),
             exists: LogSetup.slotExists(pool, slot),
             held: leaseHeld(pool, slot)

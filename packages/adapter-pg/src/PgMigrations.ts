@@ -12,7 +12,7 @@ import * as SqlClient from "effect/sql/SqlClient"
 import { claimFunctionV2 } from "./internal/claimV2.ts"
 import { fromSqlError } from "./internal/errors.ts"
 import { gapMigration } from "./internal/logGap.ts"
-import { progressMigration, progressTable } from "./internal/logProgress.ts"
+import { partMigration, progressMigration, progressTable } from "./internal/logProgress.ts"
 import { quarantineMigration } from "./internal/logQuarantine.ts"
 import * as LogTable from "./internal/logTable.ts"
 import { claimFunction, claimFunctionV4, notQueued, statusList, statusListV1 } from "./internal/sql.ts"
@@ -214,7 +214,9 @@ export const migrations = (t: Tables): Record<string, Effect.Effect<void, unknow
     "9_log_progress": run(progressMigration(t)),
     "10_log_quarantine": run(quarantineMigration(t)),
     // The newest published event id and the mark of a re-created slot (its gap is read back).
-    "11_log_gap": run(gapMigration(progressTable(t)))
+    "11_log_gap": run(gapMigration(progressTable(t))),
+    // A transaction relayed in parts: its commit position and the events of it on the broker.
+    "13_log_part": run(partMigration(t))
   }
 }
 
