@@ -117,7 +117,8 @@ export const make = (options: Options = {}) =>
 
 /**
  * The event table as the backstop of a re-created slot (`LogLease.backstop`): the gap the setup
- * step marked when it created the slot, read back by time.
+ * step marked when it created the slot, or that of a slot found ahead of the relay's own progress
+ * (created by hand), read back by time.
  *
  * @since 0.5.0
  * @category constructors
@@ -131,8 +132,13 @@ export const backstop = (options: Options = {}) =>
     const margin = Duration.toMillis(Duration.fromInputUnsafe(options.gapMargin ?? "5 minutes"))
     const gapSql = LogGap.gapSql(table)
     const closeSql = LogGap.closeSql(table)
+    const detectSql = LogGap.detectSql(table)
     const backstop: LogBackstop = {
+      // The setup step's mark; else a slot ahead of the relay's own progress.
       gap: sql.unsafe<LogGap.GapRow>(gapSql, [slot]).withoutTransform.pipe(
+        Effect.flatMap((rows) =>
+          rows.length > 0 ? Effect.succeed(rows) : sql.unsafe<LogGap.GapRow>(detectSql, [slot]).withoutTransform
+        ),
         Effect.map((rows) => (rows[0] === undefined ? null : LogGap.gapOf(rows[0], margin))),
         Effect.mapError(sqlFailed("log.gap.read"))
       ),

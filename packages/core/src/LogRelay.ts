@@ -292,8 +292,12 @@ const nextSize = (d: Drain, window: LogWindow) => {
 /** No events: let the slot move past transactions without any, then wait for the next commit. */
 const idle = (d: Drain, window: LogWindow) =>
   Effect.gen(function* () {
-    // Transactions without events still hold WAL: let the slot move past them.
-    if (window.upTo !== null) yield* d.lease.confirm(window.upTo)
+    // Transactions without events still hold WAL: let the slot move past them (saved first: the
+    // saved position is never behind the slot's, see `Progress.saveIdle`).
+    if (window.upTo !== null) {
+      yield* d.progress.saveIdle(window.upTo)
+      yield* d.lease.confirm(window.upTo)
+    }
     // Woken by the next commit when the source can tell; polled otherwise.
     const { lease, settings } = d
     yield* lease.awaitMore === undefined ? Effect.sleep(settings.poll) : lease.awaitMore(settings.idleWait)
@@ -337,7 +341,7 @@ const whole = (d: Drain, window: LogWindow, upTo: string) =>
       if (ahead !== undefined) yield* Fiber.await(ahead)
       return yield* readConfirmed(d)
     }
-    if (fresh.length > 0) yield* d.progress.save(upTo, fresh)
+    yield* fresh.length > 0 ? d.progress.save(upTo, fresh) : d.progress.saveIdle(upTo)
     yield* d.lease.confirm(upTo)
     d.state.backoff = d.settings.firstBackoff
     const next = ahead === undefined ? undefined : yield* Fiber.join(ahead)

@@ -128,6 +128,8 @@ export interface LogGap {
   readonly after: string | null
   readonly from: number
   readonly to: number
+  /** Why the log lacks them, when not re-created by the setup step (for the log line). */
+  readonly reason?: string | undefined
 }
 
 /**

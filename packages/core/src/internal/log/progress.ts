@@ -24,6 +24,12 @@ export interface Progress {
   readonly unpublished: (window: LogWindow) => Effect.Effect<ReadonlyArray<LogMessage>>
   /** Saves `upTo` (and the newest id of `sent`) after the broker acknowledged everything before it. */
   readonly save: (upTo: string, sent: ReadonlyArray<LogMessage>) => Effect.Effect<void, LogSourceError>
+  /**
+   * Before an eventless position is confirmed: saves it too (once the relay has progress), so the
+   * saved position is never behind the log's confirmed one, and a log found ahead of it was moved
+   * by someone else (a slot created by hand): its gap is read back from the backstop.
+   */
+  readonly saveIdle: (upTo: string) => Effect.Effect<void, LogSourceError>
   /** Saves a part window once the broker acknowledged it (nothing without `savePart`). */
   readonly savePart: (part: LogPart, sent: ReadonlyArray<LogMessage>) => Effect.Effect<void, LogSourceError>
 }
@@ -31,6 +37,7 @@ export interface Progress {
 const everything: Progress = {
   unpublished: (w) => Effect.succeed(w.entries),
   save: () => Effect.void,
+  saveIdle: () => Effect.void,
   savePart: () => Effect.void
 }
 
@@ -82,9 +89,11 @@ export const resume = (lease: LogLease): Effect.Effect<Progress, LogSourceError>
           if (saved === null || compare(upTo, saved) > 0) saved = upTo
         })
       )
+    const saveIdle = (upTo: string) =>
+      Effect.suspend(() => (saved === null || compare(upTo, saved) <= 0 ? Effect.void : save(upTo, [])))
     const savePart = (part: LogPart, sent: ReadonlyArray<LogMessage>) =>
       progress.savePart === undefined ? Effect.void : progress.savePart(part, newest(sent))
-    return { unpublished, save, savePart }
+    return { unpublished, save, saveIdle, savePart }
   })
 
 /** The highest id among `sent` (UUIDv7 text compares as its time). */
