@@ -69,8 +69,8 @@ export const readPartSql = (table: string): string =>
 
 /**
  * Saves that the first `$3` events of the transaction that commits at `$2` are on the broker,
- * durably (a flush: parts are large, and a lost part save would let a restart skip nothing but
- * also trust an older one). Every transaction before it is on the broker too (parts come only
+ * durably (a flush: parts are few and large, and a save lost in a server crash would only mean
+ * probing that part again). Every transaction before it is on the broker too (parts come only
  * once all of them are confirmed), so the position moves up to its commit. `$4`: the part's
  * newest id.
  */
