@@ -18,7 +18,15 @@ import type { EventId } from "../src/OutboxMessage.ts"
 const event = (n: number): LogMessage => {
   const id = randomUUID() as EventId
   const payload = new TextEncoder().encode(String(n))
-  return { id, topic: "orders", key: `k${n % 3}`, partition: null, headers: { "event-id": id }, payload, createdAt: Date.now() }
+  return {
+    id,
+    topic: "orders",
+    key: `k${n % 3}`,
+    partition: null,
+    headers: { "event-id": id },
+    payload,
+    createdAt: Date.now()
+  }
 }
 
 const lsn = (text: string) => Number.parseInt(text.split("/")[1]!, 16)
