@@ -21,7 +21,10 @@
  * flows; an operator's retry or skip releases them. Without one, a refused window is retried with
  * backoff, and an invalid event is never published. A window larger than `maxWindow` is published
  * in parts of at most that many events, in order; before each window the lease's fence, when it
- * has one, proves the relay still holds the log. Every process running `run` samples the slot's
+ * has one, proves the relay still holds the log. A source that cannot hold a transaction whole
+ * gives it in part windows (`LogWindow.part`): each is published, saved (`LogProgress.savePart`)
+ * and only then released (`LogLease.release`); a drain resuming inside it releases the saved part
+ * first, so those events are not given again. Every process running `run` samples the slot's
  * gauges (`LogSource.gauges`), holder or not.
  *
  * @since 0.3.0
