@@ -12,6 +12,8 @@ import type { OutboxDraft } from "@effect-outbox/core/OutboxMessage"
 import * as Support from "./support.ts"
 
 const events = Number(process.env.FAULTS_LOG_LARGE_EVENTS ?? 200_000)
+/** Characters of padding in each event's payload: 200 (~250-byte payloads); 1 000 makes the transaction ~200 MB. */
+const pad = Number(process.env.FAULTS_LOG_LARGE_PAD ?? 200)
 /**
  * The memory bound. The relay process collects garbage every 250 ms and reports what is live
  * (heap used and array buffers, `log-relay-process.ts`): past what it held idle, that stays under
@@ -87,7 +89,7 @@ const drafts = (topic: string): Array<OutboxDraft> =>
   Array.from({ length: events }, (_, i) => ({
     topic,
     key: `k${i % 200}`,
-    payload: Support.payloadOf({ index: i, pad: "x".repeat(200) })
+    payload: Support.payloadOf({ index: i, pad: "x".repeat(pad) })
   }))
 
 /** A slot, a topic, the writer's stack; cleaned up after `body`. */
@@ -132,7 +134,7 @@ describe("the log relay and one very large transaction", () => {
           records
         )
         Support.record({
-          scenario: `L6 log relay, one transaction of ${events} events`,
+          scenario: `L6 log relay, one transaction of ${events} events${pad === 200 ? "" : ` (payload pad ${pad})`}`,
           ...v,
           note: `live memory at most ${live} MiB above idle (${idleLive} MiB; bound ${liveBound}), peak RSS ${peak} MiB (${idle} MiB idle); committed in ${committedIn} ms, relayed in ${relayedIn} ms; the relay process never restarted; defaults but maxBufferedBytes ${maxBuffered / 1_048_576} MiB`
         })
