@@ -264,6 +264,8 @@ interface DrainState {
   backoff: number
   /** Log rows the next read asks for. */
   size: number
+  /** When a position without events was last saved and confirmed (epoch ms). */
+  idleConfirmedAt: number
 }
 
 /** One lease's drain: its settings, the helpers built at its start, and its state. */
@@ -292,12 +294,17 @@ const nextSize = (d: Drain, window: LogWindow) => {
   return d.state.size
 }
 
+const IDLE_CONFIRM_EVERY = 1_000
+
 /** No events: let the slot move past transactions without any, then wait for the next commit. */
 const idle = (d: Drain, window: LogWindow) =>
   Effect.gen(function* () {
-    // Transactions without events still hold WAL: let the slot move past them (saved first: the
-    // saved position is never behind the slot's, see `Progress.saveIdle`).
-    if (window.upTo !== null) {
+    // Transactions without events still hold WAL: let the slot move past them, at most once a
+    // second (each is a save, then a confirm: the saved position is never behind the slot's,
+    // see `Progress.saveIdle`), so a steady trickle of commits does not pay a save per wait.
+    const now = yield* Clock.currentTimeMillis
+    if (window.upTo !== null && now - d.state.idleConfirmedAt >= IDLE_CONFIRM_EVERY) {
+      d.state.idleConfirmedAt = now
       yield* d.progress.saveIdle(window.upTo)
       yield* d.lease.confirm(window.upTo)
     }
@@ -387,7 +394,12 @@ const drain = (lease: LogLease, settings: Settings) =>
     const { firstBackoff, gaugeEvery, maxBackoff, maxWindow } = resolved
     const { maxProbeFailures, probeConcurrency, quarantineEvery, skew } = resolved
     // A previous holder may have published this window without confirming it.
-    const state: DrainState = { unsure: true, backoff: firstBackoff, size: resolved.batchSize }
+    const state: DrainState = {
+      unsure: true,
+      backoff: firstBackoff,
+      size: resolved.batchSize,
+      idleConfirmedAt: Number.NEGATIVE_INFINITY
+    }
 
     const sampleGauges = gaugeSampler(lease, gaugeEvery, yield* Effect.scope)
     const progress = yield* Progress.resume(lease)
