@@ -7,7 +7,9 @@
  *
  * The row also keeps the newest published event id (migration 11). When the setup step re-creates
  * the slot it marks the row, and the relay's next lease reads the gap (the events the new slot
- * starts past) back from the event table (`backstop`) before it reads the slot.
+ * starts past) back from the event table (`backstop`) before it reads the slot. A transaction
+ * too large to hold is relayed in parts; the row then also names it (its commit position) and
+ * how many of its events are on the broker (migration 13), saved durably per part.
  *
  * `PgLogOutbox.layer` includes it. On its own it decorates a `LogSource` in context:
  *
@@ -17,7 +19,13 @@
  *
  * @since 0.1.0
  */
-import { type LogBackstop, LogSource, LogSourceError } from "@effect-outbox/core/LogSource"
+import {
+  type LogBackstop,
+  type LogPart,
+  LogSource,
+  LogSourceError,
+  type LogProgress as Progress
+} from "@effect-outbox/core/LogSource"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -73,6 +81,8 @@ export const make = (options: Options = {}) =>
     const table = LogProgress.progressTable(tables)
     const read = LogProgress.readSql(table)
     const save = LogProgress.saveSql(table)
+    const readPart = LogProgress.readPartSql(table)
+    const savePart = LogProgress.savePartSql(table)
     return {
       published: sql.unsafe<{ position: string }>(read, [slot]).pipe(
         Effect.map((rows) => rows[0]?.position ?? null),
@@ -87,13 +97,28 @@ export const make = (options: Options = {}) =>
             Effect.mapError(sqlFailed("log.progress.save")),
             Effect.withSpan("pg.log.progress.save", undefined, { captureStackTrace: false })
           ),
-      compare: LogProgress.compareLsn
-    }
+      compare: LogProgress.compareLsn,
+      publishedPart: sql.unsafe<{ commit: string; done: number }>(readPart, [slot]).withoutTransform.pipe(
+        Effect.map((rows): LogPart | null =>
+          rows[0] === undefined ? null : { transaction: rows[0].commit, done: Number(rows[0].done) }
+        ),
+        Effect.mapError(sqlFailed("log.progress.read"))
+      ),
+      savePart: (part: LogPart, newest?: string) =>
+        sql
+          .unsafe(savePart, [slot, part.transaction, part.done, newest ?? null])
+          .pipe(
+            Effect.asVoid,
+            Effect.mapError(sqlFailed("log.progress.save")),
+            Effect.withSpan("pg.log.progress.savePart", undefined, { captureStackTrace: false })
+          )
+    } satisfies Progress
   })
 
 /**
  * The event table as the backstop of a re-created slot (`LogLease.backstop`): the gap the setup
- * step marked when it created the slot, read back by time.
+ * step marked when it created the slot, or that of a slot found ahead of the relay's own progress
+ * (created by hand), read back by time.
  *
  * @since 0.1.0
  * @category constructors
@@ -107,8 +132,13 @@ export const backstop = (options: Options = {}) =>
     const margin = Duration.toMillis(Duration.fromInputUnsafe(options.gapMargin ?? "5 minutes"))
     const gapSql = LogGap.gapSql(table)
     const closeSql = LogGap.closeSql(table)
+    const detectSql = LogGap.detectSql(table)
     const backstop: LogBackstop = {
+      // The setup step's mark; else a slot ahead of the relay's own progress.
       gap: sql.unsafe<LogGap.GapRow>(gapSql, [slot]).withoutTransform.pipe(
+        Effect.flatMap((rows) =>
+          rows.length > 0 ? Effect.succeed(rows) : sql.unsafe<LogGap.GapRow>(detectSql, [slot]).withoutTransform
+        ),
         Effect.map((rows) => (rows[0] === undefined ? null : LogGap.gapOf(rows[0], margin))),
         Effect.mapError(sqlFailed("log.gap.read"))
       ),

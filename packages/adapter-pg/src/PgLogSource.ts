@@ -10,8 +10,8 @@
  *   Logical messages are never decoded. Each insert is validated; one that is not an event this
  *   library wrote comes out flagged `invalid` (never a failed read), for the relay to set aside.
  * - Default transport (`"stream"`): one replication connection (`pg`) streams the slot with
- *   `START_REPLICATION`; whole transactions are buffered from the confirmed position, and
- *   `confirm` sends the status update that moves the slot. The lease is that connection: an
+ *   `START_REPLICATION`; transactions are buffered from the confirmed position (one larger
+ *   than the buffer is given in parts), and `confirm` sends the status update that moves the slot. The lease is that connection: an
  *   advisory lock taken on it, and the slot, which one walsender at a time can stream.
  * - `transport: "sql"`: `pg_logical_slot_peek_binary_changes` per read (nothing consumed) and
  *   `pg_replication_slot_advance` per confirm on one reserved pool connection, which holds the
@@ -83,8 +83,9 @@ export interface Options {
    */
   readonly transport?: "stream" | "sql" | undefined
   /**
-   * Streaming: whole unconfirmed transactions held in memory before the socket is paused
-   * (resumed once confirms bring it under half). Default 32 MiB.
+   * Streaming: wire bytes of unconfirmed transactions (whole ones and the one being received)
+   * held in memory before the socket is paused (resumed once confirms bring it under half). A
+   * transaction larger than this is relayed in parts, never held whole. Default 32 MiB.
    */
   readonly maxBufferedBytes?: number | undefined
   /**
@@ -310,6 +311,7 @@ export const make = (options: Options = {}) =>
             maxBufferedBytes: options.maxBufferedBytes ?? 32 * 1024 * 1024,
             readAhead: options.readAhead === true,
             statusInterval: LogStream.defaultStatusInterval,
+            silenceLimit: LogStream.defaultSilenceLimit,
             gauges: gauges(pool, slot),
             exists: LogSetup.slotExists(pool, slot),
             held: leaseHeld(pool, slot)

@@ -14,7 +14,7 @@ import { claimFunctionV2 } from "./internal/claimV2.ts"
 import { fromSqlError } from "./internal/errors.ts"
 import * as InboxTable from "./internal/inboxTable.ts"
 import { gapMigration } from "./internal/logGap.ts"
-import { progressMigration, progressTable } from "./internal/logProgress.ts"
+import { partMigration, progressMigration, progressTable } from "./internal/logProgress.ts"
 import { quarantineMigration } from "./internal/logQuarantine.ts"
 import * as LogTable from "./internal/logTable.ts"
 import { notQueued, statusList, statusListV1 } from "./internal/statuses.ts"
@@ -218,7 +218,9 @@ export const migrations = (t: Tables): Record<string, Effect.Effect<void, unknow
     // The newest published event id and the mark of a re-created slot (its gap is read back).
     "11_log_gap": run(gapMigration(progressTable(t))),
     // The inbox's records partitioned by time (retention drops partitions) and its horizon.
-    "12_inbox_partitions": run(InboxTable.migration(t))
+    "12_inbox_partitions": run(InboxTable.migration(t)),
+    // A transaction relayed in parts: its commit position and the events of it on the broker.
+    "13_log_part": run(partMigration(t))
   }
 }
 

@@ -61,7 +61,8 @@ describe("PgMigrations", () => {
         [9, "log_progress"],
         [10, "log_quarantine"],
         [11, "log_gap"],
-        [12, "inbox_partitions"]
+        [12, "inbox_partitions"],
+        [13, "log_part"]
       ])
       const second = yield* PgMigrations.run.pipe(Effect.provideService(PgTables.PgTables, tables))
       assert.deepStrictEqual(second, [])
@@ -109,7 +110,7 @@ describe("PgMigrations", () => {
           .flat()
           .map(([id]) => id)
           .sort((a, b) => a - b),
-        [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]
+        [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]
       )
     }).pipe(Effect.scoped, Effect.provide(pgClient(8)))
   )

@@ -21,7 +21,10 @@
  * flows; an operator's retry or skip releases them. Without one, a refused window is retried with
  * backoff, and an invalid event is never published. A window larger than `maxWindow` is published
  * in parts of at most that many events, in order; before each window the lease's fence, when it
- * has one, proves the relay still holds the log. Every process running `run` samples the slot's
+ * has one, proves the relay still holds the log. A source that cannot hold a transaction whole
+ * gives it in part windows (`LogWindow.part`): each is published, saved (`LogProgress.savePart`)
+ * and only then released (`LogLease.release`); a drain resuming inside it releases the saved part
+ * first, so those events are not given again. Every process running `run` samples the slot's
  * gauges (`LogSource.gauges`), holder or not.
  *
  * @since 0.3.0
@@ -40,7 +43,7 @@ import * as Gauges from "./internal/log/gauges.ts"
 import * as Progress from "./internal/log/progress.ts"
 import * as Publish from "./internal/log/publish.ts"
 import * as Quarantine from "./internal/log/quarantine.ts"
-import { type LogLease, LogSource, type LogSourceError, type LogWindow } from "./LogSource.ts"
+import { type LogLease, type LogPart, LogSource, type LogSourceError, type LogWindow } from "./LogSource.ts"
 import { Publisher } from "./Publisher.ts"
 import * as Telemetry from "./Telemetry.ts"
 
@@ -253,85 +256,180 @@ const gaugeSampler = (lease: LogLease, gaugeEvery: number, scope: Scope.Scope) =
   })
 }
 
+/** What a drain carries from one window to the next. */
+interface DrainState {
+  /** The next window may already be on the broker (a takeover, a failed publish): probe it. */
+  unsure: boolean
+  /** The waits after failures (`Backoff.delays`), reset by a window that went through. */
+  readonly delays: Backoff.Delays
+  /** Log rows the next read asks for. */
+  size: number
+  /** When a position without events was last saved and confirmed (epoch ms). */
+  idleConfirmedAt: number
+}
+
+/** One lease's drain: its settings, the helpers built at its start, and its state. */
+interface Drain {
+  readonly lease: LogLease
+  readonly settings: ReturnType<typeof resolve>
+  readonly readAfter: LogLease["readAfter"]
+  readonly publisher: Publisher["Service"]
+  readonly progress: Progress.Progress
+  readonly gate: Quarantine.Gate
+  readonly publish: ReturnType<typeof Publish.make>
+  readonly gap: Gap.Filled
+  readonly sampleGauges: Effect.Effect<void, LogSourceError>
+  readonly state: DrainState
+}
+
+/** From the confirmed position; an unsure window at the largest size (see `maxWindow`). */
+const readConfirmed = (d: Drain) =>
+  Effect.suspend(() => d.lease.read(d.state.unsure ? d.settings.maxWindow : d.state.size))
+
+/** Bigger windows while a backlog lasts (fewer reads), back to `batchSize` once it is drained. */
+const nextSize = (d: Drain, window: LogWindow) => {
+  const { batchSize, maxWindow } = d.settings
+  const size = d.state.size
+  d.state.size = (window.more ?? window.entries.length >= size) ? Math.min(size * 2, maxWindow) : batchSize
+  return d.state.size
+}
+
+const IDLE_CONFIRM_EVERY = 1_000
+
+/** No events: let the slot move past transactions without any, then wait for the next commit. */
+const idle = (d: Drain, window: LogWindow) =>
+  Effect.gen(function* () {
+    // Transactions without events still hold WAL: let the slot move past them, at most once a
+    // second (each is a save, then a confirm: the saved position is never behind the slot's,
+    // see `Progress.saveIdle`), so a steady trickle of commits does not pay a save per wait.
+    const now = yield* Clock.currentTimeMillis
+    if (window.upTo !== null && now - d.state.idleConfirmedAt >= IDLE_CONFIRM_EVERY) {
+      d.state.idleConfirmedAt = now
+      yield* d.progress.saveIdle(window.upTo)
+      yield* d.lease.confirm(window.upTo)
+    }
+    // Woken by the next commit when the source can tell; polled otherwise.
+    const { lease, settings } = d
+    yield* lease.awaitMore === undefined ? Effect.sleep(settings.poll) : lease.awaitMore(settings.idleWait)
+    return yield* readConfirmed(d)
+  })
+
+/**
+ * The window's events the relay's progress and the gap do not cover, sent (probed first while
+ * unsure) and those refused set aside. `false`: not all acknowledged, read again from the confirmed position.
+ */
+const send = (d: Drain, window: LogWindow, position: string) =>
+  Effect.gen(function* () {
+    // A rewound log gives again what the relay's own progress shows published: not re-sent.
+    const fresh = d.gap.skip(yield* d.progress.unpublished(window))
+    // Still the holder? A relay cut off from the server stops here rather than publish
+    // alongside the one that took its place.
+    if (fresh.length > 0 && d.lease.fence !== undefined) yield* d.lease.fence
+    const sent = yield* d.publish(fresh, position, d.state.unsure)
+    if (sent === false) {
+      d.state.unsure = true
+      return false as const
+    }
+    yield* d.gate.put(Quarantine.inLogOrder(fresh, sent.aside))
+    if (fresh.length > 0) d.state.unsure = sent.stillUnsure
+    return fresh
+  })
+
+/**
+ * Whole transactions: sent, recorded in the relay's progress, and only then confirmed, so the
+ * log forgets them. The next window may have been read meanwhile (read-ahead), but is published
+ * only after this one was acked and confirmed: at most one window is ever
+ * unconfirmed-and-maybe-sent, the one a successor probes.
+ */
+const whole = (d: Drain, window: LogWindow, upTo: string) =>
+  Effect.gen(function* () {
+    const want = nextSize(d, window)
+    const ahead = d.readAfter === undefined ? undefined : yield* Effect.forkChild(d.readAfter(upTo, want))
+    const fresh = yield* send(d, window, upTo)
+    if (fresh === false) {
+      // Read again from the confirmed position (and probe): the read-ahead is dropped.
+      if (ahead !== undefined) yield* Fiber.await(ahead)
+      return yield* readConfirmed(d)
+    }
+    yield* fresh.length > 0 ? d.progress.save(upTo, fresh) : d.progress.saveIdle(upTo)
+    yield* d.lease.confirm(upTo)
+    yield* d.state.delays.reset
+    const next = ahead === undefined ? undefined : yield* Fiber.join(ahead)
+    return next ?? (yield* readConfirmed(d))
+  })
+
+/**
+ * A part of one transaction too large to hold (`LogWindow.part`): sent, its place saved, then
+ * released so the source reads on; the transaction's commit comes in a later window.
+ */
+const partOf = (d: Drain, window: LogWindow, part: LogPart) =>
+  Effect.gen(function* () {
+    nextSize(d, window)
+    const fresh = yield* send(d, window, part.transaction)
+    if (fresh === false) return yield* readConfirmed(d)
+    if (fresh.length > 0) yield* d.progress.savePart(part, fresh)
+    if (d.lease.release !== undefined) yield* d.lease.release(part)
+    yield* d.state.delays.reset
+    return yield* readConfirmed(d)
+  })
+
+/** One window, in log order; the next window. */
+const step = (d: Drain, window: LogWindow): Effect.Effect<LogWindow, LogSourceError> =>
+  Effect.gen(function* () {
+    yield* d.sampleGauges
+    yield* d.gate.release(d.publisher.publish, Publish.toRequest, d.lease.fence)
+    if (window.part !== undefined) return yield* partOf(d, window, window.part)
+    if (window.entries.length === 0 || window.upTo === null) {
+      nextSize(d, window)
+      return yield* idle(d, window)
+    }
+    return yield* whole(d, window, window.upTo)
+  })
+
 const drain = (lease: LogLease, settings: Settings) =>
   Effect.gen(function* () {
     const publisher = yield* Publisher
     const probe = yield* BrokerProbe
     const resolved = resolve(settings)
-    const { backoff, batchSize, idleWait, gaugeEvery, maxWindow } = resolved
-    const { maxProbeFailures, poll, probeConcurrency, quarantineEvery, skew } = resolved
-    const readAfter = settings.readAhead === false ? undefined : lease.readAfter
-
+    const { backoff, gaugeEvery, maxWindow } = resolved
+    const { maxProbeFailures, probeConcurrency, quarantineEvery, skew } = resolved
     // A previous holder may have published this window without confirming it.
-    let unsure = true
-    let size = batchSize
+    const state: DrainState = {
+      unsure: true,
+      delays: yield* Backoff.delays(backoff),
+      size: resolved.batchSize,
+      idleConfirmedAt: Number.NEGATIVE_INFINITY
+    }
 
     const sampleGauges = gaugeSampler(lease, gaugeEvery, yield* Effect.scope)
-    const delays = yield* Backoff.delays(backoff)
     const progress = yield* Progress.resume(lease)
     const gate = yield* Quarantine.make(lease, quarantineEvery)
 
     const fail = (reason: string) =>
       Effect.gen(function* () {
-        unsure = true
-        const delay = yield* delays.next
+        state.unsure = true
+        const delay = yield* state.delays.next
         yield* Effect.logWarning(`log relay: ${reason}; retrying in ${delay} ms`)
         yield* Effect.sleep(Duration.millis(delay))
       })
 
-    // Bigger windows while a backlog lasts (fewer reads), back to `batchSize` once it is drained.
-    const nextSize = (window: LogWindow) => {
-      size = (window.more ?? window.entries.length >= size) ? Math.min(size * 2, maxWindow) : batchSize
-      return size
-    }
-    // From the confirmed position; an unsure window at the largest size (see `maxWindow`).
-    const readConfirmed = Effect.suspend(() => lease.read(unsure ? maxWindow : size))
-
     const publish = Publish.make({ publisher, probe, gate, fail, maxWindow, maxProbeFailures, probeConcurrency, skew })
     // A re-created log's gap, from the backstop, before anything the new log gives.
     const gap = yield* Gap.fill(lease, publish, gate, maxWindow)
+    const readAfter = settings.readAhead === false ? undefined : lease.readAfter
+    const d: Drain = {
+      lease,
+      settings: resolved,
+      readAfter,
+      publisher,
+      progress,
+      gate,
+      publish,
+      gap,
+      sampleGauges,
+      state
+    }
 
-    // One window per step, in log order. The next window is read while this one is published
-    // (read-ahead), but published only after this one was acked and confirmed: at most one
-    // window is ever unconfirmed-and-maybe-sent, the one a successor probes.
-    const step = (window: LogWindow): Effect.Effect<LogWindow, LogSourceError> =>
-      Effect.gen(function* () {
-        yield* sampleGauges
-        yield* gate.release(publisher.publish, Publish.toRequest, lease.fence)
-        const want = nextSize(window)
-        if (window.entries.length === 0) {
-          // Transactions without events still hold WAL: let the slot move past them.
-          if (window.upTo !== null) yield* lease.confirm(window.upTo)
-          // Woken by the next commit when the source can tell; polled otherwise.
-          yield* lease.awaitMore === undefined ? Effect.sleep(poll) : lease.awaitMore(idleWait)
-          return yield* readConfirmed
-        }
-        const ahead = readAfter === undefined ? undefined : yield* Effect.forkChild(readAfter(window.upTo!, want))
-        // A rewound log gives again what the relay's own progress shows published: not re-sent.
-        const fresh = gap.skip(yield* progress.unpublished(window))
-        // Still the holder? A relay cut off from the server stops here rather than publish
-        // alongside the one that took its place.
-        if (fresh.length > 0 && lease.fence !== undefined) yield* lease.fence
-        const sent = yield* publish(fresh, window.upTo!, unsure)
-        if (sent === false) {
-          // Read again from the confirmed position (and probe): the read-ahead is dropped.
-          unsure = true
-          if (ahead !== undefined) yield* Fiber.await(ahead)
-          return yield* readConfirmed
-        }
-        yield* gate.put(Quarantine.inLogOrder(fresh, sent.aside))
-        // Everything up to `upTo` is on the broker (or set aside): recorded, and only then may
-        // the log forget it.
-        if (fresh.length > 0) {
-          yield* progress.save(window.upTo!, fresh)
-          unsure = sent.stillUnsure
-        }
-        yield* lease.confirm(window.upTo!)
-        yield* delays.reset
-        const next = ahead === undefined ? undefined : yield* Fiber.join(ahead)
-        return next ?? (yield* readConfirmed)
-      })
-
-    let window = yield* readConfirmed
-    while (true) window = yield* step(window)
+    let window = yield* readConfirmed(d)
+    while (true) window = yield* step(d, window)
   })

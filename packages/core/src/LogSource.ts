@@ -37,6 +37,27 @@ export interface LogWindow {
   readonly upTo: string | null
   /** The read stopped at `maxEntries` log rows: more is probably committed behind it (a backlog). */
   readonly more?: boolean | undefined
+  /**
+   * Set when the window is a part of one transaction still being read (a transaction too large
+   * to hold whole): `entries` are its next events, `upTo` is `null` (its commit has not been read).
+   * See {@link LogPart}.
+   */
+  readonly part?: LogPart | undefined
+}
+
+/**
+ * Where a part window sits: its entries are events of the transaction `transaction` (named by its
+ * commit position, in the log's position terms, known before its commit is read), the last of them
+ * its `done`-th. The relay publishes the part, saves that it did (`LogProgress.savePart`), then
+ * lets the source drop it (`LogLease.release`), so one transaction of any size is relayed in
+ * bounded memory; after a restart the saved part is released first and never given again.
+ *
+ * @since 0.5.0
+ * @category models
+ */
+export interface LogPart {
+  readonly transaction: string
+  readonly done: number
 }
 
 /**
@@ -78,6 +99,17 @@ export interface LogProgress {
   readonly save: (upTo: string, newest?: string | undefined) => Effect.Effect<void, LogSourceError>
   /** Orders two positions of this log: negative when `a` comes before `b`, 0 when equal. */
   readonly compare: (a: string, b: string) => number
+  /**
+   * Optional, for a source that gives part windows: the part last saved, when its transaction
+   * has not been saved whole since (`null` otherwise).
+   */
+  readonly publishedPart?: Effect.Effect<LogPart | null, LogSourceError> | undefined
+  /**
+   * Optional, with `publishedPart`: records, durably before it returns, that the first
+   * `part.done` events of `part.transaction` are on the broker (and `newest`, their highest id).
+   * A later `save` clears it.
+   */
+  readonly savePart?: ((part: LogPart, newest?: string | undefined) => Effect.Effect<void, LogSourceError>) | undefined
 }
 
 /**
@@ -96,6 +128,8 @@ export interface LogGap {
   readonly after: string | null
   readonly from: number
   readonly to: number
+  /** Why the log lacks them, when not re-created by the setup step (for the log line). */
+  readonly reason?: string | undefined
 }
 
 /**
@@ -163,6 +197,12 @@ export interface LogLease {
   readonly awaitMore?: ((timeout: Duration.Input) => Effect.Effect<void, LogSourceError>) | undefined
   /** Moves the confirmed position to `upTo` of a window: its events are never read again. */
   readonly confirm: (upTo: string) => Effect.Effect<void, LogSourceError>
+  /**
+   * For a source that gives part windows (`LogWindow.part`): drops the first `part.done` events
+   * of `part.transaction`, which the broker has, now and when the log gives that transaction
+   * again (after a restart); the confirmed position stays before it until its commit is confirmed.
+   */
+  readonly release?: ((part: LogPart) => Effect.Effect<void, LogSourceError>) | undefined
   readonly gauges: Effect.Effect<LogGauges, LogSourceError>
   /** Optional durable progress (see {@link LogProgress}); without it a rewound log is re-sent. */
   readonly progress?: LogProgress | undefined

@@ -63,9 +63,27 @@ export const gapSql = (progressTable: string): string =>
           ceil(extract(epoch FROM slot_created_at) * 1000)::float8 AS created FROM ${progressTable}
     WHERE slot = $1 AND system_identifier = ${systemIdentifier} AND slot_created IS NOT NULL`
 
-/** Clears the mark, unless the slot was created again meanwhile (a newer mark stays). */
+/**
+ * A slot nobody marked (created by hand, not by the setup step) that starts past the relay's own
+ * progress: the relay saves every position before it confirms it, so only a slot it did not move
+ * can be ahead. Its gap runs to now (its creation time is unknown): what the slot gives again is
+ * skipped by id.
+ */
+export const detectSql = (progressTable: string): string =>
+  `SELECT s.confirmed_flush_lsn::text AS start, p.last_id::text AS last_id, p.position::text AS saved,
+          ceil(extract(epoch FROM now()) * 1000)::float8 AS created
+     FROM ${progressTable} p JOIN pg_replication_slots s ON s.slot_name = p.slot
+    WHERE p.slot = $1 AND p.system_identifier = ${systemIdentifier} AND p.slot_created IS NULL
+      AND p.position <= pg_current_wal_insert_lsn() AND s.confirmed_flush_lsn > p.position`
+
+/**
+ * Clears the mark, unless the slot was created again meanwhile (a newer mark stays), and moves the
+ * saved position up to the slot's start: everything before it is on the broker now, so the gap is
+ * not found again.
+ */
 export const closeSql = (progressTable: string): string =>
-  `UPDATE ${progressTable} SET slot_created = NULL WHERE slot = $1 AND slot_created = $2::pg_lsn`
+  `UPDATE ${progressTable} SET slot_created = NULL, position = GREATEST(position, $2::pg_lsn)
+    WHERE slot = $1 AND (slot_created = $2::pg_lsn OR slot_created IS NULL)`
 
 /** The epoch millis a UUIDv7 carries. */
 export const millisOf = (id: string): number => Number.parseInt(id.replaceAll("-", "").slice(0, 12), 16)
@@ -74,6 +92,8 @@ export interface GapRow {
   readonly start: string
   readonly last_id: string | null
   readonly created: number
+  /** Set for a gap found without a mark: the relay's saved position. */
+  readonly saved?: string | undefined
 }
 
 /** The gap of a mark. Without a published id (a record saved before migration 11) the whole table. */
@@ -81,7 +101,11 @@ export const gapOf = (row: GapRow, margin: number): LogGap => ({
   start: row.start,
   after: row.last_id,
   from: row.last_id === null ? 0 : Math.max(0, millisOf(row.last_id) - margin),
-  to: row.created + margin
+  to: row.created + margin,
+  reason:
+    row.saved === undefined
+      ? undefined
+      : `the slot starts past the relay's own progress ${row.saved} and was not created by the setup step (created by hand, or moved by another reader)`
 })
 
 /**

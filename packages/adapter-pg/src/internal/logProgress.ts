@@ -45,6 +45,46 @@ export const saveSql = (table: string): string =>
                      THEN GREATEST(p.position, EXCLUDED.position) ELSE EXCLUDED.position END,
      last_id = CASE WHEN p.system_identifier = EXCLUDED.system_identifier
                     THEN GREATEST(p.last_id, EXCLUDED.last_id) ELSE EXCLUDED.last_id END,
+     ${clearPart},
+     system_identifier = EXCLUDED.system_identifier,
+     updated_at = now()`
+
+// Migration 13: a transaction relayed in parts, by its commit position, and how many of its
+// events are on the broker.
+export const partMigration = (t: Tables): ReadonlyArray<string> => [
+  `ALTER TABLE ${progressTable(t)} ADD COLUMN IF NOT EXISTS part_commit pg_lsn, ADD COLUMN IF NOT EXISTS part_done int8`
+]
+
+// A position saved past a part's commit saves its transaction whole (no transaction ends between
+// its commit and its end): the part is done with.
+const partDone = `p.system_identifier <> EXCLUDED.system_identifier OR p.part_commit < EXCLUDED.position`
+const clearPart = `part_commit = CASE WHEN ${partDone} THEN NULL ELSE p.part_commit END,
+     part_done = CASE WHEN ${partDone} THEN NULL ELSE p.part_done END`
+
+/** The saved part, when its transaction was not saved whole since, of this cluster. */
+export const readPartSql = (table: string): string =>
+  `SELECT part_commit::text AS commit, part_done::float8 AS done FROM ${table}
+    WHERE slot = $1 AND system_identifier = ${systemIdentifier} AND part_commit IS NOT NULL
+      AND part_commit <= pg_current_wal_insert_lsn()`
+
+/**
+ * Saves that the first `$3` events of the transaction that commits at `$2` are on the broker,
+ * durably (a flush: parts are few and large, and a save lost in a server crash would only mean
+ * probing that part again). Every transaction before it is on the broker too (parts come only
+ * once all of them are confirmed), so the position moves up to its commit. `$4`: the part's
+ * newest id.
+ */
+export const savePartSql = (table: string): string =>
+  `INSERT INTO ${table} AS p (slot, position, last_id, part_commit, part_done, system_identifier, updated_at)
+   VALUES ($1, $2::pg_lsn, $4::uuid, $2::pg_lsn, $3::int8, ${systemIdentifier}, now())
+   ON CONFLICT (slot) DO UPDATE SET
+     position = CASE WHEN p.system_identifier = EXCLUDED.system_identifier
+                     THEN GREATEST(p.position, EXCLUDED.position) ELSE EXCLUDED.position END,
+     last_id = CASE WHEN p.system_identifier = EXCLUDED.system_identifier
+                    THEN GREATEST(p.last_id, EXCLUDED.last_id) ELSE EXCLUDED.last_id END,
+     part_done = CASE WHEN p.system_identifier = EXCLUDED.system_identifier AND p.part_commit = EXCLUDED.part_commit
+                      THEN GREATEST(p.part_done, EXCLUDED.part_done) ELSE EXCLUDED.part_done END,
+     part_commit = EXCLUDED.part_commit,
      system_identifier = EXCLUDED.system_identifier,
      updated_at = now()`
 

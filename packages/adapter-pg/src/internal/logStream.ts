@@ -1,17 +1,24 @@
 /**
  * The log source's streaming transport: one replication connection (`replication=database`,
- * through `pg`) that holds the lease and streams the slot with `START_REPLICATION … LOGICAL`.
+ * through `pg`, `logConnection.ts`) that holds the lease and streams the slot with
+ * `START_REPLICATION … LOGICAL`.
  *
  * - XLogData ('w') frames carry pgoutput messages (the event table's inserts, binary); whole
  *   transactions (up to their 'C') are buffered in memory, decoded and validated, from the
- *   confirmed position on. Reads are served from the
- *   buffer; `confirm` drops what it covers and sends a standby status update with flush = upTo,
- *   which is what moves the slot's `confirmed_flush_lsn`. Nothing else is ever reported flushed.
- * - Primary keepalives ('k') asking for a reply get a status update; one is also sent every
- *   `statusInterval`, so a relay that is not reading (backpressure) is not timed out by
- *   `wal_sender_timeout`.
- * - Backpressure: past `maxBufferedBytes` of whole unconfirmed transactions the socket is paused;
- *   confirms that bring it under half of that resume it.
+ *   confirmed position on. Reads are served from the buffer; `confirm` drops what it covers and
+ *   sends a standby status update with flush = upTo, which is what moves the slot's
+ *   `confirmed_flush_lsn`. Nothing else is ever reported flushed.
+ * - Backpressure: past `maxBufferedBytes` of unconfirmed transactions (whole, and the one being
+ *   received) the socket is paused; confirms and releases that bring it under half resume it.
+ * - A transaction larger than that is never held whole: once the socket is paused with nothing
+ *   whole buffered, a read gives the transaction's events received so far as a part window
+ *   (`LogWindow.part`, the transaction named by its commit position from its 'B'). The relay
+ *   publishes it and `release`s it, which drops it and resumes the socket. A released part is
+ *   also dropped when the server sends the transaction again (a new lease after a restart).
+ * - Liveness: a status update asking for a reply goes out every `statusInterval`, so the server
+ *   does not time out a relay that is not reading (backpressure); a stream that heard nothing
+ *   from the server for `silenceLimit` while reading is lost (a half-open connection), besides
+ *   TCP keep-alive on the socket.
  * - The lease: a session advisory lock taken on the same connection before START_REPLICATION
  *   (the SQL transport takes the same lock, so the two exclude each other), and the slot itself:
  *   a slot another walsender holds (SQLSTATE 55006) is `None`.
@@ -19,128 +26,30 @@
  * - A lost connection fails every later call with a retriable `LogSourceError`.
  */
 import type { LogMessage } from "@effect-outbox/core/LogRecord"
-import { type LogLease, LogSourceError, type LogWindow } from "@effect-outbox/core/LogSource"
+import type { LogLease, LogPart, LogSourceError, LogWindow } from "@effect-outbox/core/LogSource"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
-import pg from "pg"
+import type pg from "pg"
 import * as LeaseLock from "./leaseLock.ts"
+import { type Config, connect, query, startReplication, statusUpdate } from "./logConnection.ts"
 import { slotMissing } from "./logSetup.ts"
+import {
+  emptyOpen,
+  lose,
+  partReady,
+  pauseIfFull,
+  resumeIfRoom,
+  type State,
+  send,
+  type WireConnection,
+  wake
+} from "./logStreamState.ts"
 import * as Pgoutput from "./pgoutput.ts"
 
-export interface Config {
-  readonly slot: string
-  /** The event table's unqualified name, as pgoutput names the relation. */
-  readonly table: string
-  /** The replication connection's settings, read at each connect (the password may be an effect). */
-  readonly connection: Effect.Effect<Readonly<Record<string, unknown>>>
-  readonly maxBufferedBytes: number
-  /** Offer `readAfter` (reads come from memory: reading ahead only makes the next window staler). */
-  readonly readAhead: boolean
-  readonly statusInterval: Duration.Input
-  readonly gauges: LogLease["gauges"]
-  /** Whether the slot exists (over the pool), asked once the lock is held. */
-  readonly exists: Effect.Effect<boolean, LogSourceError>
-  /** Whether another session holds the lease now (over the pool), asked before connecting. */
-  readonly held: Effect.Effect<boolean, LogSourceError>
-}
-
-interface Transaction {
-  readonly entries: ReadonlyArray<LogMessage>
-  readonly end: bigint
-  readonly upTo: string
-  readonly rows: number
-  readonly bytes: number
-}
-
-// Permanent: wal_level, privileges, a missing slot, authentication.
-const PERMANENT = new Set(["55000", "42501", "42704", "28000", "28P01", "3D000"])
-
-const toError = (operation: string, error: unknown): LogSourceError => {
-  const code = (error as { code?: unknown } | undefined)?.code
-  const text = error instanceof Error ? error.message : String(error)
-  return new LogSourceError({
-    operation,
-    reason: typeof code === "string" ? `${text} (SQLSTATE ${code})` : text,
-    retriable: !(typeof code === "string" && PERMANENT.has(code))
-  })
-}
-
-// Microseconds since 2000-01-01, the protocol's clock.
-const PG_EPOCH_MS = 946_684_800_000
-
-const statusUpdate = (position: bigint, replyRequested = false) => {
-  const buffer = Buffer.alloc(34)
-  buffer[0] = 0x72 // 'r'
-  buffer.writeBigUInt64BE(position, 1) // written
-  buffer.writeBigUInt64BE(position, 9) // flushed: the slot's confirmed_flush_lsn follows this
-  buffer.writeBigUInt64BE(position, 17) // applied
-  buffer.writeBigInt64BE(BigInt(Date.now() - PG_EPOCH_MS) * 1000n, 25)
-  buffer[33] = replyRequested ? 1 : 0
-  return buffer
-}
-
-const connect = (config: Config) =>
-  Effect.acquireRelease(
-    Effect.flatMap(config.connection, (settings) =>
-      Effect.tryPromise({
-        try: async () => {
-          const client = new pg.Client({ ...settings, replication: "database" } as pg.ClientConfig)
-          // A lost connection is reported to the lease through the copy stream's listeners; this
-          // keeps an 'error' without a listener from crashing the process.
-          client.on("error", () => undefined)
-          await client.connect()
-          return client
-        },
-        catch: (error) => toError("log.acquire", error)
-      })
-    ),
-    (client) =>
-      Effect.promise(() =>
-        Promise.race([
-          client.end().catch(() => undefined),
-          new Promise<void>((resolve) => setTimeout(resolve, 2_000).unref())
-        ])
-      ).pipe(Effect.andThen(released(config)))
-  )
-
-// The server's walsender outlives the socket by a moment: the lease ends with its scope once the
-// server no longer holds it, so the next try (a standby's, or this process's) takes it. At most a
-// second; a server that does not answer is not waited for (the next try retries anyway).
-const released = (config: Config) =>
-  config.held.pipe(
-    Effect.orElseSucceed(() => false),
-    Effect.repeat({ schedule: Schedule.spaced("20 millis"), while: (held) => held }),
-    Effect.timeout("1 second"),
-    Effect.ignore
-  )
-
-const query = (client: pg.Client, text: string) =>
-  Effect.tryPromise({
-    try: () => client.query(text).then((result) => result.rows as Array<Record<string, unknown>>),
-    catch: (error) => toError("log.acquire", error)
-  })
-
-/** START_REPLICATION; `false` when another walsender holds the slot (55006). */
-const startReplication = (client: pg.Client, text: string, onEnd: (error: unknown) => void) =>
-  Effect.callback<boolean, LogSourceError>((resume) => {
-    const connection = (client as unknown as { connection: NodeJS.EventEmitter }).connection
-    let started = false
-    connection.once("replicationStart", () => {
-      started = true
-      resume(Effect.succeed(true))
-    })
-    client.query(text).then(
-      () => onEnd(new Error("the server ended the replication stream")),
-      (error: unknown) => {
-        if (started) return onEnd(error)
-        const code = (error as { code?: unknown }).code
-        resume(code === "55006" ? Effect.succeed(false) : Effect.fail(toError("log.acquire", error)))
-      }
-    )
-  })
+export type { Config } from "./logConnection.ts"
 
 /** Takes the lease over a replication connection and starts streaming; `None` while it is held. */
 export const acquire = (config: Config): Effect.Effect<Option.Option<LogLease>, LogSourceError, Scope.Scope> =>
@@ -174,96 +83,62 @@ export const acquire = (config: Config): Effect.Effect<Option.Option<LogLease>, 
     return Option.some(stream.lease)
   })
 
-/** What `pg` keeps of the wire under its client (not in its types): the copy stream and the socket. */
-interface WireConnection extends NodeJS.EventEmitter {
-  readonly stream: { readonly pause: () => void; readonly resume: () => void }
-  readonly sendCopyFromChunk: (chunk: Buffer) => void
+/** Adds one event of the open transaction, unless the relay released it already. */
+const received = (state: State, entry: LogMessage, frameBytes: number) => {
+  const open = state.open
+  const index = open.count++
+  const released = state.released
+  if (released !== undefined && released.commit === open.commit && index < released.done) {
+    open.first = index + 1
+    return
+  }
+  open.entries.push(entry)
+  open.sizes.push(frameBytes)
+  open.bytes += frameBytes
 }
 
-/** The stream's state, shared by the frame handler and the lease. */
-interface State {
-  readonly config: Config
-  readonly connection: WireConnection
-  /** Whole transactions received after the confirmed position, in commit order. */
-  readonly buffered: Array<Transaction>
-  bufferedBytes: number
-  paused: boolean
-  confirmed: bigint
-  /**
-   * The server's sent position from its last keepalive: every transaction committed before it
-   * has been received (an empty read may confirm up to it, so the slot moves past other WAL).
-   */
-  serverEnd: bigint
-  lost: LogSourceError | undefined
-  closed: boolean
-  /**
-   * Whether the stream has reached the WAL flushed when it started: until then a read from the
-   * confirmed position may not hold every transaction committed before (the first window after a
-   * takeover, which the relay probes, must be whole: see `caughtUp`).
-   */
-  caughtUp: boolean
-  readonly catchUp: bigint
-  bufferedRows: number
-  readonly waiters: Set<() => void>
-}
-
-const wake = (state: State) => {
-  const all = [...state.waiters]
-  state.waiters.clear()
-  for (const w of all) w()
-}
-
-const send = (state: State, buffer: Buffer) => {
-  if (state.lost === undefined && !state.closed) state.connection.sendCopyFromChunk(buffer)
-}
-
-const lose = (state: State) => (cause: unknown) => {
-  if (state.lost !== undefined || state.closed) return
-  state.lost = new LogSourceError({
-    operation: "log.stream",
-    reason: `replication connection lost: ${toError("log.stream", cause).reason}`,
-    retriable: true
-  })
+const committed = (state: State, data: Buffer) => {
+  const { open } = state
+  const end = Pgoutput.commitEnd(data)
+  const upTo = Pgoutput.lsnText(end)
+  const entries = open.entries
+  for (let i = 0; i < entries.length; i++) entries[i] = { ...entries[i]!, position: upTo }
+  const { bytes, commit, first, rows } = open
+  state.buffered.push({ commit, entries, first, end, upTo, rows, bytes })
+  state.bufferedBytes += bytes
+  state.bufferedRows += rows
+  state.open = emptyOpen()
+  if (state.released?.commit === commit) state.released = undefined
   wake(state)
 }
 
-/** Listens to the copy stream: buffers whole transactions, answers keepalives. */
+/** Listens to the copy stream: buffers transactions, answers keepalives. */
 const receive = (state: State) => {
   const { config, connection } = state
   // One decoder for the connection: the server describes a relation once per session.
   const decoder = Pgoutput.makeDecoder(config.table)
-  // The transaction being received.
-  let entries: Array<LogMessage> = []
-  let rows = 0
-  let bytes = 0
 
   const onPgoutput = (data: Buffer, frameBytes: number, at: () => string) => {
     const tag = data[0]
-    rows++
-    bytes += frameBytes
-    if (tag === Pgoutput.TAG_COMMIT) {
-      const end = Pgoutput.commitEnd(data)
-      const upTo = Pgoutput.lsnText(end)
-      for (let i = 0; i < entries.length; i++) entries[i] = { ...entries[i]!, position: upTo }
-      state.buffered.push({ entries, end, upTo, rows, bytes })
-      state.bufferedBytes += bytes
-      state.bufferedRows += rows
-      entries = []
-      rows = 0
-      bytes = 0
-      if (!state.paused && state.bufferedBytes > config.maxBufferedBytes) {
-        state.paused = true
-        connection.stream.pause()
-      }
-      wake(state)
+    const open = state.open
+    open.rows++
+    if (tag === Pgoutput.TAG_BEGIN) {
+      open.commit = data.readBigUInt64BE(1) // final_lsn: the commit's position
+      open.bytes += frameBytes
+    } else if (tag === Pgoutput.TAG_COMMIT) {
+      open.bytes += frameBytes
+      committed(state, data)
     } else {
-      const entry = Pgoutput.change(decoder, data, at, rows)
-      if (entry !== undefined) entries.push(entry)
+      const entry = Pgoutput.change(decoder, data, at, open.count)
+      if (entry === undefined) open.bytes += frameBytes
+      else received(state, entry, frameBytes)
     }
+    pauseIfFull(state)
   }
 
   connection.on("copyData", (message: { chunk: Buffer }) => {
     const chunk = message.chunk
+    state.heardAt = Date.now()
     if (chunk[0] === 0x77) {
       // 'w': dataStart Int64, walEnd Int64, sendTime Int64, then the pgoutput message.
       onPgoutput(chunk.subarray(25), chunk.length, () => Pgoutput.lsnText(chunk.readBigUInt64BE(1)))
@@ -280,9 +155,18 @@ const receive = (state: State) => {
   connection.on("error", lose(state))
 }
 
+/** The events received so far of the transaction being received, at most `maxEntries`. */
+const partWindow = (state: State, maxEntries: number): LogWindow => {
+  const { open } = state
+  const entries = open.entries.slice(0, Math.max(1, maxEntries))
+  const part: LogPart = { transaction: Pgoutput.lsnText(open.commit), done: open.first + entries.length }
+  return { entries, upTo: null, more: true, part }
+}
+
 /** Whole transactions from `buffered[from]`, stopping after the one that reaches `maxEntries` rows. */
 const windowFrom = (state: State, from: number, maxEntries: number): Effect.Effect<LogWindow, LogSourceError> => {
   const { buffered } = state
+  if (from === 0 && partReady(state)) return Effect.succeed(partWindow(state, maxEntries))
   const out: Array<LogMessage> = []
   let read = 0
   let i = from
@@ -310,10 +194,31 @@ const confirmTo = (state: State, upTo: string) => {
   buffered.splice(0, drop)
   state.confirmed = position
   send(state, statusUpdate(position))
-  if (state.paused && state.bufferedBytes <= state.config.maxBufferedBytes / 2) {
-    state.paused = false
-    state.connection.stream.resume()
+  resumeIfRoom(state)
+}
+
+/** Drops the first `part.done` events of its transaction, held now or sent again later. */
+const release = (state: State, part: LogPart) => {
+  const commit = Pgoutput.lsnValue(part.transaction)
+  if (state.released?.commit !== commit || state.released.done < part.done) state.released = { commit, done: part.done }
+  const { open } = state
+  if (open.count > 0 && open.commit === commit) {
+    const n = Math.min(Math.max(0, part.done - open.first), open.entries.length)
+    let bytes = 0
+    for (let i = 0; i < n; i++) bytes += open.sizes[i]!
+    open.entries.splice(0, n)
+    open.sizes.splice(0, n)
+    open.bytes -= bytes
+    open.first += n
   }
+  // Sent whole before the part was released (a new lease that resumes inside it).
+  for (const t of state.buffered) {
+    if (t.commit !== commit) continue
+    const n = Math.max(0, part.done - t.first)
+    t.entries = t.entries.slice(n)
+    t.first += n
+  }
+  resumeIfRoom(state)
 }
 
 const reached = (state: State) => {
@@ -375,6 +280,7 @@ const leaseOf = (state: State): LogLease => {
       live(() => Effect.sync(() => confirmTo(state, upTo))).pipe(
         Effect.withSpan("pg.log.confirm", undefined, { captureStackTrace: false })
       ),
+    release: (part) => live(() => Effect.sync(() => release(state, part))),
     awaitMore: (timeout) =>
       Effect.suspend(() => {
         const deadline = Date.now() + Duration.toMillis(Duration.fromInputUnsafe(timeout))
@@ -382,7 +288,7 @@ const leaseOf = (state: State): LogLease => {
         // to read. Transactions without events (DDL such as a new partition, other databases'
         // keepalives) do not wake the relay; it reads and confirms them after `timeout`.
         const loop: Effect.Effect<void, LogSourceError> = live(() =>
-          state.buffered.some((t) => t.entries.length > 0) || Date.now() >= deadline
+          state.buffered.some((t) => t.entries.length > 0) || partReady(state) || Date.now() >= deadline
             ? Effect.void
             : Effect.andThen(signal(state, Duration.millis(Math.max(1, deadline - Date.now()))), loop)
         )
@@ -398,7 +304,10 @@ const makeStream = (client: pg.Client, config: Config, start: bigint, catchUp: b
     connection: (client as unknown as { connection: WireConnection }).connection,
     buffered: [],
     bufferedBytes: 0,
+    open: emptyOpen(),
+    released: undefined,
     paused: false,
+    heardAt: Date.now(),
     confirmed: start,
     serverEnd: start,
     caughtUp: start >= catchUp,
@@ -412,7 +321,7 @@ const makeStream = (client: pg.Client, config: Config, start: bigint, catchUp: b
   return {
     lease: leaseOf(state),
     lose: lose(state),
-    sendStatus: Effect.sync(() => send(state, statusUpdate(state.confirmed))),
+    sendStatus: Effect.sync(() => checkIn(state)),
     close: Effect.sync(() => {
       state.closed = true
       wake(state)
@@ -420,4 +329,23 @@ const makeStream = (client: pg.Client, config: Config, start: bigint, catchUp: b
   }
 }
 
+/**
+ * Every `statusInterval`: a status update asking the server for a reply, unless the server has
+ * been silent for `silenceLimit` while the socket was read (paused, its replies wait unread),
+ * which ends the stream: a half-open connection is given up long before the server's
+ * `wal_sender_timeout` lets another relay take the slot.
+ */
+const checkIn = (state: State) => {
+  const silent = Date.now() - state.heardAt
+  const limit = Duration.toMillis(Duration.fromInputUnsafe(state.config.silenceLimit))
+  if (!state.paused && silent > limit) {
+    lose(state)(new Error(`nothing heard from the server for ${silent} ms (status replies requested every interval)`))
+    return
+  }
+  send(state, statusUpdate(state.confirmed, true))
+}
+
 export const defaultStatusInterval = Duration.seconds(10)
+
+/** Two status intervals and a margin: a live server answers each request within milliseconds. */
+export const defaultSilenceLimit = Duration.seconds(25)

@@ -20,13 +20,18 @@ import * as Support from "./support.ts"
 const port = Number(process.env.FAULTS_LOG_FENCE_PORT ?? 26513)
 const pg = Support.privatePostgres({ port, state: mkdtempSync(join(tmpdir(), "effect-outbox-logfence-")) })
 
-/** A TCP proxy to the cluster that can go silent: bytes are dropped both ways, and closes too. */
+/**
+ * A TCP proxy to the cluster that can go silent: bytes are dropped both ways, and closes too.
+ * `closed`: when each client connection was closed by the client.
+ */
 const proxy = () => {
   let silent = false
   const sockets: Array<Socket> = []
+  const closed: Array<number> = []
   const server: Server = createServer((client) => {
     const upstream = connect(port, "127.0.0.1")
     sockets.push(client, upstream)
+    client.on("close", () => closed.push(Date.now()))
     client.on("data", (d) => void (silent || upstream.write(d)))
     upstream.on("data", (d) => void (silent || client.write(d)))
     // Once silent, a side that closes is not told to the other: the connection is half-open.
@@ -44,6 +49,7 @@ const proxy = () => {
     silence: () => {
       silent = true
     },
+    closed,
     close: () => {
       for (const s of sockets) s.destroy()
       server.close()
@@ -139,4 +145,50 @@ describe("the log relay with a half-open replication connection", () => {
       await Support.deleteTopics(Support.sharedBrokers, [topic])
     }
   }, 300_000)
+
+  it("L7b an idle holder whose replication connection goes silent gives the lease up within the silence limit", async () => {
+    const slot = Support.uniqueName("faults_silent").toLowerCase()
+    const tcp = proxy()
+    const proxyUrl = `postgres://postgres@127.0.0.1:${await tcp.listen()}/postgres`
+    const stack = await Support.makeLogStack({
+      slot,
+      url: pg.url,
+      replicationUrl: proxyUrl,
+      applicationName: "relay-a"
+    })
+    const active = `SELECT active FROM pg_replication_slots WHERE slot_name = $1`
+    let relay: Fiber.Fiber<never, unknown> | undefined
+    try {
+      relay = stack.runFork(LogRelay.run())
+      // A streams the slot through the proxy, idle: no window, so no fence runs.
+      const deadline = Date.now() + 30_000
+      while ((await stack.runPromise(Support.logQuery<{ active: boolean }>(active, [slot])))[0]?.active !== true) {
+        if (Date.now() > deadline) throw new Error("the relay never took the slot")
+        await Support.sleep(100)
+      }
+      await Support.sleep(1_000)
+      tcp.silence()
+      const silencedAt = Date.now()
+      // The server times the walsender out (5 s here), but A hears nothing of it: only its own
+      // watchdog (no reply to a status request for 25 s) ends the stream and closes the socket.
+      while (tcp.closed.length === 0 && Date.now() < silencedAt + 90_000) await Support.sleep(200)
+      const gaveUpIn = tcp.closed.length === 0 ? Number.POSITIVE_INFINITY : tcp.closed[0]! - silencedAt
+      Support.record({
+        scenario: "L7b log relay, idle holder, half-open replication connection (proxy goes silent)",
+        events: 0,
+        lost: 0,
+        duplicatesDelivered: 0,
+        duplicateEffects: 0,
+        orderViolations: 0,
+        note: `the holder closed its replication connection ${gaveUpIn} ms after the silence (silence limit 25 s, status requests every 10 s); wal_sender_timeout 5 s`
+      })
+      // 25 s of silence, noticed at the next 10 s status tick, then the connection closed.
+      assert.isAtMost(gaveUpIn, 25_000 + 10_000 + 5_000)
+    } finally {
+      tcp.close() // first: a reconnect through the silent proxy would wait for ever
+      if (relay !== undefined) await stack.runPromise(Fiber.interrupt(relay)).catch(() => undefined)
+      await Support.dropLogSlot(stack, slot)
+      await stack.dispose().catch(() => undefined)
+    }
+  }, 180_000)
 })

@@ -239,9 +239,11 @@ describe("the log source: who can publish", () => {
 /**
  * 10 events published, relay stopped, slot dropped, 20 events committed; then either the relay
  * started and left waiting for the slot until `ensureSlot` re-creates it ("waiting"), or the setup
- * step re-creates it while the relay is down and the relay starts after ("setup"); 10 more.
+ * step re-creates it while the relay is down and the relay starts after ("setup"), or an operator
+ * creates it by hand (`pg_create_logical_replication_slot`, no gap mark) and the relay starts
+ * after ("hand"); 10 more.
  */
-const lostSlot = (variant: "waiting" | "setup") =>
+const lostSlot = (variant: "waiting" | "setup" | "hand") =>
   withStack(`faults_noslot_${variant}`, async ({ stack, slot, topic }) => {
     const lines: Array<string> = []
     const collect = Logger.make((options) => {
@@ -271,10 +273,17 @@ const lostSlot = (variant: "waiting" | "setup") =>
       await waitFor("two tries without a slot", async () => (await count(PgLogSource.slotMissing)) >= missingBefore + 2)
     }
     const whileMissing = await topicCount(topic)
-    await stack.runPromise(
-      variant === "waiting" ? PgLogSource.ensureSlot({ slot, schema: slot }) : PgLogOutbox.setup({ slot, schema: slot })
+    const byHand = Support.logQuery(`SELECT lsn::text AS lsn FROM pg_create_logical_replication_slot($1, 'pgoutput')`, [
+      slot
+    ])
+    await stack.runPromise<unknown, unknown>(
+      variant === "waiting"
+        ? PgLogSource.ensureSlot({ slot, schema: slot })
+        : variant === "setup"
+          ? PgLogOutbox.setup({ slot, schema: slot })
+          : byHand
     )
-    if (variant === "setup") relay = stack.runFork(run)
+    if (variant !== "waiting") relay = stack.runFork(run)
     const last = await Support.enqueueLog(stack, topic, 10, { keys: 5, chunk: 5, from: 30 })
     await waitFor("40 records", async () => (await topicCount(topic)) >= 40)
     await Support.sleep(2_000) // a duplicate would land meanwhile
@@ -302,13 +311,24 @@ const lostSlot = (variant: "waiting" | "setup") =>
       assert.strictEqual(v.duplicatesDelivered, 0)
       assert.strictEqual(v.orderViolations, 0)
     }
+    const how = {
+      waiting: `relay waited (${missing} tries counted in outbox_log_slot_missing_total, ${whileMissing} on the topic); ensureSlot re-created the slot`,
+      setup: "PgLogOutbox.setup re-created the slot, relay started",
+      hand: "the slot created by hand (pg_create_logical_replication_slot, no gap mark), found ahead of the relay's progress, relay started"
+    }[variant]
+    const title = {
+      waiting: "relay waits, ensureSlot",
+      setup: "setup, then relay",
+      hand: "created by hand, then relay"
+    }
     Support.record({
-      scenario: `S3 slot dropped while the relay is down (${variant === "waiting" ? "relay waits, ensureSlot" : "setup, then relay"})`,
+      scenario: `S3 slot dropped while the relay is down (${title[variant]})`,
       ...v,
-      note: `${variant === "waiting" ? `relay waited (${missing} tries counted in outbox_log_slot_missing_total, ${whileMissing} on the topic); ensureSlot re-created the slot` : `PgLogOutbox.setup re-created the slot, relay started`}; ${reread} events read back from the event table (range ${range?.[1]} to ${range?.[2]}, logged at ERROR), the missing ones published before the new slot's`
+      note: `${how}; ${reread} events read back from the event table (range ${range?.[1]} to ${range?.[2]}, logged at ERROR), the missing ones published before the new slot's`
     })
     assert.strictEqual(whileMissing, 10, "nothing is published while the slot is missing")
-    if (variant === "setup") return assertGap()
+    if (variant === "hand") assert.isTrue(announced?.includes("not created by the setup step"), announced)
+    if (variant !== "waiting") return assertGap()
     assert.isAtLeast(missing, 2)
     assert.isTrue(
       lines.some((l) => l.startsWith("Error log source: replication slot") && /does not exist.*ensureSlot/.test(l)),
@@ -323,4 +343,7 @@ describe("the log source: a lost slot", () => {
 
   it("a slot dropped while the relay is down, re-created by the setup step before the relay starts: the gap is published from the event table first: 0 lost", () =>
     lostSlot("setup"))
+
+  it("a slot dropped while the relay is down and created by hand (no gap mark): found ahead of the relay's own progress, the gap is published from the event table first: 0 lost", () =>
+    lostSlot("hand"))
 })

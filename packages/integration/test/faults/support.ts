@@ -607,7 +607,10 @@ export const logStackLayer = (options: {
   const pg = PgLogOutbox.layer({
     slot: options.slot,
     schema: options.slot,
-    replicationUrl: options.replicationUrl
+    replicationUrl: options.replicationUrl,
+    // The streaming buffer, when a test sizes it (the library's default otherwise).
+    maxBufferedBytes:
+      process.env.FAULTS_LOG_MAX_BUFFERED === undefined ? undefined : Number(process.env.FAULTS_LOG_MAX_BUFFERED)
   }).pipe(Layer.provideMerge(client))
   const broker: Layer.Layer<Publisher | BrokerProbe | BrokerAdmin | ConsumerSource | TopicReader> =
     options.kafka === "platformatic"

@@ -36,7 +36,7 @@ const iso = (millis: number) => {
 /** Says at ERROR which events are read again and why. */
 const announce = (gap: LogGap) =>
   Effect.logError(
-    `log relay: the log was re-created (it starts at ${gap.start}, past events nobody published); ` +
+    `log relay: ${gap.reason ?? "the log was re-created"} (it starts at ${gap.start}, past events nobody published); ` +
       `re-reading the events enqueued from ${iso(gap.from)} to ${iso(gap.to)} ` +
       `(the newest published event ${gap.after ?? "unknown"}, less the margin for late commits) from the event table, ` +
       `publishing those the broker lacks before the new log`
