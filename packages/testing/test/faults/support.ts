@@ -597,6 +597,8 @@ export const logStackLayer = (options: {
   readonly brokers?: ReadonlyArray<string>
   readonly applicationName?: string
   readonly kafka?: "kafkajs" | "platformatic"
+  /** Run the setup step (migrations, publication, slot) when the stack is built. Default true. */
+  readonly setup?: boolean
 }) => {
   const client = PgClient.layer({
     url: Redacted.make(options.url ?? logicalDatabaseUrl),
@@ -607,7 +609,8 @@ export const logStackLayer = (options: {
   const pg = PgLogOutbox.layer({
     slot: options.slot,
     schema: options.slot,
-    replicationUrl: options.replicationUrl
+    replicationUrl: options.replicationUrl,
+    setup: options.setup
   }).pipe(Layer.provideMerge(client))
   const broker: Layer.Layer<Publisher | BrokerProbe | BrokerAdmin | ConsumerSource | TopicReader> =
     options.kafka === "platformatic"
