@@ -41,6 +41,39 @@ export interface Sender {
 
 const toBuffer = (bytes: Uint8Array): Buffer => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
 
+/** The client's message for a record: the payload's bytes not copied, its headers not either. */
+const message = (topic: string, partition: number, record: Outgoing) => ({
+  topic,
+  partition,
+  key: record.key === null ? undefined : Buffer.from(record.key),
+  value: toBuffer(record.payload),
+  headers: record.headers as Record<string, string>
+})
+
+// Per producer: the partition count its own metadata showed for each topic, and until when that
+// answer is used without asking again (the client's own metadata cache lives as long).
+const partitionCounts = new WeakMap<AnyProducer, Map<string, { readonly count: number; readonly until: number }>>()
+
+/** How long a producer's answer is trusted: the client's default `metadataMaxAge`. */
+export const partitionsMaxAgeMillis = 5_000
+
+/**
+ * How many partitions of `topic` `producer`'s metadata showed within the last
+ * {@link partitionsMaxAgeMillis} (0 when not asked, or asked longer ago). Asking the client on
+ * every send cost more than the send's own encoding on the log relay's path.
+ */
+export const knownPartitions = (producer: AnyProducer, topic: string, now = Date.now()): number => {
+  const known = partitionCounts.get(producer)?.get(topic)
+  return known === undefined || known.until < now ? 0 : known.count
+}
+
+/** Keeps `producer`'s answer for `topic` (read back by {@link knownPartitions}). */
+export const rememberPartitions = (producer: AnyProducer, topic: string, count: number, now = Date.now()): void => {
+  const counts = partitionCounts.get(producer) ?? new Map<string, { count: number; until: number }>()
+  counts.set(topic, { count, until: now + partitionsMaxAgeMillis })
+  partitionCounts.set(producer, counts)
+}
+
 /** One `send` of one partition's records: the base offset, or the error. */
 export const sendRecords = (
   sender: Sender,
@@ -53,25 +86,23 @@ export const sendRecords = (
   const sendOnce = Effect.flatMap(leases.acquire, (lease) => {
     const sending = (async () => {
       // The producer's cached metadata must know the partition: the client folds an unknown
-      // partition onto an existing one (`partition % count`) instead of failing.
-      const known = await lease.producer.metadata({ topics: [topic] })
-      if ((known.topics.get(topic)?.partitionsCount ?? 0) <= partition) {
-        const fresh = await lease.producer.metadata({ topics: [topic], forceUpdate: true })
-        if ((fresh.topics.get(topic)?.partitionsCount ?? 0) <= partition) {
-          throw new SendError(
-            new RetriablePublishError({ topic, reason: `the producer's metadata lacks partition ${partition}` })
-          )
+      // partition onto an existing one (`partition % count`) instead of failing. Its answer is
+      // kept per producer and topic for a while (`knownPartitions`), not asked before every send.
+      if (partition >= knownPartitions(lease.producer, topic)) {
+        const known = await lease.producer.metadata({ topics: [topic] })
+        let count = known.topics.get(topic)?.partitionsCount ?? 0
+        if (count <= partition) {
+          const fresh = await lease.producer.metadata({ topics: [topic], forceUpdate: true })
+          count = fresh.topics.get(topic)?.partitionsCount ?? 0
+          if (count <= partition) {
+            throw new SendError(
+              new RetriablePublishError({ topic, reason: `the producer's metadata lacks partition ${partition}` })
+            )
+          }
         }
+        rememberPartitions(lease.producer, topic, count)
       }
-      return lease.producer.send({
-        messages: batch.map((record) => ({
-          topic,
-          partition,
-          key: record.key === null ? undefined : Buffer.from(record.key),
-          value: toBuffer(record.payload),
-          headers: { ...record.headers }
-        }))
-      })
+      return lease.producer.send({ messages: batch.map((record) => message(topic, partition, record)) })
     })()
     // The producer goes back when the send settles, not when we stop waiting for it.
     void sending.then(lease.release, lease.release)
