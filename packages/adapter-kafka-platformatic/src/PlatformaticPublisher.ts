@@ -1,8 +1,10 @@
 /**
  * `Publisher` on @platformatic/kafka: an idempotent producer with acks=-1, explicit partitions and
- * a receipt per record in request order. Each partition's records go in record batches under the
- * topic's `max.message.bytes`, one `send` per batch, so every broker error is attributed to the
- * records it concerns — the same contract as the kafkajs adapter's `KafkaPublisher`.
+ * a receipt per record in request order. A call's partitions go in one `send` when each one's
+ * records fit one record batch (`combinePartitions`); otherwise, and after a failed combined send,
+ * each partition's records go in record batches under the topic's `max.message.bytes`, one `send`
+ * per batch, so every broker error is attributed to the records it concerns — the same contract
+ * as the kafkajs adapter's `KafkaPublisher`.
  *
  * Keyed records without an explicit partition get the Java client's partition
  * (`murmur2(key) & 0x7fffffff`), as kafkajs computes it: the client's own default partitioner
@@ -21,6 +23,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
 import * as Result from "effect/Result"
+import * as Combined from "./internal/combined.ts"
 import * as Layouts from "./internal/layouts.ts"
 import * as Send from "./internal/send.ts"
 import * as TopicLimits from "./internal/topicLimits.ts"
@@ -43,6 +46,13 @@ export interface PlatformaticPublisherOptions {
   /** How long partition counts are cached before a publish re-reads them (default 5000). */
   readonly metadataMaxAgeMillis?: number | undefined
   readonly compression?: CompressionAlgorithmValue | undefined
+  /**
+   * Send a call's partitions in one `send` when each partition's records fit one record batch
+   * (default `true`): one produce request per broker instead of one per partition. A failed
+   * combined send replaces the producer and sends the call again per partition, so partitions that
+   * had landed are written twice (never lost); `false` keeps one send per partition batch.
+   */
+  readonly combinePartitions?: boolean | undefined
 }
 
 /**
@@ -123,6 +133,8 @@ export const make = (options: PlatformaticPublisherOptions = {}) =>
     }
     const limits = TopicLimits.make(client.admin)
     const uncompressed = options.compression === undefined || options.compression === "none"
+    const combine = options.combinePartitions ?? true
+    const onSent = (records: number) => Metric.update(publishedRecords, records)
 
     // One partition's records, in record batches under the topic's limit (core PartitionSend).
     const sendPartition = (group: PartitionGroup, deadline: number, outcomes: Array<PublishOutcome | undefined>) =>
@@ -135,7 +147,7 @@ export const make = (options: PlatformaticPublisherOptions = {}) =>
           verdict: (topic, error) => (error instanceof Send.SendError ? error.verdict : toPublishError(topic, error)),
           describe,
           uncompressed,
-          onSent: (records) => Metric.update(publishedRecords, records)
+          onSent
         },
         group.topic,
         group.partition,
@@ -148,8 +160,16 @@ export const make = (options: PlatformaticPublisherOptions = {}) =>
         if (requests.length === 0) return []
         const deadline = Date.now() + timeoutMillis
         const outcomes: Array<PublishOutcome | undefined> = new Array(requests.length)
-        const groups = yield* partitionGroups(sender.layouts, requests, deadline, outcomes)
-        yield* Effect.forEach(groups.values(), (group) => sendPartition(group, deadline, outcomes), {
+        const groups = [...(yield* partitionGroups(sender.layouts, requests, deadline, outcomes)).values()]
+        // One send for every partition when they fit; else, or after it failed, one per partition.
+        if (
+          combine &&
+          groups.length > 1 &&
+          (yield* Combined.fits(groups, limits.limitFor)) &&
+          (yield* Combined.send(sender, groups, deadline, outcomes, onSent))
+        )
+          return outcomes as ReadonlyArray<PublishOutcome>
+        yield* Effect.forEach(groups, (group) => sendPartition(group, deadline, outcomes), {
           concurrency: "unbounded",
           discard: true
         })

@@ -74,35 +74,47 @@ export const rememberPartitions = (producer: AnyProducer, topic: string, count: 
   partitionCounts.set(producer, counts)
 }
 
-/** One `send` of one partition's records: the base offset, or the error. */
-export const sendRecords = (
-  sender: Sender,
-  topic: string,
-  partition: number,
-  batch: ReadonlyArray<Outgoing>,
-  deadline: number
-) => {
+/** Records of one partition, as one part of a send. */
+export interface Part {
+  readonly topic: string
+  readonly partition: number
+  readonly records: ReadonlyArray<Outgoing>
+}
+
+/**
+ * The producer's cached metadata must know the partition: the client folds an unknown partition
+ * onto an existing one (`partition % count`) instead of failing. Its answer is kept per producer
+ * and topic for a while (`knownPartitions`), not asked before every send.
+ */
+const ensurePartition = async (producer: AnyProducer, topic: string, partition: number): Promise<void> => {
+  if (partition < knownPartitions(producer, topic)) return
+  const known = await producer.metadata({ topics: [topic] })
+  let count = known.topics.get(topic)?.partitionsCount ?? 0
+  if (count <= partition) {
+    const fresh = await producer.metadata({ topics: [topic], forceUpdate: true })
+    count = fresh.topics.get(topic)?.partitionsCount ?? 0
+    if (count <= partition) {
+      throw new SendError(
+        new RetriablePublishError({ topic, reason: `the producer's metadata lacks partition ${partition}` })
+      )
+    }
+  }
+  rememberPartitions(producer, topic, count)
+}
+
+/**
+ * One `send` holding every part (the client sends one produce request per broker): each part's
+ * base offset in order, `undefined` for a part the answer does not name; or the error.
+ */
+export const sendParts = (sender: Sender, parts: ReadonlyArray<Part>, deadline: number) => {
   const { leases } = sender
+  const topic = parts[0]?.topic ?? ""
   const sendOnce = Effect.flatMap(leases.acquire, (lease) => {
     const sending = (async () => {
-      // The producer's cached metadata must know the partition: the client folds an unknown
-      // partition onto an existing one (`partition % count`) instead of failing. Its answer is
-      // kept per producer and topic for a while (`knownPartitions`), not asked before every send.
-      if (partition >= knownPartitions(lease.producer, topic)) {
-        const known = await lease.producer.metadata({ topics: [topic] })
-        let count = known.topics.get(topic)?.partitionsCount ?? 0
-        if (count <= partition) {
-          const fresh = await lease.producer.metadata({ topics: [topic], forceUpdate: true })
-          count = fresh.topics.get(topic)?.partitionsCount ?? 0
-          if (count <= partition) {
-            throw new SendError(
-              new RetriablePublishError({ topic, reason: `the producer's metadata lacks partition ${partition}` })
-            )
-          }
-        }
-        rememberPartitions(lease.producer, topic, count)
-      }
-      return lease.producer.send({ messages: batch.map((record) => message(topic, partition, record)) })
+      for (const part of parts) await ensurePartition(lease.producer, part.topic, part.partition)
+      return lease.producer.send({
+        messages: parts.flatMap((part) => part.records.map((record) => message(part.topic, part.partition, record)))
+      })
     })()
     // The producer goes back when the send settles, not when we stop waiting for it.
     void sending.then(lease.release, lease.release)
@@ -128,18 +140,31 @@ export const sendRecords = (
           )
         )
     }),
-    Effect.flatMap((result) => {
-      const found = result.offsets?.find((o) => o.topic === topic && o.partition === partition)
-      return found === undefined
+    Effect.map((result) =>
+      parts.map((part) => result.offsets?.find((o) => o.topic === part.topic && o.partition === part.partition)?.offset)
+    )
+  )
+}
+
+/** One `send` of one partition's records: the base offset, or the error. */
+export const sendRecords = (
+  sender: Sender,
+  topic: string,
+  partition: number,
+  batch: ReadonlyArray<Outgoing>,
+  deadline: number
+) =>
+  sendParts(sender, [{ topic, partition, records: batch }], deadline).pipe(
+    Effect.flatMap(([offset]) =>
+      offset === undefined
         ? Effect.fail(
             new SendError(new RetriablePublishError({ topic, reason: `no offset reported for partition ${partition}` }))
           )
-        : Effect.succeed(found.offset)
-    }),
+        : Effect.succeed(offset)
+    ),
     Effect.catch((error) => judge(sender, topic, error)),
     Effect.result
   )
-}
 
 /** A send's error, after resetting the producer when its state is uncertain. */
 const judge = (sender: Sender, topic: string, error: unknown) =>
