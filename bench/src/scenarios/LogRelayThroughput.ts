@@ -7,17 +7,18 @@
  * `wal_level = logical` PostgreSQL at LOGICAL_DATABASE_URL (`scripts/services pg-private up`); a
  * run without one skips the scenario with a note.
  */
-import type Kafkajs from "kafkajs"
-import * as Cpu from "../Cpu.ts"
-import * as Env from "../Env.ts"
-import * as PlatformaticRaw from "../experiments/platformaticRaw.ts"
-import * as LogStack from "../experiments/logStack.ts"
-import * as Raw from "../Raw.ts"
-import * as Report from "../Report.ts"
+
 import * as LogRelay from "@effect-outbox/core/LogRelay"
 import * as Outbox from "@effect-outbox/core/Outbox"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
+import type Kafkajs from "kafkajs"
+import * as Cpu from "../Cpu.ts"
+import * as Env from "../Env.ts"
+import * as LogStack from "../experiments/logStack.ts"
+import * as PlatformaticRaw from "../experiments/platformaticRaw.ts"
+import * as Raw from "../Raw.ts"
+import * as Report from "../Report.ts"
 
 export interface Options {
   readonly reps: number
@@ -93,7 +94,9 @@ export const run = async (options: Options): Promise<void> => {
   )
   const unreachable = await reachable()
   if (unreachable !== undefined) {
-    console.log(`  skipped: the log engine needs a wal_level = logical PostgreSQL at LOGICAL_DATABASE_URL (${unreachable})`)
+    console.log(
+      `  skipped: the log engine needs a wal_level = logical PostgreSQL at LOGICAL_DATABASE_URL (${unreachable})`
+    )
     Report.extra("logRelaySkipped", unreachable)
     return
   }

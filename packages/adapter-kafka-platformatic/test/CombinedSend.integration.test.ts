@@ -15,11 +15,12 @@ const watchingSends = <A, E, R>(effect: Effect.Effect<A, E, R>, fail: (partition
     Effect.sync(() => {
       const original = Producer.prototype.send
       const sends: Array<number> = []
-      Producer.prototype.send = function (this: Producer, options: any, ...rest: Array<any>) {
-        const partitions = new Set(options.messages.map((m: any) => m.partition)).size
+      Producer.prototype.send = function (this: Producer, ...args: Array<unknown>) {
+        const options = args[0] as { readonly messages: ReadonlyArray<{ readonly partition?: number }> }
+        const partitions = new Set(options.messages.map((m) => m.partition)).size
         sends.push(partitions)
         if (fail(partitions, sends.length)) return Promise.reject(new Error("injected: the combined send failed"))
-        return (original as any).call(this, options, ...rest)
+        return Reflect.apply(original, this, args)
       } as typeof original
       return { original, sends }
     }),

@@ -16,9 +16,9 @@ const countingMetadata = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
     Effect.sync(() => {
       const original = Producer.prototype.metadata
       const calls = { n: 0 }
-      Producer.prototype.metadata = function (this: Producer, ...args: Array<any>) {
+      Producer.prototype.metadata = function (this: Producer, ...args: Array<unknown>) {
         calls.n++
-        return (original as any).apply(this, args)
+        return Reflect.apply(original, this, args)
       } as typeof original
       return { original, calls }
     }),

@@ -1,7 +1,8 @@
 /**
- * One `send` of one partition's records on the shared idempotent producer: the base offset they
- * were appended at, or the error (a `SendError` when its verdict is already decided). Replaces the
- * producer when its state is uncertain (an interrupted or timed-out send, a reset-worthy error).
+ * One `send` on the shared idempotent producer, of one partition's records (`sendRecords`: the
+ * base offset they were appended at, or the error, a `SendError` when its verdict is already
+ * decided) or of several partitions' (`sendParts`, the combined send). Replaces the producer when
+ * its state is uncertain (an interrupted or timed-out send, a reset-worthy error).
  *
  * @internal
  */
