@@ -8,10 +8,13 @@
  * run without one skips the scenario with a note.
  */
 
+import { PgClient } from "@effect/sql-pg"
 import * as LogRelay from "@effect-outbox/core/LogRelay"
 import * as Outbox from "@effect-outbox/core/Outbox"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
+import * as Redacted from "effect/Redacted"
+import * as SqlClient from "effect/sql/SqlClient"
 import type Kafkajs from "kafkajs"
 import * as Cpu from "../Cpu.ts"
 import * as Env from "../Env.ts"
@@ -39,18 +42,15 @@ interface Sample {
 
 export const target = 0.7
 
-/** The log engine on the logical cluster, or why not. */
-const reachable = async (): Promise<string | undefined> => {
-  const stack = LogStack.make(2)
-  try {
-    await stack.runtime.runPromise(LogStack.ready)
-    return undefined
-  } catch (error) {
-    return String(error).split("\n")[0]
-  } finally {
-    await stack.close().catch(() => undefined)
-  }
-}
+/** Why the logical cluster cannot run the log engine, or `undefined` when it can (nothing is created). */
+const reachable = (): Promise<string | undefined> =>
+  Effect.runPromise(
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const [row] = yield* sql<{ level: string }>`SELECT current_setting('wal_level') AS level`
+      return row?.level === "logical" ? undefined : `wal_level is ${row?.level} at LOGICAL_DATABASE_URL`
+    }).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(LogStack.logicalUrl), maxConnections: 1 })))
+  ).catch((error: unknown) => String(error).split("\n")[0])
 
 const fill = (stack: LogStack.Stack, topic: string, n: number, perTx: number) =>
   stack.runtime.runPromise(
