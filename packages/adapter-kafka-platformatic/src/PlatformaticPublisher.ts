@@ -1,7 +1,10 @@
 /**
  * `Publisher` on @platformatic/kafka: the Kafka layer's publisher (explicit partitions, record
- * batches under each topic's `max.message.bytes`, one `send` per batch, a receipt per record)
- * over the client's idempotent producer — the same contract as the kafkajs driver's.
+ * batches under each topic's `max.message.bytes`, a receipt per record) over the client's
+ * idempotent producer — the same contract as the kafkajs driver's. A call's partitions go in one
+ * `send` when each one's records fit one record batch (`combinePartitions`); otherwise, and after a
+ * failed combined send, one `send` per partition batch, so every broker error is attributed to the
+ * records it concerns.
  *
  * Keyed records without an explicit partition get the Java client's partition
  * (`murmur2(key) & 0x7fffffff`), as kafkajs computes it: the client's own default partitioner
@@ -16,6 +19,7 @@ import { type CompressionAlgorithmValue, ProduceAcks, Producer, stringSerializer
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Driver from "./internal/driver.ts"
+import * as Send from "./internal/send.ts"
 import { PlatformaticClient } from "./PlatformaticClient.ts"
 
 /**
@@ -34,6 +38,13 @@ export interface PlatformaticPublisherOptions {
   /** How long partition counts are cached before a publish re-reads them (default 5000). */
   readonly metadataMaxAgeMillis?: number | undefined
   readonly compression?: CompressionAlgorithmValue | undefined
+  /**
+   * Send a call's partitions in one `send` when each partition's records fit one record batch
+   * (default `true`): one produce request per broker instead of one per partition. A failed
+   * combined send replaces the producer and sends the call again per partition, so partitions that
+   * had landed are written twice (never lost); `false` keeps one send per partition batch.
+   */
+  readonly combinePartitions?: boolean | undefined
 }
 
 export {
@@ -68,32 +79,6 @@ export {
   recordHeaders
 } from "@effect-outbox/kafka/Publisher"
 
-type AnyProducer = Producer<Buffer | undefined, Buffer, string, string>
-
-const toBuffer = (bytes: Uint8Array): Buffer => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
-
-/** One `send` of one partition's records: its base offset, `undefined` when none was reported. */
-const produce = async (producer: AnyProducer, [part]: ReadonlyArray<Publisher.Part>) => {
-  const { partition, records, topic } = part!
-  // The producer's cached metadata must know the partition: the client folds an unknown
-  // partition onto an existing one (`partition % count`) instead of failing.
-  const known = await producer.metadata({ topics: [topic] })
-  if ((known.topics.get(topic)?.partitionsCount ?? 0) <= partition) {
-    const fresh = await producer.metadata({ topics: [topic], forceUpdate: true })
-    if ((fresh.topics.get(topic)?.partitionsCount ?? 0) <= partition) return [undefined]
-  }
-  const result = await producer.send({
-    messages: records.map((record) => ({
-      topic,
-      partition,
-      key: record.key === null ? undefined : Buffer.from(record.key),
-      value: toBuffer(record.payload),
-      headers: { ...record.headers }
-    }))
-  })
-  return [result.offsets?.find((o) => o.topic === topic && o.partition === partition)?.offset]
-}
-
 /**
  * @since 0.1.0
  * @category constructors
@@ -104,7 +89,7 @@ export const make = (options: PlatformaticPublisherOptions = {}) =>
     return yield* Publisher.make(
       Driver.make(client),
       {
-        create: (): AnyProducer =>
+        create: (): Send.AnyProducer =>
           new Producer<Buffer | undefined, Buffer, string, string>({
             ...client.baseOptions,
             idempotent: true,
@@ -119,9 +104,9 @@ export const make = (options: PlatformaticPublisherOptions = {}) =>
         connect: () => Promise.resolve(),
         // Forced: a producer stuck on an unreachable broker never finishes a graceful close.
         disconnect: (producer) => producer.close(true),
-        produce,
+        produce: Send.produce,
         uncompressed: options.compression === undefined || options.compression === "none",
-        combinePartitions: false
+        combinePartitions: options.combinePartitions ?? true
       },
       options
     )

@@ -156,6 +156,17 @@ describe("effect-outbox log quarantine", () => {
       const missing = yield* cliOn(logicalUrl, schema, "log", "slot", "--slot", `${slot}_none`)
       assert.isFalse(missing.ok)
       assert.include(missing.err, "is missing")
+      // --create is the setup step: the slot exists after it, and the relay's progress marks the gap.
+      const created = yield* cliOn(logicalUrl, schema, "log", "slot", "--slot", `${slot}_none`, "--create")
+      yield* Effect.addFinalizer(() => PgLogSource.dropSlot({ slot: `${slot}_none`, schema }).pipe(Effect.ignore))
+      assert.isTrue(created.ok, created.err)
+      assert.include(created.out, `slot ${slot}_none: wal_status reserved`)
+      const sql = yield* SqlClient.SqlClient
+      const rows = yield* sql.unsafe<{ n: number }>(
+        `SELECT count(*)::int AS n FROM pg_replication_slots WHERE slot_name = $1`,
+        [`${slot}_none`]
+      )
+      assert.strictEqual(rows[0]!.n, 1)
     }).pipe(Effect.scoped, Effect.provide(PgClient.layer({ url: Redacted.make(logicalUrl), maxConnections: 2 })))
   )
 })

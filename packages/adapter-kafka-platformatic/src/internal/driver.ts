@@ -26,7 +26,11 @@ export const make = ({ admin, brokers, offsets }: PlatformaticClient["Service"])
     const found = (await admin.metadata({ topics: [topic], forceUpdate: true })).topics.get(topic)
     return found === undefined
       ? undefined
-      : { partitions: found.partitionsCount, leaders: Array.from({ length: found.partitionsCount }, () => -1) }
+      : {
+          partitions: found.partitionsCount,
+          // Each partition's leader, so one call's partitions on one broker can go in one send.
+          leaders: Array.from({ length: found.partitionsCount }, (_, i) => found.partitions[i]?.leader ?? -1)
+        }
   },
   createTopic: (request) =>
     admin.createTopics({

@@ -116,7 +116,7 @@ export const slotMissing = (slot: string, operation = "log.acquire"): LogSourceE
 // every read of the slot, for good. On a server without wal_level = logical the first statement
 // fails and creates nothing. The publication is of the event table alone, inserts only, through
 // its root (so new partitions need no ALTER).
-const ensureSql = (slot: string, t: Tables) => [
+const publicationSql = (slot: string, t: Tables) =>
   `DO $$ BEGIN
      IF current_setting('wal_level') <> 'logical' THEN
        RAISE EXCEPTION 'logical decoding requires wal_level >= logical' USING ERRCODE = '55000';
@@ -125,10 +125,19 @@ const ensureSql = (slot: string, t: Tables) => [
        CREATE PUBLICATION ${slot} FOR TABLE ${t.logEvent}
          WITH (publish = 'insert', publish_via_partition_root = true);
      END IF;
-   END $$`,
-  `SELECT (pg_create_logical_replication_slot('${slot}', 'pgoutput')).lsn::text AS lsn
+   END $$`
+
+/** The first server version whose logical slots can be copied to standbys (`failover`). */
+export const FAILOVER_SLOTS_VERSION = 170_000
+
+/**
+ * Creates the slot unless it exists. From PostgreSQL 17 the slot is a fail-over slot: a standby
+ * with `sync_replication_slots` keeps a copy, so a promoted standby has it. Older servers have no
+ * such argument, and their standbys have no slot (docs/log-relay-operations.md, "Fail-over").
+ */
+export const createSlotSql = (slot: string, serverVersion: number): string =>
+  `SELECT (pg_create_logical_replication_slot('${slot}', 'pgoutput'${serverVersion >= FAILOVER_SLOTS_VERSION ? ", false, false, true" : ""})).lsn::text AS lsn
      WHERE NOT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = '${slot}')`
-]
 
 /** A publication of that name must publish exactly the event table's inserts. */
 const checkPublication = (exec: Exec, slot: string, t: Tables) =>
@@ -160,16 +169,18 @@ const checkPublication = (exec: Exec, slot: string, t: Tables) =>
  * Creates the publication and the slot when missing; the new slot's start when this call created
  * it. Two processes may run it at once: "already exists" (42710) means the other won.
  */
-export const ensure = (exec: Exec, slot: string, t: Tables): Effect.Effect<string | undefined, LogSourceError> =>
-  Effect.forEach(ensureSql(slot, t), (text) =>
+export const ensure = (exec: Exec, slot: string, t: Tables): Effect.Effect<string | undefined, LogSourceError> => {
+  const tolerant = (text: string) =>
     exec(text, []).pipe(
       Effect.catchIf(
         (error) => sqlState(error) === "42710",
         () => Effect.succeed([])
       )
     )
-  ).pipe(
-    Effect.map((results): string | undefined => results[results.length - 1]?.[0]?.lsn),
+  return tolerant(publicationSql(slot, t)).pipe(
+    Effect.andThen(exec(`SELECT current_setting('server_version_num')::int4 AS version`, [])),
+    Effect.flatMap((rows) => tolerant(createSlotSql(slot, Number(rows[0]?.version ?? 0)))),
+    Effect.map((rows): string | undefined => rows[0]?.lsn),
     Effect.mapError((error) =>
       // The publication names the event table: without the migrations there is none to name.
       sqlState(error) === "3F000" || sqlState(error) === "42P01"
@@ -182,6 +193,7 @@ export const ensure = (exec: Exec, slot: string, t: Tables): Effect.Effect<strin
     ),
     Effect.tap(checkPublication(exec, slot, t))
   )
+}
 
 /** Whether the slot exists. */
 export const slotExists = (exec: Exec, slot: string): Effect.Effect<boolean, LogSourceError> =>

@@ -1,6 +1,7 @@
 /**
- * The log engine's commands: `log quarantine list|retry|skip` — events the log relay moved aside
- * because the broker refused them for good or the log flagged them invalid.
+ * The log engine's commands: `log slot [--create]` — the slot's state, and the setup step that
+ * creates it (after a fail-over); `log quarantine list|retry|skip` — events the log relay moved
+ * aside because the broker refused them for good or the log flagged them invalid.
  *
  * @since 0.1.0
  */
@@ -177,12 +178,24 @@ const renderSlot = (r: SlotReport): string =>
     `quarantine: ${r.quarantined} quarantined, ${r.held} held`
   ].join("\n")
 
-const slotCommand = Command.make("slot", { slot }, (input) =>
+const create = Flag.Boolean("create").pipe(
+  Flag.withDescription(
+    "create the slot (and its publication) first when missing, e.g. on a new primary after a fail-over: the relay then reads the gap back from the event table"
+  ),
+  Flag.withDefault(false)
+)
+
+const slotCommand = Command.make("slot", { slot, create }, (input) =>
   Effect.gen(function* () {
     const base = yield* options(input)
-    yield* withDatabase(slotReport(base), renderSlot)
+    const report = slotReport(base)
+    yield* withDatabase(input.create ? Effect.andThen(PgLogSource.ensureSlot(base), report) : report, renderSlot)
   })
-).pipe(Command.withDescription("the log relay's slot: WAL status, lag and retained WAL, saved progress, quarantine"))
+).pipe(
+  Command.withDescription(
+    "the log relay's slot: WAL status, lag and retained WAL, saved progress, quarantine (--create: create it when missing)"
+  )
+)
 
 /**
  * @since 0.1.0

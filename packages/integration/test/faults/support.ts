@@ -597,6 +597,8 @@ export const logStackLayer = (options: {
   readonly brokers?: ReadonlyArray<string>
   readonly applicationName?: string
   readonly kafka?: "kafkajs" | "platformatic"
+  /** Run the setup step (migrations, publication, slot) when the stack is built. Default true. */
+  readonly setup?: boolean
 }) => {
   const client = PgClient.layer({
     url: Redacted.make(options.url ?? logicalDatabaseUrl),
@@ -610,7 +612,8 @@ export const logStackLayer = (options: {
     replicationUrl: options.replicationUrl,
     // The streaming buffer, when a test sizes it (the library's default otherwise).
     maxBufferedBytes:
-      process.env.FAULTS_LOG_MAX_BUFFERED === undefined ? undefined : Number(process.env.FAULTS_LOG_MAX_BUFFERED)
+      process.env.FAULTS_LOG_MAX_BUFFERED === undefined ? undefined : Number(process.env.FAULTS_LOG_MAX_BUFFERED),
+    setup: options.setup
   }).pipe(Layer.provideMerge(client))
   const broker: Layer.Layer<Publisher | BrokerProbe | BrokerAdmin | ConsumerSource | TopicReader> =
     options.kafka === "platformatic"

@@ -1,0 +1,166 @@
+/**
+ * Scenario 6: the log relay (PgLogOutbox + LogRelay, the streaming transport, the library's
+ * defaults but `batchSize`) drains a backlog of 1 KB events written `perTx` per transaction into
+ * the event table, on both Kafka adapters, each ÷ the raw client it publishes through: kafkajs
+ * `sendBatch` and @platformatic/kafka `send`, both of 100 records (acks=-1, idempotent), the same
+ * records. The four sides run in every repetition, the one that goes first rotating. Needs a
+ * `wal_level = logical` PostgreSQL at LOGICAL_DATABASE_URL (`scripts/services pg-private up`); a
+ * run without one skips the scenario with a note.
+ */
+
+import { PgClient } from "@effect/sql-pg"
+import * as LogRelay from "@effect-outbox/core/LogRelay"
+import * as Outbox from "@effect-outbox/core/Outbox"
+import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
+import * as Redacted from "effect/Redacted"
+import * as SqlClient from "effect/sql/SqlClient"
+import type Kafkajs from "kafkajs"
+import * as Cpu from "../Cpu.ts"
+import * as Env from "../Env.ts"
+import * as LogStack from "../experiments/logStack.ts"
+import * as PlatformaticRaw from "../experiments/platformaticRaw.ts"
+import * as Raw from "../Raw.ts"
+import * as Report from "../Report.ts"
+
+export interface Options {
+  readonly reps: number
+  readonly backlog: number
+  /** The relay's `batchSize` (its window grows to 8× that while a backlog lasts). */
+  readonly batchSize: number
+  /** Events per writing transaction. */
+  readonly perTx: number
+  readonly clients?: ReadonlyArray<Client> | undefined
+}
+
+export type Client = "kafkajs" | "platformatic"
+
+interface Sample {
+  readonly rate: number
+  readonly cpu: Cpu.CpuUse
+}
+
+export const target = 0.7
+
+/** Why the logical cluster cannot run the log engine, or `undefined` when it can (nothing is created). */
+const reachable = (): Promise<string | undefined> =>
+  Effect.runPromise(
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const [row] = yield* sql<{ level: string }>`SELECT current_setting('wal_level') AS level`
+      return row?.level === "logical" ? undefined : `wal_level is ${row?.level} at LOGICAL_DATABASE_URL`
+    }).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(LogStack.logicalUrl), maxConnections: 1 })))
+  ).catch((error: unknown) => String(error).split("\n")[0])
+
+const fill = (stack: LogStack.Stack, topic: string, n: number, perTx: number) =>
+  stack.runtime.runPromise(
+    Effect.gen(function* () {
+      for (let i = 0; i < n; i += perTx) {
+        yield* Outbox.enqueueAutocommit(
+          Array.from({ length: Math.min(perTx, n - i) }, (_, j) => ({
+            topic,
+            key: Env.keyOf(i + j),
+            payload: Env.payload(i + j)
+          }))
+        )
+      }
+    })
+  )
+
+/** One relay drain of a fresh backlog on a fresh slot: events per second from start to the last record on the topic. */
+const relayRun = async (admin: Kafkajs.Admin, client: Client, n: number, options: Options, topic: string) => {
+  const stack = LogStack.make(4, "stream", undefined, client)
+  try {
+    await stack.runtime.runPromise(LogStack.ready)
+    await fill(stack, topic, n, options.perTx)
+    await Env.sleep(300) // the last commit flushed and readable before the clock starts
+    const before = Cpu.snapshot()
+    const started = performance.now()
+    const relay = stack.runtime.runFork(LogRelay.run({ batchSize: options.batchSize }))
+    while ((await Env.topicRecords(admin, topic)) < n) await Env.sleep(20)
+    const elapsed = performance.now() - started
+    const cpu = Cpu.between(before, Cpu.snapshot())
+    await stack.runtime.runPromise(Fiber.interrupt(relay))
+    return { rate: (n / elapsed) * 1000, cpu }
+  } finally {
+    await stack.close()
+  }
+}
+
+export const run = async (options: Options): Promise<void> => {
+  const clients = options.clients ?? ["kafkajs", "platformatic"]
+  console.log(
+    `\n## 6. log relay throughput (backlog ${options.backlog}, ${options.perTx} per transaction, batch ${options.batchSize}, ${options.reps} reps)`
+  )
+  const unreachable = await reachable()
+  if (unreachable !== undefined) {
+    console.log(
+      `  skipped: the log engine needs a wal_level = logical PostgreSQL at LOGICAL_DATABASE_URL (${unreachable})`
+    )
+    Report.extra("logRelaySkipped", unreachable)
+    return
+  }
+  const k = Env.kafka()
+  const admin = k.admin()
+  await admin.connect()
+  const kafkajs = Env.rawProducer(k)
+  await kafkajs.connect()
+  const platformatic = PlatformaticRaw.producer()
+  const topics: Array<string> = []
+  const topic = async () => {
+    const name = Env.uniqueName("bench-s6")
+    await Env.createTopic(admin, name)
+    topics.push(name)
+    return name
+  }
+  const raw = async (client: Client, n: number): Promise<Sample> => {
+    const t = await topic()
+    const before = Cpu.snapshot()
+    const ms =
+      client === "kafkajs"
+        ? await Raw.sendBatchLoop(kafkajs, t, n, 100)
+        : await PlatformaticRaw.sendLoop(platformatic, t, n, 100)
+    return { rate: (n / ms) * 1000, cpu: Cpu.between(before, Cpu.snapshot()) }
+  }
+  const sides = clients.flatMap((c) => [`raw ${c}`, `relay ${c}`])
+  const samples = new Map<string, Array<Sample>>(sides.map((s) => [s, []]))
+  const once = async (side: string, n: number): Promise<Sample> => {
+    const [kind, client] = side.split(" ") as ["raw" | "relay", Client]
+    return kind === "raw" ? raw(client, n) : relayRun(admin, client, n, options, await topic())
+  }
+  try {
+    // Warm-up: connect every client and JIT the paths once.
+    for (const side of sides) await once(side, 500)
+    for (let rep = 0; rep < options.reps; rep++) {
+      console.log(`  rep ${rep + 1}/${options.reps}`)
+      const order = sides.map((_, i) => sides[(i + rep) % sides.length]!)
+      for (const side of order) {
+        const sample = await once(side, options.backlog)
+        samples.get(side)!.push(sample)
+        console.log(`    ${side}: ${Math.round(sample.rate)}/s`)
+      }
+    }
+  } finally {
+    await Env.deleteTopics(admin, topics)
+    await kafkajs.disconnect()
+    await platformatic.close()
+    await admin.disconnect()
+  }
+  const rates = (side: string) => samples.get(side)!.map((s) => s.rate)
+  const cpu = (side: string) => Report.avgCpu(samples.get(side)!.map((s) => s.cpu))
+  for (const client of clients) {
+    const row = Report.pair(
+      {
+        scenario: "6 log relay throughput",
+        variant: `${client === "kafkajs" ? "kafkajs" : "@platformatic/kafka"}, batch ${options.batchSize}, ${options.perTx} per transaction`,
+        unit: "msg/s",
+        baselineName: client === "kafkajs" ? "raw kafkajs sendBatch 100" : "raw @platformatic/kafka send 100",
+        target: `≥ ${target}×`,
+        cpu: { library: cpu(`relay ${client}`), baseline: cpu(`raw ${client}`) }
+      },
+      rates(`relay ${client}`),
+      rates(`raw ${client}`)
+    )
+    Report.add({ ...row, met: row.ratio!.median >= target })
+  }
+}
