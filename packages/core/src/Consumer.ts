@@ -28,7 +28,8 @@
  * The pieces, in `internal/consumer/`: `options.ts` (what the record runner makes of the
  * options, the handler's work), `record.ts` (one record: lifecycle, decoding, the inbox, retries, dead letter),
  * `partition.ts` (offsets, parking), `batch.ts` (a fetched batch, both transaction modes),
- * `workers.ts` (one worker per partition, pausing, graceful shutdown), `release.ts` (parked keys);
+ * `workers.ts` (one worker per partition, pausing, graceful shutdown), `release.ts` (parked keys),
+ * `keyDispatch.ts` (key-ordered concurrency inside a partition);
  * this module holds the public types, the options and their default schedules, and wires them to
  * the source.
  * Every status change goes through `Transition`.
@@ -49,6 +50,7 @@ import { type ConsumerSourceError, HandlerDefectError, PayloadDecodeError } from
 import type * as Inbox from "./Inbox.ts"
 import type * as Batch from "./internal/consumer/batch.ts"
 import * as Classify from "./internal/consumer/classify.ts"
+import * as KeyDispatch from "./internal/consumer/keyDispatch.ts"
 import * as ConsumerOptions from "./internal/consumer/options.ts"
 import type { PartitionState } from "./internal/consumer/partition.ts"
 import * as Release from "./internal/consumer/release.ts"
@@ -233,8 +235,12 @@ export interface Options<S extends Schema.Top, E, R> {
    * records on new partitions (those written before the group noticed the partition).
    */
   readonly fromBeginning?: boolean
-  /** Partitions processed at the same time (default 8). Order within a partition is kept. */
-  readonly concurrency?: number
+  /**
+   * A number: partitions processed at the same time (default 8), each one record at a time in
+   * offset order. `{ by: "key", perPartition }`: key-ordered concurrency inside each partition
+   * (see {@link KeyConcurrency}).
+   */
+  readonly concurrency?: number | KeyConcurrency
   /** The record's own tries before it is dead-lettered, the first included (default 5); infrastructure failures never count. */
   readonly maxAttempts?: number
   /** Delays between tries (default exponential from 100 ms, jittered, capped at 10 s). */
@@ -281,6 +287,25 @@ export interface Options<S extends Schema.Top, E, R> {
   readonly bufferedBatches?: number
   /** How long shutdown waits for records in flight before interrupting them (default 30 s). */
   readonly shutdownTimeout?: Duration.Input
+}
+
+/**
+ * Key-ordered concurrency inside a partition: up to `perPartition` handlers run at once on a
+ * partition, at most one per key, each key's records in offset order (records without a key
+ * share one lane); a slow or retrying key holds back only its own successors. Order across keys
+ * is not kept. At most `maxHeld` records of a partition wait in memory (default
+ * `max(16 × perPartition, 256)`); then the partition stops fetching until records finish. The
+ * committed offset stays the lowest unfinished one, so a crash redelivers what finished above it
+ * and the inbox keeps those effects once. Partitions are not limited by a count here: a member
+ * runs up to `perPartition` handlers on each partition it owns.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface KeyConcurrency {
+  readonly by: "key"
+  readonly perPartition: number
+  readonly maxHeld?: number
 }
 
 /**
@@ -336,7 +361,9 @@ export const make = <S extends Schema.Top, E, R>(
     })
     const scope = yield* Effect.scope
     const failed = yield* Deferred.make<never, ConsumerError>()
-    const permits = yield* Semaphore.make(Math.max(1, options.concurrency ?? 8))
+    const keyed =
+      typeof options.concurrency === "object" ? KeyDispatch.make(KeyDispatch.resolve(options.concurrency)) : undefined
+    const permits = yield* Semaphore.make(Math.max(1, typeof options.concurrency === "number" ? options.concurrency : 8))
     const partitions = new Map<string, PartitionState>()
     let stopping = false
     const parkedStore = Option.getOrUndefined(yield* Effect.serviceOption(ParkedStore))
@@ -355,8 +382,10 @@ export const make = <S extends Schema.Top, E, R>(
       failed,
       permits,
       scope: yield* Scope.fork(scope),
-      bufferedBatches: Math.max(1, options.bufferedBatches ?? 2)
+      bufferedBatches: Math.max(1, options.bufferedBatches ?? 2),
+      keyed
     }
+    if (keyed !== undefined) yield* Effect.forkIn(KeyDispatch.sampleEverySecond(keyed, options.groupId), scope)
     const dispatcher = yield* Workers.dispatch(workers).pipe(Effect.forkIn(scope))
     // Graceful shutdown, registered after `subscribe` so it runs before the group is left.
     yield* Effect.addFinalizer(() =>

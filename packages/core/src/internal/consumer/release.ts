@@ -11,6 +11,7 @@ import type { ParkedStore } from "../../ParkedStore.ts"
 import * as Telemetry from "../../Telemetry.ts"
 import type { TopicReader } from "../../TopicReader.ts"
 import * as Batch from "./batch.ts"
+import { exclusive } from "./keyDispatch.ts"
 import type { PartitionState } from "./partition.ts"
 import * as Partition from "./partition.ts"
 import * as RecordRunner from "./record.ts"
@@ -54,7 +55,7 @@ export const release =
         }
         yield* Partition.commit(workers.batch.subscription, state)
         return processed
-      }).pipe(state.lock.withPermits(1))
+      }).pipe(exclusive(workers, state, target.key))
     })
 
 /** Durable parking: the group's parked keys as the store has them. */
@@ -122,7 +123,7 @@ export const releaseDurably =
         }
         yield* Batch.refreshParked(workers.batch, state)
         return processed
-      }).pipe(state.lock.withPermits(1))
+      }).pipe(exclusive(workers, state, target.key))
     })
 
 const owns = (workers: Workers, state: PartitionState): boolean =>
