@@ -211,3 +211,171 @@ for (const transaction of ["per-record", "per-batch"] as const) {
     )
   })
 }
+
+const permanent = (n: number) => Effect.fail(new HandlerFailed({ n, retriable: false }))
+
+describe("Consumer key concurrency: window, parking, revocation, shutdown", () => {
+  it.effect("holds at most maxHeld records of a partition; the gauges show the window", () =>
+    Effect.gen(function* () {
+      const gate = yield* Deferred.make<void>()
+      const watch = makeWatch()
+      for (let n = 0; n < 6; n++) yield* send(n, "a")
+      for (let n = 6; n < 10; n++) yield* send(n, `b${n}`)
+      yield* Consumer.make({
+        ...options(2, { maxHeld: 4 }),
+        handler: (m) => watch.around(m, m.payload.n === 0 ? Deferred.await(gate) : Effect.void)
+      })
+      yield* eventually(
+        "record 0 started",
+        Effect.sync(() => watch.started.get("a")?.length === 1)
+      )
+      yield* settle
+      yield* TestClock.adjust("5 seconds")
+      yield* settle
+      // a0 runs, a1..a3 wait behind it: the window is full, so no record of the b keys was taken in.
+      assert.deepStrictEqual(watch.finished, [])
+      assert.deepStrictEqual([...watch.started.keys()], ["a"])
+      const attributes = { group: "billing", topic: "orders", partition: "0" }
+      const held = yield* Metric.value(Metric.withAttributes(Telemetry.consumerHeldRecords, attributes))
+      const age = yield* Metric.value(Metric.withAttributes(Telemetry.consumerOldestUnfinishedAge, attributes))
+      assert.strictEqual(held.value, 4)
+      assert.isAtLeast(Number(age.value), 5_000)
+      yield* Deferred.succeed(gate, undefined)
+      yield* eventually(
+        "the partition is committed to its end",
+        Effect.map(committedOffset(), (o) => o === "10")
+      )
+      yield* TestClock.adjust("1 second")
+      const after = yield* Metric.value(Metric.withAttributes(Telemetry.consumerHeldRecords, attributes))
+      assert.strictEqual(after.value, 0)
+      assert.deepStrictEqual(watch.started.get("a"), [0, 1, 2, 3, 4, 5])
+    }).pipe(Effect.scoped, Effect.provide(layer()))
+  )
+
+  it.effect("a dead-lettered record parks its key's successors while other keys flow; release runs them in order", () =>
+    Effect.gen(function* () {
+      const watch = makeWatch()
+      let broken = true
+      yield* send(0, "a")
+      yield* send(1, "a")
+      yield* send(2, "b")
+      yield* send(3, "a")
+      yield* send(4, "b")
+      const consumer = yield* Consumer.make({
+        ...options(4),
+        parking: true,
+        maxAttempts: 1,
+        handler: (m) => watch.around(m, broken && m.payload.n === 0 ? permanent(0) : Effect.void)
+      })
+      yield* eventually(
+        "key b finished",
+        Effect.sync(() => watch.finished.length === 2)
+      )
+      yield* settle
+      assert.deepStrictEqual(watch.started.get("b"), [2, 4])
+      assert.deepStrictEqual(watch.started.get("a"), [0])
+      assert.deepStrictEqual(yield* consumer.parked, [{ topic: "orders", partition: 0, key: "a", offsets: ["1", "3"] }])
+      // Parked in memory, record 1 is unfinished: the commit stops below it.
+      assert.strictEqual(yield* committedOffset(), "1")
+      assert.strictEqual((yield* InMemoryBroker.InMemoryBroker.pipe(Effect.flatMap((b) => b.records("orders.DLT")))).length, 1)
+      broken = false
+      assert.strictEqual(yield* consumer.release({ topic: "orders", partition: 0, key: "a" }), 2)
+      assert.deepStrictEqual(watch.started.get("a"), [0, 1, 3])
+      yield* send(5, "a")
+      yield* eventually(
+        "the partition is committed to its end",
+        Effect.map(committedOffset(), (o) => o === "6")
+      )
+      assert.deepStrictEqual(watch.started.get("a"), [0, 1, 3, 5])
+      assert.strictEqual(watch.maxPerKey, 1)
+    }).pipe(Effect.scoped, Effect.provide(layer()))
+  )
+
+  it.effect("durable parking: a parked key does not hold the commit nor other keys; release runs head first", () =>
+    Effect.gen(function* () {
+      const watch = makeWatch()
+      let broken = true
+      yield* send(0, "a")
+      yield* send(1, "a")
+      for (let n = 2; n < 8; n++) yield* send(n, `b${n}`)
+      const consumer = yield* Consumer.make({
+        ...options(3),
+        parking: true,
+        maxAttempts: 1,
+        handler: (m) => watch.around(m, broken && m.payload.n === 0 ? permanent(0) : Effect.void)
+      })
+      yield* eventually(
+        "everything but the parked key is committed",
+        Effect.map(committedOffset(), (o) => o === "8")
+      )
+      assert.deepStrictEqual(yield* consumer.parked, [{ topic: "orders", partition: 0, key: "a", offsets: ["0", "1"] }])
+      broken = false
+      assert.strictEqual(yield* consumer.release({ topic: "orders", partition: 0, key: "a" }), 2)
+      assert.deepStrictEqual(watch.started.get("a"), [0, 0, 1])
+      assert.deepStrictEqual(yield* consumer.parked, [])
+    }).pipe(Effect.scoped, Effect.provide(Layer.merge(layer(), InMemoryParkedStore.layer())))
+  )
+
+  it.effect("revocation: records not started are dropped, the running ones finish; the new owner runs the rest once", () =>
+    Effect.gen(function* () {
+      const broker = yield* InMemoryBroker.InMemoryBroker
+      const gateA = yield* Deferred.make<void>()
+      const startsA: Array<number> = []
+      const startsB: Array<number> = []
+      for (let n = 0; n < 20; n++) yield* send(n, `k${n % 4}`)
+      const revokedBefore = (yield* Metric.value(Telemetry.consumerRevokedRecordsTotal)).count
+      yield* Consumer.make({
+        ...options(4),
+        handler: (m) => Effect.andThen(Effect.sync(() => startsA.push(m.payload.n)), Deferred.await(gateA))
+      })
+      yield* eventually(
+        "A runs one record of each key",
+        Effect.sync(() => startsA.length === 4)
+      )
+      yield* Consumer.make({
+        ...options(4),
+        handler: (m) => Effect.sync(() => startsB.push(m.payload.n))
+      })
+      yield* broker.rebalance("billing")
+      yield* settle
+      yield* Deferred.succeed(gateA, undefined)
+      yield* eventually(
+        "B committed the partition's end",
+        Effect.map(committedOffset(), (o) => o === "20")
+      )
+      assert.deepStrictEqual(
+        [...startsA].sort((x, y) => x - y),
+        [0, 1, 2, 3]
+      )
+      assert.isAtLeast((yield* Metric.value(Telemetry.consumerRevokedRecordsTotal)).count - revokedBefore, 16)
+      // Every record ran on B once, except that A's four may run there too (the documented bound).
+      for (let n = 4; n < 20; n++) assert.strictEqual(startsB.filter((x) => x === n).length, 1, `record ${n}`)
+      for (let n = 0; n < 4; n++) assert.isAtMost(startsB.filter((x) => x === n).length, 1)
+    }).pipe(Effect.scoped, Effect.provide(layer({ maxBatchSize: 5 })))
+  )
+
+  it.effect("shutdown lets the running records finish, commits them, and leaves the rest", () =>
+    Effect.gen(function* () {
+      const watch = makeWatch()
+      for (let n = 0; n < 12; n++) yield* send(n, `k${n % 3}`)
+      const scope = yield* Scope.make()
+      yield* Consumer.make({
+        ...options(3),
+        handler: (m) => watch.around(m, Effect.sleep("1 second"))
+      }).pipe(Scope.provide(scope))
+      yield* eventually(
+        "three records run",
+        Effect.sync(() => watch.maxRunning === 3)
+      )
+      const closing = yield* Effect.forkChild(Scope.close(scope, Exit.void))
+      yield* eventually(
+        "the consumer stopped",
+        Effect.map(Fiber.await(closing).pipe(Effect.timeoutOption(0)), (o) => o._tag === "Some")
+      )
+      const committed = Number(yield* committedOffset())
+      // The three running records finished; nothing after them was started.
+      assert.strictEqual(watch.finished.length, 3)
+      assert.strictEqual(committed, 3)
+    }).pipe(Effect.scoped, Effect.provide(layer()))
+  )
+})
