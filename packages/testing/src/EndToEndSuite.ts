@@ -45,6 +45,11 @@ export type KafkaPorts = Publisher | BrokerProbe | BrokerAdmin | ConsumerSource 
  * @category models
  */
 export interface Options<R = never> {
+  /**
+   * Both members run with key-ordered concurrency, this many handlers per partition
+   * (`concurrency: { by: "key", perPartition }`); default off (one record at a time).
+   */
+  readonly keyConcurrency?: number
   /** Names the `describe` block: which client runs the pipeline. */
   readonly name: string
   /** Prefix of the topic and group names, unique per adapter. */
@@ -170,7 +175,7 @@ export const suite = <R = never>(options: Options<R>): void => {
 
   describe(options.name, () => {
     it.live(
-      `${EVENTS} events over ${KEYS} keys: no loss, no phantom, per-key order, effects exactly once`,
+      `${EVENTS} events over ${KEYS} keys${options.keyConcurrency === undefined ? "" : `, key concurrency ${options.keyConcurrency} per partition`}: no loss, no phantom, per-key order, effects exactly once`,
       () =>
         Effect.gen(function* () {
           const sql = yield* SqlClient.SqlClient
@@ -192,6 +197,9 @@ export const suite = <R = never>(options: Options<R>): void => {
               schema: Event,
               fromBeginning: true,
               transaction,
+              ...(options.keyConcurrency === undefined
+                ? {}
+                : { concurrency: { by: "key" as const, perPartition: options.keyConcurrency } }),
               handler: (m) =>
                 sql`INSERT INTO ${sql.literal(effects)} (event_id, key, seq) VALUES (${m.eventId}::uuid, ${m.payload.key}, ${m.payload.seq})`.pipe(
                   Effect.asVoid
