@@ -2,7 +2,7 @@
  * `pnpm bench` — every scenario against its baseline in the same run, interleaved and repeated.
  *
  *   node bench/src/main.ts [--quick] [--reps N] [--latency-reps N] [--backlog N] [--seconds N]
- *                          [--messages N] [--churn-seconds N] [--only 1,2,3,4,5]
+ *                          [--messages N] [--churn-seconds N] [--only 1,2,3,4,5,6]
  *                          [--kafka kafkajs|platformatic]
  *
  * Writes bench/results.json and bench/results.md (the committed record of the last full run) and
@@ -19,6 +19,7 @@ import * as Cpu from "./Cpu.ts"
 import * as Report from "./Report.ts"
 import * as Churn from "./scenarios/Churn.ts"
 import * as Consumer from "./scenarios/Consumer.ts"
+import * as KeyConcurrency from "./scenarios/KeyConcurrency.ts"
 import * as Latency from "./scenarios/Latency.ts"
 import * as RelayThroughput from "./scenarios/RelayThroughput.ts"
 import * as WritePath from "./scenarios/WritePath.ts"
@@ -49,7 +50,7 @@ const settings = {
   latencyReps: int(values["latency-reps"], int(values.reps, quick ? 2 : 5))
 }
 if (values.kafka !== undefined) process.env.BENCH_KAFKA = values.kafka
-const only = new Set((values.only ?? "1,2,3,4,5").split(",").map((s) => s.trim()))
+const only = new Set((values.only ?? "1,2,3,4,5,6").split(",").map((s) => s.trim()))
 
 const main = async () => {
   const started = Date.now()
@@ -79,8 +80,9 @@ const main = async () => {
   if (only.has("3")) await WritePath.run({ reps: settings.reps, seconds: settings.seconds, clients: [1, 4, 16] })
   if (only.has("4")) await Consumer.run({ reps: settings.reps, messages: settings.messages })
   if (only.has("5")) await Churn.run({ seconds: settings.churnSeconds, rate: rate / 2 })
+  if (only.has("6")) await KeyConcurrency.run({ reps: settings.reps })
   // Only a full run (every scenario, full settings) replaces the committed record.
-  const full = !quick && ["1", "2", "3", "4", "5"].every((scenario) => only.has(scenario))
+  const full = !quick && ["1", "2", "3", "4", "5", "6"].every((scenario) => only.has(scenario))
   const bench = join(dirname(fileURLToPath(import.meta.url)), "..")
   const out = full ? bench : join(bench, "results")
   mkdirSync(out, { recursive: true })

@@ -4,6 +4,7 @@ import * as InMemoryDatabase from "@effect-outbox/testing/InMemoryDatabase"
 import * as InMemoryParkedStore from "@effect-outbox/testing/InMemoryParkedStore"
 import * as InMemoryTopicReader from "@effect-outbox/testing/InMemoryTopicReader"
 import * as Deferred from "effect/Deferred"
+import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
@@ -63,7 +64,7 @@ const committedOffset = (partition = 0) =>
   })
 
 /** Lets the background consumer run (and the TestClock move) until `check` holds. */
-const eventually = <E, R>(label: string, check: Effect.Effect<boolean, E, R>, step = "50 millis") =>
+const eventually = <E, R>(label: string, check: Effect.Effect<boolean, E, R>, step: Duration.Input = "50 millis") =>
   Effect.gen(function* () {
     for (let i = 0; i < 500; i++) {
       if (yield* check) return
