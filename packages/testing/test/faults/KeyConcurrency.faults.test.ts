@@ -96,6 +96,18 @@ const effectVerdict = async (stack: Support.Stack, schema: string, produced: Rea
   }
 }
 
+/** Records below the group's committed offsets, summed over the topic's partitions. */
+const committedRecords = async (groupId: string, topic: string) => {
+  const admin = Support.kafka().admin()
+  await admin.connect()
+  try {
+    const [offsets] = await admin.fetchOffsets({ groupId, topics: [topic] })
+    return (offsets?.partitions ?? []).reduce((sum, p) => sum + Math.max(0, Number(p.offset)), 0)
+  } finally {
+    await admin.disconnect()
+  }
+}
+
 describe("key-ordered concurrency on the real services", () => {
   it("SIGKILLed 3 times while draining 20,000 records over 200 keys: 0 lost, 0 duplicate effects, 0 per-key order violations", async () => {
     const events = 20_000
@@ -117,6 +129,9 @@ describe("key-ordered concurrency on the real services", () => {
         KAFKA_BROKERS: Support.sharedBrokers.join(",")
       }
       const killedAt: Array<number> = []
+      // Effects applied beyond the group's committed offsets at each kill: finished above the
+      // lowest unfinished record, redelivered on restart (the inbox absorbs them).
+      const aboveCommit: Array<number> = []
       for (const threshold of [3_000, 8_000, 13_000]) {
         const child = Support.spawnNode(script, env)
         const deadline = Date.now() + 120_000
@@ -129,7 +144,9 @@ describe("key-ordered concurrency on the real services", () => {
         child.process.kill("SIGKILL")
         await child.exited
         assert.strictEqual(child.process.signalCode, "SIGKILL")
-        killedAt.push((await Support.effectCounts(stack, schema)).distinct)
+        const applied = (await Support.effectCounts(stack, schema)).distinct
+        killedAt.push(applied)
+        aboveCommit.push(applied - (await committedRecords(groupId, topic)))
       }
       const last = Support.spawnNode(script, env)
       const deadline = Date.now() + 180_000
@@ -148,12 +165,18 @@ describe("key-ordered concurrency on the real services", () => {
       Support.record({
         scenario: "key concurrency 32/partition, SIGKILL x3 while draining",
         ...v,
-        note: `killed with ${killedAt.join(", ")} effects applied; 200 keys on 2 partitions`
+        note:
+          `killed with ${killedAt.join(", ")} effects applied, of which ${aboveCommit.join(", ")} above the ` +
+          `committed offsets; 200 keys on 2 partitions`
       })
       assert.strictEqual(v.lost, 0, "no record lost")
       assert.strictEqual(v.duplicateEffects, 0, "no effect twice")
       assert.strictEqual(effects.total, events)
       assert.strictEqual(v.orderViolations, 0, "per key, effects in offset order")
+      assert.isTrue(
+        aboveCommit.some((n) => n > 0),
+        "a kill left finished records above the committed offset"
+      )
     } finally {
       await Support.dropSchema(stack, schema)
       await stack.dispose()

@@ -26,6 +26,7 @@ import * as Schedule from "effect/Schedule"
 import * as Semaphore from "effect/Semaphore"
 import type { ConsumerBatch, ConsumerRecord } from "../../ConsumerSource.ts"
 import type * as DeadLetter from "../../DeadLetter.ts"
+import type { OutboxMessage } from "../../OutboxMessage.ts"
 import * as Telemetry from "../../Telemetry.ts"
 import * as Batch from "./batch.ts"
 import type { PartitionState } from "./partition.ts"
@@ -52,7 +53,13 @@ export const resolve = (option: {
 
 /** A record waiting in its key's lane, or a release that must run alone on that key. */
 type Item =
-  | { readonly _tag: "record"; readonly record: ConsumerRecord; readonly batch: ConsumerBatch }
+  | {
+      readonly _tag: "record"
+      readonly record: ConsumerRecord
+      readonly batch: ConsumerBatch
+      /** The batch's local outbox rows, read once for the batch (per-record mode). */
+      readonly rows: ReadonlyMap<string, OutboxMessage> | undefined
+    }
   | { readonly _tag: "exclusive"; readonly run: Effect.Effect<void>; readonly cancel: Effect.Effect<void> }
 
 /** One partition's lanes and bounds. */
@@ -113,10 +120,15 @@ export const accept = (
     state.latest = batch
     yield* Batch.refreshParked(settings, state)
     const lanes = lanesOf(dispatch, state)
+    // One read of the batch's local outbox rows, as the sequential path does (when it fails, each
+    // record reads its own); per-batch mode reads them per transaction.
+    const rows = settings.perBatch
+      ? undefined
+      : Option.getOrUndefined(yield* Effect.option(Batch.lookupRows(settings.record, batch.records)))
     for (const record of batch.records) {
       yield* Semaphore.take(lanes.window, 1)
       lanes.heldSince.set(record.offset, yield* Clock.currentTimeMillis)
-      yield* enqueue(workers, lanes, state, record.key, { _tag: "record", record, batch })
+      yield* enqueue(workers, lanes, state, record.key, { _tag: "record", record, batch, rows })
     }
   })
 
@@ -167,11 +179,11 @@ const runLane = (
       let n = 1
       while (n < queued.length && n < MAX_CHUNK && sameBatch(queued[n]!, head.batch)) n++
       const chunk = queued.splice(0, n).map((item) => (item as Extract<Item, { _tag: "record" }>).record)
-      yield* runChunk(workers, lanes, state, head.batch, chunk)
+      yield* runChunk(workers, lanes, state, head.batch, chunk, head.rows)
     }
   })
 
-/** Records a lane takes at once (one round trip for their outbox rows, one transaction per batch). */
+/** Records a lane takes at once (per-batch mode: one transaction). */
 const MAX_CHUNK = 100
 
 const sameBatch = (item: Item, batch: ConsumerBatch) => item._tag === "record" && item.batch === batch
@@ -181,7 +193,8 @@ const runChunk = (
   lanes: Lanes,
   state: PartitionState,
   batch: ConsumerBatch,
-  records: ReadonlyArray<ConsumerRecord>
+  records: ReadonlyArray<ConsumerRecord>,
+  rows: ReadonlyMap<string, OutboxMessage> | undefined
 ) =>
   Effect.gen(function* () {
     const settings = workers.batch
@@ -192,10 +205,6 @@ const runChunk = (
       yield* release(lanes, records)
       yield* commit(workers, lanes, state)
     } else {
-      const rows =
-        records.length > 1 && goOn()
-          ? Option.getOrUndefined(yield* Effect.option(Batch.lookupRows(settings.record, records)))
-          : undefined
       for (let i = 0; i < records.length; i++) {
         const record = records[i]!
         const ran = yield* lanes.handlers.withPermits(1)(
