@@ -363,7 +363,9 @@ export const make = <S extends Schema.Top, E, R>(
     const failed = yield* Deferred.make<never, ConsumerError>()
     const keyed =
       typeof options.concurrency === "object" ? KeyDispatch.make(KeyDispatch.resolve(options.concurrency)) : undefined
-    const permits = yield* Semaphore.make(Math.max(1, typeof options.concurrency === "number" ? options.concurrency : 8))
+    const permits = yield* Semaphore.make(
+      Math.max(1, typeof options.concurrency === "number" ? options.concurrency : 8)
+    )
     const partitions = new Map<string, PartitionState>()
     let stopping = false
     const parkedStore = Option.getOrUndefined(yield* Effect.serviceOption(ParkedStore))

@@ -193,7 +193,9 @@ for (const transaction of ["per-record", "per-batch"] as const) {
           handler: (m) =>
             watch.around(
               m,
-              m.payload.n === 0 && failures++ < 2 ? Effect.fail(new HandlerFailed({ n: 0, retriable: true })) : Effect.void
+              m.payload.n === 0 && failures++ < 2
+                ? Effect.fail(new HandlerFailed({ n: 0, retriable: true }))
+                : Effect.void
             )
         })
         yield* eventually(
@@ -278,7 +280,10 @@ describe("Consumer key concurrency: window, parking, revocation, shutdown", () =
       assert.deepStrictEqual(yield* consumer.parked, [{ topic: "orders", partition: 0, key: "a", offsets: ["1", "3"] }])
       // Parked in memory, record 1 is unfinished: the commit stops below it.
       assert.strictEqual(yield* committedOffset(), "1")
-      assert.strictEqual((yield* InMemoryBroker.InMemoryBroker.pipe(Effect.flatMap((b) => b.records("orders.DLT")))).length, 1)
+      assert.strictEqual(
+        (yield* InMemoryBroker.InMemoryBroker.pipe(Effect.flatMap((b) => b.records("orders.DLT")))).length,
+        1
+      )
       broken = false
       assert.strictEqual(yield* consumer.release({ topic: "orders", partition: 0, key: "a" }), 2)
       assert.deepStrictEqual(watch.started.get("a"), [0, 1, 3])
@@ -317,42 +322,48 @@ describe("Consumer key concurrency: window, parking, revocation, shutdown", () =
     }).pipe(Effect.scoped, Effect.provide(Layer.merge(layer(), InMemoryParkedStore.layer())))
   )
 
-  it.effect("revocation: records not started are dropped, the running ones finish; the new owner runs the rest once", () =>
-    Effect.gen(function* () {
-      const broker = yield* InMemoryBroker.InMemoryBroker
-      const gateA = yield* Deferred.make<void>()
-      const startsA: Array<number> = []
-      const startsB: Array<number> = []
-      for (let n = 0; n < 20; n++) yield* send(n, `k${n % 4}`)
-      const revokedBefore = (yield* Metric.value(Telemetry.consumerRevokedRecordsTotal)).count
-      yield* Consumer.make({
-        ...options(4),
-        handler: (m) => Effect.andThen(Effect.sync(() => startsA.push(m.payload.n)), Deferred.await(gateA))
-      })
-      yield* eventually(
-        "A runs one record of each key",
-        Effect.sync(() => startsA.length === 4)
-      )
-      yield* Consumer.make({
-        ...options(4),
-        handler: (m) => Effect.sync(() => startsB.push(m.payload.n))
-      })
-      yield* broker.rebalance("billing")
-      yield* settle
-      yield* Deferred.succeed(gateA, undefined)
-      yield* eventually(
-        "B committed the partition's end",
-        Effect.map(committedOffset(), (o) => o === "20")
-      )
-      assert.deepStrictEqual(
-        [...startsA].sort((x, y) => x - y),
-        [0, 1, 2, 3]
-      )
-      assert.isAtLeast((yield* Metric.value(Telemetry.consumerRevokedRecordsTotal)).count - revokedBefore, 16)
-      // Every record ran on B once, except that A's four may run there too (the documented bound).
-      for (let n = 4; n < 20; n++) assert.strictEqual(startsB.filter((x) => x === n).length, 1, `record ${n}`)
-      for (let n = 0; n < 4; n++) assert.isAtMost(startsB.filter((x) => x === n).length, 1)
-    }).pipe(Effect.scoped, Effect.provide(layer({ maxBatchSize: 5 })))
+  it.effect(
+    "revocation: records not started are dropped, the running ones finish; the new owner runs the rest once",
+    () =>
+      Effect.gen(function* () {
+        const broker = yield* InMemoryBroker.InMemoryBroker
+        const gateA = yield* Deferred.make<void>()
+        const startsA: Array<number> = []
+        const startsB: Array<number> = []
+        for (let n = 0; n < 20; n++) yield* send(n, `k${n % 4}`)
+        const revokedBefore = (yield* Metric.value(Telemetry.consumerRevokedRecordsTotal)).count
+        yield* Consumer.make({
+          ...options(4),
+          handler: (m) =>
+            Effect.andThen(
+              Effect.sync(() => startsA.push(m.payload.n)),
+              Deferred.await(gateA)
+            )
+        })
+        yield* eventually(
+          "A runs one record of each key",
+          Effect.sync(() => startsA.length === 4)
+        )
+        yield* Consumer.make({
+          ...options(4),
+          handler: (m) => Effect.sync(() => startsB.push(m.payload.n))
+        })
+        yield* broker.rebalance("billing")
+        yield* settle
+        yield* Deferred.succeed(gateA, undefined)
+        yield* eventually(
+          "B committed the partition's end",
+          Effect.map(committedOffset(), (o) => o === "20")
+        )
+        assert.deepStrictEqual(
+          [...startsA].sort((x, y) => x - y),
+          [0, 1, 2, 3]
+        )
+        assert.isAtLeast((yield* Metric.value(Telemetry.consumerRevokedRecordsTotal)).count - revokedBefore, 16)
+        // Every record ran on B once, except that A's four may run there too (the documented bound).
+        for (let n = 4; n < 20; n++) assert.strictEqual(startsB.filter((x) => x === n).length, 1, `record ${n}`)
+        for (let n = 0; n < 4; n++) assert.isAtMost(startsB.filter((x) => x === n).length, 1)
+      }).pipe(Effect.scoped, Effect.provide(layer({ maxBatchSize: 5 })))
   )
 
   it.effect("shutdown lets the running records finish, commits them, and leaves the rest", () =>

@@ -283,7 +283,8 @@ const scenario = (seed: number, scenarioOptions: ScenarioOptions) =>
         const key = `${message.record.partition}/${message.key ?? "null"}`
         const running = (runningByKey.get(key) ?? 0) + 1
         runningByKey.set(key, running)
-        if (running > 1) overlaps.push(`key ${key} had ${running} handlers running at once (offset ${message.record.offset})`)
+        if (running > 1)
+          overlaps.push(`key ${key} had ${running} handlers running at once (offset ${message.record.offset})`)
         return Effect.ensuring(
           handle(message),
           Effect.sync(() => runningByKey.set(key, runningByKey.get(key)! - 1))

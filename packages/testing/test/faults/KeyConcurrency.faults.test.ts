@@ -70,7 +70,10 @@ const produce = async (stack: Support.Stack, topic: string, events: number, keys
  * (= production) order.
  */
 const effectVerdict = async (stack: Support.Stack, schema: string, produced: ReadonlyArray<Produced>) => {
-  const effects = await Support.query<{ event_id: string }>(stack, `SELECT event_id FROM "${schema}".effects ORDER BY n`)
+  const effects = await Support.query<{ event_id: string }>(
+    stack,
+    `SELECT event_id FROM "${schema}".effects ORDER BY n`
+  )
   const byId = new Map(produced.map((p) => [p.id, p]))
   const seen = new Set<string>()
   const last = new Map<string, number>()

@@ -148,10 +148,15 @@ const enqueue = (workers: Workers, lanes: Lanes, state: PartitionState, key: str
         Cause.hasInterruptsOnly(cause) ? Effect.void : Deferred.failCause(workers.failed, cause)
       ),
       Effect.forkIn(workers.scope),
-      Effect.map((fiber) => {
-        lanes.fibers.add(fiber)
-        fiber.addObserver(() => lanes.fibers.delete(fiber))
-      })
+      Effect.tap((fiber) =>
+        Effect.sync(() => {
+          lanes.fibers.add(fiber)
+          fiber.addObserver(() => {
+            lanes.fibers.delete(fiber)
+          })
+        })
+      ),
+      Effect.asVoid
     )
   })
 
@@ -209,7 +214,9 @@ const runChunk = (
         const record = records[i]!
         const ran = yield* lanes.handlers.withPermits(1)(
           Effect.suspend(() =>
-            goOn() ? Effect.as(Batch.handleRecord(settings, state, record, undefined, rows), true) : Effect.succeed(false)
+            goOn()
+              ? Effect.as(Batch.handleRecord(settings, state, record, undefined, rows), true)
+              : Effect.succeed(false)
           )
         )
         if (!ran) {
@@ -255,6 +262,15 @@ const commit = (workers: Workers, lanes: Lanes, state: PartitionState): Effect.E
       )
     )
   })
+
+/**
+ * Commits what finished on `state`'s partition: with key concurrency through the partition's one
+ * commit in flight (two commits racing could land out of order and move the offset back).
+ */
+export const commitPartition = (workers: Workers, state: PartitionState): Effect.Effect<void> =>
+  workers.keyed === undefined
+    ? Partition.commit(workers.batch.subscription, state)
+    : commit(workers, lanesOf(workers.keyed, state), state)
 
 /** A lane interrupted (shutdown timed out): releases waiting for this key will not run. */
 const cancelQueued = (lanes: Lanes, key: string | null) =>
@@ -322,4 +338,3 @@ export const sample = (dispatch: KeyDispatch, groupId: string): Effect.Effect<vo
 /** Samples the window's gauges every second while the consumer runs. */
 export const sampleEverySecond = (dispatch: KeyDispatch, groupId: string) =>
   sample(dispatch, groupId).pipe(Effect.repeat(Schedule.spaced("1 second")), Effect.asVoid)
-

@@ -11,7 +11,7 @@ import type { ParkedStore } from "../../ParkedStore.ts"
 import * as Telemetry from "../../Telemetry.ts"
 import type { TopicReader } from "../../TopicReader.ts"
 import * as Batch from "./batch.ts"
-import { exclusive } from "./keyDispatch.ts"
+import { commitPartition, exclusive } from "./keyDispatch.ts"
 import type { PartitionState } from "./partition.ts"
 import * as Partition from "./partition.ts"
 import * as RecordRunner from "./record.ts"
@@ -53,7 +53,7 @@ export const release =
         for (const record of waiting) {
           if ((yield* Batch.handleRecord(workers.batch, state, record)) === "done") processed++
         }
-        yield* Partition.commit(workers.batch.subscription, state)
+        yield* commitPartition(workers, state)
         return processed
       }).pipe(exclusive(workers, state, target.key))
     })

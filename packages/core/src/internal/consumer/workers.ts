@@ -96,14 +96,20 @@ const work = (workers: Workers, state: PartitionState): Effect.Effect<void, Dead
   Effect.gen(function* () {
     while (true) {
       const next = yield* Effect.exit(Queue.take(state.queue))
-      if (Exit.isFailure(next)) return workers.keyed === undefined ? undefined : yield* KeyDispatch.drain(workers.keyed, state)
+      if (Exit.isFailure(next)) {
+        // Key concurrency: the partition's lanes finish (or are interrupted by shutdown) first.
+        if (workers.keyed !== undefined) yield* KeyDispatch.drain(workers.keyed, state)
+        return
+      }
       if (state.paused && Queue.sizeUnsafe(state.queue) < workers.bufferedBatches) {
         state.paused = false
         yield* workers.batch.subscription.resume([state])
       }
-      if (workers.keyed !== undefined) yield* KeyDispatch.accept(workers, workers.keyed, state, next.value)
-      else
-        yield* Batch.processBatch(workers.batch, state, next.value).pipe(
+      if (workers.keyed !== undefined) {
+        yield* KeyDispatch.accept(workers, workers.keyed, state, next.value)
+        continue
+      }
+      yield* Batch.processBatch(workers.batch, state, next.value).pipe(
         state.lock.withPermits(1),
         workers.permits.withPermits(1)
       )
