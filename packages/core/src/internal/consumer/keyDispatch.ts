@@ -115,6 +115,8 @@ export const accept = (
 ): Effect.Effect<void> =>
   Effect.gen(function* () {
     const settings = workers.batch
+    // Shutting down: left unfinished (uncommitted) for the next member.
+    if (settings.stopping()) return
     if (!settings.subscription.isCurrent(batch)) return yield* Batch.dropRevoked(batch.records)
     Partition.deliver(state, batch)
     state.latest = batch
@@ -125,8 +127,15 @@ export const accept = (
     const rows = settings.perBatch
       ? undefined
       : Option.getOrUndefined(yield* Effect.option(Batch.lookupRows(settings.record, batch.records)))
-    for (const record of batch.records) {
+    for (let i = 0; i < batch.records.length; i++) {
+      const record = batch.records[i]!
       yield* Semaphore.take(lanes.window, 1)
+      // Waiting for room, the partition may have been revoked or the consumer begun to stop.
+      if (settings.stopping() || !settings.subscription.isCurrent(batch)) {
+        yield* Semaphore.release(lanes.window, 1)
+        if (!settings.stopping()) yield* Batch.dropRevoked(batch.records.slice(i))
+        return
+      }
       lanes.heldSince.set(record.offset, yield* Clock.currentTimeMillis)
       yield* enqueue(workers, lanes, state, record.key, { _tag: "record", record, batch, rows })
     }
