@@ -168,6 +168,7 @@ for (const transaction of ["per-record", "per-batch"] as const) {
           Effect.sync(() => watch.finished.length === 10)
         )
         assert.deepStrictEqual(watch.started.get("slow"), [0])
+        yield* settle
         // The lowest unfinished offset is 0: nothing is committed past it.
         assert.strictEqual(yield* committedOffset(), "0")
         yield* Deferred.succeed(gate, undefined)

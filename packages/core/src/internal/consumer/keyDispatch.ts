@@ -248,8 +248,9 @@ const release = (lanes: Lanes, records: ReadonlyArray<ConsumerRecord>) =>
   })
 
 /**
- * Commits what finished, one commit in flight per partition: a lane that finishes while another
- * commits marks the partition dirty and goes on; the committing lane commits again.
+ * Commits what finished, one commit in flight per partition, on a fiber of its own (a lane never
+ * waits on a commit): a record that finishes while a commit runs marks the partition dirty, and
+ * the committer commits again.
  */
 const commit = (workers: Workers, lanes: Lanes, state: PartitionState): Effect.Effect<void> =>
   Effect.suspend(() => {
@@ -268,7 +269,9 @@ const commit = (workers: Workers, lanes: Lanes, state: PartitionState): Effect.E
         Effect.sync(() => {
           lanes.committing = false
         })
-      )
+      ),
+      Effect.forkIn(workers.scope),
+      Effect.asVoid
     )
   })
 
