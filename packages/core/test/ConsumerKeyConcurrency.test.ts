@@ -392,3 +392,59 @@ describe("Consumer key concurrency: window, parking, revocation, shutdown", () =
     }).pipe(Effect.scoped, Effect.provide(layer()))
   )
 })
+
+describe("Consumer key concurrency: transactions and keys", () => {
+  it.effect("per-batch: a fetched batch is split by key, each key's records commit in one transaction", () =>
+    Effect.gen(function* () {
+      const db = yield* InMemoryDatabase.InMemoryDatabase
+      const watch = makeWatch()
+      for (let n = 0; n < 12; n++) yield* send(n, `k${n % 3}`)
+      const before = yield* db.transactions
+      yield* Consumer.make({
+        ...options(3),
+        transaction: "per-batch",
+        handler: (m) => watch.around(m, Effect.void)
+      })
+      yield* eventually(
+        "the partition is committed to its end",
+        Effect.map(committedOffset(), (o) => o === "12")
+      )
+      // One fetched batch of 12 records over 3 keys: three transactions, four records each.
+      assert.strictEqual((yield* db.transactions).commits - before.commits, 3)
+      assert.strictEqual((yield* db.processedKeys).size, 12)
+      for (const [k, ns] of watch.started) assert.isTrue(ascending(ns), `key ${k} ran out of order: ${ns}`)
+    }).pipe(Effect.scoped, Effect.provide(layer({ maxBatchSize: 12 })))
+  )
+
+  it.effect("records without a key share one lane: one at a time, in offset order", () =>
+    Effect.gen(function* () {
+      const watch = makeWatch()
+      const publisher = yield* Publisher
+      for (let n = 0; n < 6; n++) {
+        yield* publisher.publish([
+          {
+            id: id(n),
+            topic: "orders",
+            key: null,
+            partition: 0,
+            headers: { "event-id": id(n) },
+            payload: jsonPayload({ n })
+          }
+        ])
+      }
+      for (let n = 6; n < 9; n++) yield* send(n, `k${n}`)
+      yield* Consumer.make({
+        ...options(4),
+        handler: (m) => watch.around(m, Effect.sleep("1 second"))
+      })
+      yield* eventually(
+        "the partition is committed to its end",
+        Effect.map(committedOffset(), (o) => o === "9"),
+        "250 millis"
+      )
+      assert.deepStrictEqual(watch.started.get("null"), [0, 1, 2, 3, 4, 5])
+      assert.strictEqual(watch.maxPerKey, 1)
+      assert.strictEqual(watch.maxRunning, 4)
+    }).pipe(Effect.scoped, Effect.provide(layer()))
+  )
+})
