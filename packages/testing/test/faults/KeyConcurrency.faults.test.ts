@@ -188,7 +188,7 @@ describe("key-ordered concurrency on the real services", () => {
   })
 
   it("a second member joins mid concurrent work: not-started records dropped, starts twice within the bound, effects once, per-key order", async () => {
-    const events = 2_000
+    const events = 3_000
     const keys = 100
     const partitions = 2
     const perPartition = 8
@@ -198,6 +198,7 @@ describe("key-ordered concurrency on the real services", () => {
     await Support.createTopics(Support.sharedBrokers, [topic, `${topic}.DLT`], partitions)
     const stack = await Support.makeStack({ schema, maxConnections: 2 * partitions * perPartition + 4 })
     const starts: Array<{ readonly member: "A" | "B"; readonly id: string; readonly at: number }> = []
+    let joined = false
     const consumerOptions = (member: "A" | "B") => ({
       groupId,
       topics: [topic],
@@ -205,7 +206,8 @@ describe("key-ordered concurrency on the real services", () => {
       concurrency: { by: "key" as const, perPartition },
       handler: (m: Consumer.Message<typeof Support.EventPayload.Type>) =>
         Effect.sync(() => starts.push({ member, id: m.idempotencyKey, at: Date.now() })).pipe(
-          Effect.andThen(Effect.sleep("20 millis")),
+          // Slower once B joins: the work left (about 17 s) outlasts the rebalance by far.
+          Effect.andThen(Effect.suspend(() => Effect.sleep(joined ? "100 millis" : "20 millis"))),
           Effect.andThen(Support.insertEffect(schema, m.idempotencyKey, m.record))
         )
     })
@@ -219,6 +221,7 @@ describe("key-ordered concurrency on the real services", () => {
         assert.isUndefined(running[0]!.failure())
         await Support.sleep(20)
       }
+      joined = true
       running.push(await Support.startConsumer(stack, consumerOptions("B")))
       const deadline = Date.now() + 150_000
       while ((await Support.effectCounts(stack, schema)).distinct < events) {
