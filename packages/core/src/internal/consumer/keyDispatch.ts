@@ -197,6 +197,9 @@ const runLane = (
     }
   })
 
+/** Between two commits of a partition while records keep finishing. */
+const COMMIT_SPACING = "100 millis"
+
 /** Records a lane takes at once (per-batch mode: one transaction). */
 const MAX_CHUNK = 100
 
@@ -250,7 +253,9 @@ const release = (lanes: Lanes, records: ReadonlyArray<ConsumerRecord>) =>
 /**
  * Commits what finished, one commit in flight per partition, on a fiber of its own (a lane never
  * waits on a commit): a record that finishes while a commit runs marks the partition dirty, and
- * the committer commits again.
+ * the committer commits again `COMMIT_SPACING` later — records finish out of order many times a
+ * second, and a commit per finish would cost the broker a write each (a crash redelivers at most
+ * that much more; the inbox absorbs it).
  */
 const commit = (workers: Workers, lanes: Lanes, state: PartitionState): Effect.Effect<void> =>
   Effect.suspend(() => {
@@ -260,10 +265,13 @@ const commit = (workers: Workers, lanes: Lanes, state: PartitionState): Effect.E
     }
     lanes.committing = true
     return Effect.gen(function* () {
-      do {
+      lanes.dirty = false
+      yield* Partition.commit(workers.batch.subscription, state)
+      while (lanes.dirty) {
+        yield* Effect.sleep(COMMIT_SPACING)
         lanes.dirty = false
         yield* Partition.commit(workers.batch.subscription, state)
-      } while (lanes.dirty)
+      }
     }).pipe(
       Effect.ensuring(
         Effect.sync(() => {
