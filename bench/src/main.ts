@@ -2,7 +2,7 @@
  * `pnpm bench` — every scenario against its baseline in the same run, interleaved and repeated.
  *
  *   node bench/src/main.ts [--quick] [--reps N] [--latency-reps N] [--backlog N] [--seconds N]
- *                          [--messages N] [--churn-seconds N] [--only 1,2,3,4,5,6]
+ *                          [--messages N] [--churn-seconds N] [--only 1,2,3,4,5,6,7]
  *                          [--kafka kafkajs|platformatic]
  *
  * Writes bench/results.json and bench/results.md (the committed record of the last full run) and
@@ -19,6 +19,7 @@ import * as Cpu from "./Cpu.ts"
 import * as Report from "./Report.ts"
 import * as Churn from "./scenarios/Churn.ts"
 import * as Consumer from "./scenarios/Consumer.ts"
+import * as KeyConcurrency from "./scenarios/KeyConcurrency.ts"
 import * as Latency from "./scenarios/Latency.ts"
 import * as LogRelayThroughput from "./scenarios/LogRelayThroughput.ts"
 import * as RelayThroughput from "./scenarios/RelayThroughput.ts"
@@ -50,7 +51,7 @@ const settings = {
   latencyReps: int(values["latency-reps"], int(values.reps, quick ? 2 : 5))
 }
 if (values.kafka !== undefined) process.env.BENCH_KAFKA = values.kafka
-const scenarios = ["1", "2", "3", "4", "5", "6"]
+const scenarios = ["1", "2", "3", "4", "5", "6", "7"]
 const only = new Set((values.only ?? scenarios.join(",")).split(",").map((s) => s.trim()))
 
 const main = async () => {
@@ -89,6 +90,8 @@ const main = async () => {
       batchSize: 100,
       perTx: 1_000
     })
+  // Key-ordered concurrency inside a partition against one record at a time.
+  if (only.has("7")) await KeyConcurrency.run({ reps: settings.reps })
   // Only a full run (every scenario, full settings) replaces the committed record.
   const full = !quick && scenarios.every((scenario) => only.has(scenario))
   const bench = join(dirname(fileURLToPath(import.meta.url)), "..")

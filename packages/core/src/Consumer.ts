@@ -28,7 +28,8 @@
  * The pieces, in `internal/consumer/`: `options.ts` (what the record runner makes of the
  * options, the handler's work), `record.ts` (one record: lifecycle, decoding, the inbox, retries, dead letter),
  * `partition.ts` (offsets, parking), `batch.ts` (a fetched batch, both transaction modes),
- * `workers.ts` (one worker per partition, pausing, graceful shutdown), `release.ts` (parked keys);
+ * `workers.ts` (one worker per partition, pausing, graceful shutdown), `release.ts` (parked keys),
+ * `keyDispatch.ts` (key-ordered concurrency inside a partition);
  * this module holds the public types, the options and their default schedules, and wires them to
  * the source.
  * Every status change goes through `Transition`.
@@ -51,6 +52,7 @@ import { type ConsumerSourceError, HandlerDefectError, PayloadDecodeError } from
 import type * as Inbox from "./Inbox.ts"
 import type * as Batch from "./internal/consumer/batch.ts"
 import * as Classify from "./internal/consumer/classify.ts"
+import * as KeyDispatch from "./internal/consumer/keyDispatch.ts"
 import * as RecordOptions from "./internal/consumer/options.ts"
 import type { PartitionState } from "./internal/consumer/partition.ts"
 import * as Release from "./internal/consumer/release.ts"
@@ -202,10 +204,24 @@ export interface Consumer {
 export type Requirements = ConsumerSource | Inbox.Inbox | OutboxStore | Publisher
 
 // ---------------------------------------------------------------------------------------------
-// the handler's view, the options (RecordOptions.ts) and their default schedules
+// the handler's view, the options (ConsumerOptions.ts) and their default schedules
 // ---------------------------------------------------------------------------------------------
 
 export type {
+  /**
+   * The consumer's options: group, topics, schema and handler, then retries, dead letters,
+   * parking, lifecycle, transaction mode and shutdown (each documented on its field).
+   *
+   * @since 0.1.0
+   * @category models
+   */
+  /**
+   * Key-ordered concurrency inside a partition (the `concurrency` option's `{ by: "key" }` form).
+   *
+   * @since 0.1.0
+   * @category models
+   */
+  KeyConcurrency,
   /**
    * What the handler receives: the decoded payload, the record, its key and event id, the
    * idempotency key for outside effects, and the try number.
@@ -214,13 +230,6 @@ export type {
    * @category models
    */
   Message,
-  /**
-   * The consumer's options: group, topics, schema and handler, then retries, dead letters,
-   * parking, lifecycle, transaction mode and shutdown (each documented on its field).
-   *
-   * @since 0.1.0
-   * @category models
-   */
   Options
 } from "./ConsumerOptions.ts"
 
@@ -277,7 +286,11 @@ export const make = <S extends Schema.Top, E, R>(
     })
     const scope = yield* Effect.scope
     const failed = yield* Deferred.make<never, ConsumerError>()
-    const permits = yield* Semaphore.make(Math.max(1, options.concurrency ?? 8))
+    const keyed =
+      typeof options.concurrency === "object" ? KeyDispatch.make(KeyDispatch.resolve(options.concurrency)) : undefined
+    const permits = yield* Semaphore.make(
+      Math.max(1, typeof options.concurrency === "number" ? options.concurrency : 8)
+    )
     const partitions = new Map<string, PartitionState>()
     let stopping = false
     const parkedStore = Option.getOrUndefined(yield* Effect.serviceOption(ParkedStore))
@@ -296,8 +309,10 @@ export const make = <S extends Schema.Top, E, R>(
       failed,
       permits,
       scope: yield* Scope.fork(scope),
-      bufferedBatches: Math.max(1, options.bufferedBatches ?? 2)
+      bufferedBatches: Math.max(1, options.bufferedBatches ?? 2),
+      keyed
     }
+    if (keyed !== undefined) yield* Effect.forkIn(KeyDispatch.sampleEverySecond(keyed, options.groupId), scope)
     const dispatcher = yield* Workers.dispatch(workers).pipe(Effect.forkIn(scope))
     // Graceful shutdown, registered after `subscribe` so it runs before the group is left.
     yield* Effect.addFinalizer(() =>

@@ -63,8 +63,12 @@ export interface Options<S extends Schema.Top, E, R> {
    * records on new partitions (those written before the group noticed the partition).
    */
   readonly fromBeginning?: boolean
-  /** Partitions processed at the same time (default 8). Order within a partition is kept. */
-  readonly concurrency?: number
+  /**
+   * A number: partitions processed at the same time (default 8), each one record at a time in
+   * offset order. `{ by: "key", perPartition }`: key-ordered concurrency inside each partition
+   * (see {@link KeyConcurrency}).
+   */
+  readonly concurrency?: number | KeyConcurrency
   /** The record's own tries before it is dead-lettered, the first included (default 5); infrastructure failures never count. */
   readonly maxAttempts?: number
   /** Delays between tries (default exponential from 100 ms, jittered, capped at 10 s). */
@@ -111,4 +115,23 @@ export interface Options<S extends Schema.Top, E, R> {
   readonly bufferedBatches?: number
   /** How long shutdown waits for records in flight before interrupting them (default 30 s). */
   readonly shutdownTimeout?: Duration.Input
+}
+
+/**
+ * Key-ordered concurrency inside a partition: up to `perPartition` handlers run at once on a
+ * partition, at most one per key, each key's records in offset order (records without a key
+ * share one lane); a slow or retrying key holds back only its own successors. Order across keys
+ * is not kept. At most `maxHeld` records of a partition wait in memory (default
+ * `max(16 × perPartition, 256)`); then the partition stops fetching until records finish. The
+ * committed offset stays the lowest unfinished one, so a crash redelivers what finished above it
+ * and the inbox keeps those effects once. Partitions are not limited by a count here: a member
+ * runs up to `perPartition` handlers on each partition it owns.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface KeyConcurrency {
+  readonly by: "key"
+  readonly perPartition: number
+  readonly maxHeld?: number
 }

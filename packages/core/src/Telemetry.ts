@@ -411,10 +411,8 @@ export const logProbeLanded = counter(
 // ---------------------------------------------------------------------------------------------
 
 // Documented where they are defined.
-export {
-  lagOf,
-  type PartitionLag
-} from "./internal/telemetry/consumerLag.ts"
+export { lagOf, type PartitionLag } from "./internal/telemetry/consumerLag.ts"
+export { consumerHeldRecords, consumerOldestUnfinishedAge } from "./internal/telemetry/consumerWindow.ts"
 
 /**
  * Reads a group's committed offsets and the logs' end offsets from the broker (`BrokerAdmin`),

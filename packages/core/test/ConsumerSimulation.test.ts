@@ -37,12 +37,36 @@ describe("consumer simulation (crashes between DB commit and offset commit, dupl
     { timeout: Math.max(600_000, seeds.length * 1_000) }
   )
 
+  it.effect(
+    `${seeds.length} seeded scenarios with key concurrency (${faults} faults): no key runs two handlers at once, effects in offset order per key, exactly once`,
+    () =>
+      Effect.gen(function* () {
+        const failed: Array<string> = []
+        const verbose = only !== undefined || process.env.SIM_VERBOSE !== undefined
+        for (const seed of seeds) {
+          const started = Date.now()
+          const outcome = yield* runConsumerScenario(seed, { faults, keyConcurrency: true })
+          if (verbose) console.log(`${outcome.summary} [${Date.now() - started} ms]`)
+          if (outcome.violations.length > 0) {
+            failed.push(
+              `${outcome.summary}\n  ${outcome.violations.slice(0, 5).join("\n  ")}\n(replay: SIM_SEED=${seed}, key concurrency)`
+            )
+          }
+        }
+        assert.deepStrictEqual(failed, [], failed.slice(0, 3).join("\n\n"))
+      }),
+    { timeout: Math.max(600_000, seeds.length * 1_000) }
+  )
+
   it.effect("a seed replays to the same outcome", () =>
     Effect.gen(function* () {
       for (const seed of [7, 42, 1234]) {
         const a = yield* runConsumerScenario(seed, { faults })
         const b = yield* runConsumerScenario(seed, { faults })
         assert.strictEqual(a.fingerprint, b.fingerprint, `seed ${seed} is not deterministic`)
+        const c = yield* runConsumerScenario(seed, { faults, keyConcurrency: true })
+        const d = yield* runConsumerScenario(seed, { faults, keyConcurrency: true })
+        assert.strictEqual(c.fingerprint, d.fingerprint, `seed ${seed} with key concurrency is not deterministic`)
       }
     })
   )

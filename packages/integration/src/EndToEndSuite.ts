@@ -30,6 +30,11 @@ export type { KafkaPorts } from "./endToEnd/support.ts"
  * @category models
  */
 export interface Options<R = never> {
+  /**
+   * Both members run with key-ordered concurrency, this many handlers per partition
+   * (`concurrency: { by: "key", perPartition }`); default off (one record at a time).
+   */
+  readonly keyConcurrency?: number
   /** Names the `describe` block: which client runs the pipeline. */
   readonly name: string
   /** Prefix of the topic and group names, unique per adapter. */
@@ -67,6 +72,7 @@ export const suite = <R = never>(options: Options<R>): void => {
         return yield* c.run({
           prefix,
           schema,
+          keyConcurrency: options.keyConcurrency,
           namedTopic: (topic, partitions) => Effect.provide(namedTopic(topic, partitions), services)
         })
       }).pipe(

@@ -83,6 +83,12 @@ export interface ScenarioOptions {
   /** `"classic"` (default): the faults CI has always rolled; `"production"` adds issue #18's. */
   readonly faults?: "classic" | "production"
   readonly wrong?: WrongConfiguration
+  /**
+   * Key-ordered concurrency inside partitions (`concurrency: { by: "key" }`), with its handlers
+   * per partition and window drawn from the seed; the checker adds "no key ever has two handlers
+   * running" (effects in offset order per key is checked in every mode).
+   */
+  readonly keyConcurrency?: boolean
 }
 
 /**
@@ -144,6 +150,8 @@ const scenario = (seed: number, scenarioOptions: ScenarioOptions) =>
     const maxGenerations = yield* int(1, 4)
     // By parity, so the random draws (and the per-record scenarios of odd seeds) stay as they were.
     const transaction = seed % 2 === 0 ? "per-batch" : "per-record"
+    // Its own generator, so the other draws stay as they were.
+    const keyed = scenarioOptions.keyConcurrency === true ? keyedPlan(prng(seed ^ 0x68e31da4)) : undefined
 
     const baseLayer = Layer.mergeAll(InMemoryDatabase.layerFrom(database), InMemoryBroker.layerFrom(broker))
     const worldLayer = Inbox.Inbox.layer.pipe(Layer.provideMerge(baseLayer))
@@ -271,7 +279,23 @@ const scenario = (seed: number, scenarioOptions: ScenarioOptions) =>
     let crashSignal = Deferred.makeUnsafe<void>()
     let crashes = 0
     const flakyFailed = new Set<string>()
+    // Handlers running per key: more than one at a time is a violation.
+    const runningByKey = new Map<string, number>()
+    const overlaps: Array<string> = []
     const handler = (message: Consumer.Message<typeof Payload.Type>) =>
+      Effect.suspend(() => {
+        // Per partition: a grown topic moves a key to another partition, where it runs on its own.
+        const key = `${message.record.partition}/${message.key ?? "null"}`
+        const running = (runningByKey.get(key) ?? 0) + 1
+        runningByKey.set(key, running)
+        if (running > 1)
+          overlaps.push(`key ${key} had ${running} handlers running at once (offset ${message.record.offset})`)
+        return Effect.ensuring(
+          handle(message),
+          Effect.sync(() => runningByKey.set(key, runningByKey.get(key)! - 1))
+        )
+      })
+    const handle = (message: Consumer.Message<typeof Payload.Type>) =>
       Effect.gen(function* () {
         const e = byId.get(message.eventId ?? "")
         if (e === undefined) return yield* Effect.die(new Error(`unknown event ${message.eventId}`))
@@ -362,7 +386,7 @@ const scenario = (seed: number, scenarioOptions: ScenarioOptions) =>
       maxAttempts,
       retrySchedule: Schedule.spaced("40 millis"),
       parking,
-      concurrency,
+      concurrency: keyed === undefined ? concurrency : { by: "key" as const, ...keyed },
       transaction,
       shutdownTimeout: "100 millis"
     } as const
@@ -553,6 +577,27 @@ const scenario = (seed: number, scenarioOptions: ScenarioOptions) =>
         }
       }
     }
+    violations.push(...overlaps.slice(0, 5))
+    // Effects per key in offset order, per partition (the producer publishes each key's events in
+    // order; a grown topic sends later events of a key elsewhere): only events all of whose copies
+    // are on one partition are compared.
+    const partitionsOf = new Map<string, Set<number>>()
+    for (let p = 0; p < partitions; p++) {
+      for (const record of yield* broker.control.log("orders", p)) {
+        const id = record.headers["event-id"] ?? ""
+        partitionsOf.set(id, (partitionsOf.get(id) ?? new Set()).add(p))
+      }
+    }
+    const lastByKey = new Map<string, number>()
+    for (const row of rows) {
+      const e = row.topic === "effects" ? byId.get(row.key!) : undefined
+      const on = e === undefined ? undefined : partitionsOf.get(e.id)
+      if (e === undefined || on === undefined || on.size !== 1) continue
+      const key = `${[...on][0]}/${e.key}`
+      const last = lastByKey.get(key)
+      if (last !== undefined && last > e.n) violations.push(`key ${key}: event ${e.n} applied after event ${last}`)
+      lastByKey.set(key, Math.max(last ?? -1, e.n))
+    }
     for (const record of dlt) {
       const e = byId.get(record.headers["event-id"] ?? "")
       if (e === undefined) violations.push("a DLT record without a known event id")
@@ -563,6 +608,7 @@ const scenario = (seed: number, scenarioOptions: ScenarioOptions) =>
       `seed ${seed}: ${eventCount} events (${events.filter((e) => isPoison(e.kind)).length} poison, ` +
       `${duplicates} duplicated), ${partitions} partitions, ${generations} generations, ${crashes} crashes, ` +
       `${dbFaults} lost commits, maxAttempts ${maxAttempts}, parking ${parking}, ${transaction}, dlt ${dlt.length}, steps ${totalSteps}` +
+      (keyed === undefined ? "" : `; key concurrency ${keyed.perPartition} (maxHeld ${keyed.maxHeld})`) +
       (plan === undefined ? "" : `; production faults: ${plan.describe}`) +
       (scenarioOptions.wrong === undefined ? "" : `; wrong configuration: ${scenarioOptions.wrong}`)
     const fingerprint = JSON.stringify({
@@ -574,6 +620,12 @@ const scenario = (seed: number, scenarioOptions: ScenarioOptions) =>
     })
     return { seed, violations, summary, fingerprint }
   })
+
+/** Key concurrency's draws: handlers per partition and a small window (so it fills). */
+const keyedPlan = (rand: () => number) => ({
+  perPartition: 1 + Math.floor(rand() * 4),
+  maxHeld: 1 + Math.floor(rand() * 8)
+})
 
 // ---- production faults (issue #18) ---------------------------------------------------------------
 

@@ -21,7 +21,7 @@ const Event = Schema.Struct({ key: Schema.String, seq: Schema.Number })
 
 export const exactlyOnce: Case = {
   name: `${EVENTS} events over ${KEYS} keys: no loss, no phantom, per-key order, effects exactly once`,
-  run: ({ prefix, schema, namedTopic }) =>
+  run: ({ keyConcurrency, prefix, schema, namedTopic }) =>
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
       const topic = `${prefix}-e2e-${randomUUID()}`
@@ -42,6 +42,9 @@ export const exactlyOnce: Case = {
           schema: Event,
           fromBeginning: true,
           transaction,
+          ...(keyConcurrency === undefined
+            ? {}
+            : { concurrency: { by: "key" as const, perPartition: keyConcurrency } }),
           handler: (m) =>
             sql`INSERT INTO ${sql.literal(effects)} (event_id, key, seq) VALUES (${m.eventId}::uuid, ${m.payload.key}, ${m.payload.seq})`.pipe(
               Effect.asVoid

@@ -49,6 +49,8 @@ export const live = <R>(
 export interface Context {
   readonly prefix: string
   readonly schema: string
+  /** Handlers per partition under key-ordered concurrency; undefined: one record at a time. */
+  readonly keyConcurrency: number | undefined
   readonly namedTopic: (topic: string, partitions: number) => Effect.Effect<unknown, unknown, Scope.Scope>
 }
 

@@ -134,7 +134,7 @@ export const processBatch = (
     yield* Partition.commit(settings.subscription, state)
   })
 
-const dropRevoked = (records: ReadonlyArray<ConsumerRecord>) =>
+export const dropRevoked = (records: ReadonlyArray<ConsumerRecord>) =>
   Effect.andThen(
     Metric.update(Telemetry.consumerRevokedRecordsTotal, records.length),
     Effect.logDebug(
@@ -143,7 +143,7 @@ const dropRevoked = (records: ReadonlyArray<ConsumerRecord>) =>
   )
 
 /** The local outbox rows of `records`, in one read. */
-const lookupRows = (settings: RecordRunner.RecordSettings, records: ReadonlyArray<ConsumerRecord>) =>
+export const lookupRows = (settings: RecordRunner.RecordSettings, records: ReadonlyArray<ConsumerRecord>) =>
   Effect.gen(function* () {
     const rows = new Map<string, OutboxMessage>()
     const ids = settings.lifecycle ? RecordRunner.localIds(records) : []
@@ -159,7 +159,7 @@ const lookupRows = (settings: RecordRunner.RecordSettings, records: ReadonlyArra
  * the failing record to the record runner with its try as attempt 1; the next round starts after
  * it (so a dead letter parks the rest of its key before they are looked at).
  */
-const processInRounds = (
+export const processInRounds = (
   settings: BatchSettings,
   state: PartitionState,
   records: ReadonlyArray<ConsumerRecord>,

@@ -11,6 +11,7 @@ import type { ParkedStore } from "../../ParkedStore.ts"
 import * as Telemetry from "../../Telemetry.ts"
 import type { TopicReader } from "../../TopicReader.ts"
 import * as Batch from "./batch.ts"
+import { commitPartition, exclusive } from "./keyDispatch.ts"
 import type { PartitionState } from "./partition.ts"
 import * as Partition from "./partition.ts"
 import * as RecordRunner from "./record.ts"
@@ -57,9 +58,9 @@ export const release =
         for (const record of waiting) {
           if ((yield* Batch.handleRecord(workers.batch, state, record)) === "done") processed++
         }
-        yield* Partition.commit(workers.batch.subscription, state)
+        yield* commitPartition(workers, state)
         return processed
-      }).pipe(state.lock.withPermits(1))
+      }).pipe(exclusive(workers, state, target.key))
     })
 
 /** Durable parking: the group's parked keys as the store has them. */
@@ -127,7 +128,7 @@ export const releaseDurably =
         }
         yield* Batch.refreshParked(workers.batch, state)
         return processed
-      }).pipe(state.lock.withPermits(1))
+      }).pipe(exclusive(workers, state, target.key))
     })
 
 const owns = (workers: Workers, state: PartitionState): boolean =>

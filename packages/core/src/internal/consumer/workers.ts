@@ -16,6 +16,7 @@ import * as Stream from "effect/Stream"
 import type { ConsumerBatch } from "../../ConsumerSource.ts"
 import type { ConsumerSourceError, DeadLetterPublishError } from "../../Errors.ts"
 import * as Batch from "./batch.ts"
+import * as KeyDispatch from "./keyDispatch.ts"
 import type { PartitionState } from "./partition.ts"
 import * as Partition from "./partition.ts"
 
@@ -28,6 +29,8 @@ export interface Workers {
   readonly permits: Semaphore.Semaphore
   readonly scope: Scope.Closeable
   readonly bufferedBatches: number
+  /** Key-ordered concurrency inside each partition (`concurrency: { by: "key" }`); off when undefined. */
+  readonly keyed?: KeyDispatch.KeyDispatch | undefined
 }
 
 /**
@@ -93,10 +96,18 @@ const work = (workers: Workers, state: PartitionState): Effect.Effect<void, Dead
   Effect.gen(function* () {
     while (true) {
       const next = yield* Effect.exit(Queue.take(state.queue))
-      if (Exit.isFailure(next)) return
+      if (Exit.isFailure(next)) {
+        // Key concurrency: the partition's lanes finish (or are interrupted by shutdown) first.
+        if (workers.keyed !== undefined) yield* KeyDispatch.drain(workers.keyed, state)
+        return
+      }
       if (state.paused && Queue.sizeUnsafe(state.queue) < workers.bufferedBatches) {
         state.paused = false
         yield* workers.batch.subscription.resume([state])
+      }
+      if (workers.keyed !== undefined) {
+        yield* KeyDispatch.accept(workers, workers.keyed, state, next.value)
+        continue
       }
       yield* Batch.processBatch(workers.batch, state, next.value).pipe(
         state.lock.withPermits(1),
