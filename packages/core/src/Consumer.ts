@@ -56,6 +56,7 @@ import * as Release from "./internal/consumer/release.ts"
 import * as Workers from "./internal/consumer/workers.ts"
 import type { OutboxStore } from "./OutboxStore.ts"
 import { ParkedStore } from "./ParkedStore.ts"
+import type * as PayloadCodec from "./PayloadCodec.ts"
 import type { Publisher } from "./Publisher.ts"
 import { TopicReader } from "./TopicReader.ts"
 
@@ -237,8 +238,13 @@ export interface Options<S extends Schema.Top, E, R> {
   /** The consumer group; also the inbox's consumer name. */
   readonly groupId: string
   readonly topics: ReadonlyArray<string>
-  /** The payload's schema; payloads are JSON. */
+  /** The payload's schema; payloads are its JSON unless `codec` says otherwise. */
   readonly schema: S
+  /**
+   * The payload's wire format (default `PayloadCodec.json(schema)`); `Topic.consumer` passes the
+   * topic's. A payload it cannot decode is dead-lettered at once (`PayloadDecodeError`).
+   */
+  readonly codec?: PayloadCodec.PayloadCodec<S, unknown, R | S["DecodingServices"]>
   readonly handler: (message: Message<S["Type"]>) => Effect.Effect<unknown, E, R>
   /** Dedup identity (default `"event-id"`, falling back to the offset identity). */
   readonly identity?: Inbox.IdentityStrategy

@@ -12,8 +12,8 @@ import * as DeadLetter from "../../DeadLetter.ts"
 import { HandlerDefectError, PayloadDecodeError } from "../../Errors.ts"
 import * as Inbox from "../../Inbox.ts"
 import { InboxStore } from "../../InboxStore.ts"
-import { decodePayload } from "../../OutboxMessage.ts"
 import { OutboxStore } from "../../OutboxStore.ts"
+import * as PayloadCodec from "../../PayloadCodec.ts"
 import { Publisher } from "../../Publisher.ts"
 import * as Telemetry from "../../Telemetry.ts"
 import { runningSpan } from "../telemetry/runningSpan.ts"
@@ -52,7 +52,7 @@ export const recordSettings = <S extends Schema.Top, E, R>(
     const context = yield* Effect.context<R | S["DecodingServices"]>()
     const provideUser = <A, E2>(effect: Effect.Effect<A, E2, R | S["DecodingServices"]>) =>
       Effect.provideContext(effect, context)
-    const decode = decodePayload(options.schema)
+    const codec = options.codec ?? PayloadCodec.json(options.schema)
     return {
       groupId: options.groupId,
       identity: options.identity ?? "event-id",
@@ -65,14 +65,14 @@ export const recordSettings = <S extends Schema.Top, E, R>(
       infrastructureRetry: schedules.infrastructure,
       deadLetterTopic: options.deadLetterTopic ?? DeadLetter.defaultTopic,
       decode: (record) =>
-        decode(record.value).pipe(
+        codec.decode(record.topic, record.value).pipe(
           Effect.mapError(
             (error) =>
               new PayloadDecodeError({
                 topic: record.topic,
                 partition: record.partition,
                 offset: record.offset,
-                reason: error.message
+                reason: error.format === "json" ? error.reason : `${error.format}: ${error.reason}`
               })
           ),
           provideUser
