@@ -207,11 +207,14 @@ export const avro = <S extends Schema.Top>(schema: S, options: Options = {}): Re
  */
 export const jsonSchema = <S extends Schema.Top>(schema: S, options: Options = {}): RegistryCodec<S> => {
   const document = Schema.toJsonSchemaDocument(schema)
-  const definitions = Object.keys(document.definitions).length === 0 ? {} : { $defs: document.definitions }
+  const { [rootName(document.schema)]: root, ...rest } = document.definitions as Record<string, object>
+  // A schema with an identifier is a `$ref` to its definition: inlined, so the registered root
+  // says what the payload is (and compatibility checks read it).
+  const definitions = Object.keys(rest).length === 0 ? {} : { $defs: rest }
   const text = JSON.stringify({
     $schema: "https://json-schema.org/draft/2020-12/schema",
     title: recordNameOf(schema, options),
-    ...document.schema,
+    ...(root ?? document.schema),
     ...definitions
   })
   const json = PayloadCodec.json(schema)
@@ -226,6 +229,11 @@ export const jsonSchema = <S extends Schema.Top>(schema: S, options: Options = {
     read: (topic, framed) =>
       Effect.mapError(json.decode(topic, framed.body), reformat) as Effect.Effect<S["Type"], PayloadCodec.PayloadCodecError>
   })
+}
+
+const rootName = (root: object): string => {
+  const ref = (root as { readonly $ref?: unknown }).$ref
+  return typeof ref === "string" ? (ref.split("/").at(-1) as string) : ""
 }
 
 const isRegistryCodec = (codec: unknown): codec is RegistryCodec<Schema.Top> =>
