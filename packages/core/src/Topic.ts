@@ -24,6 +24,7 @@
 import * as Effect from "effect/Effect"
 import type * as Schema from "effect/Schema"
 import type * as Consumer from "./Consumer.ts"
+import * as ClaimCheck from "./ClaimCheck.ts"
 import * as DeadLetter from "./DeadLetter.ts"
 import { OutboxValidationError, type StoreError } from "./Errors.ts"
 import * as Outbox from "./Outbox.ts"
@@ -145,7 +146,8 @@ export const draft = <S extends Schema.Top, RE, RD>(
 
 /**
  * Enqueues one payload (returns its event id) on the topic in the ambient transaction, so it
- * commits with the caller's writes. It requires `Outbox.InTransaction`: run it inside
+ * commits with the caller's writes. A payload over a `ClaimCheckStore`'s threshold is stored
+ * aside in the same transaction (`ClaimCheck`). It requires `Outbox.InTransaction`: run it inside
  * `Outbox.withTransaction`. The only way a typed payload reaches the broker is through the outbox.
  *
  * @since 0.1.0
@@ -155,7 +157,11 @@ export const enqueue = <S extends Schema.Top, RE, RD>(
   topic: Topic<S, RE, RD>,
   payload: S["Type"],
   options?: EnqueueOptions
-): Effect.Effect<EventId, OutboxValidationError | StoreError, Outbox.Outbox | Outbox.InTransaction | RE> => Effect.flatMap(draft(topic, payload, options), (d) => Outbox.enqueue(d))
+): Effect.Effect<EventId, OutboxValidationError | StoreError, Outbox.Outbox | Outbox.InTransaction | RE> =>
+  draft(topic, payload, options).pipe(
+    Effect.flatMap(ClaimCheck.offload),
+    Effect.flatMap((d) => Outbox.enqueue(d))
+  )
 
 /**
  * Enqueues one payload in a transaction of its own, committed before it returns: for an event
@@ -185,7 +191,7 @@ export const enqueueAll = <S extends Schema.Top, RE, RD>(
   options?: Omit<EnqueueOptions, "id">
 ): Effect.Effect<ReadonlyArray<EventId>, OutboxValidationError | StoreError, Outbox.Outbox | Outbox.InTransaction | RE> =>
   Effect.flatMap(
-    Effect.forEach(payloads, (payload) => draft(topic, payload, options)),
+    Effect.forEach(payloads, (payload) => Effect.flatMap(draft(topic, payload, options), ClaimCheck.offload)),
     (drafts) => Outbox.enqueue(drafts)
   )
 

@@ -7,6 +7,7 @@
 export * as Backoff from "./Backoff.ts"
 export * as BrokerAdmin from "./BrokerAdmin.ts"
 export * as BrokerProbe from "./BrokerProbe.ts"
+export * as ClaimCheck from "./ClaimCheck.ts"
 export * as ClaimRule from "./ClaimRule.ts"
 export * as CompareAndSet from "./CompareAndSet.ts"
 export * as Consumer from "./Consumer.ts"
