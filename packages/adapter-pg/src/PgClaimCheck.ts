@@ -61,7 +61,9 @@ export const make = (options: Options = {}) =>
  * @since 0.6.0
  * @category layers
  */
-export const layer = (options: Options = {}): Layer.Layer<ClaimCheck.ClaimCheckStore, never, SqlClient.SqlClient | PgTables> =>
+export const layer = (
+  options: Options = {}
+): Layer.Layer<ClaimCheck.ClaimCheckStore, never, SqlClient.SqlClient | PgTables> =>
   Layer.effect(ClaimCheck.ClaimCheckStore, make(options))
 
 /**

@@ -61,7 +61,8 @@ describe("PgMigrations", () => {
         [9, "log_progress"],
         [10, "log_quarantine"],
         [11, "log_gap"],
-        [12, "inbox_partitions"]
+        [12, "inbox_partitions"],
+        [13, "claimed_payload"]
       ])
       const second = yield* PgMigrations.run.pipe(Effect.provideService(PgTables.PgTables, tables))
       assert.deepStrictEqual(second, [])
@@ -75,6 +76,7 @@ describe("PgMigrations", () => {
       assert.deepStrictEqual(
         all.filter((name) => !partitions.includes(name) && !inbox.includes(name)),
         [
+          "outbox_claimed_payload",
           "outbox_inbox_horizon",
           "outbox_lease",
           "outbox_lifecycle_group",
@@ -109,7 +111,7 @@ describe("PgMigrations", () => {
           .flat()
           .map(([id]) => id)
           .sort((a, b) => a - b),
-        [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]
+        [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]
       )
     }).pipe(Effect.scoped, Effect.provide(pgClient(8)))
   )

@@ -59,7 +59,7 @@ describe("PgMigrations", () => {
       const names = Object.keys(PgMigrations.migrations(yield* PgTables.make()))
       assert.deepStrictEqual(
         names.map((name) => Number(name.split("_")[0])),
-        [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]
+        [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]
       )
     })
   )

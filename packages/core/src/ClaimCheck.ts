@@ -12,7 +12,7 @@
  *
  * @since 0.6.0
  */
-import * as Config from "effect/Config"
+import type * as Config from "effect/Config"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"

@@ -23,12 +23,12 @@
  */
 import * as Effect from "effect/Effect"
 import type * as Schema from "effect/Schema"
-import type * as Consumer from "./Consumer.ts"
 import * as ClaimCheck from "./ClaimCheck.ts"
+import type * as Consumer from "./Consumer.ts"
 import * as DeadLetter from "./DeadLetter.ts"
 import { OutboxValidationError, type StoreError } from "./Errors.ts"
 import * as Outbox from "./Outbox.ts"
-import { type EventId, type Headers, type OutboxDraft } from "./OutboxMessage.ts"
+import type { EventId, Headers, OutboxDraft } from "./OutboxMessage.ts"
 import * as PayloadCodec from "./PayloadCodec.ts"
 
 /**
@@ -60,13 +60,13 @@ export interface Topic<S extends Schema.Top, RE = S["EncodingServices"], RD = S[
  * @category constructors
  */
 export const make: {
-  <S extends Schema.Top, RE, RD>(options: MakeOptions<S> & { readonly codec: PayloadCodec.PayloadCodec<S, RE, RD> }): Topic<
-    S,
-    RE,
-    RD
-  >
+  <S extends Schema.Top, RE, RD>(
+    options: MakeOptions<S> & { readonly codec: PayloadCodec.PayloadCodec<S, RE, RD> }
+  ): Topic<S, RE, RD>
   <S extends Schema.Top>(options: MakeOptions<S>): Topic<S>
-} = <S extends Schema.Top>(options: MakeOptions<S> & { readonly codec?: PayloadCodec.PayloadCodec<S, any, any> }) => ({
+} = <S extends Schema.Top>(
+  options: MakeOptions<S> & { readonly codec?: PayloadCodec.PayloadCodec<S, unknown, unknown> }
+) => ({
   name: options.name,
   schema: options.schema,
   codec: options.codec ?? PayloadCodec.json(options.schema),
@@ -95,7 +95,7 @@ export interface MakeOptions<S extends Schema.Top> {
  * @since 0.1.0
  * @category models
  */
-export type Payload<T> = T extends Topic<infer S, any, any> ? S["Type"] : never
+export type Payload<T> = T extends Topic<infer S, infer _RE, infer _RD> ? S["Type"] : never
 
 /**
  * Per-event options of {@link enqueue}. `partition` overrides the topic's partitioner (e.g. a
@@ -189,7 +189,11 @@ export const enqueueAll = <S extends Schema.Top, RE, RD>(
   topic: Topic<S, RE, RD>,
   payloads: ReadonlyArray<S["Type"]>,
   options?: Omit<EnqueueOptions, "id">
-): Effect.Effect<ReadonlyArray<EventId>, OutboxValidationError | StoreError, Outbox.Outbox | Outbox.InTransaction | RE> =>
+): Effect.Effect<
+  ReadonlyArray<EventId>,
+  OutboxValidationError | StoreError,
+  Outbox.Outbox | Outbox.InTransaction | RE
+> =>
   Effect.flatMap(
     Effect.forEach(payloads, (payload) => Effect.flatMap(draft(topic, payload, options), ClaimCheck.offload)),
     (drafts) => Outbox.enqueue(drafts)

@@ -13,8 +13,8 @@ import { BrokerAdmin } from "@effect-outbox/core/BrokerAdmin"
 import * as ClaimCheck from "@effect-outbox/core/ClaimCheck"
 import * as DeadLetter from "@effect-outbox/core/DeadLetter"
 import * as Outbox from "@effect-outbox/core/Outbox"
-import { OutboxStore } from "@effect-outbox/core/OutboxStore"
 import * as OutboxRuntime from "@effect-outbox/core/OutboxRuntime"
+import { OutboxStore } from "@effect-outbox/core/OutboxStore"
 import * as Topic from "@effect-outbox/core/Topic"
 import { TopicReader } from "@effect-outbox/core/TopicReader"
 import * as RealServices from "@effect-outbox/testing/RealServices"
@@ -44,9 +44,10 @@ const setup = (runId: string, refuse: Set<string>) =>
     const handled = yield* Queue.unbounded<{ readonly documentId: string; readonly bytes: number }>()
     const kafka = KafkaOutbox.layer({ brokers: services.kafkaBrokers, clientId: "claim-check-test" })
     const sql = PgClient.layer({ url: Redacted.make(services.databaseUrl), maxConnections: 4 })
-    const storage = Layer.provideMerge(PgClaimCheck.layer({ thresholdBytes: 64 * 1024 }), PgOutbox.layer({ schema })).pipe(
-      Layer.provideMerge(sql)
-    )
+    const storage = Layer.provideMerge(
+      PgClaimCheck.layer({ thresholdBytes: 64 * 1024 }),
+      PgOutbox.layer({ schema })
+    ).pipe(Layer.provideMerge(sql))
     const runtime = OutboxRuntime.layer({
       relay: { instances: 1, pollInterval: Duration.millis(100) },
       consumers: [
@@ -69,12 +70,15 @@ const setup = (runId: string, refuse: Set<string>) =>
       )
     ).pipe(Effect.provide(kafka))
     const cleanup = Effect.andThen(
-      Effect.flatMap(Effect.service(SqlClient.SqlClient), (c) => c.unsafe(`DROP SCHEMA "${schema}" CASCADE`).unprepared).pipe(
-        Effect.provide(sql),
-        Effect.ignore
-      ),
+      Effect.flatMap(
+        Effect.service(SqlClient.SqlClient),
+        (c) => c.unsafe(`DROP SCHEMA "${schema}" CASCADE`).unprepared
+      ).pipe(Effect.provide(sql), Effect.ignore),
       Effect.promise(async () => {
-        const admin = new Kafkajs.Kafka({ brokers: [...services.kafkaBrokers], logLevel: Kafkajs.logLevel.NOTHING }).admin()
+        const admin = new Kafkajs.Kafka({
+          brokers: [...services.kafkaBrokers],
+          logLevel: Kafkajs.logLevel.NOTHING
+        }).admin()
         await admin.connect()
         await admin
           .deleteTopics({ topics: [Documents.name, Documents.deadLetterTopic] })
@@ -90,15 +94,11 @@ const rows = (query: string) =>
 
 /** Polls until `check` holds (a condition, not a sleep), at most 60 s. */
 const until = <A, E, R>(effect: Effect.Effect<A, E, R>, check: (a: A) => boolean) =>
-  effect.pipe(
-    Effect.repeat({ schedule: Schedule.spaced("100 millis"), until: check }),
-    Effect.timeout("60 seconds")
-  )
+  effect.pipe(Effect.repeat({ schedule: Schedule.spaced("100 millis"), until: check }), Effect.timeout("60 seconds"))
 
 const statusOf = (schema: string, id: string) =>
-  Effect.map(
-    rows(`SELECT status FROM "${schema}"."outbox_message" WHERE id = '${id}'`),
-    (r) => String(r[0]?.status ?? "")
+  Effect.map(rows(`SELECT status FROM "${schema}"."outbox_message" WHERE id = '${id}'`), (r) =>
+    String(r[0]?.status ?? "")
   )
 
 const readAll = (topic: string) => TopicReader.use((reader) => reader.read(topic).pipe(Stream.runCollect))
@@ -112,7 +112,9 @@ describe("claim check on PostgreSQL and Kafka", () => {
         const refuse = new Set(["big"])
         const { schema, Documents, handled, runtime, cleanup } = yield* setup(runId, refuse)
         yield* Effect.gen(function* () {
-          const id = yield* Outbox.withTransaction(Topic.enqueue(Documents, { documentId: "big", body: "x".repeat(FIVE_MB) }))
+          const id = yield* Outbox.withTransaction(
+            Topic.enqueue(Documents, { documentId: "big", body: "x".repeat(FIVE_MB) })
+          )
           const stored = yield* rows(`SELECT octet_length(payload) AS n FROM "${schema}"."outbox_claimed_payload"`)
           assert.deepStrictEqual(stored, [{ n: FIVE_MB + `{"documentId":"big","body":""}`.length }])
 
@@ -150,30 +152,33 @@ describe("claim check on PostgreSQL and Kafka", () => {
     { timeout: 180_000 }
   )
 
-  it.live("a record whose stored payload is gone is dead-lettered with a reason that says so", () =>
-    Effect.gen(function* () {
-      const runId = randomUUID().replaceAll("-", "").slice(0, 10)
-      const { schema, Documents, storage, runtime, cleanup } = yield* setup(runId, new Set())
-      yield* Effect.gen(function* () {
-        // Enqueued before the relay runs, and its stored payload removed behind the outbox's back.
-        const id = yield* Effect.gen(function* () {
-          const id = yield* Outbox.withTransaction(
-            Topic.enqueue(Documents, { documentId: "lost", body: "y".repeat(100_000) })
-          )
-          yield* rows(`DELETE FROM "${schema}"."outbox_claimed_payload"`)
-          return id
-        }).pipe(Effect.provide(Layer.provideMerge(Outbox.layer, storage)))
+  it.live(
+    "a record whose stored payload is gone is dead-lettered with a reason that says so",
+    () =>
+      Effect.gen(function* () {
+        const runId = randomUUID().replaceAll("-", "").slice(0, 10)
+        const { schema, Documents, storage, runtime, cleanup } = yield* setup(runId, new Set())
         yield* Effect.gen(function* () {
-          yield* until(statusOf(schema, id), (s) => s === "PUSHED_FAILURE")
-          const letters = yield* readAll(Documents.deadLetterTopic)
-          assert.strictEqual(letters.length, 1)
-          const headers = letters[0]!.headers
-          assert.strictEqual(headers[DeadLetter.headers.errorClass], "PayloadDecodeError")
-          assert.strictEqual(headers[DeadLetter.headers.classification], "permanent")
-          assert.include(headers[DeadLetter.headers.errorMessage], `outbox-claim-check: ${id}`)
-          assert.include(headers[DeadLetter.headers.errorMessage], "no longer holds it")
-        }).pipe(Effect.provide(runtime), Effect.scoped)
-      }).pipe(Effect.scoped, Effect.ensuring(cleanup))
-    }).pipe(Effect.provide(RealServices.layer), Effect.provideService(References.MinimumLogLevel, "Error"))
-  , { timeout: 180_000 })
+          // Enqueued before the relay runs, and its stored payload removed behind the outbox's back.
+          const id = yield* Effect.gen(function* () {
+            const id = yield* Outbox.withTransaction(
+              Topic.enqueue(Documents, { documentId: "lost", body: "y".repeat(100_000) })
+            )
+            yield* rows(`DELETE FROM "${schema}"."outbox_claimed_payload"`)
+            return id
+          }).pipe(Effect.provide(Layer.provideMerge(Outbox.layer, storage)))
+          yield* Effect.gen(function* () {
+            yield* until(statusOf(schema, id), (s) => s === "PUSHED_FAILURE")
+            const letters = yield* readAll(Documents.deadLetterTopic)
+            assert.strictEqual(letters.length, 1)
+            const headers = letters[0]!.headers
+            assert.strictEqual(headers[DeadLetter.headers.errorClass], "PayloadDecodeError")
+            assert.strictEqual(headers[DeadLetter.headers.classification], "permanent")
+            assert.include(headers[DeadLetter.headers.errorMessage], `outbox-claim-check: ${id}`)
+            assert.include(headers[DeadLetter.headers.errorMessage], "no longer holds it")
+          }).pipe(Effect.provide(runtime), Effect.scoped)
+        }).pipe(Effect.scoped, Effect.ensuring(cleanup))
+      }).pipe(Effect.provide(RealServices.layer), Effect.provideService(References.MinimumLogLevel, "Error")),
+    { timeout: 180_000 }
+  )
 })

@@ -9,7 +9,7 @@ import { assert, describe, it } from "@effect/vitest"
 import * as KafkaOutbox from "@effect-outbox/adapter-kafka/KafkaOutbox"
 import * as PgOutbox from "@effect-outbox/adapter-pg/PgOutbox"
 import { BrokerAdmin } from "@effect-outbox/core/BrokerAdmin"
-import * as Consumer from "@effect-outbox/core/Consumer"
+import type * as Consumer from "@effect-outbox/core/Consumer"
 import * as Outbox from "@effect-outbox/core/Outbox"
 import * as OutboxRuntime from "@effect-outbox/core/OutboxRuntime"
 import * as Topic from "@effect-outbox/core/Topic"
@@ -70,10 +70,7 @@ const dropKafka = (brokers: ReadonlyArray<string>, topics: Array<string>) =>
       .finally(() => admin.disconnect())
   })
 
-const formats = [
-  ["avro", RegistryCodec.avro] as const,
-  ["json-schema", RegistryCodec.jsonSchema] as const
-]
+const formats = [["avro", RegistryCodec.avro] as const, ["json-schema", RegistryCodec.jsonSchema] as const]
 
 describe("registry codecs on PostgreSQL and Kafka", () => {
   for (const [format, codec] of formats) {

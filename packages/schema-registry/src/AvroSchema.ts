@@ -52,7 +52,9 @@ const union = (members: ReadonlyArray<Avro>): Avro => {
   const seen = new Set<string>()
   const unique = flat.filter((m) => {
     const k = JSON.stringify(m)
-    return seen.has(k) ? false : (seen.add(k), true)
+    if (seen.has(k)) return false
+    seen.add(k)
+    return true
   })
   // `null` first, so a field's default may be null.
   const sorted = [...unique.filter((m) => m === "null"), ...unique.filter((m) => m !== "null")]

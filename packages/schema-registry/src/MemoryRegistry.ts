@@ -13,7 +13,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type * as Scope from "effect/Scope"
 import { backwardIssues } from "./Compatibility.ts"
-import { layerHttp, type RegistrySchema, SchemaRegistry, type SchemaType } from "./SchemaRegistry.ts"
+import { layerHttp, type RegistrySchema, type SchemaRegistry, type SchemaType } from "./SchemaRegistry.ts"
 
 interface State {
   readonly schemas: Array<RegistrySchema>

@@ -54,22 +54,29 @@ export interface Options {
  * @since 0.6.0
  * @category models
  */
-export interface RegistryCodec<S extends Schema.Top> extends PayloadCodec.PayloadCodec<S, SchemaRegistry, SchemaRegistry> {
+export interface RegistryCodec<S extends Schema.Top>
+  extends PayloadCodec.PayloadCodec<S, SchemaRegistry, SchemaRegistry> {
   readonly subject: (topic: string) => string
   /** The schema's text as registered (`Left`: the schema has no form in this format). */
   readonly registeredSchema: string | AvroSchema.AvroDerivationError
   /** Registers the schema for `topic` (or finds it) and answers its id. */
   readonly register: (
     topic: string
-  ) => Effect.Effect<number, SchemaRegistryError | IncompatibleSchemaError | AvroSchema.AvroDerivationError, SchemaRegistry>
+  ) => Effect.Effect<
+    number,
+    SchemaRegistryError | IncompatibleSchemaError | AvroSchema.AvroDerivationError,
+    SchemaRegistry
+  >
 }
 
 type Registry = SchemaRegistry["Service"]
 
 /** Per registry (a test may run several), the ids of subjects registered and schemas read. */
 const cacheOf = <V>(caches: WeakMap<Registry, Map<string | number, V>>, registry: Registry) => {
-  let cache = caches.get(registry)
-  if (cache === undefined) caches.set(registry, (cache = new Map()))
+  const found = caches.get(registry)
+  if (found !== undefined) return found
+  const cache = new Map<string | number, V>()
+  caches.set(registry, cache)
   return cache
 }
 
@@ -105,18 +112,21 @@ interface Format<S extends Schema.Top> {
 const build = <S extends Schema.Top>(schema: S, options: Options, format: Format<S>): RegistryCodec<S> => {
   const subject = subjectFor(options.subject ?? "topic", recordNameOf(schema, options))
   const ids = new WeakMap<Registry, Map<string | number, number>>()
-  const failure = (topic: string, reason: string) => new PayloadCodec.PayloadCodecError({ format: format.format, topic, reason })
+  const failure = (topic: string, reason: string) =>
+    new PayloadCodec.PayloadCodecError({ format: format.format, topic, reason })
   const register = (topic: string) =>
     Effect.flatMap(
       Effect.service(SchemaRegistry),
-      (registry): Effect.Effect<number, SchemaRegistryError | IncompatibleSchemaError | AvroSchema.AvroDerivationError> =>
+      (
+        registry
+      ): Effect.Effect<number, SchemaRegistryError | IncompatibleSchemaError | AvroSchema.AvroDerivationError> =>
         typeof format.text !== "string"
           ? Effect.fail(format.text)
           : cached(
-            cacheOf(ids, registry),
-            subject(topic),
-            registry.register(subject(topic), { schema: format.text, schemaType: format.schemaType })
-          )
+              cacheOf(ids, registry),
+              subject(topic),
+              registry.register(subject(topic), { schema: format.text, schemaType: format.schemaType })
+            )
     )
   return {
     format: format.format,
@@ -125,9 +135,8 @@ const build = <S extends Schema.Top>(schema: S, options: Options, format: Format
     registeredSchema: format.text,
     register,
     encode: (topic, value) =>
-      Effect.flatMap(
-        register(topic).pipe(Effect.mapError((error) => failure(topic, error.message))),
-        (id) => Effect.map(format.body(topic, value), (body) => WireFormat.frame(id, body))
+      Effect.flatMap(register(topic).pipe(Effect.mapError((error) => failure(topic, error.message))), (id) =>
+        Effect.map(format.body(topic, value), (body) => WireFormat.frame(id, body))
       ),
     decode: (topic, payload) => {
       const framed = WireFormat.unframe(payload)
@@ -151,7 +160,8 @@ export const avro = <S extends Schema.Top>(schema: S, options: Options = {}): Re
   const type = typeof text === "string" ? avsc.Type.forSchema(JSON.parse(text)) : undefined
   const resolvers = new WeakMap<Registry, Map<string | number, ReturnType<avsc.Type["createResolver"]>>>()
   const avroSchema = typeof text === "string" ? (JSON.parse(text) as AvroSchema.Avro) : "null"
-  const failure = (topic: string, reason: string) => new PayloadCodec.PayloadCodecError({ format: "avro", topic, reason })
+  const failure = (topic: string, reason: string) =>
+    new PayloadCodec.PayloadCodecError({ format: "avro", topic, reason })
   // A registry codec's schema needs no services of its own (its encoding runs without them).
   const encodeJson = Schema.encodeUnknownEffect(json) as (u: unknown) => Effect.Effect<unknown, Schema.SchemaError>
   const decodeJson = Schema.decodeUnknownEffect(json) as (u: unknown) => Effect.Effect<S["Type"], Schema.SchemaError>
@@ -160,11 +170,13 @@ export const avro = <S extends Schema.Top>(schema: S, options: Options = {}): Re
     schemaType: "AVRO",
     text,
     body: (topic, value) =>
-      Effect.flatMap(Effect.mapError(encodeJson(value), (e) => failure(topic, e.message)), (encoded) =>
-        Effect.try({
-          try: () => new Uint8Array((type as avsc.Type).toBuffer(encoded)),
-          catch: (e) => failure(topic, `does not fit the Avro schema: ${e instanceof Error ? e.message : String(e)}`)
-        })
+      Effect.flatMap(
+        Effect.mapError(encodeJson(value), (e) => failure(topic, e.message)),
+        (encoded) =>
+          Effect.try({
+            try: () => new Uint8Array((type as avsc.Type).toBuffer(encoded)),
+            catch: (e) => failure(topic, `does not fit the Avro schema: ${e instanceof Error ? e.message : String(e)}`)
+          })
       ),
     read: (topic, framed, registry) => {
       const reader = type as avsc.Type
@@ -189,9 +201,7 @@ export const avro = <S extends Schema.Top>(schema: S, options: Options = {}): Re
           })
         ),
         Effect.flatMap((value) =>
-          Effect.mapError(decodeJson(AvroSchema.fromAvroValue(avroSchema, value)), (e) =>
-            failure(topic, e.message)
-          )
+          Effect.mapError(decodeJson(AvroSchema.fromAvroValue(avroSchema, value)), (e) => failure(topic, e.message))
         )
       )
     }
@@ -218,7 +228,8 @@ export const jsonSchema = <S extends Schema.Top>(schema: S, options: Options = {
     ...definitions
   })
   const json = PayloadCodec.json(schema)
-  const reformat = (e: PayloadCodec.PayloadCodecError) => new PayloadCodec.PayloadCodecError({ ...e, format: "json-schema" })
+  const reformat = (e: PayloadCodec.PayloadCodecError) =>
+    new PayloadCodec.PayloadCodecError({ ...e, format: "json-schema" })
   return build(schema, options, {
     format: "json-schema",
     schemaType: "JSON",
@@ -227,7 +238,10 @@ export const jsonSchema = <S extends Schema.Top>(schema: S, options: Options = {
     body: (topic, value) =>
       Effect.mapError(json.encode(topic, value), reformat) as Effect.Effect<Uint8Array, PayloadCodec.PayloadCodecError>,
     read: (topic, framed) =>
-      Effect.mapError(json.decode(topic, framed.body), reformat) as Effect.Effect<S["Type"], PayloadCodec.PayloadCodecError>
+      Effect.mapError(json.decode(topic, framed.body), reformat) as Effect.Effect<
+        S["Type"],
+        PayloadCodec.PayloadCodecError
+      >
   })
 }
 
@@ -235,6 +249,15 @@ const rootName = (root: object): string => {
   const ref = (root as { readonly $ref?: unknown }).$ref
   return typeof ref === "string" ? (ref.split("/").at(-1) as string) : ""
 }
+
+/**
+ * Any topic: the start-up check reads only its name and codec.
+ *
+ * @since 0.6.0
+ * @category models
+ */
+// biome-ignore lint/suspicious/noExplicitAny: a topic of any schema and codec (its key function is contravariant)
+export type AnyTopic = Topic.Topic<any, any, any>
 
 const isRegistryCodec = (codec: unknown): codec is RegistryCodec<Schema.Top> =>
   typeof codec === "object" && codec !== null && "register" in codec && "subject" in codec
@@ -247,14 +270,18 @@ const isRegistryCodec = (codec: unknown): codec is RegistryCodec<Schema.Top> =>
  * @category start-up
  */
 export const register = (
-  topics: ReadonlyArray<Topic.Topic<any, any, any>>
-): Effect.Effect<void, SchemaRegistryError | IncompatibleSchemaError | AvroSchema.AvroDerivationError, SchemaRegistry> =>
+  topics: ReadonlyArray<AnyTopic>
+): Effect.Effect<
+  void,
+  SchemaRegistryError | IncompatibleSchemaError | AvroSchema.AvroDerivationError,
+  SchemaRegistry
+> =>
   Effect.forEach(
     topics.filter((topic) => isRegistryCodec(topic.codec)),
     (topic) =>
-      (topic.codec as RegistryCodec<Schema.Top>).register(topic.name).pipe(
-        Effect.tap((id) => Effect.logDebug(`schema of ${topic.name} registered as ${id}`))
-      ),
+      (topic.codec as RegistryCodec<Schema.Top>)
+        .register(topic.name)
+        .pipe(Effect.tap((id) => Effect.logDebug(`schema of ${topic.name} registered as ${id}`))),
     { discard: true }
   ).pipe(Effect.withSpan("outbox.schema_registry.register"))
 
@@ -265,6 +292,6 @@ export const register = (
  * @category start-up
  */
 export const layerRegistered = (
-  topics: ReadonlyArray<Topic.Topic<any, any, any>>
+  topics: ReadonlyArray<AnyTopic>
 ): Layer.Layer<never, SchemaRegistryError | IncompatibleSchemaError | AvroSchema.AvroDerivationError, SchemaRegistry> =>
   Layer.effectDiscard(register(topics))

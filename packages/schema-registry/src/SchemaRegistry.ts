@@ -56,10 +56,10 @@ export class SchemaRegistryError extends Schema.TaggedError<SchemaRegistryError>
  * @since 0.6.0
  * @category errors
  */
-export class IncompatibleSchemaError extends Schema.TaggedError<IncompatibleSchemaError>()(
-  "IncompatibleSchemaError",
-  { subject: Schema.String, reason: Schema.String }
-) {
+export class IncompatibleSchemaError extends Schema.TaggedError<IncompatibleSchemaError>()("IncompatibleSchemaError", {
+  subject: Schema.String,
+  reason: Schema.String
+}) {
   override get message() {
     return `schema for subject ${this.subject} is incompatible with its registered versions: ${this.reason}`
   }

@@ -29,10 +29,7 @@ const order = {
   channel: "web" as const
 }
 
-const formats = [
-  ["avro", RegistryCodec.avro] as const,
-  ["json-schema", RegistryCodec.jsonSchema] as const
-]
+const formats = [["avro", RegistryCodec.avro] as const, ["json-schema", RegistryCodec.jsonSchema] as const]
 
 describe("registry codecs", () => {
   for (const [format, make] of formats) {
@@ -96,7 +93,10 @@ describe("registry codecs", () => {
     Effect.sync(() => {
       const name = { recordName: "com.acme.Order" }
       assert.strictEqual(RegistryCodec.avro(OrderV1, name).subject("orders"), "orders-value")
-      assert.strictEqual(RegistryCodec.avro(OrderV1, { ...name, subject: "record" }).subject("orders"), "com.acme.Order")
+      assert.strictEqual(
+        RegistryCodec.avro(OrderV1, { ...name, subject: "record" }).subject("orders"),
+        "com.acme.Order"
+      )
       assert.strictEqual(
         RegistryCodec.avro(OrderV1, { ...name, subject: "topic-record" }).subject("orders"),
         "orders-com.acme.Order"

@@ -6,8 +6,7 @@
 import type { Tables } from "../PgTables.ts"
 
 /** The table's quoted, schema-qualified name (`<schema>.<prefix>claimed_payload`). */
-export const claimedPayloadTable = (t: Tables): string =>
-  `"${t.schema}"."${t.tablePrefix}claimed_payload"`
+export const claimedPayloadTable = (t: Tables): string => `"${t.schema}"."${t.tablePrefix}claimed_payload"`
 
 export const claimedPayloadMigration = (t: Tables): ReadonlyArray<string> => [
   `CREATE TABLE IF NOT EXISTS ${claimedPayloadTable(t)} (
