@@ -16,7 +16,9 @@
  */
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
-import { decodePayload, encodePayload } from "./OutboxMessage.ts"
+import { decodePayload } from "./OutboxMessage.ts"
+
+const encoder = new TextEncoder()
 
 /**
  * A payload that a codec cannot encode or decode. `reason` says what was wrong; a decoding failure
@@ -60,7 +62,9 @@ export interface PayloadCodec<S extends Schema.Top, RE = never, RD = never> {
 export const json = <S extends Schema.Top>(
   schema: S
 ): PayloadCodec<S, S["EncodingServices"], S["DecodingServices"]> => {
-  const encode = encodePayload(schema)
+  // The JSON codec is built once per topic, not per payload (building it is most of the cost).
+  const toJson = Schema.encodeEffect(Schema.fromJsonString(schema))
+  const encode = (value: S["Type"]) => Effect.map(toJson(value), (json) => encoder.encode(json))
   const decode = decodePayload(schema)
   const failure = (topic: string) => (error: Schema.SchemaError) =>
     new PayloadCodecError({ format: "json", topic, reason: error.message })
