@@ -26,18 +26,20 @@ const record = (headers: Record<string, string>, value = new Uint8Array(0)): Con
 })
 
 describe("ClaimCheck", () => {
-  it.effect("a payload over the threshold is stored aside: the draft gets its id, an empty payload and the header", () =>
-    Effect.gen(function* () {
-      const { service, stored } = memoryStore(4)
-      const payload = new Uint8Array([1, 2, 3, 4, 5])
-      const draft = yield* ClaimCheck.offload({ topic: "documents", payload, headers: { a: "b" } }).pipe(
-        Effect.provideService(ClaimCheck.ClaimCheckStore, service)
-      )
-      assert(draft.id !== undefined && isEventId(draft.id))
-      assert.strictEqual(draft.payload.length, 0)
-      assert.deepStrictEqual(draft.headers, { a: "b", [ClaimCheck.CLAIM_CHECK_HEADER]: draft.id })
-      assert.deepStrictEqual(stored.get(draft.id), payload)
-    })
+  it.effect(
+    "a payload over the threshold is stored aside: the draft gets its id, an empty payload and the header",
+    () =>
+      Effect.gen(function* () {
+        const { service, stored } = memoryStore(4)
+        const payload = new Uint8Array([1, 2, 3, 4, 5])
+        const draft = yield* ClaimCheck.offload({ topic: "documents", payload, headers: { a: "b" } }).pipe(
+          Effect.provideService(ClaimCheck.ClaimCheckStore, service)
+        )
+        assert(draft.id !== undefined && isEventId(draft.id))
+        assert.strictEqual(draft.payload.length, 0)
+        assert.deepStrictEqual(draft.headers, { a: "b", [ClaimCheck.CLAIM_CHECK_HEADER]: draft.id })
+        assert.deepStrictEqual(stored.get(draft.id), payload)
+      })
   )
 
   it.effect("a payload at the threshold, or without a store, is left as it is", () =>
