@@ -1,9 +1,16 @@
 // Registry codecs on the real services: Avro and JSON Schema payloads enqueued in PostgreSQL,
 // published by the relay in the Confluent wire format, handled by the consumer runner as the
-// topic's Effect Schema type; and read by a consumer that is not ours (kafkajs plus avsc), which
-// resolves the schema id in each record through the registry's REST API.
+// topic's Effect Schema type; and read by consumers that are not ours (kafkajs plus avsc, and
+// Apache Kafka's Java client plus Apache Avro: scripts/interop), which resolve the schema id in
+// each record through the registry's REST API.
 
+import { execFile } from "node:child_process"
 import { randomUUID } from "node:crypto"
+import { mkdtempSync, readFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { fileURLToPath } from "node:url"
+import { promisify } from "node:util"
 import { PgClient } from "@effect/sql-pg"
 import { assert, describe, it } from "@effect/vitest"
 import * as KafkaOutbox from "@effect-outbox/adapter-kafka/KafkaOutbox"
@@ -68,6 +75,42 @@ const dropKafka = (brokers: ReadonlyArray<string>, topics: Array<string>) =>
       .deleteTopics({ topics })
       .catch(() => undefined)
       .finally(() => admin.disconnect())
+  })
+
+const interop = fileURLToPath(new URL("../../../scripts/interop/", import.meta.url))
+const run = promisify(execFile)
+
+/** Apache Kafka's Java client and Apache Avro (scripts/interop/AvroInterop.java): "<id> <name> <record>" per record. */
+const javaConsumer = (brokers: ReadonlyArray<string>, topic: string, registryUrl: string, count: number) =>
+  Effect.promise(async () => {
+    const classpath = join(mkdtempSync(join(tmpdir(), "interop-")), "classpath")
+    await run("mvn", [
+      "-q",
+      "-f",
+      join(interop, "pom.xml"),
+      "dependency:build-classpath",
+      `-Dmdep.outputFile=${classpath}`
+    ])
+    const { stdout } = await run(
+      "java",
+      [
+        "-cp",
+        readFileSync(classpath, "utf8").trim(),
+        join(interop, "AvroInterop.java"),
+        brokers.join(","),
+        topic,
+        registryUrl,
+        String(count)
+      ],
+      { timeout: 120_000 }
+    )
+    return stdout
+      .trim()
+      .split("\n")
+      .map((line) => {
+        const [id, name, ...record] = line.split(" ")
+        return { id: Number(id), name, record: JSON.parse(record.join(" ")) as Record<string, unknown> }
+      })
   })
 
 const formats = [["avro", RegistryCodec.avro] as const, ["json-schema", RegistryCodec.jsonSchema] as const]
@@ -147,6 +190,14 @@ describe("registry codecs on PostgreSQL and Kafka", () => {
               decoded.map((d) => ({ ...d, note: d.note ?? undefined })),
               orders.map((o) => ({ note: undefined, ...o }))
             )
+            if (format === "avro") {
+              const java = yield* javaConsumer(services.kafkaBrokers, Orders.name, registryUrl, 2)
+              const id = values[0]!.readInt32BE(1)
+              assert.deepStrictEqual(
+                java,
+                orders.map((o) => ({ id, name: "com.acme.OrderPlaced", record: { note: null, ...o } }))
+              )
+            }
           }).pipe(
             Effect.provide(runtime),
             Effect.scoped,
