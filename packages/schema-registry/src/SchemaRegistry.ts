@@ -7,10 +7,15 @@
  *
  * @since 0.6.0
  */
+
+import type * as Config from "effect/Config"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
+import { variables } from "./internal/variables.ts"
 
 /**
  * The schema types the registry knows (Confluent names).
@@ -171,3 +176,22 @@ export const layerHttp = (options: HttpOptions): Layer.Layer<SchemaRegistry> =>
       }
     })
   )
+
+/**
+ * {@link layerHttp} from `OUTBOX_SCHEMA_REGISTRY_URL` and, when set, `OUTBOX_SCHEMA_REGISTRY_AUTH`
+ * (`user:password`, sent as HTTP basic authentication).
+ *
+ * @since 0.6.0
+ * @category layers
+ */
+export const layerConfig: Layer.Layer<SchemaRegistry, Config.ConfigError> = Layer.unwrap(
+  Effect.gen(function* () {
+    const url = yield* variables.url.config
+    const auth = yield* variables.auth.config
+    const headers = Option.match(auth, {
+      onNone: () => undefined,
+      onSome: (secret) => ({ authorization: `Basic ${Buffer.from(Redacted.value(secret)).toString("base64")}` })
+    })
+    return layerHttp({ url, headers })
+  })
+)
