@@ -57,7 +57,7 @@ export interface Options {
 export interface RegistryCodec<S extends Schema.Top>
   extends PayloadCodec.PayloadCodec<S, SchemaRegistry, SchemaRegistry> {
   readonly subject: (topic: string) => string
-  /** The schema's text as registered (`Left`: the schema has no form in this format). */
+  /** The schema's text as registered, or why the schema has no form in this format. */
   readonly registeredSchema: string | AvroSchema.AvroDerivationError
   /** Registers the schema for `topic` (or finds it) and answers its id. */
   readonly register: (

@@ -40,8 +40,8 @@ export const frame = (schemaId: number, body: Uint8Array): Uint8Array => {
 }
 
 /**
- * Takes a framed payload apart; a payload that is not framed (too short, another first byte) is
- * described in the `Left` string, so the caller can say what it got.
+ * Takes a framed payload apart; for a payload that is not framed (too short, another first
+ * byte), a sentence saying what it got.
  *
  * @since 0.6.0
  * @category decoding
