@@ -12,6 +12,7 @@ import "../packages/adapter-pg/src/index.ts"
 import "../packages/adapter-kafka/src/index.ts"
 import "../packages/adapter-kafka-platformatic/src/index.ts"
 import "../packages/cli/src/Cli.ts"
+import "../packages/schema-registry/src/index.ts"
 import * as EnvVariable from "../packages/core/src/EnvVariable.ts"
 
 const root = fileURLToPath(new URL("..", import.meta.url))

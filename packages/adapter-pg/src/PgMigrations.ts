@@ -10,6 +10,7 @@ import * as Layer from "effect/Layer"
 import * as Migrator from "effect/sql/Migrator"
 import * as SqlClient from "effect/sql/SqlClient"
 import { claimFunctionV3, claimFunctionV4 } from "./internal/claim.ts"
+import { claimedPayloadMigration } from "./internal/claimedPayload.ts"
 import { claimFunctionV2 } from "./internal/claimV2.ts"
 import { fromSqlError } from "./internal/errors.ts"
 import * as InboxTable from "./internal/inboxTable.ts"
@@ -220,7 +221,9 @@ export const migrations = (t: Tables): Record<string, Effect.Effect<void, unknow
     // The inbox's records partitioned by time (retention drops partitions) and its horizon.
     "12_inbox_partitions": run(InboxTable.migration(t)),
     // A transaction relayed in parts: its commit position and the events of it on the broker.
-    "13_log_part": run(partMigration(t))
+    "13_log_part": run(partMigration(t)),
+    // The claim check's payloads stored aside, deleted with their event.
+    "14_claimed_payload": run(claimedPayloadMigration(t))
   }
 }
 

@@ -3,6 +3,7 @@
  *
  * @since 0.1.0
  */
+export * as PgClaimCheck from "./PgClaimCheck.ts"
 export * as PgEngine from "./PgEngine.ts"
 export * as PgErrors from "./PgErrors.ts"
 export * as PgInboxStore from "./PgInboxStore.ts"

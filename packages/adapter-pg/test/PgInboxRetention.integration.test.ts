@@ -213,7 +213,11 @@ describe("PgMigrations 12: an inbox with records upgrades in place", () => {
       }
 
       const upgraded = yield* PgMigrations.run.pipe(Effect.provideService(PgTables.PgTables, t))
-      assert.deepStrictEqual(upgraded, [[12, "inbox_partitions"]])
+      assert.deepStrictEqual(upgraded, [
+        [12, "inbox_partitions"],
+        [13, "log_part"],
+        [14, "claimed_payload"]
+      ])
       const kept = yield* sql<{ consumer: string; identity: string; event_ms: string }>`
         SELECT consumer, identity, event_ms::text FROM ${sql.literal(t.processed)} ORDER BY consumer, identity`
       assert.deepStrictEqual(

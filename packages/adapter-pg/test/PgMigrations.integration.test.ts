@@ -62,7 +62,8 @@ describe("PgMigrations", () => {
         [10, "log_quarantine"],
         [11, "log_gap"],
         [12, "inbox_partitions"],
-        [13, "log_part"]
+        [13, "log_part"],
+        [14, "claimed_payload"]
       ])
       const second = yield* PgMigrations.run.pipe(Effect.provideService(PgTables.PgTables, tables))
       assert.deepStrictEqual(second, [])
@@ -76,6 +77,7 @@ describe("PgMigrations", () => {
       assert.deepStrictEqual(
         all.filter((name) => !partitions.includes(name) && !inbox.includes(name)),
         [
+          "outbox_claimed_payload",
           "outbox_inbox_horizon",
           "outbox_lease",
           "outbox_lifecycle_group",
@@ -110,7 +112,7 @@ describe("PgMigrations", () => {
           .flat()
           .map(([id]) => id)
           .sort((a, b) => a - b),
-        [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]
+        [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]
       )
     }).pipe(Effect.scoped, Effect.provide(pgClient(8)))
   )

@@ -55,12 +55,12 @@ describe("PgMigrations", () => {
     })
   )
 
-  it.effect("migrations are numbered 1 to 13 without a gap", () =>
+  it.effect("migrations are numbered 1 to 14 without a gap", () =>
     Effect.gen(function* () {
       const names = Object.keys(PgMigrations.migrations(yield* PgTables.make()))
       assert.deepStrictEqual(
         names.map((name) => Number(name.split("_")[0])),
-        [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]
+        [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]
       )
     })
   )

@@ -94,7 +94,8 @@ describe("PgMigrations: 2 -> 4 on a populated table", () => {
         [10, "log_quarantine"],
         [11, "log_gap"],
         [12, "inbox_partitions"],
-        [13, "log_part"]
+        [13, "log_part"],
+        [14, "claimed_payload"]
       ])
       assert.deepStrictEqual(yield* indexesOf(schema), [
         "outbox_message_dispatching_idx",

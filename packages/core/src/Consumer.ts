@@ -59,6 +59,7 @@ import * as Release from "./internal/consumer/release.ts"
 import * as Workers from "./internal/consumer/workers.ts"
 import type { OutboxStore } from "./OutboxStore.ts"
 import { ParkedStore } from "./ParkedStore.ts"
+import type * as PayloadCodec from "./PayloadCodec.ts"
 import type { Publisher } from "./Publisher.ts"
 import { TopicReader } from "./TopicReader.ts"
 

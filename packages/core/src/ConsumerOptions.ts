@@ -11,6 +11,7 @@ import type * as Schema from "effect/Schema"
 import type { ConsumerRecord } from "./ConsumerSource.ts"
 import type * as Inbox from "./Inbox.ts"
 import type * as Classify from "./internal/consumer/classify.ts"
+import type * as PayloadCodec from "./PayloadCodec.ts"
 
 /**
  * What the handler receives: the decoded payload, the record, its key and event id, the
@@ -45,8 +46,13 @@ export interface Options<S extends Schema.Top, E, R> {
   /** The consumer group; also the inbox's consumer name. */
   readonly groupId: string
   readonly topics: ReadonlyArray<string>
-  /** The payload's schema; payloads are JSON. */
+  /** The payload's schema; payloads are its JSON unless `codec` says otherwise. */
   readonly schema: S
+  /**
+   * The payload's wire format (default `PayloadCodec.json(schema)`); `Topic.consumer` passes the
+   * topic's. A payload it cannot decode is dead-lettered at once (`PayloadDecodeError`).
+   */
+  readonly codec?: PayloadCodec.PayloadCodec<S, unknown, R | S["DecodingServices"]>
   readonly handler: (message: Message<S["Type"]>) => Effect.Effect<unknown, E, R>
   /** Dedup identity (default `"event-id"`, falling back to the offset identity). */
   readonly identity?: Inbox.IdentityStrategy

@@ -23,22 +23,27 @@
  */
 import * as Effect from "effect/Effect"
 import type * as Schema from "effect/Schema"
+import * as ClaimCheck from "./ClaimCheck.ts"
 import type * as Consumer from "./Consumer.ts"
 import * as DeadLetter from "./DeadLetter.ts"
 import { OutboxValidationError, type StoreError } from "./Errors.ts"
 import * as Outbox from "./Outbox.ts"
-import { type EventId, encodePayload, type Headers, type OutboxDraft } from "./OutboxMessage.ts"
+import type { EventId, Headers, OutboxDraft } from "./OutboxMessage.ts"
+import * as PayloadCodec from "./PayloadCodec.ts"
 
 /**
  * A declared topic. `S` is the payload schema: `S["Type"]` is what producers hand in and what
- * handlers receive; the wire format is JSON of `S["Encoded"]`.
+ * handlers receive; the wire format is the codec's (default JSON of `S["Encoded"]`). `RE` / `RD`
+ * are what the codec needs to encode / decode.
  *
  * @since 0.1.0
  * @category models
  */
-export interface Topic<S extends Schema.Top> {
+export interface Topic<S extends Schema.Top, RE = S["EncodingServices"], RD = S["DecodingServices"]> {
   readonly name: string
   readonly schema: S
+  /** The wire format of the payload (default `PayloadCodec.json(schema)`). */
+  readonly codec: PayloadCodec.PayloadCodec<S, RE, RD>
   /** The ordering key of a payload (aggregate / user id): events of one key keep their order. */
   readonly key: (payload: S["Type"]) => string | null
   /** An explicit partition for a payload; `null` leaves it to the broker's partitioner. */
@@ -49,24 +54,40 @@ export interface Topic<S extends Schema.Top> {
 
 /**
  * Declares a topic. Without `key`, events have no ordering key; without `partition`, the broker's
- * partitioner decides.
+ * partitioner decides; without `codec`, the payload is the schema's JSON.
  *
  * @since 0.1.0
  * @category constructors
  */
-export const make = <S extends Schema.Top>(options: {
+export const make: {
+  <S extends Schema.Top, RE, RD>(
+    options: MakeOptions<S> & { readonly codec: PayloadCodec.PayloadCodec<S, RE, RD> }
+  ): Topic<S, RE, RD>
+  <S extends Schema.Top>(options: MakeOptions<S>): Topic<S>
+} = <S extends Schema.Top>(
+  options: MakeOptions<S> & { readonly codec?: PayloadCodec.PayloadCodec<S, unknown, unknown> }
+) => ({
+  name: options.name,
+  schema: options.schema,
+  codec: options.codec ?? PayloadCodec.json(options.schema),
+  key: options.key ?? (() => null),
+  partition: options.partition ?? (() => null),
+  deadLetterTopic: options.deadLetterTopic ?? DeadLetter.defaultTopic(options.name)
+})
+
+/**
+ * The options of {@link make} besides the codec.
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export interface MakeOptions<S extends Schema.Top> {
   readonly name: string
   readonly schema: S
   readonly key?: ((payload: S["Type"]) => string | null) | undefined
   readonly partition?: ((payload: S["Type"]) => number | null) | undefined
   readonly deadLetterTopic?: string | undefined
-}): Topic<S> => ({
-  name: options.name,
-  schema: options.schema,
-  key: options.key ?? (() => null),
-  partition: options.partition ?? (() => null),
-  deadLetterTopic: options.deadLetterTopic ?? DeadLetter.defaultTopic(options.name)
-})
+}
 
 /**
  * The payload type of a topic.
@@ -74,7 +95,7 @@ export const make = <S extends Schema.Top>(options: {
  * @since 0.1.0
  * @category models
  */
-export type Payload<T> = T extends Topic<infer S> ? S["Type"] : never
+export type Payload<T> = T extends Topic<infer S, infer _RE, infer _RD> ? S["Type"] : never
 
 /**
  * Per-event options of {@link enqueue}. `partition` overrides the topic's partitioner (e.g. a
@@ -98,15 +119,15 @@ export interface EnqueueOptions {
  * @since 0.1.0
  * @category constructors
  */
-export const draft = <S extends Schema.Top>(
-  topic: Topic<S>,
+export const draft = <S extends Schema.Top, RE, RD>(
+  topic: Topic<S, RE, RD>,
   payload: S["Type"],
   options: EnqueueOptions = {}
-): Effect.Effect<OutboxDraft, OutboxValidationError, S["EncodingServices"]> =>
-  encodePayload(topic.schema)(payload).pipe(
+): Effect.Effect<OutboxDraft, OutboxValidationError, RE> =>
+  topic.codec.encode(topic.name, payload).pipe(
     Effect.mapError(
       (error) =>
-        new OutboxValidationError({ field: "payload", reason: `does not encode as ${topic.name}: ${error.message}` })
+        new OutboxValidationError({ field: "payload", reason: `does not encode as ${topic.name}: ${error.reason}` })
     ),
     Effect.map((bytes): OutboxDraft => {
       const partition = options.partition !== undefined ? options.partition : topic.partition(payload)
@@ -125,21 +146,22 @@ export const draft = <S extends Schema.Top>(
 
 /**
  * Enqueues one payload (returns its event id) on the topic in the ambient transaction, so it
- * commits with the caller's writes. It requires `Outbox.InTransaction`: run it inside
+ * commits with the caller's writes. A payload over a `ClaimCheckStore`'s threshold is stored
+ * aside in the same transaction (`ClaimCheck`). It requires `Outbox.InTransaction`: run it inside
  * `Outbox.withTransaction`. The only way a typed payload reaches the broker is through the outbox.
  *
  * @since 0.1.0
  * @category producing
  */
-export const enqueue = <S extends Schema.Top>(
-  topic: Topic<S>,
+export const enqueue = <S extends Schema.Top, RE, RD>(
+  topic: Topic<S, RE, RD>,
   payload: S["Type"],
   options?: EnqueueOptions
-): Effect.Effect<
-  EventId,
-  OutboxValidationError | StoreError,
-  Outbox.Outbox | Outbox.InTransaction | S["EncodingServices"]
-> => Effect.flatMap(draft(topic, payload, options), (d) => Outbox.enqueue(d))
+): Effect.Effect<EventId, OutboxValidationError | StoreError, Outbox.Outbox | Outbox.InTransaction | RE> =>
+  draft(topic, payload, options).pipe(
+    Effect.flatMap(ClaimCheck.offload),
+    Effect.flatMap((d) => Outbox.enqueue(d))
+  )
 
 /**
  * Enqueues one payload in a transaction of its own, committed before it returns: for an event
@@ -149,11 +171,11 @@ export const enqueue = <S extends Schema.Top>(
  * @since 0.1.0
  * @category producing
  */
-export const enqueueAutocommit = <S extends Schema.Top>(
-  topic: Topic<S>,
+export const enqueueAutocommit = <S extends Schema.Top, RE, RD>(
+  topic: Topic<S, RE, RD>,
   payload: S["Type"],
   options?: EnqueueOptions
-): Effect.Effect<EventId, OutboxValidationError | StoreError, Outbox.Outbox | S["EncodingServices"]> =>
+): Effect.Effect<EventId, OutboxValidationError | StoreError, Outbox.Outbox | Exclude<RE, Outbox.InTransaction>> =>
   Outbox.withTransaction(enqueue(topic, payload, options))
 
 /**
@@ -163,33 +185,34 @@ export const enqueueAutocommit = <S extends Schema.Top>(
  * @since 0.1.0
  * @category producing
  */
-export const enqueueAll = <S extends Schema.Top>(
-  topic: Topic<S>,
+export const enqueueAll = <S extends Schema.Top, RE, RD>(
+  topic: Topic<S, RE, RD>,
   payloads: ReadonlyArray<S["Type"]>,
   options?: Omit<EnqueueOptions, "id">
 ): Effect.Effect<
   ReadonlyArray<EventId>,
   OutboxValidationError | StoreError,
-  Outbox.Outbox | Outbox.InTransaction | S["EncodingServices"]
+  Outbox.Outbox | Outbox.InTransaction | RE
 > =>
   Effect.flatMap(
-    Effect.forEach(payloads, (payload) => draft(topic, payload, options)),
+    Effect.forEach(payloads, (payload) => Effect.flatMap(draft(topic, payload, options), ClaimCheck.offload)),
     (drafts) => Outbox.enqueue(drafts)
   )
 
 /**
- * Consumer options for this topic: its name, its schema (so the handler receives
+ * Consumer options for this topic: its name, its schema and codec (so the handler receives
  * `Consumer.Message<S["Type"]>`) and its dead-letter topic.
  *
  * @since 0.1.0
  * @category consuming
  */
-export const consumer = <S extends Schema.Top, E, R>(
-  topic: Topic<S>,
-  options: Omit<Consumer.Options<S, E, R>, "topics" | "schema">
-): Consumer.Options<S, E, R> => ({
+export const consumer = <S extends Schema.Top, RE, RD, E, R>(
+  topic: Topic<S, RE, RD>,
+  options: Omit<Consumer.Options<S, E, R>, "topics" | "schema" | "codec">
+): Consumer.Options<S, E, R | RD> => ({
   deadLetterTopic: () => topic.deadLetterTopic,
   ...options,
   topics: [topic.name],
-  schema: topic.schema
+  schema: topic.schema,
+  codec: topic.codec
 })

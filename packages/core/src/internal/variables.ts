@@ -33,6 +33,11 @@ export const outbox = EnvVariable.table(core("Outbox (enqueue)"), {
     "OUTBOX_MAX_PARTITION",
     1023,
     "highest explicit partition a record may name; the relay's `sync` never grows a topic past it"
+  ),
+  claimCheckBytes: EnvVariable.integer(
+    "OUTBOX_CLAIM_CHECK_BYTES",
+    262_144,
+    "with a claim-check store in the layer, a topic payload larger than this is stored aside and the record carries a reference"
   )
 })
 

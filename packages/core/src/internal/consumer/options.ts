@@ -6,14 +6,15 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import type * as Schedule from "effect/Schedule"
 import type * as Schema from "effect/Schema"
+import * as ClaimCheck from "../../ClaimCheck.ts"
 import type { Message, Options } from "../../ConsumerOptions.ts"
 import type { ConsumerRecord } from "../../ConsumerSource.ts"
 import * as DeadLetter from "../../DeadLetter.ts"
 import { HandlerDefectError, PayloadDecodeError } from "../../Errors.ts"
 import * as Inbox from "../../Inbox.ts"
 import { InboxStore } from "../../InboxStore.ts"
-import { decodePayload } from "../../OutboxMessage.ts"
 import { OutboxStore } from "../../OutboxStore.ts"
+import * as PayloadCodec from "../../PayloadCodec.ts"
 import { Publisher } from "../../Publisher.ts"
 import * as Telemetry from "../../Telemetry.ts"
 import { runningSpan } from "../telemetry/runningSpan.ts"
@@ -52,7 +53,8 @@ export const recordSettings = <S extends Schema.Top, E, R>(
     const context = yield* Effect.context<R | S["DecodingServices"]>()
     const provideUser = <A, E2>(effect: Effect.Effect<A, E2, R | S["DecodingServices"]>) =>
       Effect.provideContext(effect, context)
-    const decode = decodePayload(options.schema)
+    const codec = options.codec ?? PayloadCodec.json(options.schema)
+    const claimChecks = yield* Effect.serviceOption(ClaimCheck.ClaimCheckStore)
     return {
       groupId: options.groupId,
       identity: options.identity ?? "event-id",
@@ -65,17 +67,20 @@ export const recordSettings = <S extends Schema.Top, E, R>(
       infrastructureRetry: schedules.infrastructure,
       deadLetterTopic: options.deadLetterTopic ?? DeadLetter.defaultTopic,
       decode: (record) =>
-        decode(record.value).pipe(
-          Effect.mapError(
-            (error) =>
-              new PayloadDecodeError({
-                topic: record.topic,
-                partition: record.partition,
-                offset: record.offset,
-                reason: error.message
-              })
-          ),
-          provideUser
+        // A payload stored aside is read back first (the store's failures are retried).
+        Effect.flatMap(ClaimCheck.rehydrate(record, claimChecks), (payload) =>
+          codec.decode(record.topic, payload).pipe(
+            Effect.mapError(
+              (error) =>
+                new PayloadDecodeError({
+                  topic: record.topic,
+                  partition: record.partition,
+                  offset: record.offset,
+                  reason: error.format === "json" ? error.reason : `${error.format}: ${error.reason}`
+                })
+            ),
+            provideUser
+          )
         ),
       handle: (record, payload, attempt) => provideUser(handlerWork(options, record, payload as S["Type"], attempt)),
       inbox: yield* Inbox.Inbox,

@@ -38,7 +38,7 @@ export interface RecordSettings {
   readonly infrastructureRetry: Schedule.Schedule<unknown, unknown>
   readonly deadLetterTopic: (topic: string) => string
   /** The payload, decoded with the consumer's schema. */
-  readonly decode: (record: ConsumerRecord) => Effect.Effect<unknown, PayloadDecodeError>
+  readonly decode: (record: ConsumerRecord) => Effect.Effect<unknown, PayloadDecodeError | StoreError>
   /** The handler's work for a decoded record (defects as `HandlerDefectError`, spans, services). */
   readonly handle: (record: ConsumerRecord, payload: unknown, attempt: number) => Effect.Effect<unknown, unknown>
   readonly inbox: Inbox.Inbox["Service"]
