@@ -206,6 +206,8 @@ export interface Settings {
     readonly port?: number | undefined
     readonly host: string
     readonly timeout: Duration.Duration
+    /** Log engine: the slot lag (bytes) above which the process is not ready (default 1 GiB). */
+    readonly maxSlotLagBytes?: number | undefined
   }
 }
 
@@ -239,7 +241,8 @@ export const config: Config.Config<Settings> = Config.all({
   autoCreateTopics: Vars.runtime.autoCreateTopics.config,
   healthPort: Vars.health.port.config,
   healthHost: Vars.health.host.config,
-  healthTimeout: Vars.health.timeout.config
+  healthTimeout: Vars.health.timeout.config,
+  healthMaxSlotLag: Vars.health.maxSlotLagBytes.config
 }).pipe(
   Config.flatMap((raw): Config.Config<Settings> => {
     const off = raw.inboxRetention.trim().toLowerCase() === "off"
@@ -274,7 +277,12 @@ export const config: Config.Config<Settings> = Config.all({
       metricsInterval: raw.metricsEnabled ? raw.metricsInterval : false,
       brokerStartupTimeout: raw.brokerStartupTimeout,
       autoCreateTopics: raw.autoCreateTopics,
-      health: { port: Option.getOrUndefined(raw.healthPort), host: raw.healthHost, timeout: raw.healthTimeout }
+      health: {
+        port: Option.getOrUndefined(raw.healthPort),
+        host: raw.healthHost,
+        timeout: raw.healthTimeout,
+        maxSlotLagBytes: raw.healthMaxSlotLag
+      }
     })
   })
 )
