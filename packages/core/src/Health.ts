@@ -104,9 +104,7 @@ export interface Workers {
   /** Set once the runtime has begun to shut down. */
   readonly stopping: Effect.Effect<boolean>
   /** The log engine's slot, while this process runs its log relay: lag over `maxLagBytes` is not ready. */
-  readonly slot?:
-    | { readonly gauges: Effect.Effect<LogGauges, unknown>; readonly maxLagBytes: number }
-    | undefined
+  readonly slot?: { readonly gauges: Effect.Effect<LogGauges, unknown>; readonly maxLagBytes: number } | undefined
 }
 
 // A primary-key lookup of an id no row has: the cheapest question that needs the database.

@@ -105,7 +105,10 @@ describe("Health", () => {
             relays: [{ owner: "log-relay" }],
             consumers: Effect.succeed([]),
             stopping: Effect.succeed(false),
-            slot: { gauges: Effect.succeed({ lagBytes, retainedBytes: lagBytes, walStatus }), maxLagBytes: 64 * 1_048_576 }
+            slot: {
+              gauges: Effect.succeed({ lagBytes, retainedBytes: lagBytes, walStatus }),
+              maxLagBytes: 64 * 1_048_576
+            }
           },
           { timeout: Duration.seconds(1) }
         )

@@ -133,7 +133,10 @@ const startupCheck = Effect.gen(function* () {
 // Under 10 s is the promise; a refused connection answers in well under that, the bound's retries
 // (the old behaviour) take all of it.
 const refusedFast = (
-  { elapsedMillis, error }: { readonly error: BrokerSecurityError | BrokerUnreachableError; readonly elapsedMillis: number },
+  {
+    elapsedMillis,
+    error
+  }: { readonly error: BrokerSecurityError | BrokerUnreachableError; readonly elapsedMillis: number },
   security: "authentication" | "tls"
 ) => {
   assert.strictEqual(error._tag, "BrokerSecurityError", error.message)
@@ -176,23 +179,25 @@ describe("secured Kafka from KAFKA_SSL_* / KAFKA_SASL_*", () => {
       )
     )
 
-    it.live(`${client}: a CA that did not sign the broker's certificate fails the start-up check at once, saying so`, () =>
-      Effect.gen(function* () {
-        const answer = yield* startupCheck
-        refusedFast(answer, "tls")
-        assert.match(answer.error.reason, /certificate/i)
-      }).pipe(
-        Effect.provide(
-          Layer.provide(
-            layer(),
-            withEnv({
-              KAFKA_BROKERS: saslBrokers,
-              KAFKA_SSL_CA_FILE: join(tlsDir, "untrusted-ca.pem"),
-              KAFKA_SASL_MECHANISM: "plain"
-            })
+    it.live(
+      `${client}: a CA that did not sign the broker's certificate fails the start-up check at once, saying so`,
+      () =>
+        Effect.gen(function* () {
+          const answer = yield* startupCheck
+          refusedFast(answer, "tls")
+          assert.match(answer.error.reason, /certificate/i)
+        }).pipe(
+          Effect.provide(
+            Layer.provide(
+              layer(),
+              withEnv({
+                KAFKA_BROKERS: saslBrokers,
+                KAFKA_SSL_CA_FILE: join(tlsDir, "untrusted-ca.pem"),
+                KAFKA_SASL_MECHANISM: "plain"
+              })
+            )
           )
         )
-      )
     )
   }
 

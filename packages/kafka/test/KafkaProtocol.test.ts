@@ -84,7 +84,10 @@ describe("KafkaProtocol.findSecurity", () => {
   it("finds a certificate verdict or a refused login anywhere in a wrapped error tree", () => {
     const tls = { name: "NetworkError", errors: [{ name: "Retry", cause: { code: "SELF_SIGNED_CERT_IN_CHAIN" } }] }
     assert.strictEqual(KafkaProtocol.findSecurity(tls, saslFailed), "tls")
-    assert.strictEqual(KafkaProtocol.findSecurity({ cause: { code: "ERR_TLS_CERT_ALTNAME_INVALID" } }, saslFailed), "tls")
+    assert.strictEqual(
+      KafkaProtocol.findSecurity({ cause: { code: "ERR_TLS_CERT_ALTNAME_INVALID" } }, saslFailed),
+      "tls"
+    )
     assert.strictEqual(
       KafkaProtocol.findSecurity({ code: "ERR_SSL_TLSV13_ALERT_CERTIFICATE_REQUIRED" }, saslFailed),
       "tls"

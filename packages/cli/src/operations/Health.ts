@@ -64,9 +64,7 @@ export const healthOf = (report: Status, options: HealthOptions = {}): Health.Re
       name: "blocked keys",
       ok: report.blockedKeys === 0,
       detail:
-        report.blockedKeys === 0
-          ? "none"
-          : `${report.blockedKeys} key(s) wait behind a FAILURE row: requeue or skip it`
+        report.blockedKeys === 0 ? "none" : `${report.blockedKeys} key(s) wait behind a FAILURE row: requeue or skip it`
     }
   ]
   return { ok: checks.every((c) => c.ok), checks }

@@ -98,7 +98,10 @@ const streamRecords = (stack: Support.Stack, topic: string, options: { keys: num
 
 /** Lost, duplicate effects and keys whose first effects are out of production order. */
 const effectsVerdict = async (stack: Support.Stack, schema: string, produced: ReadonlyArray<Produced>) => {
-  const effects = await Support.query<{ event_id: string }>(stack, `SELECT event_id FROM "${schema}".effects ORDER BY n`)
+  const effects = await Support.query<{ event_id: string }>(
+    stack,
+    `SELECT event_id FROM "${schema}".effects ORDER BY n`
+  )
   const byId = new Map(produced.map((p) => [p.id, p]))
   const seen = new Set<string>()
   const last = new Map<string, number>()
@@ -208,7 +211,9 @@ describe("the database answers read-only for 30 s (a fail-over)", () => {
         })
         await stack
           .runPromise(Outbox.withTransaction(Outbox.enqueue(drafts)))
-          .then((ids) => ids.forEach((id, i) => committed.push({ id, key: drafts[i]!.key })))
+          .then((ids) => {
+            for (const [i, id] of ids.entries()) committed.push({ id, key: drafts[i]!.key })
+          })
           .catch((error: unknown) => {
             if (/read-only transaction/.test(String(error))) refused++
             else otherErrors.push(String(error))

@@ -65,12 +65,23 @@ describe("a frozen service", () => {
       )
       assert.isDefined(readyLine, `the service did not start (exit ${child.process.exitCode})`)
       const port = Number(readyLine!.slice("ready ".length))
-      assert.strictEqual(await until(() => probe(port, "/health/ready"), (s) => s === 200, 30_000), 200)
+      assert.strictEqual(
+        await until(
+          () => probe(port, "/health/ready"),
+          (s) => s === 200,
+          30_000
+        ),
+        200
+      )
       assert.isTrue((await until(heartbeat, (h) => h?.alive === true, 30_000))?.alive, "a running relay beats")
 
       assert.isTrue(child.process.kill("SIGSTOP"))
       const frozen = Date.now()
-      const unready = await until(() => probe(port, "/health/ready"), (s) => s !== 200, 15_000)
+      const unready = await until(
+        () => probe(port, "/health/ready"),
+        (s) => s !== 200,
+        15_000
+      )
       const unreadyAfter = Date.now() - frozen
       assert.strictEqual(unready, "no answer")
       assert.isAtMost(unreadyAfter, 15_000, "unready within 15 s of the relay process freezing")
@@ -85,7 +96,14 @@ describe("a frozen service", () => {
 
       assert.isTrue(child.process.kill("SIGCONT"))
       const thawed = Date.now()
-      assert.strictEqual(await until(() => probe(port, "/health/ready"), (s) => s === 200, 30_000), 200)
+      assert.strictEqual(
+        await until(
+          () => probe(port, "/health/ready"),
+          (s) => s === 200,
+          30_000
+        ),
+        200
+      )
       const readyAfter = Date.now() - thawed
       assert.strictEqual(await until(pending, (n) => n === 0, 60_000), 0, "it publishes what waited")
       assert.isTrue((await until(heartbeat, (h) => h?.alive === true, 30_000))?.alive, "and beats again")

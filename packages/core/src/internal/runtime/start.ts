@@ -90,7 +90,8 @@ export const start = <R>(settings: Settings, declared: ReadonlyArray<ConsumerDec
         relays: progress,
         consumers: Effect.map(Ref.get(states), (all) => [...all].map(([groupId, stopped]) => ({ groupId, stopped }))),
         stopping: Ref.get(stopping),
-        slot: gauges === undefined ? undefined : { gauges, maxLagBytes: settings.health.maxSlotLagBytes ?? 1_073_741_824 }
+        slot:
+          gauges === undefined ? undefined : { gauges, maxLagBytes: settings.health.maxSlotLagBytes ?? 1_073_741_824 }
       },
       { timeout: settings.health.timeout }
     )
