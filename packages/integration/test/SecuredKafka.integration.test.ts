@@ -130,8 +130,9 @@ const startupCheck = Effect.gen(function* () {
   return { error, elapsedMillis: Date.now() - started }
 })
 
-// Under 10 s is the promise; a refused connection answers in well under that, the bound's retries
-// (the old behaviour) take all of it.
+// Under 10 s is the promise. Retrying until the 10 s bound (what start-up did before it knew a
+// refusal is final) can never pass 8 s; a refusal answers in 0.3-2.6 s here (@platformatic/kafka's
+// SCRAM login is the slow one), leaving room for a loaded machine.
 const refusedFast = (
   {
     elapsedMillis,
@@ -144,7 +145,7 @@ const refusedFast = (
   assert.strictEqual(error.security, security)
   assert.include(error.message, saslBrokers)
   assert.include(error.message, security === "authentication" ? "KAFKA_SASL_PASSWORD" : "KAFKA_SSL_CA_FILE")
-  assert.isBelow(elapsedMillis, 5_000, `answered after ${elapsedMillis} ms`)
+  assert.isBelow(elapsedMillis, 8_000, `answered after ${elapsedMillis} ms`)
 }
 
 describe("secured Kafka from KAFKA_SSL_* / KAFKA_SASL_*", () => {
