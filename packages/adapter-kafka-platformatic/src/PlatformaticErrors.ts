@@ -104,6 +104,10 @@ export const describe = (error: unknown): string => {
   return `${head}${unique.length > 0 ? `[${unique.join("; ")}]` : ""}`.trim() || String(error)
 }
 
+const isAuthentication = (node: object) =>
+  (node as PlatformaticLikeError).code === "PLT_KFK_AUTHENTICATION" ||
+  (node as PlatformaticLikeError).apiId === "SASL_AUTHENTICATION_FAILED"
+
 /**
  * What the Kafka layer reads from a @platformatic/kafka error: Kafka's error names in its tree
  * (the client's own "Unknown topic" read as `UNKNOWN_TOPIC_OR_PARTITION`), whether every leaf is
@@ -121,7 +125,9 @@ export const errorNames = (error: unknown): KafkaProtocol.ErrorNames => {
   return {
     protocol,
     clientOutage: all.length > 0 && all.every((leaf) => leaf.apiId === undefined && isNetworkLeaf(leaf)),
-    retriable: all.some((leaf) => leaf.canRetry === true || isNetworkLeaf(leaf))
+    retriable: all.some((leaf) => leaf.canRetry === true || isNetworkLeaf(leaf)),
+    // Both arrive inside a NetworkError: the socket's certificate error, or the SASL exchange's.
+    security: KafkaProtocol.findSecurity(error, isAuthentication)
   }
 }
 

@@ -46,6 +46,12 @@ export class KafkaClient extends Context.Service<
     readonly admin: Kafkajs.Admin
     readonly clientId: string
     readonly brokers: ReadonlyArray<string>
+    /**
+     * The same settings, but connecting only once per call: kafkajs retries a failed connection
+     * (a certificate it does not trust among them) inside its cluster for seconds, whatever a
+     * call's own `retry` says. The start-up check asks through it and bounds the wait itself.
+     */
+    readonly askOnce?: Kafkajs.Kafka | undefined
   }
 >()("@effect-outbox/adapter-kafka/KafkaClient") {}
 
@@ -70,7 +76,7 @@ export const make = (options: KafkaClientOptions): Effect.Effect<KafkaClient["Se
           ).pipe(Effect.annotateLogs({ kafkajs: namespace, ...rest }))
         )
       }
-    const kafka = new Kafkajs.Kafka({
+    const settings: Kafkajs.KafkaConfig = {
       ...options.kafkaConfig,
       ...(options.security === undefined ? {} : kafkajsSecurity(options.security)),
       clientId,
@@ -79,7 +85,9 @@ export const make = (options: KafkaClientOptions): Effect.Effect<KafkaClient["Se
       logCreator,
       ...(options.connectionTimeout === undefined ? {} : { connectionTimeout: options.connectionTimeout }),
       ...(options.requestTimeout === undefined ? {} : { requestTimeout: options.requestTimeout })
-    })
+    }
+    const kafka = new Kafkajs.Kafka(settings)
+    const askOnce = new Kafkajs.Kafka({ ...settings, retry: { retries: 0 } })
     // Not connected here: kafkajs connects on first use. Building the layer never waits on a
     // broker (kafkajs would retry a refused connection for about ten seconds); the runtime's
     // start-up check (`OUTBOX_BROKER_STARTUP_TIMEOUT`) is where an unreachable broker fails.
@@ -89,7 +97,7 @@ export const make = (options: KafkaClientOptions): Effect.Effect<KafkaClient["Se
     )
     const secured = KafkaSecurity.describe(options.security ?? KafkaSecurity.plaintext)
     yield* Effect.logDebug(`kafka client ${clientId} for ${options.brokers.join(",")} (${secured})`)
-    return KafkaClient.of({ kafka, admin, clientId, brokers: options.brokers })
+    return KafkaClient.of({ kafka, admin, clientId, brokers: options.brokers, askOnce })
   })
 
 /**

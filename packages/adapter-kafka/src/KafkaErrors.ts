@@ -96,6 +96,10 @@ export const describe = (error: unknown): string => {
   return parts.join("")
 }
 
+const isAuthentication = (node: object) =>
+  (node as KafkaLikeError).name === "KafkaJSSASLAuthenticationError" ||
+  (node as KafkaLikeError).type === "SASL_AUTHENTICATION_FAILED"
+
 /**
  * What the Kafka layer reads from a kafkajs error: the broker's error type of its root cause, and
  * whether kafkajs itself saw an outage or calls the error retriable.
@@ -109,7 +113,9 @@ export const errorNames = (error: unknown): KafkaProtocol.ErrorNames => {
   return {
     protocol: new Set(root.type === undefined ? [] : [root.type]),
     clientOutage: client && unavailableNames.has(root.name!),
-    retriable: root.retriable === true || (client && transientNames.has(root.name!))
+    retriable: root.retriable === true || (client && transientNames.has(root.name!)),
+    // A certificate verdict travels as the `code` of a KafkaJSConnectionError.
+    security: KafkaProtocol.findSecurity(error, isAuthentication)
   }
 }
 

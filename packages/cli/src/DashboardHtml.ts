@@ -120,6 +120,7 @@ main{padding:1em;max-width:1200px}
 .cards{display:flex;flex-wrap:wrap;gap:.6em}.card{border:1px solid #ddd;border-radius:6px;padding:.5em .8em;min-width:7em}
 .card b{display:block;font-size:20px}.card.warn{border-color:#e67e22;background:#fef5e7}.card.alert{border-color:#c0392b;background:#fdedec}
 .relays{margin:.2em 0 .6em;padding:.5em .8em;border-radius:6px;color:#555}.relays.warn{background:#fef5e7;border:1px solid #e67e22;color:#000}.relays.alert{background:#c0392b;color:#fff;font-weight:bold}
+.health ul{list-style:none;padding:0;margin:.2em 0}.health li{padding:.15em .4em}.health li.alert{background:#fdedec;color:#c0392b}.health li.ok b{color:#1e8449}
 table{border-collapse:collapse;margin:.4em 0 1em}th,td{border:1px solid #ddd;padding:.25em .5em;text-align:left;vertical-align:top}
 th{background:#f4f6f7}td.num{text-align:right}.empty{color:#888}
 form.repair label{display:block;margin:.3em 0}form.repair input[type=text],form.repair textarea{width:30em}

@@ -50,6 +50,8 @@ export const overview = (options: {
   readonly readOnly: boolean
   /** Whether relays run (a banner, and the pending cards' colour); none when unknown. */
   readonly relays?: { readonly level: "ok" | "warn" | "alert"; readonly banner: string } | undefined
+  /** The deployment's health checks, rendered. */
+  readonly health?: string | undefined
 }): string => {
   const { base, status } = options
   const late = options.relays?.level === "alert" ? "alert" : options.relays?.level === "warn"
@@ -142,7 +144,7 @@ export const overview = (options: {
     brokerPart = `<h2>Consumer lag</h2>${lag}<h2>Dead letters</h2>${depth}`
   }
   return `${options.relays?.banner ?? ""}<p class="updated">as of <time data-now="${status.now}">${escapeHtml(time(status.now))}</time> UTC</p>
-<div class="cards">${cards}</div>
+<div class="cards">${cards}</div>${options.health ?? ""}
 <h2>Backlog and publish rate</h2>${chart(options.samples, options.windowMillis)}
 <h2>By topic</h2>${topics}
 <h2>Failures (newest)</h2>${failures}

@@ -8,6 +8,7 @@
  */
 export * from "./operations/Changes.ts"
 export * from "./operations/DeadLetters.ts"
+export * from "./operations/Health.ts"
 export * from "./operations/Inspect.ts"
 export * from "./operations/LifecycleGroups.ts"
 export * from "./operations/OperatorError.ts"

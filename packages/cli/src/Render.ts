@@ -8,6 +8,7 @@ import * as Lifecycle from "@effect-outbox/core/Lifecycle"
 import type { OutboxMessage } from "@effect-outbox/core/OutboxMessage"
 import type { ParkedKey } from "@effect-outbox/core/ParkedStore"
 import type * as Operations from "./Operations.ts"
+import { healthOf } from "./operations/Health.ts"
 
 /**
  * `1.2 s`, `3.0 min`, `2.5 h`, `4.0 d`.
@@ -58,6 +59,12 @@ export const status = (report: Operations.Status): string => {
       (report.blockedKeys > 0 ? " (their younger events wait behind a FAILURE row: requeue or skip it)" : ""),
     ...(report.relays === undefined ? [] : [relays(report.relays, report.now)])
   ]
+  const health = healthOf(report)
+  lines.push(
+    "",
+    `health: ${health.ok ? "ok" : "FAILING"}`,
+    ...health.checks.map((c) => `  ${c.ok ? "ok     " : "FAILING"} ${c.name}: ${c.detail}`)
+  )
   if (report.topics.length > 0) {
     lines.push(
       "",

@@ -2,7 +2,9 @@
 // writes a heartbeat the read model sees, and it lapses when the relay stops; 15 events pending
 // for 12 minutes with no live heartbeat turn the page red with "No relay is running"; with a live
 // heartbeat the same backlog is orange (relays run but do not get through); a young backlog is
-// neither. The red page is also checked in chromium (the sentence on top, on red).
+// neither. The red page is also checked in chromium (the sentence on top, on red). The page's
+// health list and `effect-outbox status` give the same verdicts: the relays check fails while the
+// backlog waits, the others pass.
 
 import { randomUUID } from "node:crypto"
 import * as http from "node:http"
@@ -116,6 +118,8 @@ describe("the overview and relay liveness", () => {
       )
       // A young backlog is neither orange nor red.
       const young = await overview(d.url)
+      assert.include(young, `data-health="ok"`)
+      assert.include(young, `data-check="relays" data-ok="true"`)
       assert.notInclude(young, `data-relays="alert"`)
       assert.notInclude(young, `data-relays="warn"`)
       assert.include(young, "No relay is running.")
@@ -157,9 +161,19 @@ describe("the overview and relay liveness", () => {
         /No relay is running: 15 event\(s\) pending, the oldest for 12\.\d min, and no relay has ever reported/
       )
       assert.match(red, /<div class="card alert"><span>PENDING<\/span><b data-count="PENDING">15<\/b>/)
+      assert.include(red, `data-health="failing"`)
+      assert.include(red, `data-check="relays" data-ok="false"`)
+      assert.include(red, `data-check="database" data-ok="true"`)
+      assert.include(red, `data-check="broker" data-ok="true"`)
+      assert.include(red, `data-check="consumers" data-ok="true"`)
 
       // `effect-outbox status` says the same.
-      assert.include(Render.status(await d.run(Operations.status({}))), "relays: none running (no relay has reported)")
+      const printed = Render.status(await d.run(Operations.status({})))
+      assert.include(printed, "relays: none running (no relay has reported)")
+      assert.include(printed, "health: FAILING")
+      assert.match(printed, /\n {2}FAILING relays: No relay is running: 15 event\(s\) pending/)
+      assert.match(printed, /\n {2}ok {6}database: answers/)
+      assert.match(printed, /\n {2}ok {6}blocked keys: none/)
 
       await d.run(OutboxStore.use((store) => store.relayHeartbeat!({ owner: "relay-elsewhere", ttlMillis: 30_000 })))
       assert.include(Render.status(await d.run(Operations.status({}))), "relays: 1 running (relay-elsewhere)")

@@ -6,6 +6,7 @@
  * @since 0.1.0
  */
 import * as Schema from "effect/Schema"
+import { FailureKind } from "./FailureKind.ts"
 import { OutboxStatus } from "./Lifecycle.ts"
 
 export { FailureKind } from "./FailureKind.ts"
@@ -178,7 +179,8 @@ export class ProbeError extends Schema.TaggedError<ProbeError>()("ProbeError", {
 }
 
 /**
- * A broker administration call failed.
+ * A broker administration call failed. `kind` (when the adapter classified it) says whether asking
+ * again can help; `security` that the brokers refused the connection itself.
  *
  * @since 0.1.0
  * @category errors
@@ -186,7 +188,9 @@ export class ProbeError extends Schema.TaggedError<ProbeError>()("ProbeError", {
 export class BrokerAdminError extends Schema.TaggedError<BrokerAdminError>()("BrokerAdminError", {
   operation: Schema.String,
   topic: Schema.String,
-  reason: Schema.String
+  reason: Schema.String,
+  kind: Schema.optionalKey(FailureKind),
+  security: Schema.optionalKey(Schema.UndefinedOr(Schema.Literals(["authentication", "tls"])))
 }) {
   override get message() {
     return `broker admin ${this.operation} on ${this.topic} failed: ${this.reason}`
@@ -410,5 +414,29 @@ export class BrokerUnreachableError extends Schema.TaggedError<BrokerUnreachable
       `cannot reach the Kafka brokers ${this.brokers} (waited ${this.waitedMillis} ms): ${this.reason}. ` +
       `Check KAFKA_BROKERS; OUTBOX_BROKER_STARTUP_TIMEOUT sets how long start-up waits ("off" skips the check)`
     )
+  }
+}
+
+/**
+ * The brokers refused the connection at start-up: they do not accept the credentials
+ * (`authentication`) or the TLS handshake failed on a certificate (`tls`). Asking again cannot
+ * help, so start-up stops at the first such answer instead of waiting out its timeout.
+ *
+ * @since 0.5.0
+ * @category errors
+ */
+export class BrokerSecurityError extends Schema.TaggedError<BrokerSecurityError>()("BrokerSecurityError", {
+  brokers: Schema.String,
+  security: Schema.Literals(["authentication", "tls"]),
+  reason: Schema.String
+}) {
+  override get message() {
+    const check =
+      this.security === "authentication"
+        ? "Check KAFKA_SASL_MECHANISM, KAFKA_SASL_USERNAME and KAFKA_SASL_PASSWORD (or the token provider)"
+        : "Check KAFKA_SSL_CA_FILE (the CA that signed the brokers' certificates), KAFKA_SSL_CERT_FILE and " +
+          "KAFKA_SSL_KEY_FILE, and that KAFKA_BROKERS names the TLS listener by a name its certificate holds"
+    const what = this.security === "authentication" ? "refused the credentials" : "failed the TLS handshake"
+    return `the Kafka brokers ${this.brokers} ${what}: ${this.reason}. ${check}`
   }
 }

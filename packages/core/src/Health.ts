@@ -7,7 +7,8 @@
  * - **ready**: the process can do its work now: the database answers, the broker answers (when
  *   a `BrokerAdmin` that lists topics is provided), its relays run (a claim relay has claimed
  *   within the last 2 minutes, as its loop does every poll interval; a log relay counts while it
- *   publishes or waits for the lease as a standby), and each of its consumers runs rather than
+ *   publishes or waits for the lease as a standby), the log engine's slot lag stays under its
+ *   limit while this process runs the log relay, and each of its consumers runs rather than
  *   waiting to be restarted after an error.
  *
  * `OutboxRuntime` builds it and, with `OUTBOX_HEALTH_PORT`, serves both as JSON on `/healthz`
@@ -19,9 +20,11 @@ import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import { BrokerAdmin } from "./BrokerAdmin.ts"
+import type { LogGauges } from "./LogSource.ts"
 import type { EventId } from "./OutboxMessage.ts"
 import { OutboxStore } from "./OutboxStore.ts"
 
@@ -100,6 +103,8 @@ export interface Workers {
   readonly consumers: Effect.Effect<ReadonlyArray<{ readonly groupId: string; readonly stopped: string | undefined }>>
   /** Set once the runtime has begun to shut down. */
   readonly stopping: Effect.Effect<boolean>
+  /** The log engine's slot, while this process runs its log relay: lag over `maxLagBytes` is not ready. */
+  readonly slot?: { readonly gauges: Effect.Effect<LogGauges, unknown>; readonly maxLagBytes: number } | undefined
 }
 
 // A primary-key lookup of an id no row has: the cheapest question that needs the database.
@@ -107,6 +112,18 @@ const noSuchEvent = "00000000-0000-0000-0000-000000000000" as EventId
 
 const message = (error: unknown) =>
   typeof error === "object" && error !== null && "message" in error ? String(error.message) : String(error)
+
+const mib = (bytes: number) => `${(bytes / 1_048_576).toFixed(1)} MiB`
+
+const slotVerdict = (gauges: LogGauges, maxLagBytes: number): { readonly ok: boolean; readonly detail: string } =>
+  gauges.walStatus === "lost"
+    ? { ok: false, detail: "the slot's WAL was removed (wal_status lost): see docs/log-relay-operations.md" }
+    : gauges.lagBytes > maxLagBytes
+      ? {
+          ok: false,
+          detail: `lag ${mib(gauges.lagBytes)} over ${mib(maxLagBytes)} (OUTBOX_HEALTH_MAX_SLOT_LAG_BYTES)`
+        }
+      : { ok: true, detail: `lag ${mib(gauges.lagBytes)} (limit ${mib(maxLagBytes)})` }
 
 const timed = (name: string, timeout: Duration.Duration, effect: Effect.Effect<string, unknown>) =>
   effect.pipe(
@@ -187,22 +204,64 @@ export const make = (
       workers.stopping,
       (yes): Check => ({ name: "runtime", ok: !yes, detail: yes ? "shutting down" : "running" })
     )
+    const slot = workers.slot
+    // A slot that answers but holds back too much fails the check with the verdict as its detail.
+    const slotLag =
+      slot === undefined
+        ? Effect.succeed<ReadonlyArray<Check>>([])
+        : Effect.map(
+            timed(
+              "log slot",
+              options.timeout,
+              Effect.flatMap(slot.gauges, (gauges) => {
+                const verdict = slotVerdict(gauges, slot.maxLagBytes)
+                return verdict.ok ? Effect.succeed(verdict.detail) : Effect.fail(verdict.detail)
+              })
+            ),
+            (check): ReadonlyArray<Check> => [check]
+          )
     const report = (checks: ReadonlyArray<Check>): Report => ({ ok: checks.every((c) => c.ok), checks })
     return {
       live: Effect.map(stopping, (check) => report([check])),
       ready: Effect.map(
-        Effect.all([stopping, database, broker, relays, consumers], { concurrency: "unbounded" }),
-        ([runtime, db, kafka, loops, groups]) =>
+        Effect.all([stopping, database, broker, relays, consumers, slotLag], { concurrency: "unbounded" }),
+        ([runtime, db, kafka, loops, groups, lag]) =>
           report([
             runtime,
             db,
             kafka,
             ...(loops.length === 0 ? [{ name: "relay", ok: true, detail: "none in this process" }] : loops),
+            ...lag,
             ...groups
           ])
       )
     }
   })
+
+/**
+ * `outbox_health_check` (attribute `check`, the check's name): `1` while the check passes, `0`
+ * while it fails. The runtime sets it from the readiness checks every metrics interval, so an
+ * alert can name the failing check without scraping the probe.
+ *
+ * @since 0.5.0
+ * @category metrics
+ */
+export const checkGauge = Metric.gauge("outbox_health_check", {
+  description: "1 while the named health check passes, 0 while it fails (sampled every metrics interval)"
+})
+
+/**
+ * Sets {@link checkGauge} from a report, one series per check.
+ *
+ * @since 0.5.0
+ * @category metrics
+ */
+export const record = (report: Report): Effect.Effect<void> =>
+  Effect.forEach(
+    report.checks,
+    (check) => Metric.update(Metric.withAttributes(checkGauge, { check: check.name }), check.ok ? 1 : 0),
+    { discard: true }
+  )
 
 /**
  * The HTTP answer for a report: `200` when it passes, `503` when not, the report as JSON.

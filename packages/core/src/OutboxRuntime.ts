@@ -11,7 +11,8 @@
  *   backoff instead of silently leaving its partitions unread.
  *
  * Before it starts anything, it checks the broker (`StartupCheck`): brokers that do not answer
- * within `OUTBOX_BROKER_STARTUP_TIMEOUT` fail the layer with `BrokerUnreachableError`, and the
+ * within `OUTBOX_BROKER_STARTUP_TIMEOUT` fail the layer with `BrokerUnreachableError` (brokers that
+ * refuse the credentials or certificates at once, with `BrokerSecurityError`), and the
  * consumers' missing topics and dead-letter topics with one `MissingTopicsError` (or are created,
  * with `OUTBOX_AUTO_CREATE_TOPICS`).
  *
@@ -49,6 +50,7 @@ import * as Consumer from "./Consumer.ts"
 import type { ConsumerSource } from "./ConsumerSource.ts"
 import {
   type BrokerAdminError,
+  type BrokerSecurityError,
   type BrokerUnreachableError,
   LifecycleGroupConflictError,
   type MissingTopicsError,
@@ -176,7 +178,8 @@ export const config: Config.Config<Settings> = Config.all({
   autoCreateTopics: Vars.runtime.autoCreateTopics.config,
   healthPort: Vars.health.port.config,
   healthHost: Vars.health.host.config,
-  healthTimeout: Vars.health.timeout.config
+  healthTimeout: Vars.health.timeout.config,
+  healthMaxSlotLag: Vars.health.maxSlotLagBytes.config
 }).pipe(
   Config.flatMap((raw): Config.Config<Settings> => {
     const off = raw.inboxRetention.trim().toLowerCase() === "off"
@@ -211,7 +214,12 @@ export const config: Config.Config<Settings> = Config.all({
       metricsInterval: raw.metricsEnabled ? raw.metricsInterval : false,
       brokerStartupTimeout: raw.brokerStartupTimeout,
       autoCreateTopics: raw.autoCreateTopics,
-      health: { port: Option.getOrUndefined(raw.healthPort), host: raw.healthHost, timeout: raw.healthTimeout }
+      health: {
+        port: Option.getOrUndefined(raw.healthPort),
+        host: raw.healthHost,
+        timeout: raw.healthTimeout,
+        maxSlotLagBytes: raw.healthMaxSlotLag
+      }
     })
   })
 )
@@ -288,6 +296,7 @@ export type RuntimeLayer<C extends ReadonlyArray<ConsumerDeclaration<unknown>>> 
   | LifecycleGroupConflictError
   | StoreError
   | BrokerUnreachableError
+  | BrokerSecurityError
   | MissingTopicsError
   | BrokerAdminError
   | OutboxEngine.LogEngineUnavailableError

@@ -92,5 +92,7 @@ export interface Settings {
     readonly port?: number | undefined
     readonly host: string
     readonly timeout: Duration.Duration
+    /** Log engine: the slot lag (bytes) above which the process is not ready (default 1 GiB). */
+    readonly maxSlotLagBytes?: number | undefined
   }
 }

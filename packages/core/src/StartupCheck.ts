@@ -15,7 +15,7 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import { BrokerAdmin } from "./BrokerAdmin.ts"
 import * as DeadLetter from "./DeadLetter.ts"
-import { type BrokerAdminError, BrokerUnreachableError, MissingTopicsError } from "./Errors.ts"
+import { type BrokerAdminError, BrokerSecurityError, BrokerUnreachableError, MissingTopicsError } from "./Errors.ts"
 import * as Vars from "./internal/variables.ts"
 
 /**
@@ -76,7 +76,9 @@ export const timeoutConfig: Config.Config<false | Duration.Duration> = Vars.runt
 const liveClock = Clock.Clock.defaultValue()
 
 /**
- * Lists the broker's topics, retried until `timeout` has passed; fails with the last cause.
+ * Lists the broker's topics, retried until `timeout` has passed; fails with the last cause. A
+ * refused connection (credentials, certificates) stops at once with `BrokerSecurityError`: no
+ * retry can fix it.
  *
  * @since 0.1.0
  * @category operations
@@ -85,21 +87,31 @@ export const listTopics = (
   listTopics: Effect.Effect<ReadonlyArray<string>, BrokerAdminError>,
   brokers: string,
   timeout: Duration.Duration
-): Effect.Effect<ReadonlyArray<string>, BrokerUnreachableError> =>
+): Effect.Effect<ReadonlyArray<string>, BrokerUnreachableError | BrokerSecurityError> =>
   Effect.suspend(() => {
     let last = "no answer"
     const waitedMillis = Duration.toMillis(timeout)
     return listTopics.pipe(
-      // Remember why, pause, ask again: until the timeout interrupts.
-      Effect.tapError((error) =>
-        Effect.andThen(
-          Effect.sync(() => {
-            last = error.reason
-          }),
-          Effect.sleep("250 millis")
-        )
+      Effect.mapError((error) =>
+        error.security === undefined
+          ? error
+          : new BrokerSecurityError({ brokers, security: error.security, reason: error.reason })
       ),
-      Effect.eventually,
+      // Remember why, pause, ask again: until the timeout interrupts or the brokers refuse us.
+      Effect.tapError((error) =>
+        error._tag === "BrokerSecurityError"
+          ? Effect.void
+          : Effect.andThen(
+              Effect.sync(() => {
+                last = error.reason
+              }),
+              Effect.sleep("250 millis")
+            )
+      ),
+      Effect.retry({ while: (error): boolean => error._tag !== "BrokerSecurityError" }),
+      Effect.catchTag("BrokerAdminError", (error) =>
+        Effect.fail(new BrokerUnreachableError({ brokers, waitedMillis, reason: error.reason }))
+      ),
       Effect.timeoutOrElse({
         duration: timeout,
         orElse: () => Effect.fail(new BrokerUnreachableError({ brokers, waitedMillis, reason: last }))
@@ -120,7 +132,7 @@ export const run = (
     readonly deadLetterTopic?: ((topic: string) => string) | undefined
   }>,
   options: Options
-): Effect.Effect<void, BrokerUnreachableError | MissingTopicsError | BrokerAdminError> =>
+): Effect.Effect<void, BrokerUnreachableError | BrokerSecurityError | MissingTopicsError | BrokerAdminError> =>
   Effect.gen(function* () {
     if (options.timeout === false) return
     const found = yield* Effect.serviceOption(BrokerAdmin)

@@ -1,7 +1,8 @@
 // The runtime's health checks on the in-memory database and broker, on the TestClock: a claim
 // relay that claims every poll interval stays ready however long it idles; one whose claim never
 // returns (a stuck loop) turns unready after 2 minutes, naming the relay; liveness is about the
-// runtime itself, and turns unhealthy once it shuts down.
+// runtime itself, and turns unhealthy once it shuts down. Every check is also a gauge, sampled with
+// the runtime's metrics; the log engine's slot lag over its limit makes the process unready.
 import { assert, describe, it } from "@effect/vitest"
 import * as InMemoryBroker from "@effect-outbox/testing/InMemoryBroker"
 import * as InMemoryDatabase from "@effect-outbox/testing/InMemoryDatabase"
@@ -12,10 +13,11 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
+import * as Metric from "effect/Metric"
 import * as References from "effect/References"
 import * as Scope from "effect/Scope"
 import * as TestClock from "effect/testing/TestClock"
-import type * as Health from "../src/Health.ts"
+import * as Health from "../src/Health.ts"
 import * as OutboxRuntime from "../src/OutboxRuntime.ts"
 import { OutboxStore } from "../src/OutboxStore.ts"
 import * as WakeUp from "../src/WakeUp.ts"
@@ -72,5 +74,58 @@ describe("Health", () => {
       yield* TestClock.adjust("2 hours")
       yield* Fiber.join(closing)
     }).pipe(Effect.provideService(References.MinimumLogLevel, "None"))
+  )
+
+  it.effect("each readiness check is a gauge (1 ok, 0 failing), set every metrics interval", () =>
+    Effect.gen(function* () {
+      const scope = yield* Scope.make()
+      const layer = OutboxRuntime.layer({
+        relay: { instances: 1, owner: "gauged", pollInterval: Duration.millis(100) },
+        metricsInterval: Duration.seconds(5)
+      }).pipe(Layer.provideMerge(ports), Layer.provide(ConfigProvider.layer(ConfigProvider.fromEnv({ env: {} }))))
+      yield* Layer.buildWithScope(layer, scope)
+      const gauge = (check: string) => Metric.value(Metric.withAttributes(Health.checkGauge, { check }))
+      yield* TestClock.adjust("6 seconds")
+      assert.strictEqual((yield* gauge("database")).value, 1)
+      assert.strictEqual((yield* gauge("relay gauged")).value, 1)
+      assert.strictEqual((yield* gauge("runtime")).value, 1)
+      yield* Health.record({ ok: false, checks: [{ name: "database", ok: false, detail: "down" }] })
+      assert.strictEqual((yield* gauge("database")).value, 0)
+      yield* TestClock.adjust("5 seconds")
+      assert.strictEqual((yield* gauge("database")).value, 1, "the next sample sets it back")
+      yield* Scope.close(scope, Exit.void)
+    }).pipe(Effect.provideService(References.MinimumLogLevel, "None"))
+  )
+
+  it.effect("the log relay's slot lag over its limit, or a lost slot, makes the process unready", () =>
+    Effect.gen(function* () {
+      const withLag = (lagBytes: number, walStatus = "reserved") =>
+        Health.make(
+          {
+            relays: [{ owner: "log-relay" }],
+            consumers: Effect.succeed([]),
+            stopping: Effect.succeed(false),
+            slot: {
+              gauges: Effect.succeed({ lagBytes, retainedBytes: lagBytes, walStatus }),
+              maxLagBytes: 64 * 1_048_576
+            }
+          },
+          { timeout: Duration.seconds(1) }
+        )
+      const slot = (report: Health.Report) => report.checks.find((c) => c.name === "log slot")
+      const fine = yield* (yield* withLag(1_048_576)).ready
+      assert.isTrue(fine.ok, JSON.stringify(fine))
+      assert.deepStrictEqual(slot(fine), { name: "log slot", ok: true, detail: "lag 1.0 MiB (limit 64.0 MiB)" })
+      const behind = yield* (yield* withLag(100 * 1_048_576)).ready
+      assert.isFalse(behind.ok)
+      assert.deepStrictEqual(slot(behind), {
+        name: "log slot",
+        ok: false,
+        detail: "lag 100.0 MiB over 64.0 MiB (OUTBOX_HEALTH_MAX_SLOT_LAG_BYTES)"
+      })
+      const lost = yield* (yield* withLag(0, "lost")).ready
+      assert.isFalse(lost.ok)
+      assert.match(slot(lost)?.detail ?? "", /wal_status lost/)
+    }).pipe(Effect.provide(InMemoryDatabase.layer))
   )
 })

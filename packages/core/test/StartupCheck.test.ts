@@ -8,7 +8,7 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
 import { BrokerAdmin } from "../src/BrokerAdmin.ts"
-import { BrokerAdminError, BrokerUnreachableError, MissingTopicsError } from "../src/Errors.ts"
+import { BrokerAdminError, BrokerSecurityError, BrokerUnreachableError, MissingTopicsError } from "../src/Errors.ts"
 import * as StartupCheck from "../src/StartupCheck.ts"
 
 /** An admin over `topics` (name → partitions); `refuse` makes `listTopics` fail that many times. */
@@ -112,6 +112,41 @@ describe("StartupCheck", () => {
         assert.isAtLeast(elapsed, 550)
         assert.isBelow(elapsed, 1_500)
       })
+  )
+
+  it.live("brokers that refuse the credentials stop the check at their first answer, naming what to check", () =>
+    Effect.gen(function* () {
+      let asked = 0
+      const refusing = BrokerAdmin.of({
+        ...scripted(new Map()),
+        listTopics: Effect.suspend(() => {
+          asked++
+          return Effect.fail(
+            new BrokerAdminError({
+              operation: "listTopics",
+              topic: "*",
+              reason: "SASL authentication failed",
+              kind: "permanent",
+              security: "authentication"
+            })
+          )
+        })
+      })
+      const started = Date.now()
+      const exit = yield* StartupCheck.run(declared, { ...defaults, timeout: Duration.seconds(10) }).pipe(
+        Effect.provideService(BrokerAdmin, refusing),
+        Effect.exit
+      )
+      const error = failure(exit)
+      assert.instanceOf(error, BrokerSecurityError)
+      assert.strictEqual(asked, 1)
+      assert.isBelow(Date.now() - started, 1_000)
+      assert.strictEqual(
+        (error as BrokerSecurityError).message,
+        "the Kafka brokers b-1:9092,b-2:9092 refused the credentials: SASL authentication failed. " +
+          "Check KAFKA_SASL_MECHANISM, KAFKA_SASL_USERNAME and KAFKA_SASL_PASSWORD (or the token provider)"
+      )
+    })
   )
 
   it.live("timeout false, or an admin without listTopics, checks nothing", () =>

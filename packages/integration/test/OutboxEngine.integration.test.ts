@@ -1,7 +1,7 @@
 // OUTBOX_ENGINE=log on the real services: the README's composition (OutboxRuntime.layer on
 // PgOutbox.layerConfig and KafkaOutbox.layerConfig), unchanged, switched to the log engine by
 // the environment alone. A PostgreSQL with wal_level = logical (LOGICAL_DATABASE_URL, started by
-// scripts/test) and the real Kafka broker.
+// scripts/test) and the real Kafka broker. Its readiness includes the slot's lag.
 import { PgClient } from "@effect/sql-pg"
 import { assert, describe, it } from "@effect/vitest"
 import * as KafkaOutbox from "@effect-outbox/adapter-kafka/KafkaOutbox"
@@ -76,7 +76,13 @@ describe("OutboxRuntime on OUTBOX_ENGINE=log", () => {
             const slots = yield* sql<{ slot_name: string }>`
               SELECT slot_name FROM pg_replication_slots WHERE slot_name = ${slot}`
             const rows = yield* sql.unsafe<{ n: number }>(`SELECT count(*)::int AS n FROM "${schema}".outbox_message`)
-            return { info, slots: slots.length, outboxRows: rows[0]!.n }
+            const ready = yield* info.health.ready
+            return {
+              info,
+              slots: slots.length,
+              outboxRows: rows[0]!.n,
+              slotCheck: ready.checks.find((c) => c.name === "log slot")
+            }
           })
         ).pipe(Effect.provide(runtime))
 
@@ -97,6 +103,9 @@ describe("OutboxRuntime on OUTBOX_ENGINE=log", () => {
         // The slot is the one derived from the schema; the claim table stays empty.
         assert.strictEqual(result.slots, 1)
         assert.strictEqual(result.outboxRows, 0)
+        // The relay runs here, so readiness asks the slot how far behind it is (limit: 1 GiB).
+        assert.isTrue(result.slotCheck?.ok, JSON.stringify(result.slotCheck))
+        assert.match(result.slotCheck?.detail ?? "", /^lag \d+\.\d MiB \(limit 1024\.0 MiB\)$/)
       }).pipe(
         Effect.ensuring(
           Effect.gen(function* () {

@@ -152,6 +152,76 @@ export const transactionFencedNames: ReadonlySet<string> = new Set([
 export const UNKNOWN_TOPIC = "UNKNOWN_TOPIC_OR_PARTITION"
 
 /**
+ * Node's TLS verdicts on the broker's certificate chain, and the handshake alerts a broker sends
+ * back (a client certificate it requires or refuses): the CA, certificate or host name settings
+ * are wrong, and connecting again gives the same answer.
+ *
+ * @since 0.5.0
+ * @category tables
+ */
+export const tlsCodes: ReadonlySet<string> = new Set([
+  "SELF_SIGNED_CERT_IN_CHAIN",
+  "DEPTH_ZERO_SELF_SIGNED_CERT",
+  "UNABLE_TO_VERIFY_LEAF_SIGNATURE",
+  "UNABLE_TO_GET_ISSUER_CERT",
+  "UNABLE_TO_GET_ISSUER_CERT_LOCALLY",
+  "CERT_HAS_EXPIRED",
+  "CERT_NOT_YET_VALID",
+  "CERT_REVOKED",
+  "CERT_UNTRUSTED",
+  "CERT_REJECTED",
+  "CERT_SIGNATURE_FAILURE",
+  "ERR_TLS_CERT_ALTNAME_INVALID"
+])
+
+/**
+ * Whether a Node error code says the TLS handshake itself was refused: a certificate verdict
+ * ({@link tlsCodes}) or an OpenSSL alert (`ERR_SSL_…`, such as a client certificate the broker
+ * requires but was not sent).
+ *
+ * @since 0.5.0
+ * @category tables
+ */
+export const isTlsCode = (code: string): boolean => tlsCodes.has(code) || code.startsWith("ERR_SSL_")
+
+/**
+ * A refused connection: the brokers do not accept these credentials (`authentication`) or the
+ * TLS handshake failed on a certificate (`tls`).
+ *
+ * @since 0.5.0
+ * @category models
+ */
+export type Security = "authentication" | "tls"
+
+/**
+ * The security failure anywhere in an error tree (`errors` arrays, `cause` chains): a TLS code on
+ * any node, or a node `isAuthentication` recognises. Clients wrap both in their connection
+ * errors, which otherwise read as an outage.
+ *
+ * @since 0.5.0
+ * @category verdicts
+ */
+export const findSecurity = (error: unknown, isAuthentication: (node: object) => boolean): Security | undefined => {
+  const seen = new Set<unknown>()
+  const walk = (node: unknown, depth: number): Security | undefined => {
+    if (typeof node !== "object" || node === null || seen.has(node) || depth > 8) return undefined
+    seen.add(node)
+    const code = (node as { readonly code?: unknown }).code
+    if (typeof code === "string" && isTlsCode(code)) return "tls"
+    if (isAuthentication(node)) return "authentication"
+    const inner = (node as { readonly errors?: unknown }).errors
+    if (Array.isArray(inner)) {
+      for (const e of inner) {
+        const found = walk(e, depth + 1)
+        if (found !== undefined) return found
+      }
+    }
+    return walk((node as { readonly cause?: unknown }).cause, depth + 1)
+  }
+  return walk(error, 0)
+}
+
+/**
  * What a driver reads from one of its client's errors.
  *
  * @since 0.1.0
@@ -164,6 +234,8 @@ export interface ErrorNames {
   readonly clientOutage: boolean
   /** The client says asking again may succeed. */
   readonly retriable: boolean
+  /** The brokers refused the connection itself (see {@link findSecurity}). */
+  readonly security?: Security | undefined
 }
 
 /**
@@ -181,13 +253,15 @@ const any = (names: ReadonlySet<string>, table: ReadonlySet<string>) => {
 }
 
 /**
- * The one decision: a permanent broker name wins, then an outage, then anything the broker or the
+ * The one decision: a refused connection (credentials, certificates) and a permanent broker name
+ * win, then an outage, then anything the broker or the
  * client says may pass.
  *
  * @since 0.1.0
  * @category verdicts
  */
 export const verdict = (names: ErrorNames): Kind => {
+  if (names.security !== undefined) return "permanent"
   if (any(names.protocol, permanentNames)) return "permanent"
   if (any(names.protocol, unavailableNames)) return "unavailable"
   if (names.protocol.size === 0 && names.clientOutage) return "unavailable"
@@ -205,6 +279,8 @@ export interface Protocol {
   readonly names: (error: unknown) => ErrorNames
   readonly describe: (error: unknown) => string
   readonly kind: (error: unknown) => Kind
+  /** Whether the brokers refused the connection itself, and why. */
+  readonly security: (error: unknown) => Security | undefined
   /** An outage: connection refused or lost, no answer in time, no leader, not coordinator, … */
   readonly isBrokerUnavailable: (error: unknown) => boolean
   /** Whether trying again may succeed. */
@@ -227,8 +303,13 @@ export interface Protocol {
    * hiccup, and producer-state errors do not concern them.
    */
   readonly isRetriableBrokerCall: (error: unknown) => boolean
-  /** An outage is `BrokerUnavailableError`, other transient errors retriable, the rest permanent. */
+  /**
+   * An outage is `BrokerUnavailableError`, other transient errors retriable, the rest permanent.
+   * A refused connection is `BrokerUnavailableError` too: it says nothing about the record, and
+   * the relay pauses until credentials or certificates are fixed instead of failing rows.
+   */
   readonly toPublishError: (topic: string, error: unknown) => PublishError
+  /** Carries the verdict as `kind`, so a caller can stop asking at a permanent one. */
   readonly toAdminError: (operation: string, topic: string, error: unknown) => BrokerAdminError
   readonly toProbeError: (topic: string, error: unknown) => ProbeError
   /** Group-membership errors (see {@link fencedNames}) are retriable. */
@@ -243,12 +324,14 @@ export interface Protocol {
  */
 export const make = (names: (error: unknown) => ErrorNames, describe: (error: unknown) => string): Protocol => {
   const kind = (error: unknown) => verdict(names(error))
+  const security = (error: unknown) => names(error).security
   const has = (error: unknown, name: string) => names(error).protocol.has(name)
   const isRetriable = (error: unknown) => kind(error) !== "permanent"
   return {
     names,
     describe,
     kind,
+    security,
     has,
     isBrokerUnavailable: (error) => kind(error) === "unavailable",
     isRetriable,
@@ -261,6 +344,7 @@ export const make = (names: (error: unknown) => ErrorNames, describe: (error: un
     },
     toPublishError: (topic, error) => {
       const reason = describe(error)
+      if (security(error) !== undefined) return new BrokerUnavailableError({ topic, reason })
       switch (kind(error)) {
         case "unavailable":
           return new BrokerUnavailableError({ topic, reason })
@@ -270,7 +354,8 @@ export const make = (names: (error: unknown) => ErrorNames, describe: (error: un
           return new PermanentPublishError({ topic, reason })
       }
     },
-    toAdminError: (operation, topic, error) => new BrokerAdminError({ operation, topic, reason: describe(error) }),
+    toAdminError: (operation, topic, error) =>
+      new BrokerAdminError({ operation, topic, reason: describe(error), kind: kind(error), security: security(error) }),
     toProbeError: (topic, error) => new ProbeError({ topic, reason: describe(error) }),
     toConsumerError: (operation, error) =>
       new ConsumerSourceError({

@@ -77,3 +77,34 @@ describe("KafkaProtocol.make", () => {
     assert.isFalse(protocol.toConsumerError("commit", names(["GROUP_AUTHORIZATION_FAILED"])).retriable)
   })
 })
+
+describe("KafkaProtocol.findSecurity", () => {
+  const saslFailed = (node: object) => (node as { readonly name?: string }).name === "SaslFailed"
+
+  it("finds a certificate verdict or a refused login anywhere in a wrapped error tree", () => {
+    const tls = { name: "NetworkError", errors: [{ name: "Retry", cause: { code: "SELF_SIGNED_CERT_IN_CHAIN" } }] }
+    assert.strictEqual(KafkaProtocol.findSecurity(tls, saslFailed), "tls")
+    assert.strictEqual(
+      KafkaProtocol.findSecurity({ cause: { code: "ERR_TLS_CERT_ALTNAME_INVALID" } }, saslFailed),
+      "tls"
+    )
+    assert.strictEqual(
+      KafkaProtocol.findSecurity({ code: "ERR_SSL_TLSV13_ALERT_CERTIFICATE_REQUIRED" }, saslFailed),
+      "tls"
+    )
+    assert.strictEqual(KafkaProtocol.findSecurity({ cause: { name: "SaslFailed" } }, saslFailed), "authentication")
+    assert.strictEqual(KafkaProtocol.findSecurity({ code: "ECONNREFUSED" }, saslFailed), undefined)
+    const loop: { cause?: unknown } = {}
+    loop.cause = loop
+    assert.strictEqual(KafkaProtocol.findSecurity(loop, saslFailed), undefined)
+  })
+
+  it("a refused connection is permanent for a broker call, but an outage for a record", () => {
+    const refused = names([], { clientOutage: true, retriable: true, security: "tls" })
+    assert.strictEqual(KafkaProtocol.verdict(refused), "permanent")
+    assert.strictEqual(protocol.toPublishError("orders", refused)._tag, "BrokerUnavailableError")
+    const admin = protocol.toAdminError("listTopics", "*", refused)
+    assert.strictEqual(admin.kind, "permanent")
+    assert.strictEqual(admin.security, "tls")
+  })
+})

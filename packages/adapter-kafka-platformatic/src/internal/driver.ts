@@ -92,6 +92,9 @@ export const make = ({ admin, brokers, offsets }: PlatformaticClient["Service"])
   // Asked once (the client's own few retries only): the caller bounds the wait and retries.
   listTopics: Effect.tryPromise({
     try: () => admin.listTopics(),
-    catch: (error) => new BrokerAdminError({ operation: "listTopics", topic: "*", reason: withSocketCauses(error) })
+    catch: (error) => {
+      const classified = protocol.toAdminError("listTopics", "*", error)
+      return new BrokerAdminError({ ...classified, reason: withSocketCauses(error) })
+    }
   })
 })

@@ -2,12 +2,12 @@
  * The kafkajs client as the Kafka layer's `KafkaDriver`: metadata, topics, partitions, configs
  * and group offsets on the shared admin.
  */
-import { BrokerAdminError } from "@effect-outbox/core/Errors"
+import type { BrokerAdminError } from "@effect-outbox/core/Errors"
 import type { KafkaDriver } from "@effect-outbox/kafka/KafkaDriver"
 import * as Effect from "effect/Effect"
 import Kafkajs from "kafkajs"
 import type { KafkaClient } from "../KafkaClient.ts"
-import { describe, protocol } from "../KafkaErrors.ts"
+import { protocol } from "../KafkaErrors.ts"
 
 /**
  * Every topic on the broker, asked once on a short-lived admin that does not retry (kafkajs's
@@ -25,10 +25,10 @@ export const listTopics = (kafka: Kafkajs.Kafka): Effect.Effect<ReadonlyArray<st
         await admin.disconnect().catch(() => undefined)
       }
     },
-    catch: (error) => new BrokerAdminError({ operation: "listTopics", topic: "*", reason: describe(error) })
+    catch: (error) => protocol.toAdminError("listTopics", "*", error)
   })
 
-export const make = ({ admin, brokers, kafka }: KafkaClient["Service"]): KafkaDriver => ({
+export const make = ({ admin, askOnce, brokers, kafka }: KafkaClient["Service"]): KafkaDriver => ({
   brokers,
   protocol,
   metadata: async (topic) => {
@@ -82,5 +82,5 @@ export const make = ({ admin, brokers, kafka }: KafkaClient["Service"]): KafkaDr
       topic,
       partitions: partitions.map((p) => ({ partition: p.partition, offset: p.offset }))
     }),
-  listTopics: listTopics(kafka)
+  listTopics: listTopics(askOnce ?? kafka)
 })

@@ -255,5 +255,10 @@ export const health = EnvVariable.table(core("Health probes"), {
     "OUTBOX_HEALTH_TIMEOUT",
     "3 seconds",
     "how long a readiness check waits for the database or the broker before calling it unreachable"
+  ),
+  maxSlotLagBytes: EnvVariable.integer(
+    "OUTBOX_HEALTH_MAX_SLOT_LAG_BYTES",
+    1_073_741_824,
+    "log engine: the replication slot's lag (WAL bytes not yet published) above which the process is not ready"
   )
 })

@@ -11,6 +11,7 @@ import * as Stream from "effect/Stream"
 import * as Pages from "../../DashboardPages.ts"
 import * as Samples from "../../DashboardSamples.ts"
 import * as Operations from "../../Operations.ts"
+import * as Health from "./health.ts"
 import * as Relays from "./relays.ts"
 import { type Context, errorMessage, securityHeaders } from "./shared.ts"
 
@@ -69,11 +70,17 @@ export const make = (ctx: Context, options: OverviewOptions) =>
 
     const content = Effect.gen(function* () {
       const report = yield* status
+      const brokerView = yield* broker(report.topics.map((t) => t.topic))
+      const seen: Operations.Status =
+        brokerView._tag === "Unavailable"
+          ? { ...report, brokerError: brokerView.reason }
+          : { ...report, consumerLag: brokerView.consumerLag }
       return Pages.overview({
         relays: relayVerdict(report),
+        health: Health.render(Operations.healthOf(seen, { lateAfterMillis: options.lateAfterMillis })),
         base: ctx.base,
         status: report,
-        broker: yield* broker(report.topics.map((t) => t.topic)),
+        broker: brokerView,
         samples: yield* Ref.get(samples),
         windowMillis: options.windowMillis,
         readOnly: ctx.settings.readOnly

@@ -4,8 +4,10 @@
  */
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import * as Ref from "effect/Ref"
 import * as Health from "../../Health.ts"
+import { LogSource } from "../../LogSource.ts"
 import type { ConsumerDeclaration, Settings } from "../../OutboxRuntimeSettings.ts"
 import * as Reconciler from "../../Reconciler.ts"
 import * as Retention from "../../Retention.ts"
@@ -13,6 +15,7 @@ import * as StaleRecovery from "../../StaleRecovery.ts"
 import * as StartupCheck from "../../StartupCheck.ts"
 import { StorageLocation } from "../../StorageLocation.ts"
 import { DefaultExpiredPolicy } from "../consumer/options.ts"
+import * as Jobs from "../jobs.ts"
 import * as Engine from "./engine.ts"
 import * as Groups from "./groups.ts"
 import * as HealthServer from "./healthServer.ts"
@@ -79,14 +82,23 @@ export const start = <R>(settings: Settings, declared: ReadonlyArray<ConsumerDec
     // Added last, so it runs first: from the first step of shutdown on, the process is not live.
     const stopping = yield* Ref.make(false)
     yield* Effect.addFinalizer(() => Ref.set(stopping, true))
+    // The log relay's slot: its lag is part of readiness where the relay runs.
+    const source = yield* Effect.serviceOption(LogSource)
+    const gauges = claim || progress.length === 0 ? undefined : Option.getOrUndefined(source)?.gauges
     const health = yield* Health.make(
       {
         relays: progress,
         consumers: Effect.map(Ref.get(states), (all) => [...all].map(([groupId, stopped]) => ({ groupId, stopped }))),
-        stopping: Ref.get(stopping)
+        stopping: Ref.get(stopping),
+        slot:
+          gauges === undefined ? undefined : { gauges, maxLagBytes: settings.health.maxSlotLagBytes ?? 1_073_741_824 }
       },
       { timeout: settings.health.timeout }
     )
+    // The checks as gauges, on the same interval as the other samples.
+    if (settings.metricsInterval !== false) {
+      yield* Effect.forkScoped(Jobs.every(settings.metricsInterval, Effect.flatMap(health.ready, Health.record)))
+    }
     const healthPort =
       settings.health.port === undefined
         ? undefined
