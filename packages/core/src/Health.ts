@@ -108,7 +108,14 @@ export interface Workers {
 }
 
 // A primary-key lookup of an id no row has: the cheapest question that needs the database.
-const noSuchEvent = "00000000-0000-0000-0000-000000000000" as EventId
+/**
+ * The id the database check looks up: the nil UUID, which no event has, so the lookup costs one
+ * primary-key probe and reads no row.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const probeEventId = "00000000-0000-0000-0000-000000000000" as EventId
 
 const message = (error: unknown) =>
   typeof error === "object" && error !== null && "message" in error ? String(error.message) : String(error)
@@ -158,7 +165,7 @@ export const make = (
       "database",
       options.timeout,
       Effect.as(
-        Effect.suspend(() => store.get(noSuchEvent)),
+        Effect.suspend(() => store.get(probeEventId)),
         "answers"
       )
     )
