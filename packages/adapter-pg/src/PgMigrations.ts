@@ -10,6 +10,7 @@ import * as Layer from "effect/Layer"
 import * as Migrator from "effect/sql/Migrator"
 import * as SqlClient from "effect/sql/SqlClient"
 import { claimFunctionV3, claimFunctionV4 } from "./internal/claim.ts"
+import { claimFunctionV5 } from "./internal/claimV5.ts"
 import { claimFunctionV2 } from "./internal/claimV2.ts"
 import { fromSqlError } from "./internal/errors.ts"
 import * as InboxTable from "./internal/inboxTable.ts"
@@ -218,7 +219,9 @@ export const migrations = (t: Tables): Record<string, Effect.Effect<void, unknow
     // The newest published event id and the mark of a re-created slot (its gap is read back).
     "11_log_gap": run(gapMigration(progressTable(t))),
     // The inbox's records partitioned by time (retention drops partitions) and its horizon.
-    "12_inbox_partitions": run(InboxTable.migration(t))
+    "12_inbox_partitions": run(InboxTable.migration(t)),
+    // The claim's candidate scan reads the oldest rows first and the wider scan only when needed.
+    "14_claim_first_rows": run([claimFunctionV5(t)])
   }
 }
 
