@@ -61,7 +61,8 @@ describe("PgMigrations", () => {
         [9, "log_progress"],
         [10, "log_quarantine"],
         [11, "log_gap"],
-        [12, "inbox_partitions"]
+        [12, "inbox_partitions"],
+        [14, "claim_first_rows"]
       ])
       const second = yield* PgMigrations.run.pipe(Effect.provideService(PgTables.PgTables, tables))
       assert.deepStrictEqual(second, [])

@@ -93,7 +93,8 @@ describe("PgMigrations: 2 -> 4 on a populated table", () => {
         [9, "log_progress"],
         [10, "log_quarantine"],
         [11, "log_gap"],
-        [12, "inbox_partitions"]
+        [12, "inbox_partitions"],
+        [14, "claim_first_rows"]
       ])
       assert.deepStrictEqual(yield* indexesOf(schema), [
         "outbox_message_dispatching_idx",
