@@ -220,7 +220,7 @@ export const migrations = (t: Tables): Record<string, Effect.Effect<void, unknow
     "11_log_gap": run(gapMigration(progressTable(t))),
     // The inbox's records partitioned by time (retention drops partitions) and its horizon.
     "12_inbox_partitions": run(InboxTable.migration(t)),
-    // The claim's candidate scan reads the oldest rows first and the wider scan only when needed.
+    // The claim's candidate scan reads the oldest rows first, and further only while slots are left.
     "14_claim_first_rows": run([claimFunctionV5(t)])
   }
 }

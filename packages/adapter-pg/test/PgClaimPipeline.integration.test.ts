@@ -90,32 +90,38 @@ describe("PgOutboxStore claim under a pipelined relay", () => {
       }).pipe(Effect.provide(StoreLive))
   )
 
-  it.effect("when the oldest rows hold too few keys for the batch, the claim reads on and fills it", () =>
-    Effect.gen(function* () {
-      const store = yield* OutboxStore
-      // 60 rows of one key first: a batch of 10 at one row per key finds one candidate there.
-      yield* store.insert([
-        ...Array.from({ length: 60 }, (_, i) => pending("hot", i + 1)),
-        ...Array.from({ length: 12 }, (_, i) => pending(`u${i}`, 1)),
-        pending(null, 1)
-      ])
-      const batch = yield* claim("relay#1", 10, 1)
-      assert.deepStrictEqual(texts(batch), [
-        "hot:1",
-        "u0:1",
-        "u1:1",
-        "u2:1",
-        "u3:1",
-        "u4:1",
-        "u5:1",
-        "u6:1",
-        "u7:1",
-        "u8:1"
-      ])
-      // The rest, key-less row included, once the hot key is free again.
-      yield* markPublished("relay#1", batch)
-      const next = yield* claim("relay#2", 10, 1)
-      assert.deepStrictEqual(texts(next), ["hot:2", "u9:1", "u10:1", "u11:1", "-:1"])
-    }).pipe(Effect.provide(StoreLive))
-  )
+  // 100 rows of one key ahead: found by the second step (up to 160 rows for a batch of 10); 300:
+  // by the last (up to 1,200).
+  for (const hot of [100, 300]) {
+    it.effect(
+      `when the oldest rows hold too few keys (${hot} rows of one key first), the claim reads on and fills the batch`,
+      () =>
+        Effect.gen(function* () {
+          const store = yield* OutboxStore
+          // A batch of 10 at one row per key finds one candidate among the hot key's rows.
+          yield* store.insert([
+            ...Array.from({ length: hot }, (_, i) => pending("hot", i + 1)),
+            ...Array.from({ length: 12 }, (_, i) => pending(`u${i}`, 1)),
+            pending(null, 1)
+          ])
+          const batch = yield* claim("relay#1", 10, 1)
+          assert.deepStrictEqual(texts(batch), [
+            "hot:1",
+            "u0:1",
+            "u1:1",
+            "u2:1",
+            "u3:1",
+            "u4:1",
+            "u5:1",
+            "u6:1",
+            "u7:1",
+            "u8:1"
+          ])
+          // The rest, key-less row included, once the hot key is free again.
+          yield* markPublished("relay#1", batch)
+          const next = yield* claim("relay#2", 10, 1)
+          assert.deepStrictEqual(texts(next), ["hot:2", "u9:1", "u10:1", "u11:1", "-:1"])
+        }).pipe(Effect.provide(StoreLive))
+    )
+  }
 })

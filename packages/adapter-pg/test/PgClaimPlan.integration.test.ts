@@ -37,9 +37,9 @@ describe("claim query plans at 100k rows", () => {
 
         const queries = {
           candidates: candidateHeadsV4(t, "$1", "3000", "true"),
-          // the live claim's two steps: the oldest rows first, the rest of the scan after them
+          // the live claim's steps: the oldest rows first, then further from where the last one ended
           firstStep: candidateHeadsV5(t, "$1", "210", "true", "0"),
-          secondStep: candidateHeadsV5(t, "$1", "3000", "true", "210"),
+          lastStep: candidateHeadsV5(t, "$1", "3000", "true", "700"),
           failure: `SELECT ${firstFailure(t, "'user-42'")} -- $1`,
           head: `${keyHead(t, "'user-42'")} -- $1`,
           prefix: keyPrefixUpTo(t, "'user-42'", "$1", "10", "90000"),
@@ -100,7 +100,7 @@ describe("claim query plans at 100k rows", () => {
         // a FAILURE row blocks its key (issue #12): one entry of the FAILURE index per head
         assert.match(plans["candidates/force_generic_plan"]!, /message_failure_key_idx/)
         assert.match(plans["purge/force_custom_plan"]!, /message_status_idx/)
-        for (const step of ["firstStep", "secondStep"]) {
+        for (const step of ["firstStep", "lastStep"]) {
           assert.match(plans[`${step}/force_generic_plan`]!, /message_pending_idx/)
           assert.match(plans[`${step}/force_generic_plan`]!, /message_pending_key_idx/)
         }

@@ -36,16 +36,18 @@ export const candidateHeadsV5 = (t: Tables, now: string, readLimit: string, fail
 
 /**
  * The claim function since migration 14. Same signature, contract and phase 2 as migration 4's;
- * phase 1 scans in two steps:
+ * phase 1 scans in widening steps, each only when the steps before it left slots free:
  *
- * - first the `limit * 2 + 10` oldest available rows: with keys spread over the backlog (the
- *   common case) they hold enough candidates for the batch, and only their keys are probed;
- * - only when that leaves slots free, the rest of migration 4's scan (up to `limit * 20 + 1000`
- *   rows), from the position where the first step ended. A key the first step already tried is
- *   skipped: between the two statements other claims may have moved rows, so positions can shift.
+ * - the `limit * 2 + 10` oldest available rows: with keys spread over the backlog (the common
+ *   case) they hold enough candidates for the batch, and only their keys are probed;
+ * - up to `limit * 6 + 100` rows: other claims running at once (other relays, this relay's
+ *   batches in flight) hold the first keys;
+ * - up to `limit * 20 + 1000`, migration 4's bound: a few keys hold most of the backlog.
  *
- * Phase 2 is unchanged: it decides under the key locks in a fresh snapshot, so a candidate the
- * scan got wrong can cost a slot, never order.
+ * Each step reads on from the position where the one before ended, and skips a key an earlier
+ * step tried: other claims may have moved rows in between, so positions can shift. Phase 2 is
+ * unchanged: it decides under the key locks in a fresh snapshot, so a candidate the scan got
+ * wrong can cost a slot, never order.
  */
 export const claimFunctionV5 = (t: Tables) =>
   `CREATE OR REPLACE FUNCTION ${t.claimFunction}(
@@ -59,7 +61,9 @@ export const claimFunctionV5 = (t: Tables) =>
      tried_keys text[] := '{}';
      unkeyed uuid[] := '{}';
      slots integer := 0;
-     first_read integer := LEAST(p_limit, 100000) * 2 + 10;
+     n integer := LEAST(p_limit, 100000);
+     bound integer;
+     read_to integer := 0;
    BEGIN
      IF p_limit <= 0 OR p_max_per_key <= 0 THEN
        RETURN;
@@ -70,36 +74,26 @@ export const claimFunctionV5 = (t: Tables) =>
        RAISE EXCEPTION 'outbox claim needs READ COMMITTED, the transaction is %',
          current_setting('transaction_isolation') USING ERRCODE = '25000';
      END IF;
-     -- Phase 1, first step: the oldest rows only.
-     FOR candidate IN ${candidateHeadsV5(t, "p_now", "first_read", "p_failed_head_blocks", "0")} LOOP
-       IF candidate.key IS NULL THEN
-         unkeyed := unkeyed || candidate.id;
-         slots := slots + 1;
-       ELSE
-         tried_keys := tried_keys || candidate.key;
-         IF pg_try_advisory_xact_lock(${t.locks.claimKey}, hashtext(candidate.key)) THEN
-           locked_keys := locked_keys || candidate.key;
-           slots := slots + 1;
-         END IF;
-       END IF;
-       EXIT WHEN slots >= p_limit;
-     END LOOP;
-     -- Second step, only when slots are left: the rest of the bounded scan.
-     IF slots < p_limit THEN
-       FOR candidate IN ${candidateHeadsV5(t, "p_now", "LEAST(p_limit, 100000) * 20 + 1000", "p_failed_head_blocks", "first_read")} LOOP
+     -- Phase 1: discover and lock, reading further only while slots are left.
+     FOREACH bound IN ARRAY ARRAY[n * 2 + 10, n * 6 + 100, n * 20 + 1000] LOOP
+       FOR candidate IN ${candidateHeadsV5(t, "p_now", "bound", "p_failed_head_blocks", "read_to")} LOOP
          IF candidate.key IS NULL THEN
            IF NOT (candidate.id = ANY (unkeyed)) THEN
              unkeyed := unkeyed || candidate.id;
              slots := slots + 1;
            END IF;
-         ELSIF NOT (candidate.key = ANY (tried_keys))
-               AND pg_try_advisory_xact_lock(${t.locks.claimKey}, hashtext(candidate.key)) THEN
-           locked_keys := locked_keys || candidate.key;
-           slots := slots + 1;
+         ELSIF NOT (candidate.key = ANY (tried_keys)) THEN
+           tried_keys := tried_keys || candidate.key;
+           IF pg_try_advisory_xact_lock(${t.locks.claimKey}, hashtext(candidate.key)) THEN
+             locked_keys := locked_keys || candidate.key;
+             slots := slots + 1;
+           END IF;
          END IF;
          EXIT WHEN slots >= p_limit;
        END LOOP;
-     END IF;
+       EXIT WHEN slots >= p_limit;
+       read_to := bound;
+     END LOOP;
      IF slots = 0 THEN
        RETURN;
      END IF;
