@@ -1,8 +1,8 @@
 /**
  * What-if (not part of `pnpm bench`): one relay draining a backlog at batch 100 with
- * `pipelineDepth` 1 (claim → publish → mark, one batch at a time), 2 and 3, next to a raw kafkajs
+ * `pipelineDepth` 1 (claim → publish → mark, one batch at a time), 2, 3 and 4, next to a raw kafkajs
  * `sendBatch` 100 loop, interleaved in one run (the order rotates per repetition), on Kafka; and
- * depth 1 vs 2 on a no-Kafka sink (claim + mark only). With `--latency`: commit → broker
+ * depth 1, 2 and 4 on a no-Kafka sink (claim + mark only). With `--latency`: commit → broker
  * (LogAppendTime) latency at `--rate` events/s with the LISTEN/NOTIFY wake-up, depth 1 vs 2 vs
  * raw kafkajs produce at the same rate (scenario 2's method). See docs/performance.md.
  *
@@ -138,8 +138,10 @@ const allVariants: Array<[string, () => Promise<number>]> = [
   ["relay depth 1", () => drain(kafkaRelay, 1, true)],
   ["relay depth 2", () => drain(kafkaRelay, 2, true)],
   ["relay depth 3", () => drain(kafkaRelay, 3, true)],
+  ["relay depth 4", () => drain(kafkaRelay, 4, true)],
   ["no-kafka sink depth 1", () => drain(sinkRelay, 1, false)],
-  ["no-kafka sink depth 2", () => drain(sinkRelay, 2, false)]
+  ["no-kafka sink depth 2", () => drain(sinkRelay, 2, false)],
+  ["no-kafka sink depth 4", () => drain(sinkRelay, 4, false)]
 ]
 const variants = allVariants.filter(
   ([name]) => name.startsWith("raw") || only === undefined || only.some((o) => name.startsWith(o))

@@ -12,6 +12,7 @@ import * as SqlClient from "effect/sql/SqlClient"
 import { claimFunctionV3, claimFunctionV4 } from "./internal/claim.ts"
 import { claimedPayloadMigration } from "./internal/claimedPayload.ts"
 import { claimFunctionV2 } from "./internal/claimV2.ts"
+import { claimFunctionV5 } from "./internal/claimV5.ts"
 import { fromSqlError } from "./internal/errors.ts"
 import * as InboxTable from "./internal/inboxTable.ts"
 import { gapMigration } from "./internal/logGap.ts"
@@ -223,7 +224,9 @@ export const migrations = (t: Tables): Record<string, Effect.Effect<void, unknow
     // A transaction relayed in parts: its commit position and the events of it on the broker.
     "13_log_part": run(partMigration(t)),
     // The claim check's payloads stored aside, deleted with their event.
-    "14_claimed_payload": run(claimedPayloadMigration(t))
+    "14_claimed_payload": run(claimedPayloadMigration(t)),
+    // The claim's candidate scan reads the oldest rows first, and further only while slots are left.
+    "15_claim_first_rows": run([claimFunctionV5(t)])
   }
 }
 

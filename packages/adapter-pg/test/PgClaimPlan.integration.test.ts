@@ -5,6 +5,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as SqlClient from "effect/sql/SqlClient"
 import { candidateHeadsV4, firstFailure, keyHead, keyPrefixUpTo } from "../src/internal/claim.ts"
+import { candidateHeadsV5 } from "../src/internal/claimV5.ts"
 import { countByStatus } from "../src/internal/statuses.ts"
 import { fastStatement } from "../src/internal/transition.ts"
 import * as PgOutboxStore from "../src/PgOutboxStore.ts"
@@ -36,6 +37,9 @@ describe("claim query plans at 100k rows", () => {
 
         const queries = {
           candidates: candidateHeadsV4(t, "$1", "3000", "true"),
+          // the live claim's steps: the oldest rows first, then further from where the last one ended
+          firstStep: candidateHeadsV5(t, "$1", "210", "true", "0"),
+          lastStep: candidateHeadsV5(t, "$1", "3000", "true", "700"),
           failure: `SELECT ${firstFailure(t, "'user-42'")} -- $1`,
           head: `${keyHead(t, "'user-42'")} -- $1`,
           prefix: keyPrefixUpTo(t, "'user-42'", "$1", "10", "90000"),
@@ -96,6 +100,10 @@ describe("claim query plans at 100k rows", () => {
         // a FAILURE row blocks its key (issue #12): one entry of the FAILURE index per head
         assert.match(plans["candidates/force_generic_plan"]!, /message_failure_key_idx/)
         assert.match(plans["purge/force_custom_plan"]!, /message_status_idx/)
+        for (const step of ["firstStep", "lastStep"]) {
+          assert.match(plans[`${step}/force_generic_plan`]!, /message_pending_idx/)
+          assert.match(plans[`${step}/force_generic_plan`]!, /message_pending_key_idx/)
+        }
         for (const mode of ["force_custom_plan", "force_generic_plan"]) {
           assert.match(plans[`head/${mode}`]!, /message_pending_key_idx/)
           assert.match(plans[`failure/${mode}`]!, /message_failure_key_idx/)

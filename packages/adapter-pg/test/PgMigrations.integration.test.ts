@@ -63,7 +63,8 @@ describe("PgMigrations", () => {
         [11, "log_gap"],
         [12, "inbox_partitions"],
         [13, "log_part"],
-        [14, "claimed_payload"]
+        [14, "claimed_payload"],
+        [15, "claim_first_rows"]
       ])
       const second = yield* PgMigrations.run.pipe(Effect.provideService(PgTables.PgTables, tables))
       assert.deepStrictEqual(second, [])
@@ -112,7 +113,7 @@ describe("PgMigrations", () => {
           .flat()
           .map(([id]) => id)
           .sort((a, b) => a - b),
-        [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]
+        [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]
       )
     }).pipe(Effect.scoped, Effect.provide(pgClient(8)))
   )

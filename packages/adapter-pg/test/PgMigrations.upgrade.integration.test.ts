@@ -95,7 +95,8 @@ describe("PgMigrations: 2 -> 4 on a populated table", () => {
         [11, "log_gap"],
         [12, "inbox_partitions"],
         [13, "log_part"],
-        [14, "claimed_payload"]
+        [14, "claimed_payload"],
+        [15, "claim_first_rows"]
       ])
       assert.deepStrictEqual(yield* indexesOf(schema), [
         "outbox_message_dispatching_idx",

@@ -26,14 +26,13 @@
  * that landed ends `PUBLISHED`.
  *
  * Pipelining: the loop ({@link Relay.run}) keeps up to `pipelineDepth` batches in flight. It
- * claims batch N+1 while batch N is published, and batch N is marked while N+1 is on the wire.
- * This needs no rule of its own: by rule 1 a claim takes nothing of a key that has a
- * `DISPATCHING` row, and a batch's rows stay `DISPATCHING` until its mark commits, so two
- * batches in flight never share a key — for the store, the relay's own batches are exactly like
- * batches of two relays. Rows without a key are unordered anyway. Each batch has a lease owner
- * of its own (`<owner>#<n>`): a batch that outlives its lease (stale recovery requeued its rows
- * and a later batch of this relay claimed them again) cannot fail or hand back rows it no longer
- * holds, exactly as a stale relay could not.
+ * claims batch N+1 while batch N is published, and batch N is marked while N+1 is on the wire;
+ * outcomes ready while a mark statement runs go together in the next one. Order needs no rule of
+ * its own: by rule 1 a claim takes nothing of a key that has a `DISPATCHING` row, and a batch's
+ * rows stay `DISPATCHING` until its mark commits, so two batches in flight never share a key, as
+ * two relays never do. Each batch has a lease owner of its own (`<owner>#<n>`): a batch that
+ * outlives its lease (stale recovery requeued its rows and a later batch claimed them again)
+ * cannot fail or hand back rows it no longer holds, exactly as a stale relay could not.
  *
  * A relay interrupted mid-batch (a crash) leaves the rows of every batch in flight `DISPATCHING`
  * under its expiring lease; `StaleRecovery` finds them. A relay shut down gracefully
@@ -61,6 +60,7 @@ import type { StoreError } from "./Errors.ts"
 import { dispatch } from "./internal/relay/dispatch.ts"
 import * as Heartbeat from "./internal/relay/heartbeat.ts"
 import * as Loop from "./internal/relay/loop.ts"
+import * as Marks from "./internal/relay/marks.ts"
 import * as Outage from "./internal/relay/outage.ts"
 import { runningSpan } from "./internal/telemetry/runningSpan.ts"
 import * as Vars from "./internal/variables.ts"
@@ -74,7 +74,6 @@ import * as UnknownPartition from "./UnknownPartition.ts"
 
 // The relays' backoff, kept here for existing imports; it lives in `Backoff`.
 export { exponential as backoff, outageDelay, retryDelay } from "./Backoff.ts"
-
 /**
  * What to do when a record targets a partition the broker does not have: `"fail"` or
  * `"sync"` (grow the topic, then retry with an attempt counted). See `UnknownPartition.ts`.
@@ -318,6 +317,7 @@ const build = (s: Settings): Effect.Effect<Handle> =>
     const inFlight = yield* Ref.make<ReadonlyArray<Claimed>>([])
     const stopped = yield* Deferred.make<void>()
     const outage = Outage.make(owner, s.outageBackoff)
+    const marks = Marks.make()
     // Claims started so far; a batch compares it at its end to learn whether a claim ran while
     // it held its keys.
     let claims = 0
@@ -361,7 +361,7 @@ const build = (s: Settings): Effect.Effect<Handle> =>
         const at = (point: CrashPoint, batchRows: ReadonlyArray<OutboxMessage>) => hooks.at(point, owner, batchRows)
         const result = yield* Effect.andThen(
           at("afterClaim", rows),
-          dispatch({ owner, settings: s, outage, at }, rows, lease)
+          dispatch({ owner, settings: s, outage, marks, at }, rows, lease)
         ).pipe(
           Effect.onExit((exit) =>
             Exit.hasInterrupts(exit) ? Effect.void : Ref.update(inFlight, (all) => all.filter((b) => b !== claimed))

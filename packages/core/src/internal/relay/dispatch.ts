@@ -17,8 +17,9 @@ import type { OutboxMessage } from "../../OutboxMessage.ts"
 import type { OutboxStore } from "../../OutboxStore.ts"
 import type { Publisher, PublishOutcome } from "../../Publisher.ts"
 import * as Telemetry from "../../Telemetry.ts"
-import * as Transition from "../../Transition.ts"
+import type * as Transition from "../../Transition.ts"
 import { classify, type FailureSettings, type GiveUp, probeBeforeFailure } from "./failure.ts"
+import type { Marks } from "./marks.ts"
 import type { Outage } from "./outage.ts"
 import { isUnavailable, publish, splitByDestination } from "./publish.ts"
 
@@ -30,6 +31,7 @@ export interface DispatchContext {
   readonly owner: string
   readonly settings: DispatchSettings
   readonly outage: Outage
+  readonly marks: Marks
   readonly at: (point: "afterPublish" | "afterMark", rows: ReadonlyArray<OutboxMessage>) => Effect.Effect<void>
 }
 
@@ -97,9 +99,9 @@ export const dispatch = (
       }
     }
 
-    // One batched store call for the whole batch's outcome.
+    // One batched store call for the whole batch's outcome (shared with batches marked beside it).
     const { failures, heldBack, published } = settlement
-    yield* Transition.settle({ published, failed: failures, released: heldBack })
+    yield* ctx.marks.settle({ published, failed: failures, released: heldBack })
     yield* ctx.at("afterMark", rows)
     yield* count(settlement, send.filter((_, i) => isUnavailable(outcomes[i]!)).length)
     return {
