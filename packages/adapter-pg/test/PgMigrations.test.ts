@@ -49,6 +49,7 @@ describe("PgMigrations", () => {
         [[11], "39325ce0be48f536448b55c85697212a2956a4ed3cd6df28dc32f9286785ee9a"],
         [[12], "150058ecb04d373335e2443517983bc7aec8ddeb6e90f40c147790f9251b28ca"],
         [[13], "8091c3d4a49eb889c45b83a36d75c56956826e0c8a41e88ef3fa4fa90c1c4d42"],
+        [[14], "f99680e619ab4b0508f7c1ead2b8fe3ef71d382e3dfe0be70e2e5659ee9d9d51"],
         [[15], "6f42783ec5fe29d682e066a4d75cc7ac208dd0a236706a1b31d6d37ce0b08bff"]
       ]
       for (const [numbers, hash] of pinned)
