@@ -38,7 +38,7 @@ import * as Library from "../Library.ts"
 import * as Raw from "../Raw.ts"
 import { median, quantile } from "../Stats.ts"
 import { createOrders } from "../scenarios/WritePath.ts"
-import * as PlatformaticRaw from "./platformaticRaw.ts"
+import * as PlatformaticRaw from "../support/platformaticRaw.ts"
 
 const { Effect, SqlClient } = Library
 const reps = Args.number("reps", 3)
