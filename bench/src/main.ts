@@ -1,15 +1,21 @@
 /**
  * `pnpm bench` — every scenario against its baseline in the same run, interleaved and repeated.
  *
- *   node bench/src/main.ts [--quick] [--reps N] [--latency-reps N] [--backlog N] [--seconds N]
- *                          [--messages N] [--churn-seconds N] [--only 1,2,3,4,5,6]
- *                          [--kafka kafkajs|platformatic]
+ *   node bench/src/main.ts [--quick | --smoke] [--reps N] [--latency-reps N] [--backlog N]
+ *                          [--seconds N] [--messages N] [--churn-seconds N]
+ *                          [--only 1,1p,2,3,4,4a,5,6] [--kafka kafkajs|platformatic]
  *
- * Writes bench/results.json and bench/results.md (the committed record of the last full run) and
- * prints the table; a `--quick` or `--only` run writes them under bench/results/ (untracked), so a
- * partial run never replaces the full one. See docs/performance.md.
- * `--kafka platformatic` puts the relays' publisher on @platformatic/kafka (the baselines and the
- * scenario 4 consumer stay kafkajs); both adapters side by side: experiments/KafkaAdapters.ts.
+ * Scenarios: 1 claim relay throughput (kafkajs), 1p the claim relay on @platformatic/kafka
+ * (throughput and 50 % latency), 2 commit → publish latency (kafkajs), 3 write path, 4 consumer
+ * (kafkajs, vs the no-dedupe write), 4a the consumer through both adapters vs each raw client's
+ * consumer, 5 churn, 6 the log relay on both clients.
+ *
+ * Writes bench/results.json and bench/results.md and prints the table. A full run (all scenarios)
+ * writes them in bench/ (the committed record); `--smoke` and `--only` runs write under
+ * bench/results/ (untracked), so a partial run never replaces it.
+ * `--smoke`: one repetition of tiny sizes, so that every scenario's code path runs once (CI);
+ * its figures mean nothing. `--kafka platformatic` puts scenarios 1, 2 and 5's relays on
+ * @platformatic/kafka (their baselines stay kafkajs).
  */
 import { mkdirSync } from "node:fs"
 import { dirname, join } from "node:path"
@@ -17,7 +23,9 @@ import { fileURLToPath } from "node:url"
 import { parseArgs } from "node:util"
 import * as Cpu from "./Cpu.ts"
 import * as Report from "./Report.ts"
+import * as AdapterConsumer from "./scenarios/AdapterConsumer.ts"
 import * as Churn from "./scenarios/Churn.ts"
+import * as ClaimRelayPlatformatic from "./scenarios/ClaimRelayPlatformatic.ts"
 import * as Consumer from "./scenarios/Consumer.ts"
 import * as Latency from "./scenarios/Latency.ts"
 import * as LogRelayThroughput from "./scenarios/LogRelayThroughput.ts"
@@ -27,6 +35,7 @@ import * as WritePath from "./scenarios/WritePath.ts"
 const { values } = parseArgs({
   options: {
     quick: { type: "boolean", default: false },
+    smoke: { type: "boolean", default: false },
     reps: { type: "string" },
     backlog: { type: "string" },
     seconds: { type: "string" },
@@ -38,20 +47,31 @@ const { values } = parseArgs({
   }
 })
 
-const quick = values.quick === true
-const int = (v: string | undefined, fallback: number) => (v === undefined ? fallback : Number.parseInt(v, 10))
+const smoke = values.smoke === true
+const quick = values.quick === true && !smoke
+/** Full, `--quick` and `--smoke` defaults. */
+const pick = <A>(full: A, quickValue: A, smokeValue: A): A => (smoke ? smokeValue : quick ? quickValue : full)
+const int = (v: string | undefined, fallback: number) => {
+  if (v === undefined) return fallback
+  const n = Number.parseInt(v, 10)
+  if (!Number.isFinite(n) || n <= 0) throw new Error(`a positive whole number was expected, got "${v}"`)
+  return n
+}
 const settings = {
   quick,
-  reps: int(values.reps, quick ? 2 : 5),
-  backlog: int(values.backlog, quick ? 5_000 : 100_000),
-  seconds: int(values.seconds, quick ? 3 : 10),
-  churnSeconds: int(values["churn-seconds"], quick ? 20 : 600),
-  messages: int(values.messages, quick ? 3_000 : 20_000),
-  latencyReps: int(values["latency-reps"], int(values.reps, quick ? 2 : 5))
+  smoke,
+  reps: int(values.reps, pick(5, 2, 1)),
+  backlog: int(values.backlog, pick(100_000, 5_000, 300)),
+  seconds: int(values.seconds, pick(10, 3, 1)),
+  churnSeconds: int(values["churn-seconds"], pick(600, 20, 4)),
+  messages: int(values.messages, pick(20_000, 3_000, 300)),
+  latencyReps: int(values["latency-reps"], int(values.reps, pick(5, 2, 1)))
 }
 if (values.kafka !== undefined) process.env.BENCH_KAFKA = values.kafka
-const scenarios = ["1", "2", "3", "4", "5", "6"]
+const scenarios = ["1", "1p", "2", "3", "4", "4a", "5", "6"]
 const only = new Set((values.only ?? scenarios.join(",")).split(",").map((s) => s.trim()))
+const unknown = [...only].filter((s) => !scenarios.includes(s))
+if (unknown.length > 0) throw new Error(`--only: no scenario ${unknown.join(", ")} (scenarios: ${scenarios.join(",")})`)
 
 const main = async () => {
   const started = Date.now()
@@ -69,6 +89,8 @@ const main = async () => {
       })
     ).maxRate
   }
+  if (only.has("1p"))
+    await ClaimRelayPlatformatic.run({ reps: settings.reps, backlog: settings.backlog, seconds: settings.seconds })
   // Without scenario 1 in this run, a conservative stand-in for its maximum.
   const rate = maxRate ?? 3_000
   if (only.has("2"))
@@ -76,10 +98,12 @@ const main = async () => {
       reps: settings.latencyReps,
       seconds: settings.seconds,
       maxRate: rate,
-      measuredMax: maxRate !== undefined
+      measuredMax: maxRate !== undefined,
+      smoke
     })
   if (only.has("3")) await WritePath.run({ reps: settings.reps, seconds: settings.seconds, clients: [1, 4, 16] })
   if (only.has("4")) await Consumer.run({ reps: settings.reps, messages: settings.messages })
+  if (only.has("4a")) await AdapterConsumer.run({ reps: settings.reps, messages: settings.messages })
   if (only.has("5")) await Churn.run({ seconds: settings.churnSeconds, rate: rate / 2 })
   // The log engine on both clients: a backlog written 1,000 events per transaction.
   if (only.has("6"))
@@ -89,8 +113,8 @@ const main = async () => {
       batchSize: 100,
       perTx: 1_000
     })
-  // Only a full run (every scenario, full settings) replaces the committed record.
-  const full = !quick && scenarios.every((scenario) => only.has(scenario))
+  // Only a run of every scenario replaces the committed record (its settings are in its header).
+  const full = !smoke && scenarios.every((scenario) => only.has(scenario))
   const bench = join(dirname(fileURLToPath(import.meta.url)), "..")
   const out = full ? bench : join(bench, "results")
   mkdirSync(out, { recursive: true })

@@ -18,10 +18,10 @@ import * as SqlClient from "effect/sql/SqlClient"
 import type Kafkajs from "kafkajs"
 import * as Cpu from "../Cpu.ts"
 import * as Env from "../Env.ts"
-import * as LogStack from "../support/logStack.ts"
-import * as PlatformaticRaw from "../support/platformaticRaw.ts"
 import * as Raw from "../Raw.ts"
 import * as Report from "../Report.ts"
+import * as LogStack from "../support/logStack.ts"
+import * as PlatformaticRaw from "../support/platformaticRaw.ts"
 
 export interface Options {
   readonly reps: number

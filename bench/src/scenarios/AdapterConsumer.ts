@@ -1,0 +1,93 @@
+/**
+ * Scenario 4, through the adapters: the core `Consumer` on each Kafka adapter (kafkajs and
+ * @platformatic/kafka) — `transaction: "per-record"` (`Inbox.processOnce`, one transaction per
+ * record) and `"per-batch"` (`Inbox.processBatch`), one order row per event — and a no-op
+ * `ConsumerSource` subscription (delivery through the adapter alone), each ÷ that client's raw
+ * no-op group consumer, on one topic pre-filled with 1 KB events (a fresh group per run). Every
+ * side runs in every repetition, the order rotating. Rates leave the group join out
+ * (support/adapterConsumer.ts).
+ */
+
+import * as Env from "../Env.ts"
+import * as Library from "../Library.ts"
+import * as Raw from "../Raw.ts"
+import * as Report from "../Report.ts"
+import * as AdapterConsumer from "../support/adapterConsumer.ts"
+import { createOrders } from "./WritePath.ts"
+
+export interface Options {
+  readonly reps: number
+  readonly messages: number
+}
+
+/** Each adapter's consumer ≥ this × its raw client's consumer. */
+export const target = 0.7
+
+type Kind = "raw" | "per-record" | "per-batch" | "source"
+const label: Record<Kind, string> = {
+  raw: "raw no-op consumer",
+  "per-record": "Consumer per-record (processOnce)",
+  "per-batch": "Consumer per-batch (processBatch)",
+  source: "no-op ConsumerSource (delivery only)"
+}
+const clientName = (adapter: Library.KafkaAdapter) => (adapter === "kafkajs" ? "kafkajs" : "@platformatic/kafka")
+
+export const run = async (options: Options): Promise<void> => {
+  console.log(`\n## 4. consumer through the adapters (${options.messages} messages, ${options.reps} reps)`)
+  const k = Env.kafka()
+  const admin = k.admin()
+  await admin.connect()
+  const producer = Env.rawProducer(k)
+  await producer.connect()
+  const topic = Env.uniqueName("bench-s4a")
+  await Env.createTopic(admin, topic)
+  await Raw.sendBatchLoop(producer, topic, options.messages, 500)
+  const schema = Env.uniqueName("bench_s4a")
+  const stack = await Library.makeStack({ schema, pgConnections: 4 })
+  await createOrders(stack, "orders")
+  const orders = `${schema}.orders`
+  const adapters: ReadonlyArray<Library.KafkaAdapter> = ["kafkajs", "platformatic"]
+  const kinds: ReadonlyArray<Kind> = ["raw", "per-record", "per-batch", "source"]
+  const sides = adapters.flatMap((adapter) => kinds.map((kind) => ({ adapter, kind })))
+  const samples = new Map<string, Array<number>>()
+  const key = (adapter: Library.KafkaAdapter, kind: Kind) => `${adapter} ${kind}`
+  const once = (adapter: Library.KafkaAdapter, kind: Kind): Promise<number> =>
+    kind === "raw"
+      ? AdapterConsumer.rawNoop(adapter, k, topic, options.messages)
+      : kind === "source"
+        ? AdapterConsumer.sourceOnly(adapter, topic, options.messages)
+        : AdapterConsumer.consumer(stack, orders, topic, options.messages, adapter, kind)
+  try {
+    for (let rep = 0; rep < options.reps; rep++) {
+      console.log(`  rep ${rep + 1}/${options.reps}`)
+      for (let i = 0; i < sides.length; i++) {
+        const { adapter, kind } = sides[(i + rep * 3) % sides.length]!
+        const rate = await once(adapter, kind)
+        samples.set(key(adapter, kind), [...(samples.get(key(adapter, kind)) ?? []), rate])
+        console.log(`    ${clientName(adapter)} ${label[kind]}: ${Math.round(rate)}/s`)
+      }
+    }
+  } finally {
+    await Env.deleteTopics(admin, [topic])
+    await producer.disconnect()
+    await admin.disconnect()
+    await Library.dropSchema(stack)
+    await stack.dispose()
+  }
+  for (const adapter of adapters) {
+    for (const kind of kinds.filter((kind) => kind !== "raw")) {
+      const row = Report.pair(
+        {
+          scenario: "4 consumer",
+          variant: `${clientName(adapter)} adapter, ${label[kind]}`,
+          unit: "msg/s",
+          baselineName: `raw ${clientName(adapter)} no-op consumer`,
+          ...(kind === "source" ? {} : { target: `≥ ${target}×` })
+        },
+        samples.get(key(adapter, kind))!,
+        samples.get(key(adapter, "raw"))!
+      )
+      Report.add(kind === "source" ? row : { ...row, met: row.ratio!.median >= target })
+    }
+  }
+}
