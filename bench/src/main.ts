@@ -3,12 +3,13 @@
  *
  *   node bench/src/main.ts [--quick | --smoke] [--reps N] [--latency-reps N] [--backlog N]
  *                          [--seconds N] [--messages N] [--churn-seconds N]
- *                          [--only 1,1p,2,3,4,4a,5,6] [--kafka kafkajs|platformatic]
+ *                          [--only 1,1p,2,3,4,4a,5,6,7] [--kafka kafkajs|platformatic]
  *
  * Scenarios: 1 claim relay throughput (kafkajs), 1p the claim relay on @platformatic/kafka
  * (throughput and 50 % latency), 2 commit → publish latency (kafkajs), 3 write path, 4 consumer
  * (kafkajs, vs the no-dedupe write), 4a the consumer through both adapters vs each raw client's
- * consumer, 5 churn, 6 the log relay on both clients.
+ * consumer, 5 churn, 6 the log relay's throughput on both clients, 7 the log engine's latency
+ * (both clients) and write path (6 and 7 need LOGICAL_DATABASE_URL, else they are skipped).
  *
  * Writes bench/results.json and bench/results.md and prints the table. A full run (all scenarios)
  * writes them in bench/ (the committed record); `--smoke` and `--only` runs write under
@@ -28,6 +29,7 @@ import * as Churn from "./scenarios/Churn.ts"
 import * as ClaimRelayPlatformatic from "./scenarios/ClaimRelayPlatformatic.ts"
 import * as Consumer from "./scenarios/Consumer.ts"
 import * as Latency from "./scenarios/Latency.ts"
+import * as LogEngine from "./scenarios/LogEngine.ts"
 import * as LogRelayThroughput from "./scenarios/LogRelayThroughput.ts"
 import * as RelayThroughput from "./scenarios/RelayThroughput.ts"
 import * as WritePath from "./scenarios/WritePath.ts"
@@ -68,7 +70,9 @@ const settings = {
   latencyReps: int(values["latency-reps"], int(values.reps, pick(5, 2, 1)))
 }
 if (values.kafka !== undefined) process.env.BENCH_KAFKA = values.kafka
-const scenarios = ["1", "1p", "2", "3", "4", "4a", "5", "6"]
+/** The write paths' client counts (one suffices for a smoke run's code paths). */
+const clients = smoke ? [4] : [1, 4, 16]
+const scenarios = ["1", "1p", "2", "3", "4", "4a", "5", "6", "7"]
 const only = new Set((values.only ?? scenarios.join(",")).split(",").map((s) => s.trim()))
 const unknown = [...only].filter((s) => !scenarios.includes(s))
 if (unknown.length > 0) throw new Error(`--only: no scenario ${unknown.join(", ")} (scenarios: ${scenarios.join(",")})`)
@@ -84,8 +88,8 @@ const main = async () => {
       await RelayThroughput.run({
         reps: settings.reps,
         backlog: settings.backlog,
-        batchSizes: [10, 100, 500],
-        relayCounts: [1, 2, 4]
+        batchSizes: smoke ? [100] : [10, 100, 500],
+        relayCounts: smoke ? [1, 2] : [1, 2, 4]
       })
     ).maxRate
   }
@@ -101,17 +105,25 @@ const main = async () => {
       measuredMax: maxRate !== undefined,
       smoke
     })
-  if (only.has("3")) await WritePath.run({ reps: settings.reps, seconds: settings.seconds, clients: [1, 4, 16] })
+  if (only.has("3")) await WritePath.run({ reps: settings.reps, seconds: settings.seconds, clients })
   if (only.has("4")) await Consumer.run({ reps: settings.reps, messages: settings.messages })
   if (only.has("4a")) await AdapterConsumer.run({ reps: settings.reps, messages: settings.messages })
   if (only.has("5")) await Churn.run({ seconds: settings.churnSeconds, rate: rate / 2 })
   // The log engine on both clients: a backlog written 1,000 events per transaction.
-  if (only.has("6"))
-    await LogRelayThroughput.run({
-      reps: settings.reps,
-      backlog: Math.min(settings.backlog, 50_000),
-      batchSize: 100,
-      perTx: 1_000
+  const logRates = only.has("6")
+    ? await LogRelayThroughput.run({
+        reps: settings.reps,
+        backlog: Math.min(settings.backlog, 50_000),
+        batchSize: 100,
+        perTx: 1_000
+      })
+    : undefined
+  if (only.has("7"))
+    await LogEngine.run({
+      reps: settings.latencyReps,
+      seconds: settings.seconds,
+      clients,
+      maxRates: logRates?.rates
     })
   // Only a run of every scenario replaces the committed record (its settings are in its header).
   const full = !smoke && scenarios.every((scenario) => only.has(scenario))
