@@ -64,9 +64,9 @@ const settings = {
   smoke,
   reps: int(values.reps, pick(5, 2, 1)),
   backlog: int(values.backlog, pick(100_000, 5_000, 300)),
-  seconds: int(values.seconds, pick(10, 3, 1)),
-  churnSeconds: int(values["churn-seconds"], pick(600, 20, 4)),
-  messages: int(values.messages, pick(20_000, 3_000, 300)),
+  seconds: int(values.seconds, pick(10, 2, 1)),
+  churnSeconds: int(values["churn-seconds"], pick(600, 10, 4)),
+  messages: int(values.messages, pick(20_000, 2_000, 300)),
   latencyReps: int(values["latency-reps"], int(values.reps, pick(5, 2, 1)))
 }
 if (values.kafka !== undefined) process.env.BENCH_KAFKA = values.kafka
