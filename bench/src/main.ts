@@ -18,6 +18,7 @@
  * its figures mean nothing. `--kafka platformatic` puts scenarios 1, 2 and 5's relays on
  * @platformatic/kafka (their baselines stay kafkajs).
  */
+import { execFileSync } from "node:child_process"
 import { mkdirSync } from "node:fs"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
@@ -77,8 +78,20 @@ const only = new Set((values.only ?? scenarios.join(",")).split(",").map((s) => 
 const unknown = [...only].filter((s) => !scenarios.includes(s))
 if (unknown.length > 0) throw new Error(`--only: no scenario ${unknown.join(", ")} (scenarios: ${scenarios.join(",")})`)
 
+/** The commit the bench runs at (with "+changes" when the tree differs from it), for the record. */
+const commit = (): string => {
+  try {
+    const head = execFileSync("git", ["rev-parse", "--short", "HEAD"], { encoding: "utf8" }).trim()
+    const dirty = execFileSync("git", ["status", "--porcelain", "--untracked-files=no"], { encoding: "utf8" }).trim()
+    return dirty === "" ? head : `${head}+changes`
+  } catch {
+    return "unknown"
+  }
+}
+
 const main = async () => {
   const started = Date.now()
+  const loadAtStart = Cpu.loadAverage()
   console.log(
     `effect-outbox bench ${JSON.stringify({ ...settings, kafka: process.env.BENCH_KAFKA ?? "kafkajs" })}; load average ${Cpu.loadAverage()}`
   )
@@ -130,7 +143,13 @@ const main = async () => {
   const bench = join(dirname(fileURLToPath(import.meta.url)), "..")
   const out = full ? bench : join(bench, "results")
   mkdirSync(out, { recursive: true })
-  const md = Report.write(out, { ...settings, maxRate: rate, minutes: (Date.now() - started) / 60_000 })
+  const md = Report.write(out, {
+    commit: commit(),
+    loadAverageAtStart: loadAtStart,
+    ...settings,
+    maxRate: rate,
+    minutes: (Date.now() - started) / 60_000
+  })
   const where = full ? "bench" : "bench/results"
   console.log(
     `\n${md}\n\nwritten: ${where}/results.json, ${where}/results.md (${((Date.now() - started) / 60_000).toFixed(1)} min)`
