@@ -3,9 +3,12 @@
  * @platformatic/kafka) — `transaction: "per-record"` (`Inbox.processOnce`, one transaction per
  * record) and `"per-batch"` (`Inbox.processBatch`), one order row per event — and a no-op
  * `ConsumerSource` subscription (delivery through the adapter alone), each ÷ that client's raw
- * no-op group consumer, on one topic pre-filled with 1 KB events (a fresh group per run). Every
- * side runs in every repetition, the order rotating. Rates leave the group join out
- * (support/adapterConsumer.ts).
+ * no-op group consumer, on topics pre-filled with 1 KB events (a fresh group per run; the
+ * delivery sides read ten times as many). The
+ * target is on delivery (the no-op subscription); the two `Consumer` rows say what a consumer
+ * that writes costs against delivery alone (scenario 4 gives them against the same write without
+ * the dedupe record). Every side runs in every repetition, the order rotating. Rates leave the
+ * group join out (support/adapterConsumer.ts).
  */
 
 import * as Env from "../Env.ts"
@@ -20,7 +23,7 @@ export interface Options {
   readonly messages: number
 }
 
-/** Each adapter's consumer ≥ this × its raw client's consumer. */
+/** Each adapter's delivery (the no-op subscription) ≥ this × its raw client's no-op consumer. */
 export const target = 0.7
 
 type Kind = "raw" | "per-record" | "per-batch" | "source"
@@ -33,7 +36,9 @@ const label: Record<Kind, string> = {
 const clientName = (adapter: Library.KafkaAdapter) => (adapter === "kafkajs" ? "kafkajs" : "@platformatic/kafka")
 
 export const run = async (options: Options): Promise<void> => {
-  console.log(`\n## 4. consumer through the adapters (${options.messages} messages, ${options.reps} reps)`)
+  console.log(
+    `\n## 4a. consumer through the adapters (${options.messages} messages, delivery ${options.messages * 10}, ${options.reps} reps)`
+  )
   const k = Env.kafka()
   const admin = k.admin()
   await admin.connect()
@@ -42,6 +47,12 @@ export const run = async (options: Options): Promise<void> => {
   const topic = Env.uniqueName("bench-s4a")
   await Env.createTopic(admin, topic)
   await Raw.sendBatchLoop(producer, topic, options.messages, 500)
+  // Delivery alone is some 10× faster than a consumer that writes: ten times the records, so that
+  // the first batch (left out of the clock) is a small part of its run.
+  const bulk = Env.uniqueName("bench-s4a")
+  const bulkMessages = options.messages * 10
+  await Env.createTopic(admin, bulk)
+  await Raw.sendBatchLoop(producer, bulk, bulkMessages, 500)
   const schema = Env.uniqueName("bench_s4a")
   const stack = await Library.makeStack({ schema, pgConnections: 4 })
   await createOrders(stack, "orders")
@@ -53,9 +64,9 @@ export const run = async (options: Options): Promise<void> => {
   const key = (adapter: Library.KafkaAdapter, kind: Kind) => `${adapter} ${kind}`
   const once = (adapter: Library.KafkaAdapter, kind: Kind): Promise<number> =>
     kind === "raw"
-      ? AdapterConsumer.rawNoop(adapter, k, topic, options.messages)
+      ? AdapterConsumer.rawNoop(adapter, k, bulk, bulkMessages)
       : kind === "source"
-        ? AdapterConsumer.sourceOnly(adapter, topic, options.messages)
+        ? AdapterConsumer.sourceOnly(adapter, bulk, bulkMessages)
         : AdapterConsumer.consumer(stack, orders, topic, options.messages, adapter, kind)
   try {
     for (let rep = 0; rep < options.reps; rep++) {
@@ -68,7 +79,7 @@ export const run = async (options: Options): Promise<void> => {
       }
     }
   } finally {
-    await Env.deleteTopics(admin, [topic])
+    await Env.deleteTopics(admin, [topic, bulk])
     await producer.disconnect()
     await admin.disconnect()
     await Library.dropSchema(stack)
@@ -82,12 +93,12 @@ export const run = async (options: Options): Promise<void> => {
           variant: `${clientName(adapter)} adapter, ${label[kind]}`,
           unit: "msg/s",
           baselineName: `raw ${clientName(adapter)} no-op consumer`,
-          ...(kind === "source" ? {} : { target: `≥ ${target}×` })
+          ...(kind === "source" ? { target: `≥ ${target}×` } : {})
         },
         samples.get(key(adapter, kind))!,
         samples.get(key(adapter, "raw"))!
       )
-      Report.add(kind === "source" ? row : { ...row, met: row.ratio!.median >= target })
+      Report.add(kind === "source" ? { ...row, met: row.ratio!.median >= target } : row)
     }
   }
 }

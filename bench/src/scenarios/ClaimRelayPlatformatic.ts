@@ -112,13 +112,12 @@ export const run = async (options: Options): Promise<void> => {
         scenario: "1 relay throughput",
         variant: "batch 100, 1 relay, @platformatic/kafka",
         unit: "msg/s",
-        baselineName: "raw @platformatic/kafka send 100",
-        target: "≥ 0.4×"
+        baselineName: "raw @platformatic/kafka send 100"
       },
       drains.relay,
       drains.raw
     )
-    Report.add({ ...drain, met: drain.ratio!.median >= 0.4 })
+    Report.add(drain)
     const variant = `50% (${rate}/s), wake-up (LISTEN/NOTIFY), @platformatic/kafka`
     const base = { variant, unit: "ms", baselineName: "raw @platformatic/kafka produce" }
     Report.add(

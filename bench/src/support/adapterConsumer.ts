@@ -5,9 +5,9 @@
  * `Inbox.processBatch`), a no-op `ConsumerSource` subscription committing each batch (delivery
  * through the adapter alone), and each raw client's no-op group consumer.
  *
- * The group join is left out of every rate (it differs between the clients and dominates short
- * runs): the raw consumers are timed from their member's join event, the adapter variants from
- * their first batch (its records not counted).
+ * Every side runs the same clock: from its first delivered batch (whose records are not counted)
+ * to its last record, so the group join, which differs between the clients and dominates short
+ * runs, is left out of every rate alike.
  */
 import * as KafkaClient from "@effect-outbox/adapter-kafka/KafkaClient"
 import * as KafkaConsumerSource from "@effect-outbox/adapter-kafka/KafkaConsumerSource"
@@ -16,6 +16,7 @@ import * as PlatformaticConsumerSource from "@effect-outbox/adapter-kafka-platfo
 import * as PgTables from "@effect-outbox/adapter-pg/PgTables"
 import * as Consumer from "@effect-outbox/core/Consumer"
 import { ConsumerSource } from "@effect-outbox/core/ConsumerSource"
+import { Consumer as PlatformaticConsumer } from "@platformatic/kafka"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
@@ -38,11 +39,63 @@ export const source = (adapter: Library.KafkaAdapter): Layer.Layer<ConsumerSourc
         Layer.provide(PlatformaticClient.layer({ brokers: Env.brokers, clientId: "bench-consumer" }))
       )
 
+/** A no-op kafkajs group consumer (a fresh group, from the earliest) reading `messages` records. */
+const kafkajsNoop = async (k: Kafkajs.Kafka, topic: string, messages: number): Promise<number> => {
+  const consumer = k.consumer({ groupId: Env.uniqueName("bench-noop"), maxWaitTimeInMs: 100 })
+  await consumer.connect()
+  try {
+    await consumer.subscribe({ topic, fromBeginning: true })
+    const clock = new PlatformaticRaw.Clock()
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`consumed ${clock.count}/${messages} in time`)), 300_000)
+      void consumer
+        .run({
+          eachBatch: async ({ batch, resolveOffset, heartbeat }) => {
+            clock.add(batch.messages.length)
+            for (const m of batch.messages) resolveOffset(m.offset)
+            await heartbeat()
+            if (clock.count >= messages) {
+              clearTimeout(timer)
+              resolve()
+            }
+          }
+        })
+        .catch(reject)
+    })
+    return clock.rate()
+  } finally {
+    await consumer.disconnect()
+  }
+}
+
+/** A no-op @platformatic/kafka group consumer (a fresh group, from the earliest), auto-commit. */
+const platformaticNoop = async (topic: string, messages: number): Promise<number> => {
+  const consumer = new PlatformaticConsumer({
+    clientId: "effect-outbox-bench",
+    bootstrapBrokers: Env.brokers,
+    groupId: Env.uniqueName("bench-noop-plt")
+  })
+  try {
+    const stream = await consumer.consume({ topics: [topic], mode: "earliest", autocommit: true, maxWaitTime: 100 })
+    const clock = new PlatformaticRaw.Clock()
+    const timer = setTimeout(() => stream.destroy(new Error(`consumed ${clock.count}/${messages} in time`)), 300_000)
+    // The stream hands out records one by one: the first one stands for the first batch.
+    for await (const _ of stream) {
+      clock.add(1)
+      if (clock.count >= messages) break
+    }
+    clearTimeout(timer)
+    const rate = clock.rate()
+    await stream.close().catch(() => undefined)
+    return rate
+  } finally {
+    await consumer.close(true).catch(() => undefined)
+  }
+}
+
 /** The raw client's no-op group consumer reading `messages` records of `topic`: records/s. */
 export const rawNoop = (adapter: Library.KafkaAdapter, k: Kafkajs.Kafka, topic: string, messages: number) =>
-  adapter === "kafkajs"
-    ? PlatformaticRaw.kafkajsNoopConsume(k, topic, messages)
-    : PlatformaticRaw.noopConsume(topic, messages)
+  adapter === "kafkajs" ? kafkajsNoop(k, topic, messages) : platformaticNoop(topic, messages)
 
 const processed = (stack: Library.Stack, group: string) =>
   stack.run(
