@@ -54,21 +54,29 @@ const smoke = values.smoke === true
 const quick = values.quick === true && !smoke
 /** Full, `--quick` and `--smoke` defaults. */
 const pick = <A>(full: A, quickValue: A, smokeValue: A): A => (smoke ? smokeValue : quick ? quickValue : full)
-const int = (v: string | undefined, fallback: number) => {
-  if (v === undefined) return fallback
-  const n = Number.parseInt(v, 10)
-  if (!Number.isFinite(n) || n <= 0) throw new Error(`a positive whole number was expected, got "${v}"`)
+const int = (name: keyof typeof values, fallback: number) => {
+  const v = values[name]
+  if (typeof v !== "string") return fallback
+  const n = Number(v)
+  if (!Number.isInteger(n) || n <= 0) {
+    console.error(`--${name} wants a positive whole number, got "${v}"`)
+    process.exit(2)
+  }
   return n
 }
 const settings = {
   quick,
   smoke,
-  reps: int(values.reps, pick(5, 2, 1)),
-  backlog: int(values.backlog, pick(100_000, 5_000, 300)),
-  seconds: int(values.seconds, pick(10, 2, 1)),
-  churnSeconds: int(values["churn-seconds"], pick(600, 10, 4)),
-  messages: int(values.messages, pick(20_000, 2_000, 300)),
-  latencyReps: int(values["latency-reps"], int(values.reps, pick(5, 2, 1)))
+  reps: int("reps", pick(5, 2, 1)),
+  backlog: int("backlog", pick(100_000, 5_000, 300)),
+  seconds: int("seconds", pick(10, 2, 1)),
+  churnSeconds: int("churn-seconds", pick(600, 10, 4)),
+  messages: int("messages", pick(20_000, 2_000, 300)),
+  latencyReps: int("latency-reps", int("reps", pick(5, 2, 1)))
+}
+if (values.kafka !== undefined && values.kafka !== "kafkajs" && values.kafka !== "platformatic") {
+  console.error(`--kafka wants kafkajs or platformatic, got "${values.kafka}"`)
+  process.exit(2)
 }
 if (values.kafka !== undefined) process.env.BENCH_KAFKA = values.kafka
 /** The write paths' client counts (one suffices for a smoke run's code paths). */
@@ -76,7 +84,10 @@ const clients = smoke ? [4] : [1, 4, 16]
 const scenarios = ["1", "1p", "2", "3", "4", "4a", "5", "6", "7"]
 const only = new Set((values.only ?? scenarios.join(",")).split(",").map((s) => s.trim()))
 const unknown = [...only].filter((s) => !scenarios.includes(s))
-if (unknown.length > 0) throw new Error(`--only: no scenario ${unknown.join(", ")} (scenarios: ${scenarios.join(",")})`)
+if (unknown.length > 0) {
+  console.error(`--only: no scenario ${unknown.join(", ")} (the scenarios: ${scenarios.join(",")})`)
+  process.exit(2)
+}
 
 /** The commit the bench runs at (with "+changes" when the tree differs from it), for the record. */
 const commit = (): string => {
