@@ -71,7 +71,7 @@ const settings = {
   backlog: int("backlog", pick(100_000, 5_000, 300)),
   seconds: int("seconds", pick(10, 2, 1)),
   churnSeconds: int("churn-seconds", pick(600, 10, 4)),
-  messages: int("messages", pick(20_000, 2_000, 300)),
+  messages: int("messages", pick(20_000, 1_000, 300)),
   latencyReps: int("latency-reps", int("reps", pick(5, 2, 1)))
 }
 if (values.kafka !== undefined && values.kafka !== "kafkajs" && values.kafka !== "platformatic") {
@@ -127,7 +127,7 @@ const main = async () => {
       seconds: settings.seconds,
       maxRate: rate,
       measuredMax: maxRate !== undefined,
-      smoke
+      plan: pick("full", "quick", "smoke")
     })
   if (only.has("3")) await WritePath.run({ reps: settings.reps, seconds: settings.seconds, clients })
   if (only.has("4")) await Consumer.run({ reps: settings.reps, messages: settings.messages })
