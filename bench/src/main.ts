@@ -68,10 +68,10 @@ const settings = {
   quick,
   smoke,
   reps: int("reps", pick(5, 2, 1)),
-  backlog: int("backlog", pick(100_000, 5_000, 300)),
+  backlog: int("backlog", pick(100_000, 5_000, 200)),
   seconds: int("seconds", pick(10, 2, 1)),
   churnSeconds: int("churn-seconds", pick(600, 10, 4)),
-  messages: int("messages", pick(20_000, 1_000, 300)),
+  messages: int("messages", pick(20_000, 1_000, 200)),
   latencyReps: int("latency-reps", int("reps", pick(5, 2, 1)))
 }
 if (values.kafka !== undefined && values.kafka !== "kafkajs" && values.kafka !== "platformatic") {
@@ -118,7 +118,12 @@ const main = async () => {
     ).maxRate
   }
   if (only.has("1p"))
-    await ClaimRelayPlatformatic.run({ reps: settings.reps, backlog: settings.backlog, seconds: settings.seconds })
+    await ClaimRelayPlatformatic.run({
+      reps: settings.reps,
+      backlog: settings.backlog,
+      seconds: settings.seconds,
+      smoke
+    })
   // Without scenario 1 in this run, a conservative stand-in for its maximum.
   const rate = maxRate ?? 3_000
   if (only.has("2"))
@@ -147,7 +152,8 @@ const main = async () => {
       reps: settings.latencyReps,
       seconds: settings.seconds,
       clients,
-      maxRates: logRates?.rates
+      maxRates: logRates?.rates,
+      smoke
     })
   // Only a run of every scenario replaces the committed record (its settings are in its header).
   const full = !smoke && scenarios.every((scenario) => only.has(scenario))

@@ -17,6 +17,8 @@ export interface Options {
   readonly reps: number
   readonly backlog: number
   readonly seconds: number
+  /** No warm-up runs (`pnpm bench --smoke`: each code path once). */
+  readonly smoke?: boolean | undefined
 }
 
 const latencies = (committed: Map<string, number>, appended: Map<string, number>) => {
@@ -83,8 +85,10 @@ export const run = async (options: Options): Promise<void> => {
   const lat = { relay: [] as Array<{ p50: number; p99: number }>, raw: [] as Array<{ p50: number; p99: number }> }
   try {
     // Warm-up: connect both producers and JIT the paths once.
-    await rawDrain(500)
-    await relayDrain(500)
+    if (!options.smoke) {
+      await rawDrain(500)
+      await relayDrain(500)
+    }
     for (let rep = 0; rep < options.reps; rep++) {
       console.log(`  rep ${rep + 1}/${options.reps}`)
       const first = rep % 2 === 0

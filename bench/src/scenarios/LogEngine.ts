@@ -35,6 +35,8 @@ export interface Options {
   readonly clients: ReadonlyArray<number>
   /** Scenario 6's relay drain rate per client in this run; absent: a stand-in. */
   readonly maxRates?: Partial<Record<LogRelayThroughput.Client, number>> | undefined
+  /** No warm-up runs (`pnpm bench --smoke`: each code path once). */
+  readonly smoke?: boolean | undefined
 }
 
 type Client = LogRelayThroughput.Client
@@ -92,8 +94,10 @@ const latency = async (options: Options) => {
     for (const client of ["kafkajs", "platformatic"] as const) {
       const rate = Math.max(10, Math.round((options.maxRates?.[client] ?? standIn) / 2))
       // Warm-up: the client connected and the paths JIT-ed once.
-      await rawRun(client, rate, 1)
-      await relayRun(client, rate, 1)
+      if (!options.smoke) {
+        await rawRun(client, rate, 1)
+        await relayRun(client, rate, 1)
+      }
       const lib: Array<{ p50: number; p99: number }> = []
       const raw: Array<{ p50: number; p99: number }> = []
       for (let rep = 0; rep < options.reps; rep++) {
@@ -186,8 +190,10 @@ const writePath = async (options: Options) => {
       )
       return (count / (performance.now() - started)) * 1000
     }
-    await measure(4, false)
-    await measure(4, true)
+    if (!options.smoke) {
+      await measure(4, false)
+      await measure(4, true)
+    }
     for (const clients of options.clients) {
       const lib: Array<number> = []
       const hand: Array<number> = []
