@@ -39,10 +39,34 @@ export const createTopic = async (
   topic: string,
   configEntries: Array<{ name: string; value: string }> = []
 ): Promise<void> => {
-  await admin.createTopics({
-    topics: [{ topic, numPartitions: PARTITIONS, replicationFactor: 1, configEntries }],
-    waitForLeaders: true
-  })
+  try {
+    await admin.createTopics({
+      topics: [{ topic, numPartitions: PARTITIONS, replicationFactor: 1, configEntries }],
+      waitForLeaders: true
+    })
+  } catch (error) {
+    // On a loaded machine the broker may answer metadata for a topic the controller just created
+    // with UNKNOWN_TOPIC_OR_PARTITION, which kafkajs's wait for leaders does not retry: the topic
+    // exists, so wait for its leaders here.
+    if ((error as { readonly type?: unknown }).type !== "UNKNOWN_TOPIC_OR_PARTITION") throw error
+    await leadersOf(admin, topic)
+  }
+}
+
+/** Waits (up to 30 s) until every partition of `topic` has a leader. */
+const leadersOf = async (admin: Kafkajs.Admin, topic: string): Promise<void> => {
+  const deadline = Date.now() + 30_000
+  for (;;) {
+    const ready = await admin
+      .fetchTopicMetadata({ topics: [topic] })
+      .then(
+        ({ topics }) => topics[0]?.partitions.length === PARTITIONS && topics[0].partitions.every((p) => p.leader >= 0)
+      )
+      .catch(() => false)
+    if (ready) return
+    if (Date.now() > deadline) throw new Error(`topic ${topic}: no leader for every partition within 30 s`)
+    await sleep(200)
+  }
 }
 
 export const deleteTopics = async (admin: Kafkajs.Admin, topics: ReadonlyArray<string>): Promise<void> => {

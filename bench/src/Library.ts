@@ -159,7 +159,7 @@ export const truncate = (stack: Stack): Promise<void> =>
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
       const t = yield* PgTables.PgTables
-      yield* sql.unsafe(`TRUNCATE ${t.message}, ${t.processed}`).unprepared
+      yield* sql.unsafe(`TRUNCATE ${t.message}, ${t.processed} CASCADE`).unprepared
     })
   )
 

@@ -19,18 +19,6 @@
  *   node bench/src/experiments/KafkaAdapters.ts [--reps 3] [--backlog 5000] [--messages 20000]
  *                                               [--rate 300] [--seconds 5]
  */
-import * as KafkaClient from "@effect-outbox/adapter-kafka/KafkaClient"
-import * as KafkaConsumerSource from "@effect-outbox/adapter-kafka/KafkaConsumerSource"
-import * as PlatformaticClient from "@effect-outbox/adapter-kafka-platformatic/PlatformaticClient"
-import * as PlatformaticConsumerSource from "@effect-outbox/adapter-kafka-platformatic/PlatformaticConsumerSource"
-import * as PgTables from "@effect-outbox/adapter-pg/PgTables"
-import * as Consumer from "@effect-outbox/core/Consumer"
-import { ConsumerSource } from "@effect-outbox/core/ConsumerSource"
-import * as Exit from "effect/Exit"
-import * as Layer from "effect/Layer"
-import * as Schema from "effect/Schema"
-import * as Scope from "effect/Scope"
-import * as Stream from "effect/Stream"
 import * as Args from "../Args.ts"
 import * as Cpu from "../Cpu.ts"
 import * as Env from "../Env.ts"
@@ -38,9 +26,9 @@ import * as Library from "../Library.ts"
 import * as Raw from "../Raw.ts"
 import { median, quantile } from "../Stats.ts"
 import { createOrders } from "../scenarios/WritePath.ts"
-import * as PlatformaticRaw from "./platformaticRaw.ts"
+import * as AdapterConsumer from "../support/adapterConsumer.ts"
+import * as PlatformaticRaw from "../support/platformaticRaw.ts"
 
-const { Effect, SqlClient } = Library
 const reps = Args.number("reps", 3)
 const backlog = Args.number("backlog", 5000)
 const messages = Args.number("messages", 20000)
@@ -63,15 +51,6 @@ const relays: Record<Adapter, Library.Stack> = {
   kafkajs: await Library.makeStack({ schema, pgConnections: 4, wake: "listen", kafka: "kafkajs" }),
   platformatic: await Library.makeStack({ schema, pgConnections: 4, wake: "listen", kafka: "platformatic" })
 }
-const sources: Record<Adapter, Layer.Layer<ConsumerSource>> = {
-  kafkajs: KafkaConsumerSource.layer({ maxWaitTimeMillis: 100 }).pipe(
-    Layer.provide(KafkaClient.layer({ brokers: Env.brokers, clientId: "bench-adapters" }))
-  ),
-  platformatic: PlatformaticConsumerSource.layer({ maxWaitTimeMillis: 100 }).pipe(
-    Layer.provide(PlatformaticClient.layer({ brokers: Env.brokers, clientId: "bench-adapters" }))
-  )
-}
-
 const topics: Array<string> = []
 const topic = async (configs?: Array<{ name: string; value: string }>) => {
   const name = Env.uniqueName("bench-adapters")
@@ -95,10 +74,7 @@ const rawProduce = async (adapter: Adapter) => {
   )
 }
 
-const rawConsume = (adapter: Adapter) =>
-  adapter === "kafkajs"
-    ? PlatformaticRaw.kafkajsNoopConsume(k, input, messages)
-    : PlatformaticRaw.noopConsume(input, messages)
+const rawConsume = (adapter: Adapter) => AdapterConsumer.rawNoop(adapter, k, input, messages)
 
 /** Scenario 1: one relay drains a `backlog`-row outbox. */
 const relayDrain = async (adapter: Adapter) => {
@@ -128,76 +104,11 @@ const latency = async (adapter: Adapter) => {
   return { p50: quantile(lat, 0.5), p99: quantile(lat, 0.99) }
 }
 
-const processed = (group: string) =>
-  writer.run(
-    Effect.gen(function* () {
-      const sql = yield* SqlClient.SqlClient
-      const t = yield* PgTables.PgTables
-      const rows = yield* sql.unsafe<{ n: number }>(
-        `SELECT count(*)::int AS n FROM ${t.processed} WHERE consumer = $1`,
-        [group]
-      )
-      return rows[0]!.n
-    })
-  )
-
-const Payload = Schema.Struct({ i: Schema.Number })
-
 /** Scenario 4 through the adapter: the core `Consumer`, one transaction per batch. */
-const consumer = async (adapter: Adapter) => {
-  const group = Env.uniqueName(`bench-adapters-${adapter}`)
-  await writer.run(Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe(`TRUNCATE ${orders}`)))
-  const scope = await writer.run(Scope.make())
-  await writer.run(
-    Consumer.make({
-      groupId: group,
-      topics: [input],
-      schema: Payload,
-      fromBeginning: true,
-      transaction: "per-batch",
-      handler: (m) =>
-        Effect.flatMap(
-          Effect.service(SqlClient.SqlClient),
-          (sql) =>
-            sql`INSERT INTO ${sql(orders)} (id, user_id, amount) VALUES (${m.eventId}, ${Env.keyOf(m.payload.i)}, ${m.payload.i % 997})`
-        )
-    }).pipe(Effect.provide(sources[adapter]), Scope.provide(scope))
-  )
-  // The clock starts at the first committed batch (the group join left out, as for the others).
-  const clock = new PlatformaticRaw.Clock()
-  let done = 0
-  while (done < messages) {
-    const now = await processed(group)
-    if (now > done) clock.add(now - done)
-    done = now
-    await Env.sleep(20)
-  }
-  const rate = clock.rate()
-  await writer.run(Scope.close(scope, Exit.void))
-  return rate
-}
+const consumer = (adapter: Adapter) => AdapterConsumer.consumer(writer, orders, input, messages, adapter, "per-batch")
 
 /** Delivery through the adapter alone: subscribe, commit every batch, nothing else. */
-const sourceOnly = (adapter: Adapter) =>
-  Effect.runPromise(
-    Effect.gen(function* () {
-      const source = yield* ConsumerSource
-      const subscription = yield* source.subscribe({ groupId: Env.uniqueName("bench-src"), topics: [input] })
-      const clock = new PlatformaticRaw.Clock()
-      yield* subscription.batches.pipe(
-        Stream.mapEffect((batch) => {
-          clock.add(batch.records.length)
-          const last = batch.records[batch.records.length - 1]!
-          return subscription.commit([
-            { topic: batch.topic, partition: batch.partition, offset: (BigInt(last.offset) + 1n).toString() }
-          ])
-        }),
-        Stream.takeUntil(() => clock.count >= messages),
-        Stream.runDrain
-      )
-      return clock.rate()
-    }).pipe(Effect.scoped, Effect.provide(sources[adapter]))
-  )
+const sourceOnly = (adapter: Adapter) => AdapterConsumer.sourceOnly(adapter, input, messages)
 
 type Figure = number | { readonly p50: number; readonly p99: number }
 const experiments: Array<[string, (adapter: Adapter) => Promise<Figure>]> = [

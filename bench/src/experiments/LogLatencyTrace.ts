@@ -27,8 +27,8 @@ import * as Args from "../Args.ts"
 import * as Env from "../Env.ts"
 import * as Raw from "../Raw.ts"
 import { maximum, quantile } from "../Stats.ts"
-import * as LogStack from "./logStack.ts"
-import * as WriterThread from "./writerThread.ts"
+import * as LogStack from "../support/logStack.ts"
+import * as WriterThread from "../support/writerThread.ts"
 
 const rate = Args.number("rate", 1000)
 const seconds = Args.number("seconds", 10)

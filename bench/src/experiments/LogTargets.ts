@@ -41,9 +41,9 @@ import * as Env from "../Env.ts"
 import * as Library from "../Library.ts"
 import * as Raw from "../Raw.ts"
 import { median, quantile } from "../Stats.ts"
-import * as LogStack from "./logStack.ts"
-import * as PlatformaticRaw from "./platformaticRaw.ts"
-import * as WriterThread from "./writerThread.ts"
+import * as LogStack from "../support/logStack.ts"
+import * as PlatformaticRaw from "../support/platformaticRaw.ts"
+import * as WriterThread from "../support/writerThread.ts"
 
 const reps = Args.number("reps", 3)
 const execChild = promisify(execFile)

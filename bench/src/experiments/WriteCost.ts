@@ -26,7 +26,7 @@ import * as Cpu from "../Cpu.ts"
 import * as Env from "../Env.ts"
 import * as Library from "../Library.ts"
 import { median } from "../Stats.ts"
-import * as LogStack from "./logStack.ts"
+import * as LogStack from "../support/logStack.ts"
 
 const clients = Args.number("clients", 16)
 const reps = Args.number("reps", 3)

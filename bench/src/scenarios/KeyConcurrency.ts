@@ -1,5 +1,5 @@
 /**
- * Scenario 7: key-ordered concurrency inside a partition. One partition pre-filled with 1 KB
+ * Scenario 8: key-ordered concurrency inside a partition. One partition pre-filled with 1 KB
  * events, a handler that waits 20 ms (an HTTP call) inside its per-record transaction, consumed
  * by the runner (`Consumer.make` over the kafkajs `ConsumerSource`) one record at a time
  * (`concurrency` default: the baseline) and with `concurrency: { by: "key", perPartition: 64 }`,
@@ -25,6 +25,8 @@ const { Effect, SqlClient } = Library
 
 export interface Options {
   readonly reps: number
+  /** Tiny sizes: the code path once (`pnpm bench --smoke`), no meaningful rate. */
+  readonly smoke?: boolean
 }
 
 const PER_PARTITION = 64
@@ -56,7 +58,7 @@ const fill = async (admin: Kafkajs.Admin, producer: Kafkajs.Producer, keys: numb
 }
 
 export const run = async (options: Options): Promise<void> => {
-  console.log(`\n## 6. key-ordered concurrency in one partition (20 ms handler, ${options.reps} reps)`)
+  console.log(`\n## 8. key-ordered concurrency in one partition (20 ms handler, ${options.reps} reps)`)
   const k = Env.kafka()
   const admin = k.admin()
   await admin.connect()
@@ -80,6 +82,9 @@ export const run = async (options: Options): Promise<void> => {
       })
     )
   /** Records/s between `warm` and `target` processed records. */
+  const size =
+    options.smoke === true ? { sequential: 20, concurrent: 200 } : { sequential: SEQUENTIAL, concurrent: CONCURRENT }
+  const warm = options.smoke === true ? { sequential: 2, concurrent: 20 } : WARM
   const once = async (topic: string, mode: "sequential" | "concurrent"): Promise<number> => {
     const group = Env.uniqueName(`bench-s6-${mode}`)
     const scope = await stack.run(Scope.make())
@@ -93,13 +98,13 @@ export const run = async (options: Options): Promise<void> => {
         handler: () => Effect.sleep("20 millis")
       }).pipe(Effect.provide(source), Scope.provide(scope))
     )
-    const target = mode === "concurrent" ? CONCURRENT : SEQUENTIAL
+    const target = size[mode]
     const deadline = Date.now() + 120_000
     let started: { readonly at: number; readonly count: number } | undefined
     let count = 0
     while (count < target && Date.now() < deadline) {
       count = await processed(group)
-      if (started === undefined && count >= WARM[mode]) started = { at: performance.now(), count }
+      if (started === undefined && count >= warm[mode]) started = { at: performance.now(), count }
       if (count < target) await Env.sleep(10)
     }
     const rate = started === undefined ? 0 : ((count - started.count) / (performance.now() - started.at)) * 1000
@@ -109,7 +114,7 @@ export const run = async (options: Options): Promise<void> => {
   const topics: Array<string> = []
   try {
     for (const keys of [1_000, 10]) {
-      const topic = await fill(admin, producer, keys, CONCURRENT + 500)
+      const topic = await fill(admin, producer, keys, size.concurrent + size.concurrent / 8)
       topics.push(topic)
       const sequential: Array<number> = []
       const concurrent: Array<number> = []
@@ -124,7 +129,7 @@ export const run = async (options: Options): Promise<void> => {
       }
       const row = Report.pair(
         {
-          scenario: "7 key concurrency",
+          scenario: "8 key concurrency",
           variant: `1 partition, ${keys} keys, 20 ms handler, per-record, perPartition ${PER_PARTITION}`,
           unit: "records/s",
           baselineName: "sequential",

@@ -18,6 +18,11 @@ export interface Options {
   readonly seconds: number
   readonly maxRate: number
   readonly measuredMax: boolean
+  /**
+   * `quick`: 50 % load only (the targeted row), every wake-up mode; `smoke`: 50 % load with the
+   * wake-up and polling every 100 ms, each code path once. Default: 25 / 50 / 80 %.
+   */
+  readonly plan?: "full" | "quick" | "smoke" | undefined
 }
 
 interface Sample {
@@ -65,11 +70,16 @@ export const run = async (options: Options): Promise<void> => {
     { label: "poll 100 ms", stack: pollRelay, pollMillis: 100 },
     { label: "poll 1000 ms", stack: pollRelay, pollMillis: 1000 }
   ]
-  const plan: Array<{ readonly load: number; readonly modes: ReadonlyArray<Mode> }> = [
-    { load: 0.25, modes: modes.slice(0, 1) },
-    { load: 0.5, modes },
-    { load: 0.8, modes: modes.slice(0, 1) }
-  ]
+  const plan: Array<{ readonly load: number; readonly modes: ReadonlyArray<Mode> }> =
+    options.plan === "smoke"
+      ? [{ load: 0.5, modes: [modes[0]!, modes[2]!] }]
+      : options.plan === "quick"
+        ? [{ load: 0.5, modes }]
+        : [
+            { load: 0.25, modes: modes.slice(0, 1) },
+            { load: 0.5, modes },
+            { load: 0.8, modes: modes.slice(0, 1) }
+          ]
 
   const outboxRun = async (mode: Mode, rate: number, seconds = options.seconds): Promise<Sample> => {
     const topic = await latencyTopic(admin)

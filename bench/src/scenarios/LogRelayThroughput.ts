@@ -18,10 +18,11 @@ import * as SqlClient from "effect/sql/SqlClient"
 import type Kafkajs from "kafkajs"
 import * as Cpu from "../Cpu.ts"
 import * as Env from "../Env.ts"
-import * as LogStack from "../experiments/logStack.ts"
-import * as PlatformaticRaw from "../experiments/platformaticRaw.ts"
 import * as Raw from "../Raw.ts"
 import * as Report from "../Report.ts"
+import { median } from "../Stats.ts"
+import * as LogStack from "../support/logStack.ts"
+import * as PlatformaticRaw from "../support/platformaticRaw.ts"
 
 export interface Options {
   readonly reps: number
@@ -43,7 +44,7 @@ interface Sample {
 export const target = 0.7
 
 /** Why the logical cluster cannot run the log engine, or `undefined` when it can (nothing is created). */
-const reachable = (): Promise<string | undefined> =>
+export const reachable = (): Promise<string | undefined> =>
   Effect.runPromise(
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
@@ -87,7 +88,7 @@ const relayRun = async (admin: Kafkajs.Admin, client: Client, n: number, options
   }
 }
 
-export const run = async (options: Options): Promise<void> => {
+export const run = async (options: Options): Promise<{ readonly rates: Partial<Record<Client, number>> }> => {
   const clients = options.clients ?? ["kafkajs", "platformatic"]
   console.log(
     `\n## 6. log relay throughput (backlog ${options.backlog}, ${options.perTx} per transaction, batch ${options.batchSize}, ${options.reps} reps)`
@@ -98,7 +99,7 @@ export const run = async (options: Options): Promise<void> => {
       `  skipped: the log engine needs a wal_level = logical PostgreSQL at LOGICAL_DATABASE_URL (${unreachable})`
     )
     Report.extra("logRelaySkipped", unreachable)
-    return
+    return { rates: {} }
   }
   const k = Env.kafka()
   const admin = k.admin()
@@ -163,4 +164,5 @@ export const run = async (options: Options): Promise<void> => {
     )
     Report.add({ ...row, met: row.ratio!.median >= target })
   }
+  return { rates: Object.fromEntries(clients.map((c) => [c, median(rates(`relay ${c}`))])) }
 }
