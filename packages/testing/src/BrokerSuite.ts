@@ -83,6 +83,7 @@ const cases: ReadonlyArray<SuiteCase.Case<Topics.Topics, Services, Support.Featu
   Probe.probeFindsRecord,
   Probe.findManyWindow,
   Probe.probeNoneForMissing,
+  Probe.eventIdHeaderPolicy,
   Admin.commitGroupOffsetsReadBack
 ]
 
