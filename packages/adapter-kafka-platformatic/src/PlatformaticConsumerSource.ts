@@ -108,6 +108,7 @@ export const subscribe = (
         timeoutMillis: ConsumerOptions.commitTimeoutMillis(options)
       }),
       isCurrent: Handoff.isCurrent(consumer, state),
+      groupMetadata: (batch) => state.batchGroup.get(batch),
       pause: (partitions) => Handoff.setPaused(state, partitions, true),
       resume: (partitions) => Handoff.setPaused(state, partitions, false)
     }

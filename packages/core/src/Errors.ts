@@ -337,6 +337,27 @@ export class TransactionAbortedError extends Schema.TaggedError<TransactionAbort
 }
 
 /**
+ * The exactly-once pipeline cannot fence a member that lost its partitions on this client or
+ * consumer source: it would commit offsets without the group's generation and member id, and a
+ * revoked member could commit beside the partition's new owner (duplicate outputs). The pipeline
+ * refuses to start rather than run unfenced.
+ *
+ * @since 0.6.0
+ * @category errors
+ */
+export class TransactionalFencingError extends Schema.TaggedError<TransactionalFencingError>()(
+  "TransactionalFencingError",
+  {
+    transactionalId: Schema.String,
+    reason: Schema.String
+  }
+) {
+  override get message() {
+    return `the transactional pipeline of ${this.transactionalId} cannot be fenced against rebalances: ${this.reason}`
+  }
+}
+
+/**
  * The dead-letter topic refused the record (or kept failing): the consumer stops rather than
  * lose the record. Create the topic, or fix the broker, and restart; nothing was committed past it.
  *

@@ -10,6 +10,7 @@
 import { keyPartition } from "@effect-outbox/core/KeyPartition"
 import type { PublishReceipt } from "@effect-outbox/core/OutboxMessage"
 import {
+  type Fencing,
   TransactionAbortedError,
   TransactionalProducer,
   type TransactionRequest
@@ -17,7 +18,7 @@ import {
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import * as Semaphore from "effect/Semaphore"
-import { type Protocol, transactionFencedNames } from "./KafkaProtocol.ts"
+import { fencedNames, type Protocol, transactionFencedNames } from "./KafkaProtocol.ts"
 
 /**
  * A transaction refused before any broker call (a partition the topic does not have): final.
@@ -55,6 +56,20 @@ export interface TransactionDriver<P> {
   readonly close: (producer: P) => Promise<void>
   /** One transaction to its commit; a failed one is aborted (when still open) and rethrown. */
   readonly run: (producer: P, request: TransactionRequest) => Promise<Sent>
+  /**
+   * How the client fences a member that lost its partitions: it sends the request's group
+   * metadata with the offsets and reads a partition's committed offset once it is stable (no
+   * open transaction holds one), or it cannot, and says why.
+   */
+  readonly fencing:
+    | {
+        readonly committedOffset: (request: {
+          readonly groupId: string
+          readonly topic: string
+          readonly partition: number
+        }) => Promise<string | undefined>
+      }
+    | { readonly unsupported: string }
 }
 
 /**
@@ -112,6 +127,11 @@ const verdict = (protocol: Protocol, transactionalId: string, error: unknown): T
   if (error instanceof TransactionAbortedError) return error
   if (error instanceof Refused) return aborted(error.reason, false)
   if (protocol.isUnknownTopic(error)) return aborted(`a topic does not exist: ${protocol.describe(error)}`, false)
+  // The group refused the offsets of a member that left its generation: the member rejoins, and
+  // the pipeline drops the batch once it sees its partition revoked.
+  if ([...fencedNames].some((name) => protocol.has(error, name))) {
+    return aborted(`the group refused this member's offsets: ${protocol.describe(error)}`, true)
+  }
   const fenced = [...transactionFencedNames].some((name) => protocol.has(error, name))
   return aborted(protocol.describe(error), !fenced && protocol.isRetriable(error))
 }
@@ -190,5 +210,17 @@ export const make = <P>(
           })
         )
 
-    return TransactionalProducer.of({ transactionalId, commit })
+    const clientFencing = driver.fencing
+    const fencing: Fencing =
+      "unsupported" in clientFencing
+        ? { _tag: "Unsupported", reason: clientFencing.unsupported }
+        : {
+            _tag: "Group",
+            committedOffset: (request) =>
+              Effect.tryPromise({
+                try: () => clientFencing.committedOffset(request),
+                catch: (error) => verdict(driver.protocol, transactionalId, error)
+              })
+          }
+    return TransactionalProducer.of({ transactionalId, fencing, commit })
   })
