@@ -108,7 +108,11 @@ export const subscribe = (
         timeoutMillis: ConsumerOptions.commitTimeoutMillis(options)
       }),
       isCurrent: Handoff.isCurrent(consumer, state),
-      groupMetadata: (batch) => state.batchGroup.get(batch),
+      // Records fetched before a rejoin may be read after it: their generation is the old one.
+      groupMetadata: (batch) => {
+        const group = state.batchGroup.get(batch)
+        return group?.generationId === consumer.generationId ? group : undefined
+      },
       pause: (partitions) => Handoff.setPaused(state, partitions, true),
       resume: (partitions) => Handoff.setPaused(state, partitions, false)
     }

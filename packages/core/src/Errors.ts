@@ -324,7 +324,13 @@ export class LifecycleGroupConflictError extends Schema.TaggedError<LifecycleGro
 export class TransactionAbortedError extends Schema.TaggedError<TransactionAbortedError>()("TransactionAbortedError", {
   transactionalId: Schema.String,
   reason: Schema.String,
-  retriable: Schema.Boolean
+  retriable: Schema.Boolean,
+  /**
+   * The group coordinator refused the offsets: the member left the generation its input was
+   * fetched under (a rebalance). Running the same transaction again cannot succeed; the input
+   * comes again under the new generation, to whichever member owns it now.
+   */
+  groupFenced: Schema.optional(Schema.Boolean)
 }) {
   override get message() {
     return (

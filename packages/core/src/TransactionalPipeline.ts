@@ -127,7 +127,7 @@ export const processBatch = <E, R>(
       .pipe(
         Effect.retry({
           schedule: options.retrySchedule ?? defaultRetrySchedule,
-          while: (error) => error.retriable && (membership?.isCurrent() ?? true)
+          while: (error) => error.retriable && error.groupFenced !== true && (membership?.isCurrent() ?? true)
         })
       )
   }).pipe(
@@ -161,7 +161,7 @@ const fenced = <E, R>(
   // topic/partition -> the generation whose start was checked, and the committed offset then.
   const checked = new Map<string, { readonly generationId: number; readonly from: bigint }>()
   const drop = (batch: ConsumerBatch, why: string) =>
-    Effect.logInfo("transactional pipeline: batch dropped, its partition is another member's now").pipe(
+    Effect.logInfo("transactional pipeline: batch dropped, fetched under a membership this member no longer has").pipe(
       Effect.annotateLogs({ topic: batch.topic, partition: batch.partition, records: batch.records.length, why })
     )
   return (batch: ConsumerBatch): Effect.Effect<void, E | TransactionAbortedError, R | TransactionalProducer> =>
@@ -189,7 +189,7 @@ const fenced = <E, R>(
       const membership: Membership = { group, isCurrent: () => subscription.isCurrent(batch) }
       yield* processBatch(options, { ...batch, records }, membership).pipe(
         Effect.catch((error) =>
-          error instanceof TransactionAbortedError && !membership.isCurrent()
+          error instanceof TransactionAbortedError && (error.groupFenced === true || !membership.isCurrent())
             ? drop(batch, error.reason)
             : Effect.fail(error)
         )

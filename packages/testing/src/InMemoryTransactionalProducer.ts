@@ -139,9 +139,11 @@ export const layer = (
           return subscription
         }).pipe(Effect.orDie)
 
-      const abort = (reason: string, retriable: boolean) => {
+      const abort = (reason: string, retriable: boolean, groupFenced?: boolean) => {
         aborted++
-        return Effect.fail(new TransactionAbortedError({ transactionalId, reason, retriable }))
+        return Effect.fail(
+          new TransactionAbortedError({ transactionalId, reason, retriable, ...(groupFenced ? { groupFenced } : {}) })
+        )
       }
 
       const engine = engines.get(broker)!
@@ -167,9 +169,9 @@ export const layer = (
               if (fault !== undefined) return yield* abort("injected abort", fault)
               const refused = refusal(request, yield* broker.topics)
               if (refused !== undefined) return yield* abort(refused, false)
-              // A member fenced by a rebalance: retriable, as Kafka's membership errors are.
+              // A member fenced by a rebalance: this transaction can never succeed.
               const fenced = groupRefusal(engine, request)
-              if (fenced !== undefined) return yield* abort(fenced, true)
+              if (fenced !== undefined) return yield* abort(fenced, false, true)
               // From here nothing can fail: both halves are applied back to back.
               const outcomes = yield* publisher.publish(request.records)
               const receipts = outcomes.map((outcome) => {
