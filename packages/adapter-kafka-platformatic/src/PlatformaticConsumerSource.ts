@@ -98,6 +98,13 @@ export const subscribe = (
       })
     )
 
+    // After a join the client resumes a partition that has no committed offset at its own old
+    // fetch position (2.12.1 keeps positions it already had), so a partition this member read
+    // ahead, lost before anyone committed it, and got back would skip those records. Forgetting
+    // every position before the client's own join handler runs makes it start each partition at
+    // the group's committed offset, or the fallback, as a new owner must.
+    consumer.prependListener("consumer:group:join", () => stream.offsetsToFetch.clear())
+
     return {
       batches: Handoff.batches(stream, state, {
         maxBatch: options.maxBatchRecords ?? 1_000,
