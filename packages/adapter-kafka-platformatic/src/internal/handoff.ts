@@ -119,8 +119,10 @@ export const reader = (stream: RawStream, state: State, maxBatch: number, maxHel
     }
     state.batchGeneration.set(batch, state.generation)
     // The client stamps every fetched message with its consumer's membership at fetch time.
-    const member = (messages[0]!.metadata as { consumer?: { generationId?: number; memberId?: string | null } })
-      .consumer
+    const metadata = messages[0]!.metadata as
+      | { readonly consumer?: { readonly generationId?: number; readonly memberId?: string | null } }
+      | undefined
+    const member = metadata?.consumer
     if (typeof member?.generationId === "number" && typeof member.memberId === "string") {
       state.batchGroup.set(batch, { generationId: member.generationId, memberId: member.memberId })
     }
