@@ -66,7 +66,9 @@ const send = (
         key: options.key === undefined ? `k${n}` : options.key,
         partition: options.partition ?? 0,
         headers: options.eventId === false ? {} : { "event-id": id(n) },
-        payload: jsonPayload(options.payload ?? { n })
+        payload: jsonPayload(options.payload ?? { n }),
+        // A record from a producer that writes no event id.
+        ...(options.eventId === false ? { writeEventId: false } : {})
       }
     ])
     assert.strictEqual(outcome!._tag, "Success")
