@@ -13,6 +13,7 @@ import * as Ref from "effect/Ref"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
 import { ConnectionError, DeadlockError, SqlError, type SqlErrorReason, UnknownError } from "effect/sql/SqlError"
 import * as TestClock from "effect/testing/TestClock"
 import * as Consumer from "../src/Consumer.ts"
@@ -32,6 +33,7 @@ import { OutboxStore } from "../src/OutboxStore.ts"
 import { ParkedStore } from "../src/ParkedStore.ts"
 import { Publisher } from "../src/Publisher.ts"
 import * as Telemetry from "../src/Telemetry.ts"
+import { type PositionedRead, TopicReader } from "../src/TopicReader.ts"
 import * as Transition from "../src/Transition.ts"
 
 // -- fixtures ---------------------------------------------------------------------------------
@@ -1316,6 +1318,65 @@ describe("Consumer durable parking", () => {
         Effect.map(store.releaseRequests("billing"), (r) => r.length === 0)
       )
       assert.deepStrictEqual(yield* store.list({ consumer: "billing" }), [])
+    }).pipe(Effect.scoped, Effect.provide(Layer.merge(makeLayer(), InMemoryParkedStore.layer())))
+  )
+
+  it.effect("a release reads only the parked positions, and the partition's worker goes on while it reads", () =>
+    Effect.gen(function* () {
+      const broken = yield* Ref.make(true)
+      const { handler, ns } = yield* recording
+      const reads = yield* Ref.make<ReadonlyArray<PositionedRead>>([])
+      const gate = yield* Deferred.make<void>()
+      const inMemory = yield* TopicReader
+      // The reader in front of the broker: a positioned read waits for the gate; a whole-topic
+      // read fails the test.
+      const reader = TopicReader.of({
+        read: () => Stream.die("a release read the whole topic"),
+        readAt: (request) =>
+          Stream.unwrap(
+            Ref.update(reads, (all) => [...all, request]).pipe(
+              Effect.andThen(Deferred.await(gate)),
+              Effect.as(inMemory.readAt!(request))
+            )
+          )
+      })
+      yield* send(1, { key: "k" })
+      yield* send(2, { key: "k" })
+      const consumer = yield* Consumer.make({
+        ...commonOptions,
+        parking: true,
+        maxAttempts: 1,
+        handler: (m: Consumer.Message<Order>) =>
+          Effect.flatMap(Ref.get(broken), (b) =>
+            b && m.payload.n === 1 ? Effect.fail(new HandlerFailed({ n: 1, retriable: false })) : handler(m)
+          )
+      }).pipe(Effect.provideService(TopicReader, reader))
+      yield* eventually(
+        "offset 2 is committed",
+        Effect.map(committedOffset("billing"), (o) => o === "2")
+      )
+      yield* Ref.set(broken, false)
+
+      const release = yield* Effect.forkChild(consumer.release({ topic: "orders", partition: 0, key: "k" }))
+      yield* eventually(
+        "the release reads",
+        Effect.map(Ref.get(reads), (all) => all.length === 1)
+      )
+      assert.deepStrictEqual(yield* Ref.get(reads), [{ topic: "orders", partition: 0, offsets: ["0", "1"] }])
+      // The read has not finished: a record of another key on the same partition still runs.
+      yield* send(3, { key: "other" })
+      yield* eventually(
+        "record 3 ran during the read",
+        Effect.map(ns, (all) => all.includes(3))
+      )
+      yield* Deferred.succeed(gate, undefined)
+      yield* eventually(
+        "the release finished",
+        Effect.sync(() => release.pollUnsafe() !== undefined)
+      )
+      assert.strictEqual(yield* Fiber.join(release), 2)
+      assert.deepStrictEqual(yield* ns, [3, 1, 2])
+      assert.deepStrictEqual(yield* consumer.parked, [])
     }).pipe(Effect.scoped, Effect.provide(Layer.merge(makeLayer(), InMemoryParkedStore.layer())))
   )
 })
