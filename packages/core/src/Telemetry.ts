@@ -219,6 +219,20 @@ export const consumerAnomaliesTotal = counter(
 )
 
 /**
+ * Age in seconds of the oldest durably parked record per consumer group and topic (labels
+ * `group`, `topic`): parked records are positions on the topic, so one older than the topic's
+ * `retention.ms` is gone before its release. An ERROR log names the key once the age passes
+ * 80% of the retention.
+ *
+ * @since 0.6.0
+ * @category metrics
+ */
+export const consumerParkedOldestAge = gauge(
+  "outbox_consumer_parked_oldest_age_seconds",
+  "Age of the oldest durably parked record per consumer group and topic"
+)
+
+/**
  * Records of revoked partitions dropped before their handler ran: the partition's new
  * owner processes them.
  *

@@ -8,7 +8,9 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
+import * as Logger from "effect/Logger"
 import * as Metric from "effect/Metric"
+import * as Option from "effect/Option"
 import * as Ref from "effect/Ref"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
@@ -16,6 +18,7 @@ import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import { ConnectionError, DeadlockError, SqlError, type SqlErrorReason, UnknownError } from "effect/sql/SqlError"
 import * as TestClock from "effect/testing/TestClock"
+import { BrokerAdmin } from "../src/BrokerAdmin.ts"
 import * as Consumer from "../src/Consumer.ts"
 import { ConsumerSource } from "../src/ConsumerSource.ts"
 import * as DeadLetter from "../src/DeadLetter.ts"
@@ -1378,5 +1381,47 @@ describe("Consumer durable parking", () => {
       assert.deepStrictEqual(yield* ns, [3, 1, 2])
       assert.deepStrictEqual(yield* consumer.parked, [])
     }).pipe(Effect.scoped, Effect.provide(Layer.merge(makeLayer(), InMemoryParkedStore.layer())))
+  )
+
+  it.effect(
+    "the oldest parked record's age is a gauge, and an ERROR names the key once it passes 80% of retention",
+    () =>
+      Effect.gen(function* () {
+        const errors = yield* Ref.make<ReadonlyArray<string>>([])
+        const logger = Logger.make<unknown, void>(({ logLevel, message }) => {
+          if (logLevel === "Error") Effect.runSync(Ref.update(errors, (all) => [...all, String(message)]))
+        })
+        const inMemory = yield* BrokerAdmin
+        // The topic keeps records for 100 s.
+        const admin = BrokerAdmin.of({ ...inMemory, retentionMillis: () => Effect.succeed(Option.some(100_000)) })
+        yield* send(1, { key: "k" })
+        yield* Consumer.make({
+          ...commonOptions,
+          parking: true,
+          maxAttempts: 1,
+          parkedReleaseInterval: "5 seconds",
+          handler: () => Effect.fail(new HandlerFailed({ n: 1, retriable: false }))
+        }).pipe(Effect.provideService(BrokerAdmin, admin), Effect.provide(Logger.layer([logger])))
+        yield* eventually(
+          "offset 1 is committed",
+          Effect.map(committedOffset("billing"), (o) => o === "1")
+        )
+        const age = Effect.map(
+          Metric.value(Metric.withAttributes(Telemetry.consumerParkedOldestAge, { group: "billing", topic: "orders" })),
+          (state) => state.value
+        )
+        for (let i = 0; i < 14; i++) yield* TestClock.adjust("5 seconds")
+        assert.isAtLeast(yield* age, 70)
+        assert.isBelow(yield* age, 80)
+        assert.deepStrictEqual(yield* Ref.get(errors), [], "70 s of 100 s: not yet")
+        for (let i = 0; i < 3; i++) yield* TestClock.adjust("5 seconds")
+        assert.isAtLeast(yield* age, 80)
+        const [error] = yield* Ref.get(errors)
+        assert.isDefined(error, "an ERROR past 80% of the retention")
+        assert.include(error, "parked key k of orders/0 (group billing)")
+        assert.include(error, "the topic keeps records 100 s")
+        yield* TestClock.adjust("15 seconds")
+        assert.strictEqual((yield* Ref.get(errors)).length, 1, "reported once, not on every sample")
+      }).pipe(Effect.scoped, Effect.provide(Layer.merge(makeLayer(), InMemoryParkedStore.layer())))
   )
 })
