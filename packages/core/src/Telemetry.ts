@@ -219,18 +219,12 @@ export const consumerAnomaliesTotal = counter(
 )
 
 /**
- * Age in seconds of the oldest durably parked record per consumer group and topic (labels
- * `group`, `topic`): parked records are positions on the topic, so one older than the topic's
- * `retention.ms` is gone before its release. An ERROR log names the key once the age passes
- * 80% of the retention.
+ * Age of the oldest durably parked record per `group` and `topic` (docs/consumer.md, parking).
  *
  * @since 0.6.0
  * @category metrics
  */
-export const consumerParkedOldestAge = gauge(
-  "outbox_consumer_parked_oldest_age_seconds",
-  "Age of the oldest durably parked record per consumer group and topic"
-)
+export const consumerParkedOldestAge = gauge("outbox_consumer_parked_oldest_age_seconds", "Oldest parked record's age")
 
 /**
  * Records of revoked partitions dropped before their handler ran: the partition's new
@@ -425,10 +419,7 @@ export const logProbeLanded = counter(
 // ---------------------------------------------------------------------------------------------
 
 // Documented where they are defined.
-export {
-  lagOf,
-  type PartitionLag
-} from "./internal/telemetry/consumerLag.ts"
+export { lagOf, type PartitionLag } from "./internal/telemetry/consumerLag.ts"
 
 /**
  * Reads a group's committed offsets and the logs' end offsets from the broker (`BrokerAdmin`),
