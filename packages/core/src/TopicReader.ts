@@ -40,11 +40,12 @@ export const positionedRange = (
   low: bigint,
   high: bigint
 ): { readonly start: bigint; readonly end: bigint } | undefined => {
-  const wanted = offsets.map((o) => BigInt(o)).filter((o) => o >= low && o < high)
+  const wanted = offsets
+    .map((o) => BigInt(o))
+    .filter((o) => o >= low && o < high)
+    .sort((a, b) => (a < b ? -1 : a > b ? 1 : 0))
   if (wanted.length === 0) return undefined
-  const start = wanted.reduce((a, b) => (b < a ? b : a))
-  const end = wanted.reduce((a, b) => (b > a ? b : a)) + 1n
-  return { start, end }
+  return { start: wanted[0]!, end: wanted[wanted.length - 1]! + 1n }
 }
 
 /**
