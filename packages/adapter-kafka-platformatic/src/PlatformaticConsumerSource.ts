@@ -98,6 +98,13 @@ export const subscribe = (
       })
     )
 
+    // After a join the client resumes a partition that has no committed offset at its own old
+    // fetch position (2.12.1 keeps positions it already had), so a partition this member read
+    // ahead, lost before anyone committed it, and got back would skip those records. Forgetting
+    // every position before the client's own join handler runs makes it start each partition at
+    // the group's committed offset, or the fallback, as a new owner must.
+    consumer.prependListener("consumer:group:join", () => stream.offsetsToFetch.clear())
+
     return {
       batches: Handoff.batches(stream, state, {
         maxBatch: options.maxBatchRecords ?? 1_000,
@@ -108,6 +115,11 @@ export const subscribe = (
         timeoutMillis: ConsumerOptions.commitTimeoutMillis(options)
       }),
       isCurrent: Handoff.isCurrent(consumer, state),
+      // Records fetched before a rejoin may be read after it: their generation is the old one.
+      groupMetadata: (batch) => {
+        const group = state.batchGroup.get(batch)
+        return group?.generationId === consumer.generationId ? group : undefined
+      },
       pause: (partitions) => Handoff.setPaused(state, partitions, true),
       resume: (partitions) => Handoff.setPaused(state, partitions, false)
     }

@@ -8,7 +8,7 @@
  */
 import type { ConsumerRecord } from "@effect-outbox/core/ConsumerSource"
 import { ConsumerSourceError } from "@effect-outbox/core/Errors"
-import { TopicReader } from "@effect-outbox/core/TopicReader"
+import { type PositionedRead, positionedRange, TopicReader } from "@effect-outbox/core/TopicReader"
 import type { Consumer } from "@platformatic/kafka"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -61,6 +61,46 @@ export const read = (
   )
 
 /**
+ * The retained records at `offsets` of one partition: one ranged read from the lowest wanted
+ * offset to the highest, kept to the wanted ones.
+ *
+ * @since 0.6.0
+ * @category operations
+ */
+export const readAt = (
+  consumer: Consumer,
+  request: PositionedRead,
+  options: PlatformaticTopicReaderOptions = {}
+): Stream.Stream<ConsumerRecord, ConsumerSourceError> => {
+  const wanted = new Set(request.offsets.map((o) => BigInt(o).toString()))
+  return Stream.unwrap(
+    Effect.map(bounds(consumer, request.topic, "committed"), (ranges) => {
+      const retained = ranges.find((r) => r.partition === request.partition)
+      const range = retained && positionedRange(request.offsets, retained.start, retained.end)
+      return range === undefined
+        ? Stream.empty
+        : readRange(
+            consumer,
+            request.topic,
+            { partition: request.partition, ...range },
+            options.fetchBytes ?? 1_048_576
+          )
+    })
+  ).pipe(
+    Stream.filter((record) => wanted.has(record.offset)),
+    Stream.mapError((error) =>
+      isUnknownTopic(error)
+        ? new ConsumerSourceError({
+            operation: "read",
+            reason: `topic ${request.topic} does not exist`,
+            retriable: false
+          })
+        : toConsumerError("read", error)
+    )
+  )
+}
+
+/**
  * @since 0.1.0
  * @category constructors
  */
@@ -69,7 +109,10 @@ export const make = (
 ): Effect.Effect<TopicReader["Service"], never, PlatformaticClient> =>
   Effect.gen(function* () {
     const { offsets } = yield* PlatformaticClient
-    return TopicReader.of({ read: (topic) => read(offsets, topic, options) })
+    return TopicReader.of({
+      read: (topic) => read(offsets, topic, options),
+      readAt: (request) => readAt(offsets, request, options)
+    })
   })
 
 /**

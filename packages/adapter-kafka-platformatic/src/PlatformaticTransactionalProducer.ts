@@ -5,11 +5,14 @@
  * `AddPartitionsToTxn` (on each `send` of a transaction), `AddOffsetsToTxn` (`addConsumer`),
  * `TxnOffsetCommit` (`addOffset`) and `EndTxn` (`commit` / `abort`).
  *
- * Offsets are committed without a group generation (`generationId` -1, no member id), as kafkajs'
- * `sendOffsets` does: the broker accepts that in a transaction whatever the group's state. The
- * client's `addOffset` wants a consumed `Message` carrying its consumer's group metadata; the
- * port hands us only `{ topic, partition, offset }`, so we build that message (the group
- * coordinator comes from the admin's `findCoordinator`).
+ * Offsets are committed with the group generation and member id the input batch was fetched
+ * under (`TxnOffsetCommit` v3 and later): the group coordinator refuses them once the member left
+ * that generation, so a member that lost a partition in a rebalance cannot commit beside its new
+ * owner. The client's `addOffset` wants a consumed `Message` carrying its consumer's group
+ * metadata; the port hands us `{ topic, partition, offset }` and the request's group, so we
+ * build that message (the group coordinator comes from the admin's `findCoordinator`). A new
+ * owner reads its starting offset stable (`requireStable`), after the old owner's last
+ * transaction.
  *
  * Pair it with `PlatformaticConsumerSource`, which reads `read_committed`.
  *
@@ -65,7 +68,8 @@ export const make = (options: PlatformaticTransactionalProducerOptions) =>
           }),
         // Forced: a producer stuck on a dead broker never closes.
         close: (p) => p.close(true),
-        run: (p, request) => Transaction.run(p, client.admin, request)
+        run: (p, request) => Transaction.run(p, client.admin, request),
+        fencing: { committedOffset: (request) => Transaction.committedOffset(client.admin, request) }
       },
       { transactionalId: options.transactionalId, commitTimeoutMillis: options.commitTimeoutMillis ?? 30_000 }
     )

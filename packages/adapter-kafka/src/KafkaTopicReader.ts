@@ -12,7 +12,8 @@
 import { randomUUID } from "node:crypto"
 import type { ConsumerRecord } from "@effect-outbox/core/ConsumerSource"
 import { ConsumerSourceError } from "@effect-outbox/core/Errors"
-import { TopicReader } from "@effect-outbox/core/TopicReader"
+import { type PositionedRead, positionedRange, TopicReader } from "@effect-outbox/core/TopicReader"
+import type { Range } from "@effect-outbox/kafka/Probe"
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -47,6 +48,48 @@ export const read = (
   topic: string,
   options: KafkaTopicReaderOptions = {}
 ): Stream.Stream<ConsumerRecord, ConsumerSourceError> =>
+  readWithin(kafka, admin, topic, options, (offsets) =>
+    offsets.flatMap(({ high, low, partition }) =>
+      BigInt(low) < BigInt(high) ? [{ partition, start: BigInt(low), end: BigInt(high) }] : []
+    )
+  ).pipe(Stream.withSpan("kafka.topicReader.read", { attributes: { topic } }))
+
+/**
+ * The retained records at `offsets` of one partition: one ranged read from the lowest wanted
+ * offset to the highest, kept to the wanted ones.
+ *
+ * @since 0.6.0
+ * @category operations
+ */
+export const readAt = (
+  kafka: Kafkajs.Kafka,
+  admin: Kafkajs.Admin,
+  request: PositionedRead,
+  options: KafkaTopicReaderOptions = {}
+): Stream.Stream<ConsumerRecord, ConsumerSourceError> => {
+  const wanted = new Set(request.offsets.map((o) => BigInt(o).toString()))
+  return readWithin(kafka, admin, request.topic, options, (offsets) => {
+    const retained = offsets.find((o) => o.partition === request.partition)
+    const range = retained && positionedRange(request.offsets, BigInt(retained.low), BigInt(retained.high))
+    return range === undefined ? [] : [{ partition: request.partition, ...range }]
+  }).pipe(
+    Stream.filter((record) => wanted.has(record.offset)),
+    Stream.withSpan("kafka.topicReader.readAt", {
+      attributes: { topic: request.topic, partition: request.partition, offsets: request.offsets.length }
+    })
+  )
+}
+
+/** Reads the ranges `rangesOf` picks from the partitions' watermarks seen when the read starts. */
+const readWithin = (
+  kafka: Kafkajs.Kafka,
+  admin: Kafkajs.Admin,
+  topic: string,
+  options: KafkaTopicReaderOptions,
+  rangesOf: (
+    offsets: ReadonlyArray<{ readonly partition: number; readonly low: string; readonly high: string }>
+  ) => ReadonlyArray<Range>
+): Stream.Stream<ConsumerRecord, ConsumerSourceError> =>
   Stream.callback<ConsumerRecord, ConsumerSourceError>(
     (queue) =>
       Effect.gen(function* () {
@@ -67,9 +110,7 @@ export const read = (
             ),
           onError
         )
-        const ranges = offsets.flatMap(({ high, low, partition }) =>
-          BigInt(low) < BigInt(high) ? [{ partition, start: BigInt(low), end: BigInt(high) }] : []
-        )
+        const ranges = rangesOf(offsets)
         if (ranges.length === 0) return yield* Queue.end(queue)
         const groupId = `${options.groupPrefix ?? "effect-outbox-reader"}-${randomUUID()}`
         yield* readRanges(
@@ -100,7 +141,7 @@ export const read = (
         yield* Effect.addFinalizer(() => Queue.shutdown(queue))
       }),
     { bufferSize: options.bufferSize ?? 1_000, strategy: "suspend" }
-  ).pipe(Stream.withSpan("kafka.topicReader.read", { attributes: { topic } }))
+  )
 
 /**
  * @since 0.1.0
@@ -111,7 +152,10 @@ export const make = (
 ): Effect.Effect<TopicReader["Service"], never, KafkaClient> =>
   Effect.gen(function* () {
     const { admin, kafka } = yield* KafkaClient
-    return TopicReader.of({ read: (topic) => read(kafka, admin, topic, options) })
+    return TopicReader.of({
+      read: (topic) => read(kafka, admin, topic, options),
+      readAt: (request) => readAt(kafka, admin, request, options)
+    })
   })
 
 /**

@@ -8,6 +8,11 @@
  * offsets-in-transaction work; kafkajs speaks the classic (v1) transaction protocol, which
  * Kafka 4.x still serves.
  *
+ * Not fenced against rebalances: kafkajs sends offsets with `TxnOffsetCommit` v1, which carries
+ * no group generation or member id, so the group coordinator cannot refuse the offsets of a
+ * member that lost the partition. `TransactionalPipeline.run` refuses to run on this producer
+ * (`TransactionalFencingError`); use the @platformatic/kafka one. A single `commit` still works.
+ *
  * @since 0.1.0
  */
 import { TransactionalProducer, type TransactionRequest } from "@effect-outbox/core/TransactionalProducer"
@@ -99,6 +104,15 @@ const run = async (admin: Kafkajs.Admin, p: Kafkajs.Producer, request: Transacti
 }
 
 /**
+ * Why the pipeline cannot run fenced on kafkajs.
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export const kafkajsUnfenced =
+  "kafkajs 2.2.4 commits offsets in a transaction with TxnOffsetCommit v1, which carries no group generation or member id: a member that lost a partition in a rebalance could commit beside its new owner. Use @effect-outbox/adapter-kafka-platformatic's TransactionalProducer for the pipeline"
+
+/**
  * @since 0.1.0
  * @category constructors
  */
@@ -124,7 +138,8 @@ export const make = (options: KafkaTransactionalProducerOptions) =>
         // aborts its open transaction.
         connect: (p) => p.connect(),
         close: (p) => p.disconnect(),
-        run: (p, request) => run(admin, p, request)
+        run: (p, request) => run(admin, p, request),
+        fencing: { unsupported: kafkajsUnfenced }
       },
       options
     )

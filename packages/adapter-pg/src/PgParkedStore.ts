@@ -64,9 +64,17 @@ export const make = (options: Options = {}) =>
                 ON CONFLICT DO NOTHING`.withoutTransform.pipe(run("parked.park"))
             }),
       list: (filter = {}) =>
-        sql<{ consumer: string; topic: string; partition: number; key: string; offsets: Array<string> }>`
+        sql<{
+          consumer: string
+          topic: string
+          partition: number
+          key: string
+          offsets: Array<string>
+          parked_at: string
+        }>`
           SELECT consumer, topic, partition, key,
-                 array_agg(record_offset::text ORDER BY record_offset) AS offsets
+                 array_agg(record_offset::text ORDER BY record_offset) AS offsets,
+                 (extract(epoch FROM min(parked_at)) * 1000)::bigint::text AS parked_at
             FROM ${parked}
            WHERE (${filter.consumer ?? null}::text IS NULL OR consumer = ${filter.consumer ?? null}::text)
              AND (${filter.topic ?? null}::text IS NULL OR topic = ${filter.topic ?? null}::text)
@@ -80,7 +88,8 @@ export const make = (options: Options = {}) =>
                 topic: r.topic,
                 partition: r.partition,
                 key: r.key,
-                offsets: r.offsets
+                offsets: r.offsets,
+                parkedAt: Number(r.parked_at)
               })
             )
           ),

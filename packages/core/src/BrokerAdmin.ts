@@ -80,5 +80,10 @@ export class BrokerAdmin extends Context.Service<
       readonly topic: string
       readonly partitions: ReadonlyArray<{ readonly partition: number; readonly offset: string }>
     }) => Effect.Effect<void, BrokerAdminError>
+    /**
+     * The topic's `retention.ms`: how long the broker keeps its records (`None`: without a time
+     * limit). Optional: the durable-parking age check needs it.
+     */
+    readonly retentionMillis?: ((topic: string) => Effect.Effect<Option.Option<number>, BrokerAdminError>) | undefined
   }
 >()("@effect-outbox/core/BrokerAdmin") {}

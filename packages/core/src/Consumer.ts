@@ -45,6 +45,7 @@ import * as Schedule from "effect/Schedule"
 import type * as Schema from "effect/Schema"
 import * as Scope from "effect/Scope"
 import * as Semaphore from "effect/Semaphore"
+import { BrokerAdmin } from "./BrokerAdmin.ts"
 import type { Message, Options } from "./ConsumerOptions.ts"
 import { type ConsumerRecord, ConsumerSource } from "./ConsumerSource.ts"
 import type * as DeadLetter from "./DeadLetter.ts"
@@ -54,6 +55,7 @@ import type * as Batch from "./internal/consumer/batch.ts"
 import * as Classify from "./internal/consumer/classify.ts"
 import * as KeyDispatch from "./internal/consumer/keyDispatch.ts"
 import * as RecordOptions from "./internal/consumer/options.ts"
+import * as ParkedAge from "./internal/consumer/parkedAge.ts"
 import type { PartitionState } from "./internal/consumer/partition.ts"
 import * as Release from "./internal/consumer/release.ts"
 import * as Workers from "./internal/consumer/workers.ts"
@@ -329,7 +331,11 @@ export const make = <S extends Schema.Top, E, R>(
     if (durable) {
       // Releases asked for elsewhere (the CLI's `parked release`) run on the member that owns
       // the partition: it has the handler.
+      const admin = Option.getOrUndefined(yield* Effect.serviceOption(BrokerAdmin))
+      const parkedAge = ParkedAge.reportParkedAge(options.groupId, parkedStore, admin)
       yield* Release.serveReleaseRequests(workers, parkedStore, reader).pipe(
+        // The parked records' age against the topic's retention, on the same rhythm.
+        Effect.andThen(parkedAge),
         Effect.repeat(Schedule.spaced(options.parkedReleaseInterval ?? Duration.seconds(5))),
         Effect.forkIn(scope)
       )

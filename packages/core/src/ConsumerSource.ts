@@ -52,6 +52,20 @@ export interface OffsetCommit {
 }
 
 /**
+ * The group membership a batch was fetched under: the group's generation and this member's id.
+ * A Kafka transaction that commits offsets with them is refused by the group coordinator once the
+ * member left that generation, so a member that lost a partition cannot commit beside its new
+ * owner (the exactly-once pipeline's fence).
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export interface GroupMetadata {
+  readonly generationId: number
+  readonly memberId: string
+}
+
+/**
  * One partition of a topic.
  *
  * @since 0.1.0
@@ -79,6 +93,12 @@ export interface Subscription {
    * drops such batches before their handler runs: the partition's new owner gets them.
    */
   readonly isCurrent: (batch: ConsumerBatch) => boolean
+  /**
+   * The group membership this subscription delivered `batch` under, for offsets committed in a
+   * Kafka transaction (`TransactionalProducer`). Absent when the source cannot tell; the
+   * exactly-once pipeline refuses to run on such a source.
+   */
+  readonly groupMetadata?: ((batch: ConsumerBatch) => GroupMetadata | undefined) | undefined
   /**
    * Stops fetching these partitions until `resume` (batches already delivered stay valid). The
    * runner pauses a partition whose buffer is full rather than waiting on it, so one slow

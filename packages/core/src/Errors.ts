@@ -10,6 +10,7 @@ import { FailureKind } from "./FailureKind.ts"
 import { OutboxStatus } from "./Lifecycle.ts"
 
 export { FailureKind } from "./FailureKind.ts"
+export { BrokerSecurityError, BrokerUnreachableError, MissingTopicsError } from "./StartupErrors.ts"
 export { OutboxStoreError, type OutboxStoreErrorFields, StoreError } from "./StoreError.ts"
 
 /**
@@ -328,7 +329,13 @@ export class LifecycleGroupConflictError extends Schema.TaggedError<LifecycleGro
 export class TransactionAbortedError extends Schema.TaggedError<TransactionAbortedError>()("TransactionAbortedError", {
   transactionalId: Schema.String,
   reason: Schema.String,
-  retriable: Schema.Boolean
+  retriable: Schema.Boolean,
+  /**
+   * The group coordinator refused the offsets: the member left the generation its input was
+   * fetched under (a rebalance). Running the same transaction again cannot succeed; the input
+   * comes again under the new generation, to whichever member owns it now.
+   */
+  groupFenced: Schema.optional(Schema.Boolean)
 }) {
   override get message() {
     return (
@@ -337,6 +344,27 @@ export class TransactionAbortedError extends Schema.TaggedError<TransactionAbort
         ? ""
         : " (not retriable: another producer with this transactionalId fenced it, or the broker refuses a record)")
     )
+  }
+}
+
+/**
+ * The exactly-once pipeline cannot fence a member that lost its partitions on this client or
+ * consumer source: it would commit offsets without the group's generation and member id, and a
+ * revoked member could commit beside the partition's new owner (duplicate outputs). The pipeline
+ * refuses to start rather than run unfenced.
+ *
+ * @since 0.6.0
+ * @category errors
+ */
+export class TransactionalFencingError extends Schema.TaggedError<TransactionalFencingError>()(
+  "TransactionalFencingError",
+  {
+    transactionalId: Schema.String,
+    reason: Schema.String
+  }
+) {
+  override get message() {
+    return `the transactional pipeline of ${this.transactionalId} cannot be fenced against rebalances: ${this.reason}`
   }
 }
 
@@ -373,70 +401,5 @@ export class LogRecordError extends Schema.TaggedError<LogRecordError>()("LogRec
 }) {
   override get message() {
     return `log record unreadable: ${this.reason}`
-  }
-}
-
-/**
- * Topics the runtime's consumers read, or the dead-letter topics they write, do not exist on the
- * broker. Start-up stops here rather than leave a consumer waiting on a topic nobody writes, or
- * restarting each time it cannot dead-letter a record.
- *
- * @since 0.3.0
- * @category errors
- */
-export class MissingTopicsError extends Schema.TaggedError<MissingTopicsError>()("MissingTopicsError", {
-  topics: Schema.Array(Schema.String),
-  brokers: Schema.String
-}) {
-  override get message() {
-    const names = this.topics.join(" ")
-    return (
-      `topics missing on the Kafka brokers ${this.brokers}: ${this.topics.join(", ")}. ` +
-      `Create them with \`effect-outbox topics ensure ${names} --execute\`, ` +
-      `or set OUTBOX_AUTO_CREATE_TOPICS=true to have the runtime create them at start-up`
-    )
-  }
-}
-
-/**
- * The brokers did not answer within the start-up bound (`OUTBOX_BROKER_STARTUP_TIMEOUT`).
- *
- * @since 0.3.0
- * @category errors
- */
-export class BrokerUnreachableError extends Schema.TaggedError<BrokerUnreachableError>()("BrokerUnreachableError", {
-  brokers: Schema.String,
-  waitedMillis: Schema.Number,
-  reason: Schema.String
-}) {
-  override get message() {
-    return (
-      `cannot reach the Kafka brokers ${this.brokers} (waited ${this.waitedMillis} ms): ${this.reason}. ` +
-      `Check KAFKA_BROKERS; OUTBOX_BROKER_STARTUP_TIMEOUT sets how long start-up waits ("off" skips the check)`
-    )
-  }
-}
-
-/**
- * The brokers refused the connection at start-up: they do not accept the credentials
- * (`authentication`) or the TLS handshake failed on a certificate (`tls`). Asking again cannot
- * help, so start-up stops at the first such answer instead of waiting out its timeout.
- *
- * @since 0.5.0
- * @category errors
- */
-export class BrokerSecurityError extends Schema.TaggedError<BrokerSecurityError>()("BrokerSecurityError", {
-  brokers: Schema.String,
-  security: Schema.Literals(["authentication", "tls"]),
-  reason: Schema.String
-}) {
-  override get message() {
-    const check =
-      this.security === "authentication"
-        ? "Check KAFKA_SASL_MECHANISM, KAFKA_SASL_USERNAME and KAFKA_SASL_PASSWORD (or the token provider)"
-        : "Check KAFKA_SSL_CA_FILE (the CA that signed the brokers' certificates), KAFKA_SSL_CERT_FILE and " +
-          "KAFKA_SSL_KEY_FILE, and that KAFKA_BROKERS names the TLS listener by a name its certificate holds"
-    const what = this.security === "authentication" ? "refused the credentials" : "failed the TLS handshake"
-    return `the Kafka brokers ${this.brokers} ${what}: ${this.reason}. ${check}`
   }
 }

@@ -38,6 +38,8 @@ export interface ParkedKey {
   readonly partition: number
   readonly key: string
   readonly offsets: ReadonlyArray<string>
+  /** When the key's oldest position was parked (epoch millis), when the store knows. */
+  readonly parkedAt?: number | undefined
 }
 
 /**

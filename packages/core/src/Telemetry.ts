@@ -219,6 +219,14 @@ export const consumerAnomaliesTotal = counter(
 )
 
 /**
+ * Age of the oldest durably parked record per `group` and `topic` (docs/consumer.md, parking).
+ *
+ * @since 0.6.0
+ * @category metrics
+ */
+export const consumerParkedOldestAge = gauge("outbox_consumer_parked_oldest_age_seconds", "Oldest parked record's age")
+
+/**
  * Records of revoked partitions dropped before their handler ran: the partition's new
  * owner processes them.
  *
@@ -373,46 +381,13 @@ export const deadLettersReplayed = counter(
 )
 
 // ---------------------------------------------------------------------------------------------
-// metrics of the log relay
-// ---------------------------------------------------------------------------------------------
-
-/**
- * WAL bytes between the server's current position and the slot's confirmed one.
- *
- * @since 0.1.0
- * @category metrics
- */
-export const logSlotLag = gauge("outbox_log_slot_lag_bytes", "WAL bytes the log relay's slot has not confirmed yet")
-
-/**
- * WAL bytes the server keeps on disk for the slot (from its restart position).
- *
- * @since 0.1.0
- * @category metrics
- */
-export const logRetainedWal = gauge(
-  "outbox_log_retained_wal_bytes",
-  "WAL bytes retained on the server for the log relay's slot"
-)
-
-/**
- * Events of an unconfirmed window found on the broker by the takeover probe, and so not re-sent.
- *
- * @since 0.1.0
- * @category metrics
- */
-export const logProbeLanded = counter(
-  "outbox_log_probe_landed_total",
-  "Events of an unconfirmed log window the probe found already published"
-)
-
-// ---------------------------------------------------------------------------------------------
 // consumer lag, from the broker
 // ---------------------------------------------------------------------------------------------
 
 // Documented where they are defined.
 export { lagOf, type PartitionLag } from "./internal/telemetry/consumerLag.ts"
 export { consumerHeldRecords, consumerOldestUnfinishedAge } from "./internal/telemetry/consumerWindow.ts"
+export { logProbeLanded, logRetainedWal, logSlotLag } from "./internal/telemetry/logRelay.ts"
 
 /**
  * Reads a group's committed offsets and the logs' end offsets from the broker (`BrokerAdmin`),

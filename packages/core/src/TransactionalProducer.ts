@@ -23,7 +23,7 @@
  */
 import * as Context from "effect/Context"
 import type * as Effect from "effect/Effect"
-import type { OffsetCommit } from "./ConsumerSource.ts"
+import type { GroupMetadata, OffsetCommit } from "./ConsumerSource.ts"
 import type { TransactionAbortedError } from "./Errors.ts"
 import type { PublishReceipt } from "./OutboxMessage.ts"
 import type { PublishRequest } from "./Publisher.ts"
@@ -37,12 +37,22 @@ export {
    * @since 0.1.0
    * @category errors
    */
-  TransactionAbortedError
+  TransactionAbortedError,
+  /**
+   * The pipeline cannot be fenced against rebalances on this producer or consumer source, and
+   * refuses to run.
+   *
+   * @since 0.6.0
+   * @category errors
+   */
+  TransactionalFencingError
 } from "./Errors.ts"
 
 /**
  * One transaction: `records` are produced and `offsets` (next offset to read, as Kafka expects)
- * are committed for `groupId`, atomically.
+ * are committed for `groupId`, atomically. With `group` (the membership the input was fetched
+ * under), the group coordinator refuses the offsets once that member left the generation, and
+ * the whole transaction aborts.
  *
  * @since 0.1.0
  * @category models
@@ -51,7 +61,31 @@ export interface TransactionRequest {
   readonly groupId: string
   readonly records: ReadonlyArray<PublishRequest>
   readonly offsets: ReadonlyArray<OffsetCommit>
+  readonly group?: GroupMetadata | undefined
 }
+
+/**
+ * Whether a producer fences a consumer that lost its partitions in a rebalance.
+ *
+ * - `Group`: offsets carry the request's `group` and the coordinator checks them;
+ *   `committedOffset` reads the group's committed offset of a partition only once no open
+ *   transaction holds an offset of it (Kafka's `requireStable`), so a new owner starts after the
+ *   old owner's last transaction, never before it.
+ * - `Unsupported`: the client cannot send the group's metadata with offsets (`reason` says why).
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export type Fencing =
+  | {
+      readonly _tag: "Group"
+      readonly committedOffset: (request: {
+        readonly groupId: string
+        readonly topic: string
+        readonly partition: number
+      }) => Effect.Effect<string | undefined, TransactionAbortedError>
+    }
+  | { readonly _tag: "Unsupported"; readonly reason: string }
 
 /**
  * @since 0.1.0
@@ -62,6 +96,8 @@ export class TransactionalProducer extends Context.Service<
   {
     /** Stable per pipeline instance; Kafka fences older producers that reuse it. */
     readonly transactionalId: string
+    /** How this producer fences a member that lost its partitions. */
+    readonly fencing: Fencing
     /**
      * Begins, fills and commits one transaction. Succeeds with a receipt per record (request
      * order) once committed; on any failure the transaction is aborted and nothing of it is visible

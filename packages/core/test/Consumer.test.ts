@@ -8,13 +8,17 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
+import * as Logger from "effect/Logger"
 import * as Metric from "effect/Metric"
+import * as Option from "effect/Option"
 import * as Ref from "effect/Ref"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
 import { ConnectionError, DeadlockError, SqlError, type SqlErrorReason, UnknownError } from "effect/sql/SqlError"
 import * as TestClock from "effect/testing/TestClock"
+import { BrokerAdmin } from "../src/BrokerAdmin.ts"
 import * as Consumer from "../src/Consumer.ts"
 import { ConsumerSource } from "../src/ConsumerSource.ts"
 import * as DeadLetter from "../src/DeadLetter.ts"
@@ -32,6 +36,7 @@ import { OutboxStore } from "../src/OutboxStore.ts"
 import { ParkedStore } from "../src/ParkedStore.ts"
 import { Publisher } from "../src/Publisher.ts"
 import * as Telemetry from "../src/Telemetry.ts"
+import { type PositionedRead, TopicReader } from "../src/TopicReader.ts"
 import * as Transition from "../src/Transition.ts"
 
 // -- fixtures ---------------------------------------------------------------------------------
@@ -66,7 +71,9 @@ const send = (
         key: options.key === undefined ? `k${n}` : options.key,
         partition: options.partition ?? 0,
         headers: options.eventId === false ? {} : { "event-id": id(n) },
-        payload: jsonPayload(options.payload ?? { n })
+        payload: jsonPayload(options.payload ?? { n }),
+        // A record from a producer that writes no event id.
+        ...(options.eventId === false ? { writeEventId: false } : {})
       }
     ])
     assert.strictEqual(outcome!._tag, "Success")
@@ -1315,5 +1322,106 @@ describe("Consumer durable parking", () => {
       )
       assert.deepStrictEqual(yield* store.list({ consumer: "billing" }), [])
     }).pipe(Effect.scoped, Effect.provide(Layer.merge(makeLayer(), InMemoryParkedStore.layer())))
+  )
+
+  it.effect("a release reads only the parked positions, and the partition's worker goes on while it reads", () =>
+    Effect.gen(function* () {
+      const broken = yield* Ref.make(true)
+      const { handler, ns } = yield* recording
+      const reads = yield* Ref.make<ReadonlyArray<PositionedRead>>([])
+      const gate = yield* Deferred.make<void>()
+      const inMemory = yield* TopicReader
+      // The reader in front of the broker: a positioned read waits for the gate; a whole-topic
+      // read fails the test.
+      const reader = TopicReader.of({
+        read: () => Stream.die("a release read the whole topic"),
+        readAt: (request) =>
+          Stream.unwrap(
+            Ref.update(reads, (all) => [...all, request]).pipe(
+              Effect.andThen(Deferred.await(gate)),
+              Effect.as(inMemory.readAt!(request))
+            )
+          )
+      })
+      yield* send(1, { key: "k" })
+      yield* send(2, { key: "k" })
+      const consumer = yield* Consumer.make({
+        ...commonOptions,
+        parking: true,
+        maxAttempts: 1,
+        handler: (m: Consumer.Message<Order>) =>
+          Effect.flatMap(Ref.get(broken), (b) =>
+            b && m.payload.n === 1 ? Effect.fail(new HandlerFailed({ n: 1, retriable: false })) : handler(m)
+          )
+      }).pipe(Effect.provideService(TopicReader, reader))
+      yield* eventually(
+        "offset 2 is committed",
+        Effect.map(committedOffset("billing"), (o) => o === "2")
+      )
+      yield* Ref.set(broken, false)
+
+      const release = yield* Effect.forkChild(consumer.release({ topic: "orders", partition: 0, key: "k" }))
+      yield* eventually(
+        "the release reads",
+        Effect.map(Ref.get(reads), (all) => all.length === 1)
+      )
+      assert.deepStrictEqual(yield* Ref.get(reads), [{ topic: "orders", partition: 0, offsets: ["0", "1"] }])
+      // The read has not finished: a record of another key on the same partition still runs.
+      yield* send(3, { key: "other" })
+      yield* eventually(
+        "record 3 ran during the read",
+        Effect.map(ns, (all) => all.includes(3))
+      )
+      yield* Deferred.succeed(gate, undefined)
+      yield* eventually(
+        "the release finished",
+        Effect.sync(() => release.pollUnsafe() !== undefined)
+      )
+      assert.strictEqual(yield* Fiber.join(release), 2)
+      assert.deepStrictEqual(yield* ns, [3, 1, 2])
+      assert.deepStrictEqual(yield* consumer.parked, [])
+    }).pipe(Effect.scoped, Effect.provide(Layer.merge(makeLayer(), InMemoryParkedStore.layer())))
+  )
+
+  it.effect(
+    "the oldest parked record's age is a gauge, and an ERROR names the key once it passes 80% of retention",
+    () =>
+      Effect.gen(function* () {
+        const errors = yield* Ref.make<ReadonlyArray<string>>([])
+        const logger = Logger.make<unknown, void>(({ logLevel, message }) => {
+          if (logLevel === "Error") Effect.runSync(Ref.update(errors, (all) => [...all, String(message)]))
+        })
+        const inMemory = yield* BrokerAdmin
+        // The topic keeps records for 100 s.
+        const admin = BrokerAdmin.of({ ...inMemory, retentionMillis: () => Effect.succeed(Option.some(100_000)) })
+        yield* send(1, { key: "k" })
+        yield* Consumer.make({
+          ...commonOptions,
+          parking: true,
+          maxAttempts: 1,
+          parkedReleaseInterval: "5 seconds",
+          handler: () => Effect.fail(new HandlerFailed({ n: 1, retriable: false }))
+        }).pipe(Effect.provideService(BrokerAdmin, admin), Effect.provide(Logger.layer([logger])))
+        yield* eventually(
+          "offset 1 is committed",
+          Effect.map(committedOffset("billing"), (o) => o === "1")
+        )
+        const age = Effect.map(
+          Metric.value(Metric.withAttributes(Telemetry.consumerParkedOldestAge, { group: "billing", topic: "orders" })),
+          (state) => state.value
+        )
+        for (let i = 0; i < 14; i++) yield* TestClock.adjust("5 seconds")
+        assert.isAtLeast(yield* age, 70)
+        assert.isBelow(yield* age, 80)
+        assert.deepStrictEqual(yield* Ref.get(errors), [], "70 s of 100 s: not yet")
+        for (let i = 0; i < 3; i++) yield* TestClock.adjust("5 seconds")
+        assert.isAtLeast(yield* age, 80)
+        const [error] = yield* Ref.get(errors)
+        assert.isDefined(error, "an ERROR past 80% of the retention")
+        assert.include(error, "parked key k of orders/0 (group billing)")
+        assert.include(error, "the topic keeps records 100 s")
+        yield* TestClock.adjust("15 seconds")
+        assert.strictEqual((yield* Ref.get(errors)).length, 1, "reported once, not on every sample")
+      }).pipe(Effect.scoped, Effect.provide(Layer.merge(makeLayer(), InMemoryParkedStore.layer())))
   )
 })

@@ -1,6 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as InMemoryBroker from "@effect-outbox/testing/InMemoryBroker"
 import * as InMemoryTransactionalProducer from "@effect-outbox/testing/InMemoryTransactionalProducer"
+import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
@@ -10,6 +11,7 @@ import type { EventId } from "../src/OutboxMessage.ts"
 import { jsonPayload } from "../src/OutboxMessage.ts"
 import { Publisher } from "../src/Publisher.ts"
 import * as TransactionalPipeline from "../src/TransactionalPipeline.ts"
+import { TransactionalProducer } from "../src/TransactionalProducer.ts"
 
 const id = (n: number) => `0190a0a0-0000-7000-8000-${n.toString(16).padStart(12, "0")}` as EventId
 
@@ -128,6 +130,51 @@ describe("TransactionalPipeline (R7)", () => {
       }
       assert.deepStrictEqual(yield* outputs, [])
       assert.deepStrictEqual(yield* broker.committed("eos"), [])
+    }).pipe(Effect.provide(TestLayer))
+  )
+
+  it.effect("a rebalance in the middle of transactional batches: the old owner never commits a revoked partition", () =>
+    Effect.gen(function* () {
+      const broker = yield* InMemoryBroker.InMemoryBroker
+      const transformed = yield* Ref.make(0)
+      yield* sendInputs(20)
+      // Member A alone owns both partitions; member B (its own transactional id) joins while A
+      // is in the middle of a batch and takes partition 1.
+      const a = yield* Effect.forkChild(TransactionalPipeline.run(options(transformed)))
+      yield* TestClock.adjust("45 millis")
+      const other = Context.get(
+        yield* Layer.build(InMemoryTransactionalProducer.layer("eos-test-b")),
+        TransactionalProducer
+      )
+      const b = yield* Effect.forkChild(
+        TransactionalPipeline.run(options(transformed)).pipe(Effect.provideService(TransactionalProducer, other))
+      )
+      yield* settle(Effect.map(outputs, (r) => r.length >= 20))
+      for (let i = 0; i < 50; i++) yield* TestClock.adjust("10 millis")
+      yield* Fiber.interrupt(a)
+      yield* Fiber.interrupt(b)
+
+      const expected = [0, 1].flatMap((p) => Array.from({ length: 10 }, (_, o) => `${p}/${o}`)).sort()
+      assert.deepStrictEqual(yield* sources, expected)
+      const committed = yield* broker.committed("eos")
+      assert.deepStrictEqual(committed.map((c) => `${c.partition}:${c.offset}`).sort(), ["0:10", "1:10"])
+    }).pipe(Effect.provide(TestLayer))
+  )
+
+  it.effect("a producer that cannot send the group's metadata: run refuses with TransactionalFencingError", () =>
+    Effect.gen(function* () {
+      const unfenced = TransactionalProducer.of({
+        transactionalId: "unfenced",
+        fencing: { _tag: "Unsupported", reason: "the client sends offsets without the group generation" },
+        commit: () => Effect.die("never called")
+      })
+      const error = yield* TransactionalPipeline.run(options(yield* Ref.make(0))).pipe(
+        Effect.provideService(TransactionalProducer, unfenced),
+        Effect.flip
+      )
+      assert.strictEqual(error._tag, "TransactionalFencingError")
+      assert.include(error.message, "the client sends offsets without the group generation")
+      assert.deepStrictEqual(yield* outputs, [])
     }).pipe(Effect.provide(TestLayer))
   )
 })

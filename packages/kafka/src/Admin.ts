@@ -211,6 +211,27 @@ export const commitGroupOffsets = (
       )
 
 /**
+ * The topic's `retention.ms` (`None` when -1: kept without a time limit).
+ *
+ * @since 0.6.0
+ * @category operations
+ */
+export const retentionMillis = (
+  driver: KafkaDriver,
+  topic: string
+): Effect.Effect<Option.Option<number>, BrokerAdminError> =>
+  Effect.tryPromise({
+    try: () => driver.topicConfig(topic, "retention.ms"),
+    catch: (error) => driver.protocol.toAdminError("retentionMillis", topic, error)
+  }).pipe(
+    Effect.map((value) => {
+      const millis = value === undefined ? Number.NaN : Number(value)
+      return Number.isFinite(millis) && millis >= 0 ? Option.some(millis) : Option.none()
+    }),
+    Effect.withSpan("kafka.admin.retentionMillis", { attributes: { topic } })
+  )
+
+/**
  * The `BrokerAdmin` port on a driver.
  *
  * @since 0.1.0
@@ -224,5 +245,6 @@ export const make = (driver: KafkaDriver, options: AdminOptions = {}): BrokerAdm
     ensureTopic: (request) => ensureTopic(driver, request, options),
     growPartitions: (topic, partitions) => growPartitions(driver, topic, partitions, options),
     groupOffsets: (request) => groupOffsets(driver, request),
-    commitGroupOffsets: (request) => commitGroupOffsets(driver, request)
+    commitGroupOffsets: (request) => commitGroupOffsets(driver, request),
+    retentionMillis: (topic) => retentionMillis(driver, topic)
   })

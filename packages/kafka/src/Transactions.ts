@@ -10,6 +10,7 @@
 import { keyPartition } from "@effect-outbox/core/KeyPartition"
 import type { PublishReceipt } from "@effect-outbox/core/OutboxMessage"
 import {
+  type Fencing,
   TransactionAbortedError,
   TransactionalProducer,
   type TransactionRequest
@@ -55,6 +56,20 @@ export interface TransactionDriver<P> {
   readonly close: (producer: P) => Promise<void>
   /** One transaction to its commit; a failed one is aborted (when still open) and rethrown. */
   readonly run: (producer: P, request: TransactionRequest) => Promise<Sent>
+  /**
+   * How the client fences a member that lost its partitions: it sends the request's group
+   * metadata with the offsets and reads a partition's committed offset once it is stable (no
+   * open transaction holds one), or it cannot, and says why.
+   */
+  readonly fencing:
+    | {
+        readonly committedOffset: (request: {
+          readonly groupId: string
+          readonly topic: string
+          readonly partition: number
+        }) => Promise<string | undefined>
+      }
+    | { readonly unsupported: string }
 }
 
 /**
@@ -105,13 +120,24 @@ export const receipts = (request: TransactionRequest, result: Sent): ReadonlyArr
   })
 }
 
+/**
+ * The group coordinator's answers to offsets of a member that left the generation: the member
+ * rejoins, and its stream starts again at the group's committed offsets.
+ */
+const groupFencedNames = ["ILLEGAL_GENERATION", "UNKNOWN_MEMBER_ID", "FENCED_INSTANCE_ID"]
+
 /** Why a transaction failed, and whether running it again on a fresh producer may succeed. */
 const verdict = (protocol: Protocol, transactionalId: string, error: unknown): TransactionAbortedError => {
-  const aborted = (reason: string, retriable: boolean) =>
-    new TransactionAbortedError({ transactionalId, reason, retriable })
+  const aborted = (reason: string, retriable: boolean, groupFenced?: boolean) =>
+    new TransactionAbortedError({ transactionalId, reason, retriable, ...(groupFenced ? { groupFenced } : {}) })
   if (error instanceof TransactionAbortedError) return error
   if (error instanceof Refused) return aborted(error.reason, false)
   if (protocol.isUnknownTopic(error)) return aborted(`a topic does not exist: ${protocol.describe(error)}`, false)
+  // The group refused the offsets of a member that left its generation: the same transaction
+  // can never succeed; the pipeline drops the batch (it comes again under the new generation).
+  if (groupFencedNames.some((name) => protocol.has(error, name))) {
+    return aborted(`the group refused this member's offsets: ${protocol.describe(error)}`, false, true)
+  }
   const fenced = [...transactionFencedNames].some((name) => protocol.has(error, name))
   return aborted(protocol.describe(error), !fenced && protocol.isRetriable(error))
 }
@@ -190,5 +216,17 @@ export const make = <P>(
           })
         )
 
-    return TransactionalProducer.of({ transactionalId, commit })
+    const clientFencing = driver.fencing
+    const fencing: Fencing =
+      "unsupported" in clientFencing
+        ? { _tag: "Unsupported", reason: clientFencing.unsupported }
+        : {
+            _tag: "Group",
+            committedOffset: (request) =>
+              Effect.tryPromise({
+                try: () => clientFencing.committedOffset(request),
+                catch: (error) => verdict(driver.protocol, transactionalId, error)
+              })
+          }
+    return TransactionalProducer.of({ transactionalId, fencing, commit })
   })

@@ -37,6 +37,8 @@ export type Services = Publisher | BrokerProbe | BrokerAdmin
 export interface Features {
   /** Publishing to a topic that does not exist fails with `PermanentPublishError`. */
   readonly missingTopicIsPermanent?: boolean
+  /** `BrokerAdmin.retentionMillis` reads a topic's `retention.ms`. */
+  readonly retention?: boolean
 }
 
 /**
@@ -83,7 +85,9 @@ const cases: ReadonlyArray<SuiteCase.Case<Topics.Topics, Services, Support.Featu
   Probe.probeFindsRecord,
   Probe.findManyWindow,
   Probe.probeNoneForMissing,
-  Admin.commitGroupOffsetsReadBack
+  Probe.eventIdHeaderPolicy,
+  Admin.commitGroupOffsetsReadBack,
+  Admin.retentionRead
 ]
 
 /**
@@ -94,7 +98,7 @@ const cases: ReadonlyArray<SuiteCase.Case<Topics.Topics, Services, Support.Featu
  * @category suites
  */
 export const suite = <R = never>(name: string, options: Options<R>): void => {
-  const features = { missingTopicIsPermanent: true, ...options.features }
+  const features = { missingTopicIsPermanent: true, retention: true, ...options.features }
   const timeout = options.timeout ?? 120_000
   const { topics, fresh } = Topics.scaffold(options)
   const unreachable = options.unreachable

@@ -310,6 +310,7 @@ export const makeUnsafe = (options: Options = {}): Broker => {
     faultsFired: Effect.sync(() => faults.fired)
   }
 
+  BrokerEngine.engines.set(control, engine)
   return {
     control,
     publisher: BrokerOutage.publisher(

@@ -12,6 +12,7 @@ import {
   ParkedStore,
   type ReleaseTarget
 } from "@effect-outbox/core/ParkedStore"
+import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 
@@ -21,6 +22,8 @@ interface Row {
   readonly partition: number
   readonly key: string
   readonly offset: bigint
+  /** When it was parked (Clock millis). */
+  readonly at: number
 }
 
 const slot = (consumer: string, topic: string, partition: number, offset: string | bigint) =>
@@ -37,18 +40,23 @@ export const make = (options: { readonly maxRecords?: number } = {}): ParkedStor
   const maxRecords = Math.max(1, options.maxRecords ?? defaultMaxRecords)
   return {
     park: (consumer, positions) =>
-      Effect.suspend(() => {
+      Effect.flatMap(Clock.currentTimeMillis, (now) => {
         const held = [...rows.values()].filter((r) => r.consumer === consumer).length
         const fresh = positions.filter((p) => !rows.has(slot(consumer, p.topic, p.partition, BigInt(p.offset))))
         if (held + fresh.length > maxRecords) return Effect.fail(new ParkedLimitError({ consumer, limit: maxRecords }))
         for (const p of fresh) {
-          rows.set(slot(consumer, p.topic, p.partition, BigInt(p.offset)), { ...p, consumer, offset: BigInt(p.offset) })
+          rows.set(slot(consumer, p.topic, p.partition, BigInt(p.offset)), {
+            ...p,
+            consumer,
+            offset: BigInt(p.offset),
+            at: now
+          })
         }
         return Effect.void
       }),
     list: (filter = {}) =>
       Effect.sync(() => {
-        const keys = new Map<string, { readonly key: ParkedKey; readonly offsets: Array<bigint> }>()
+        const keys = new Map<string, { readonly key: ParkedKey; readonly offsets: Array<bigint>; at: number }>()
         for (const r of rows.values()) {
           if (filter.consumer !== undefined && r.consumer !== filter.consumer) continue
           if (filter.topic !== undefined && r.topic !== filter.topic) continue
@@ -56,15 +64,17 @@ export const make = (options: { readonly maxRecords?: number } = {}): ParkedStor
           const id = `${r.consumer}\u0000${r.topic}\u0000${r.partition}\u0000${r.key}`
           const entry = keys.get(id) ?? {
             key: { consumer: r.consumer, topic: r.topic, partition: r.partition, key: r.key, offsets: [] },
-            offsets: []
+            offsets: [],
+            at: r.at
           }
           entry.offsets.push(r.offset)
+          entry.at = Math.min(entry.at, r.at)
           keys.set(id, entry)
         }
         return [...keys.values()]
-          .map(({ key, offsets }) => {
+          .map(({ at, key, offsets }) => {
             offsets.sort((a, b) => (a < b ? -1 : a > b ? 1 : 0))
-            return { key: { ...key, offsets: offsets.map(String) }, first: offsets[0]! }
+            return { key: { ...key, offsets: offsets.map(String), parkedAt: at }, first: offsets[0]! }
           })
           .sort(
             (a, b) =>

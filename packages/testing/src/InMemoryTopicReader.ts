@@ -21,20 +21,26 @@ import { InMemoryBroker } from "./InMemoryBroker.ts"
 export const layer: Layer.Layer<TopicReader, never, InMemoryBroker> = Layer.effect(TopicReader)(
   Effect.gen(function* () {
     const broker = yield* InMemoryBroker
+    const exists = (topic: string) =>
+      Effect.flatMap(broker.topics, (topics) =>
+        topics.has(topic)
+          ? Effect.void
+          : Effect.fail(
+              new ConsumerSourceError({ operation: "read", reason: `topic ${topic} does not exist`, retriable: false })
+            )
+      )
     return {
       read: (topic) =>
+        Stream.unwrap(Effect.andThen(exists(topic), Effect.map(broker.records(topic), Stream.fromIterable))),
+      readAt: ({ offsets, partition, topic }) =>
         Stream.unwrap(
-          Effect.gen(function* () {
-            const topics = yield* broker.topics
-            if (!topics.has(topic)) {
-              return yield* new ConsumerSourceError({
-                operation: "read",
-                reason: `topic ${topic} does not exist`,
-                retriable: false
-              })
-            }
-            return Stream.fromIterable(yield* broker.records(topic))
-          })
+          Effect.andThen(
+            exists(topic),
+            Effect.map(broker.log(topic, partition), (records) => {
+              const wanted = new Set(offsets.map((o) => BigInt(o).toString()))
+              return Stream.fromIterable(records.filter((r) => wanted.has(r.offset)))
+            })
+          )
         )
     }
   })

@@ -28,6 +28,8 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Scope from "effect/Scope"
 import { InMemoryBroker } from "./InMemoryBroker.ts"
+import { type BrokerEngine, engines, memberIdOf, tp } from "./internal/brokerEngine.ts"
+import { assignment, groupOf } from "./internal/brokerGroups.ts"
 import { brokerAccepts } from "./internal/brokerPublisher.ts"
 
 /**
@@ -59,6 +61,25 @@ const refusal = (request: TransactionRequest, topics: ReadonlyMap<string, number
     const partitions = topics.get(offset.topic)
     if (partitions === undefined || offset.partition < 0 || offset.partition >= partitions) {
       return `UNKNOWN_TOPIC_OR_PARTITION: cannot commit offsets of ${offset.topic}/${offset.partition}`
+    }
+  }
+  return undefined
+}
+
+/**
+ * The group coordinator's check of a transaction's offsets against the membership they were
+ * fetched under (Kafka's `UNKNOWN_MEMBER_ID` / `ILLEGAL_GENERATION`).
+ */
+const groupRefusal = (engine: BrokerEngine, request: TransactionRequest): string | undefined => {
+  if (request.group === undefined) return undefined
+  const { generationId, memberId } = request.group
+  const member = groupOf(engine, request.groupId).members.find((m) => !m.closed && memberIdOf(m) === memberId)
+  if (member === undefined) return `UNKNOWN_MEMBER_ID: ${memberId} is not a member of ${request.groupId}`
+  const owned = assignment(engine, member)
+  for (const { partition, topic } of request.offsets) {
+    const assigned = owned.some((o) => o.topic === topic && o.partition === partition)
+    if (!assigned || member.assignments.get(tp(topic, partition)) !== generationId) {
+      return `ILLEGAL_GENERATION: ${topic}/${partition} is not assigned to ${memberId} in generation ${generationId}`
     }
   }
   return undefined
@@ -118,13 +139,25 @@ export const layer = (
           return subscription
         }).pipe(Effect.orDie)
 
-      const abort = (reason: string, retriable: boolean) => {
+      const abort = (reason: string, retriable: boolean, groupFenced?: boolean) => {
         aborted++
-        return Effect.fail(new TransactionAbortedError({ transactionalId, reason, retriable }))
+        return Effect.fail(
+          new TransactionAbortedError({ transactionalId, reason, retriable, ...(groupFenced ? { groupFenced } : {}) })
+        )
       }
 
+      const engine = engines.get(broker)!
       const producer: TransactionalProducer["Service"] = {
         transactionalId,
+        fencing: {
+          _tag: "Group",
+          // The in-memory transaction applies in one step: nothing is ever pending.
+          committedOffset: ({ groupId, partition, topic }) =>
+            Effect.sync(() => {
+              const offset = groupOf(engine, groupId).committed.get(tp(topic, partition))
+              return offset === undefined ? undefined : String(offset)
+            })
+        },
         commit: (request) =>
           Effect.uninterruptible(
             Effect.gen(function* () {
@@ -136,6 +169,9 @@ export const layer = (
               if (fault !== undefined) return yield* abort("injected abort", fault)
               const refused = refusal(request, yield* broker.topics)
               if (refused !== undefined) return yield* abort(refused, false)
+              // A member fenced by a rebalance: this transaction can never succeed.
+              const fenced = groupRefusal(engine, request)
+              if (fenced !== undefined) return yield* abort(fenced, false, true)
               // From here nothing can fail: both halves are applied back to back.
               const outcomes = yield* publisher.publish(request.records)
               const receipts = outcomes.map((outcome) => {

@@ -30,6 +30,7 @@ const cases: ReadonlyArray<Support.Case> = [
   Positions.parkedListedHeadFirst,
   Positions.removedForgotten,
   Positions.releaseRequestsKept,
+  Positions.parkedAtOldest,
   Bound.boundRefusesPark
 ]
 

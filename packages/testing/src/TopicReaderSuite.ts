@@ -43,7 +43,8 @@ const cases: ReadonlyArray<Support.Case> = [
   Reads.missingTopic,
   Reads.replayTerminates,
   Reads.commitsNothing,
-  Reads.readsBeyondOneFetch
+  Reads.readsBeyondOneFetch,
+  Reads.readsByPosition
 ]
 
 /**

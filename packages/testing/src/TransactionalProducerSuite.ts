@@ -15,6 +15,7 @@
  * @since 0.1.0
  */
 import type { BrokerAdmin } from "@effect-outbox/core/BrokerAdmin"
+import type { ConsumerSource } from "@effect-outbox/core/ConsumerSource"
 import type { TopicReader } from "@effect-outbox/core/TopicReader"
 import type { TransactionalProducer } from "@effect-outbox/core/TransactionalProducer"
 import * as Effect from "effect/Effect"
@@ -24,13 +25,14 @@ import * as SuiteCase from "./internal/suites/suiteCase.ts"
 import * as Topics from "./internal/suites/topics.ts"
 import * as Aborts from "./internal/suites/transactionalProducer/aborts.ts"
 import * as Commits from "./internal/suites/transactionalProducer/commits.ts"
+import * as Fencing from "./internal/suites/transactionalProducer/fencing.ts"
 import type * as Support from "./internal/suites/transactionalProducer/support.ts"
 
 /**
  * @since 0.1.0
  * @category models
  */
-export type Services = TransactionalProducer | TopicReader | BrokerAdmin
+export type Services = TransactionalProducer | TopicReader | BrokerAdmin | ConsumerSource
 
 /**
  * A producer with the given `transactionalId`, built in the test's scope.
@@ -63,7 +65,8 @@ const cases: ReadonlyArray<Support.Case> = [
   Aborts.missingTopicAborts,
   Aborts.uncommittableOffsetsAbort,
   Aborts.refusedRecordAborts,
-  Aborts.newerProducerFences
+  Aborts.newerProducerFences,
+  Fencing.staleMembershipAborts
 ]
 
 /**

@@ -4,6 +4,8 @@ import * as InMemoryBroker from "../src/InMemoryBroker.ts"
 
 BrokerSuite.suite("InMemoryBroker", {
   layer: () => InMemoryBroker.layer(),
+  // The in-memory broker keeps every record: it has no retention to read.
+  features: { retention: false },
   deleteTopics: (topics) =>
     Effect.gen(function* () {
       const broker = yield* InMemoryBroker.InMemoryBroker

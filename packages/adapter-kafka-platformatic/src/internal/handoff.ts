@@ -6,7 +6,7 @@
  *
  * @internal
  */
-import type { ConsumerBatch, TopicPartition } from "@effect-outbox/core/ConsumerSource"
+import type { ConsumerBatch, GroupMetadata, TopicPartition } from "@effect-outbox/core/ConsumerSource"
 import type { ConsumerSourceError } from "@effect-outbox/core/Errors"
 import { slotOf } from "@effect-outbox/kafka/CommitFilter"
 import type { Consumer, MessagesStream } from "@platformatic/kafka"
@@ -32,6 +32,8 @@ export interface State {
    */
   generation: number
   readonly batchGeneration: WeakMap<ConsumerBatch, number>
+  /** The group generation and member id each batch's records were fetched under. */
+  readonly batchGroup: WeakMap<ConsumerBatch, GroupMetadata>
   /** topic/partition -> highest offset committed through this subscription */
   readonly committed: Map<string, bigint>
   closed: boolean
@@ -51,6 +53,7 @@ export const makeState = (consumer: AnyConsumer): State => {
     heldCount: 0,
     generation: 0,
     batchGeneration: new WeakMap(),
+    batchGroup: new WeakMap(),
     committed: new Map(),
     closed: false,
     failure: undefined,
@@ -115,6 +118,14 @@ export const reader = (stream: RawStream, state: State, maxBatch: number, maxHel
       records: messages.map(toConsumerRecord)
     }
     state.batchGeneration.set(batch, state.generation)
+    // The client stamps every fetched message with its consumer's membership at fetch time.
+    const metadata = messages[0]!.metadata as
+      | { readonly consumer?: { readonly generationId?: number; readonly memberId?: string | null } }
+      | undefined
+    const member = metadata?.consumer
+    if (typeof member?.generationId === "number" && typeof member.memberId === "string") {
+      state.batchGroup.set(batch, { generationId: member.generationId, memberId: member.memberId })
+    }
     return batch
   }
   // Checked on every read, not only when held records are taken: a group join drops every held

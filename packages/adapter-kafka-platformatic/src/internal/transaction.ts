@@ -1,11 +1,12 @@
 /**
  * One Kafka transaction on a transactional producer: every record's partition decided from the
- * producer's metadata, the records sent, the group's offsets added (without a generation, as
- * kafkajs' `sendOffsets` does), then committed — or aborted when any step fails. And the
+ * producer's metadata, the records sent, the group's offsets added (with the group generation
+ * and member id the input was fetched under), then committed — or aborted when any step fails. And the
  * receipts the port returns, from the base offsets the broker reported.
  *
  * @internal
  */
+import type { OffsetCommit } from "@effect-outbox/core/ConsumerSource"
 import type { TransactionRequest } from "@effect-outbox/core/TransactionalProducer"
 import { recordHeaders } from "@effect-outbox/kafka/Publisher"
 import * as Transactions from "@effect-outbox/kafka/Transactions"
@@ -34,15 +35,45 @@ const partitionsFor = async (producer: TxProducer, request: TransactionRequest) 
   return Transactions.partitionsFor(request, (topic) => metadata.topics.get(topic)?.partitionsCount ?? 0)
 }
 
-/** What the client's `addOffset` reads from a consumed message: topic, partition, offset, group. */
-const offsetMessage = (groupId: string, coordinatorId: number, topic: string, partition: number, next: string) =>
+/**
+ * What the client's `addOffset` reads from a consumed message: topic, partition, offset, group.
+ * The group's generation and member id go to `TxnOffsetCommit`, where the coordinator refuses
+ * them once the member left that generation; without them (-1, "") it accepts any offsets.
+ */
+const offsetMessage = (request: TransactionRequest, coordinatorId: number, offset: OffsetCommit) =>
   ({
-    topic,
-    partition,
+    topic: offset.topic,
+    partition: offset.partition,
     // The client commits `offset + 1`; the port gives the next offset to read.
-    offset: BigInt(next) - 1n,
-    metadata: { consumer: { groupId, coordinatorId, generationId: -1, memberId: "" } }
+    offset: BigInt(offset.offset) - 1n,
+    metadata: {
+      consumer: {
+        groupId: request.groupId,
+        coordinatorId,
+        generationId: request.group?.generationId ?? -1,
+        memberId: request.group?.memberId ?? ""
+      }
+    }
   }) as unknown as Message<Buffer, Buffer, Buffer, Buffer>
+
+/**
+ * The group's committed offset of a partition once no open transaction holds one
+ * (`requireStable`: the broker answers UNSTABLE_OFFSET_COMMIT until then, which is retriable).
+ */
+export const committedOffset = async (
+  admin: Admin,
+  request: { readonly groupId: string; readonly topic: string; readonly partition: number }
+): Promise<string | undefined> => {
+  const [group] = await admin.listConsumerGroupOffsets({
+    groups: [{ groupId: request.groupId, topics: [{ name: request.topic, partitionIndexes: [request.partition] }] }],
+    requireStable: true
+  })
+  const offset = group?.topics
+    .find((t) => t.name === request.topic)
+    ?.partitions.find((p) => p.partitionIndex === request.partition)?.committedOffset
+  // Kafka answers -1 for "no committed offset".
+  return offset === undefined || offset < 0n ? undefined : offset.toString()
+}
 
 const groupCoordinator = async (admin: Admin, groupId: string): Promise<number> => {
   const [found] = await admin.findCoordinator({ keyType: FindCoordinatorKeyTypes.GROUP, keys: [groupId] })
@@ -75,7 +106,7 @@ export const run = async (p: TxProducer, admin: Admin, request: TransactionReque
       await tx.addConsumer({ groupId: request.groupId } as Consumer)
       // One at a time: the client deduplicates concurrent calls of the same operation.
       for (const o of request.offsets) {
-        await tx.addOffset(offsetMessage(request.groupId, coordinatorId, o.topic, o.partition, o.offset))
+        await tx.addOffset(offsetMessage(request, coordinatorId, o))
       }
     }
     await tx.commit()

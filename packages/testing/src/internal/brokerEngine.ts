@@ -128,6 +128,21 @@ export const toConsumerRecord = (
   timestamp: r.timestamp
 })
 
+/** Each broker's engine by its control handle, for the in-memory transactional producer's fence. */
+export const engines = new WeakMap<object, BrokerEngine>()
+
+/** Each member's id as group metadata reports it: unique across the consumer sources of a broker. */
+const memberIds = new WeakMap<Member, string>()
+let nextMemberId = 0
+export const memberIdOf = (member: Member): string => {
+  let id = memberIds.get(member)
+  if (id === undefined) {
+    id = `member-${++nextMemberId}`
+    memberIds.set(member, id)
+  }
+  return id
+}
+
 export const makeEngine = (
   initialTopics: Readonly<Record<string, number>>,
   timing: {

@@ -124,12 +124,14 @@ const groupByPartition = (
     }
     const key = tp(request.topic, partition)
     const batch = batches.get(key) ?? { topic: request.topic, partition, records: [] }
-    // Sized with the headers the Kafka publisher sends (`event-id` guaranteed).
+    // The headers the Kafka publisher sends: `event-id` is the request id unless `writeEventId`
+    // is false (a dead letter or replay keeps the headers it had, and no more).
     batch.records.push({
       index,
       request,
       key: request.key,
-      headers: { ...request.headers, [EVENT_ID_HEADER]: request.id },
+      headers:
+        request.writeEventId === false ? { ...request.headers } : { ...request.headers, [EVENT_ID_HEADER]: request.id },
       payload: request.payload
     })
     batches.set(key, batch)
@@ -218,7 +220,7 @@ const publish = (sender: Sender, requests: ReadonlyArray<PublishRequest>, now: n
       if (report) outcomes[r.index] = Result.succeed({ topic, partition, offset: String(log.length) })
       log.push({
         key: r.request.key,
-        headers: { ...r.request.headers },
+        headers: { ...r.headers },
         value: new Uint8Array(r.request.payload),
         timestamp: now
       } satisfies StoredRecord)

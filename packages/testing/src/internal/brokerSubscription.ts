@@ -19,7 +19,7 @@ import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Stream from "effect/Stream"
-import { type BrokerEngine, type Member, toConsumerRecord, tp } from "./brokerEngine.ts"
+import { type BrokerEngine, type Member, memberIdOf, toConsumerRecord, tp } from "./brokerEngine.ts"
 import {
   assignment,
   coordinatorWait,
@@ -171,6 +171,11 @@ export const make = (source: Source, member: Member): Subscription => {
   return {
     batches: Stream.fromPull(Effect.succeed(remembered)),
     isCurrent,
+    // The assignment number stands in for the generation: a new one each time the partition is assigned.
+    groupMetadata: (batch) => {
+      const under = fetchedUnder.get(batch)
+      return under === undefined ? undefined : { generationId: under, memberId: memberIdOf(member) }
+    },
     pause: (partitions) => setPaused(engine, member, partitions, true),
     resume: (partitions) => setPaused(engine, member, partitions, false),
     commit: (offsets) => commit(source, member, offsets)

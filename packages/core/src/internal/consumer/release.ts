@@ -1,10 +1,11 @@
 /**
  * Parked keys (optional parking): listing them, and releasing one — in memory (its records
  * wait in the partition) or durably (the `ParkedStore` holds their positions and a release
- * re-reads them with `TopicReader`), including the release requests the CLI leaves in the store.
+ * re-reads them by position with `TopicReader.readAt`), including the release requests the CLI leaves in the store.
  */
 import * as Effect from "effect/Effect"
 import * as Stream from "effect/Stream"
+import type { ConsumerRecord } from "../../ConsumerSource.ts"
 import { ConsumerSourceError, type DeadLetterPublishError } from "../../Errors.ts"
 import type * as Parked from "../../ParkedStore.ts"
 import type { ParkedStore } from "../../ParkedStore.ts"
@@ -76,10 +77,35 @@ export const durableParkedKeys = (
   )
 
 /**
- * Durable parking: re-reads the key's parked records by position (`TopicReader`) and runs them
- * head first, in offset order, on the partition's lock (no record of the key interleaves). A
- * record dead-lettered again stops the release: it and the rest stay parked. Only the member that
- * owns the partition releases it (another would race its worker); elsewhere it answers 0.
+ * The retained records of a partition at `offsets`, in offset order: a positioned read when the
+ * reader offers one, else the whole topic, filtered.
+ */
+const readParked = (
+  reader: TopicReader["Service"],
+  target: { readonly topic: string; readonly partition: number },
+  offsets: ReadonlyArray<string>
+): Effect.Effect<ReadonlyArray<ConsumerRecord>, ConsumerSourceError> => {
+  if (offsets.length === 0) return Effect.succeed([])
+  const wanted = new Set(offsets)
+  const records =
+    reader.readAt !== undefined
+      ? reader.readAt({ topic: target.topic, partition: target.partition, offsets })
+      : reader.read(target.topic).pipe(Stream.filter((r) => r.partition === target.partition))
+  return records.pipe(
+    Stream.filter((r) => wanted.has(r.offset)),
+    Stream.runCollect,
+    Effect.map((found) => [...found].sort((a, b) => (BigInt(a.offset) < BigInt(b.offset) ? -1 : 1)))
+  )
+}
+
+/**
+ * Durable parking: re-reads the key's parked records by position (`TopicReader.readAt`) and runs
+ * them head first, in offset order, on the partition's lock (no record of the key interleaves).
+ * The read runs before the lock is taken, so the partition's worker goes on while it runs; under
+ * the lock only what is still parked then runs (another release may have run the key meanwhile),
+ * and records the key parked during the read are read there too. A record dead-lettered again
+ * stops the release: it and the rest stay parked. Only the member that owns the partition
+ * releases it (another would race its worker); elsewhere it answers 0.
  */
 export const releaseDurably =
   (workers: Workers, store: ParkedStore["Service"], reader: TopicReader["Service"] | undefined): Release =>
@@ -95,16 +121,23 @@ export const releaseDurably =
         })
       }
       const groupId = workers.batch.record.groupId
+      const parkedOffsets = Effect.map(
+        store.list({ consumer: groupId, topic: target.topic, partition: target.partition }).pipe(Effect.orDie),
+        (keys) => keys.find((k) => k.key === target.key)?.offsets ?? []
+      )
+      const offsets = yield* parkedOffsets
+      if (offsets.length === 0) return 0
+      const read = yield* readParked(reader, target, offsets)
       return yield* Effect.gen(function* () {
-        const [parked] = (yield* store
-          .list({ consumer: groupId, topic: target.topic, partition: target.partition })
-          .pipe(Effect.orDie)).filter((k) => k.key === target.key)
-        if (parked === undefined) return 0
-        const wanted = new Set(parked.offsets)
-        const records = (yield* reader.read(target.topic).pipe(
-          Stream.filter((r) => r.partition === target.partition && wanted.has(r.offset)),
-          Stream.runCollect
-        )).sort((a, b) => (BigInt(a.offset) < BigInt(b.offset) ? -1 : 1))
+        const still = yield* parkedOffsets
+        const tried = new Set(offsets)
+        const later = yield* readParked(
+          reader,
+          target,
+          still.filter((offset) => !tried.has(offset))
+        )
+        const parked = new Set(still)
+        const records = [...read.filter((r) => parked.has(r.offset)), ...later]
         let processed = 0
         for (const record of records) {
           const result = yield* RecordRunner.runRecord(workers.batch.record, record)
@@ -114,10 +147,10 @@ export const releaseDurably =
         }
         // Positions the topic no longer holds (retention) cannot run: they are forgotten.
         const found = new Set(records.map((r) => r.offset))
-        const gone = parked.offsets.filter((offset) => !found.has(offset))
+        const gone = still.filter((offset) => !found.has(offset))
         if (gone.length > 0) {
-          yield* Effect.logWarning(
-            `parked ${target.topic}/${target.partition} key ${target.key}: offsets ${gone.join(", ")} are no longer on the topic`
+          yield* Effect.logError(
+            `parked ${target.topic}/${target.partition} key ${target.key}: offsets ${gone.join(", ")} are no longer on the topic (retention deleted them before their release)`
           )
           yield* store
             .remove(

@@ -82,3 +82,19 @@ export const commitGroupOffsetsReadBack: Case = {
       yield* admin.commitGroupOffsets({ groupId, topic, partitions: [] })
     })
 }
+
+export const retentionRead: Case = {
+  name: "retentionMillis reads the topic's retention.ms; None when it keeps records without a time limit",
+  requires: "retention",
+  run: ({ topicName }) =>
+    Effect.gen(function* () {
+      const admin = yield* BrokerAdmin
+      assert.isDefined(admin.retentionMillis, "the admin reads topic retention")
+      const kept = topicName()
+      yield* admin.ensureTopic({ topic: kept, partitions: 1, configs: { "retention.ms": "3600000" } })
+      assert.deepStrictEqual(yield* admin.retentionMillis!(kept), Option.some(3_600_000))
+      const forever = topicName()
+      yield* admin.ensureTopic({ topic: forever, partitions: 1, configs: { "retention.ms": "-1" } })
+      assert.isTrue(Option.isNone(yield* admin.retentionMillis!(forever)))
+    })
+}

@@ -79,3 +79,27 @@ export const probeNoneForMissing: Case = {
       assert.isTrue(Option.isNone(yield* probe.find({ topic: empty, partition: 0, eventId: never.id, since })))
     })
 }
+
+export const eventIdHeaderPolicy: Case = {
+  name: "the event-id header is the request id, unless writeEventId is false: then the headers go out as they are",
+  run: ({ makeTopic }) =>
+    Effect.gen(function* () {
+      const publisher = yield* Publisher
+      const probe = yield* BrokerProbe
+      const topic = yield* makeTopic(1)
+      const since = Date.now() - 60_000
+      const bare = (writeEventId: boolean, headers: Record<string, string>) =>
+        Effect.map(publishRequest(topic, { partition: 0 }), (request) => ({ ...request, headers, writeEventId }))
+      const original = (yield* publishRequest(topic)).id
+      // A fresh event, a dead letter of a record that had no event id, and a replay of one that had.
+      const fresh = yield* bare(true, {})
+      const withoutId = yield* bare(false, { "dlt-original-topic": "orders" })
+      const replay = yield* bare(false, { "event-id": original })
+      const receipts = (yield* publisher.publish([fresh, withoutId, replay])).map(receiptOf)
+      const find = (eventId: typeof original) => probe.find({ topic, partition: 0, eventId, since })
+      assert.deepStrictEqual(yield* find(fresh.id), Option.some(receipts[0]!))
+      assert.isTrue(Option.isNone(yield* find(withoutId.id)), "no event-id header was invented for it")
+      assert.isTrue(Option.isNone(yield* find(replay.id)), "the replay kept its own event id")
+      assert.deepStrictEqual(yield* find(original), Option.some(receipts[2]!))
+    })
+}

@@ -17,7 +17,7 @@ import type { Topics } from "../topics.ts"
 export type Services = Publisher | BrokerProbe | BrokerAdmin
 
 /** The suite's feature switches (documented on `BrokerSuite.Features`). */
-export type Feature = "missingTopicIsPermanent"
+export type Feature = "missingTopicIsPermanent" | "retention"
 
 export type Case = SuiteCase.Case<Topics, Services, Feature>
 

@@ -6,6 +6,7 @@
  */
 import { assert } from "@effect/vitest"
 import { ParkedStore } from "@effect-outbox/core/ParkedStore"
+import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import { uniqueName } from "../../conformance.ts"
 import type { Case } from "./support.ts"
@@ -24,7 +25,7 @@ export const parkedListedHeadFirst: Case = {
       ])
       yield* store.park(group, [{ topic: "orders", partition: 0, key: "k1", offset: "10" }])
       yield* store.park(other, [{ topic: "orders", partition: 0, key: "k1", offset: "9" }])
-      const mine = yield* store.list({ consumer: group })
+      const mine = (yield* store.list({ consumer: group })).map(({ parkedAt: _, ...key }) => key)
       assert.deepStrictEqual(mine, [
         { consumer: group, topic: "orders", partition: 0, key: "k1", offsets: ["9", "10"] },
         { consumer: group, topic: "orders", partition: 1, key: "k2", offsets: ["3"] }
@@ -70,5 +71,23 @@ export const releaseRequestsKept: Case = {
       assert.deepStrictEqual(yield* store.releaseRequests(group), [target])
       yield* store.clearRelease(target)
       assert.deepStrictEqual(yield* store.releaseRequests(group), [])
+    }).pipe(Effect.provide(layer(1_000)))
+}
+
+export const parkedAtOldest: Case = {
+  name: "a key's parkedAt is when its oldest position was parked",
+  run: ({ layer }) =>
+    Effect.gen(function* () {
+      const store = yield* ParkedStore
+      const group = uniqueName("group")
+      const before = yield* Clock.currentTimeMillis
+      yield* store.park(group, [{ topic: "orders", partition: 0, key: "k1", offset: "4" }])
+      const first = (yield* store.list({ consumer: group }))[0]!.parkedAt
+      assert.isDefined(first)
+      assert.isAtLeast(first!, before - 1_000)
+      assert.isAtMost(first!, (yield* Clock.currentTimeMillis) + 1_000)
+      yield* Effect.sleep("20 millis")
+      yield* store.park(group, [{ topic: "orders", partition: 0, key: "k1", offset: "5" }])
+      assert.strictEqual((yield* store.list({ consumer: group }))[0]!.parkedAt, first, "the oldest position's time")
     }).pipe(Effect.provide(layer(1_000)))
 }

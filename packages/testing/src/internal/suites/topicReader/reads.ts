@@ -112,3 +112,32 @@ export const readsBeyondOneFetch: Case = {
       assert.isTrue(records.every((r) => r.value.byteLength === 10_000))
     })
 }
+
+export const readsByPosition: Case = {
+  name: "readAt returns the records at the wanted offsets of one partition, in offset order, and nothing else",
+  run: (topics) =>
+    Effect.gen(function* () {
+      const reader = yield* TopicReader
+      assert.isDefined(reader.readAt, "the reader reads by position")
+      const topic = yield* topics.makeTopic(2)
+      const requests = yield* Effect.forEach(Array.from({ length: 16 }), (_, i) =>
+        publishRequest(topic, { partition: i % 2, headers: { n: String(i) } })
+      )
+      const receipts = yield* publishAll(requests)
+      const onOne = receipts.filter((r) => r.partition === 1)
+      // Wanted out of order, with a duplicate and an offset the partition never held.
+      const wanted = [onOne[6]!.offset, onOne[2]!.offset, onOne[4]!.offset, onOne[2]!.offset, "999999"]
+      const records = yield* Stream.runCollect(reader.readAt!({ topic, partition: 1, offsets: wanted }))
+      assert.deepStrictEqual(
+        records.map((r) => [r.partition, r.offset, r.headers.n]),
+        [2, 4, 6].map((i) => [1, onOne[i]!.offset, String(2 * i + 1)])
+      )
+      const none = yield* Stream.runCollect(reader.readAt!({ topic, partition: 0, offsets: ["999999"] }))
+      assert.deepStrictEqual(none, [])
+      const error = yield* Effect.flip(
+        Stream.runCollect(reader.readAt!({ topic: topics.topicName(), partition: 0, offsets: ["0"] }))
+      )
+      assert.strictEqual(error._tag, "ConsumerSourceError")
+      assert.isFalse(error.retriable)
+    })
+}

@@ -8,6 +8,7 @@
  */
 import { assert } from "@effect/vitest"
 import { BrokerAdmin } from "@effect-outbox/core/BrokerAdmin"
+import type { ConsumerSource } from "@effect-outbox/core/ConsumerSource"
 import type { PublishRequest } from "@effect-outbox/core/Publisher"
 import { TopicReader } from "@effect-outbox/core/TopicReader"
 import { TransactionalProducer, type TransactionRequest } from "@effect-outbox/core/TransactionalProducer"
@@ -19,7 +20,7 @@ import { eventually } from "../../eventually.ts"
 import type * as SuiteCase from "../suiteCase.ts"
 import type { Topics } from "../topics.ts"
 
-export type Services = TransactionalProducer | TopicReader | BrokerAdmin
+export type Services = TransactionalProducer | TopicReader | BrokerAdmin | ConsumerSource
 
 /** `producer` is on when the adapter can build more producers (the fencing case). */
 export type Feature = "producer"
