@@ -5,6 +5,9 @@
 // comment that says something and carries `@since <version>`. Without this check the cheapest
 // way to bring a file under the size limit is to delete its header.
 //
+// A `@since` tag anywhere under a package's src may not name a version later than the package's
+// own (a tag from a future release says the API is newer than anything published).
+//
 //   node scripts/headers.mjs [root]   root defaults to the repository; exit 1 on a missing header
 import { readdirSync, readFileSync, statSync } from "node:fs"
 import { join, relative, resolve } from "node:path"
@@ -50,13 +53,47 @@ export const checkHeaders = (root) =>
     return problem === undefined ? [] : [{ path: relative(root, file), problem }]
   })
 
+const allSources = (dir) =>
+  readdirSync(dir).flatMap((name) => {
+    const path = join(dir, name)
+    if (statSync(path).isDirectory()) return allSources(path)
+    return name.endsWith(".ts") && !name.endsWith(".d.ts") ? [path] : []
+  })
+
+const later = (a, b) => {
+  const [x, y] = [a, b].map((v) => v.split(".").map(Number))
+  for (let i = 0; i < 3; i++) if (x[i] !== y[i]) return x[i] > y[i]
+  return false
+}
+
+/** Every `@since` under a package's src later than the package's `version`. */
+export const checkSince = (root) => {
+  const packages = join(root, "packages")
+  return readdirSync(packages).flatMap((pkg) => {
+    const src = join(packages, pkg, "src")
+    const manifest = join(packages, pkg, "package.json")
+    if (!statSync(src, { throwIfNoEntry: false })?.isDirectory()) return []
+    if (!statSync(manifest, { throwIfNoEntry: false })) return []
+    const version = JSON.parse(readFileSync(manifest, "utf8")).version
+    if (typeof version !== "string") return []
+    return allSources(src).flatMap((file) =>
+      [...readFileSync(file, "utf8").matchAll(/@since (\d+\.\d+\.\d+)/g)]
+        .filter((m) => later(m[1], version))
+        .map((m) => ({ path: relative(root, file), problem: `@since ${m[1]} is later than the package's ${version}` }))
+    )
+  })
+}
+
 if (import.meta.url === pathToFileURL(process.argv[1] ?? "").href) {
   const root = resolve(process.argv[2] ?? join(import.meta.dirname, ".."))
   const modules = publicModules(root).length
   const missing = checkHeaders(root)
   console.log(`\n${modules} public modules: ${missing.length} without a module header (/** … @since x.y.z */)`)
   for (const r of missing) console.log(`  ${r.path}: ${r.problem}`)
-  if (missing.length > 0) {
+  const future = checkSince(root)
+  console.log(`${future.length} @since tags later than their package's version`)
+  for (const r of future) console.log(`  ${r.path}: ${r.problem}`)
+  if (missing.length > 0 || future.length > 0) {
     console.log("headers: FAILED")
     process.exit(1)
   }

@@ -82,4 +82,14 @@ describe("scripts/headers.mjs", () => {
     expect(run.stdout).toContain(" 0 without a module header")
     expect(run.status).toBe(0)
   })
+
+  it("fails on a @since later than the package's version, internal modules included", () => {
+    const run = check("future-since", {
+      "packages/core/package.json": JSON.stringify({ name: "core", version: "0.1.0" }),
+      "packages/core/src/Relay.ts": header + body,
+      "packages/core/src/internal/loop.ts": "/** @since 0.5.0 */\nexport const x = 1\n"
+    })
+    expect(run.output).toContain("packages/core/src/internal/loop.ts: @since 0.5.0 is later than the package's 0.1.0")
+    expect(run.status).toBe(1)
+  })
 })

@@ -113,7 +113,7 @@ const isAuthentication = (node: object) =>
  * (the client's own "Unknown topic" read as `UNKNOWN_TOPIC_OR_PARTITION`), whether every leaf is
  * a connection failure, and whether any leaf may pass.
  *
- * @since 0.4.0
+ * @since 0.1.0
  * @category classification
  */
 export const errorNames = (error: unknown): KafkaProtocol.ErrorNames => {
@@ -134,7 +134,7 @@ export const errorNames = (error: unknown): KafkaProtocol.ErrorNames => {
 /**
  * The @platformatic/kafka classification (see `KafkaProtocol.Protocol`).
  *
- * @since 0.4.0
+ * @since 0.1.0
  * @category classification
  */
 export const protocol: KafkaProtocol.Protocol = KafkaProtocol.make(errorNames, describe)

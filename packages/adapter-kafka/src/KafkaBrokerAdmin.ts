@@ -22,7 +22,7 @@ export type KafkaBrokerAdminOptions = Admin.AdminOptions
 /**
  * Every topic on the broker, asked once on a short-lived admin that does not retry.
  *
- * @since 0.3.0
+ * @since 0.1.0
  * @category operations
  */
 export const listTopics = (kafka: Kafkajs.Kafka): Effect.Effect<ReadonlyArray<string>, BrokerAdminError> =>

@@ -97,7 +97,7 @@ export const find = (
  * Every event of `eventIds` found in `topic` (one read of each partition from `since`, one
  * throwaway consumer): the log relay's takeover probe of a whole window.
  *
- * @since 0.3.0
+ * @since 0.1.0
  * @category operations
  */
 export const findMany = (

@@ -23,7 +23,7 @@ const asKafkaError = (error: unknown): KafkaLikeError =>
  * kafkajs errors of the client side of an outage: no connection, no answer in time, no broker
  * or metadata to send with.
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category classification
  */
 export const unavailableNames: ReadonlySet<string> = new Set([
@@ -104,7 +104,7 @@ const isAuthentication = (node: object) =>
  * What the Kafka layer reads from a kafkajs error: the broker's error type of its root cause, and
  * whether kafkajs itself saw an outage or calls the error retriable.
  *
- * @since 0.4.0
+ * @since 0.1.0
  * @category classification
  */
 export const errorNames = (error: unknown): KafkaProtocol.ErrorNames => {
@@ -122,7 +122,7 @@ export const errorNames = (error: unknown): KafkaProtocol.ErrorNames => {
 /**
  * The kafkajs classification (see `KafkaProtocol.Protocol`).
  *
- * @since 0.4.0
+ * @since 0.1.0
  * @category classification
  */
 export const protocol: KafkaProtocol.Protocol = KafkaProtocol.make(errorNames, describe)

@@ -58,7 +58,7 @@ export const read = (
  * The retained records at `offsets` of one partition: one ranged read from the lowest wanted
  * offset to the highest, kept to the wanted ones.
  *
- * @since 0.6.0
+ * @since 0.1.0
  * @category operations
  */
 export const readAt = (

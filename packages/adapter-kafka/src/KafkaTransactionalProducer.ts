@@ -106,7 +106,7 @@ const run = async (admin: Kafkajs.Admin, p: Kafkajs.Producer, request: Transacti
 /**
  * Why the pipeline cannot run fenced on kafkajs.
  *
- * @since 0.6.0
+ * @since 0.1.0
  * @category models
  */
 export const kafkajsUnfenced =

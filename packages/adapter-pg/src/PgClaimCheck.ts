@@ -8,7 +8,7 @@
  * const layer = PgClaimCheck.layerConfig.pipe(Layer.provideMerge(PgOutbox.layerConfig))
  * ```
  *
- * @since 0.6.0
+ * @since 0.1.0
  */
 import * as ClaimCheck from "@effect-outbox/core/ClaimCheck"
 import type * as Config from "effect/Config"
@@ -21,7 +21,7 @@ import { run } from "./internal/errors.ts"
 import { PgTables } from "./PgTables.ts"
 
 /**
- * @since 0.6.0
+ * @since 0.1.0
  * @category models
  */
 export interface Options {
@@ -32,7 +32,7 @@ export interface Options {
 /**
  * The store, on the outbox's tables and connection pool.
  *
- * @since 0.6.0
+ * @since 0.1.0
  * @category constructors
  */
 export const make = (options: Options = {}) =>
@@ -58,7 +58,7 @@ export const make = (options: Options = {}) =>
 /**
  * The store as a layer (migrations run by `PgOutbox`'s layer create its table).
  *
- * @since 0.6.0
+ * @since 0.1.0
  * @category layers
  */
 export const layer = (
@@ -69,7 +69,7 @@ export const layer = (
 /**
  * {@link layer} with the threshold from `OUTBOX_CLAIM_CHECK_BYTES`.
  *
- * @since 0.6.0
+ * @since 0.1.0
  * @category layers
  */
 export const layerConfig: Layer.Layer<ClaimCheck.ClaimCheckStore, Config.ConfigError, SqlClient.SqlClient | PgTables> =

@@ -49,7 +49,7 @@ const textArray = (values: ReadonlyArray<string>): PgTypes.Parameter =>
   Result.getOrThrow(PgTypes.array(values, PgTypes.OID.text))
 
 /**
- * @since 0.5.0
+ * @since 0.1.0
  * @category models
  */
 export interface Options {
@@ -94,7 +94,7 @@ const outcome = (recorded: boolean, at: number, horizon: number): RecordOutcome 
   recorded ? "recorded" : at < horizon ? "expired" : "duplicate"
 
 /**
- * @since 0.5.0
+ * @since 0.1.0
  * @category constructors
  */
 export const makeWith = (options: Options = {}) =>
@@ -222,7 +222,7 @@ export const layer: Layer.Layer<InboxStore, never, SqlClient.SqlClient | PgTable
 /**
  * {@link layer} with other partition spans.
  *
- * @since 0.5.0
+ * @since 0.1.0
  * @category layers
  */
 export const layerWith = (options: Options): Layer.Layer<InboxStore, never, SqlClient.SqlClient | PgTables> =>

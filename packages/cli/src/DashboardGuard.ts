@@ -68,7 +68,7 @@ const forwardingHeaders = ["forwarded", "x-forwarded-for", "x-real-ip", "x-forwa
  * loopback peer (the socket's remote address, never the `Host` header) that no proxy relayed.
  * With a token the token decides (see {@link mayRead}).
  *
- * @since 0.5.0
+ * @since 0.1.0
  * @category safety
  */
 export const refuseConnection = (

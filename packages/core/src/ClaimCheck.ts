@@ -10,7 +10,7 @@
  * letters and replays copy the header, so they keep resolving while the event is kept. A record
  * whose stored payload is gone is dead-lettered with a reason that says so.
  *
- * @since 0.6.0
+ * @since 0.1.0
  */
 import type * as Config from "effect/Config"
 import * as Context from "effect/Context"
@@ -25,7 +25,7 @@ import type { StoreError } from "./StoreError.ts"
 /**
  * The header of a record whose payload is stored aside: the reference to read it by.
  *
- * @since 0.6.0
+ * @since 0.1.0
  * @category constants
  */
 export const CLAIM_CHECK_HEADER = "outbox-claim-check"
@@ -35,7 +35,7 @@ export const CLAIM_CHECK_HEADER = "outbox-claim-check"
  * joins it, so the payload commits with its event); `get` answers `None` for a reference it
  * does not hold (removed by retention, never written).
  *
- * @since 0.6.0
+ * @since 0.1.0
  * @category services
  */
 export class ClaimCheckStore extends Context.Service<
@@ -51,7 +51,7 @@ export class ClaimCheckStore extends Context.Service<
 /**
  * `OUTBOX_CLAIM_CHECK_BYTES`, default 262,144 (256 KiB).
  *
- * @since 0.6.0
+ * @since 0.1.0
  * @category config
  */
 export const thresholdConfig: Config.Config<number> = vars.claimCheckBytes.config
@@ -63,7 +63,7 @@ const empty = new Uint8Array(0)
  * now (the reference), an empty payload and the header. Without a store in context, or under the
  * threshold, the draft as it is.
  *
- * @since 0.6.0
+ * @since 0.1.0
  * @category producing
  */
 export const offload = (draft: OutboxDraft): Effect.Effect<OutboxDraft, StoreError> =>
@@ -81,7 +81,7 @@ export const offload = (draft: OutboxDraft): Effect.Effect<OutboxDraft, StoreErr
  * store does not hold (or no store in context) fails with `PayloadDecodeError` (permanent:
  * dead-lettered); a store that cannot answer fails with its `StoreError` (retried).
  *
- * @since 0.6.0
+ * @since 0.1.0
  * @category consuming
  */
 export const rehydrate = (

@@ -7,7 +7,7 @@
  * The in-memory store runs these functions inside one atomic section; a SQL store re-states them
  * in SQL and the `OutboxStoreSuite` holds both to the same cases.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 import * as Lifecycle from "./Lifecycle.ts"
 import type { OutboxMessage } from "./OutboxMessage.ts"
@@ -20,7 +20,7 @@ import type { ClaimRequest } from "./OutboxStore.ts"
  * reading of `SKIP LOCKED`). Under `failedHead: "block"` (the default) a `FAILURE` row blocks
  * the rows of its key that come after it.
  *
- * @since 0.5.0
+ * @since 0.1.0
  * @category decisions
  */
 export const selectClaimable = (
@@ -66,7 +66,7 @@ export const selectClaimable = (
  * The claimed version of a row: leased to the claim's owner until `now + leaseMillis`. Attempts
  * are left to the relay's transitions.
  *
- * @since 0.5.0
+ * @since 0.1.0
  * @category decisions
  */
 export const claimed = (row: OutboxMessage, request: ClaimRequest): OutboxMessage => ({

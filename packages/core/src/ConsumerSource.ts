@@ -57,7 +57,7 @@ export interface OffsetCommit {
  * member left that generation, so a member that lost a partition cannot commit beside its new
  * owner (the exactly-once pipeline's fence).
  *
- * @since 0.6.0
+ * @since 0.1.0
  * @category models
  */
 export interface GroupMetadata {

@@ -86,7 +86,7 @@ export class RetriablePublishError extends Schema.TaggedError<RetriablePublishEr
  * attempt**: an outage of any length does not spend the attempt budget. Like a
  * timeout, it does not prove the record is absent from the broker.
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category errors
  */
 export class BrokerUnavailableError extends Schema.TaggedError<BrokerUnavailableError>()("BrokerUnavailableError", {
@@ -268,7 +268,7 @@ export class ParkedLimitError extends Schema.TaggedError<ParkedLimitError>()("Pa
  * The log failed (lost connection, slot gone, decoding error). `retriable` says whether taking
  * the lease again may help.
  *
- * @since 0.3.0
+ * @since 0.1.0
  * @category errors
  */
 export class LogSourceError extends Schema.TaggedError<LogSourceError>()("LogSourceError", {
@@ -353,7 +353,7 @@ export class TransactionAbortedError extends Schema.TaggedError<TransactionAbort
  * revoked member could commit beside the partition's new owner (duplicate outputs). The pipeline
  * refuses to start rather than run unfenced.
  *
- * @since 0.6.0
+ * @since 0.1.0
  * @category errors
  */
 export class TransactionalFencingError extends Schema.TaggedError<TransactionalFencingError>()(
@@ -393,7 +393,7 @@ export class DeadLetterPublishError extends Schema.TaggedError<DeadLetterPublish
 /**
  * An entry of the log that is not an event of this library (wrong version, bad metadata).
  *
- * @since 0.3.0
+ * @since 0.1.0
  * @category errors
  */
 export class LogRecordError extends Schema.TaggedError<LogRecordError>()("LogRecordError", {

@@ -14,7 +14,7 @@
  * `OutboxRuntime` builds it and, with `OUTBOX_HEALTH_PORT`, serves both as JSON on `/healthz`
  * and `/readyz` (see {@link render}).
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
@@ -31,7 +31,7 @@ import { OutboxStore } from "./OutboxStore.ts"
 /**
  * One verdict: what was checked, whether it passed, and what an operator reads.
  *
- * @since 0.5.0
+ * @since 0.1.0
  * @category models
  */
 export interface Check {
@@ -41,7 +41,7 @@ export interface Check {
 }
 
 /**
- * @since 0.5.0
+ * @since 0.1.0
  * @category models
  */
 export interface Report {
@@ -50,7 +50,7 @@ export interface Report {
 }
 
 /**
- * @since 0.5.0
+ * @since 0.1.0
  * @category services
  */
 export class Health extends Context.Service<
@@ -64,7 +64,7 @@ export class Health extends Context.Service<
 /**
  * The health server could not listen (the port is taken, the address is not this machine's).
  *
- * @since 0.5.0
+ * @since 0.1.0
  * @category errors
  */
 export class HealthServerError extends Schema.TaggedError<HealthServerError>()("HealthServerError", {
@@ -81,7 +81,7 @@ export class HealthServerError extends Schema.TaggedError<HealthServerError>()("
  * A relay the checks watch: a claim relay claims at least every poll interval, so a last claim
  * long ago means its loop is stuck.
  *
- * @since 0.5.0
+ * @since 0.1.0
  * @category models
  */
 export interface RelayProgress {
@@ -93,7 +93,7 @@ export interface RelayProgress {
 /**
  * What the runtime tells the checks about its own workers.
  *
- * @since 0.5.0
+ * @since 0.1.0
  * @category models
  */
 export interface Workers {
@@ -146,7 +146,7 @@ const timed = (name: string, timeout: Duration.Duration, effect: Effect.Effect<s
  * The checks over the store, the broker (when `BrokerAdmin` can list topics) and `workers`; the
  * database and broker checks each give up after `timeout`.
  *
- * @since 0.5.0
+ * @since 0.1.0
  * @category constructors
  */
 export const make = (
@@ -250,7 +250,7 @@ export const make = (
  * while it fails. The runtime sets it from the readiness checks every metrics interval, so an
  * alert can name the failing check without scraping the probe.
  *
- * @since 0.5.0
+ * @since 0.1.0
  * @category metrics
  */
 export const checkGauge = Metric.gauge("outbox_health_check", {
@@ -260,7 +260,7 @@ export const checkGauge = Metric.gauge("outbox_health_check", {
 /**
  * Sets {@link checkGauge} from a report, one series per check.
  *
- * @since 0.5.0
+ * @since 0.1.0
  * @category metrics
  */
 export const record = (report: Report): Effect.Effect<void> =>
@@ -273,7 +273,7 @@ export const record = (report: Report): Effect.Effect<void> =>
 /**
  * The HTTP answer for a report: `200` when it passes, `503` when not, the report as JSON.
  *
- * @since 0.5.0
+ * @since 0.1.0
  * @category rendering
  */
 export const render = (report: Report): { readonly status: number; readonly body: string } => ({

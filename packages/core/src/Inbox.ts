@@ -73,7 +73,7 @@ export interface BatchOptions {
  * What a consumer does with a message older than the deduplication window: `"dead-letter"` (the
  * default: it may have run before, an operator decides) or `"process"` (run it knowingly as new).
  *
- * @since 0.5.0
+ * @since 0.1.0
  * @category models
  */
 export type ExpiredPolicy = "dead-letter" | "process"
@@ -83,7 +83,7 @@ export type ExpiredPolicy = "dead-letter" | "process"
  * longer remembers whether it ran. Not retriable (the same message is refused the same way);
  * the consumer dead-letters it under `onExpired: "dead-letter"`.
  *
- * @since 0.5.0
+ * @since 0.1.0
  * @category errors
  */
 export class InboxWindowExpiredError extends Schema.TaggedError<InboxWindowExpiredError>()("InboxWindowExpiredError", {
@@ -193,7 +193,7 @@ export const keyOf = (
  * The broker time of a record as first written: a replay's `outbox-original-timestamp`, else its
  * own timestamp. `undefined` when neither is known.
  *
- * @since 0.5.0
+ * @since 0.1.0
  * @category identities
  */
 export const recordTimestamp = (record: RecordCoordinates): number | undefined => {

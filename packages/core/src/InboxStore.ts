@@ -33,7 +33,7 @@ export interface ProcessedKey {
  * What recording a key did: `"recorded"` (new), `"duplicate"` (a record exists) or `"expired"`
  * (the key's time is older than what the store still remembers: nothing was written).
  *
- * @since 0.5.0
+ * @since 0.1.0
  * @category models
  */
 export type RecordOutcome = "recorded" | "duplicate" | "expired"
@@ -43,7 +43,7 @@ const UUID_V7 = /^event:([0-9a-f]{8})-([0-9a-f]{4})-7[0-9a-f]{3}-[89ab][0-9a-f]{
 /**
  * The time a UUIDv7 `event:` identity carries (its first 48 bits), or `undefined`.
  *
- * @since 0.5.0
+ * @since 0.1.0
  * @category identities
  */
 export const identityTime = (identity: string): number | undefined => {
@@ -55,7 +55,7 @@ export const identityTime = (identity: string): number | undefined => {
  * The time a key carries: its `eventTime`, else the time of its UUIDv7 identity; `undefined` for a
  * timeless key (a hand-made identity without a time).
  *
- * @since 0.5.0
+ * @since 0.1.0
  * @category identities
  */
 export const keyTime = (key: ProcessedKey): number | undefined => {
@@ -68,7 +68,7 @@ export const keyTime = (key: ProcessedKey): number | undefined => {
  * its earlier records at that time; a timeless key is looked up at every time a store keeps, is
  * remembered for the retention after it was recorded, and is never `"expired"`.
  *
- * @since 0.5.0
+ * @since 0.1.0
  * @category identities
  */
 export const recordTime = (key: ProcessedKey, now: number): number => keyTime(key) ?? Math.trunc(now)

@@ -27,7 +27,7 @@
  * first, so those events are not given again. Every process running `run` samples the slot's
  * gauges (`LogSource.gauges`), holder or not.
  *
- * @since 0.3.0
+ * @since 0.1.0
  */
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
@@ -48,7 +48,7 @@ import { Publisher } from "./Publisher.ts"
 import * as Telemetry from "./Telemetry.ts"
 
 /**
- * @since 0.3.0
+ * @since 0.1.0
  * @category models
  */
 export interface Settings {
@@ -104,7 +104,7 @@ export interface Settings {
 /**
  * WAL bytes between the server's current position and the slot's confirmed one.
  *
- * @since 0.3.0
+ * @since 0.1.0
  * @category metrics
  */
 export const slotLag = Telemetry.logSlotLag
@@ -112,7 +112,7 @@ export const slotLag = Telemetry.logSlotLag
 /**
  * WAL bytes the server keeps on disk for the slot (from its restart position).
  *
- * @since 0.3.0
+ * @since 0.1.0
  * @category metrics
  */
 export const retainedWal = Telemetry.logRetainedWal
@@ -121,7 +121,7 @@ export const retainedWal = Telemetry.logRetainedWal
  * The slot's WAL status as a number: 0 reserved, 1 extended, 2 unreserved (about to be lost),
  * 3 lost, 4 the slot is missing. Sampled by every relay process.
  *
- * @since 0.3.0
+ * @since 0.1.0
  * @category metrics
  */
 export const slotWalStatus = Gauges.walStatus
@@ -130,7 +130,7 @@ export const slotWalStatus = Gauges.walStatus
  * WAL bytes that can still be written before the slot is lost (`-1`: no limit,
  * `max_slot_wal_keep_size = -1`).
  *
- * @since 0.3.0
+ * @since 0.1.0
  * @category metrics
  */
 export const slotSafeWal = Gauges.safeWal
@@ -139,7 +139,7 @@ export const slotSafeWal = Gauges.safeWal
  * Events a rewound log gave again that the relay's durable progress (`LogLease.progress`) showed
  * already published, and so not re-sent.
  *
- * @since 0.3.0
+ * @since 0.1.0
  * @category metrics
  */
 export const rewindSkipped = Progress.rewindSkipped
@@ -148,7 +148,7 @@ export const rewindSkipped = Progress.rewindSkipped
  * Events of a re-created log's gap read back from its backstop (`LogLease.backstop`, the event
  * table) and published, those the broker already had excepted, before the new log.
  *
- * @since 0.5.0
+ * @since 0.1.0
  * @category metrics
  */
 export const gapEvents = Gap.gapEvents
@@ -156,7 +156,7 @@ export const gapEvents = Gap.gapEvents
 /**
  * Events of an unconfirmed window found on the broker by the takeover probe, and so not re-sent.
  *
- * @since 0.3.0
+ * @since 0.1.0
  * @category metrics
  */
 export const probedLanded = Telemetry.logProbeLanded
@@ -165,7 +165,7 @@ export const probedLanded = Telemetry.logProbeLanded
  * Runs forever: waits for the lease, then drains. Losing the lease (its connection dropped, a
  * log error) ends the drain; the relay then competes for the lease again.
  *
- * @since 0.3.0
+ * @since 0.1.0
  * @category constructors
  */
 export const run = (settings: Settings = {}): Effect.Effect<never, never, LogSource | Publisher | BrokerProbe> =>
@@ -196,7 +196,7 @@ export const run = (settings: Settings = {}): Effect.Effect<never, never, LogSou
  * Samples the slot's gauges (`LogSource.gauges`) every `gaugeInterval` (default 5 s), for ever,
  * for a process that does not run the relay. `run` does this itself.
  *
- * @since 0.3.0
+ * @since 0.1.0
  * @category constructors
  */
 export const sampleGauges = (settings: Pick<Settings, "gaugeInterval"> = {}): Effect.Effect<void, never, LogSource> =>

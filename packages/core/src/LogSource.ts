@@ -52,7 +52,7 @@ export interface LogWindow {
  * lets the source drop it (`LogLease.release`), so one transaction of any size is relayed in
  * bounded memory; after a restart the saved part is released first and never given again.
  *
- * @since 0.5.0
+ * @since 0.1.0
  * @category models
  */
 export interface LogPart {

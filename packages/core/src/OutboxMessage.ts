@@ -57,7 +57,7 @@ export const ORIGINAL_RECORD_HEADER = "outbox-original-record"
  * record as first consumed: the inbox keeps a record by its event's time, and a replay of an
  * event without a time in its id keeps the original's.
  *
- * @since 0.5.0
+ * @since 0.1.0
  * @category constants
  */
 export const ORIGINAL_TIMESTAMP_HEADER = "outbox-original-timestamp"

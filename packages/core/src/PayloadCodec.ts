@@ -12,7 +12,7 @@
  * const Orders = Topic.make({ name: "orders", schema: OrderPlaced, codec: PayloadCodec.json(OrderPlaced) })
  * ```
  *
- * @since 0.6.0
+ * @since 0.1.0
  */
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
@@ -24,7 +24,7 @@ const encoder = new TextEncoder()
  * A payload that a codec cannot encode or decode. `reason` says what was wrong; a decoding failure
  * reaches the consumer as a `PayloadDecodeError` (permanent: dead-lettered at once).
  *
- * @since 0.6.0
+ * @since 0.1.0
  * @category errors
  */
 export class PayloadCodecError extends Schema.TaggedError<PayloadCodecError>()("PayloadCodecError", {
@@ -41,7 +41,7 @@ export class PayloadCodecError extends Schema.TaggedError<PayloadCodecError>()("
  * A payload codec for values of `S["Type"]`. `RE` is what encoding needs (the producer side),
  * `RD` what decoding needs (the consumer side).
  *
- * @since 0.6.0
+ * @since 0.1.0
  * @category models
  */
 export interface PayloadCodec<S extends Schema.Top, RE = never, RD = never> {
@@ -56,7 +56,7 @@ export interface PayloadCodec<S extends Schema.Top, RE = never, RD = never> {
  * The default codec: the value through the Schema into JSON (UTF-8), what every topic without a
  * codec uses.
  *
- * @since 0.6.0
+ * @since 0.1.0
  * @category constructors
  */
 export const json = <S extends Schema.Top>(

@@ -151,7 +151,7 @@ export const describeTooLarge = (record: SizedRecord, limit: number): string => 
  * far below the broker's `socket.request.max.bytes` (100 MiB). A larger call is sent
  * one request per partition, where a round trip per partition is a small share of the time.
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category sizes
  */
 export const MAX_COMBINED_BYTES = 8 * 1024 * 1024
@@ -160,7 +160,7 @@ export const MAX_COMBINED_BYTES = 8 * 1024 * 1024
  * Whether a call's partitions can go in one produce request: each partition's records fit one
  * record batch under its topic's limit, and all together stay under {@link MAX_COMBINED_BYTES}.
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category sizes
  */
 export const fitsOneRequest = (

@@ -11,7 +11,7 @@ import * as Schema from "effect/Schema"
  * broker. Start-up stops here rather than leave a consumer waiting on a topic nobody writes, or
  * restarting each time it cannot dead-letter a record.
  *
- * @since 0.3.0
+ * @since 0.1.0
  * @category errors
  */
 export class MissingTopicsError extends Schema.TaggedError<MissingTopicsError>()("MissingTopicsError", {
@@ -31,7 +31,7 @@ export class MissingTopicsError extends Schema.TaggedError<MissingTopicsError>()
 /**
  * The brokers did not answer within the start-up bound (`OUTBOX_BROKER_STARTUP_TIMEOUT`).
  *
- * @since 0.3.0
+ * @since 0.1.0
  * @category errors
  */
 export class BrokerUnreachableError extends Schema.TaggedError<BrokerUnreachableError>()("BrokerUnreachableError", {
@@ -52,7 +52,7 @@ export class BrokerUnreachableError extends Schema.TaggedError<BrokerUnreachable
  * (`authentication`) or the TLS handshake failed on a certificate (`tls`). Asking again cannot
  * help, so start-up stops at the first such answer instead of waiting out its timeout.
  *
- * @since 0.5.0
+ * @since 0.1.0
  * @category errors
  */
 export class BrokerSecurityError extends Schema.TaggedError<BrokerSecurityError>()("BrokerSecurityError", {

@@ -221,7 +221,7 @@ export const consumerAnomaliesTotal = counter(
 /**
  * Age of the oldest durably parked record per `group` and `topic` (docs/consumer.md, parking).
  *
- * @since 0.6.0
+ * @since 0.1.0
  * @category metrics
  */
 export const consumerParkedOldestAge = gauge("outbox_consumer_parked_oldest_age_seconds", "Oldest parked record's age")

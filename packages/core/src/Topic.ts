@@ -78,7 +78,7 @@ export const make: {
 /**
  * The options of {@link make} besides the codec.
  *
- * @since 0.6.0
+ * @since 0.1.0
  * @category models
  */
 export interface MakeOptions<S extends Schema.Top> {

@@ -18,7 +18,7 @@ import type { ConsumerSourceError } from "./Errors.ts"
 /**
  * Records of one partition wanted by position (offsets as decimal strings).
  *
- * @since 0.6.0
+ * @since 0.1.0
  * @category models
  */
 export interface PositionedRead {
@@ -32,7 +32,7 @@ export interface PositionedRead {
  * from the lowest wanted offset to just after the highest, or `undefined` when nothing wanted is
  * retained.
  *
- * @since 0.6.0
+ * @since 0.1.0
  * @category positions
  */
 export const positionedRange = (

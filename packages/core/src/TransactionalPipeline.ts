@@ -87,7 +87,7 @@ const toRequest = (output: Output): Effect.Effect<PublishRequest> =>
  * The membership a batch is committed under: its group metadata, and whether its partition is
  * still this member's (a revoked batch is neither committed nor retried).
  *
- * @since 0.6.0
+ * @since 0.1.0
  * @category models
  */
 export interface Membership {

@@ -42,7 +42,7 @@ export {
    * The pipeline cannot be fenced against rebalances on this producer or consumer source, and
    * refuses to run.
    *
-   * @since 0.6.0
+   * @since 0.1.0
    * @category errors
    */
   TransactionalFencingError
@@ -73,7 +73,7 @@ export interface TransactionRequest {
  *   old owner's last transaction, never before it.
  * - `Unsupported`: the client cannot send the group's metadata with offsets (`reason` says why).
  *
- * @since 0.6.0
+ * @since 0.1.0
  * @category models
  */
 export type Fencing =

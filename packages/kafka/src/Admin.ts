@@ -213,7 +213,7 @@ export const commitGroupOffsets = (
 /**
  * The topic's `retention.ms` (`None` when -1: kept without a time limit).
  *
- * @since 0.6.0
+ * @since 0.1.0
  * @category operations
  */
 export const retentionMillis = (

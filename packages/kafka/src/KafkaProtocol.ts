@@ -156,7 +156,7 @@ export const UNKNOWN_TOPIC = "UNKNOWN_TOPIC_OR_PARTITION"
  * back (a client certificate it requires or refuses): the CA, certificate or host name settings
  * are wrong, and connecting again gives the same answer.
  *
- * @since 0.5.0
+ * @since 0.1.0
  * @category tables
  */
 export const tlsCodes: ReadonlySet<string> = new Set([
@@ -179,7 +179,7 @@ export const tlsCodes: ReadonlySet<string> = new Set([
  * ({@link tlsCodes}) or an OpenSSL alert (`ERR_SSL_…`, such as a client certificate the broker
  * requires but was not sent).
  *
- * @since 0.5.0
+ * @since 0.1.0
  * @category tables
  */
 export const isTlsCode = (code: string): boolean => tlsCodes.has(code) || code.startsWith("ERR_SSL_")
@@ -188,7 +188,7 @@ export const isTlsCode = (code: string): boolean => tlsCodes.has(code) || code.s
  * A refused connection: the brokers do not accept these credentials (`authentication`) or the
  * TLS handshake failed on a certificate (`tls`).
  *
- * @since 0.5.0
+ * @since 0.1.0
  * @category models
  */
 export type Security = "authentication" | "tls"
@@ -198,7 +198,7 @@ export type Security = "authentication" | "tls"
  * any node, or a node `isAuthentication` recognises. Clients wrap both in their connection
  * errors, which otherwise read as an outage.
  *
- * @since 0.5.0
+ * @since 0.1.0
  * @category verdicts
  */
 export const findSecurity = (error: unknown, isAuthentication: (node: object) => boolean): Security | undefined => {

@@ -6,14 +6,14 @@
  * A shape Avro cannot say (tuples, recursive schemas, non-string literals) is refused when the
  * codec is made, with the path of the part that does not fit.
  *
- * @since 0.6.0
+ * @since 0.1.0
  */
 import * as Schema from "effect/Schema"
 
 /**
  * A schema the Avro derivation cannot express: `path` is where, `reason` what.
  *
- * @since 0.6.0
+ * @since 0.1.0
  * @category errors
  */
 export class AvroDerivationError extends Schema.TaggedError<AvroDerivationError>()("AvroDerivationError", {
@@ -127,7 +127,7 @@ const objectToAvro = (node: Json, path: ReadonlyArray<string>, definitions: Json
  * The Avro schema of an Effect Schema's JSON form (records named `name`, nested ones
  * `name_field`). Throws nothing: a shape without an Avro type is an `AvroDerivationError`.
  *
- * @since 0.6.0
+ * @since 0.1.0
  * @category derivation
  */
 export const fromSchema = (schema: Schema.Top, name: string): Avro | AvroDerivationError => {
@@ -145,7 +145,7 @@ export const fromSchema = (schema: Schema.Top, name: string): Avro | AvroDerivat
  * the value decodes through an Effect Schema with optional keys; a required nullable field keeps
  * its `null`.
  *
- * @since 0.6.0
+ * @since 0.1.0
  * @category derivation
  */
 export const fromAvroValue = (avro: Avro, value: unknown): unknown => {

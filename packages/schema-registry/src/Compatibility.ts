@@ -4,7 +4,7 @@
  * resolution); JSON Schema checks objects field by field: no property newly required, no
  * property whose type changed, none dropped from a closed object.
  *
- * @since 0.6.0
+ * @since 0.1.0
  */
 import avro from "avsc"
 import type { SchemaType } from "./SchemaRegistry.ts"
@@ -38,7 +38,7 @@ const jsonIssues = (reader: Json, writer: Json, path: string): ReadonlyArray<str
 /**
  * Why `reader` cannot read what `writer` wrote (empty when it can).
  *
- * @since 0.6.0
+ * @since 0.1.0
  * @category compatibility
  */
 export const backwardIssues = (type: SchemaType, reader: string, writer: string): ReadonlyArray<string> => {

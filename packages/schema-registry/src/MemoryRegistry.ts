@@ -5,7 +5,7 @@
  * `{"compatibility":"NONE"}` turns it off). For tests and local runs where no registry runs;
  * {@link layer} wires the HTTP client to it.
  *
- * @since 0.6.0
+ * @since 0.1.0
  */
 import * as Http from "node:http"
 import type { AddressInfo } from "node:net"
@@ -75,7 +75,7 @@ const route = (state: State, method: string, url: string, body: Record<string, u
 /**
  * Starts a registry on `127.0.0.1` (port 0: any free one) for the scope; answers its base URL.
  *
- * @since 0.6.0
+ * @since 0.1.0
  * @category constructors
  */
 export const serve = (port = 0): Effect.Effect<string, never, Scope.Scope> =>
@@ -107,7 +107,7 @@ export const serve = (port = 0): Effect.Effect<string, never, Scope.Scope> =>
 /**
  * The HTTP client on a registry of its own, started with the layer and stopped with it.
  *
- * @since 0.6.0
+ * @since 0.1.0
  * @category layers
  */
 export const layer: Layer.Layer<SchemaRegistry> = Layer.unwrap(Effect.map(serve(), (url) => layerHttp({ url })))

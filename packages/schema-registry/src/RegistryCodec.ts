@@ -13,7 +13,7 @@
  * change the registry's compatibility level refuses fails there with `IncompatibleSchemaError`,
  * not at the first publish.
  *
- * @since 0.6.0
+ * @since 0.1.0
  */
 import type { Topic } from "@effect-outbox/core"
 import { PayloadCodec } from "@effect-outbox/core"
@@ -30,7 +30,7 @@ import * as WireFormat from "./WireFormat.ts"
  * (`<topic>-value`, the default), `record` (the record's full name), `topic-record`
  * (`<topic>-<record name>`).
  *
- * @since 0.6.0
+ * @since 0.1.0
  * @category models
  */
 export type SubjectStrategy = "topic" | "record" | "topic-record"
@@ -40,7 +40,7 @@ export type SubjectStrategy = "topic" | "record" | "topic-record"
  * the record part of `record` / `topic-record` subjects; default the Schema's `identifier`
  * annotation, else `Payload`.
  *
- * @since 0.6.0
+ * @since 0.1.0
  * @category models
  */
 export interface Options {
@@ -51,7 +51,7 @@ export interface Options {
 /**
  * A codec backed by a Schema Registry: a `PayloadCodec` that can also register its schema.
  *
- * @since 0.6.0
+ * @since 0.1.0
  * @category models
  */
 export interface RegistryCodec<S extends Schema.Top>
@@ -150,7 +150,7 @@ const build = <S extends Schema.Top>(schema: S, options: Options, format: Format
  * An Avro codec: the schema is derived from `schema` (see `AvroSchema`), values are written in
  * Avro binary, records written under another registered version are resolved into this one.
  *
- * @since 0.6.0
+ * @since 0.1.0
  * @category constructors
  */
 export const avro = <S extends Schema.Top>(schema: S, options: Options = {}): RegistryCodec<S> => {
@@ -212,7 +212,7 @@ export const avro = <S extends Schema.Top>(schema: S, options: Options = {}): Re
  * A JSON Schema codec: the body is the Schema's JSON (as with the default codec), the registered
  * schema the JSON Schema (draft 2020-12) Effect generates for it.
  *
- * @since 0.6.0
+ * @since 0.1.0
  * @category constructors
  */
 export const jsonSchema = <S extends Schema.Top>(schema: S, options: Options = {}): RegistryCodec<S> => {
@@ -253,7 +253,7 @@ const rootName = (root: object): string => {
 /**
  * Any topic: the start-up check reads only its name and codec.
  *
- * @since 0.6.0
+ * @since 0.1.0
  * @category models
  */
 // biome-ignore lint/suspicious/noExplicitAny: a topic of any schema and codec (its key function is contravariant)
@@ -266,7 +266,7 @@ const isRegistryCodec = (codec: unknown): codec is RegistryCodec<Schema.Top> =>
  * Registers the schema of every topic with a registry codec, one after the other: the start-up
  * check. A schema the registry refuses fails with `IncompatibleSchemaError` naming the subject.
  *
- * @since 0.6.0
+ * @since 0.1.0
  * @category start-up
  */
 export const register = (
@@ -288,7 +288,7 @@ export const register = (
 /**
  * {@link register} as a layer: the application does not start when a schema is refused.
  *
- * @since 0.6.0
+ * @since 0.1.0
  * @category start-up
  */
 export const layerRegistered = (

@@ -5,7 +5,7 @@
  * a change the subject's compatibility level forbids with HTTP 409; `GET /schemas/ids/{id}` reads a
  * schema by id. Codecs cache what it answers, so it is asked once per schema, not per record.
  *
- * @since 0.6.0
+ * @since 0.1.0
  */
 
 import type * as Config from "effect/Config"
@@ -20,7 +20,7 @@ import { variables } from "./internal/variables.ts"
 /**
  * The schema types the registry knows (Confluent names).
  *
- * @since 0.6.0
+ * @since 0.1.0
  * @category models
  */
 export type SchemaType = "AVRO" | "JSON" | "PROTOBUF"
@@ -28,7 +28,7 @@ export type SchemaType = "AVRO" | "JSON" | "PROTOBUF"
 /**
  * A schema as the registry holds it: its text and its type.
  *
- * @since 0.6.0
+ * @since 0.1.0
  * @category models
  */
 export interface RegistrySchema {
@@ -40,7 +40,7 @@ export interface RegistrySchema {
  * The registry could not be reached or answered something unexpected. `kind: "unavailable"` for
  * network failures and 5xx answers (retry later), `"permanent"` for the rest.
  *
- * @since 0.6.0
+ * @since 0.1.0
  * @category errors
  */
 export class SchemaRegistryError extends Schema.TaggedError<SchemaRegistryError>()("SchemaRegistryError", {
@@ -58,7 +58,7 @@ export class SchemaRegistryError extends Schema.TaggedError<SchemaRegistryError>
  * default: consumers on the new schema must read what the old one wrote). Fix the schema (add a
  * default to a new field, keep a removed one optional) or register it under a new subject.
  *
- * @since 0.6.0
+ * @since 0.1.0
  * @category errors
  */
 export class IncompatibleSchemaError extends Schema.TaggedError<IncompatibleSchemaError>()("IncompatibleSchemaError", {
@@ -73,7 +73,7 @@ export class IncompatibleSchemaError extends Schema.TaggedError<IncompatibleSche
 /**
  * The client port. Layers: {@link layerHttp} (any Confluent-compatible registry).
  *
- * @since 0.6.0
+ * @since 0.1.0
  * @category services
  */
 export class SchemaRegistry extends Context.Service<
@@ -93,7 +93,7 @@ export class SchemaRegistry extends Context.Service<
  * The options of {@link layerHttp}: the registry's base URL (`http://host:8081`, or Apicurio's
  * `http://host:8080/apis/ccompat/v7`) and the headers every request carries (authorization).
  *
- * @since 0.6.0
+ * @since 0.1.0
  * @category models
  */
 export interface HttpOptions {
@@ -143,7 +143,7 @@ const unexpected = (operation: string, status: number, json: unknown) =>
 /**
  * The client of a Confluent-compatible registry over HTTP (`fetch`).
  *
- * @since 0.6.0
+ * @since 0.1.0
  * @category layers
  */
 export const layerHttp = (options: HttpOptions): Layer.Layer<SchemaRegistry> =>
@@ -181,7 +181,7 @@ export const layerHttp = (options: HttpOptions): Layer.Layer<SchemaRegistry> =>
  * {@link layerHttp} from `OUTBOX_SCHEMA_REGISTRY_URL` and, when set, `OUTBOX_SCHEMA_REGISTRY_AUTH`
  * (`user:password`, sent as HTTP basic authentication).
  *
- * @since 0.6.0
+ * @since 0.1.0
  * @category layers
  */
 export const layerConfig: Layer.Layer<SchemaRegistry, Config.ConfigError> = Layer.unwrap(

@@ -2,13 +2,13 @@
  * The Confluent wire format every Schema Registry serializer reads: a magic byte `0`, the schema id
  * as a 4-byte big-endian integer, then the payload in the schema's format (Avro binary, JSON text).
  *
- * @since 0.6.0
+ * @since 0.1.0
  */
 
 /**
  * The first byte of every framed payload.
  *
- * @since 0.6.0
+ * @since 0.1.0
  * @category constants
  */
 export const MAGIC_BYTE = 0
@@ -16,7 +16,7 @@ export const MAGIC_BYTE = 0
 /**
  * A framed payload taken apart.
  *
- * @since 0.6.0
+ * @since 0.1.0
  * @category models
  */
 export interface Framed {
@@ -27,7 +27,7 @@ export interface Framed {
 /**
  * Frames a payload with its schema id.
  *
- * @since 0.6.0
+ * @since 0.1.0
  * @category encoding
  */
 export const frame = (schemaId: number, body: Uint8Array): Uint8Array => {
@@ -43,7 +43,7 @@ export const frame = (schemaId: number, body: Uint8Array): Uint8Array => {
  * Takes a framed payload apart; for a payload that is not framed (too short, another first
  * byte), a sentence saying what it got.
  *
- * @since 0.6.0
+ * @since 0.1.0
  * @category decoding
  */
 export const unframe = (bytes: Uint8Array): Framed | string => {

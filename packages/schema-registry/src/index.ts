@@ -2,7 +2,7 @@
  * `@effect-outbox/schema-registry`: payload codecs that write Avro and JSON Schema payloads in the
  * Confluent wire format through a Schema Registry, derived from the topic's Effect Schema.
  *
- * @since 0.6.0
+ * @since 0.1.0
  */
 export * as AvroSchema from "./AvroSchema.ts"
 export * as Compatibility from "./Compatibility.ts"

@@ -48,7 +48,7 @@ export interface Features {
  * topics a test created (failures ignored; default: left behind, named with `topicPrefix`), the
  * prefix of every topic it creates, and the per-test timeout in milliseconds (default 120 000).
  *
- * @since 0.5.0
+ * @since 0.1.0
  * @category models
  */
 export type BrokerSuiteOptions<S, R = never> = Topics.BrokerSuiteOptions<S, R>

@@ -62,7 +62,7 @@ export const eventId: () => EventId = Support.eventId
 /**
  * An entry as written: without the `position` a source stamps on what it reads.
  *
- * @since 0.3.0
+ * @since 0.1.0
  * @category helpers
  */
 export const written: (entry: LogMessage) => LogMessage = Support.written
@@ -70,7 +70,7 @@ export const written: (entry: LogMessage) => LogMessage = Support.written
 /**
  * Commits each group as one transaction.
  *
- * @since 0.3.0
+ * @since 0.1.0
  * @category helpers
  */
 export const commit: (
@@ -80,7 +80,7 @@ export const commit: (
 /**
  * Reads until the window holds `n` entries (a server may make commits readable a moment later).
  *
- * @since 0.3.0
+ * @since 0.1.0
  * @category helpers
  */
 export const readAtLeast: (lease: LogLease, n: number, maxEntries?: number) => Effect.Effect<LogWindow, unknown> =
@@ -89,7 +89,7 @@ export const readAtLeast: (lease: LogLease, n: number, maxEntries?: number) => E
 /**
  * The lease, which the case expects to be free.
  *
- * @since 0.3.0
+ * @since 0.1.0
  * @category helpers
  */
 export const acquired: Effect.Effect<LogLease, unknown, LogSource | Scope.Scope> = Support.acquired

@@ -4,7 +4,7 @@
  * adapter offers into tests. Public so that a suite of your own (an adapter's extra behaviours,
  * an end-to-end scenario) reads and registers like the shipped ones.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 import type * as Effect from "effect/Effect"
 import * as Internal from "./internal/suites/suiteCase.ts"
@@ -13,7 +13,7 @@ import * as Internal from "./internal/suites/suiteCase.ts"
  * One row: `name` is the test's title, `requires` the features it needs (an adapter that
  * switches one off does not run it), `run` the case function given the suite's context `Ctx`.
  *
- * @since 0.5.0
+ * @since 0.1.0
  * @category models
  */
 export type Case<Ctx, R, F extends string = never> = Internal.Case<Ctx, R, F>
@@ -21,7 +21,7 @@ export type Case<Ctx, R, F extends string = never> = Internal.Case<Ctx, R, F>
 /**
  * The rows an adapter with these features runs (a feature left unset counts as offered).
  *
- * @since 0.5.0
+ * @since 0.1.0
  * @category suites
  */
 export const enabled: <Ctx, R, F extends string>(
@@ -33,7 +33,7 @@ export const enabled: <Ctx, R, F extends string>(
  * Registers one `it.live` per row the adapter offers under `describe(title)`; `run` gives a row
  * everything it needs (a fresh layer, its context, its scope).
  *
- * @since 0.5.0
+ * @since 0.1.0
  * @category suites
  */
 export const register: <Ctx, R, F extends string>(

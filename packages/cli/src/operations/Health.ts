@@ -4,7 +4,7 @@
  * core), judged for the whole deployment rather than one process. A running process answers its
  * own probe; these say whether the pipeline as a whole moves.
  *
- * @since 0.5.0
+ * @since 0.1.0
  */
 import type * as Health from "@effect-outbox/core/Health"
 import * as Relays from "../internal/dashboard/relays.ts"
@@ -13,7 +13,7 @@ import type { Status } from "./Status.ts"
 /**
  * How old a pending event may grow before the relays' check fails (default 1 minute).
  *
- * @since 0.5.0
+ * @since 0.1.0
  * @category models
  */
 export interface HealthOptions {
@@ -27,7 +27,7 @@ const minutes = (millis: number) => `${Math.round(millis / 60_000)} min`
  * or no event waiting longer than `lateAfterMillis`), `consumers` (no row stuck in processing),
  * `blocked keys` (none behind a `FAILURE` row), and `broker` when the report asked it.
  *
- * @since 0.5.0
+ * @since 0.1.0
  * @category status
  */
 export const healthOf = (report: Status, options: HealthOptions = {}): Health.Report => {
