@@ -55,8 +55,11 @@ const start = async () => {
   const port = Number(new URL(await run(Dashboard.url())).port)
   const get = (path: string, headers: Record<string, string> = bearer) =>
     request("127.0.0.1", port, `/outbox${path}`, { headers })
-  const post = (path: string, form: Record<string, string | ReadonlyArray<string>>, headers: Record<string, string> = bearer) =>
-    request("127.0.0.1", port, `/outbox${path}`, { method: "POST", headers, form })
+  const post = (
+    path: string,
+    form: Record<string, string | ReadonlyArray<string>>,
+    headers: Record<string, string> = bearer
+  ) => request("127.0.0.1", port, `/outbox${path}`, { method: "POST", headers, form })
   const close = async () => {
     await run(
       Effect.flatMap(
