@@ -4,7 +4,6 @@
  *
  * @since 0.1.0
  */
-import type * as DeadLetter from "@effect-outbox/core/DeadLetter"
 import type * as DeadLetterDepth from "@effect-outbox/core/DeadLetterDepth"
 import * as Lifecycle from "@effect-outbox/core/Lifecycle"
 import type { OutboxMessage } from "@effect-outbox/core/OutboxMessage"
