@@ -84,8 +84,9 @@ export const parsePlace = (text: string): Effect.Effect<Place, OperatorError> =>
 const placeKey = (p: Place) => `${p.partition}/${BigInt(p.offset)}`
 
 /**
- * The dead letters at `places` on `topic`. The topic is read as a stream that stops once every
- * place is found; only the found letters are held.
+ * The dead letters at `places` on `topic`. The topic is read as a stream that holds only the
+ * found letters and stops once every wanted partition has reached its last wanted offset (each
+ * partition arrives in offset order), so a place past a partition's end reads that partition only.
  *
  * @since 0.1.0
  * @category dead letters
@@ -94,10 +95,21 @@ export const deadLettersAt = (topic: string, places: ReadonlyArray<Place>) =>
   Effect.gen(function* () {
     const wanted = new Set(places.map(placeKey))
     if (wanted.size === 0) return []
+    const last = new Map<number, bigint>()
+    for (const p of places) {
+      const offset = BigInt(p.offset)
+      if ((last.get(p.partition) ?? -1n) < offset) last.set(p.partition, offset)
+    }
     const reader = yield* TopicReader
     const found = yield* reader.read(topic).pipe(
+      Stream.takeWhile(() => last.size > 0),
+      Stream.tap((record) =>
+        Effect.sync(() => {
+          const until = last.get(record.partition)
+          if (until !== undefined && BigInt(record.offset) >= until) last.delete(record.partition)
+        })
+      ),
       Stream.filter((record) => wanted.has(placeKey(record))),
-      Stream.take(wanted.size),
       Stream.runCollect
     )
     return found.flatMap((record) => Option.toArray(DeadLetter.parse(record)))
