@@ -281,9 +281,15 @@ describe("the dashboard's dead letters", () => {
       const letter = await d.get(`/dead-letters/letter?topic=${dlt}&letter=0/0`)
       assert.include(letter.body, "<span data-action>discard</span>")
       assert.include(letter.body, "alice")
-      // The letters stay on the topic (append-only): the page still lists all four.
+      // The letters stay on the topic (append-only): the page still lists all four, each with what was done.
       const page = await d.get(`/dead-letters?topic=${dlt}`)
       assert.strictEqual(page.body.match(/data-error-class>/g)?.length, 4)
+      const marks = [...page.body.matchAll(/data-handled="(\w+)">([^<]*)</g)].map((m) => [m[1], m[2]!.split(",")[0]])
+      assert.deepStrictEqual(marks, [
+        ["discard", "discarded by alice"],
+        ["replay", "replayed by bob"],
+        ["discard", "discarded by alice"]
+      ])
     } finally {
       await d.close()
       await deleteTopics([topic, dlt, `${dlt}.audit`]).catch(() => undefined)

@@ -81,8 +81,6 @@ export const parsePlace = (text: string): Effect.Effect<Place, OperatorError> =>
     : Effect.succeed({ partition: Number(match[1]), offset: String(BigInt(match[2]!)) })
 }
 
-const placeKey = (p: Place) => `${p.partition}/${BigInt(p.offset)}`
-
 /**
  * The dead letters at `places` on `topic`. The topic is read as a stream that holds only the
  * found letters and stops once every wanted partition has reached its last wanted offset (each
@@ -191,6 +189,36 @@ export const deadLetterHistory = (deadLetterTopic: string, options: { readonly l
     )
     return latest.reverse()
   })
+
+/**
+ * What was done with the letters at `places`: each place's handlings, oldest first. The audit
+ * topic is read as a stream; only the handlings of these places are held.
+ *
+ * @since 0.1.0
+ * @category dead letters
+ */
+export const handlingsAt = (deadLetterTopic: string, places: ReadonlyArray<Place>) =>
+  Effect.gen(function* () {
+    const wanted = new Set(places.map(placeKey))
+    const byPlace = new Map<string, Array<Handling>>()
+    if (wanted.size === 0) return byPlace
+    const handlings = yield* handlingsOf(deadLetterTopic)
+    yield* Stream.runForEach(handlings, (h) =>
+      Effect.sync(() => {
+        const key = placeKey(h)
+        if (wanted.has(key)) byPlace.set(key, [...(byPlace.get(key) ?? []), h])
+      })
+    )
+    return byPlace
+  })
+
+/**
+ * The key {@link handlingsAt} files a place under.
+ *
+ * @since 0.1.0
+ * @category dead letters
+ */
+export const placeKey = (p: Place): string => `${p.partition}/${BigInt(p.offset)}`
 
 /**
  * Moves the replay position of `deadLetterTopic` over every letter its audit topic records as

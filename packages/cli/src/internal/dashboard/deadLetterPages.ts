@@ -60,11 +60,21 @@ const classes = (
   return `<h2>By error class (this page)</h2>${filter}${table(["error class", "letters"], rows, " data-class-groups")}`
 }
 
+/** The latest handling of a letter: what, by whom, when. */
+const handledCell = (handled: ReadonlyArray<Operations.Handling> | undefined) => {
+  const last = handled?.at(-1)
+  return last === undefined
+    ? ""
+    : `<span data-handled="${escapeHtml(last.action)}">${escapeHtml(`${last.action === "replay" ? "replayed" : "discarded"} by ${last.operator}, ${time(last.at)}`)}</span>`
+}
+
 /** One page of the letters of a topic, grouped by error class, each selectable for a replay or a discard. */
 export const list = (options: {
   readonly base: string
   readonly topic: string
   readonly letters: ReadonlyArray<DeadLetter.DeadLetter>
+  /** What was done with the letters shown, by place (`partition/offset`). */
+  readonly handled: ReadonlyMap<string, ReadonlyArray<Operations.Handling>>
   readonly readOnly: boolean
   readonly errorClass: string | undefined
   readonly page: { readonly skip: number; readonly size: number; readonly more: boolean }
@@ -81,7 +91,8 @@ export const list = (options: {
     String(l.attempts),
     escapeHtml(l.consumerGroup),
     escapeHtml(time(l.deadLetteredAt)),
-    String(l.replayAttempt)
+    String(l.replayAttempt),
+    handledCell(options.handled.get(`${l.record.partition}/${BigInt(l.record.offset)}`))
   ])
   const at = (skip: number) => listUrl(base, topic, { skip, ...(errorClass === undefined ? {} : { errorClass }) })
   const nav = [
@@ -96,7 +107,7 @@ export const list = (options: {
   return `<h1>Dead letters on ${escapeHtml(topic)}</h1><p data-page-range>${shown}, oldest first per partition (handled ones included; the overview counts those not yet handled). ${nav} · <a href="${base}/dead-letters/history?topic=${encodeURIComponent(topic)}">history</a></p>
 ${classes(base, topic, letters, errorClass)}
 <form method="get" action="${base}/dead-letters/replay">${hidden("topic", topic)}${actions}${table(
-    ["", "event", "from", "error class", "reason", "attempts", "group", "dead-lettered", "replays"],
+    ["", "event", "from", "error class", "reason", "attempts", "group", "dead-lettered", "replays", "handled"],
     rows,
     ` data-dead-letters`
   )}
@@ -163,7 +174,7 @@ export const letter = (options: {
     ? ""
     : `<form method="get" action="${base}/dead-letters/replay">${selection}<button>Replay…</button> <button formaction="${base}/dead-letters/discard">Discard…</button></form>`
   return `<h1>Dead letter ${escapeHtml(l.eventId ?? place(l))}</h1><table data-letter-fields>${fields}</table>
-<h2>Handled</h2>${historyTable(options.handled)}
+<h2>Handled</h2>${historyTable([...options.handled].reverse())}
 <h2>Headers</h2>${headers}<h2>Payload</h2>${payload(l.record.value)}${actions}
 <p><a href="${listUrl(base, topic, {})}">Letters of ${escapeHtml(topic)}</a></p>`
 }

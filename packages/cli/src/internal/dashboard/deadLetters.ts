@@ -39,12 +39,18 @@ const listPage = (ctx: Context, url: URL) =>
       limit: pageSize + 1,
       filter: errorClass === undefined ? undefined : (l) => l.errorClass === errorClass
     })
+    const shown = letters.slice(0, pageSize)
+    const handled = yield* Operations.handlingsAt(
+      topic,
+      shown.map((l) => l.record)
+    )
     return yield* ctx.render(
       "Dead letters",
       DeadLetterPages.list({
         base: ctx.base,
         topic,
-        letters: letters.slice(0, pageSize),
+        letters: shown,
+        handled,
         readOnly: ctx.settings.readOnly,
         errorClass,
         page: { skip, size: pageSize, more: letters.length > pageSize }
@@ -62,9 +68,7 @@ const letterPage = (ctx: Context, url: URL) =>
         reason: `no dead letter at ${place.partition}/${place.offset} on ${topic}`
       })
     }
-    const handled = (yield* Operations.deadLetterHistory(topic, { limit: historyLimit })).filter(
-      (h) => h.partition === place.partition && BigInt(h.offset) === BigInt(place.offset)
-    )
+    const handled = (yield* Operations.handlingsAt(topic, [place])).get(Operations.placeKey(place)) ?? []
     return yield* ctx.render(
       "Dead letter",
       DeadLetterPages.letter({ base: ctx.base, topic, letter, handled, readOnly: ctx.settings.readOnly })
