@@ -123,9 +123,11 @@ const payload = (bytes: Uint8Array): string => {
       : ""
   let text: string
   try {
-    text = new TextDecoder("utf-8", { fatal: true }).decode(shown)
+    new TextDecoder("utf-8", { fatal: true }).decode(bytes)
+    // A character cut at the limit shows as U+FFFD.
+    text = new TextDecoder().decode(shown)
   } catch {
-    // Not UTF-8 (or cut inside a character): the bytes in hex, as much as the limit allows.
+    // Not UTF-8: the bytes in hex, as much as the limit allows.
     const hex = Buffer.from(shown.subarray(0, payloadLimit / 2)).toString("hex")
     return `${note}<p data-payload-kind="binary">${bytes.length} bytes, not UTF-8 text; hex:</p><pre data-payload>${escapeHtml(hex)}</pre>`
   }
