@@ -237,6 +237,9 @@ describe("the dashboard's dead letters", () => {
       assert.include(preview.body, ids[0]!)
       const csrf = csrfOf(preview.body)
       assert.isDefined(csrf)
+      const nowhere = await d.get(`/dead-letters/discard?topic=${dlt}&letter=0/77`)
+      assert.include(nowhere.body, "0/77: no dead letter there")
+      assert.isUndefined(csrfOf(nowhere.body), "nothing to confirm")
       const form = { topic: dlt, letter: "0/0", operator: "alice", reason: "customer deleted", confirm: "yes" }
 
       const noToken = await d.post("/dead-letters/discard", { ...form, csrf: csrf! }, {})

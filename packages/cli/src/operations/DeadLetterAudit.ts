@@ -271,6 +271,9 @@ export const discardDeadLetters = (request: {
   Effect.gen(function* () {
     if (request.from.trim() === "") return yield* new OperatorError({ reason: "name the dead-letter topic" })
     if (request.places.length === 0) return yield* new OperatorError({ reason: "select dead letters to discard" })
+    if (request.execute && (request.operator.trim() === "" || request.reason.trim() === "")) {
+      return yield* new OperatorError({ reason: "name the operator and the reason: a discard is audited" })
+    }
     const selected = yield* deadLettersAt(request.from, request.places)
     const found = new Set(selected.map((l) => placeKey(l.record)))
     const missing = request.places.filter((p) => !found.has(placeKey(p)))

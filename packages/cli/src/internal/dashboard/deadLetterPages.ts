@@ -216,6 +216,8 @@ export const preview = (options: {
   readonly topic: string
   readonly action: "replay" | "discard"
   readonly letters: ReadonlyArray<DeadLetter.DeadLetter>
+  /** Places asked for that hold no dead letter. */
+  readonly missing?: ReadonlyArray<Operations.Place> | undefined
   readonly csrf: string
   readonly readOnly: boolean
 }): string => {
@@ -229,10 +231,13 @@ export const preview = (options: {
           .map((v) => hidden(field, v))
           .join("")}${auditFields}
 <button class="danger" name="confirm" value="yes">Confirm: ${action} ${letters.length} dead letter(s)</button></form>`
+  const missing = (options.missing ?? [])
+    .map((p) => `<p class="warn" data-missing>${escapeHtml(`${p.partition}/${p.offset}`)}: no dead letter there</p>`)
+    .join("")
   const what =
     action === "replay"
       ? "Nothing was republished. These would be:"
       : "Nothing was discarded. These would be marked handled, without a replay:"
   return `<h1>${action === "replay" ? "Replay" : "Discard"} from ${escapeHtml(options.topic)} (dry run)</h1><p data-dry-run>${what}</p>
-${table(["letter", "event", "to", "error class", "reason"], selectedRows(letters))}${confirm}`
+${table(["letter", "event", "to", "error class", "reason"], selectedRows(letters))}${missing}${confirm}`
 }

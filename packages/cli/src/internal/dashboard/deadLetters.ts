@@ -152,6 +152,7 @@ const discardPreview = (ctx: Context, url: URL) =>
         topic,
         action: "discard",
         letters: report.selected,
+        missing: report.missing,
         csrf: ctx.csrf,
         readOnly: ctx.settings.readOnly
       })
