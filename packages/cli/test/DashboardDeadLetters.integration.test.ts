@@ -137,6 +137,22 @@ const deleteTopics = async (topics: ReadonlyArray<string>) => {
   }
 }
 
+/** A topic's `retention.ms`, as the broker reports it. */
+const retentionOf = async (topic: string) => {
+  const { default: Kafkajs } = await import("kafkajs")
+  const admin = new Kafkajs.Kafka({ brokers: brokers.split(","), logLevel: Kafkajs.logLevel.NOTHING }).admin()
+  await admin.connect()
+  try {
+    const described = await admin.describeConfigs({
+      resources: [{ type: Kafkajs.ConfigResourceTypes.TOPIC, name: topic, configNames: ["retention.ms"] }],
+      includeSynonyms: false
+    })
+    return described.resources[0]?.configEntries.find((e) => e.configName === "retention.ms")?.configValue
+  } finally {
+    await admin.disconnect()
+  }
+}
+
 const bigPayload = new TextEncoder().encode("x".repeat(70_000))
 
 /** Dead-letters four records of `topic` onto `dlt` (partition 0, offsets 0..3): two TypeErrors, a RangeError, a SyntaxError. */
@@ -254,6 +270,7 @@ describe("the dashboard's dead letters", () => {
       const done = await d.post("/dead-letters/discard", { ...form, csrf: csrf! })
       assert.strictEqual(done.status, 200, done.body)
       assert.include(done.body, "discard by alice (customer deleted): 1 of 1 dead letter(s)")
+      assert.strictEqual(await retentionOf(`${dlt}.audit`), "-1", "the audit topic does not expire")
       assert.strictEqual(await d.run(pendingOf(topic)), 3, "the discarded oldest letter is handled")
 
       // A later letter discarded first is remembered: once the one before it is replayed, both count as handled.

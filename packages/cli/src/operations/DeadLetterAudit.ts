@@ -4,9 +4,9 @@
  * replays and discards.
  *
  * A dead-letter topic is append-only, so what happened to its letters is recorded beside it, on
- * its audit topic `<dead-letter topic>.audit` (one partition, made on first use): one JSON record
- * per handled letter, with the action, the letter's partition and offset, who, when and why. The
- * audit topic lives with the letters (same cluster, same retention decisions, read by every
+ * its audit topic `<dead-letter topic>.audit` (one partition, kept without time limit, made on
+ * first use): one JSON record per handled letter, with the action, the letter's partition and
+ * offset, who, when and why. The audit topic lives with the letters (same cluster, read by every
  * dashboard and CLI that reaches the broker) and needs no table. Markers are not written on the
  * dead-letter topic itself: a record appended there after a letter still waiting would count in
  * its depth. A handled letter (replayed or discarded) also moves the replay position that
@@ -134,7 +134,8 @@ export const recordHandlings = (deadLetterTopic: string, handlings: ReadonlyArra
   Effect.gen(function* () {
     if (handlings.length === 0) return
     const topic = auditTopic(deadLetterTopic)
-    yield* BrokerAdmin.use((admin) => admin.ensureTopic({ topic, partitions: 1 }))
+    // Kept until deleted: an audit that expires with the broker's default retention tells nothing.
+    yield* BrokerAdmin.use((admin) => admin.ensureTopic({ topic, partitions: 1, configs: { "retention.ms": "-1" } }))
     const requests = yield* Effect.forEach(handlings, (h) =>
       Effect.map(makeEventId, (id) => ({
         id,
