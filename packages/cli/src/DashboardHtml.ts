@@ -140,7 +140,7 @@ pre{background:#f4f6f7;padding:.5em;overflow:auto;max-height:20em}
 export const js = `
 (function(){
   document.querySelectorAll("[data-select-all]").forEach(function(box){
-    box.addEventListener("change", function(){ document.querySelectorAll("input[name=eventId]").forEach(function(b){ b.checked = box.checked; }); });
+    box.addEventListener("change", function(){ document.querySelectorAll("input[name=eventId],input[name=letter]").forEach(function(b){ b.checked = box.checked; }); });
   });
   var overview = document.getElementById("overview");
   var live = document.getElementById("live");

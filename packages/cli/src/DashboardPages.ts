@@ -4,7 +4,6 @@
  *
  * @since 0.1.0
  */
-import type * as DeadLetter from "@effect-outbox/core/DeadLetter"
 import type * as DeadLetterDepth from "@effect-outbox/core/DeadLetterDepth"
 import * as Lifecycle from "@effect-outbox/core/Lifecycle"
 import type { OutboxMessage } from "@effect-outbox/core/OutboxMessage"
@@ -219,106 +218,12 @@ export const row = (base: string, inspection: Operations.Inspection, readOnly: b
 <h2>Recorded history</h2>${history}<h2>Processed by</h2>${processed}`
 }
 
-/**
- * The dead-letter topics of the outbox's topics with their depth.
- *
- * @since 0.1.0
- * @category pages
- */
-export const deadLetterTopics = (base: string, depths: ReadonlyArray<DeadLetterDepth.Depth>): string =>
-  `<h1>Dead letters</h1>${table(
-    ["dead-letter topic", "not replayed", "held"],
-    depths.map((d) => [
-      `<a href="${base}/dead-letters?topic=${encodeURIComponent(d.deadLetterTopic)}">${escapeHtml(d.deadLetterTopic)}</a>`,
-      String(d.pending),
-      String(d.total)
-    ])
-  )}
-<form method="get" action="${base}/dead-letters"><label>Another dead-letter topic <input type="text" name="topic" required></label> <button>List</button></form>`
-
-/**
- * The dead letters of one topic, each with its error, selectable for a replay.
- *
- * @since 0.1.0
- * @category pages
- */
-export const deadLetterList = (
-  base: string,
-  topic: string,
-  letters: ReadonlyArray<DeadLetter.DeadLetter>,
-  readOnly: boolean,
-  page: { readonly skip: number; readonly size: number; readonly more: boolean } = { skip: 0, size: 0, more: false }
-): string => {
-  const rows = letters.map((l) => [
-    l.eventId === null || readOnly
-      ? ""
-      : `<input type="checkbox" name="eventId" value="${escapeHtml(l.eventId)}" aria-label="select ${escapeHtml(l.eventId)}">`,
-    l.eventId === null ? "-" : escapeHtml(l.eventId),
-    escapeHtml(`${l.originalTopic}[${l.originalPartition}]@${l.originalOffset}`),
-    `<span data-error-class>${escapeHtml(l.errorClass)}</span>`,
-    escapeHtml(l.errorMessage),
-    String(l.attempts),
-    escapeHtml(l.consumerGroup),
-    escapeHtml(time(l.deadLetteredAt)),
-    String(l.replayAttempt),
-    l.eventId === null || readOnly
-      ? ""
-      : `<a href="${base}/dead-letters/replay?topic=${encodeURIComponent(topic)}&amp;eventId=${encodeURIComponent(l.eventId)}">replay…</a>`
-  ])
-  const list = table(
-    ["", "event", "from", "error class", "reason", "attempts", "group", "dead-lettered", "replays", ""],
-    rows,
-    ` data-dead-letters`
-  )
-  const selectAll = readOnly ? "" : `<label><input type="checkbox" data-select-all> select all</label>`
-  const at = (skip: number) => `${base}/dead-letters?topic=${encodeURIComponent(topic)}&amp;skip=${skip}`
-  const nav = [
-    page.skip > 0 ? `<a href="${at(Math.max(0, page.skip - page.size))}" data-page="previous">previous</a>` : "",
-    page.more ? `<a href="${at(page.skip + letters.length)}" data-page="next">next</a>` : ""
-  ].join(" ")
-  const shown = `letters ${letters.length === 0 ? 0 : page.skip + 1}–${page.skip + letters.length}${page.more ? " (more follow)" : ""}`
-  return `<h1>Dead letters on ${escapeHtml(topic)}</h1><p data-page-range>${shown}, oldest first per partition (replayed ones included; the overview counts those not yet replayed). ${nav}</p>
-<form method="get" action="${base}/dead-letters/replay"><input type="hidden" name="topic" value="${escapeHtml(topic)}">${selectAll}${list}
-${readOnly ? "" : `<button>Replay selected…</button>`}</form>`
-}
-
 const hidden = (name: string, value: string) =>
   `<input type="hidden" name="${escapeHtml(name)}" value="${escapeHtml(value)}">`
 
 const auditFields = (operator: string, reason: string) =>
   `<label>Operator <input type="text" name="operator" value="${escapeHtml(operator)}" required></label>
 <label>Reason <input type="text" name="reason" value="${escapeHtml(reason)}" required></label>`
-
-/**
- * The replay dry run: the letters a replay would republish, and the confirmation form.
- *
- * @since 0.1.0
- * @category pages
- */
-export const replayPreview = (options: {
-  readonly base: string
-  readonly topic: string
-  readonly report: Operations.ReplayReport
-  readonly csrf: string
-  readonly readOnly: boolean
-}): string => {
-  const { base, report } = options
-  const rows = report.selected.map((l) => [
-    escapeHtml(l.eventId ?? "-"),
-    escapeHtml(l.originalTopic),
-    escapeHtml(l.errorClass),
-    escapeHtml(l.errorMessage)
-  ])
-  const confirm =
-    options.readOnly || report.selected.length === 0
-      ? ""
-      : `<form method="post" action="${base}/dead-letters/replay" class="repair">${hidden("csrf", options.csrf)}${hidden("topic", options.topic)}${report.selected
-          .map((l) => hidden("eventId", l.eventId ?? ""))
-          .join("")}${auditFields("", "")}
-<button class="danger" name="confirm" value="yes">Confirm: replay ${report.selected.length} dead letter(s)</button></form>`
-  return `<h1>Replay from ${escapeHtml(options.topic)} (dry run)</h1><p data-dry-run>Nothing was republished. These would be:</p>
-${table(["event", "to", "error class", "reason"], rows)}${confirm}`
-}
 
 /**
  * The actions the repairs page offers.

@@ -7,6 +7,7 @@
  * @since 0.1.0
  */
 export * from "./operations/Changes.ts"
+export * from "./operations/DeadLetterAudit.ts"
 export * from "./operations/DeadLetters.ts"
 export * from "./operations/Health.ts"
 export * from "./operations/Inspect.ts"

@@ -276,7 +276,7 @@ describe("effect-outbox dashboard (chromium)", () => {
     }
   })
 
-  it("a dead letter is replayed from the page and leaves the depth; the replayed record shows as consumer lag", async () => {
+  it("a dead letter is replayed from the page and leaves the depth (the replayed record shows as consumer lag); the other, found by its class, is discarded and the history lists both", async () => {
     const group = `dash-billing-${randomUUID().slice(0, 8)}`
     const d = await start({ groups: [group] })
     const topic = `dash-dlt-${randomUUID().slice(0, 8)}`
@@ -331,9 +331,26 @@ describe("effect-outbox dashboard (chromium)", () => {
       assert.strictEqual(await text(d.page, `[data-metric="dead-letters"]`), "1")
       // The group never committed: the replayed record on the original topic is its lag.
       assert.strictEqual(await text(d.page, `[data-lag="${group}/${topic}/0"]`), "1")
+
+      // The other one is discarded: handled without a replay, audited, and gone from the depth.
+      await d.page.getByRole("link", { name: dlt }).first().click()
+      await d.page.getByRole("link", { name: "TypeError" }).click()
+      assert.include(await text(d.page, "[data-class-filter]"), "TypeError")
+      await d.page.getByRole("link", { name: ids[1]! }).click()
+      assert.include(await text(d.page, "[data-payload]"), `"broken": 1`)
+      await d.page.getByRole("button", { name: "Discard…" }).click()
+      assert.include(await text(d.page, "[data-dry-run]"), "Nothing was discarded")
+      await d.page.getByLabel("Operator").fill("carol")
+      await d.page.getByLabel("Reason").fill("order cancelled")
+      await d.page.getByRole("button", { name: /Confirm: discard 1 dead letter/ }).click()
+      assert.include(await text(d.page, "[data-result]"), "discard by carol (order cancelled): 1 of 1")
+      await d.page.goto(`${d.url}/`)
+      assert.strictEqual(await text(d.page, `[data-dlt-pending="${dlt}"]`), "0")
+      await d.page.goto(`${d.url}/dead-letters/history?topic=${dlt}`)
+      assert.deepStrictEqual(await d.page.locator("[data-action]").allTextContents(), ["discard", "replay"])
     } finally {
       await d.close()
-      await deleteTopics([topic, dlt]).catch(() => undefined)
+      await deleteTopics([topic, dlt, `${dlt}.audit`]).catch(() => undefined)
     }
   })
 

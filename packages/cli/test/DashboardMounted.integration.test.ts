@@ -276,7 +276,7 @@ describe("the dashboard mounted in a service's server on 0.0.0.0", () => {
     }
   })
 
-  it("the dead-letter page of a 100,000-record topic reads one page of it, and pages on", async () => {
+  it("the dead-letter page of a 100,000-record topic reads one page of it, and pages on; a letter's page reads up to it", async () => {
     const d = await start()
     try {
       const first = await request("127.0.0.1", d.port, `/outbox/dead-letters?topic=${bigTopic}`)
@@ -290,6 +290,13 @@ describe("the dashboard mounted in a service's server on 0.0.0.0", () => {
       assert.include(third.body, "orders[0]@200")
       assert.notInclude(third.body, "orders[0]@300<")
       assert.isAtMost(d.pulled.n, 301)
+      // One letter's page reads up to that letter, no further.
+      d.pulled.n = 0
+      const one = await request("127.0.0.1", d.port, `/outbox/dead-letters/letter?topic=${bigTopic}&letter=0/150`)
+      assert.strictEqual(one.status, 200, one.body)
+      assert.include(one.body, "orders[0]@150")
+      assert.include(one.body, "&quot;n&quot;: 150")
+      assert.isAtMost(d.pulled.n, 152, "up to the letter, and the one after it that ends the read")
     } finally {
       await d.close()
     }

@@ -90,11 +90,22 @@ export const sample = (deadLetterTopic: string): Effect.Effect<Option.Option<Dep
     return Option.some(depth)
   })
 
+/** One partition's read in {@link advance}: where it started, how far it got, and why it stopped. */
+interface Progress {
+  readonly from: bigint
+  readonly end: bigint
+  position: bigint
+  blocked: boolean
+  seen: boolean
+}
+
 /**
  * Moves the replay position of `deadLetterTopic` over the records `replayed` (their partition and
  * offset on the dead-letter topic), as far as the records before them allow: each partition's
  * position advances over replayed records and records that are not dead letters (`isDeadLetter`),
- * and stops at the first dead letter not replayed. Re-reads the topic to know what lies between.
+ * and stops at the first dead letter not replayed. Reads the topic from the positions to know
+ * what lies between, as a stream that holds no records and stops once every partition's
+ * position has stopped or reached the end.
  *
  * @since 0.1.0
  * @category depth
@@ -110,27 +121,36 @@ export const advance = (
     const reader = yield* TopicReader
     const groupId = replayGroup(deadLetterTopic)
     const offsets = yield* admin.groupOffsets({ groupId, topics: [deadLetterTopic] })
-    const records = yield* Stream.runCollect(reader.read(deadLetterTopic))
     const done = new Set(replayed.map((r) => `${r.partition}/${BigInt(r.offset)}`))
+    const partitions = new Map(
+      offsets
+        .filter((o) => o.topic === deadLetterTopic)
+        .map((o) => {
+          const from = o.committed === null ? BigInt(o.start) : BigInt(o.committed)
+          const state: Progress = { from, position: from, end: BigInt(o.end), blocked: false, seen: false }
+          return [o.partition, state] as const
+        })
+    )
+    const open = () => [...partitions.values()].some((p) => !p.blocked && p.position < p.end)
+    // Each partition arrives in offset order: a position only moves forward, one record at a time.
+    yield* reader.read(deadLetterTopic).pipe(
+      Stream.takeWhile(open),
+      Stream.runForEach((record) =>
+        Effect.sync(() => {
+          const p = partitions.get(record.partition)
+          const offset = BigInt(record.offset)
+          if (p === undefined || p.blocked || offset < p.from) return
+          p.seen = true
+          if (done.has(`${record.partition}/${offset}`) || !isDeadLetter(record)) p.position = offset + 1n
+          else p.blocked = true
+        })
+      )
+    )
     const moves: Array<{ partition: number; offset: string }> = []
-    for (const o of offsets.filter((x) => x.topic === deadLetterTopic)) {
-      const from = o.committed === null ? BigInt(o.start) : BigInt(o.committed)
-      let position = from
-      let blocked = false
-      const inPartition = records
-        .filter((r) => r.partition === o.partition && BigInt(r.offset) >= from)
-        .sort((a, b) => (BigInt(a.offset) < BigInt(b.offset) ? -1 : 1))
-      for (const record of inPartition) {
-        if (done.has(`${record.partition}/${BigInt(record.offset)}`) || !isDeadLetter(record)) {
-          position = BigInt(record.offset) + 1n
-        } else {
-          blocked = true
-          break
-        }
-      }
+    for (const [partition, p] of partitions) {
       // Read to the end without a dead letter left: past any trailing non-record offsets too.
-      if (!blocked && inPartition.length > 0 && BigInt(o.end) > position) position = BigInt(o.end)
-      if (position > from) moves.push({ partition: o.partition, offset: String(position) })
+      const position = !p.blocked && p.seen && p.end > p.position ? p.end : p.position
+      if (position > p.from) moves.push({ partition, offset: String(position) })
     }
     yield* admin.commitGroupOffsets({ groupId, topic: deadLetterTopic, partitions: moves })
   }).pipe(Effect.withSpan(Telemetry.spans.deadLettersAdvance, { attributes: { "outbox.topic": deadLetterTopic } }))

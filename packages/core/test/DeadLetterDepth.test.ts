@@ -12,6 +12,7 @@ import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
+import * as Stream from "effect/Stream"
 import type { ConsumerRecord } from "../src/ConsumerSource.ts"
 import * as DeadLetter from "../src/DeadLetter.ts"
 import * as DeadLetterDepth from "../src/DeadLetterDepth.ts"
@@ -20,6 +21,7 @@ import * as OutboxRuntime from "../src/OutboxRuntime.ts"
 import { Publisher } from "../src/Publisher.ts"
 import * as Telemetry from "../src/Telemetry.ts"
 import * as Topic from "../src/Topic.ts"
+import { TopicReader } from "../src/TopicReader.ts"
 import * as WakeUp from "../src/WakeUp.ts"
 
 const broker = () =>
@@ -113,6 +115,36 @@ describe("DeadLetterDepth (R5.3)", () => {
       assert.strictEqual(yield* pending, 1)
       yield* replay(byEventId(2))
       assert.strictEqual(yield* pending, 0)
+    }).pipe(Effect.provide(broker()))
+  )
+
+  it.effect("moving the position reads the topic only up to the first dead letter not replayed", () =>
+    Effect.gen(function* () {
+      const publisher = yield* Publisher
+      for (let i = 0; i < 4; i++) {
+        const request = yield* deadLetter(i)
+        yield* publisher.publish([{ ...request, partition: 0 }])
+      }
+      for (let i = 0; i < 200; i++) {
+        const request = yield* deadLetter(3)
+        yield* publisher.publish([{ ...request, partition: 0 }])
+      }
+      const read = { n: 0 }
+      const counting = Effect.map(Effect.service(TopicReader), (reader) =>
+        TopicReader.of({ read: (topic) => reader.read(topic).pipe(Stream.tap(() => Effect.sync(() => read.n++))) })
+      )
+      const isDeadLetter = (r: { readonly headers: Readonly<Record<string, string>> }) =>
+        r.headers[DeadLetter.headers.originalTopic] !== undefined
+      yield* DeadLetterDepth.advance(
+        "orders.DLT",
+        [
+          { partition: 0, offset: "0" },
+          { partition: 0, offset: "1" }
+        ],
+        isDeadLetter
+      ).pipe(Effect.provideServiceEffect(TopicReader, counting))
+      assert.strictEqual(yield* pending, 202, "past the two handled letters, stopped at the third")
+      assert.isAtMost(read.n, 3 + 16, "the read stopped at the first letter still waiting (within one chunk)")
     }).pipe(Effect.provide(broker()))
   )
 })
