@@ -273,7 +273,7 @@ describe("KafkaPublisher attributes each broker error to its own records (C1)", 
   })
 })
 
-describe("KafkaPublisher sends one broker's partitions in one request (issue #14)", () => {
+describe("KafkaPublisher sends one broker's partitions in one request", () => {
   const notLeader = Object.assign(new Error("broker says NOT_LEADER_FOR_PARTITION"), {
     name: "KafkaJSProtocolError",
     type: "NOT_LEADER_FOR_PARTITION",

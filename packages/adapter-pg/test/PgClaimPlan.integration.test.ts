@@ -97,7 +97,7 @@ describe("claim query plans at 100k rows", () => {
         assert.match(plans["candidates/force_generic_plan"]!, /message_dispatching_idx/)
         // the head check probes the key's own waiting rows
         assert.match(plans["candidates/force_generic_plan"]!, /message_pending_key_idx/)
-        // a FAILURE row blocks its key (issue #12): one entry of the FAILURE index per head
+        // a FAILURE row blocks its key: one entry of the FAILURE index per head
         assert.match(plans["candidates/force_generic_plan"]!, /message_failure_key_idx/)
         assert.match(plans["purge/force_custom_plan"]!, /message_status_idx/)
         for (const step of ["firstStep", "lastStep"]) {

@@ -1,4 +1,4 @@
-// The write path of issue #14: an enqueue joining the caller's transaction adds no SAVEPOINT and
+// The write path: an enqueue joining the caller's transaction adds no SAVEPOINT and
 // no NOTIFY to it; relays of the same layer are woken in process right after COMMIT, relays of
 // another layer (another process) by a coalesced NOTIFY sent after it; a rollback wakes nobody.
 // Everything is judged at the database or through a real relay whose poll interval is an hour.
@@ -71,7 +71,7 @@ const waitFor = <A, E, R>(probe: Effect.Effect<A, E, R>, done: (a: A) => boolean
 
 const order = (n: number) => ({ topic: "orders", key: "user-1", payload: jsonPayload({ n }) })
 
-describe("PgWakeUp after commit (issue #14 write path)", () => {
+describe("PgWakeUp after commit (the write path)", () => {
   it.live(
     "an enqueue in the caller's transaction opens no SAVEPOINT and queues no NOTIFY in it; one NOTIFY follows the commit",
     () => {

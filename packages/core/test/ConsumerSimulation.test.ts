@@ -3,7 +3,7 @@ import * as Effect from "effect/Effect"
 import { runConsumerScenario, type WrongConfiguration } from "./support/consumerSimulation.ts"
 
 // SIM_SEEDS=n runs more scenarios; SIM_SEED=s replays exactly one (and prints its summary);
-// every seed also rolls the faults of the real services (issue #18: database and broker outages,
+// every seed also rolls the faults of the real services (database and broker outages,
 // partition growth, rebalances, a loading coordinator; see docs/testing.md); SIM_FAULTS=classic
 // leaves them out. SIM_WRONG=latest-reset | driver-sql-errors replays a seed with a pre-fix
 // behaviour (H4, H2; ConsumerSimulationFaults.test.ts finds such seeds).

@@ -1,4 +1,4 @@
-// Proof that the production faults bite (issue #18): the consumer simulation, with the faults
+// Proof that the production faults bite: the consumer simulation, with the faults
 // of the real services rolled, catches each pre-fix behaviour selected as a deliberately wrong
 // configuration, with a replayable seed (the wrong configurations keep these tests meaningful
 // once the fixes land: they restore the pre-fix behaviour on purpose).

@@ -272,7 +272,7 @@ describe("event ids (UUIDv7 from the Clock and the Random service)", () => {
     currentTimeMillis: Effect.succeed(at)
   })
   // The ids the generator gave for this seed and time before Outbox.prepare became plain code
-  // (issue #14): a seeded simulation must keep replaying the same ids.
+  // a seeded simulation must keep replaying the same ids.
   const seeded = [
     "01937ed9-727b-709e-a480-448d402b53ff",
     "01937ed9-727b-71ea-afc9-035d7bfa2132",

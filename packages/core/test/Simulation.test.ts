@@ -6,7 +6,7 @@ import { independentSendsRelay, noKeyLockRelay, reversedRelay } from "./support/
 
 // SIM_SEEDS=n runs more scenarios; SIM_SEED=s replays exactly one (and prints its summary);
 // SIM_VERBOSE=1 prints every run's summary. Every seed also rolls the faults of the real services
-// (issue #18: broker and database outages, partition growth, oversized records on a hot key;
+// (broker and database outages, partition growth, oversized records on a hot key;
 // docs/testing.md); SIM_FAULTS=classic leaves them out (the draws of the simulation before issue
 // #18). SIM_WRONG=whole-call-batch replays a seed with the pre-fix publisher of C1
 // (SimulationFaults.test.ts finds such a seed).

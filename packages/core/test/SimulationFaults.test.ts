@@ -1,4 +1,4 @@
-// Proof that the relay simulation's production faults bite (issue #18): with the in-memory
+// Proof that the relay simulation's production faults bite: with the in-memory
 // broker's record-batch size limit and bursts of large records on a hot key, the checker catches
 // the publisher before the fix of C1 (one record batch per partition per call, a size error
 // failing every record of the call), selected as a deliberately wrong broker model, with a

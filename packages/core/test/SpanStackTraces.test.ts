@@ -1,7 +1,7 @@
 // The library's spans on the running paths capture no stack trace (docs/telemetry.md): one would
 // only name a line of this library, and capturing it cost ~4 µs of node CPU per span, 14 µs under
 // load — the log engine's enqueue span alone was 43 µs of node CPU per business transaction at 16
-// clients (issue #14). Effect records a span's captured trace in the fiber's stack frames
+// clients. Effect records a span's captured trace in the fiber's stack frames
 // (`References.CurrentStackFrame`), so code running inside the spans can see whether one was taken.
 // The caller's own span keeps Effect's default, which shows the probe sees captured traces.
 

@@ -1,4 +1,4 @@
-// Durable parking on the real services (issue #13, M10): parked keys and their records' positions
+// Durable parking on the real services: parked keys and their records' positions
 // live in PostgreSQL, survive a consumer restart, do not hold the partition's commit, and a
 // release (requested the CLI's way) re-reads the records from Kafka by position and runs the
 // dead-lettered head before its successors.

@@ -1,4 +1,4 @@
-// The production faults the in-memory broker models (issue #18): outages (refuse, time out,
+// The production faults the in-memory broker models: outages (refuse, time out,
 // freeze then append late), partitions a group learns about only at its metadata refresh, a
 // group coordinator that is not ready on a fresh broker, and rebalances with batches in flight.
 import { assert, describe, it } from "@effect/vitest"

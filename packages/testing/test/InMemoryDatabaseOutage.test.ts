@@ -1,4 +1,4 @@
-// PostgreSQL outages as the in-memory database plays them (issue #18): each phase fails with the
+// PostgreSQL outages as the in-memory database plays them: each phase fails with the
 // SQLSTATE PostgreSQL gives, classified as adapter-pg classifies it (adapter-pg's tests check
 // that its PgErrors.fromSqlError gives the same error for each phase).
 import { assert, describe, it } from "@effect/vitest"

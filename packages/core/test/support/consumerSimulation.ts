@@ -8,7 +8,7 @@
 // SUCCESS / PUSHED_FAILURE, partitions kept moving.
 //
 // With `faults: "production"` each seed may also draw the faults that bite on the real services
-// (issue #18): a PostgreSQL outage (shutting down, down, starting up, lost commit
+// a PostgreSQL outage (shutting down, down, starting up, lost commit
 // acknowledgements), a broker outage (refusing, timing out or frozen), partition growth that the
 // group notices only at its metadata refresh, a group coordinator still loading, and rebalances
 // with batches in flight; the checker adds "no delivered record skipped". `wrong` selects a
@@ -70,7 +70,7 @@ const GROUP = "sim-consumer"
 const Payload = Schema.Struct({ n: Schema.Number })
 
 /**
- * Deliberately wrong configurations, each a behaviour from before the fixes of issue #18:
+ * Deliberately wrong configurations, each a behaviour from before the production-fault fixes:
  * - `"latest-reset"`: the group starts partitions without a committed offset at their end
  *   (`fromBeginning: false`, H4): records on a grown topic's new partitions are skipped;
  * - `"driver-sql-errors"`: database errors classified by the driver alone (adapter-pg before the
@@ -80,7 +80,7 @@ const Payload = Schema.Struct({ n: Schema.Number })
 export type WrongConfiguration = "latest-reset" | "driver-sql-errors"
 
 export interface ScenarioOptions {
-  /** `"classic"` (default): the faults CI has always rolled; `"production"` adds issue #18's. */
+  /** `"classic"` (default): the faults CI has always rolled; `"production"` adds the production ones. */
   readonly faults?: "classic" | "production"
   readonly wrong?: WrongConfiguration
   /**
@@ -92,7 +92,7 @@ export interface ScenarioOptions {
 }
 
 /**
- * The driver's own classification, as adapter-pg mapped database errors before issue #18: the
+ * The driver's own classification, as adapter-pg mapped database errors before the production-fault fixes: the
  * same report, retriable only when `@effect/sql-pg` says so (57P01 / 57P03 are not).
  */
 const driverOnly = (operation: string) => (error: SqlError) => {
@@ -627,7 +627,7 @@ const keyedPlan = (rand: () => number) => ({
   maxHeld: 1 + Math.floor(rand() * 8)
 })
 
-// ---- production faults (issue #18) ---------------------------------------------------------------
+// ---- production faults ---------------------------------------------------------------
 
 type FaultStep =
   | { readonly _tag: "db"; readonly mode: InMemoryDatabase.OutageMode | "up"; readonly lostCommitAcks: number }

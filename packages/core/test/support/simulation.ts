@@ -4,7 +4,7 @@
 // quiet phase (faults off) the invariant checker judges what is left.
 //
 // With `faults: "production"` each seed may also draw the faults that bite on the real services
-// (issue #18): a broker outage longer than the relay's retry budget (refusing, timing out, or
+// a broker outage longer than the relay's retry budget (refusing, timing out, or
 // frozen then appending late), a PostgreSQL outage (shutdown, down, startup, lost commit
 // acknowledgements), partition growth, and bursts of large records on a hot key against a small
 // `max.message.bytes` (C1); the checker then adds "no FAILURE that no fault of the record itself
@@ -92,7 +92,7 @@ export const hotKeyBursts: OversizeHook = (rand) => {
 
 export interface ScenarioOptions {
   readonly staleRecovery?: boolean
-  /** `"classic"` (default): the faults CI has always rolled; `"production"` adds issue #18's. */
+  /** `"classic"` (default): the faults CI has always rolled; `"production"` adds the production ones. */
   readonly faults?: "classic" | "production"
   /** Oversized records on a hot key; default with production faults: {@link hotKeyBursts}. */
   readonly oversize?: OversizeHook
@@ -563,7 +563,7 @@ const scenario = (seed: number, relayLoop: RelayLoop, staleRecovery: boolean, op
     return { seed, violations, findings, summary, fingerprint, stats }
   })
 
-// ---- production faults (issue #18) ---------------------------------------------------------------
+// ---- production faults ---------------------------------------------------------------
 
 /** A record the broker refuses even alone: its FAILURE is its own fault. */
 const tooLargeAlone = (row: OutboxMessage, maxMessageBytes: number) =>

@@ -1,4 +1,4 @@
-// The log relay (issue #14) under a crash: relay processes on one slot of a wal_level=logical
+// The log relay under a crash: relay processes on one slot of a wal_level=logical
 // PostgreSQL (LOGICAL_DATABASE_URL) and the real Kafka; the one holding the slot's lease is
 // SIGKILLed mid-stream, repeatedly, while events keep being committed; a standby takes the slot
 // over each time. Library defaults (LogRelay.run()), on each Kafka adapter.

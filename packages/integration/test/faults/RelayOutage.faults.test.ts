@@ -1,4 +1,4 @@
-// Relay fault scenarios of issue #12 against the real PostgreSQL and Kafka: a broker outage much
+// Relay fault scenarios against the real PostgreSQL and Kafka: a broker outage much
 // longer than the relay's whole retry budget used to last, a frozen broker (SIGSTOP), and a
 // FAILURE head holding its key until an operator requeues it. Each records a row of the faults
 // table (events, lost, duplicates delivered, duplicate effects, order violations, FAILURE rows).

@@ -1,4 +1,4 @@
-// Stale recovery on the real services (issue #12 item 4, review H3): a relay died holding 300
+// Stale recovery on the real services: a relay died holding 300
 // leases; 150 of its rows were created three days before their claim, on a topic with a long
 // history. Two live relays, each with stale recovery at its defaults (but a short interval), must
 // recover every row within 3 rounds (pages of the default 100), judge each row once (one

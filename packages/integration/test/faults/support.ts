@@ -483,7 +483,7 @@ export const startRelay = async (
 }
 
 // ------------------------------------------------------------------------------------------------
-// publisher (issue #12): a stack on the library's defaults
+// publisher: a stack on the library's defaults
 // ------------------------------------------------------------------------------------------------
 
 /**
@@ -513,7 +513,7 @@ export const makeDefaultsStack = async (options: Parameters<typeof defaultsStack
   return runtime as unknown as Stack
 }
 
-// relay (issue #12): freezing a private broker
+// relay: freezing a private broker
 // ------------------------------------------------------------------------------------------------
 
 /** The pids of the broker JVM started with `state` (found by its config path). */
@@ -575,7 +575,7 @@ export const privatePostgres = (
 }
 
 // ------------------------------------------------------------------------------------------------
-// logrelay (issue #14): the log engine on a PostgreSQL with wal_level = logical
+// logrelay: the log engine on a PostgreSQL with wal_level = logical
 // ------------------------------------------------------------------------------------------------
 
 /**
