@@ -160,12 +160,15 @@ export const variables = EnvVariable.table(section, {
   )
 })
 
-const readPem = (variable: string, path: string) =>
+const readText = (variable: string, path: string) =>
   Effect.tryPromise({
     try: () => readFile(path, "utf8"),
     catch: (cause) =>
       new KafkaSecurityError({ variable, reason: `cannot read ${path}: ${(cause as Error).message ?? String(cause)}` })
-  }).pipe(
+  })
+
+const readPem = (variable: string, path: string) =>
+  readText(variable, path).pipe(
     Effect.flatMap((text) =>
       text.includes("-----BEGIN ")
         ? Effect.succeed(text)
@@ -180,14 +183,7 @@ const readPem = (variable: string, path: string) =>
  * @category constructors
  */
 export const tokenFromFile = (path: string): TokenProvider =>
-  Effect.tryPromise({
-    try: () => readFile(path, "utf8"),
-    catch: (cause) =>
-      new KafkaSecurityError({
-        variable: "KAFKA_SASL_OAUTHBEARER_TOKEN_FILE",
-        reason: `cannot read ${path}: ${(cause as Error).message ?? String(cause)}`
-      })
-  }).pipe(Effect.map((token) => token.trim()))
+  readText("KAFKA_SASL_OAUTHBEARER_TOKEN_FILE", path).pipe(Effect.map((token) => token.trim()))
 
 const optionalPem = (variable: string, path: Option.Option<string>) =>
   Option.match(path, {
