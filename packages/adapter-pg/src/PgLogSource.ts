@@ -126,7 +126,7 @@ const parseWindow = (rows: ReadonlyArray<LogReader.Row>, table: string): LogWind
   for (const row of rows) {
     const tag = row.data[0]
     if (tag === Pgoutput.TAG_COMMIT) {
-      for (let i = pending; i < entries.length; i++) entries[i] = { ...entries[i]!, position: row.lsn }
+      Pgoutput.stamp(entries, pending, row.lsn)
       pending = entries.length
       upTo = row.lsn
       index = 0

@@ -95,10 +95,10 @@ export const encode = (message: LogMessage): Uint8Array => {
 export const decode = (bytes: Uint8Array): LogMessage | LogRecordError => {
   if (bytes.byteLength < 5)
     return new LogRecordError({ reason: `${bytes.byteLength} bytes is shorter than the header` })
-  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength)
-  const version = view.getUint8(0)
+  const version = bytes[0]!
   if (version !== VERSION) return new LogRecordError({ reason: `version ${version}, expected ${VERSION}` })
-  const length = view.getUint32(1)
+  // Read by hand: a DataView per record costs more than the four bytes it reads.
+  const length = ((bytes[1]! << 24) | (bytes[2]! << 16) | (bytes[3]! << 8) | bytes[4]!) >>> 0
   if (5 + length > bytes.byteLength)
     return new LogRecordError({ reason: `metadata length ${length} runs past the end` })
   try {
@@ -151,7 +151,10 @@ export const validate = (message: LogMessage, maxPartition?: number): string | u
   }
   if (typeof message.headers !== "object" || message.headers === null || Array.isArray(message.headers))
     return "headers are not an object"
-  for (const [name, value] of Object.entries(message.headers)) {
+  const headers = message.headers
+  for (const name in headers) {
+    if (!Object.hasOwn(headers, name)) continue
+    const value: unknown = headers[name]
     if (typeof value !== "string") return `header ${JSON.stringify(name)} is a ${typeof value}, not a string`
   }
   if (typeof message.createdAt !== "number" || !Number.isFinite(message.createdAt)) return "createdAt is not a number"

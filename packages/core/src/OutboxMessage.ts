@@ -25,6 +25,12 @@ export const EventId = Schema.String.check(Schema.isUUID()).pipe(Schema.brand("@
  */
 export type EventId = typeof EventId.Type
 
+// `Schema.isUUID()`'s pattern, tested directly: the relay checks every event it reads, and the
+// schema's parser costs microseconds per call where the pattern costs tens of nanoseconds. A test
+// holds the two to the same answers.
+const UUID =
+  /^([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[1-8][0-9a-fA-F]{3}-[89abAB][0-9a-fA-F]{3}-[0-9a-fA-F]{12}|00000000-0000-0000-0000-000000000000|[fF]{8}-[fF]{4}-[fF]{4}-[fF]{4}-[fF]{12})$/
+
 /**
  * Whether a value is an event id: the library's one UUID check (drafts, stores, consumers and
  * the CLI all ask it, so an id one of them accepts the others accept too).
@@ -32,7 +38,7 @@ export type EventId = typeof EventId.Type
  * @since 0.1.0
  * @category guards
  */
-export const isEventId: (value: unknown) => value is EventId = Schema.is(EventId)
+export const isEventId = (value: unknown): value is EventId => typeof value === "string" && UUID.test(value)
 
 /**
  * The header that carries the event id on every published record.

@@ -102,7 +102,7 @@ const committed = (state: State, data: Buffer) => {
   const end = Pgoutput.commitEnd(data)
   const upTo = Pgoutput.lsnText(end)
   const entries = open.entries
-  for (let i = 0; i < entries.length; i++) entries[i] = { ...entries[i]!, position: upTo }
+  Pgoutput.stamp(entries, 0, upTo)
   const { bytes, commit, first, rows } = open
   state.buffered.push({ commit, entries, first, end, upTo, rows, bytes })
   state.bufferedBytes += bytes
