@@ -19,6 +19,7 @@ import { type CompressionAlgorithmValue, ProduceAcks, Producer, stringSerializer
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Driver from "./internal/driver.ts"
+import { headerNameSerializer } from "./internal/headerNames.ts"
 import * as Send from "./internal/send.ts"
 import { PlatformaticClient } from "./PlatformaticClient.ts"
 
@@ -98,7 +99,7 @@ export const make = (options: PlatformaticPublisherOptions = {}) =>
             // Our partitions are final: a stale-metadata retry must not re-route them.
             repeatOnStaleMetadata: false,
             retries: options.retries ?? 3,
-            serializers: { headerKey: stringSerializer, headerValue: stringSerializer },
+            serializers: { headerKey: headerNameSerializer(), headerValue: stringSerializer },
             ...(options.compression === undefined ? {} : { compression: options.compression })
           }),
         connect: () => Promise.resolve(),

@@ -80,9 +80,14 @@ export const recordBytes = (record: SizedRecord, offsetDelta = 0): number => {
   let body = 1 + 3 + varint(offsetDelta) // attributes, timestamp delta, offset delta
   body += sizedBytes(record.key === null ? null : utf8(record.key))
   body += sizedBytes(record.payload.byteLength)
-  const headers = Object.entries(record.headers)
-  body += varint(headers.length)
-  for (const [name, value] of headers) body += sizedBytes(utf8(name)) + sizedBytes(utf8(value))
+  const headers = record.headers
+  let count = 0
+  for (const name in headers) {
+    if (!Object.hasOwn(headers, name)) continue
+    count++
+    body += sizedBytes(utf8(name)) + sizedBytes(utf8(headers[name]!))
+  }
+  body += varint(count)
   return varint(body) + body
 }
 

@@ -58,7 +58,8 @@ export const produce = async (
         partition,
         key: record.key === null ? undefined : Buffer.from(record.key),
         value: toBuffer(record.payload),
-        headers: { ...record.headers }
+        // A fresh object per record already (`Publisher.recordHeaders`); the client only reads it.
+        headers: record.headers as Record<string, string>
       }))
     )
   })

@@ -60,6 +60,18 @@ export const resume = (lease: LogLease): Effect.Effect<Progress, LogSourceError>
     const compare = progress.compare
     const behind = (position: string | undefined) =>
       saved !== null && position !== undefined && compare(position, saved) <= 0
+    // The entries of one transaction share its position: compared once per transaction, not per event.
+    const notBehind = (entries: ReadonlyArray<LogMessage>) => {
+      let last: string | undefined
+      let lastBehind = false
+      return entries.filter((m) => {
+        if (m.position !== last || last === undefined) {
+          last = m.position
+          lastBehind = behind(m.position)
+        }
+        return !lastBehind
+      })
+    }
     const unpublished = (window: LogWindow) =>
       Effect.gen(function* () {
         if (saved === null || window.entries.length === 0) return window.entries
@@ -73,7 +85,7 @@ export const resume = (lease: LogLease): Effect.Effect<Progress, LogSourceError>
               : window.entries
             : behind(at)
               ? []
-              : window.entries.filter((m) => !behind(m.position))
+              : notBehind(window.entries)
         const skipped = window.entries.length - rest.length
         if (skipped > 0) {
           yield* Metric.update(rewindSkipped, skipped)
