@@ -8,7 +8,7 @@
  * sends), to sum self time per function (`LogRelayCpuProfile.ts`).
  *
  *   node bench/src/experiments/LogRelayCpu.ts [--reps 3] [--backlog 50000] [--batch 100] [--per-tx 1000]
- *     [--profile /tmp/dir]
+ *     [--profile /tmp/dir] [--max-window n]
  */
 
 import { writeFileSync } from "node:fs"
@@ -29,6 +29,7 @@ const backlog = Args.number("backlog", 50_000)
 const batchSize = Args.number("batch", 100)
 const perTx = Args.number("per-tx", 1000)
 const profileDir = Args.optional("profile")
+const maxWindow = Args.optional("max-window")
 
 interface Sample {
   readonly rate: number
@@ -71,7 +72,9 @@ const relay = async (admin: Awaited<ReturnType<typeof connectAdmin>>, n: number,
     if (session !== undefined) await session.post("Profiler.start")
     const cpu = cpuMicros()
     const started = performance.now()
-    const fiber = stack.runtime.runFork(LogRelay.run({ batchSize }))
+    const fiber = stack.runtime.runFork(
+      LogRelay.run({ batchSize, maxWindow: maxWindow === undefined ? undefined : Number(maxWindow) })
+    )
     while ((await Env.topicRecords(admin, topic)) < n) await Env.sleep(20)
     const elapsed = performance.now() - started
     const used = cpuMicros() - cpu

@@ -67,6 +67,11 @@ export const make = (lease: LogLease, every: number): Effect.Effect<Gate, LogSou
       const send: Array<LogMessage> = []
       const aside: Array<QuarantineEntry> = []
       for (const message of entries) {
+        // Nothing blocked and a valid event (the usual case): no key to build and look up.
+        if (message.invalid === undefined && blocked.size === 0) {
+          send.push(message)
+          continue
+        }
         const k = typeof message.key === "string" ? keyOf(message.topic, message.key) : undefined
         if (message.invalid !== undefined) {
           aside.push({ message, position, status: "QUARANTINED", reason: `invalid: ${message.invalid}` })
