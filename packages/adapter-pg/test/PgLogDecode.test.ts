@@ -4,6 +4,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as LogRecord from "@effect-outbox/core/LogRecord"
 import { type EventId, isEventId } from "@effect-outbox/core/OutboxMessage"
+import * as Bytes from "../src/internal/logBytes.ts"
 import * as Pgoutput from "../src/internal/pgoutput.ts"
 
 const ID = "0193a0b1-c2d3-7e4f-8a5b-6c7d8e9f0a1b" as EventId
@@ -146,6 +147,26 @@ describe("pgoutput decoding of the event table's inserts", () => {
   it("a record whose id is not the row's", () => {
     const other = "0193a0b1-c2d3-7e4f-8a5b-000000000000"
     invalid(rowOf(record({ ...message({ id: other as EventId }), payload: undefined })), /is not the row's id/)
+  })
+
+  it("a record id that differs from the row's in one character, or only in case, is not the row's id", () => {
+    const row = "0193a0b1-c2d3-7e4f-8a5b-6c7d8e9f0a1b" as EventId
+    for (const other of ["0193a0b1-c2d3-7e4f-8a5b-6c7d8e9f0a1c", "0193A0B1-C2D3-7E4F-8A5B-6C7D8E9F0A1B", `${row}0`]) {
+      invalid(rowOf(record({ ...message({ id: other as EventId }), payload: undefined }), row), /is not the row's id/)
+    }
+  })
+
+  it("the id comparison without building the text agrees with the text, byte for byte", () => {
+    const bytes = new Uint8Array(20)
+    for (let n = 0; n < 500; n++) {
+      for (let i = 0; i < bytes.length; i++) bytes[i] = (n * 37 + i * 101 + ((n * i) % 13)) & 0xff
+      const text = Bytes.uuidText(bytes.subarray(2, 18))
+      assert.isTrue(Bytes.isUuidTextOf(text, bytes, 2))
+      const at = n % 36
+      const changed = `${text.slice(0, at)}${text[at] === "0" ? "1" : "0"}${text.slice(at + 1)}`
+      assert.isFalse(Bytes.isUuidTextOf(changed, bytes, 2), changed)
+      assert.isFalse(Bytes.isUuidTextOf(text.toUpperCase() === text ? `${text}x` : text.toUpperCase(), bytes, 2))
+    }
   })
 
   it("a record id that is not a UUID", () => {

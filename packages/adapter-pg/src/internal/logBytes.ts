@@ -49,6 +49,26 @@ export const uuidText = (b: Uint8Array): string => {
 
 export const text = (b: Uint8Array): string => decoder.decode(b)
 
+const HEX_CODES = Array.from("0123456789abcdef", (c) => c.charCodeAt(0))
+
+/**
+ * Whether `value` is `uuidText` of the 16 bytes at `data[start]`, compared character by character
+ * without building that text (the relay checks every record's id against its row's).
+ */
+export const isUuidTextOf = (value: unknown, data: Uint8Array, start: number): boolean => {
+  if (typeof value !== "string" || value.length !== 36) return false
+  let at = 0
+  for (let i = 0; i < 16; i++) {
+    if (at === 8 || at === 13 || at === 18 || at === 23) {
+      if (value.charCodeAt(at++) !== 0x2d) return false
+    }
+    const b = data[start + i]!
+    if (value.charCodeAt(at) !== HEX_CODES[b >> 4] || value.charCodeAt(at + 1) !== HEX_CODES[b & 15]) return false
+    at += 2
+  }
+  return true
+}
+
 /** bytea's text form (`\x` then hex), as a server that ignores `binary` sends it. */
 export const fromHexText = (b: Uint8Array): Uint8Array => {
   const hex = text(b)

@@ -110,6 +110,10 @@ export const event = (id: EventId, record: Uint8Array): LogRecord.LogMessage => 
   return reason === undefined ? decoded : flagged(id, record, reason, decoded.topic)
 }
 
+/** A flagged entry under a stand-in id from its position (its own id unknown). */
+const standIn = (at: () => string, index: number, payload: Uint8Array, reason: string) =>
+  flagged(positionId(at(), index), payload, reason, "", true)
+
 /** A big-endian u32 at `at`; past the end of `data` a RangeError (the message is truncated). */
 const u32At = (data: Uint8Array, at: number): number => {
   if (at + 4 > data.byteLength) throw new RangeError(`message ends at ${data.byteLength}, needed ${at + 4}`)
@@ -156,17 +160,34 @@ const insert = (decoder: Decoder, data: Uint8Array, at: () => string, index: num
       recordEnd = offset
     }
   }
-  const standIn = (payload: Uint8Array, reason: string) => flagged(positionId(at(), index), payload, reason, "", true)
   if (layout !== undefined && layout.name !== decoder.table) {
-    return standIn(data, `a row of ${layout.name}, not of the event table ${decoder.table}`)
+    return standIn(at, index, data, `a row of ${layout.name}, not of the event table ${decoder.table}`)
   }
-  if (recordKind === 0) return standIn(new Uint8Array(0), "the row has no record")
+  if (recordKind === 0) return standIn(at, index, new Uint8Array(0), "the row has no record")
   const recordBytes = data.subarray(recordStart, recordEnd)
   const record = recordKind === KIND_BINARY ? recordBytes : Bytes.fromHexText(recordBytes)
-  if (idKind === 0) return standIn(record, "the row has no id")
+  if (idKind === 0) return standIn(at, index, record, "the row has no id")
+  if (idKind === KIND_BINARY && idEnd - idStart === 16) return binaryIdEvent(data, idStart, record)
   const idBytes = data.subarray(idStart, idEnd)
   return event((idKind === KIND_BINARY ? Bytes.uuidText(idBytes) : Bytes.text(idBytes)) as EventId, record)
 }
+
+/**
+ * `event` for a row whose id is a binary uuid at `data[start]` (the usual case): the record's id
+ * is compared with those 16 bytes, and the id's text is built only for an entry that is flagged.
+ */
+const binaryIdEvent = (data: Uint8Array, start: number, record: Uint8Array): LogRecord.LogMessage => {
+  const decoded = LogRecord.decode(record)
+  if (decoded instanceof LogRecord.LogRecordError) return flagged(rowId(data, start), record, decoded.reason)
+  if (!Bytes.isUuidTextOf(decoded.id, data, start)) {
+    const id = rowId(data, start)
+    return flagged(id, record, `the record's id ${String(decoded.id)} is not the row's id ${id}`)
+  }
+  const reason = LogRecord.validate(decoded)
+  return reason === undefined ? decoded : flagged(decoded.id, record, reason, decoded.topic)
+}
+
+const rowId = (data: Uint8Array, start: number) => Bytes.uuidText(data.subarray(start, start + 16)) as EventId
 
 /**
  * The event of one pgoutput message, or `undefined` for a message that carries none (begin,
