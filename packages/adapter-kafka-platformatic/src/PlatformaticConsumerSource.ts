@@ -9,7 +9,8 @@
  * partition this member lost; their commits are dropped (counted in `droppedCommits`) and the new
  * owner reads them again from the group's committed offset — at-least-once, deduplicated by the
  * inbox. Such batches are not current (`isCurrent`): a batch is current while no group join
- * happened since it was read and the partition is still assigned. The client pauses only its
+ * happened since its records were fetched and the partition is still assigned. A fetch answered
+ * after a join is discarded (its positions are the previous generation's). The client pauses only its
  * whole stream, so `pause` holds a paused partition's records back in the adapter (the other
  * partitions keep flowing) and pauses the whole stream only when more than `maxHeldRecords`
  * wait; a group join drops what was held, since the stream then restarts every partition at the
@@ -26,6 +27,7 @@ import * as Layer from "effect/Layer"
 import type * as Scope from "effect/Scope"
 import { patchFetch } from "./internal/abortedRecords.ts"
 import * as Commit from "./internal/commit.ts"
+import { guardFetch } from "./internal/fetchGuard.ts"
 import * as Handoff from "./internal/handoff.ts"
 import { keepMembership } from "./internal/membership.ts"
 import { PlatformaticClient } from "./PlatformaticClient.ts"
@@ -79,6 +81,8 @@ export const subscribe = (
     // The client's read_committed filter lets some aborted records through (internal/abortedRecords).
     patchFetch(consumer)
     const state = Handoff.makeState(consumer)
+    // A fetch answered across a group join would move positions the join reset (internal/fetchGuard).
+    guardFetch(consumer, state)
     yield* keepMembership(consumer, state, groupOptions)
 
     const stream = yield* Effect.acquireRelease(start(consumer, request, groupOptions, options), (stream) =>

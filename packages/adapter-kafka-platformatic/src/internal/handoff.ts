@@ -31,6 +31,8 @@ export interface State {
    * committed offset, so batches read before it are not current any more.
    */
   generation: number
+  /** The consumer's group generation at its last join; it differs from the current one while a join runs. */
+  joinedGenerationId: number | undefined
   readonly batchGeneration: WeakMap<ConsumerBatch, number>
   /** The group generation and member id each batch's records were fetched under. */
   readonly batchGroup: WeakMap<ConsumerBatch, GroupMetadata>
@@ -52,6 +54,7 @@ export const makeState = (consumer: AnyConsumer): State => {
     held: new Map(),
     heldCount: 0,
     generation: 0,
+    joinedGenerationId: undefined,
     batchGeneration: new WeakMap(),
     batchGroup: new WeakMap(),
     committed: new Map(),
@@ -61,6 +64,7 @@ export const makeState = (consumer: AnyConsumer): State => {
   }
   consumer.on("consumer:group:join", () => {
     state.generation++
+    state.joinedGenerationId = consumer.generationId
     state.held.clear()
     state.heldCount = 0
   })
@@ -77,11 +81,17 @@ export const notify = (state: State) => {
 export const owns = (consumer: AnyConsumer, topic: string, partition: number) =>
   consumer.assignments?.some((a) => a.topic === topic && a.partitions.includes(partition)) === true
 
+/**
+ * A batch is current while the subscription is open, no group join happened since it was read
+ * nor since its records were fetched (records fetched before a join may wait in the stream's
+ * buffer and be read after it), and its partition is still assigned.
+ */
 export const isCurrent =
   (consumer: AnyConsumer, state: State) =>
   (batch: ConsumerBatch): boolean =>
     !state.closed &&
     state.batchGeneration.get(batch) === state.generation &&
+    (state.batchGroup.get(batch)?.generationId ?? consumer.generationId) === consumer.generationId &&
     owns(consumer, batch.topic, batch.partition)
 
 export const setPaused = (state: State, partitions: ReadonlyArray<TopicPartition>, paused: boolean) =>
@@ -93,6 +103,33 @@ export const setPaused = (state: State, partitions: ReadonlyArray<TopicPartition
     // A pull waiting for records may now take the held ones.
     if (!paused) notify(state)
   })
+
+/** The membership the client stamped on a message when its fetch was answered. */
+const membershipOf = (message: RawMessage) =>
+  (
+    message.metadata as
+      | { readonly consumer?: { readonly generationId?: number; readonly memberId?: string | null } }
+      | undefined
+  )?.consumer
+
+/**
+ * Whether two messages were fetched under one membership. A batch never spans two: the stream's
+ * buffer still holds records fetched before a group join when the records the join fetched again
+ * from the committed offset arrive behind them, and a batch stamped with its first (old) record's
+ * generation would drop the new records with the old ones, though the stream has moved past them.
+ */
+const sameMembership = (a: RawMessage, b: RawMessage): boolean => {
+  const x = membershipOf(a)
+  const y = membershipOf(b)
+  return x?.generationId === y?.generationId && x?.memberId === y?.memberId
+}
+
+/** How many of `list`'s first records (at most `max`) were fetched under the first one's membership. */
+const sameFetchRun = (list: ReadonlyArray<RawMessage>, max: number): number => {
+  let n = 1
+  while (n < list.length && n < max && sameMembership(list[0]!, list[n]!)) n++
+  return n
+}
 
 /** Reads one-partition batches off the stream, holding back records of paused partitions. */
 export const reader = (stream: RawStream, state: State, maxBatch: number, maxHeld: number) => {
@@ -118,11 +155,7 @@ export const reader = (stream: RawStream, state: State, maxBatch: number, maxHel
       records: messages.map(toConsumerRecord)
     }
     state.batchGeneration.set(batch, state.generation)
-    // The client stamps every fetched message with its consumer's membership at fetch time.
-    const metadata = messages[0]!.metadata as
-      | { readonly consumer?: { readonly generationId?: number; readonly memberId?: string | null } }
-      | undefined
-    const member = metadata?.consumer
+    const member = membershipOf(messages[0]!)
     if (typeof member?.generationId === "number" && typeof member.memberId === "string") {
       state.batchGroup.set(batch, { generationId: member.generationId, memberId: member.memberId })
     }
@@ -141,7 +174,7 @@ export const reader = (stream: RawStream, state: State, maxBatch: number, maxHel
     resumeIfDrained()
     for (const [slot, list] of state.held) {
       if (state.paused.has(slot)) continue
-      const taken = list.splice(0, maxBatch)
+      const taken = list.splice(0, sameFetchRun(list, maxBatch))
       if (list.length === 0) state.held.delete(slot)
       state.heldCount -= taken.length
       resumeIfDrained()
@@ -167,7 +200,7 @@ export const reader = (stream: RawStream, state: State, maxBatch: number, maxHel
     while (messages.length < maxBatch) {
       const message = next()
       if (message === undefined) break
-      if (message.topic !== first.topic || message.partition !== first.partition) {
+      if (message.topic !== first.topic || message.partition !== first.partition || !sameMembership(first, message)) {
         pending = message
         break
       }
