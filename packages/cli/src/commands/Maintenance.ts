@@ -9,6 +9,7 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Operations from "../Operations.ts"
 import * as Render from "../Render.ts"
+import { dltDiscard, dltHistory } from "./DeadLetterAudit.ts"
 import { parseDuration, selectionFlags, userError, withBroker, withDatabase } from "./Root.ts"
 
 const dltList = Command.make(
@@ -50,8 +51,8 @@ const dltReplay = Command.make(
  * @category commands
  */
 export const dlt = Command.make("dlt").pipe(
-  Command.withDescription("dead letters: list, replay"),
-  Command.withSubcommands([dltList, dltReplay])
+  Command.withDescription("dead letters: list, replay, discard, history"),
+  Command.withSubcommands([dltList, dltReplay, dltDiscard, dltHistory])
 )
 
 const parkedList = Command.make(

@@ -257,7 +257,8 @@ export interface DiscardReport {
 /**
  * Marks the dead letters at `places` as handled without replaying them: a dry run unless
  * `execute`; executed, each is recorded on the audit topic (who, when, why) and the dead-letter
- * depth stops counting it.
+ * depth stops counting it. A place that holds no dead letter is reported in `missing`; with
+ * `strict` it fails the request instead, before anything is recorded.
  *
  * @since 0.1.0
  * @category dead letters
@@ -268,6 +269,7 @@ export const discardDeadLetters = (request: {
   readonly operator: string
   readonly reason: string
   readonly execute: boolean
+  readonly strict?: boolean | undefined
 }) =>
   Effect.gen(function* () {
     if (request.from.trim() === "") return yield* new OperatorError({ reason: "name the dead-letter topic" })
@@ -278,6 +280,11 @@ export const discardDeadLetters = (request: {
     const selected = yield* deadLettersAt(request.from, request.places)
     const found = new Set(selected.map((l) => placeKey(l.record)))
     const missing = request.places.filter((p) => !found.has(placeKey(p)))
+    if (request.strict === true && missing.length > 0) {
+      return yield* new OperatorError({
+        reason: `no dead letter at ${missing.map(placeKey).join(", ")} on ${request.from} (see: effect-outbox dlt list ${request.from}); nothing discarded`
+      })
+    }
     if (request.execute && selected.length > 0) {
       yield* recordHandlings(
         request.from,
