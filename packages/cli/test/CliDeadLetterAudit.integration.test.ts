@@ -90,7 +90,7 @@ const fixture = Effect.gen(function* () {
   return { dlt, ids, cli, logs, pending }
 })
 
-describe("effect-outbox dlt discard and history", () => {
+describe("effect-outbox dlt replay, discard and history", () => {
   it.live("bad input fails with a clear error and records nothing", () =>
     Effect.gen(function* () {
       const f = yield* fixture
@@ -201,5 +201,41 @@ describe("effect-outbox dlt discard and history", () => {
           reason: "test"
         })
       }).pipe(Effect.scoped)
+  )
+
+  it.live("an executed replay is recorded in the history and leaves the depth; a dry run is not", () =>
+    Effect.gen(function* () {
+      const f = yield* fixture
+      const dry = yield* f.cli("dlt", "replay", f.dlt, "--event-id", f.ids[0]!)
+      assert.isTrue(dry.ok, dry.err)
+      assert.include((yield* f.cli("dlt", "history", f.dlt)).out, "no replay or discard")
+      assert.strictEqual(yield* f.pending, 3)
+
+      const done = yield* f.cli(
+        "dlt",
+        "replay",
+        f.dlt,
+        "--event-id",
+        f.ids[0]!,
+        "--operator",
+        "carol",
+        "--reason",
+        "handler fixed",
+        "--execute"
+      )
+      assert.isTrue(done.ok, done.err)
+      assert.strictEqual(yield* f.pending, 2)
+      const history = JSON.parse((yield* f.cli("dlt", "history", f.dlt, "--json")).out)
+      assert.strictEqual(history.length, 1)
+      assert.deepInclude(history[0], {
+        action: "replay",
+        deadLetterTopic: f.dlt,
+        partition: 0,
+        offset: "0",
+        eventId: f.ids[0],
+        operator: "carol",
+        reason: "handler fixed"
+      })
+    }).pipe(Effect.scoped)
   )
 })

@@ -31,16 +31,23 @@ const dltReplay = Command.make(
     ),
     all: Flag.Boolean("all").pipe(Flag.withDescription("replay every dead letter"), Flag.withDefault(false)),
     to: Flag.String("to").pipe(Flag.withDescription("republish here instead of the original topic"), Flag.optional),
+    operator: selectionFlags.operator,
+    reason: Flag.String("reason").pipe(
+      Flag.withDescription("why, for the audit topic's history"),
+      Flag.withDefault("replayed from the CLI")
+    ),
     execute: selectionFlags.execute
   },
   (input) =>
     withBroker(
-      Operations.replay({
+      Operations.replayAudited({
         from: input.topic,
         eventIds: input.eventIds,
         all: input.all,
         to: Option.getOrUndefined(input.to),
-        execute: input.execute
+        execute: input.execute,
+        operator: input.operator,
+        reason: input.reason
       }),
       Render.replay
     )

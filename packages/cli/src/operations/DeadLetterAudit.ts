@@ -27,6 +27,7 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Result from "effect/Result"
 import * as Stream from "effect/Stream"
+import { replay } from "./DeadLetters.ts"
 import { OperatorError } from "./OperatorError.ts"
 
 /**
@@ -323,3 +324,27 @@ export const handlingsFor = (
       })
     )
   )
+
+/**
+ * `replay`, and once executed, each replayed letter recorded on the audit topic (who, when, why)
+ * and the dead-letter depth moved past it: what the dashboard and `dlt replay` run, so the
+ * history shows every replay whoever made it.
+ *
+ * @since 0.1.0
+ * @category dead letters
+ */
+export const replayAudited = (
+  request: Parameters<typeof replay>[0] & { readonly operator: string; readonly reason: string }
+) =>
+  Effect.gen(function* () {
+    const report = yield* replay(request)
+    const replayed = report.result?.replayed ?? []
+    if (replayed.length > 0) {
+      yield* recordHandlings(
+        request.from,
+        yield* handlingsFor(request.from, "replay", replayed, request.operator, request.reason)
+      )
+      yield* settleDeadLetterDepth(request.from)
+    }
+    return report
+  })
