@@ -13,7 +13,8 @@ import type { Consumer } from "@platformatic/kafka"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type * as Option from "effect/Option"
-import { fetchOnce } from "./internal/partitionFetch.ts"
+import * as Stream from "effect/Stream"
+import { readRanges } from "./internal/partitionFetch.ts"
 import { PlatformaticClient } from "./PlatformaticClient.ts"
 import { protocol } from "./PlatformaticErrors.ts"
 import { brokerCall } from "./PlatformaticRetry.ts"
@@ -44,18 +45,9 @@ const driver = (consumer: Consumer): Probe.ProbeDriver => ({
       )
     ),
   scan: (topic, ranges, visit) =>
-    Effect.gen(function* () {
-      for (const range of ranges) {
-        let from = range.start
-        while (from < range.end) {
-          const { next, records } = yield* fetchOnce(consumer, topic, range, from)
-          for (const record of records) if (visit(record) === "stop") return
-          // A fetch that makes no progress would loop: the range holds nothing more to read.
-          if (next <= from) break
-          from = next
-        }
-      }
-    })
+    Stream.runForEachWhile(readRanges(consumer, topic, ranges, "uncommitted"), (record) =>
+      Effect.succeed(visit(record) !== "stop")
+    )
 })
 
 /**

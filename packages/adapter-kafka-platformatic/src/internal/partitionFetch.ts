@@ -5,19 +5,16 @@
  * @internal
  */
 import type { ConsumerRecord } from "@effect-outbox/core/ConsumerSource"
+import type { Range } from "@effect-outbox/kafka/Probe"
 import type { Consumer } from "@platformatic/kafka"
 import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Stream from "effect/Stream"
 import { brokerCall } from "../PlatformaticRetry.ts"
 import { committedBatches } from "./abortedRecords.ts"
 
 /** Control batches (transaction markers) carry no user records. */
 const CONTROL_BATCH = 0x20
-
-export interface Range {
-  readonly partition: number
-  readonly start: bigint
-  readonly end: bigint
-}
 
 /**
  * Which records a read returns: every record that landed (the probe), or only those of committed
@@ -126,3 +123,24 @@ export const fetchOnce = (
     }
     return { records, next }
   })
+
+/** The records of `ranges`, one fetch at a time; a fetch that makes no progress ends its range. */
+export const readRanges = (
+  consumer: Consumer,
+  topic: string,
+  ranges: ReadonlyArray<Range>,
+  isolation: Isolation,
+  fetchBytes = 1_048_576
+): Stream.Stream<ConsumerRecord, unknown> =>
+  Stream.fromIterable(ranges).pipe(
+    Stream.flatMap((range) =>
+      Stream.paginate(range.start, (from) =>
+        from >= range.end
+          ? Effect.succeed([[] as ReadonlyArray<ConsumerRecord>, Option.none<bigint>()] as const)
+          : Effect.map(fetchOnce(consumer, topic, range, from, fetchBytes, isolation), ({ next, records }) => {
+              const more = next > from && next < range.end ? Option.some(next) : Option.none<bigint>()
+              return [records, more] as const
+            })
+      )
+    )
+  )
