@@ -13,8 +13,8 @@ import type * as Config from "effect/Config"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Redacted from "effect/Redacted"
 import type * as Scope from "effect/Scope"
-import { platformaticSecurity } from "./internal/security.ts"
 
 // @platformatic/kafka's declarations read Node's fetch option `RequestInit["dispatcher"]`. With the
 // DOM lib (TypeScript's default) `RequestInit` is the browser's, without that field, and they fail
@@ -63,6 +63,29 @@ export class PlatformaticClient extends Context.Service<
     readonly baseOptions: BaseOptions
   }
 >()("@effect-outbox/adapter-kafka-platformatic/PlatformaticClient") {}
+
+const mechanisms = {
+  plain: "PLAIN",
+  "scram-sha-256": "SCRAM-SHA-256",
+  "scram-sha-512": "SCRAM-SHA-512",
+  oauthbearer: "OAUTHBEARER"
+} as const
+
+/** TLS and SASL as the client's `tls` and `sasl`. */
+const platformaticSecurity = ({ sasl, tls }: KafkaSecurity.Security): Pick<BaseOptions, "tls" | "sasl"> => ({
+  ...(tls === undefined ? {} : { tls: ClientConfig.tlsOptions(tls) }),
+  ...(sasl === undefined
+    ? {}
+    : sasl.mechanism === "oauthbearer"
+      ? { sasl: { mechanism: mechanisms.oauthbearer, token: () => Effect.runPromise(sasl.token) } }
+      : {
+          sasl: {
+            mechanism: mechanisms[sasl.mechanism],
+            username: sasl.username,
+            password: Redacted.value(sasl.password)
+          }
+        })
+})
 
 /**
  * @since 0.1.0

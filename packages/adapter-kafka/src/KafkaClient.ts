@@ -10,10 +10,10 @@ import type * as Config from "effect/Config"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Redacted from "effect/Redacted"
 import type * as Scope from "effect/Scope"
 import Kafkajs from "kafkajs"
 import { effectLevel, onceAMinute } from "./internal/logLevels.ts"
-import { kafkajsSecurity } from "./internal/security.ts"
 import { describe } from "./KafkaErrors.ts"
 
 /**
@@ -54,6 +54,27 @@ export class KafkaClient extends Context.Service<
     readonly askOnce?: Kafkajs.Kafka | undefined
   }
 >()("@effect-outbox/adapter-kafka/KafkaClient") {}
+
+/** TLS and SASL as kafkajs's `ssl` and `sasl`. */
+const kafkajsSecurity = ({ sasl, tls }: KafkaSecurity.Security): Pick<Kafkajs.KafkaConfig, "ssl" | "sasl"> => ({
+  ...(tls === undefined ? {} : { ssl: ClientConfig.tlsOptions(tls) }),
+  ...(sasl === undefined
+    ? {}
+    : sasl.mechanism === "oauthbearer"
+      ? {
+          sasl: {
+            mechanism: "oauthbearer",
+            oauthBearerProvider: async () => ({ value: await Effect.runPromise(sasl.token) })
+          }
+        }
+      : {
+          sasl: {
+            mechanism: sasl.mechanism,
+            username: sasl.username,
+            password: Redacted.value(sasl.password)
+          } as Kafkajs.SASLOptions
+        })
+})
 
 /**
  * @since 0.1.0

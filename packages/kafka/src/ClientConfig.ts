@@ -1,7 +1,7 @@
 /**
  * The client settings every driver reads from the environment (`KAFKA_BROKERS`,
- * `KAFKA_CLIENT_ID`, and TLS/SASL from `KAFKA_SSL_*` / `KAFKA_SASL_*`), and a driver's
- * `layerConfig` built from them.
+ * `KAFKA_CLIENT_ID`, and TLS/SASL from `KAFKA_SSL_*` / `KAFKA_SASL_*`), a driver's
+ * `layerConfig` built from them, and TLS settings in the shape both clients take.
  *
  * @since 0.1.0
  */
@@ -11,6 +11,7 @@ import * as Config from "effect/Config"
 import type * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Redacted from "effect/Redacted"
 import type * as Scope from "effect/Scope"
 
 /**
@@ -63,3 +64,17 @@ export const layerConfig =
         return yield* make({ ...fromEnv, ...rest, security } as unknown as O)
       })
     )
+
+/**
+ * TLS settings as Node's TLS options, which both clients pass to `tls.connect`.
+ *
+ * @since 0.1.0
+ * @category security
+ */
+export const tlsOptions = (tls: KafkaSecurity.Tls) => ({
+  rejectUnauthorized: tls.rejectUnauthorized,
+  ...(tls.ca.length > 0 ? { ca: [...tls.ca] } : {}),
+  ...(tls.cert !== undefined ? { cert: tls.cert } : {}),
+  ...(tls.key !== undefined ? { key: tls.key } : {}),
+  ...(tls.keyPassword !== undefined ? { passphrase: Redacted.value(tls.keyPassword) } : {})
+})
