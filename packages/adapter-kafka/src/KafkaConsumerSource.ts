@@ -31,16 +31,16 @@
 import { ConsumerSource, type Subscription } from "@effect-outbox/core/ConsumerSource"
 import type { ConsumerSourceError } from "@effect-outbox/core/Errors"
 import * as ConsumerOptions from "@effect-outbox/kafka/ConsumerOptions"
+import * as GroupSubscription from "@effect-outbox/kafka/GroupSubscription"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Queue from "effect/Queue"
 import type * as Scope from "effect/Scope"
 import type Kafkajs from "kafkajs"
-import * as Commit from "./internal/commit.ts"
+import { commitHooks } from "./internal/commit.ts"
 import * as Handoff from "./internal/handoff.ts"
 import { KafkaClient } from "./KafkaClient.ts"
-import { toConsumerError } from "./KafkaErrors.ts"
-import { retrying } from "./KafkaRetry.ts"
+import { protocol } from "./KafkaErrors.ts"
 
 /**
  * @since 0.1.0
@@ -105,37 +105,38 @@ export const subscribe = (
       ...(options.maxBytesPerPartition === undefined ? {} : { maxBytesPerPartition: options.maxBytesPerPartition })
     })
     Handoff.watchGroup(consumer, state)
-    yield* Effect.acquireRelease(start(consumer, request, state, heartbeatInterval), () =>
-      Effect.promise(async () => {
-        state.closed = true
-        // Unblock a waiting eachBatch without moving its position: kafkajs waits for it before
-        // leaving the group.
-        Handoff.settleAll(state, "abandoned")
-        await consumer.disconnect().catch(() => undefined)
-      }).pipe(Effect.andThen(Queue.end(state.queue)))
+    return yield* GroupSubscription.subscribe(
+      {
+        protocol,
+        state,
+        start: start(consumer, request, state, heartbeatInterval),
+        close: () =>
+          Effect.promise(async () => {
+            // Unblock a waiting eachBatch without moving its position: kafkajs waits for it before
+            // leaving the group.
+            Handoff.settleAll(state, "abandoned")
+            await consumer.disconnect().catch(() => undefined)
+          }).pipe(Effect.andThen(Queue.end(state.queue))),
+        batches: () => Handoff.batches(state),
+        owns: (topic, partition) => Handoff.isAssigned(state, topic, partition),
+        foreignIsCurrent: true,
+        commit: commitHooks(consumer, state),
+        setPaused: (partitions, pause) => Handoff.setPaused(consumer, state, partitions, pause)
+      },
+      { groupId: request.groupId, timeoutMillis: ConsumerOptions.commitTimeoutMillis(options) }
     )
-    return {
-      batches: Handoff.batches(state),
-      commit: Commit.commit(consumer, state, {
-        groupId: request.groupId,
-        timeoutMillis: ConsumerOptions.commitTimeoutMillis(options)
-      }),
-      isCurrent: Handoff.isCurrent(state),
-      pause: (partitions) => Handoff.setPaused(consumer, state, partitions, true),
-      resume: (partitions) => Handoff.setPaused(consumer, state, partitions, false)
-    }
   })
 
 /**
- * Connects, subscribes and starts the consumer, retried (KafkaRetry) while the broker is
- * unreachable or starting; a failed start disconnects first, so the next one starts clean.
+ * Connects, subscribes and starts the consumer; a failed start disconnects first, so the next
+ * one (`GroupSubscription` retries while the broker is unreachable or starting) starts clean.
  */
 const start = (
   consumer: Kafkajs.Consumer,
   request: { readonly topics: ReadonlyArray<string>; readonly fromBeginning?: boolean },
   state: Handoff.State,
   heartbeatInterval: number
-): Effect.Effect<void, ConsumerSourceError> =>
+): Effect.Effect<void, unknown> =>
   Effect.tryPromise({
     try: async () => {
       try {
@@ -157,10 +158,7 @@ const start = (
       }
     },
     catch: (error) => error
-  }).pipe(
-    retrying("consumer.subscribe"),
-    Effect.mapError((error) => toConsumerError("subscribe", error))
-  )
+  })
 
 /**
  * @since 0.1.0

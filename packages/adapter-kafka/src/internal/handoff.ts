@@ -7,6 +7,7 @@
 import type { ConsumerBatch, TopicPartition } from "@effect-outbox/core/ConsumerSource"
 import type { ConsumerSourceError } from "@effect-outbox/core/Errors"
 import { slotOf } from "@effect-outbox/kafka/CommitFilter"
+import * as GroupSubscription from "@effect-outbox/kafka/GroupSubscription"
 import { rebalanceNames } from "@effect-outbox/kafka/KafkaProtocol"
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
@@ -28,19 +29,12 @@ export interface Handoff {
 }
 
 /** What the kafkajs callbacks, the stream and `commit` share; mutated in place. */
-export interface State {
+export interface State extends GroupSubscription.State {
   readonly queue: Queue.Queue<Handoff, ConsumerSourceError | Cause.Done>
   /** Batches handed over and not settled yet. */
   readonly outstanding: Set<Handoff>
-  closed: boolean
   /** topic -> partitions assigned to this member in the current generation */
   assignment: Map<string, ReadonlySet<number>>
-  /** Ends with every rebalance: batches fetched in an older generation are no longer current. */
-  generation: number
-  readonly fetchedIn: WeakMap<ConsumerBatch, number>
-  readonly paused: Set<string>
-  /** topic/partition -> highest offset committed through this subscription */
-  readonly committed: Map<string, bigint>
   /**
    * topic/partition -> where the latest fetched batch ends: after its last record (`records`)
    * and after its last offset of any kind (`offsets`: transaction markers, aborted records).
@@ -59,14 +53,10 @@ export interface State {
 export const makeState: Effect.Effect<State> = Effect.map(
   Queue.unbounded<Handoff, ConsumerSourceError | Cause.Done>(),
   (queue): State => ({
+    ...GroupSubscription.makeState(),
     queue,
     outstanding: new Set(),
-    closed: false,
     assignment: new Map(),
-    generation: 0,
-    fetchedIn: new WeakMap(),
-    paused: new Set(),
-    committed: new Map(),
     tails: new Map(),
     current: undefined,
     currentStale: false
@@ -206,15 +196,6 @@ export const batches = (state: State): Stream.Stream<ConsumerBatch, ConsumerSour
   )
 }
 
-/** Whether a batch was fetched in the current generation of a partition still assigned here. */
-export const isCurrent =
-  (state: State) =>
-  (batch: ConsumerBatch): boolean => {
-    const fetched = state.fetchedIn.get(batch)
-    if (fetched === undefined) return true
-    return !state.closed && fetched === state.generation && isAssigned(state, batch.topic, batch.partition)
-  }
-
 /** Pauses or resumes fetching `partitions` (a batch already fetched of a paused one is dropped). */
 export const setPaused = (
   consumer: Kafkajs.Consumer,
@@ -223,12 +204,9 @@ export const setPaused = (
   pause: boolean
 ): Effect.Effect<void> =>
   Effect.sync(() => {
+    GroupSubscription.markPaused(state, partitions, pause)
     const byTopic = new Map<string, Array<number>>()
-    for (const { partition, topic } of partitions) {
-      if (pause) state.paused.add(slotOf(topic, partition))
-      else state.paused.delete(slotOf(topic, partition))
-      byTopic.set(topic, [...(byTopic.get(topic) ?? []), partition])
-    }
+    for (const { partition, topic } of partitions) byTopic.set(topic, [...(byTopic.get(topic) ?? []), partition])
     const request = [...byTopic].map(([topic, ps]) => ({ topic, partitions: ps }))
     try {
       if (pause) consumer.pause(request)
