@@ -12,7 +12,6 @@ import { Admin, type BaseOptions, Consumer } from "@platformatic/kafka"
 import type * as Config from "effect/Config"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
-import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
 import type * as Scope from "effect/Scope"
 
@@ -120,13 +119,6 @@ export const make = (
   })
 
 /**
- * @since 0.1.0
- * @category layers
- */
-export const layer = (options: PlatformaticClientOptions): Layer.Layer<PlatformaticClient> =>
-  Layer.effect(PlatformaticClient)(make(options))
-
-/**
  * Reads `KAFKA_BROKERS` (comma separated, default `127.0.0.1:9092`) and `KAFKA_CLIENT_ID`
  * (default `effect-outbox`), like the kafkajs adapter; `layerConfig` adds TLS and SASL from
  * `KAFKA_SSL_*` / `KAFKA_SASL_*`.
@@ -137,12 +129,10 @@ export const layer = (options: PlatformaticClientOptions): Layer.Layer<Platforma
 export const config: Config.Config<PlatformaticClientOptions> = ClientConfig.config
 
 /**
+ * `layer`: the client from its options. `layerConfig`: the client from `config`, with TLS and
+ * SASL from `KAFKA_SSL_*` / `KAFKA_SASL_*`, `overrides` winning over both.
+ *
  * @since 0.1.0
  * @category layers
  */
-export const layerConfig: (
-  overrides?: ClientConfig.Overrides<PlatformaticClientOptions>
-) => Layer.Layer<PlatformaticClient, Config.ConfigError | KafkaSecurity.KafkaSecurityError> = ClientConfig.layerConfig(
-  PlatformaticClient,
-  make
-)
+export const { layer, layerConfig } = ClientConfig.layers(PlatformaticClient, make)

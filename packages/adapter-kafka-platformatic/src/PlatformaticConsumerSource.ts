@@ -44,24 +44,15 @@ export interface PlatformaticConsumerSourceOptions extends ConsumerOptions.Consu
   readonly maxHeldRecords?: number | undefined
 }
 
-export {
-  /**
-   * Offset commits dropped because the partition was no longer assigned to this member.
-   *
-   * @since 0.1.0
-   * @category metrics
-   */
-  droppedCommits
-} from "@effect-outbox/kafka/Metrics"
-export {
-  /**
-   * A @platformatic/kafka message as a core `ConsumerRecord` (headers as strings).
-   *
-   * @since 0.1.0
-   * @category conversions
-   */
-  toConsumerRecord
-} from "./internal/records.ts"
+/**
+ * `droppedCommits`: offset commits dropped because the partition was no longer assigned to this
+ * member. `toConsumerRecord`: a @platformatic/kafka message as a core `ConsumerRecord` (headers
+ * as strings).
+ *
+ * @since 0.1.0
+ */
+export { droppedCommits } from "@effect-outbox/kafka/Metrics"
+export { toConsumerRecord } from "./internal/records.ts"
 
 /**
  * @since 0.1.0

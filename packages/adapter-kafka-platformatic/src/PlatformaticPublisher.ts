@@ -47,37 +47,17 @@ export interface PlatformaticPublisherOptions {
   readonly combinePartitions?: boolean | undefined
 }
 
-export {
-  /**
-   * The partition the Java client (and kafkajs) gives a key: `toPositive(murmur2(key)) % count`
-   * (core's `KeyPartition`, shared with the kafkajs driver and the in-memory broker).
-   *
-   * @since 0.1.0
-   * @category partitioning
-   */
-  keyPartition
-} from "@effect-outbox/core/KeyPartition"
-export {
-  /**
-   * @since 0.1.0
-   * @category metrics
-   */
-  producerResets,
-  /**
-   * @since 0.1.0
-   * @category metrics
-   */
-  publishedRecords
-} from "@effect-outbox/kafka/Metrics"
-export {
-  /**
-   * The headers sent with a record: the request's own, with `event-id` guaranteed to be its id.
-   *
-   * @since 0.1.0
-   * @category encoding
-   */
-  recordHeaders
-} from "@effect-outbox/kafka/Publisher"
+/**
+ * `keyPartition`: the partition the Java client (and kafkajs) gives a key,
+ * `toPositive(murmur2(key)) % count` (core's `KeyPartition`). The publisher's metrics, and
+ * `recordHeaders`: the headers sent with a record (the request's own, with `event-id`
+ * guaranteed to be its id).
+ *
+ * @since 0.1.0
+ */
+export { keyPartition } from "@effect-outbox/core/KeyPartition"
+export { producerResets, publishedRecords } from "@effect-outbox/kafka/Metrics"
+export { recordHeaders } from "@effect-outbox/kafka/Publisher"
 
 /**
  * @since 0.1.0

@@ -9,7 +9,6 @@ import * as ClientConfig from "@effect-outbox/kafka/ClientConfig"
 import type * as Config from "effect/Config"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
-import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
 import type * as Scope from "effect/Scope"
 import Kafkajs from "kafkajs"
@@ -122,12 +121,6 @@ export const make = (options: KafkaClientOptions): Effect.Effect<KafkaClient["Se
   })
 
 /**
- * @since 0.1.0
- * @category layers
- */
-export const layer = (options: KafkaClientOptions): Layer.Layer<KafkaClient> => Layer.effect(KafkaClient)(make(options))
-
-/**
  * Reads `KAFKA_BROKERS` (comma separated, default `127.0.0.1:9092`) and `KAFKA_CLIENT_ID`
  * (default `effect-outbox`); `layerConfig` adds TLS and SASL from `KAFKA_SSL_*` / `KAFKA_SASL_*`.
  *
@@ -137,15 +130,13 @@ export const layer = (options: KafkaClientOptions): Layer.Layer<KafkaClient> => 
 export const config: Config.Config<KafkaClientOptions> = ClientConfig.config
 
 /**
+ * `layer`: the client from its options. `layerConfig`: the client from `config`, with TLS and
+ * SASL from `KAFKA_SSL_*` / `KAFKA_SASL_*`, `overrides` winning over both.
+ *
  * @since 0.1.0
  * @category layers
  */
-export const layerConfig: (
-  overrides?: ClientConfig.Overrides<KafkaClientOptions>
-) => Layer.Layer<KafkaClient, Config.ConfigError | KafkaSecurity.KafkaSecurityError> = ClientConfig.layerConfig(
-  KafkaClient,
-  make
-)
+export const { layer, layerConfig } = ClientConfig.layers(KafkaClient, make)
 
 /**
  * Runs a kafkajs call, mapping a rejection with `onError`.

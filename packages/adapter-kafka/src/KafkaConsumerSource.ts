@@ -62,24 +62,15 @@ export interface KafkaConsumerSourceOptions extends ConsumerOptions.ConsumerOpti
   readonly consumerConfig?: Partial<Omit<Kafkajs.ConsumerConfig, "groupId">> | undefined
 }
 
-export {
-  /**
-   * Offset commits dropped because the partition was no longer assigned to this member.
-   *
-   * @since 0.1.0
-   * @category metrics
-   */
-  droppedCommits
-} from "@effect-outbox/kafka/Metrics"
-export {
-  /**
-   * A kafkajs message as a core `ConsumerRecord` (headers as strings, the value's bytes shared).
-   *
-   * @since 0.1.0
-   * @category encoding
-   */
-  toConsumerRecord
-} from "./internal/records.ts"
+/**
+ * `droppedCommits`: offset commits dropped because the partition was no longer assigned to this
+ * member. `toConsumerRecord`: a kafkajs message as a core `ConsumerRecord` (headers as strings,
+ * the value's bytes shared).
+ *
+ * @since 0.1.0
+ */
+export { droppedCommits } from "@effect-outbox/kafka/Metrics"
+export { toConsumerRecord } from "./internal/records.ts"
 
 /**
  * @since 0.1.0

@@ -98,7 +98,7 @@ export const describe = (error: unknown): string => {
 
 const isAuthentication = (node: object) =>
   (node as KafkaLikeError).name === "KafkaJSSASLAuthenticationError" ||
-  (node as KafkaLikeError).type === "SASL_AUTHENTICATION_FAILED"
+  (node as KafkaLikeError).type === KafkaProtocol.SASL_AUTHENTICATION_FAILED
 
 /**
  * What the Kafka layer reads from a kafkajs error: the broker's error type of its root cause, and

@@ -43,29 +43,14 @@ export interface KafkaPublisherOptions {
   readonly combinePartitions?: boolean | undefined
 }
 
-export {
-  /**
-   * @since 0.1.0
-   * @category metrics
-   */
-  producerResets,
-  /**
-   * @since 0.1.0
-   * @category metrics
-   */
-  publishedRecords
-} from "@effect-outbox/kafka/Metrics"
-export {
-  /**
-   * The headers sent with a record: the request's own, with `event-id` guaranteed to be its id.
-   *
-   * @since 0.1.0
-   * @category encoding
-   */
-  recordHeaders
-} from "@effect-outbox/kafka/Publisher"
-
-const toBuffer = (bytes: Uint8Array): Buffer => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
+/**
+ * The publisher's metrics, and `recordHeaders`: the headers sent with a record (the request's
+ * own, with `event-id` guaranteed to be its id).
+ *
+ * @since 0.1.0
+ */
+export { producerResets, publishedRecords } from "@effect-outbox/kafka/Metrics"
+export { recordHeaders } from "@effect-outbox/kafka/Publisher"
 
 /**
  * One `sendBatch` holding every part (kafkajs sends one produce request per broker): each part's
@@ -88,7 +73,7 @@ const produce = (
           .flatMap((part) =>
             part.records.map((record) => ({
               key: record.key,
-              value: toBuffer(record.payload),
+              value: Publisher.toBuffer(record.payload),
               partition: part.partition,
               headers: { ...record.headers }
             }))

@@ -16,7 +16,7 @@
  * @since 0.1.0
  */
 import { TransactionalProducer, type TransactionRequest } from "@effect-outbox/core/TransactionalProducer"
-import { recordHeaders } from "@effect-outbox/kafka/Publisher"
+import { recordHeaders, toBuffer } from "@effect-outbox/kafka/Publisher"
 import * as Transactions from "@effect-outbox/kafka/Transactions"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -34,8 +34,6 @@ export interface KafkaTransactionalProducerOptions {
   /** Broker-side transaction timeout (kafkajs default 60000 ms). */
   readonly transactionTimeoutMillis?: number | undefined
 }
-
-const toBuffer = (bytes: Uint8Array): Buffer => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
 
 /** Every record's partition, decided before the transaction from fresh metadata (kafkajs drops unknown ones). */
 const partitionsFor = async (admin: Kafkajs.Admin, request: TransactionRequest) => {

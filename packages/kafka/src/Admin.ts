@@ -76,7 +76,7 @@ export const awaitPartitions = (driver: KafkaDriver, topic: string, atLeast: num
   )
 
 // What a lost creation race, or a topic whose metadata has not reached every broker yet, answers.
-const settlingNames = ["TOPIC_ALREADY_EXISTS", KafkaProtocol.UNKNOWN_TOPIC, "LEADER_NOT_AVAILABLE"]
+const settlingNames = ["TOPIC_ALREADY_EXISTS", KafkaProtocol.UNKNOWN_TOPIC, KafkaProtocol.LEADER_NOT_AVAILABLE]
 
 /**
  * Creates the topic when missing and waits for it to show in metadata. An existing topic is left

@@ -66,6 +66,28 @@ export const layerConfig =
     )
 
 /**
+ * A driver's client layers: `layer` from options, and `layerConfig` (see {@link layerConfig}).
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layers = <
+  I,
+  S,
+  O extends {
+    readonly brokers: ReadonlyArray<string>
+    readonly clientId?: string | undefined
+    readonly security?: KafkaSecurity.Security | undefined
+  }
+>(
+  service: Context.Key<I, S>,
+  make: (options: O) => Effect.Effect<S, never, Scope.Scope>
+) => ({
+  layer: (options: O): Layer.Layer<I> => Layer.effect(service)(make(options)),
+  layerConfig: layerConfig(service, make)
+})
+
+/**
  * TLS settings as Node's TLS options, which both clients pass to `tls.connect`.
  *
  * @since 0.1.0

@@ -71,6 +71,14 @@ export interface PublisherOptions {
 }
 
 /**
+ * A payload's bytes as a Node `Buffer` over the same memory (no copy), as both clients send it.
+ *
+ * @since 0.1.0
+ * @category encoding
+ */
+export const toBuffer = (bytes: Uint8Array): Buffer => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
+
+/**
  * The headers sent with a record: the request's own (they already carry `event-id` and
  * `traceparent`), with `event-id` guaranteed to be the request's id unless the request opts out.
  *

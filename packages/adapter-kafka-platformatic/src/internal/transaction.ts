@@ -8,13 +8,11 @@
  */
 import type { OffsetCommit } from "@effect-outbox/core/ConsumerSource"
 import type { TransactionRequest } from "@effect-outbox/core/TransactionalProducer"
-import { recordHeaders } from "@effect-outbox/kafka/Publisher"
+import { recordHeaders, toBuffer } from "@effect-outbox/kafka/Publisher"
 import * as Transactions from "@effect-outbox/kafka/Transactions"
 import { type Admin, type Consumer, FindCoordinatorKeyTypes, type Message, type Producer } from "@platformatic/kafka"
 
 export type TxProducer = Producer<Buffer | undefined, Buffer, string, string>
-
-const toBuffer = (bytes: Uint8Array): Buffer => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
 
 /**
  * Every record's partition, from the producer's own metadata (refreshed when it lacks one): the
