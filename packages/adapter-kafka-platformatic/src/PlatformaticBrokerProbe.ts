@@ -14,10 +14,9 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
-import { readRanges } from "./internal/partitionFetch.ts"
+import { bounds, readRanges } from "./internal/partitionFetch.ts"
 import { PlatformaticClient } from "./PlatformaticClient.ts"
 import { protocol } from "./PlatformaticErrors.ts"
-import { brokerCall } from "./PlatformaticRetry.ts"
 
 /**
  * @since 0.1.0
@@ -27,23 +26,7 @@ export type PlatformaticBrokerProbeOptions = Probe.ProbeOptions
 
 const driver = (consumer: Consumer): Probe.ProbeDriver => ({
   protocol,
-  bounds: (topic, timestamp) =>
-    brokerCall("listOffsets", () =>
-      Promise.all([
-        consumer.listOffsets({ topics: [topic], timestamp: -2n }),
-        consumer.listOffsets({ topics: [topic], timestamp: -1n }),
-        consumer.listOffsets({ topics: [topic], timestamp: BigInt(timestamp) })
-      ])
-    ).pipe(
-      Effect.map(([lows, highs, starts]) =>
-        (highs.get(topic) ?? []).map((high, partition) => ({
-          partition,
-          low: lows.get(topic)?.[partition] ?? 0n,
-          high,
-          since: starts.get(topic)?.[partition]
-        }))
-      )
-    ),
+  bounds: (topic, timestamp) => bounds(consumer, topic, timestamp),
   scan: (topic, ranges, visit) =>
     Stream.runForEachWhile(readRanges(consumer, topic, ranges, "uncommitted"), (record) =>
       Effect.succeed(visit(record) !== "stop")

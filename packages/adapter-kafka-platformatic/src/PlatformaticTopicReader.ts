@@ -29,7 +29,7 @@ export interface PlatformaticTopicReaderOptions {
 
 const driver = (consumer: Consumer, options: PlatformaticTopicReaderOptions): TopicRead.TopicReadDriver => ({
   protocol,
-  bounds: (topic) => bounds(consumer, topic, "committed"),
+  bounds: (topic) => bounds(consumer, topic),
   read: (topic, ranges) => readRanges(consumer, topic, ranges, "committed", options.fetchBytes)
 })
 

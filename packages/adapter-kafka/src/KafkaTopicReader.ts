@@ -19,12 +19,10 @@ import * as Layer from "effect/Layer"
 import * as Queue from "effect/Queue"
 import * as Stream from "effect/Stream"
 import type Kafkajs from "kafkajs"
-import { withEphemeralAdmin } from "./internal/ephemeralAdmin.ts"
-import { readRanges } from "./internal/rangeRead.ts"
+import { partitionBounds, readRanges } from "./internal/rangeRead.ts"
 import { KafkaClient } from "./KafkaClient.ts"
 import { toConsumerRecord } from "./KafkaConsumerSource.ts"
 import { protocol } from "./KafkaErrors.ts"
-import { brokerCall } from "./KafkaRetry.ts"
 
 /**
  * @since 0.1.0
@@ -44,19 +42,7 @@ const driver = (
   options: KafkaTopicReaderOptions
 ): TopicRead.TopicReadDriver => ({
   protocol,
-  bounds: (topic) =>
-    withEphemeralAdmin(
-      kafka,
-      (offsetsAdmin) =>
-        // Metadata first: it answers "no such topic" at once, the offsets call retries first.
-        brokerCall("metadata", () => offsetsAdmin.fetchTopicMetadata({ topics: [topic] })).pipe(
-          Effect.andThen(brokerCall("topicOffsets", () => offsetsAdmin.fetchTopicOffsets(topic))),
-          Effect.map((offsets) =>
-            offsets.map(({ high, low, partition }) => ({ partition, start: BigInt(low), end: BigInt(high) }))
-          )
-        ),
-      (error) => error
-    ),
+  bounds: (topic) => partitionBounds(kafka, topic),
   read: (topic, ranges) =>
     Stream.callback<ConsumerRecord, unknown>(
       (queue) =>

@@ -13,7 +13,7 @@ import { type PositionedRead, positionedRange, TopicReader } from "@effect-outbo
 import * as Effect from "effect/Effect"
 import * as Stream from "effect/Stream"
 import type { Protocol } from "./KafkaProtocol.ts"
-import type { Range } from "./Probe.ts"
+import type { PartitionBounds, Range } from "./Probe.ts"
 
 /**
  * @since 0.1.0
@@ -21,8 +21,10 @@ import type { Range } from "./Probe.ts"
  */
 export interface TopicReadDriver {
   readonly protocol: Protocol
-  /** Every partition's retained `[start, end)`, read when called; fails for a missing topic. */
-  readonly bounds: (topic: string) => Effect.Effect<ReadonlyArray<Range>, unknown>
+  /** Every partition's retained `[low, high)`, read when called; fails for a missing topic. */
+  readonly bounds: (
+    topic: string
+  ) => Effect.Effect<ReadonlyArray<Pick<PartitionBounds, "partition" | "low" | "high">>, unknown>
   /** The records of `ranges` (never empty), each range in offset order. */
   readonly read: (topic: string, ranges: ReadonlyArray<Range>) => Stream.Stream<ConsumerRecord, unknown>
 }
@@ -34,7 +36,8 @@ const within = (
 ): Stream.Stream<ConsumerRecord, ConsumerSourceError> =>
   Stream.unwrap(
     Effect.map(driver.bounds(topic), (bounds) => {
-      const ranges = pick(bounds).filter((r) => r.start < r.end)
+      const retained = bounds.map(({ high, low, partition }) => ({ partition, start: low, end: high }))
+      const ranges = pick(retained).filter((r) => r.start < r.end)
       return ranges.length === 0 ? Stream.empty : driver.read(topic, ranges)
     })
   ).pipe(
