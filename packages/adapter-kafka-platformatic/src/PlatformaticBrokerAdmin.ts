@@ -26,13 +26,10 @@ export type PlatformaticBrokerAdminOptions = Admin.AdminOptions
  * @category operations
  */
 export const deleteTopics = (admin: PlatformaticAdmin, topics: ReadonlyArray<string>): Effect.Effect<void> =>
-  topics.length === 0
-    ? Effect.void
-    : Effect.promise(async () => {
-        const existing = new Set(await admin.listTopics().catch(() => [...topics]))
-        const doomed = topics.filter((t) => existing.has(t))
-        if (doomed.length > 0) await admin.deleteTopics({ topics: doomed }).catch(() => undefined)
-      }).pipe(Effect.tapDefect((defect) => Effect.logDebug(`deleteTopics: ${describe(defect)}`)))
+  Admin.deleteExisting(
+    { listTopics: () => admin.listTopics(), deleteTopics: (doomed) => admin.deleteTopics({ topics: doomed }) },
+    topics
+  ).pipe(Effect.tapDefect((defect) => Effect.logDebug(`deleteTopics: ${describe(defect)}`)))
 
 /**
  * @since 0.1.0

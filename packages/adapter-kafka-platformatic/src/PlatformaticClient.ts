@@ -12,7 +12,6 @@ import { Admin, type BaseOptions, Consumer } from "@platformatic/kafka"
 import type * as Config from "effect/Config"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
-import * as Redacted from "effect/Redacted"
 import type * as Scope from "effect/Scope"
 
 // @platformatic/kafka's declarations read Node's fetch option `RequestInit["dispatcher"]`. With the
@@ -72,18 +71,8 @@ const mechanisms = {
 
 /** TLS and SASL as the client's `tls` and `sasl`. */
 const platformaticSecurity = ({ sasl, tls }: KafkaSecurity.Security): Pick<BaseOptions, "tls" | "sasl"> => ({
-  ...(tls === undefined ? {} : { tls: ClientConfig.tlsOptions(tls) }),
-  ...(sasl === undefined
-    ? {}
-    : sasl.mechanism === "oauthbearer"
-      ? { sasl: { mechanism: mechanisms.oauthbearer, token: () => Effect.runPromise(sasl.token) } }
-      : {
-          sasl: {
-            mechanism: mechanisms[sasl.mechanism],
-            username: sasl.username,
-            password: Redacted.value(sasl.password)
-          }
-        })
+  ...(tls && { tls: ClientConfig.tlsOptions(tls) }),
+  ...(sasl && { sasl: { ...ClientConfig.saslOptions(sasl), mechanism: mechanisms[sasl.mechanism] } })
 })
 
 /**

@@ -9,7 +9,6 @@ import * as ClientConfig from "@effect-outbox/kafka/ClientConfig"
 import type * as Config from "effect/Config"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
-import * as Redacted from "effect/Redacted"
 import type * as Scope from "effect/Scope"
 import Kafkajs from "kafkajs"
 import { effectLevel, onceAMinute } from "./internal/logLevels.ts"
@@ -55,25 +54,18 @@ export class KafkaClient extends Context.Service<
 >()("@effect-outbox/adapter-kafka/KafkaClient") {}
 
 /** TLS and SASL as kafkajs's `ssl` and `sasl`. */
-const kafkajsSecurity = ({ sasl, tls }: KafkaSecurity.Security): Pick<Kafkajs.KafkaConfig, "ssl" | "sasl"> => ({
-  ...(tls === undefined ? {} : { ssl: ClientConfig.tlsOptions(tls) }),
-  ...(sasl === undefined
-    ? {}
-    : sasl.mechanism === "oauthbearer"
-      ? {
-          sasl: {
-            mechanism: "oauthbearer",
-            oauthBearerProvider: async () => ({ value: await Effect.runPromise(sasl.token) })
-          }
-        }
-      : {
-          sasl: {
-            mechanism: sasl.mechanism,
-            username: sasl.username,
-            password: Redacted.value(sasl.password)
-          } as Kafkajs.SASLOptions
-        })
-})
+const kafkajsSecurity = ({ sasl, tls }: KafkaSecurity.Security): Pick<Kafkajs.KafkaConfig, "ssl" | "sasl"> => {
+  const auth = sasl && ClientConfig.saslOptions(sasl)
+  const oauth = auth && "token" in auth ? auth.token : undefined
+  return {
+    ...(tls && { ssl: ClientConfig.tlsOptions(tls) }),
+    ...(auth && {
+      sasl: (oauth
+        ? { mechanism: "oauthbearer", oauthBearerProvider: async () => ({ value: await oauth() }) }
+        : auth) as Kafkajs.SASLOptions
+    })
+  }
+}
 
 /**
  * @since 0.1.0

@@ -37,7 +37,6 @@ import * as Layer from "effect/Layer"
 import * as Queue from "effect/Queue"
 import type * as Scope from "effect/Scope"
 import type Kafkajs from "kafkajs"
-import { commitHooks } from "./internal/commit.ts"
 import * as Handoff from "./internal/handoff.ts"
 import { KafkaClient } from "./KafkaClient.ts"
 import { protocol } from "./KafkaErrors.ts"
@@ -111,7 +110,7 @@ export const subscribe = (
         batches: () => Handoff.batches(state),
         owns: (topic, partition) => Handoff.isAssigned(state, topic, partition),
         foreignIsCurrent: true,
-        commit: commitHooks(consumer, state),
+        commit: Handoff.commitHooks(consumer, state),
         setPaused: (partitions, pause) => Handoff.setPaused(consumer, state, partitions, pause)
       },
       { groupId: request.groupId, timeoutMillis: ConsumerOptions.commitTimeoutMillis(options) }

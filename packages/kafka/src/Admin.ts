@@ -232,6 +232,29 @@ export const retentionMillis = (
   )
 
 /**
+ * Deletes those of `topics` that exist (tests and tooling; not part of the port), ignoring
+ * failures. Only existing ones are asked for: a client may retry the deletion of a missing topic
+ * for seconds.
+ *
+ * @since 0.1.0
+ * @category operations
+ */
+export const deleteExisting = (
+  client: {
+    readonly listTopics: () => Promise<ReadonlyArray<string>>
+    readonly deleteTopics: (topics: Array<string>) => Promise<unknown>
+  },
+  topics: ReadonlyArray<string>
+): Effect.Effect<void> =>
+  topics.length === 0
+    ? Effect.void
+    : Effect.promise(async () => {
+        const existing = new Set(await client.listTopics().catch(() => [...topics]))
+        const doomed = topics.filter((t) => existing.has(t))
+        if (doomed.length > 0) await client.deleteTopics(doomed).catch(() => undefined)
+      })
+
+/**
  * The `BrokerAdmin` port on a driver.
  *
  * @since 0.1.0

@@ -1,7 +1,7 @@
 /**
  * The client settings every driver reads from the environment (`KAFKA_BROKERS`,
  * `KAFKA_CLIENT_ID`, and TLS/SASL from `KAFKA_SSL_*` / `KAFKA_SASL_*`), a driver's
- * `layerConfig` built from them, and TLS settings in the shape both clients take.
+ * `layerConfig` built from them, and TLS and SASL settings in the shapes both clients take.
  *
  * @since 0.1.0
  */
@@ -100,3 +100,15 @@ export const tlsOptions = (tls: KafkaSecurity.Tls) => ({
   ...(tls.key !== undefined ? { key: tls.key } : {}),
   ...(tls.keyPassword !== undefined ? { passphrase: Redacted.value(tls.keyPassword) } : {})
 })
+
+/**
+ * SASL settings with the password revealed and the OAUTHBEARER token provider as a promise (the
+ * client names the mechanism in its own spelling).
+ *
+ * @since 0.1.0
+ * @category security
+ */
+export const saslOptions = (sasl: KafkaSecurity.Sasl) =>
+  sasl.mechanism === "oauthbearer"
+    ? { mechanism: sasl.mechanism, token: () => Effect.runPromise(sasl.token) }
+    : { mechanism: sasl.mechanism, username: sasl.username, password: Redacted.value(sasl.password) }

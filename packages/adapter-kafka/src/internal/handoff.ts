@@ -6,7 +6,7 @@
  */
 import type { ConsumerBatch, TopicPartition } from "@effect-outbox/core/ConsumerSource"
 import type { ConsumerSourceError } from "@effect-outbox/core/Errors"
-import { slotOf } from "@effect-outbox/kafka/CommitFilter"
+import { type Subscription as Committing, slotOf } from "@effect-outbox/kafka/CommitFilter"
 import * as GroupSubscription from "@effect-outbox/kafka/GroupSubscription"
 import { rebalanceNames } from "@effect-outbox/kafka/KafkaProtocol"
 import * as Cause from "effect/Cause"
@@ -215,3 +215,36 @@ export const setPaused = (
       // Not running (closing) or the topic is gone: nothing to fetch either way.
     }
   })
+
+/**
+ * How this subscription commits, beyond the Kafka layer's `CommitFilter`: a commit at the offset
+ * right after a batch's last record moves past the transaction markers that end it, and a commit
+ * that covers an outstanding batch finishes it.
+ */
+export const commitHooks = (
+  consumer: Kafkajs.Consumer,
+  state: State
+): Pick<Committing, "send" | "adjust" | "accepted"> => ({
+  // Up to the last record of the latest batch means up to its last offset: what lies
+  // between (markers, aborted records) is never delivered.
+  adjust: (requested) => {
+    const tail = state.tails.get(slotOf(requested.topic, requested.partition))
+    return tail !== undefined && BigInt(requested.offset) === tail.records && tail.offsets > tail.records
+      ? { ...requested, offset: tail.offsets.toString() }
+      : requested
+  },
+  send: (commits) =>
+    consumer.commitOffsets(commits.map((o) => ({ topic: o.topic, partition: o.partition, offset: o.offset }))),
+  // A commit covering a whole outstanding batch finishes it, even if the stream stopped
+  // without pulling again (e.g. `Stream.take`).
+  accepted: (commits) => {
+    for (const o of commits) {
+      for (const handoff of state.outstanding) {
+        const { batch } = handoff
+        if (batch.topic === o.topic && batch.partition === o.partition && handoff.lastOffset < BigInt(o.offset)) {
+          handoff.settle("finished")
+        }
+      }
+    }
+  }
+})
