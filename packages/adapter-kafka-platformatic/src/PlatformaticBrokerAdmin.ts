@@ -38,9 +38,7 @@ export const deleteTopics = (admin: PlatformaticAdmin, topics: ReadonlyArray<str
 export const make = (
   options: PlatformaticBrokerAdminOptions = {}
 ): Effect.Effect<BrokerAdmin["Service"], never, PlatformaticClient> =>
-  Effect.gen(function* () {
-    return Admin.make(Driver.make(yield* PlatformaticClient), options)
-  })
+  PlatformaticClient.useSync((client) => Admin.make(Driver.make(client), options))
 
 /**
  * @since 0.1.0

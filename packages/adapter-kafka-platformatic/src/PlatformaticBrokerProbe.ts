@@ -63,10 +63,7 @@ export const findMany = (
 export const make = (
   options: PlatformaticBrokerProbeOptions = {}
 ): Effect.Effect<BrokerProbe["Service"], never, PlatformaticClient> =>
-  Effect.gen(function* () {
-    const { offsets } = yield* PlatformaticClient
-    return Probe.make(driver(offsets), options)
-  })
+  PlatformaticClient.useSync(({ offsets }) => Probe.make(driver(offsets), options))
 
 /**
  * @since 0.1.0

@@ -163,10 +163,9 @@ const start = (
 export const make = (
   options: PlatformaticConsumerSourceOptions = {}
 ): Effect.Effect<ConsumerSource["Service"], never, PlatformaticClient> =>
-  Effect.gen(function* () {
-    const client = yield* PlatformaticClient
-    return ConsumerSource.of({ subscribe: (request) => subscribe(client, request, options) })
-  })
+  PlatformaticClient.useSync((client) =>
+    ConsumerSource.of({ subscribe: (request) => subscribe(client, request, options) })
+  )
 
 /**
  * @since 0.1.0

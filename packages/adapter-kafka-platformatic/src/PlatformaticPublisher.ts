@@ -16,7 +16,6 @@
 import { Publisher as CorePublisher } from "@effect-outbox/core/Publisher"
 import * as Publisher from "@effect-outbox/kafka/Publisher"
 import { type CompressionAlgorithmValue, ProduceAcks, Producer, stringSerializer } from "@platformatic/kafka"
-import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Driver from "./internal/driver.ts"
 import * as Send from "./internal/send.ts"
@@ -64,9 +63,8 @@ export { recordHeaders } from "@effect-outbox/kafka/Publisher"
  * @category constructors
  */
 export const make = (options: PlatformaticPublisherOptions = {}) =>
-  Effect.gen(function* () {
-    const client = yield* PlatformaticClient
-    return yield* Publisher.make(
+  PlatformaticClient.use((client) =>
+    Publisher.make(
       Driver.make(client),
       {
         create: (): Send.AnyProducer =>
@@ -90,7 +88,7 @@ export const make = (options: PlatformaticPublisherOptions = {}) =>
       },
       options
     )
-  })
+  )
 
 /**
  * @since 0.1.0

@@ -11,7 +11,7 @@ import type { ConsumerSourceError } from "@effect-outbox/core/Errors"
 import { type PositionedRead, TopicReader } from "@effect-outbox/core/TopicReader"
 import * as TopicRead from "@effect-outbox/kafka/TopicRead"
 import type { Consumer } from "@platformatic/kafka"
-import * as Effect from "effect/Effect"
+import type * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type * as Stream from "effect/Stream"
 import { bounds, readRanges } from "./internal/partitionFetch.ts"
@@ -63,10 +63,7 @@ export const readAt = (
 export const make = (
   options: PlatformaticTopicReaderOptions = {}
 ): Effect.Effect<TopicReader["Service"], never, PlatformaticClient> =>
-  Effect.gen(function* () {
-    const { offsets } = yield* PlatformaticClient
-    return TopicRead.make(driver(offsets, options))
-  })
+  PlatformaticClient.useSync(({ offsets }) => TopicRead.make(driver(offsets, options)))
 
 /**
  * @since 0.1.0

@@ -31,7 +31,6 @@ import {
   Producer,
   stringSerializer
 } from "@platformatic/kafka"
-import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { PlatformaticClient } from "./PlatformaticClient.ts"
 import { protocol } from "./PlatformaticErrors.ts"
@@ -160,9 +159,8 @@ export interface PlatformaticTransactionalProducerOptions {
  * @category constructors
  */
 export const make = (options: PlatformaticTransactionalProducerOptions) =>
-  Effect.gen(function* () {
-    const client = yield* PlatformaticClient
-    return yield* Transactions.make(
+  PlatformaticClient.use((client) =>
+    Transactions.make(
       {
         protocol,
         create: (): TxProducer =>
@@ -185,7 +183,7 @@ export const make = (options: PlatformaticTransactionalProducerOptions) =>
       },
       { transactionalId: options.transactionalId, commitTimeoutMillis: options.commitTimeoutMillis ?? 30_000 }
     )
-  })
+  )
 
 /**
  * `TransactionalProducer` over the shared `PlatformaticClient`. Separate from

@@ -7,7 +7,7 @@
 import { BrokerAdmin } from "@effect-outbox/core/BrokerAdmin"
 import type { BrokerAdminError } from "@effect-outbox/core/Errors"
 import * as Admin from "@effect-outbox/kafka/Admin"
-import * as Effect from "effect/Effect"
+import type * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type Kafkajs from "kafkajs"
 import * as Driver from "./internal/driver.ts"
@@ -50,9 +50,7 @@ export const deleteTopics = (admin: Kafkajs.Admin, topics: ReadonlyArray<string>
 export const make = (
   options: KafkaBrokerAdminOptions = {}
 ): Effect.Effect<BrokerAdmin["Service"], never, KafkaClient> =>
-  Effect.gen(function* () {
-    return Admin.make(Driver.make(yield* KafkaClient), options)
-  })
+  KafkaClient.useSync((client) => Admin.make(Driver.make(client), options))
 
 /**
  * @since 0.1.0

@@ -16,7 +16,7 @@ import { BrokerProbe, type ProbeManyRequest, type ProbeRequest } from "@effect-o
 import type { ProbeError } from "@effect-outbox/core/Errors"
 import type { EventId, PublishReceipt } from "@effect-outbox/core/OutboxMessage"
 import * as Probe from "@effect-outbox/kafka/Probe"
-import * as Effect from "effect/Effect"
+import type * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type * as Option from "effect/Option"
 import type Kafkajs from "kafkajs"
@@ -89,10 +89,7 @@ export const findMany = (
 export const make = (
   options: KafkaBrokerProbeOptions = {}
 ): Effect.Effect<BrokerProbe["Service"], never, KafkaClient> =>
-  Effect.gen(function* () {
-    const { admin, kafka } = yield* KafkaClient
-    return Probe.make(driver(kafka, admin, options), options)
-  })
+  KafkaClient.useSync(({ admin, kafka }) => Probe.make(driver(kafka, admin, options), options))
 
 /**
  * @since 0.1.0

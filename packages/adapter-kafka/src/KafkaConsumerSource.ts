@@ -157,10 +157,7 @@ const start = (
 export const make = (
   options: KafkaConsumerSourceOptions = {}
 ): Effect.Effect<ConsumerSource["Service"], never, KafkaClient> =>
-  Effect.gen(function* () {
-    const { kafka } = yield* KafkaClient
-    return ConsumerSource.of({ subscribe: (request) => subscribe(kafka, request, options) })
-  })
+  KafkaClient.useSync(({ kafka }) => ConsumerSource.of({ subscribe: (request) => subscribe(kafka, request, options) }))
 
 /**
  * @since 0.1.0

@@ -114,10 +114,7 @@ export const readAt = (
 export const make = (
   options: KafkaTopicReaderOptions = {}
 ): Effect.Effect<TopicReader["Service"], never, KafkaClient> =>
-  Effect.gen(function* () {
-    const { admin, kafka } = yield* KafkaClient
-    return TopicRead.make(driver(kafka, admin, options))
-  })
+  KafkaClient.useSync(({ admin, kafka }) => TopicRead.make(driver(kafka, admin, options)))
 
 /**
  * @since 0.1.0

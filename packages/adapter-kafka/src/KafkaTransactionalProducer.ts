@@ -18,7 +18,6 @@
 import { TransactionalProducer, type TransactionRequest } from "@effect-outbox/core/TransactionalProducer"
 import { recordHeaders, toBuffer } from "@effect-outbox/kafka/Publisher"
 import * as Transactions from "@effect-outbox/kafka/Transactions"
-import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type Kafkajs from "kafkajs"
 import { KafkaClient } from "./KafkaClient.ts"
@@ -115,9 +114,8 @@ export const kafkajsUnfenced =
  * @category constructors
  */
 export const make = (options: KafkaTransactionalProducerOptions) =>
-  Effect.gen(function* () {
-    const { admin, kafka } = yield* KafkaClient
-    return yield* Transactions.make(
+  KafkaClient.use(({ admin, kafka }) =>
+    Transactions.make(
       {
         protocol,
         create: () =>
@@ -141,7 +139,7 @@ export const make = (options: KafkaTransactionalProducerOptions) =>
       },
       options
     )
-  })
+  )
 
 /**
  * @since 0.1.0
