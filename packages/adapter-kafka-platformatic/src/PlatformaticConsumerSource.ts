@@ -36,8 +36,6 @@ import { protocol } from "./PlatformaticErrors.ts"
  * @category models
  */
 export interface PlatformaticConsumerSourceOptions extends ConsumerOptions.ConsumerOptions {
-  /** How long a fetch waits for records (default 5000). */
-  readonly maxWaitTimeMillis?: number | undefined
   /** Most records in one batch (default 1000). */
   readonly maxBatchRecords?: number | undefined
   /** Records of paused partitions held back before the whole stream pauses (default 10000). */

@@ -22,8 +22,7 @@ interface PlatformaticLikeError {
   readonly cause?: unknown
 }
 
-const asError = (error: unknown): PlatformaticLikeError =>
-  typeof error === "object" && error !== null ? (error as PlatformaticLikeError) : { message: String(error) }
+const asError = KafkaProtocol.fieldsOf<PlatformaticLikeError>
 
 /**
  * The leaves of an error tree: `MultipleErrors` holds one error per attempt or per partition,

@@ -25,25 +25,10 @@ import { PlatformaticClient } from "./PlatformaticClient.ts"
  * @since 0.1.0
  * @category models
  */
-export interface PlatformaticPublisherOptions {
-  /**
-   * Upper bound on one publish call, retries included (default 8000); a partition batch that runs
-   * out reports `BrokerUnavailableError` (the records may or may not have landed). Needed here
-   * more than with kafkajs: a send to an unreachable broker does not settle by itself.
-   */
-  readonly publishTimeoutMillis?: number | undefined
+export interface PlatformaticPublisherOptions extends Publisher.PublisherOptions {
   /** Client retries inside one send (default 3). */
   readonly retries?: number | undefined
-  /** How long partition counts are cached before a publish re-reads them (default 5000). */
-  readonly metadataMaxAgeMillis?: number | undefined
   readonly compression?: CompressionAlgorithmValue | undefined
-  /**
-   * Send a call's partitions in one `send` when each partition's records fit one record batch
-   * (default `true`): one produce request per broker instead of one per partition. A failed
-   * combined send replaces the producer and sends the call again per partition, so partitions that
-   * had landed are written twice (never lost); `false` keeps one send per partition batch.
-   */
-  readonly combinePartitions?: boolean | undefined
 }
 
 /**

@@ -47,11 +47,6 @@ import { protocol } from "./KafkaErrors.ts"
  */
 export interface KafkaConsumerSourceOptions extends ConsumerOptions.ConsumerOptions {
   /**
-   * Longest a fetch waits for data (default 500, as the Java client's `fetch.max.wait.ms`; kafkajs
-   * default 5000). Closing the consumer waits for the fetch in flight, so this bounds shutdown.
-   */
-  readonly maxWaitTimeMillis?: number | undefined
-  /**
    * How old the group's view of topic metadata may get (default 5000 ms; kafkajs default 300000).
    * A topic grown by `PartitionAssignment` or the relay's sync is noticed (and rebalanced onto)
    * within this, so its new partitions are read within seconds.

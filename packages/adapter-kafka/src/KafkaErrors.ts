@@ -16,8 +16,7 @@ interface KafkaLikeError {
   readonly cause?: unknown
 }
 
-const asKafkaError = (error: unknown): KafkaLikeError =>
-  typeof error === "object" && error !== null ? (error as KafkaLikeError) : { message: String(error) }
+const asKafkaError = KafkaProtocol.fieldsOf<KafkaLikeError>
 
 /**
  * kafkajs errors of the client side of an outage: no connection, no answer in time, no broker

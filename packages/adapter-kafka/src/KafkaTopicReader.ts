@@ -94,8 +94,7 @@ export const read = (
 ): Stream.Stream<ConsumerRecord, ConsumerSourceError> => TopicRead.read(driver(kafka, admin, options), topic)
 
 /**
- * The retained records at `offsets` of one partition: one ranged read from the lowest wanted
- * offset to the highest, kept to the wanted ones.
+ * The retained records at `offsets` of one partition (see `TopicRead.readAt`).
  *
  * @since 0.1.0
  * @category operations

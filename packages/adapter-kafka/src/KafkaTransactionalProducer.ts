@@ -44,26 +44,30 @@ const partitionsFor = async (admin: Kafkajs.Admin, request: TransactionRequest) 
   return Transactions.partitionsFor(request, (topic) => counts.get(topic)!)
 }
 
+/** Values by topic, in order. */
+const groupByTopic = <A>(items: ReadonlyArray<{ readonly topic: string; readonly value: A }>) => {
+  const out = new Map<string, Array<A>>()
+  for (const { topic, value } of items) out.set(topic, [...(out.get(topic) ?? []), value])
+  return out
+}
+
 /** One transaction: the records, the group's offsets, then the commit (an abort on any failure). */
 const run = async (admin: Kafkajs.Admin, p: Kafkajs.Producer, request: TransactionRequest) => {
   const partitions = await partitionsFor(admin, request)
-  const byTopic = new Map<string, Array<Kafkajs.Message>>()
-  request.records.forEach((record, i) => {
-    const messages = byTopic.get(record.topic) ?? []
-    messages.push({
-      key: record.key,
-      value: toBuffer(record.payload),
-      partition: partitions[i]!,
-      headers: recordHeaders(record)
-    })
-    byTopic.set(record.topic, messages)
-  })
-  const offsetsByTopic = new Map<string, Array<{ partition: number; offset: string }>>()
-  for (const o of request.offsets) {
-    const list = offsetsByTopic.get(o.topic) ?? []
-    list.push({ partition: o.partition, offset: o.offset })
-    offsetsByTopic.set(o.topic, list)
-  }
+  const byTopic = groupByTopic(
+    request.records.map((record, i) => ({
+      topic: record.topic,
+      value: {
+        key: record.key,
+        value: toBuffer(record.payload),
+        partition: partitions[i]!,
+        headers: recordHeaders(record)
+      }
+    }))
+  )
+  const offsetsByTopic = groupByTopic(
+    request.offsets.map((o) => ({ topic: o.topic, value: { partition: o.partition, offset: o.offset } }))
+  )
   const tx = await p.transaction()
   try {
     const sent =

@@ -277,6 +277,15 @@ export const findSecurity = (error: unknown, isAuthentication: (node: object) =>
 }
 
 /**
+ * A thrown value as an object whose fields a driver reads (a non-object as its message).
+ *
+ * @since 0.1.0
+ * @category verdicts
+ */
+export const fieldsOf = <A extends { readonly message?: string | undefined }>(error: unknown): A =>
+  typeof error === "object" && error !== null ? (error as A) : ({ message: String(error) } as A)
+
+/**
  * What a driver reads from one of its client's errors.
  *
  * @since 0.1.0

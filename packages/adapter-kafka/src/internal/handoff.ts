@@ -1,8 +1,6 @@
 /**
- * The subscription's shared state and the path of a batch from kafkajs to the stream: kafkajs
- * calls `eachBatch`, which hands the batch over and waits, heartbeating, until the stream pulls
- * the next one (this one is finished) or the subscription closes (it is abandoned). The group
- * events keep the assignment and the generation current.
+ * The subscription's state and the path of a batch from kafkajs's `eachBatch` to the stream (see
+ * `KafkaConsumerSource`); the group events keep the assignment and the generation current.
  */
 import type { ConsumerBatch, TopicPartition } from "@effect-outbox/core/ConsumerSource"
 import type { ConsumerSourceError } from "@effect-outbox/core/Errors"
