@@ -14,10 +14,9 @@ import type { ConsumerRecord } from "@effect-outbox/core/ConsumerSource"
 import type { ConsumerSourceError } from "@effect-outbox/core/Errors"
 import { type PositionedRead, TopicReader } from "@effect-outbox/core/TopicReader"
 import * as TopicRead from "@effect-outbox/kafka/TopicRead"
-import * as Effect from "effect/Effect"
+import type * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as Queue from "effect/Queue"
-import * as Stream from "effect/Stream"
+import type * as Stream from "effect/Stream"
 import type Kafkajs from "kafkajs"
 import { partitionBounds, readRanges } from "./internal/rangeRead.ts"
 import { KafkaClient } from "./KafkaClient.ts"
@@ -44,41 +43,18 @@ const driver = (
   protocol,
   bounds: (topic) => partitionBounds(kafka, topic),
   read: (topic, ranges) =>
-    Stream.callback<ConsumerRecord, unknown>(
-      (queue) =>
-        Effect.gen(function* () {
-          // kafkajs calls back outside any fiber: run what it hands over with the reader's context
-          // (its tracer, logger and services), not on a bare default runtime.
-          const runPromise = Effect.runPromiseWith(yield* Effect.context<never>())
-          const groupId = `${options.groupPrefix ?? "effect-outbox-reader"}-${randomUUID()}`
-          yield* readRanges(
-            kafka,
-            admin,
-            topic,
-            ranges,
-            { groupId, readUncommitted: false },
-            async (partition, messages) => {
-              // Waits while the buffer is full: the stream's consumer sets the pace.
-              await runPromise(
-                Queue.offerAll(
-                  queue,
-                  messages.map((m) => toConsumerRecord(topic, partition, m))
-                )
-              )
-              return "continue"
-            }
-          ).pipe(
-            Effect.matchCauseEffect({
-              onSuccess: () => Queue.end(queue),
-              onFailure: (cause) => Queue.failCause(queue, cause)
-            }),
-            Effect.forkScoped
-          )
-          // Runs before the read is interrupted: a waiting offer must give up, or kafkajs would
-          // wait for eachBatch forever.
-          yield* Effect.addFinalizer(() => Queue.shutdown(queue))
-        }),
-      { bufferSize: options.bufferSize ?? 1_000, strategy: "suspend" }
+    TopicRead.fromCallbacks(options.bufferSize ?? 1_000, (offer) =>
+      readRanges(
+        kafka,
+        admin,
+        topic,
+        ranges,
+        { groupId: `${options.groupPrefix ?? "effect-outbox-reader"}-${randomUUID()}`, readUncommitted: false },
+        async (partition, messages) => {
+          await offer(messages.map((m) => toConsumerRecord(topic, partition, m)))
+          return "continue"
+        }
+      )
     )
 })
 

@@ -11,6 +11,7 @@ import type { ConsumerRecord } from "@effect-outbox/core/ConsumerSource"
 import { ConsumerSourceError } from "@effect-outbox/core/Errors"
 import { type PositionedRead, positionedRange, TopicReader } from "@effect-outbox/core/TopicReader"
 import * as Effect from "effect/Effect"
+import * as Queue from "effect/Queue"
 import * as Stream from "effect/Stream"
 import type { Protocol } from "./KafkaProtocol.ts"
 import type { PartitionBounds, Range } from "./Probe.ts"
@@ -28,6 +29,38 @@ export interface TopicReadDriver {
   /** The records of `ranges` (never empty), each range in offset order. */
   readonly read: (topic: string, ranges: ReadonlyArray<Range>) => Stream.Stream<ConsumerRecord, unknown>
 }
+
+/**
+ * The records a callback-driven client hands over, as a stream: `run` reads, offering each lot
+ * (the offer waits while `bufferSize` records wait: the stream's consumer sets the pace), and its
+ * end or failure ends the stream.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const fromCallbacks = (
+  bufferSize: number,
+  run: (offer: (records: ReadonlyArray<ConsumerRecord>) => Promise<unknown>) => Effect.Effect<void, unknown>
+): Stream.Stream<ConsumerRecord, unknown> =>
+  Stream.callback<ConsumerRecord, unknown>(
+    (queue) =>
+      Effect.gen(function* () {
+        // The client calls back outside any fiber: run what it hands over with the reader's
+        // context (its tracer, logger and services), not on a bare default runtime.
+        const runPromise = Effect.runPromiseWith(yield* Effect.context<never>())
+        yield* run((records) => runPromise(Queue.offerAll(queue, records))).pipe(
+          Effect.matchCauseEffect({
+            onSuccess: () => Queue.end(queue),
+            onFailure: (cause) => Queue.failCause(queue, cause)
+          }),
+          Effect.forkScoped
+        )
+        // Runs before the read is interrupted: a waiting offer must give up, or the client would
+        // wait for its callback forever.
+        yield* Effect.addFinalizer(() => Queue.shutdown(queue))
+      }),
+    { bufferSize, strategy: "suspend" }
+  )
 
 const within = (
   driver: TopicReadDriver,
