@@ -36,6 +36,18 @@ export const config = Config.all({
 export type Overrides<O> = Partial<O> & { readonly token?: KafkaSecurity.TokenProvider | undefined }
 
 /**
+ * What every driver's client options hold.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface BaseOptions {
+  readonly brokers: ReadonlyArray<string>
+  readonly clientId?: string | undefined
+  readonly security?: KafkaSecurity.Security | undefined
+}
+
+/**
  * A client layer from the environment, `overrides` taking precedence; `security` given in code
  * replaces the `KAFKA_SSL_*` / `KAFKA_SASL_*` variables.
  *
@@ -43,15 +55,7 @@ export type Overrides<O> = Partial<O> & { readonly token?: KafkaSecurity.TokenPr
  * @category layers
  */
 export const layerConfig =
-  <
-    I,
-    S,
-    O extends {
-      readonly brokers: ReadonlyArray<string>
-      readonly clientId?: string | undefined
-      readonly security?: KafkaSecurity.Security | undefined
-    }
-  >(
+  <I, S, O extends BaseOptions>(
     service: Context.Key<I, S>,
     make: (options: O) => Effect.Effect<S, never, Scope.Scope>
   ) =>
@@ -71,15 +75,7 @@ export const layerConfig =
  * @since 0.1.0
  * @category layers
  */
-export const layers = <
-  I,
-  S,
-  O extends {
-    readonly brokers: ReadonlyArray<string>
-    readonly clientId?: string | undefined
-    readonly security?: KafkaSecurity.Security | undefined
-  }
->(
+export const layers = <I, S, O extends BaseOptions>(
   service: Context.Key<I, S>,
   make: (options: O) => Effect.Effect<S, never, Scope.Scope>
 ) => ({
