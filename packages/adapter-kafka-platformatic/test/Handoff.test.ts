@@ -5,7 +5,14 @@
 import { EventEmitter } from "node:events"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
-import { type AnyConsumer, isCurrent, makeState, type RawStream, reader, setPaused } from "../src/internal/handoff.ts"
+import {
+  type AnyConsumer,
+  fetchedByThisMember,
+  makeState,
+  type RawStream,
+  reader,
+  setPaused
+} from "../src/internal/handoff.ts"
 import type { RawMessage } from "../src/internal/records.ts"
 
 const message = (partition: number, offset: number, generationId = 1): RawMessage =>
@@ -86,7 +93,7 @@ describe("platformatic hand-off", () => {
     consumer.emit("consumer:group:join")
     const { stream } = fakeStream([...stale, ...fresh])
     const read = reader(stream, state, 25, 100)
-    const current = isCurrent(consumer as unknown as AnyConsumer, state)
+    const current = fetchedByThisMember(consumer as unknown as AnyConsumer, state)
     const batches = [read(), read()].map((b) => ({
       offsets: b?.records.map((r) => Number(r.offset)),
       current: b !== undefined && current(b)

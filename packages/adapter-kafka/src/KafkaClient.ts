@@ -9,11 +9,9 @@ import * as ClientConfig from "@effect-outbox/kafka/ClientConfig"
 import type * as Config from "effect/Config"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
-import * as Layer from "effect/Layer"
 import type * as Scope from "effect/Scope"
 import Kafkajs from "kafkajs"
 import { effectLevel, onceAMinute } from "./internal/logLevels.ts"
-import { kafkajsSecurity } from "./internal/security.ts"
 import { describe } from "./KafkaErrors.ts"
 
 /**
@@ -54,6 +52,20 @@ export class KafkaClient extends Context.Service<
     readonly askOnce?: Kafkajs.Kafka | undefined
   }
 >()("@effect-outbox/adapter-kafka/KafkaClient") {}
+
+/** TLS and SASL as kafkajs's `ssl` and `sasl`. */
+const kafkajsSecurity = ({ sasl, tls }: KafkaSecurity.Security): Pick<Kafkajs.KafkaConfig, "ssl" | "sasl"> => {
+  const auth = sasl && ClientConfig.saslOptions(sasl)
+  const oauth = auth && "token" in auth ? auth.token : undefined
+  return {
+    ...(tls && { ssl: ClientConfig.tlsOptions(tls) }),
+    ...(auth && {
+      sasl: (oauth
+        ? { mechanism: "oauthbearer", oauthBearerProvider: async () => ({ value: await oauth() }) }
+        : auth) as Kafkajs.SASLOptions
+    })
+  }
+}
 
 /**
  * @since 0.1.0
@@ -101,12 +113,6 @@ export const make = (options: KafkaClientOptions): Effect.Effect<KafkaClient["Se
   })
 
 /**
- * @since 0.1.0
- * @category layers
- */
-export const layer = (options: KafkaClientOptions): Layer.Layer<KafkaClient> => Layer.effect(KafkaClient)(make(options))
-
-/**
  * Reads `KAFKA_BROKERS` (comma separated, default `127.0.0.1:9092`) and `KAFKA_CLIENT_ID`
  * (default `effect-outbox`); `layerConfig` adds TLS and SASL from `KAFKA_SSL_*` / `KAFKA_SASL_*`.
  *
@@ -116,15 +122,13 @@ export const layer = (options: KafkaClientOptions): Layer.Layer<KafkaClient> => 
 export const config: Config.Config<KafkaClientOptions> = ClientConfig.config
 
 /**
+ * `layer`: the client from its options. `layerConfig`: the client from `config`, with TLS and
+ * SASL from `KAFKA_SSL_*` / `KAFKA_SASL_*`, `overrides` winning over both.
+ *
  * @since 0.1.0
  * @category layers
  */
-export const layerConfig: (
-  overrides?: ClientConfig.Overrides<KafkaClientOptions>
-) => Layer.Layer<KafkaClient, Config.ConfigError | KafkaSecurity.KafkaSecurityError> = ClientConfig.layerConfig(
-  KafkaClient,
-  make
-)
+export const { layer, layerConfig } = ClientConfig.layers(KafkaClient, make)
 
 /**
  * Runs a kafkajs call, mapping a rejection with `onError`.

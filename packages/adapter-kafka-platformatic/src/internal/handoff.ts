@@ -9,6 +9,7 @@
 import type { ConsumerBatch, GroupMetadata, TopicPartition } from "@effect-outbox/core/ConsumerSource"
 import type { ConsumerSourceError } from "@effect-outbox/core/Errors"
 import { slotOf } from "@effect-outbox/kafka/CommitFilter"
+import * as GroupSubscription from "@effect-outbox/kafka/GroupSubscription"
 import type { Consumer, MessagesStream } from "@platformatic/kafka"
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
@@ -20,25 +21,14 @@ export type AnyConsumer = Consumer<Buffer, Buffer, Buffer, Buffer>
 export type RawStream = MessagesStream<Buffer, Buffer, Buffer, Buffer>
 
 /** What the group events, the stream, `commit` and `pause` share; mutated in place. */
-export interface State {
-  /** Partitions the runner paused, as topic\u0000partition. */
-  readonly paused: Set<string>
+export interface State extends GroupSubscription.State {
   /** Records of paused partitions read from the stream, in offset order, until resumed. */
   readonly held: Map<string, Array<RawMessage>>
   heldCount: number
-  /**
-   * Counts group joins: after one, the stream restarts every assigned partition at the group's
-   * committed offset, so batches read before it are not current any more.
-   */
-  generation: number
   /** The consumer's group generation at its last join; it differs from the current one while a join runs. */
   joinedGenerationId: number | undefined
-  readonly batchGeneration: WeakMap<ConsumerBatch, number>
   /** The group generation and member id each batch's records were fetched under. */
   readonly batchGroup: WeakMap<ConsumerBatch, GroupMetadata>
-  /** topic/partition -> highest offset committed through this subscription */
-  readonly committed: Map<string, bigint>
-  closed: boolean
   /** Why the subscription cannot go on (the stream or the group failed); the next pull fails with it. */
   failure: ConsumerSourceError | undefined
   /** The pull waiting for records, if any. */
@@ -47,18 +37,18 @@ export interface State {
 
 export { slotOf }
 
-/** Fresh state, its generation counting the consumer's group joins from now on. */
+/**
+ * Fresh state, its generation counting the consumer's group joins from now on: after one, the
+ * stream restarts every assigned partition at the group's committed offset, so batches read
+ * before it are not current any more.
+ */
 export const makeState = (consumer: AnyConsumer): State => {
   const state: State = {
-    paused: new Set(),
+    ...GroupSubscription.makeState(),
     held: new Map(),
     heldCount: 0,
-    generation: 0,
     joinedGenerationId: undefined,
-    batchGeneration: new WeakMap(),
     batchGroup: new WeakMap(),
-    committed: new Map(),
-    closed: false,
     failure: undefined,
     wake: undefined
   }
@@ -82,24 +72,17 @@ export const owns = (consumer: AnyConsumer, topic: string, partition: number) =>
   consumer.assignments?.some((a) => a.topic === topic && a.partitions.includes(partition)) === true
 
 /**
- * A batch is current while the subscription is open, no group join happened since it was read
- * nor since its records were fetched (records fetched before a join may wait in the stream's
- * buffer and be read after it), and its partition is still assigned.
+ * Whether a batch's records were fetched under the consumer's present group generation: records
+ * fetched before a join may wait in the stream's buffer and be read after it.
  */
-export const isCurrent =
+export const fetchedByThisMember =
   (consumer: AnyConsumer, state: State) =>
   (batch: ConsumerBatch): boolean =>
-    !state.closed &&
-    state.batchGeneration.get(batch) === state.generation &&
-    (state.batchGroup.get(batch)?.generationId ?? consumer.generationId) === consumer.generationId &&
-    owns(consumer, batch.topic, batch.partition)
+    (state.batchGroup.get(batch)?.generationId ?? consumer.generationId) === consumer.generationId
 
 export const setPaused = (state: State, partitions: ReadonlyArray<TopicPartition>, paused: boolean) =>
   Effect.sync(() => {
-    for (const p of partitions) {
-      if (paused) state.paused.add(slotOf(p.topic, p.partition))
-      else state.paused.delete(slotOf(p.topic, p.partition))
-    }
+    GroupSubscription.markPaused(state, partitions, paused)
     // A pull waiting for records may now take the held ones.
     if (!paused) notify(state)
   })
@@ -154,7 +137,7 @@ export const reader = (stream: RawStream, state: State, maxBatch: number, maxHel
       partition: messages[0]!.partition,
       records: messages.map(toConsumerRecord)
     }
-    state.batchGeneration.set(batch, state.generation)
+    state.fetchedIn.set(batch, state.generation)
     const member = membershipOf(messages[0]!)
     if (typeof member?.generationId === "number" && typeof member.memberId === "string") {
       state.batchGroup.set(batch, { generationId: member.generationId, memberId: member.memberId })
