@@ -180,6 +180,14 @@ export const make = <P>(
           concurrency: "unbounded",
           discard: true
         })
+        // A partition whose send came back unavailable waits while the topic's metadata is stale.
+        for (const group of groups.values()) {
+          const unavailable = group.records.some((record) => {
+            const outcome = outcomes[record.index]
+            return outcome !== undefined && Result.isFailure(outcome) && outcome.failure._tag === "BrokerUnavailableError"
+          })
+          if (unavailable) sender.layouts.noteUnavailable(group.topic, group.partition)
+        }
         return outcomes as ReadonlyArray<PublishOutcome>
       }).pipe(
         Effect.withSpan(
