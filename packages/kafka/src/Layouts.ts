@@ -143,6 +143,7 @@ export const make = (driver: KafkaDriver, maxAgeMillis: number, onGrown: () => v
               _tag: "Reject",
               error: new BrokerUnavailableError({
                 topic: request.topic,
+                partition,
                 reason: `partition ${partition} has no leader; the topic's other partitions are sent`
               })
             }
