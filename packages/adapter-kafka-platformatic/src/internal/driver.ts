@@ -26,13 +26,11 @@ export const make = ({ admin, brokers, offsets }: PlatformaticClient["Service"])
   metadata: async (topic) => {
     // Asked once: a partition without a leader fails the whole answer (the client retries it for
     // seconds); the partitions that have one are read from the answer the error carries.
-    const answer = await admin
-      .metadata({ topics: [topic], forceUpdate: true, retries: 0 })
-      .catch((error: unknown) => {
-        const layout = Leaderless.fromError(error, topic)
-        if (layout === undefined) throw error
-        return layout
-      })
+    const answer = await admin.metadata({ topics: [topic], forceUpdate: true, retries: 0 }).catch((error: unknown) => {
+      const layout = Leaderless.fromError(error, topic)
+      if (layout === undefined) throw error
+      return layout
+    })
     if ("leaders" in answer) return answer
     const found = answer.topics.get(topic)
     return found === undefined
