@@ -46,7 +46,7 @@ const floor = 1_500
 const healthyMillis = 10_000
 const outageMillis = 30_000
 /** Seconds of its healthy rate each served partition must publish during the outage. */
-const servedSeconds = 10
+const servedSeconds = 5
 /** Which clients run; kafkajs (the default adapter) and @platformatic/kafka unless narrowed. */
 const clients = (process.env.FAULTS_PARTITION_LEADER_CLIENTS ?? "kafkajs,platformatic")
   .split(",")
