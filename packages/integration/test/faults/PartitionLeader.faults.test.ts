@@ -82,15 +82,19 @@ const createTopic = async (topic: string) => {
           }))
         }
       ],
-      waitForLeaders: true
+      waitForLeaders: false
     })
-    const metadata = await admin.fetchTopicMetadata({ topics: [topic] })
-    const leaders = metadata.topics[0]!.partitions.map((p) => [p.partitionId, p.leader])
-    assert.deepStrictEqual(
-      leaders.sort((a, b) => a[0]! - b[0]!),
-      Array.from({ length: partitions }, (_, p) => [p, leaderOf(p)]),
-      "each partition led by its own broker"
-    )
+    // A broker just restarted may not know the topic yet: ask until every partition has its leader.
+    const want = JSON.stringify(Array.from({ length: partitions }, (_, p) => [p, leaderOf(p)]))
+    let leaders = ""
+    for (let i = 0; i < 60 && leaders !== want; i++) {
+      if (i > 0) await Support.sleep(500)
+      const metadata = await admin.fetchTopicMetadata({ topics: [topic] }).catch(() => undefined)
+      leaders = JSON.stringify(
+        (metadata?.topics[0]?.partitions ?? []).map((p) => [p.partitionId, p.leader]).sort((a, b) => a[0]! - b[0]!)
+      )
+    }
+    assert.strictEqual(leaders, want, "each partition led by its own broker")
   } finally {
     await admin.disconnect()
   }
