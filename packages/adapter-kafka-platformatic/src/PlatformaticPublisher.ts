@@ -60,6 +60,11 @@ export const make = (options: PlatformaticPublisherOptions = {}) =>
             autocreateTopics: false,
             // Our partitions are final: a stale-metadata retry must not re-route them.
             repeatOnStaleMetadata: false,
+            // The producer's own metadata is kept (as kafkajs keeps its producer's) instead of
+            // re-read every 5 s: while a partition of the topic has no leader the client cannot
+            // read the topic's metadata at all, and the partitions that have one must go on.
+            // A growth or a moved leader replaces the producer (Publisher), which reads afresh.
+            metadataMaxAge: 300_000,
             retries: options.retries ?? 3,
             serializers: { headerKey: stringSerializer, headerValue: stringSerializer },
             ...(options.compression === undefined ? {} : { compression: options.compression })

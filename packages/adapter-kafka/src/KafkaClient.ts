@@ -50,6 +50,12 @@ export class KafkaClient extends Context.Service<
      * call's own `retry` says. The start-up check asks through it and bounds the wait itself.
      */
     readonly askOnce?: Kafkajs.Kafka | undefined
+    /**
+     * An admin on `askOnce` for the publisher's metadata reads: kafkajs retries a topic's metadata
+     * for about ten seconds while one of its partitions has no leader; the publisher answers that
+     * at once with the last good layout instead.
+     */
+    readonly metadataAdmin?: Kafkajs.Admin | undefined
   }
 >()("@effect-outbox/adapter-kafka/KafkaClient") {}
 
@@ -107,9 +113,13 @@ export const make = (options: KafkaClientOptions): Effect.Effect<KafkaClient["Se
       Effect.sync(() => kafka.admin()),
       (admin) => Effect.promise(() => admin.disconnect().catch(() => undefined))
     )
+    const metadataAdmin = yield* Effect.acquireRelease(
+      Effect.sync(() => askOnce.admin()),
+      (admin) => Effect.promise(() => admin.disconnect().catch(() => undefined))
+    )
     const secured = KafkaSecurity.describe(options.security ?? KafkaSecurity.plaintext)
     yield* Effect.logDebug(`kafka client ${clientId} for ${options.brokers.join(",")} (${secured})`)
-    return KafkaClient.of({ kafka, admin, clientId, brokers: options.brokers, askOnce })
+    return KafkaClient.of({ kafka, admin, clientId, brokers: options.brokers, askOnce, metadataAdmin })
   })
 
 /**

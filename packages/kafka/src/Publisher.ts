@@ -200,6 +200,23 @@ export const make = <P>(
           concurrency: "unbounded",
           discard: true
         })
+        // A partition whose send came back unavailable waits while the topic's metadata is stale,
+        // and its verdict names it, so the relay backs off that partition alone.
+        for (const group of groups.values()) {
+          let unavailable = false
+          for (const record of group.records) {
+            const outcome = outcomes[record.index]
+            if (outcome === undefined || Result.isSuccess(outcome)) continue
+            const error = outcome.failure
+            if (error._tag !== "BrokerUnavailableError") continue
+            unavailable = true
+            if (error.partition === undefined)
+              outcomes[record.index] = Result.fail(
+                new BrokerUnavailableError({ topic: error.topic, reason: error.reason, partition: group.partition })
+              )
+          }
+          if (unavailable) sender.layouts.noteUnavailable(group.topic, group.partition)
+        }
         return outcomes as ReadonlyArray<PublishOutcome>
       }).pipe(
         Effect.withSpan(

@@ -502,14 +502,23 @@ export const startRelay = async (
  * Like `stackLayer`, but every library setting at its default: `Outbox.layer` (the record limit
  * from `OUTBOX_MAX_RECORD_BYTES`, default 1,048,588) and the Kafka publisher's own timeouts.
  */
-export const defaultsStackLayer = (options: { readonly schema: string; readonly brokers?: ReadonlyArray<string> }) => {
+export const defaultsStackLayer = (options: {
+  readonly schema: string
+  readonly brokers?: ReadonlyArray<string>
+  /** The Kafka client under the ports: kafkajs (the default adapter) or @platformatic/kafka. */
+  readonly kafka?: "kafkajs" | "platformatic"
+}) => {
   const client = PgClient.layer({
     url: Redacted.make(databaseUrl),
     maxConnections: 4,
     applicationName: "effect-outbox-faults"
   })
   const pg = PgOutbox.layer({ schema: options.schema }).pipe(Layer.provideMerge(client))
-  const broker = KafkaOutbox.layer({ brokers: options.brokers ?? sharedBrokers, clientId: "faults" })
+  const brokers = options.brokers ?? sharedBrokers
+  const broker: Layer.Layer<Publisher | BrokerProbe | BrokerAdmin | ConsumerSource | TopicReader> =
+    options.kafka === "platformatic"
+      ? PlatformaticKafkaOutbox.layer({ brokers, clientId: "faults" })
+      : KafkaOutbox.layer({ brokers, clientId: "faults" })
   const logLevel = Layer.succeed(References.MinimumLogLevel)(
     (process.env.FAULTS_LOG_LEVEL ?? "Error") as LogLevel.LogLevel
   )
