@@ -26,7 +26,7 @@ import * as Exit from "effect/Exit"
 import * as Scope from "effect/Scope"
 import * as Support from "./support.ts"
 
-const base = Number(process.env.FAULTS_CLUSTER_PORT ?? 27092)
+const base = Support.privatePort("FAULTS_CLUSTER_PORT", 27092)
 const state = join(tmpdir(), `effect-outbox-partition-leader-${base}`)
 const brokers = [0, 1, 2].map((i) => `127.0.0.1:${base + i}`)
 const cluster = (...command: ReadonlyArray<string>) =>
