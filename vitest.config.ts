@@ -35,7 +35,11 @@ export default defineConfig({
           include: ["packages/*/test/**/*.faults.test.ts"],
           testTimeout: 600_000,
           hookTimeout: 120_000,
-          fileParallelism: false
+          // Two files at a time: most of a fault file's time is an outage or a stream it waits
+          // through. Each worker starts its private brokers and clusters on its own ports
+          // (`privatePort` in test/faults/support.ts); the shared broker and database are
+          // shared as in the integration project.
+          maxWorkers: 2
         }
       }
     ]

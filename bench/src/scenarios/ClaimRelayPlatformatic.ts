@@ -57,7 +57,7 @@ export const run = async (options: Options): Promise<void> => {
     await Library.fillBacklog(writer, t, n)
     const started = performance.now()
     const stop = await Library.startRelay(relay, { batchSize: 100, pollMillis: 50 })
-    while ((await Library.unpublished(writer)) > 0) await Env.sleep(20)
+    while (!(await Library.drained(writer))) await Env.sleep(20)
     const elapsed = performance.now() - started
     await stop()
     const landed = await Env.topicRecords(admin, t)
@@ -76,7 +76,7 @@ export const run = async (options: Options): Promise<void> => {
     const committed = await Env.commitAtRate(rate, options.seconds, (from, n) =>
       Library.enqueueCommitted(writer, t, from, n)
     )
-    while ((await Library.unpublished(writer)) > 0) await Env.sleep(20)
+    while (!(await Library.drained(writer))) await Env.sleep(20)
     await stop()
     return latencies(committed, await Raw.readTimestamps(k, t, committed.size))
   }

@@ -35,7 +35,7 @@ const drain = async (
   const stops = await Promise.all(
     relays.map((stack) => Library.startRelay(stack, { batchSize, pollMillis: 50 }, profile))
   )
-  while ((await Library.unpublished(watcher)) > 0) await Env.sleep(50)
+  while (!(await Library.drained(watcher))) await Env.sleep(50)
   const elapsed = performance.now() - started
   const after = Cpu.snapshot()
   await Promise.all(stops.map((stop) => stop()))

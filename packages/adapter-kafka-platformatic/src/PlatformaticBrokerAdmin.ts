@@ -26,13 +26,10 @@ export type PlatformaticBrokerAdminOptions = Admin.AdminOptions
  * @category operations
  */
 export const deleteTopics = (admin: PlatformaticAdmin, topics: ReadonlyArray<string>): Effect.Effect<void> =>
-  topics.length === 0
-    ? Effect.void
-    : Effect.promise(async () => {
-        const existing = new Set(await admin.listTopics().catch(() => [...topics]))
-        const doomed = topics.filter((t) => existing.has(t))
-        if (doomed.length > 0) await admin.deleteTopics({ topics: doomed }).catch(() => undefined)
-      }).pipe(Effect.tapDefect((defect) => Effect.logDebug(`deleteTopics: ${describe(defect)}`)))
+  Admin.deleteExisting(
+    { listTopics: () => admin.listTopics(), deleteTopics: (doomed) => admin.deleteTopics({ topics: doomed }) },
+    topics
+  ).pipe(Effect.tapDefect((defect) => Effect.logDebug(`deleteTopics: ${describe(defect)}`)))
 
 /**
  * @since 0.1.0
@@ -41,9 +38,7 @@ export const deleteTopics = (admin: PlatformaticAdmin, topics: ReadonlyArray<str
 export const make = (
   options: PlatformaticBrokerAdminOptions = {}
 ): Effect.Effect<BrokerAdmin["Service"], never, PlatformaticClient> =>
-  Effect.gen(function* () {
-    return Admin.make(Driver.make(yield* PlatformaticClient), options)
-  })
+  PlatformaticClient.useSync((client) => Admin.make(Driver.make(client), options))
 
 /**
  * @since 0.1.0

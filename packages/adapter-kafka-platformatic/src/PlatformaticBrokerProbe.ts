@@ -13,10 +13,10 @@ import type { Consumer } from "@platformatic/kafka"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type * as Option from "effect/Option"
-import { fetchOnce } from "./internal/partitionFetch.ts"
+import * as Stream from "effect/Stream"
+import { bounds, readRanges } from "./internal/partitionFetch.ts"
 import { PlatformaticClient } from "./PlatformaticClient.ts"
 import { protocol } from "./PlatformaticErrors.ts"
-import { brokerCall } from "./PlatformaticRetry.ts"
 
 /**
  * @since 0.1.0
@@ -26,36 +26,11 @@ export type PlatformaticBrokerProbeOptions = Probe.ProbeOptions
 
 const driver = (consumer: Consumer): Probe.ProbeDriver => ({
   protocol,
-  bounds: (topic, timestamp) =>
-    brokerCall("listOffsets", () =>
-      Promise.all([
-        consumer.listOffsets({ topics: [topic], timestamp: -2n }),
-        consumer.listOffsets({ topics: [topic], timestamp: -1n }),
-        consumer.listOffsets({ topics: [topic], timestamp: BigInt(timestamp) })
-      ])
-    ).pipe(
-      Effect.map(([lows, highs, starts]) =>
-        (highs.get(topic) ?? []).map((high, partition) => ({
-          partition,
-          low: lows.get(topic)?.[partition] ?? 0n,
-          high,
-          since: starts.get(topic)?.[partition]
-        }))
-      )
-    ),
+  bounds: (topic, timestamp) => bounds(consumer, topic, timestamp),
   scan: (topic, ranges, visit) =>
-    Effect.gen(function* () {
-      for (const range of ranges) {
-        let from = range.start
-        while (from < range.end) {
-          const { next, records } = yield* fetchOnce(consumer, topic, range, from)
-          for (const record of records) if (visit(record) === "stop") return
-          // A fetch that makes no progress would loop: the range holds nothing more to read.
-          if (next <= from) break
-          from = next
-        }
-      }
-    })
+    Stream.runForEachWhile(readRanges(consumer, topic, ranges, "uncommitted"), (record) =>
+      Effect.succeed(visit(record) !== "stop")
+    )
 })
 
 /**
@@ -88,10 +63,7 @@ export const findMany = (
 export const make = (
   options: PlatformaticBrokerProbeOptions = {}
 ): Effect.Effect<BrokerProbe["Service"], never, PlatformaticClient> =>
-  Effect.gen(function* () {
-    const { offsets } = yield* PlatformaticClient
-    return Probe.make(driver(offsets), options)
-  })
+  PlatformaticClient.useSync(({ offsets }) => Probe.make(driver(offsets), options))
 
 /**
  * @since 0.1.0

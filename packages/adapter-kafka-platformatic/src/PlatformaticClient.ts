@@ -12,9 +12,7 @@ import { Admin, type BaseOptions, Consumer } from "@platformatic/kafka"
 import type * as Config from "effect/Config"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
-import * as Layer from "effect/Layer"
 import type * as Scope from "effect/Scope"
-import { platformaticSecurity } from "./internal/security.ts"
 
 // @platformatic/kafka's declarations read Node's fetch option `RequestInit["dispatcher"]`. With the
 // DOM lib (TypeScript's default) `RequestInit` is the browser's, without that field, and they fail
@@ -64,6 +62,19 @@ export class PlatformaticClient extends Context.Service<
   }
 >()("@effect-outbox/adapter-kafka-platformatic/PlatformaticClient") {}
 
+const mechanisms = {
+  plain: "PLAIN",
+  "scram-sha-256": "SCRAM-SHA-256",
+  "scram-sha-512": "SCRAM-SHA-512",
+  oauthbearer: "OAUTHBEARER"
+} as const
+
+/** TLS and SASL as the client's `tls` and `sasl`. */
+const platformaticSecurity = ({ sasl, tls }: KafkaSecurity.Security): Pick<BaseOptions, "tls" | "sasl"> => ({
+  ...(tls && { tls: ClientConfig.tlsOptions(tls) }),
+  ...(sasl && { sasl: { ...ClientConfig.saslOptions(sasl), mechanism: mechanisms[sasl.mechanism] } })
+})
+
 /**
  * @since 0.1.0
  * @category constructors
@@ -97,13 +108,6 @@ export const make = (
   })
 
 /**
- * @since 0.1.0
- * @category layers
- */
-export const layer = (options: PlatformaticClientOptions): Layer.Layer<PlatformaticClient> =>
-  Layer.effect(PlatformaticClient)(make(options))
-
-/**
  * Reads `KAFKA_BROKERS` (comma separated, default `127.0.0.1:9092`) and `KAFKA_CLIENT_ID`
  * (default `effect-outbox`), like the kafkajs adapter; `layerConfig` adds TLS and SASL from
  * `KAFKA_SSL_*` / `KAFKA_SASL_*`.
@@ -114,12 +118,10 @@ export const layer = (options: PlatformaticClientOptions): Layer.Layer<Platforma
 export const config: Config.Config<PlatformaticClientOptions> = ClientConfig.config
 
 /**
+ * `layer`: the client from its options. `layerConfig`: the client from `config`, with TLS and
+ * SASL from `KAFKA_SSL_*` / `KAFKA_SASL_*`, `overrides` winning over both.
+ *
  * @since 0.1.0
  * @category layers
  */
-export const layerConfig: (
-  overrides?: ClientConfig.Overrides<PlatformaticClientOptions>
-) => Layer.Layer<PlatformaticClient, Config.ConfigError | KafkaSecurity.KafkaSecurityError> = ClientConfig.layerConfig(
-  PlatformaticClient,
-  make
-)
+export const { layer, layerConfig } = ClientConfig.layers(PlatformaticClient, make)

@@ -9,7 +9,8 @@
  * partition this member lost; their commits are dropped (counted in `droppedCommits`) and the new
  * owner reads them again from the group's committed offset — at-least-once, deduplicated by the
  * inbox. Such batches are not current (`isCurrent`): a batch is current while no group join
- * happened since it was read and the partition is still assigned. The client pauses only its
+ * happened since its records were fetched and the partition is still assigned. A fetch answered
+ * after a join is discarded (its positions are the previous generation's). The client pauses only its
  * whole stream, so `pause` holds a paused partition's records back in the adapter (the other
  * partitions keep flowing) and pauses the whole stream only when more than `maxHeldRecords`
  * wait; a group join drops what was held, since the stream then restarts every partition at the
@@ -20,49 +21,38 @@
 import { ConsumerSource, type Subscription } from "@effect-outbox/core/ConsumerSource"
 import type { ConsumerSourceError } from "@effect-outbox/core/Errors"
 import * as ConsumerOptions from "@effect-outbox/kafka/ConsumerOptions"
+import * as GroupSubscription from "@effect-outbox/kafka/GroupSubscription"
 import { Consumer, FetchIsolationLevels } from "@platformatic/kafka"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type * as Scope from "effect/Scope"
 import { patchFetch } from "./internal/abortedRecords.ts"
-import * as Commit from "./internal/commit.ts"
+import { guardFetch } from "./internal/fetchGuard.ts"
 import * as Handoff from "./internal/handoff.ts"
 import { keepMembership } from "./internal/membership.ts"
 import { PlatformaticClient } from "./PlatformaticClient.ts"
-import { toConsumerError } from "./PlatformaticErrors.ts"
-import { retrying } from "./PlatformaticRetry.ts"
+import { protocol } from "./PlatformaticErrors.ts"
 
 /**
  * @since 0.1.0
  * @category models
  */
 export interface PlatformaticConsumerSourceOptions extends ConsumerOptions.ConsumerOptions {
-  /** How long a fetch waits for records (default 5000). */
-  readonly maxWaitTimeMillis?: number | undefined
   /** Most records in one batch (default 1000). */
   readonly maxBatchRecords?: number | undefined
   /** Records of paused partitions held back before the whole stream pauses (default 10000). */
   readonly maxHeldRecords?: number | undefined
 }
 
-export {
-  /**
-   * Offset commits dropped because the partition was no longer assigned to this member.
-   *
-   * @since 0.1.0
-   * @category metrics
-   */
-  droppedCommits
-} from "@effect-outbox/kafka/Metrics"
-export {
-  /**
-   * A @platformatic/kafka message as a core `ConsumerRecord` (headers as strings).
-   *
-   * @since 0.1.0
-   * @category conversions
-   */
-  toConsumerRecord
-} from "./internal/records.ts"
+/**
+ * `droppedCommits`: offset commits dropped because the partition was no longer assigned to this
+ * member. `toConsumerRecord`: a @platformatic/kafka message as a core `ConsumerRecord` (headers
+ * as strings).
+ *
+ * @since 0.1.0
+ */
+export { droppedCommits } from "@effect-outbox/kafka/Metrics"
+export { toConsumerRecord } from "./internal/records.ts"
 
 /**
  * @since 0.1.0
@@ -79,62 +69,71 @@ export const subscribe = (
     // The client's read_committed filter lets some aborted records through (internal/abortedRecords).
     patchFetch(consumer)
     const state = Handoff.makeState(consumer)
+    // A fetch answered across a group join would move positions the join reset (internal/fetchGuard).
+    guardFetch(consumer, state)
     yield* keepMembership(consumer, state, groupOptions)
 
-    const stream = yield* Effect.acquireRelease(start(consumer, request, groupOptions, options), (stream) =>
-      Effect.promise(async () => {
-        state.closed = true
-        await stream.close().catch(() => undefined)
-        // Leave the group (so the next member need not wait out the session), bounded. The
-        // bound's timer is cleared once the group is left: a pending one kept the process alive.
-        let bound: ReturnType<typeof setTimeout> | undefined
-        await Promise.race([
-          consumer.close().catch(() => undefined),
-          new Promise((resolve) => {
-            bound = setTimeout(resolve, 5_000)
-          })
-        ]).finally(() => clearTimeout(bound))
-        await consumer.close(true).catch(() => undefined)
-      })
-    )
-
-    // After a join the client resumes a partition that has no committed offset at its own old
-    // fetch position (2.12.1 keeps positions it already had), so a partition this member read
-    // ahead, lost before anyone committed it, and got back would skip those records. Forgetting
-    // every position before the client's own join handler runs makes it start each partition at
-    // the group's committed offset, or the fallback, as a new owner must.
-    consumer.prependListener("consumer:group:join", () => stream.offsetsToFetch.clear())
-
-    return {
-      batches: Handoff.batches(stream, state, {
-        maxBatch: options.maxBatchRecords ?? 1_000,
-        maxHeld: options.maxHeldRecords ?? 10_000
-      }),
-      commit: Commit.commit(consumer, state, {
-        groupId: request.groupId,
-        timeoutMillis: ConsumerOptions.commitTimeoutMillis(options)
-      }),
-      isCurrent: Handoff.isCurrent(consumer, state),
-      // Records fetched before a rejoin may be read after it: their generation is the old one.
-      groupMetadata: (batch) => {
-        const group = state.batchGroup.get(batch)
-        return group?.generationId === consumer.generationId ? group : undefined
+    return yield* GroupSubscription.subscribe(
+      {
+        protocol,
+        state,
+        start: start(consumer, request, groupOptions, options),
+        abort: () => consumer.close(true).catch(() => undefined),
+        close: (stream) =>
+          Effect.promise(async () => {
+            await stream.close().catch(() => undefined)
+            // Leave the group (so the next member need not wait out the session), bounded. The
+            // bound's timer is cleared once the group is left: a pending one kept the process alive.
+            let bound: ReturnType<typeof setTimeout> | undefined
+            await Promise.race([
+              consumer.close().catch(() => undefined),
+              new Promise((resolve) => {
+                bound = setTimeout(resolve, 5_000)
+              })
+            ]).finally(() => clearTimeout(bound))
+            await consumer.close(true).catch(() => undefined)
+          }),
+        batches: (stream) =>
+          Handoff.batches(stream, state, {
+            maxBatch: options.maxBatchRecords ?? 1_000,
+            maxHeld: options.maxHeldRecords ?? 10_000
+          }),
+        owns: (topic, partition) => Handoff.owns(consumer, topic, partition),
+        fetchedByThisMember: Handoff.fetchedByThisMember(consumer, state),
+        foreignIsCurrent: false,
+        commit: {
+          send: (commits) =>
+            consumer.commit({
+              offsets: commits.map((o) => ({
+                topic: o.topic,
+                partition: o.partition,
+                offset: BigInt(o.offset),
+                leaderEpoch: -1
+              }))
+            })
+        },
+        setPaused: (partitions, pause) => Handoff.setPaused(state, partitions, pause),
+        // Records fetched before a rejoin may be read after it: their generation is the old one.
+        groupMetadata: (batch) => {
+          const group = state.batchGroup.get(batch)
+          return group?.generationId === consumer.generationId ? group : undefined
+        }
       },
-      pause: (partitions) => Handoff.setPaused(state, partitions, true),
-      resume: (partitions) => Handoff.setPaused(state, partitions, false)
-    }
+      { groupId: request.groupId, timeoutMillis: ConsumerOptions.commitTimeoutMillis(options) }
+    )
   })
 
 /**
- * Joins the group and opens the stream at the group's committed offsets, retried (PlatformaticRetry)
- * while the broker is unreachable or starting; a failed start closes the consumer.
+ * Joins the group and opens the stream at the group's committed offsets (`GroupSubscription`
+ * retries while the broker is unreachable or starting, and closes the consumer after a start
+ * that failed for good).
  */
 const start = (
   consumer: Handoff.AnyConsumer,
   request: { readonly topics: ReadonlyArray<string>; readonly fromBeginning?: boolean },
   groupOptions: ConsumerOptions.GroupTimings,
   options: PlatformaticConsumerSourceOptions
-): Effect.Effect<Handoff.RawStream, ConsumerSourceError> =>
+): Effect.Effect<Handoff.RawStream, unknown> =>
   Effect.tryPromise({
     try: () =>
       consumer.consume({
@@ -150,9 +149,14 @@ const start = (
       }),
     catch: (error) => error
   }).pipe(
-    retrying("consumer.subscribe"),
-    Effect.mapError((error) => toConsumerError("subscribe", error)),
-    Effect.onError(() => Effect.promise(() => consumer.close(true).catch(() => undefined)))
+    // After a join the client resumes a partition that has no committed offset at its own old
+    // fetch position (2.12.1 keeps positions it already had), so a partition this member read
+    // ahead, lost before anyone committed it, and got back would skip those records. Forgetting
+    // every position before the client's own join handler runs makes it start each partition at
+    // the group's committed offset, or the fallback, as a new owner must.
+    Effect.tap((stream) =>
+      Effect.sync(() => consumer.prependListener("consumer:group:join", () => stream.offsetsToFetch.clear()))
+    )
   )
 
 /**
@@ -162,10 +166,9 @@ const start = (
 export const make = (
   options: PlatformaticConsumerSourceOptions = {}
 ): Effect.Effect<ConsumerSource["Service"], never, PlatformaticClient> =>
-  Effect.gen(function* () {
-    const client = yield* PlatformaticClient
-    return ConsumerSource.of({ subscribe: (request) => subscribe(client, request, options) })
-  })
+  PlatformaticClient.useSync((client) =>
+    ConsumerSource.of({ subscribe: (request) => subscribe(client, request, options) })
+  )
 
 /**
  * @since 0.1.0

@@ -22,8 +22,7 @@ interface PlatformaticLikeError {
   readonly cause?: unknown
 }
 
-const asError = (error: unknown): PlatformaticLikeError =>
-  typeof error === "object" && error !== null ? (error as PlatformaticLikeError) : { message: String(error) }
+const asError = KafkaProtocol.fieldsOf<PlatformaticLikeError>
 
 /**
  * The leaves of an error tree: `MultipleErrors` holds one error per attempt or per partition,
@@ -63,29 +62,20 @@ export const leaves = (error: unknown): ReadonlyArray<PlatformaticLikeError> => 
 export const protocolTypes = (error: unknown): ReadonlySet<string> =>
   new Set(leaves(error).flatMap((leaf) => (leaf.apiId === undefined ? [] : [leaf.apiId])))
 
-/**
- * Client-side trouble with the connection: refused, closed, timed out, a reply that does not
- * match its request, or the client closed under a retry (a producer being replaced).
- */
-const socketCodes: ReadonlySet<string> = new Set([
-  "ECONNREFUSED",
-  "ECONNRESET",
-  "ETIMEDOUT",
-  "EPIPE",
-  "EHOSTUNREACH",
-  "ENETUNREACH",
-  "ENOTFOUND",
-  "EAI_AGAIN"
-])
+// Client-side trouble with the connection: refused, closed, timed out, a reply that does not
+// match its request, or the client closed under a retry (a producer being replaced).
+/** The client's own refusal of a call (`PLT_KFK_USER`) whose message starts with `text`. */
+const userError = (leaf: PlatformaticLikeError, text: string) =>
+  leaf.code === "PLT_KFK_USER" && (leaf.message ?? "").startsWith(text)
 
 const isNetworkLeaf = (leaf: PlatformaticLikeError) =>
   leaf.code === "PLT_KFK_NETWORK" ||
-  (leaf.code !== undefined && socketCodes.has(leaf.code)) ||
+  (leaf.code !== undefined && KafkaProtocol.socketCodes.has(leaf.code)) ||
   leaf.code === "PLT_KFK_TIMEOUT" ||
   leaf.code === "PLT_KFK_UNEXPECTED_CORRELATION_ID" ||
   leaf.code === "PLT_KFK_UNFINISHED_WRITE_BUFFER" ||
   leaf.name === "TimeoutError" ||
-  (leaf.code === "PLT_KFK_USER" && (leaf.message ?? "").startsWith("Client closed while retrying"))
+  userError(leaf, "Client closed while retrying")
 
 /**
  * A one-line description: the error codes and Kafka error names found, and the messages.
@@ -106,7 +96,7 @@ export const describe = (error: unknown): string => {
 
 const isAuthentication = (node: object) =>
   (node as PlatformaticLikeError).code === "PLT_KFK_AUTHENTICATION" ||
-  (node as PlatformaticLikeError).apiId === "SASL_AUTHENTICATION_FAILED"
+  (node as PlatformaticLikeError).apiId === KafkaProtocol.SASL_AUTHENTICATION_FAILED
 
 /**
  * What the Kafka layer reads from a @platformatic/kafka error: Kafka's error names in its tree
@@ -119,7 +109,7 @@ const isAuthentication = (node: object) =>
 export const errorNames = (error: unknown): KafkaProtocol.ErrorNames => {
   const all = leaves(error)
   const protocol = new Set(all.flatMap((leaf) => (leaf.apiId === undefined ? [] : [leaf.apiId])))
-  if (all.some((leaf) => leaf.code === "PLT_KFK_USER" && (leaf.message ?? "").startsWith("Unknown topic"))) {
+  if (all.some((leaf) => userError(leaf, "Unknown topic"))) {
     protocol.add(KafkaProtocol.UNKNOWN_TOPIC)
   }
   return {

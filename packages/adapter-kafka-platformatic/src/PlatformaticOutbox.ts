@@ -15,11 +15,7 @@
  *
  * @since 0.1.0
  */
-import type * as KafkaSecurity from "@effect-outbox/core/KafkaSecurity"
-import type * as ClientConfig from "@effect-outbox/kafka/ClientConfig"
 import * as OutboxLayer from "@effect-outbox/kafka/OutboxLayer"
-import type * as Config from "effect/Config"
-import type * as Layer from "effect/Layer"
 import * as PlatformaticBrokerAdmin from "./PlatformaticBrokerAdmin.ts"
 import * as PlatformaticBrokerProbe from "./PlatformaticBrokerProbe.ts"
 import * as PlatformaticClient from "./PlatformaticClient.ts"
@@ -45,7 +41,16 @@ export type PlatformaticOutboxOptions = OutboxLayer.Options<
  */
 export type Services = OutboxLayer.Ports | PlatformaticClient.PlatformaticClient
 
-const outbox = OutboxLayer.make({
+/**
+ * `layerWithoutClient`: the ports over a `PlatformaticClient` you provide. `layer`: with the
+ * client built from its options. `layerConfig`: with the client read from `KAFKA_BROKERS` /
+ * `KAFKA_CLIENT_ID` and TLS/SASL from `KAFKA_SSL_*` / `KAFKA_SASL_*` (`client.token`: the
+ * OAUTHBEARER token provider).
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const { layer, layerConfig, layerWithoutClient } = OutboxLayer.make({
   ports: (options: PlatformaticOutboxOptions) => ({
     publisher: PlatformaticPublisher.layer(options.publisher),
     probe: PlatformaticBrokerProbe.layer(options.probe),
@@ -56,38 +61,6 @@ const outbox = OutboxLayer.make({
   client: PlatformaticClient.layer,
   clientConfig: PlatformaticClient.layerConfig
 })
-
-/**
- * The ports over a `PlatformaticClient` you provide.
- *
- * @since 0.1.0
- * @category layers
- */
-export const layerWithoutClient: (
-  options?: PlatformaticOutboxOptions
-) => Layer.Layer<OutboxLayer.Ports, never, PlatformaticClient.PlatformaticClient> = outbox.layerWithoutClient
-
-/**
- * @since 0.1.0
- * @category layers
- */
-export const layer: (
-  client: PlatformaticClient.PlatformaticClientOptions,
-  options?: PlatformaticOutboxOptions
-) => Layer.Layer<Services> = outbox.layer
-
-/**
- * Like `layer`, with the client read from `KAFKA_BROKERS` / `KAFKA_CLIENT_ID` and TLS/SASL from
- * `KAFKA_SSL_*` / `KAFKA_SASL_*` (`client.token`: the OAUTHBEARER token provider).
- *
- * @since 0.1.0
- * @category layers
- */
-export const layerConfig: (
-  options?: PlatformaticOutboxOptions & {
-    readonly client?: ClientConfig.Overrides<PlatformaticClient.PlatformaticClientOptions>
-  }
-) => Layer.Layer<Services, Config.ConfigError | KafkaSecurity.KafkaSecurityError> = outbox.layerConfig
 
 /**
  * @since 0.1.0

@@ -7,16 +7,16 @@
  * @since 0.1.0
  */
 import type { ConsumerRecord } from "@effect-outbox/core/ConsumerSource"
-import { ConsumerSourceError } from "@effect-outbox/core/Errors"
-import { type PositionedRead, positionedRange, TopicReader } from "@effect-outbox/core/TopicReader"
+import type { ConsumerSourceError } from "@effect-outbox/core/Errors"
+import { type PositionedRead, TopicReader } from "@effect-outbox/core/TopicReader"
+import * as TopicRead from "@effect-outbox/kafka/TopicRead"
 import type { Consumer } from "@platformatic/kafka"
-import * as Effect from "effect/Effect"
+import type * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as Option from "effect/Option"
-import * as Stream from "effect/Stream"
-import { bounds, fetchOnce, type Range } from "./internal/partitionFetch.ts"
+import type * as Stream from "effect/Stream"
+import { bounds, readRanges } from "./internal/partitionFetch.ts"
 import { PlatformaticClient } from "./PlatformaticClient.ts"
-import { isUnknownTopic, toConsumerError } from "./PlatformaticErrors.ts"
+import { protocol } from "./PlatformaticErrors.ts"
 
 /**
  * @since 0.1.0
@@ -27,15 +27,11 @@ export interface PlatformaticTopicReaderOptions {
   readonly fetchBytes?: number | undefined
 }
 
-const readRange = (consumer: Consumer, topic: string, range: Range, fetchBytes: number) =>
-  Stream.paginate(range.start, (from) =>
-    from >= range.end
-      ? Effect.succeed([[] as ReadonlyArray<ConsumerRecord>, Option.none<bigint>()] as const)
-      : Effect.map(fetchOnce(consumer, topic, range, from, fetchBytes, "committed"), ({ next, records }) => {
-          const more = next > from && next < range.end ? Option.some(next) : Option.none<bigint>()
-          return [records, more] as const
-        })
-  )
+const driver = (consumer: Consumer, options: PlatformaticTopicReaderOptions): TopicRead.TopicReadDriver => ({
+  protocol,
+  bounds: (topic) => bounds(consumer, topic),
+  read: (topic, ranges) => readRanges(consumer, topic, ranges, "committed", options.fetchBytes)
+})
 
 /**
  * @since 0.1.0
@@ -45,24 +41,10 @@ export const read = (
   consumer: Consumer,
   topic: string,
   options: PlatformaticTopicReaderOptions = {}
-): Stream.Stream<ConsumerRecord, ConsumerSourceError> =>
-  Stream.unwrap(
-    Effect.map(bounds(consumer, topic, "committed"), (ranges) =>
-      Stream.fromIterable(ranges).pipe(
-        Stream.flatMap((range) => readRange(consumer, topic, range, options.fetchBytes ?? 1_048_576))
-      )
-    )
-  ).pipe(
-    Stream.mapError((error) =>
-      isUnknownTopic(error)
-        ? new ConsumerSourceError({ operation: "read", reason: `topic ${topic} does not exist`, retriable: false })
-        : toConsumerError("read", error)
-    )
-  )
+): Stream.Stream<ConsumerRecord, ConsumerSourceError> => TopicRead.read(driver(consumer, options), topic)
 
 /**
- * The retained records at `offsets` of one partition: one ranged read from the lowest wanted
- * offset to the highest, kept to the wanted ones.
+ * The retained records at `offsets` of one partition (see `TopicRead.readAt`).
  *
  * @since 0.1.0
  * @category operations
@@ -71,34 +53,7 @@ export const readAt = (
   consumer: Consumer,
   request: PositionedRead,
   options: PlatformaticTopicReaderOptions = {}
-): Stream.Stream<ConsumerRecord, ConsumerSourceError> => {
-  const wanted = new Set(request.offsets.map((o) => BigInt(o).toString()))
-  return Stream.unwrap(
-    Effect.map(bounds(consumer, request.topic, "committed"), (ranges) => {
-      const retained = ranges.find((r) => r.partition === request.partition)
-      const range = retained && positionedRange(request.offsets, retained.start, retained.end)
-      return range === undefined
-        ? Stream.empty
-        : readRange(
-            consumer,
-            request.topic,
-            { partition: request.partition, ...range },
-            options.fetchBytes ?? 1_048_576
-          )
-    })
-  ).pipe(
-    Stream.filter((record) => wanted.has(record.offset)),
-    Stream.mapError((error) =>
-      isUnknownTopic(error)
-        ? new ConsumerSourceError({
-            operation: "read",
-            reason: `topic ${request.topic} does not exist`,
-            retriable: false
-          })
-        : toConsumerError("read", error)
-    )
-  )
-}
+): Stream.Stream<ConsumerRecord, ConsumerSourceError> => TopicRead.readAt(driver(consumer, options), request)
 
 /**
  * @since 0.1.0
@@ -107,13 +62,7 @@ export const readAt = (
 export const make = (
   options: PlatformaticTopicReaderOptions = {}
 ): Effect.Effect<TopicReader["Service"], never, PlatformaticClient> =>
-  Effect.gen(function* () {
-    const { offsets } = yield* PlatformaticClient
-    return TopicReader.of({
-      read: (topic) => read(offsets, topic, options),
-      readAt: (request) => readAt(offsets, request, options)
-    })
-  })
+  PlatformaticClient.useSync(({ offsets }) => TopicRead.make(driver(offsets, options)))
 
 /**
  * @since 0.1.0

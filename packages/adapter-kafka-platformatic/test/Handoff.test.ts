@@ -5,11 +5,19 @@
 import { EventEmitter } from "node:events"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
-import { type AnyConsumer, makeState, type RawStream, reader, setPaused } from "../src/internal/handoff.ts"
+import {
+  type AnyConsumer,
+  fetchedByThisMember,
+  makeState,
+  type RawStream,
+  reader,
+  setPaused
+} from "../src/internal/handoff.ts"
 import type { RawMessage } from "../src/internal/records.ts"
 
-const message = (partition: number, offset: number): RawMessage =>
+const message = (partition: number, offset: number, generationId = 1): RawMessage =>
   ({
+    metadata: { consumer: { groupId: "g", memberId: "m", generationId, coordinatorId: 1 } },
     topic: "t",
     partition,
     offset: BigInt(offset),
@@ -67,5 +75,32 @@ describe("platformatic hand-off", () => {
       batch?.records.map((r) => [r.partition, r.offset]),
       [[1, "7"]]
     )
+  })
+
+  it("a batch never spans records fetched before and after a group join", () => {
+    // The member kept partition 2 across a join. Its stream still buffers 12 records fetched
+    // under generation 1 (288..299) when those fetched again under generation 2 from the
+    // committed offset 250 arrive behind them. One batch of 25 would carry generation 1, be
+    // dropped as stale, and take 250..262 with it: the stream has moved past them for good.
+    const consumer = Object.assign(new EventEmitter(), {
+      generationId: 1,
+      assignments: [{ topic: "t", partitions: [2] }]
+    })
+    const state = makeState(consumer as unknown as AnyConsumer)
+    const stale = Array.from({ length: 12 }, (_, i) => message(2, 288 + i, 1))
+    const fresh = Array.from({ length: 25 }, (_, i) => message(2, 250 + i, 2))
+    consumer.generationId = 2
+    consumer.emit("consumer:group:join")
+    const { stream } = fakeStream([...stale, ...fresh])
+    const read = reader(stream, state, 25, 100)
+    const current = fetchedByThisMember(consumer as unknown as AnyConsumer, state)
+    const batches = [read(), read()].map((b) => ({
+      offsets: b?.records.map((r) => Number(r.offset)),
+      current: b !== undefined && current(b)
+    }))
+    assert.deepStrictEqual(batches, [
+      { offsets: stale.map((m) => Number(m.offset)), current: false },
+      { offsets: fresh.map((m) => Number(m.offset)), current: true }
+    ])
   })
 })

@@ -7,7 +7,7 @@
 import { BrokerAdmin } from "@effect-outbox/core/BrokerAdmin"
 import type { BrokerAdminError } from "@effect-outbox/core/Errors"
 import * as Admin from "@effect-outbox/kafka/Admin"
-import * as Effect from "effect/Effect"
+import type * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type Kafkajs from "kafkajs"
 import * as Driver from "./internal/driver.ts"
@@ -35,14 +35,13 @@ export const listTopics = (kafka: Kafkajs.Kafka): Effect.Effect<ReadonlyArray<st
  * @category operations
  */
 export const deleteTopics = (admin: Kafkajs.Admin, topics: ReadonlyArray<string>): Effect.Effect<void> =>
-  topics.length === 0
-    ? Effect.void
-    : Effect.promise(async () => {
-        // kafkajs retries the deletion of a missing topic for seconds: ask for existing ones only.
-        const existing = new Set(await admin.listTopics().catch(() => [...topics]))
-        const doomed = topics.filter((t) => existing.has(t))
-        if (doomed.length > 0) await admin.deleteTopics({ topics: doomed, timeout: 10_000 }).catch(() => undefined)
-      })
+  Admin.deleteExisting(
+    {
+      listTopics: () => admin.listTopics(),
+      deleteTopics: (doomed) => admin.deleteTopics({ topics: doomed, timeout: 10_000 })
+    },
+    topics
+  )
 
 /**
  * @since 0.1.0
@@ -51,9 +50,7 @@ export const deleteTopics = (admin: Kafkajs.Admin, topics: ReadonlyArray<string>
 export const make = (
   options: KafkaBrokerAdminOptions = {}
 ): Effect.Effect<BrokerAdmin["Service"], never, KafkaClient> =>
-  Effect.gen(function* () {
-    return Admin.make(Driver.make(yield* KafkaClient), options)
-  })
+  KafkaClient.useSync((client) => Admin.make(Driver.make(client), options))
 
 /**
  * @since 0.1.0

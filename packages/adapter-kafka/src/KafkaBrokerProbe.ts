@@ -16,16 +16,14 @@ import { BrokerProbe, type ProbeManyRequest, type ProbeRequest } from "@effect-o
 import type { ProbeError } from "@effect-outbox/core/Errors"
 import type { EventId, PublishReceipt } from "@effect-outbox/core/OutboxMessage"
 import * as Probe from "@effect-outbox/kafka/Probe"
-import * as Effect from "effect/Effect"
+import type * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type * as Option from "effect/Option"
 import type Kafkajs from "kafkajs"
-import { withEphemeralAdmin } from "./internal/ephemeralAdmin.ts"
-import { readRanges } from "./internal/rangeRead.ts"
+import { partitionBounds, readRanges } from "./internal/rangeRead.ts"
 import { toConsumerRecord } from "./internal/records.ts"
 import { KafkaClient } from "./KafkaClient.ts"
 import { protocol } from "./KafkaErrors.ts"
-import { brokerCall } from "./KafkaRetry.ts"
 
 /**
  * @since 0.1.0
@@ -36,34 +34,10 @@ export interface KafkaBrokerProbeOptions extends Probe.ProbeOptions {
   readonly groupPrefix?: string | undefined
 }
 
-/** Offsets on a short-lived admin (see `withEphemeralAdmin`); metadata first, it answers "no such topic" at once. */
-const bounds = (kafka: Kafkajs.Kafka, topic: string, timestamp: number) =>
-  withEphemeralAdmin(
-    kafka,
-    (admin) =>
-      Effect.gen(function* () {
-        yield* brokerCall("metadata", () => admin.fetchTopicMetadata({ topics: [topic] }))
-        const ends = yield* brokerCall("topicOffsets", () => admin.fetchTopicOffsets(topic))
-        const starts = yield* brokerCall("topicOffsetsByTimestamp", () =>
-          admin.fetchTopicOffsetsByTimestamp(topic, timestamp)
-        )
-        return ends.map(({ high, low, partition }): Probe.PartitionBounds => {
-          const since = starts.find((s) => s.partition === partition)?.offset
-          return {
-            partition,
-            low: BigInt(low),
-            high: BigInt(high),
-            since: since === undefined ? undefined : BigInt(since)
-          }
-        })
-      }),
-    (error) => error
-  )
-
 /** The kafkajs side of the probe: a throwaway consumer per read. */
 const driver = (kafka: Kafkajs.Kafka, admin: Kafkajs.Admin, options: KafkaBrokerProbeOptions): Probe.ProbeDriver => ({
   protocol,
-  bounds: (topic, timestamp) => bounds(kafka, topic, timestamp),
+  bounds: (topic, timestamp) => partitionBounds(kafka, topic, timestamp),
   scan: (topic, ranges, visit) =>
     readRanges(
       kafka,
@@ -115,10 +89,7 @@ export const findMany = (
 export const make = (
   options: KafkaBrokerProbeOptions = {}
 ): Effect.Effect<BrokerProbe["Service"], never, KafkaClient> =>
-  Effect.gen(function* () {
-    const { admin, kafka } = yield* KafkaClient
-    return Probe.make(driver(kafka, admin, options), options)
-  })
+  KafkaClient.useSync(({ admin, kafka }) => Probe.make(driver(kafka, admin, options), options))
 
 /**
  * @since 0.1.0

@@ -9,11 +9,9 @@ import * as ClientConfig from "@effect-outbox/kafka/ClientConfig"
 import type * as Config from "effect/Config"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
-import * as Layer from "effect/Layer"
 import type * as Scope from "effect/Scope"
 import Kafkajs from "kafkajs"
 import { effectLevel, onceAMinute } from "./internal/logLevels.ts"
-import { kafkajsSecurity } from "./internal/security.ts"
 import { describe } from "./KafkaErrors.ts"
 
 /**
@@ -52,8 +50,28 @@ export class KafkaClient extends Context.Service<
      * call's own `retry` says. The start-up check asks through it and bounds the wait itself.
      */
     readonly askOnce?: Kafkajs.Kafka | undefined
+    /**
+     * An admin on `askOnce` for the publisher's metadata reads: kafkajs retries a topic's metadata
+     * for about ten seconds while one of its partitions has no leader; the publisher answers that
+     * at once with the last good layout instead.
+     */
+    readonly metadataAdmin?: Kafkajs.Admin | undefined
   }
 >()("@effect-outbox/adapter-kafka/KafkaClient") {}
+
+/** TLS and SASL as kafkajs's `ssl` and `sasl`. */
+const kafkajsSecurity = ({ sasl, tls }: KafkaSecurity.Security): Pick<Kafkajs.KafkaConfig, "ssl" | "sasl"> => {
+  const auth = sasl && ClientConfig.saslOptions(sasl)
+  const oauth = auth && "token" in auth ? auth.token : undefined
+  return {
+    ...(tls && { ssl: ClientConfig.tlsOptions(tls) }),
+    ...(auth && {
+      sasl: (oauth
+        ? { mechanism: "oauthbearer", oauthBearerProvider: async () => ({ value: await oauth() }) }
+        : auth) as Kafkajs.SASLOptions
+    })
+  }
+}
 
 /**
  * @since 0.1.0
@@ -95,16 +113,14 @@ export const make = (options: KafkaClientOptions): Effect.Effect<KafkaClient["Se
       Effect.sync(() => kafka.admin()),
       (admin) => Effect.promise(() => admin.disconnect().catch(() => undefined))
     )
+    const metadataAdmin = yield* Effect.acquireRelease(
+      Effect.sync(() => askOnce.admin()),
+      (admin) => Effect.promise(() => admin.disconnect().catch(() => undefined))
+    )
     const secured = KafkaSecurity.describe(options.security ?? KafkaSecurity.plaintext)
     yield* Effect.logDebug(`kafka client ${clientId} for ${options.brokers.join(",")} (${secured})`)
-    return KafkaClient.of({ kafka, admin, clientId, brokers: options.brokers, askOnce })
+    return KafkaClient.of({ kafka, admin, clientId, brokers: options.brokers, askOnce, metadataAdmin })
   })
-
-/**
- * @since 0.1.0
- * @category layers
- */
-export const layer = (options: KafkaClientOptions): Layer.Layer<KafkaClient> => Layer.effect(KafkaClient)(make(options))
 
 /**
  * Reads `KAFKA_BROKERS` (comma separated, default `127.0.0.1:9092`) and `KAFKA_CLIENT_ID`
@@ -116,15 +132,13 @@ export const layer = (options: KafkaClientOptions): Layer.Layer<KafkaClient> => 
 export const config: Config.Config<KafkaClientOptions> = ClientConfig.config
 
 /**
+ * `layer`: the client from its options. `layerConfig`: the client from `config`, with TLS and
+ * SASL from `KAFKA_SSL_*` / `KAFKA_SASL_*`, `overrides` winning over both.
+ *
  * @since 0.1.0
  * @category layers
  */
-export const layerConfig: (
-  overrides?: ClientConfig.Overrides<KafkaClientOptions>
-) => Layer.Layer<KafkaClient, Config.ConfigError | KafkaSecurity.KafkaSecurityError> = ClientConfig.layerConfig(
-  KafkaClient,
-  make
-)
+export const { layer, layerConfig } = ClientConfig.layers(KafkaClient, make)
 
 /**
  * Runs a kafkajs call, mapping a rejection with `onError`.

@@ -31,27 +31,21 @@
 import { ConsumerSource, type Subscription } from "@effect-outbox/core/ConsumerSource"
 import type { ConsumerSourceError } from "@effect-outbox/core/Errors"
 import * as ConsumerOptions from "@effect-outbox/kafka/ConsumerOptions"
+import * as GroupSubscription from "@effect-outbox/kafka/GroupSubscription"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Queue from "effect/Queue"
 import type * as Scope from "effect/Scope"
 import type Kafkajs from "kafkajs"
-import * as Commit from "./internal/commit.ts"
 import * as Handoff from "./internal/handoff.ts"
 import { KafkaClient } from "./KafkaClient.ts"
-import { toConsumerError } from "./KafkaErrors.ts"
-import { retrying } from "./KafkaRetry.ts"
+import { protocol } from "./KafkaErrors.ts"
 
 /**
  * @since 0.1.0
  * @category models
  */
 export interface KafkaConsumerSourceOptions extends ConsumerOptions.ConsumerOptions {
-  /**
-   * Longest a fetch waits for data (default 500, as the Java client's `fetch.max.wait.ms`; kafkajs
-   * default 5000). Closing the consumer waits for the fetch in flight, so this bounds shutdown.
-   */
-  readonly maxWaitTimeMillis?: number | undefined
   /**
    * How old the group's view of topic metadata may get (default 5000 ms; kafkajs default 300000).
    * A topic grown by `PartitionAssignment` or the relay's sync is noticed (and rebalanced onto)
@@ -62,24 +56,15 @@ export interface KafkaConsumerSourceOptions extends ConsumerOptions.ConsumerOpti
   readonly consumerConfig?: Partial<Omit<Kafkajs.ConsumerConfig, "groupId">> | undefined
 }
 
-export {
-  /**
-   * Offset commits dropped because the partition was no longer assigned to this member.
-   *
-   * @since 0.1.0
-   * @category metrics
-   */
-  droppedCommits
-} from "@effect-outbox/kafka/Metrics"
-export {
-  /**
-   * A kafkajs message as a core `ConsumerRecord` (headers as strings, the value's bytes shared).
-   *
-   * @since 0.1.0
-   * @category encoding
-   */
-  toConsumerRecord
-} from "./internal/records.ts"
+/**
+ * `droppedCommits`: offset commits dropped because the partition was no longer assigned to this
+ * member. `toConsumerRecord`: a kafkajs message as a core `ConsumerRecord` (headers as strings,
+ * the value's bytes shared).
+ *
+ * @since 0.1.0
+ */
+export { droppedCommits } from "@effect-outbox/kafka/Metrics"
+export { toConsumerRecord } from "./internal/records.ts"
 
 /**
  * @since 0.1.0
@@ -105,37 +90,38 @@ export const subscribe = (
       ...(options.maxBytesPerPartition === undefined ? {} : { maxBytesPerPartition: options.maxBytesPerPartition })
     })
     Handoff.watchGroup(consumer, state)
-    yield* Effect.acquireRelease(start(consumer, request, state, heartbeatInterval), () =>
-      Effect.promise(async () => {
-        state.closed = true
-        // Unblock a waiting eachBatch without moving its position: kafkajs waits for it before
-        // leaving the group.
-        Handoff.settleAll(state, "abandoned")
-        await consumer.disconnect().catch(() => undefined)
-      }).pipe(Effect.andThen(Queue.end(state.queue)))
+    return yield* GroupSubscription.subscribe(
+      {
+        protocol,
+        state,
+        start: start(consumer, request, state, heartbeatInterval),
+        close: () =>
+          Effect.promise(async () => {
+            // Unblock a waiting eachBatch without moving its position: kafkajs waits for it before
+            // leaving the group.
+            Handoff.settleAll(state, "abandoned")
+            await consumer.disconnect().catch(() => undefined)
+          }).pipe(Effect.andThen(Queue.end(state.queue))),
+        batches: () => Handoff.batches(state),
+        owns: (topic, partition) => Handoff.isAssigned(state, topic, partition),
+        foreignIsCurrent: true,
+        commit: Handoff.commitHooks(consumer, state),
+        setPaused: (partitions, pause) => Handoff.setPaused(consumer, state, partitions, pause)
+      },
+      { groupId: request.groupId, timeoutMillis: ConsumerOptions.commitTimeoutMillis(options) }
     )
-    return {
-      batches: Handoff.batches(state),
-      commit: Commit.commit(consumer, state, {
-        groupId: request.groupId,
-        timeoutMillis: ConsumerOptions.commitTimeoutMillis(options)
-      }),
-      isCurrent: Handoff.isCurrent(state),
-      pause: (partitions) => Handoff.setPaused(consumer, state, partitions, true),
-      resume: (partitions) => Handoff.setPaused(consumer, state, partitions, false)
-    }
   })
 
 /**
- * Connects, subscribes and starts the consumer, retried (KafkaRetry) while the broker is
- * unreachable or starting; a failed start disconnects first, so the next one starts clean.
+ * Connects, subscribes and starts the consumer; a failed start disconnects first, so the next
+ * one (`GroupSubscription` retries while the broker is unreachable or starting) starts clean.
  */
 const start = (
   consumer: Kafkajs.Consumer,
   request: { readonly topics: ReadonlyArray<string>; readonly fromBeginning?: boolean },
   state: Handoff.State,
   heartbeatInterval: number
-): Effect.Effect<void, ConsumerSourceError> =>
+): Effect.Effect<void, unknown> =>
   Effect.tryPromise({
     try: async () => {
       try {
@@ -157,10 +143,7 @@ const start = (
       }
     },
     catch: (error) => error
-  }).pipe(
-    retrying("consumer.subscribe"),
-    Effect.mapError((error) => toConsumerError("subscribe", error))
-  )
+  })
 
 /**
  * @since 0.1.0
@@ -169,10 +152,7 @@ const start = (
 export const make = (
   options: KafkaConsumerSourceOptions = {}
 ): Effect.Effect<ConsumerSource["Service"], never, KafkaClient> =>
-  Effect.gen(function* () {
-    const { kafka } = yield* KafkaClient
-    return ConsumerSource.of({ subscribe: (request) => subscribe(kafka, request, options) })
-  })
+  KafkaClient.useSync(({ kafka }) => ConsumerSource.of({ subscribe: (request) => subscribe(kafka, request, options) }))
 
 /**
  * @since 0.1.0

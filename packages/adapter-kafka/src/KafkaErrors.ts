@@ -16,8 +16,7 @@ interface KafkaLikeError {
   readonly cause?: unknown
 }
 
-const asKafkaError = (error: unknown): KafkaLikeError =>
-  typeof error === "object" && error !== null ? (error as KafkaLikeError) : { message: String(error) }
+const asKafkaError = KafkaProtocol.fieldsOf<KafkaLikeError>
 
 /**
  * kafkajs errors of the client side of an outage: no connection, no answer in time, no broker
@@ -98,7 +97,7 @@ export const describe = (error: unknown): string => {
 
 const isAuthentication = (node: object) =>
   (node as KafkaLikeError).name === "KafkaJSSASLAuthenticationError" ||
-  (node as KafkaLikeError).type === "SASL_AUTHENTICATION_FAILED"
+  (node as KafkaLikeError).type === KafkaProtocol.SASL_AUTHENTICATION_FAILED
 
 /**
  * What the Kafka layer reads from a kafkajs error: the broker's error type of its root cause, and

@@ -12,11 +12,7 @@
  *
  * @since 0.1.0
  */
-import type * as KafkaSecurity from "@effect-outbox/core/KafkaSecurity"
-import type * as ClientConfig from "@effect-outbox/kafka/ClientConfig"
 import * as OutboxLayer from "@effect-outbox/kafka/OutboxLayer"
-import type * as Config from "effect/Config"
-import type * as Layer from "effect/Layer"
 import * as KafkaBrokerAdmin from "./KafkaBrokerAdmin.ts"
 import * as KafkaBrokerProbe from "./KafkaBrokerProbe.ts"
 import * as KafkaClient from "./KafkaClient.ts"
@@ -42,7 +38,16 @@ export type KafkaOutboxOptions = OutboxLayer.Options<
  */
 export type Services = OutboxLayer.Ports | KafkaClient.KafkaClient
 
-const outbox = OutboxLayer.make({
+/**
+ * `layerWithoutClient`: the ports over a `KafkaClient` you provide. `layer`: with the client
+ * built from its options. `layerConfig`: with the client read from `KAFKA_BROKERS` /
+ * `KAFKA_CLIENT_ID` and TLS/SASL from `KAFKA_SSL_*` / `KAFKA_SASL_*` (`client.token`: the
+ * OAUTHBEARER token provider).
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const { layer, layerConfig, layerWithoutClient } = OutboxLayer.make({
   ports: (options: KafkaOutboxOptions) => ({
     publisher: KafkaPublisher.layer(options.publisher),
     probe: KafkaBrokerProbe.layer(options.probe),
@@ -53,31 +58,3 @@ const outbox = OutboxLayer.make({
   client: KafkaClient.layer,
   clientConfig: KafkaClient.layerConfig
 })
-
-/**
- * The ports over a `KafkaClient` you provide.
- *
- * @since 0.1.0
- * @category layers
- */
-export const layerWithoutClient: (
-  options?: KafkaOutboxOptions
-) => Layer.Layer<OutboxLayer.Ports, never, KafkaClient.KafkaClient> = outbox.layerWithoutClient
-
-/**
- * @since 0.1.0
- * @category layers
- */
-export const layer: (client: KafkaClient.KafkaClientOptions, options?: KafkaOutboxOptions) => Layer.Layer<Services> =
-  outbox.layer
-
-/**
- * Like `layer`, with the client read from `KAFKA_BROKERS` / `KAFKA_CLIENT_ID` and TLS/SASL from
- * `KAFKA_SSL_*` / `KAFKA_SASL_*` (`client.token`: the OAUTHBEARER token provider).
- *
- * @since 0.1.0
- * @category layers
- */
-export const layerConfig: (
-  options?: KafkaOutboxOptions & { readonly client?: ClientConfig.Overrides<KafkaClient.KafkaClientOptions> }
-) => Layer.Layer<Services, Config.ConfigError | KafkaSecurity.KafkaSecurityError> = outbox.layerConfig

@@ -18,54 +18,22 @@ import { KafkaClient } from "./KafkaClient.ts"
  * @since 0.1.0
  * @category models
  */
-export interface KafkaPublisherOptions {
-  /**
-   * Upper bound on one publish call, retries included (default 8000). A partition batch that runs
-   * out reports `BrokerUnavailableError` for its records: they may or may not have landed.
-   * Below the relay's default `publishTimeout` (10 s) on purpose: the publisher answers first, so
-   * the receipts of partitions that did land are kept instead of the whole call timing out.
-   */
-  readonly publishTimeoutMillis?: number | undefined
+export interface KafkaPublisherOptions extends Publisher.PublisherOptions {
   /** kafkajs retries inside one call before giving up (default 5). */
   readonly retries?: number | undefined
-  /** How long partition counts are cached before a publish re-reads them (default 5000). */
-  readonly metadataMaxAgeMillis?: number | undefined
   /** At most 5 keeps the idempotent producer's ordering guarantee (default 5). */
   readonly maxInFlightRequests?: number | undefined
   readonly compression?: Kafkajs.CompressionTypes | undefined
-  /**
-   * Send a call's partitions in one produce request when each fits one record batch (default
-   * true). kafkajs's idempotent producer sends one request per broker at a time, so separate
-   * per-partition requests cost a round trip each. A failed combined request replaces the
-   * producer and the call is sent again per partition, so partitions that had landed are
-   * published twice (never lost). `false`: always one request per partition.
-   */
-  readonly combinePartitions?: boolean | undefined
 }
 
-export {
-  /**
-   * @since 0.1.0
-   * @category metrics
-   */
-  producerResets,
-  /**
-   * @since 0.1.0
-   * @category metrics
-   */
-  publishedRecords
-} from "@effect-outbox/kafka/Metrics"
-export {
-  /**
-   * The headers sent with a record: the request's own, with `event-id` guaranteed to be its id.
-   *
-   * @since 0.1.0
-   * @category encoding
-   */
-  recordHeaders
-} from "@effect-outbox/kafka/Publisher"
-
-const toBuffer = (bytes: Uint8Array): Buffer => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
+/**
+ * The publisher's metrics, and `recordHeaders`: the headers sent with a record (the request's
+ * own, with `event-id` guaranteed to be its id).
+ *
+ * @since 0.1.0
+ */
+export { producerResets, publishedRecords } from "@effect-outbox/kafka/Metrics"
+export { recordHeaders } from "@effect-outbox/kafka/Publisher"
 
 /**
  * One `sendBatch` holding every part (kafkajs sends one produce request per broker): each part's
@@ -88,7 +56,7 @@ const produce = (
           .flatMap((part) =>
             part.records.map((record) => ({
               key: record.key,
-              value: toBuffer(record.payload),
+              value: Publisher.toBuffer(record.payload),
               partition: part.partition,
               headers: { ...record.headers }
             }))

@@ -11,21 +11,17 @@
 
 import { randomUUID } from "node:crypto"
 import type { ConsumerRecord } from "@effect-outbox/core/ConsumerSource"
-import { ConsumerSourceError } from "@effect-outbox/core/Errors"
-import { type PositionedRead, positionedRange, TopicReader } from "@effect-outbox/core/TopicReader"
-import type { Range } from "@effect-outbox/kafka/Probe"
-import * as Cause from "effect/Cause"
-import * as Effect from "effect/Effect"
+import type { ConsumerSourceError } from "@effect-outbox/core/Errors"
+import { type PositionedRead, TopicReader } from "@effect-outbox/core/TopicReader"
+import * as TopicRead from "@effect-outbox/kafka/TopicRead"
+import type * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as Queue from "effect/Queue"
-import * as Stream from "effect/Stream"
+import type * as Stream from "effect/Stream"
 import type Kafkajs from "kafkajs"
-import { withEphemeralAdmin } from "./internal/ephemeralAdmin.ts"
-import { readRanges } from "./internal/rangeRead.ts"
+import { partitionBounds, readRanges } from "./internal/rangeRead.ts"
 import { KafkaClient } from "./KafkaClient.ts"
 import { toConsumerRecord } from "./KafkaConsumerSource.ts"
-import { protocol, toConsumerError } from "./KafkaErrors.ts"
-import { brokerCall } from "./KafkaRetry.ts"
+import { protocol } from "./KafkaErrors.ts"
 
 /**
  * @since 0.1.0
@@ -38,6 +34,30 @@ export interface KafkaTopicReaderOptions {
   readonly groupPrefix?: string | undefined
 }
 
+/** The kafkajs side of the reader: offsets on a short-lived admin, ranges by a throwaway consumer. */
+const driver = (
+  kafka: Kafkajs.Kafka,
+  admin: Kafkajs.Admin,
+  options: KafkaTopicReaderOptions
+): TopicRead.TopicReadDriver => ({
+  protocol,
+  bounds: (topic) => partitionBounds(kafka, topic),
+  read: (topic, ranges) =>
+    TopicRead.fromCallbacks(options.bufferSize ?? 1_000, (offer) =>
+      readRanges(
+        kafka,
+        admin,
+        topic,
+        ranges,
+        { groupId: `${options.groupPrefix ?? "effect-outbox-reader"}-${randomUUID()}`, readUncommitted: false },
+        async (partition, messages) => {
+          await offer(messages.map((m) => toConsumerRecord(topic, partition, m)))
+          return "continue"
+        }
+      )
+    )
+})
+
 /**
  * @since 0.1.0
  * @category operations
@@ -47,16 +67,10 @@ export const read = (
   admin: Kafkajs.Admin,
   topic: string,
   options: KafkaTopicReaderOptions = {}
-): Stream.Stream<ConsumerRecord, ConsumerSourceError> =>
-  readWithin(kafka, admin, topic, options, (offsets) =>
-    offsets.flatMap(({ high, low, partition }) =>
-      BigInt(low) < BigInt(high) ? [{ partition, start: BigInt(low), end: BigInt(high) }] : []
-    )
-  ).pipe(Stream.withSpan("kafka.topicReader.read", { attributes: { topic } }))
+): Stream.Stream<ConsumerRecord, ConsumerSourceError> => TopicRead.read(driver(kafka, admin, options), topic)
 
 /**
- * The retained records at `offsets` of one partition: one ranged read from the lowest wanted
- * offset to the highest, kept to the wanted ones.
+ * The retained records at `offsets` of one partition (see `TopicRead.readAt`).
  *
  * @since 0.1.0
  * @category operations
@@ -66,82 +80,7 @@ export const readAt = (
   admin: Kafkajs.Admin,
   request: PositionedRead,
   options: KafkaTopicReaderOptions = {}
-): Stream.Stream<ConsumerRecord, ConsumerSourceError> => {
-  const wanted = new Set(request.offsets.map((o) => BigInt(o).toString()))
-  return readWithin(kafka, admin, request.topic, options, (offsets) => {
-    const retained = offsets.find((o) => o.partition === request.partition)
-    const range = retained && positionedRange(request.offsets, BigInt(retained.low), BigInt(retained.high))
-    return range === undefined ? [] : [{ partition: request.partition, ...range }]
-  }).pipe(
-    Stream.filter((record) => wanted.has(record.offset)),
-    Stream.withSpan("kafka.topicReader.readAt", {
-      attributes: { topic: request.topic, partition: request.partition, offsets: request.offsets.length }
-    })
-  )
-}
-
-/** Reads the ranges `rangesOf` picks from the partitions' watermarks seen when the read starts. */
-const readWithin = (
-  kafka: Kafkajs.Kafka,
-  admin: Kafkajs.Admin,
-  topic: string,
-  options: KafkaTopicReaderOptions,
-  rangesOf: (
-    offsets: ReadonlyArray<{ readonly partition: number; readonly low: string; readonly high: string }>
-  ) => ReadonlyArray<Range>
-): Stream.Stream<ConsumerRecord, ConsumerSourceError> =>
-  Stream.callback<ConsumerRecord, ConsumerSourceError>(
-    (queue) =>
-      Effect.gen(function* () {
-        // kafkajs calls back outside any fiber: run what it hands over with the reader's context
-        // (its tracer, logger and services), not on a bare default runtime.
-        const runPromise = Effect.runPromiseWith(yield* Effect.context<never>())
-        const onError = (error: unknown) =>
-          protocol.isUnknownTopic(error)
-            ? new ConsumerSourceError({ operation: "read", reason: `topic ${topic} does not exist`, retriable: false })
-            : toConsumerError("read", error)
-        const offsets = yield* withEphemeralAdmin(
-          kafka,
-          (offsetsAdmin) =>
-            // Metadata first: it answers "no such topic" at once, the offsets call retries first.
-            brokerCall("metadata", () => offsetsAdmin.fetchTopicMetadata({ topics: [topic] })).pipe(
-              Effect.andThen(brokerCall("topicOffsets", () => offsetsAdmin.fetchTopicOffsets(topic))),
-              Effect.mapError(onError)
-            ),
-          onError
-        )
-        const ranges = rangesOf(offsets)
-        if (ranges.length === 0) return yield* Queue.end(queue)
-        const groupId = `${options.groupPrefix ?? "effect-outbox-reader"}-${randomUUID()}`
-        yield* readRanges(
-          kafka,
-          admin,
-          topic,
-          ranges,
-          { groupId, readUncommitted: false },
-          async (partition, messages) => {
-            // Waits while the buffer is full: the stream's consumer sets the pace.
-            await runPromise(
-              Queue.offerAll(
-                queue,
-                messages.map((m) => toConsumerRecord(topic, partition, m))
-              )
-            )
-            return "continue"
-          }
-        ).pipe(
-          Effect.matchCauseEffect({
-            onSuccess: () => Queue.end(queue),
-            onFailure: (cause) => Queue.failCause(queue, Cause.map(cause, onError))
-          }),
-          Effect.forkScoped
-        )
-        // Runs before the read is interrupted: a waiting offer must give up, or kafkajs would
-        // wait for eachBatch forever.
-        yield* Effect.addFinalizer(() => Queue.shutdown(queue))
-      }),
-    { bufferSize: options.bufferSize ?? 1_000, strategy: "suspend" }
-  )
+): Stream.Stream<ConsumerRecord, ConsumerSourceError> => TopicRead.readAt(driver(kafka, admin, options), request)
 
 /**
  * @since 0.1.0
@@ -150,13 +89,7 @@ const readWithin = (
 export const make = (
   options: KafkaTopicReaderOptions = {}
 ): Effect.Effect<TopicReader["Service"], never, KafkaClient> =>
-  Effect.gen(function* () {
-    const { admin, kafka } = yield* KafkaClient
-    return TopicReader.of({
-      read: (topic) => read(kafka, admin, topic, options),
-      readAt: (request) => readAt(kafka, admin, request, options)
-    })
-  })
+  KafkaClient.useSync(({ admin, kafka }) => TopicRead.make(driver(kafka, admin, options)))
 
 /**
  * @since 0.1.0

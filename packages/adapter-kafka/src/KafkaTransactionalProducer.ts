@@ -16,9 +16,8 @@
  * @since 0.1.0
  */
 import { TransactionalProducer, type TransactionRequest } from "@effect-outbox/core/TransactionalProducer"
-import { recordHeaders } from "@effect-outbox/kafka/Publisher"
+import { recordHeaders, toBuffer } from "@effect-outbox/kafka/Publisher"
 import * as Transactions from "@effect-outbox/kafka/Transactions"
-import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type Kafkajs from "kafkajs"
 import { KafkaClient } from "./KafkaClient.ts"
@@ -35,8 +34,6 @@ export interface KafkaTransactionalProducerOptions {
   readonly transactionTimeoutMillis?: number | undefined
 }
 
-const toBuffer = (bytes: Uint8Array): Buffer => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
-
 /** Every record's partition, decided before the transaction from fresh metadata (kafkajs drops unknown ones). */
 const partitionsFor = async (admin: Kafkajs.Admin, request: TransactionRequest) => {
   const counts = new Map<string, number>()
@@ -47,26 +44,30 @@ const partitionsFor = async (admin: Kafkajs.Admin, request: TransactionRequest) 
   return Transactions.partitionsFor(request, (topic) => counts.get(topic)!)
 }
 
+/** Values by topic, in order. */
+const groupByTopic = <A>(items: ReadonlyArray<{ readonly topic: string; readonly value: A }>) => {
+  const out = new Map<string, Array<A>>()
+  for (const { topic, value } of items) out.set(topic, [...(out.get(topic) ?? []), value])
+  return out
+}
+
 /** One transaction: the records, the group's offsets, then the commit (an abort on any failure). */
 const run = async (admin: Kafkajs.Admin, p: Kafkajs.Producer, request: TransactionRequest) => {
   const partitions = await partitionsFor(admin, request)
-  const byTopic = new Map<string, Array<Kafkajs.Message>>()
-  request.records.forEach((record, i) => {
-    const messages = byTopic.get(record.topic) ?? []
-    messages.push({
-      key: record.key,
-      value: toBuffer(record.payload),
-      partition: partitions[i]!,
-      headers: recordHeaders(record)
-    })
-    byTopic.set(record.topic, messages)
-  })
-  const offsetsByTopic = new Map<string, Array<{ partition: number; offset: string }>>()
-  for (const o of request.offsets) {
-    const list = offsetsByTopic.get(o.topic) ?? []
-    list.push({ partition: o.partition, offset: o.offset })
-    offsetsByTopic.set(o.topic, list)
-  }
+  const byTopic = groupByTopic(
+    request.records.map((record, i) => ({
+      topic: record.topic,
+      value: {
+        key: record.key,
+        value: toBuffer(record.payload),
+        partition: partitions[i]!,
+        headers: recordHeaders(record)
+      }
+    }))
+  )
+  const offsetsByTopic = groupByTopic(
+    request.offsets.map((o) => ({ topic: o.topic, value: { partition: o.partition, offset: o.offset } }))
+  )
   const tx = await p.transaction()
   try {
     const sent =
@@ -117,9 +118,8 @@ export const kafkajsUnfenced =
  * @category constructors
  */
 export const make = (options: KafkaTransactionalProducerOptions) =>
-  Effect.gen(function* () {
-    const { admin, kafka } = yield* KafkaClient
-    return yield* Transactions.make(
+  KafkaClient.use(({ admin, kafka }) =>
+    Transactions.make(
       {
         protocol,
         create: () =>
@@ -143,7 +143,7 @@ export const make = (options: KafkaTransactionalProducerOptions) =>
       },
       options
     )
-  })
+  )
 
 /**
  * @since 0.1.0

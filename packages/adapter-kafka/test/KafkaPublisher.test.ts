@@ -185,6 +185,27 @@ describe("KafkaPublisher producer reset (M5)", () => {
       assert.deepStrictEqual(disconnected, [1, 2])
     })
   )
+  it.effect("leases: a tainted partition replaces the producer only when a send needs it", () =>
+    Effect.gen(function* () {
+      let created = 0
+      const leases = yield* ProducerLeases.make<number>({
+        create: () => ++created,
+        connect: async () => undefined,
+        disconnect: async () => undefined
+      })
+      const first = yield* leases.acquireFor(["t\u00002"])
+      first.taint(["t\u00002"])
+      first.release()
+      const other = yield* leases.acquireFor(["t\u00000", "t\u00001"])
+      assert.strictEqual(other.producer, 1, "the other partitions keep the producer")
+      other.release()
+      const again = yield* leases.acquireFor(["t\u00002"])
+      assert.strictEqual(again.producer, 2, "the tainted partition gets a fresh producer")
+      again.release()
+      assert.strictEqual((yield* leases.acquireFor(["t\u00002"])).producer, 2)
+      yield* leases.closeAll
+    })
+  )
 })
 
 describe("KafkaPublisher attributes each broker error to its own records (C1)", () => {
@@ -234,9 +255,12 @@ describe("KafkaPublisher attributes each broker error to its own records (C1)", 
         ["BrokerUnavailableError", "0"]
       )
       if (Result.isFailure(outcomes[0]!)) assert.match(outcomes[0].failure.message, /may have reached the broker/)
-      // The timed-out producer is replaced for the next send, but not disconnected under its
-      // unanswered send.
+      // The timed-out partition is tainted on its producer: the other partition keeps it, the
+      // next send to the timed-out one gets a fresh producer, and the old one is not
+      // disconnected under its unanswered send.
       yield* publisher.publish([request("orders", 1, 3)])
+      assert.strictEqual(fake.sends.at(-1)!.producer, 1)
+      yield* publisher.publish([request("orders", 0, 4)])
       assert.strictEqual(fake.sends.at(-1)!.producer, 2)
       assert.deepStrictEqual(fake.disconnected, [])
     }).pipe(Effect.scoped, Effect.provideService(KafkaClient, fake.client))

@@ -248,8 +248,9 @@ export const deadLetters = (letters: ReadonlyArray<DeadLetter.DeadLetter>): stri
   letters.length === 0
     ? "no dead letters"
     : table(
-        ["event id", "original", "error", "attempts", "group", "dead-lettered", "replays", "message"],
+        ["letter", "event id", "original", "error", "attempts", "group", "dead-lettered", "replays", "message"],
         letters.map((l) => [
+          `${l.record.partition}/${l.record.offset}`,
           l.eventId ?? "-",
           `${l.originalTopic}/${l.originalPartition}@${l.originalOffset}`,
           l.errorClass,
@@ -276,6 +277,38 @@ export const replay = (report: Operations.ReplayReport): string => {
     ...r.failed.map((f) => `  failed ${f.deadLetter.eventId ?? "-"}: ${f.error.message}`)
   ].join("\n")
 }
+
+/**
+ * @since 0.1.0
+ * @category rendering
+ */
+export const discard = (topic: string, report: Operations.DiscardReport): string => {
+  if (report.selected.length === 0) return "no matching dead letters"
+  const audit = `${topic}.audit`
+  return report.dryRun
+    ? `${deadLetters(report.selected)}\n\ndry run: ${report.selected.length} dead letter(s) would be discarded (marked handled on ${audit}, not republished); add --execute`
+    : `discarded ${report.selected.length} dead letter(s) of ${topic}: recorded on ${audit}, no longer counted as waiting`
+}
+
+/**
+ * @since 0.1.0
+ * @category rendering
+ */
+export const deadLetterHistory = (topic: string, handlings: ReadonlyArray<Operations.Handling>): string =>
+  handlings.length === 0
+    ? `no replay or discard of ${topic}'s dead letters is recorded on ${topic}.audit`
+    : table(
+        ["at", "action", "letter", "event id", "error", "operator", "reason"],
+        handlings.map((h) => [
+          time(h.at),
+          h.action,
+          `${h.partition}/${h.offset}`,
+          h.eventId ?? "-",
+          h.errorClass,
+          h.operator,
+          h.reason
+        ])
+      )
 
 /**
  * @since 0.1.0

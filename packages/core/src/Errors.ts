@@ -91,7 +91,9 @@ export class RetriablePublishError extends Schema.TaggedError<RetriablePublishEr
  */
 export class BrokerUnavailableError extends Schema.TaggedError<BrokerUnavailableError>()("BrokerUnavailableError", {
   topic: Schema.String,
-  reason: Schema.String
+  reason: Schema.String,
+  /** Set when only this partition is out (its leader is away): the relay backs off that partition alone. */
+  partition: Schema.optionalKey(Schema.Int)
 }) {
   /** Always `unavailable` (see {@link FailureKind}). */
   get kind(): "unavailable" {

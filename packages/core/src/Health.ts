@@ -247,14 +247,17 @@ export const make = (
 
 /**
  * `outbox_health_check` (attribute `check`, the check's name): `1` while the check passes, `0`
- * while it fails. The runtime sets it from the readiness checks every metrics interval, so an
- * alert can name the failing check without scraping the probe.
+ * while it fails. The runtime sets it from the readiness checks every metrics interval once health
+ * is asked for (it serves the health port, or its `Health` service was used), so an alert can name
+ * the failing check without scraping the probe. A runtime nobody asks for health runs no checks
+ * in the background (the broker check opens an admin connection).
  *
  * @since 0.1.0
  * @category metrics
  */
 export const checkGauge = Metric.gauge("outbox_health_check", {
-  description: "1 while the named health check passes, 0 while it fails (sampled every metrics interval)"
+  description:
+    "1 while the named health check passes, 0 while it fails (sampled every metrics interval once health is asked for)"
 })
 
 /**

@@ -238,7 +238,11 @@ export class OutboxRuntime extends Context.Service<
     readonly relays: ReadonlyArray<string>
     /** Consumer groups running here. */
     readonly consumers: ReadonlyArray<string>
-    /** The liveness and readiness checks (served on `settings.health.port` when set). */
+    /**
+     * The liveness and readiness checks (served on `settings.health.port` when set). Their
+     * gauges (`Health.checkGauge`) are sampled every metrics interval once health is asked for:
+     * from the start with the health port, else from the first use of this service.
+     */
     readonly health: Health.Health["Service"]
     /** The port the health server listens on (the one picked for port 0), when it runs. */
     readonly healthPort: number | undefined

@@ -162,7 +162,13 @@ const fenced = <E, R>(
   const checked = new Map<string, { readonly generationId: number; readonly from: bigint }>()
   const drop = (batch: ConsumerBatch, why: string) =>
     Effect.logInfo("transactional pipeline: batch dropped, fetched under a membership this member no longer has").pipe(
-      Effect.annotateLogs({ topic: batch.topic, partition: batch.partition, records: batch.records.length, why })
+      Effect.annotateLogs({
+        topic: batch.topic,
+        partition: batch.partition,
+        records: batch.records.length,
+        offsets: `${batch.records[0]?.offset}..${batch.records.at(-1)?.offset}`,
+        why
+      })
     )
   return (batch: ConsumerBatch): Effect.Effect<void, E | TransactionAbortedError, R | TransactionalProducer> =>
     Effect.gen(function* () {

@@ -17,6 +17,7 @@ import * as Metric from "effect/Metric"
 import * as References from "effect/References"
 import * as Scope from "effect/Scope"
 import * as TestClock from "effect/testing/TestClock"
+import { BrokerAdmin } from "../src/BrokerAdmin.ts"
 import * as Health from "../src/Health.ts"
 import * as OutboxRuntime from "../src/OutboxRuntime.ts"
 import { OutboxStore } from "../src/OutboxStore.ts"
@@ -28,6 +29,37 @@ const ports = Layer.mergeAll(InMemoryDatabase.layer, WakeUp.layerMemory, InMemor
 const stuckClaims = Layer.effect(OutboxStore)(
   Effect.map(Effect.service(OutboxStore), (store) => ({ ...store, claim: () => Effect.as(Effect.sleep("1 hour"), []) }))
 )
+
+/**
+ * The in-memory broker's admin with the topic listing the Kafka adapters have (the health check's
+ * broker probe), recording every call made through the port.
+ */
+const countingAdmin = Effect.sync(() => {
+  const calls: Array<string> = []
+  const counted = (admin: BrokerAdmin["Service"]): BrokerAdmin["Service"] => {
+    const wrapped: Record<string, unknown> = {}
+    for (const [name, member] of Object.entries(admin)) {
+      wrapped[name] =
+        typeof member === "function"
+          ? (...args: Array<unknown>) => {
+              calls.push(name)
+              return (member as (...args: Array<unknown>) => unknown)(...args)
+            }
+          : member
+    }
+    return {
+      ...(wrapped as BrokerAdmin["Service"]),
+      listTopics: Effect.suspend(() => {
+        calls.push("listTopics")
+        return Effect.succeed([])
+      })
+    }
+  }
+  return {
+    calls: () => [...calls],
+    layer: Layer.effect(BrokerAdmin)(Effect.map(Effect.service(BrokerAdmin), counted))
+  }
+})
 
 const relayCheck = (report: Health.Report) => report.checks.find((c) => c.name.startsWith("relay "))
 
@@ -76,23 +108,86 @@ describe("Health", () => {
     }).pipe(Effect.provideService(References.MinimumLogLevel, "None"))
   )
 
-  it.effect("each readiness check is a gauge (1 ok, 0 failing), set every metrics interval", () =>
+  it.effect(
+    "each readiness check is a gauge (1 ok, 0 failing), set every metrics interval once health is asked for",
+    () =>
+      Effect.gen(function* () {
+        const scope = yield* Scope.make()
+        const layer = OutboxRuntime.layer({
+          relay: { instances: 1, owner: "gauged", pollInterval: Duration.millis(100) },
+          metricsInterval: Duration.seconds(5)
+        }).pipe(Layer.provideMerge(ports), Layer.provide(ConfigProvider.layer(ConfigProvider.fromEnv({ env: {} }))))
+        const { health } = Context.get(yield* Layer.buildWithScope(layer, scope), OutboxRuntime.OutboxRuntime)
+        yield* health.live
+        const gauge = (check: string) => Metric.value(Metric.withAttributes(Health.checkGauge, { check }))
+        yield* TestClock.adjust("6 seconds")
+        assert.strictEqual((yield* gauge("database")).value, 1)
+        assert.strictEqual((yield* gauge("relay gauged")).value, 1)
+        assert.strictEqual((yield* gauge("runtime")).value, 1)
+        yield* Health.record({ ok: false, checks: [{ name: "database", ok: false, detail: "down" }] })
+        assert.strictEqual((yield* gauge("database")).value, 0)
+        yield* TestClock.adjust("5 seconds")
+        assert.strictEqual((yield* gauge("database")).value, 1, "the next sample sets it back")
+        yield* Scope.close(scope, Exit.void)
+      }).pipe(Effect.provideService(References.MinimumLogLevel, "None"))
+  )
+
+  it.effect(
+    "without a health port nobody asks for health: the runtime calls no broker admin in the background until its Health is used",
+    () =>
+      Effect.gen(function* () {
+        const counter = yield* countingAdmin
+        const scope = yield* Scope.make()
+        const layer = OutboxRuntime.layer({ relay: false, metricsInterval: Duration.seconds(5) }).pipe(
+          Layer.provideMerge(Layer.provideMerge(counter.layer, ports)),
+          Layer.provide(ConfigProvider.layer(ConfigProvider.fromEnv({ env: {} })))
+        )
+        const { health, healthPort } = Context.get(
+          yield* Layer.buildWithScope(layer, scope),
+          OutboxRuntime.OutboxRuntime
+        )
+        assert.isUndefined(healthPort)
+        // The start-up check asks the broker once; nothing after it.
+        const atStart = counter.calls()
+        assert.deepStrictEqual(atStart, ["listTopics"])
+        for (let i = 0; i < 12; i++) yield* TestClock.adjust("5 seconds")
+        assert.deepStrictEqual(counter.calls(), atStart, "a minute of metrics intervals: no admin call")
+
+        // Asked for once, the checks run now and then every metrics interval, into the gauges.
+        const ready = yield* health.ready
+        assert.deepStrictEqual(
+          ready.checks.find((c) => c.name === "broker"),
+          { name: "broker", ok: true, detail: "answers (0 topics)" }
+        )
+        const asked = counter.calls().length
+        assert.strictEqual(asked, atStart.length + 1)
+        for (let i = 0; i < 3; i++) yield* TestClock.adjust("5 seconds")
+        assert.isAtLeast(counter.calls().length, asked + 3, "sampled every interval from then on")
+        assert.strictEqual(
+          (yield* Metric.value(Metric.withAttributes(Health.checkGauge, { check: "broker" }))).value,
+          1
+        )
+        yield* Scope.close(scope, Exit.void)
+      }).pipe(Effect.provideService(References.MinimumLogLevel, "None"))
+  )
+
+  it.effect("with a health port the checks are sampled from the start", () =>
     Effect.gen(function* () {
+      const counter = yield* countingAdmin
       const scope = yield* Scope.make()
       const layer = OutboxRuntime.layer({
-        relay: { instances: 1, owner: "gauged", pollInterval: Duration.millis(100) },
-        metricsInterval: Duration.seconds(5)
-      }).pipe(Layer.provideMerge(ports), Layer.provide(ConfigProvider.layer(ConfigProvider.fromEnv({ env: {} }))))
-      yield* Layer.buildWithScope(layer, scope)
-      const gauge = (check: string) => Metric.value(Metric.withAttributes(Health.checkGauge, { check }))
-      yield* TestClock.adjust("6 seconds")
-      assert.strictEqual((yield* gauge("database")).value, 1)
-      assert.strictEqual((yield* gauge("relay gauged")).value, 1)
-      assert.strictEqual((yield* gauge("runtime")).value, 1)
-      yield* Health.record({ ok: false, checks: [{ name: "database", ok: false, detail: "down" }] })
-      assert.strictEqual((yield* gauge("database")).value, 0)
-      yield* TestClock.adjust("5 seconds")
-      assert.strictEqual((yield* gauge("database")).value, 1, "the next sample sets it back")
+        relay: false,
+        metricsInterval: Duration.seconds(5),
+        health: { port: 0, host: "127.0.0.1", timeout: Duration.seconds(3) }
+      }).pipe(
+        Layer.provideMerge(Layer.provideMerge(counter.layer, ports)),
+        Layer.provide(ConfigProvider.layer(ConfigProvider.fromEnv({ env: {} })))
+      )
+      const { healthPort } = Context.get(yield* Layer.buildWithScope(layer, scope), OutboxRuntime.OutboxRuntime)
+      assert.isDefined(healthPort)
+      for (let i = 0; i < 3; i++) yield* TestClock.adjust("5 seconds")
+      // The start-up check, then one sample now and one per interval: nobody called the service.
+      assert.isAtLeast(counter.calls().length, 1 + 3)
       yield* Scope.close(scope, Exit.void)
     }).pipe(Effect.provideService(References.MinimumLogLevel, "None"))
   )

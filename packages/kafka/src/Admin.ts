@@ -76,7 +76,7 @@ export const awaitPartitions = (driver: KafkaDriver, topic: string, atLeast: num
   )
 
 // What a lost creation race, or a topic whose metadata has not reached every broker yet, answers.
-const settlingNames = ["TOPIC_ALREADY_EXISTS", KafkaProtocol.UNKNOWN_TOPIC, "LEADER_NOT_AVAILABLE"]
+const settlingNames = ["TOPIC_ALREADY_EXISTS", KafkaProtocol.UNKNOWN_TOPIC, KafkaProtocol.LEADER_NOT_AVAILABLE]
 
 /**
  * Creates the topic when missing and waits for it to show in metadata. An existing topic is left
@@ -230,6 +230,29 @@ export const retentionMillis = (
     }),
     Effect.withSpan("kafka.admin.retentionMillis", { attributes: { topic } })
   )
+
+/**
+ * Deletes those of `topics` that exist (tests and tooling; not part of the port), ignoring
+ * failures. Only existing ones are asked for: a client may retry the deletion of a missing topic
+ * for seconds.
+ *
+ * @since 0.1.0
+ * @category operations
+ */
+export const deleteExisting = (
+  client: {
+    readonly listTopics: () => Promise<ReadonlyArray<string>>
+    readonly deleteTopics: (topics: Array<string>) => Promise<unknown>
+  },
+  topics: ReadonlyArray<string>
+): Effect.Effect<void> =>
+  topics.length === 0
+    ? Effect.void
+    : Effect.promise(async () => {
+        const existing = new Set(await client.listTopics().catch(() => [...topics]))
+        const doomed = topics.filter((t) => existing.has(t))
+        if (doomed.length > 0) await client.deleteTopics(doomed).catch(() => undefined)
+      })
 
 /**
  * The `BrokerAdmin` port on a driver.

@@ -1,7 +1,7 @@
 /**
  * The client settings every driver reads from the environment (`KAFKA_BROKERS`,
- * `KAFKA_CLIENT_ID`, and TLS/SASL from `KAFKA_SSL_*` / `KAFKA_SASL_*`), and a driver's
- * `layerConfig` built from them.
+ * `KAFKA_CLIENT_ID`, and TLS/SASL from `KAFKA_SSL_*` / `KAFKA_SASL_*`), a driver's
+ * `layerConfig` built from them, and TLS and SASL settings in the shapes both clients take.
  *
  * @since 0.1.0
  */
@@ -11,6 +11,7 @@ import * as Config from "effect/Config"
 import type * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Redacted from "effect/Redacted"
 import type * as Scope from "effect/Scope"
 
 /**
@@ -35,6 +36,18 @@ export const config = Config.all({
 export type Overrides<O> = Partial<O> & { readonly token?: KafkaSecurity.TokenProvider | undefined }
 
 /**
+ * What every driver's client options hold.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface BaseOptions {
+  readonly brokers: ReadonlyArray<string>
+  readonly clientId?: string | undefined
+  readonly security?: KafkaSecurity.Security | undefined
+}
+
+/**
  * A client layer from the environment, `overrides` taking precedence; `security` given in code
  * replaces the `KAFKA_SSL_*` / `KAFKA_SASL_*` variables.
  *
@@ -42,15 +55,7 @@ export type Overrides<O> = Partial<O> & { readonly token?: KafkaSecurity.TokenPr
  * @category layers
  */
 export const layerConfig =
-  <
-    I,
-    S,
-    O extends {
-      readonly brokers: ReadonlyArray<string>
-      readonly clientId?: string | undefined
-      readonly security?: KafkaSecurity.Security | undefined
-    }
-  >(
+  <I, S, O extends BaseOptions>(
     service: Context.Key<I, S>,
     make: (options: O) => Effect.Effect<S, never, Scope.Scope>
   ) =>
@@ -63,3 +68,43 @@ export const layerConfig =
         return yield* make({ ...fromEnv, ...rest, security } as unknown as O)
       })
     )
+
+/**
+ * A driver's client layers: `layer` from options, and `layerConfig` (see {@link layerConfig}).
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layers = <I, S, O extends BaseOptions>(
+  service: Context.Key<I, S>,
+  make: (options: O) => Effect.Effect<S, never, Scope.Scope>
+) => ({
+  layer: (options: O): Layer.Layer<I> => Layer.effect(service)(make(options)),
+  layerConfig: layerConfig(service, make)
+})
+
+/**
+ * TLS settings as Node's TLS options, which both clients pass to `tls.connect`.
+ *
+ * @since 0.1.0
+ * @category security
+ */
+export const tlsOptions = (tls: KafkaSecurity.Tls) => ({
+  rejectUnauthorized: tls.rejectUnauthorized,
+  ...(tls.ca.length > 0 ? { ca: [...tls.ca] } : {}),
+  ...(tls.cert !== undefined ? { cert: tls.cert } : {}),
+  ...(tls.key !== undefined ? { key: tls.key } : {}),
+  ...(tls.keyPassword !== undefined ? { passphrase: Redacted.value(tls.keyPassword) } : {})
+})
+
+/**
+ * SASL settings with the password revealed and the OAUTHBEARER token provider as a promise (the
+ * client names the mechanism in its own spelling).
+ *
+ * @since 0.1.0
+ * @category security
+ */
+export const saslOptions = (sasl: KafkaSecurity.Sasl) =>
+  sasl.mechanism === "oauthbearer"
+    ? { mechanism: sasl.mechanism, token: () => Effect.runPromise(sasl.token) }
+    : { mechanism: sasl.mechanism, username: sasl.username, password: Redacted.value(sasl.password) }

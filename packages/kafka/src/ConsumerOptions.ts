@@ -15,7 +15,11 @@ export interface ConsumerOptions {
   readonly rebalanceTimeoutMillis?: number | undefined
   /** Default 3000; also the heartbeat period while a batch is being processed. */
   readonly heartbeatIntervalMillis?: number | undefined
-  /** Longest a fetch waits for data (the default is the driver's). */
+  /**
+   * Longest a fetch waits for data: default 500 on kafkajs (as the Java client's
+   * `fetch.max.wait.ms`; kafkajs's own is 5000), 5000 on @platformatic/kafka. Closing a kafkajs
+   * consumer waits for the fetch in flight, so this bounds its shutdown.
+   */
   readonly maxWaitTimeMillis?: number | undefined
   /** Bytes per partition per fetch (the client's default 1 MiB): bounds a batch. */
   readonly maxBytesPerPartition?: number | undefined

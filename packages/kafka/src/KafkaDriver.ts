@@ -21,6 +21,18 @@ import type { Protocol } from "./KafkaProtocol.ts"
 export interface TopicLayout {
   readonly partitions: number
   readonly leaders: ReadonlyArray<number>
+  /**
+   * Partitions the answer names without a leader (their replicas' brokers are down): records
+   * for them wait, the topic's other partitions are sent. For a client whose metadata call
+   * fails outright on such a partition, the driver says nothing and the publisher learns it
+   * from failed sends.
+   */
+  readonly leaderless?: ReadonlyArray<number> | undefined
+  /**
+   * Set by the publisher, not the driver: the last good answer, used because a fresh read
+   * failed with an outage (the topic has a leaderless partition, or the broker asked is away).
+   */
+  readonly stale?: boolean | undefined
 }
 
 /**

@@ -27,6 +27,14 @@ import {
 export const recordSizeNames: ReadonlySet<string> = new Set(["MESSAGE_TOO_LARGE", "RECORD_LIST_TOO_LARGE"])
 
 /**
+ * The broker's answer to credentials it does not accept.
+ *
+ * @since 0.1.0
+ * @category tables
+ */
+export const SASL_AUTHENTICATION_FAILED = "SASL_AUTHENTICATION_FAILED"
+
+/**
  * Broker error names that asking again can never fix: the record, the topic name or the
  * permissions are wrong.
  *
@@ -47,7 +55,7 @@ export const permanentNames: ReadonlySet<string> = new Set([
   "POLICY_VIOLATION",
   "INVALID_CONFIG",
   "INVALID_REPLICATION_FACTOR",
-  "SASL_AUTHENTICATION_FAILED",
+  SASL_AUTHENTICATION_FAILED,
   "GROUP_AUTHORIZATION_FAILED"
 ])
 
@@ -87,6 +95,14 @@ export const coordinatorMovingNames: ReadonlySet<string> = new Set([
 ])
 
 /**
+ * A partition without a leader yet (a new topic, or a leader election under way).
+ *
+ * @since 0.1.0
+ * @category tables
+ */
+export const LEADER_NOT_AVAILABLE = "LEADER_NOT_AVAILABLE"
+
+/**
  * Broker answers that say the broker cannot take records right now (no leader, coordinator
  * moving or loading, too few in-sync replicas, a network or storage failure on its side):
  * nothing about the record.
@@ -95,7 +111,7 @@ export const coordinatorMovingNames: ReadonlySet<string> = new Set([
  * @category tables
  */
 export const unavailableNames: ReadonlySet<string> = new Set([
-  "LEADER_NOT_AVAILABLE",
+  LEADER_NOT_AVAILABLE,
   "NOT_LEADER_FOR_PARTITION",
   "NOT_LEADER_OR_FOLLOWER",
   "REQUEST_TIMED_OUT",
@@ -111,6 +127,14 @@ export const unavailableNames: ReadonlySet<string> = new Set([
 ])
 
 /**
+ * A member's group generation that is no longer the group's.
+ *
+ * @since 0.1.0
+ * @category tables
+ */
+export const ILLEGAL_GENERATION = "ILLEGAL_GENERATION"
+
+/**
  * A heartbeat or fetch answering these says the group is rebalancing: the member must rejoin.
  *
  * @since 0.1.0
@@ -118,8 +142,21 @@ export const unavailableNames: ReadonlySet<string> = new Set([
  */
 export const rebalanceNames: ReadonlySet<string> = new Set([
   "REBALANCE_IN_PROGRESS",
-  "ILLEGAL_GENERATION",
+  ILLEGAL_GENERATION,
   ...notCoordinatorNames
+])
+
+/**
+ * The group coordinator's answers to a member that left the generation: the member rejoins, and
+ * its stream starts again at the group's committed offsets.
+ *
+ * @since 0.1.0
+ * @category tables
+ */
+export const groupFencedNames: ReadonlySet<string> = new Set([
+  ILLEGAL_GENERATION,
+  "UNKNOWN_MEMBER_ID",
+  "FENCED_INSTANCE_ID"
 ])
 
 /**
@@ -129,7 +166,7 @@ export const rebalanceNames: ReadonlySet<string> = new Set([
  * @since 0.1.0
  * @category tables
  */
-export const fencedNames: ReadonlySet<string> = new Set([...rebalanceNames, "UNKNOWN_MEMBER_ID", "FENCED_INSTANCE_ID"])
+export const fencedNames: ReadonlySet<string> = new Set([...rebalanceNames, ...groupFencedNames])
 
 /**
  * Broker answers after which a transactional producer may never commit again: running the
@@ -150,6 +187,24 @@ export const transactionFencedNames: ReadonlySet<string> = new Set([
  * @category tables
  */
 export const UNKNOWN_TOPIC = "UNKNOWN_TOPIC_OR_PARTITION"
+
+/**
+ * Node's socket error codes of a connection that could not be made or was lost: refused, reset,
+ * timed out, a broken pipe, an unreachable host or network, a name that does not resolve (yet).
+ *
+ * @since 0.1.0
+ * @category tables
+ */
+export const socketCodes: ReadonlySet<string> = new Set([
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "ETIMEDOUT",
+  "EPIPE",
+  "EHOSTUNREACH",
+  "ENETUNREACH",
+  "ENOTFOUND",
+  "EAI_AGAIN"
+])
 
 /**
  * Node's TLS verdicts on the broker's certificate chain, and the handshake alerts a broker sends
@@ -220,6 +275,15 @@ export const findSecurity = (error: unknown, isAuthentication: (node: object) =>
   }
   return walk(error, 0)
 }
+
+/**
+ * A thrown value as an object whose fields a driver reads (a non-object as its message).
+ *
+ * @since 0.1.0
+ * @category verdicts
+ */
+export const fieldsOf = <A extends { readonly message?: string | undefined }>(error: unknown): A =>
+  typeof error === "object" && error !== null ? (error as A) : ({ message: String(error) } as A)
 
 /**
  * What a driver reads from one of its client's errors.

@@ -4,9 +4,20 @@
  * the Java client's murmur2 partition of its key, or round robin). The partition is decided
  * before sending, so every record's partition is known to the caller and to the receipts.
  *
+ * One partition without a leader must not stop the others. Kafka answers metadata for such a
+ * topic with a partition error, and some clients (kafkajs) then fail the whole read: when a read
+ * fails with an outage, the last good layout is used (`stale`, re-read every second), and the
+ * partitions whose sends came back unavailable since the last clean read wait (their records are
+ * refused as unavailable without being sent) while the others are sent.
+ *
  * @since 0.1.0
  */
-import { PermanentPublishError, type PublishError, UnknownPartitionError } from "@effect-outbox/core/Errors"
+import {
+  BrokerUnavailableError,
+  PermanentPublishError,
+  type PublishError,
+  UnknownPartitionError
+} from "@effect-outbox/core/Errors"
 import { keyPartition } from "@effect-outbox/core/KeyPartition"
 import type { PublishRequest } from "@effect-outbox/core/Publisher"
 import * as Cache from "effect/Cache"
@@ -40,7 +51,12 @@ export interface Layouts {
     requests: ReadonlyArray<PublishRequest>
   ) => Effect.Effect<TopicLayout | undefined, unknown>
   readonly target: (request: PublishRequest, layout: TopicLayout | undefined) => Target
+  /** A send to `partition` came back unavailable: while the layout is stale, its records wait. */
+  readonly noteUnavailable: (topic: string, partition: number) => void
 }
+
+/** How often a stale layout, or one with a leaderless partition, is read again. */
+const degradedMaxAgeMillis = 1_000
 
 /**
  * Layouts read through `driver.metadata`. `onGrown` runs when a topic shows more partitions than
@@ -53,9 +69,24 @@ export const make = (driver: KafkaDriver, maxAgeMillis: number, onGrown: () => v
   Effect.gen(function* () {
     const counts = new Map<string, number>()
     const roundRobin = new Map<string, number>()
+    const lastGood = new Map<string, TopicLayout>()
+    // Per topic: partitions whose sends came back unavailable since the last clean read.
+    const suspects = new Map<string, Set<number>>()
     const read = (topic: string) =>
       Effect.tryPromise({ try: () => driver.metadata(topic), catch: (error) => error }).pipe(
         Effect.catchIf(driver.protocol.isUnknownTopic, () => Effect.succeed(undefined)),
+        Effect.tap((layout) =>
+          Effect.sync(() => {
+            if (layout === undefined) lastGood.delete(topic)
+            else lastGood.set(topic, layout)
+            if (layout === undefined || (layout.leaderless ?? []).length === 0) suspects.delete(topic)
+          })
+        ),
+        // An outage with a layout known: keep sending where the last good answer says.
+        Effect.catchIf(
+          (error) => driver.protocol.isBrokerUnavailable(error) && lastGood.has(topic),
+          () => Effect.succeed<TopicLayout | undefined>({ ...lastGood.get(topic)!, stale: true })
+        ),
         Effect.tap((layout) =>
           Effect.sync(() => {
             const previous = counts.get(topic)
@@ -69,7 +100,12 @@ export const make = (driver: KafkaDriver, maxAgeMillis: number, onGrown: () => v
     // Ages are measured on the wall clock.
     const cache = yield* Cache.makeWith(read, {
       capacity: 10_000,
-      timeToLive: (exit) => (Exit.isSuccess(exit) && exit.value !== undefined ? maxAgeMillis : 0)
+      timeToLive: (exit) =>
+        Exit.isSuccess(exit) && exit.value !== undefined
+          ? exit.value.stale === true || (exit.value.leaderless ?? []).length > 0
+            ? Math.min(maxAgeMillis, degradedMaxAgeMillis)
+            : maxAgeMillis
+          : 0
     })
     const live = <A, E>(effect: Effect.Effect<A, E>) => Effect.provideService(effect, Clock.Clock, liveClock)
 
@@ -100,12 +136,18 @@ export const make = (driver: KafkaDriver, maxAgeMillis: number, onGrown: () => v
         }
       }
       const count = layout.partitions
-      const send = (partition: number): Target => ({
-        _tag: "Send",
-        topic: request.topic,
-        partition,
-        leader: layout.leaders[partition] ?? -1
-      })
+      const send = (partition: number): Target =>
+        layout.leaderless?.includes(partition) === true ||
+        (layout.stale === true && suspects.get(request.topic)?.has(partition) === true)
+          ? {
+              _tag: "Reject",
+              error: new BrokerUnavailableError({
+                topic: request.topic,
+                partition,
+                reason: `partition ${partition} has no leader; the topic's other partitions are sent`
+              })
+            }
+          : { _tag: "Send", topic: request.topic, partition, leader: layout.leaders[partition] ?? -1 }
       if (request.partition !== null) {
         return Number.isInteger(request.partition) && request.partition >= 0 && request.partition < count
           ? send(request.partition)
@@ -126,5 +168,11 @@ export const make = (driver: KafkaDriver, maxAgeMillis: number, onGrown: () => v
       return send(next % count)
     }
 
-    return { fetch, layoutFor, target }
+    const noteUnavailable = (topic: string, partition: number) => {
+      const set = suspects.get(topic) ?? new Set<number>()
+      set.add(partition)
+      suspects.set(topic, set)
+    }
+
+    return { fetch, layoutFor, target, noteUnavailable }
   })

@@ -5,6 +5,12 @@
  * so a reset never cuts off other sends still running on it. Client-agnostic: both Kafka adapters
  * (kafkajs, @platformatic/kafka) build their publisher's producer on it.
  *
+ * An outage of one partition (a send to it unanswered or refused) leaves the producer's state
+ * uncertain for that partition only: the partition is tainted on that producer instead, and the
+ * producer is replaced when a send next needs a tainted partition. Until then it goes on serving
+ * the others, which matters when the client cannot start a fresh producer while a partition of
+ * the topic has no leader (kafkajs reads metadata of every topic on connect).
+ *
  * @since 0.1.0
  */
 import * as Effect from "effect/Effect"
@@ -30,6 +36,8 @@ export interface Lease<P> {
   readonly producer: P
   /** Gives the producer back; call it once, when the send that used it has settled. */
   readonly release: () => void
+  /** This producer's state for these partitions is uncertain: it is not used for them again. */
+  readonly taint: (partitions: ReadonlyArray<string>) => void
 }
 
 /**
@@ -39,6 +47,8 @@ export interface Lease<P> {
 export interface ProducerLeases<P> {
   /** The current producer (connecting a fresh one after a reset), held until `release`. */
   readonly acquire: Effect.Effect<Lease<P>, unknown>
+  /** Like `acquire`, replacing the current producer first when one of `partitions` is tainted on it. */
+  readonly acquireFor: (partitions: ReadonlyArray<string>) => Effect.Effect<Lease<P>, unknown>
   /** The next `acquire` replaces the current producer. */
   readonly requestReset: () => void
   /** How many producers are connected or connecting: the current one plus retired ones in use. */
@@ -51,6 +61,7 @@ interface Slot<P> {
   readonly producer: P
   users: number
   retired: boolean
+  readonly tainted: Set<string>
 }
 
 /**
@@ -84,28 +95,33 @@ export const make = <P>(driver: ProducerDriver<P>): Effect.Effect<ProducerLeases
           released = true
           slot.users--
           if (slot.retired && slot.users === 0) disconnect(slot)
+        },
+        taint: (partitions) => {
+          for (const partition of partitions) slot.tainted.add(partition)
         }
       }
     }
 
-    const acquire = lock.withPermits(1)(
-      Effect.gen(function* () {
-        if (current !== undefined && !resetRequested) return lease(current)
-        if (current !== undefined) {
-          retire(current)
-          current = undefined
-          if (driver.onReplace !== undefined) yield* driver.onReplace
-        }
-        resetRequested = false
-        const slot: Slot<P> = { producer: driver.create(), users: 0, retired: false }
-        live.add(slot)
-        yield* Effect.tryPromise({ try: () => driver.connect(slot.producer), catch: (error) => error }).pipe(
-          Effect.tapError(() => Effect.sync(() => retire(slot)))
-        )
-        current = slot
-        return lease(slot)
-      })
-    )
+    const acquireFor = (partitions: ReadonlyArray<string>) =>
+      lock.withPermits(1)(
+        Effect.gen(function* () {
+          if (current !== undefined && !resetRequested && !partitions.some((p) => current!.tainted.has(p)))
+            return lease(current)
+          if (current !== undefined) {
+            retire(current)
+            current = undefined
+            if (driver.onReplace !== undefined) yield* driver.onReplace
+          }
+          resetRequested = false
+          const slot: Slot<P> = { producer: driver.create(), users: 0, retired: false, tainted: new Set() }
+          live.add(slot)
+          yield* Effect.tryPromise({ try: () => driver.connect(slot.producer), catch: (error) => error }).pipe(
+            Effect.tapError(() => Effect.sync(() => retire(slot)))
+          )
+          current = slot
+          return lease(slot)
+        })
+      )
 
     const closeAll = lock
       .withPermits(1)(
@@ -119,7 +135,8 @@ export const make = <P>(driver: ProducerDriver<P>): Effect.Effect<ProducerLeases
       .pipe(Effect.asVoid)
 
     return {
-      acquire,
+      acquire: acquireFor([]),
+      acquireFor,
       requestReset: () => {
         resetRequested = true
       },

@@ -63,12 +63,32 @@ export interface ProduceDriver<P> extends ProducerLeases.ProducerDriver<P> {
 export interface PublisherOptions {
   /**
    * Upper bound on one publish call, retries included (default 8000). A partition batch that runs
-   * out reports `BrokerUnavailableError` for its records: they may or may not have landed.
+   * out reports `BrokerUnavailableError` for its records: they may or may not have landed. Below
+   * the relay's default `publishTimeout` (10 s) on purpose: the publisher answers first, so the
+   * receipts of partitions that did land are kept instead of the whole call timing out (and a
+   * @platformatic/kafka send to an unreachable broker does not settle by itself).
    */
   readonly publishTimeoutMillis?: number | undefined
   /** How long partition counts are cached before a publish re-reads them (default 5000). */
   readonly metadataMaxAgeMillis?: number | undefined
+  /**
+   * Send a call's partitions in one produce request when each one's records fit one record batch
+   * (default `true`): one request per broker instead of one per partition (kafkajs's idempotent
+   * producer sends one request per broker at a time, so each separate one costs a round trip). A
+   * failed combined request replaces the producer and the call is sent again per partition, so
+   * partitions that had landed are written twice (never lost). `false`: always one request per
+   * partition.
+   */
+  readonly combinePartitions?: boolean | undefined
 }
+
+/**
+ * A payload's bytes as a Node `Buffer` over the same memory (no copy), as both clients send it.
+ *
+ * @since 0.1.0
+ * @category encoding
+ */
+export const toBuffer = (bytes: Uint8Array): Buffer => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
 
 /**
  * The headers sent with a record: the request's own (they already carry `event-id` and
@@ -180,6 +200,23 @@ export const make = <P>(
           concurrency: "unbounded",
           discard: true
         })
+        // A partition whose send came back unavailable waits while the topic's metadata is stale,
+        // and its verdict names it, so the relay backs off that partition alone.
+        for (const group of groups.values()) {
+          let unavailable = false
+          for (const record of group.records) {
+            const outcome = outcomes[record.index]
+            if (outcome === undefined || Result.isSuccess(outcome)) continue
+            const error = outcome.failure
+            if (error._tag !== "BrokerUnavailableError") continue
+            unavailable = true
+            if (error.partition === undefined)
+              outcomes[record.index] = Result.fail(
+                new BrokerUnavailableError({ topic: error.topic, reason: error.reason, partition: group.partition })
+              )
+          }
+          if (unavailable) sender.layouts.noteUnavailable(group.topic, group.partition)
+        }
         return outcomes as ReadonlyArray<PublishOutcome>
       }).pipe(
         Effect.withSpan(

@@ -18,7 +18,7 @@ import {
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import * as Semaphore from "effect/Semaphore"
-import { type Protocol, transactionFencedNames } from "./KafkaProtocol.ts"
+import { groupFencedNames, type Protocol, transactionFencedNames } from "./KafkaProtocol.ts"
 
 /**
  * A transaction refused before any broker call (a partition the topic does not have): final.
@@ -120,12 +120,6 @@ export const receipts = (request: TransactionRequest, result: Sent): ReadonlyArr
   })
 }
 
-/**
- * The group coordinator's answers to offsets of a member that left the generation: the member
- * rejoins, and its stream starts again at the group's committed offsets.
- */
-const groupFencedNames = ["ILLEGAL_GENERATION", "UNKNOWN_MEMBER_ID", "FENCED_INSTANCE_ID"]
-
 /** Why a transaction failed, and whether running it again on a fresh producer may succeed. */
 const verdict = (protocol: Protocol, transactionalId: string, error: unknown): TransactionAbortedError => {
   const aborted = (reason: string, retriable: boolean, groupFenced?: boolean) =>
@@ -135,7 +129,7 @@ const verdict = (protocol: Protocol, transactionalId: string, error: unknown): T
   if (protocol.isUnknownTopic(error)) return aborted(`a topic does not exist: ${protocol.describe(error)}`, false)
   // The group refused the offsets of a member that left its generation: the same transaction
   // can never succeed; the pipeline drops the batch (it comes again under the new generation).
-  if (groupFencedNames.some((name) => protocol.has(error, name))) {
+  if ([...groupFencedNames].some((name) => protocol.has(error, name))) {
     return aborted(`the group refused this member's offsets: ${protocol.describe(error)}`, false, true)
   }
   const fenced = [...transactionFencedNames].some((name) => protocol.has(error, name))

@@ -1,7 +1,7 @@
 /**
  * `@effect-outbox/kafka`: the Kafka layer both client drivers share (protocol verdicts, the
- * driver seam, publisher machinery, admin, commit filter, metrics, the all-in-one layer), one
- * namespace per module.
+ * driver seam, publisher machinery, admin, commit filter, group subscription, topic reader,
+ * metrics, the all-in-one layer), one namespace per module.
  *
  * @since 0.1.0
  */
@@ -10,6 +10,7 @@ export * as BrokerRetry from "./BrokerRetry.ts"
 export * as ClientConfig from "./ClientConfig.ts"
 export * as CommitFilter from "./CommitFilter.ts"
 export * as ConsumerOptions from "./ConsumerOptions.ts"
+export * as GroupSubscription from "./GroupSubscription.ts"
 export * as KafkaDriver from "./KafkaDriver.ts"
 export * as KafkaProtocol from "./KafkaProtocol.ts"
 export * as Layouts from "./Layouts.ts"
@@ -20,4 +21,5 @@ export * as Probe from "./Probe.ts"
 export * as ProducerLeases from "./ProducerLeases.ts"
 export * as Publisher from "./Publisher.ts"
 export * as TopicLimits from "./TopicLimits.ts"
+export * as TopicRead from "./TopicRead.ts"
 export * as Transactions from "./Transactions.ts"

@@ -8,9 +8,10 @@ import type { KafkaDriver } from "../src/KafkaDriver.ts"
 import * as KafkaProtocol from "../src/KafkaProtocol.ts"
 import * as Layouts from "../src/Layouts.ts"
 
-const fakeDriver = (topics: Map<string, number>) => {
+const fakeDriver = (topics: Map<string, number>, outage: { failing: boolean } = { failing: false }) => {
   const reads: Array<string> = []
   const unknown = Object.assign(new Error("unknown topic"), { names: ["UNKNOWN_TOPIC_OR_PARTITION"] })
+  const leaderless = Object.assign(new Error("no leader"), { names: ["LEADER_NOT_AVAILABLE"] })
   const driver = {
     protocol: KafkaProtocol.make(
       (error) => ({
@@ -22,6 +23,7 @@ const fakeDriver = (topics: Map<string, number>) => {
     ),
     metadata: async (topic: string) => {
       reads.push(topic)
+      if (outage.failing) throw leaderless
       const count = topics.get(topic)
       if (count === undefined) throw unknown
       return { partitions: count, leaders: Array.from({ length: count }, (_, i) => i % 2) }
@@ -87,6 +89,60 @@ describe("Layouts", () => {
           [0, 0]
         ]
       )
+    })
+  )
+
+  it.effect("a read failing with an outage serves the last good layout; partitions that failed wait", () =>
+    Effect.gen(function* () {
+      const outage = { failing: false }
+      // maxAge 0: every call reads again
+      const layouts = yield* Layouts.make(fakeDriver(new Map([["t", 4]]), outage).driver, 0, () => undefined)
+      const healthy = yield* layouts.layoutFor("t", [])
+      layouts.noteUnavailable("t", 2)
+      assert.strictEqual(layouts.target(request("t", 2), healthy)._tag, "Send", "a clean layout sends everywhere")
+      outage.failing = true
+      const stale = yield* layouts.layoutFor("t", [])
+      assert.strictEqual(stale?.stale, true)
+      assert.strictEqual(stale?.partitions, 4)
+      const refused = layouts.target(request("t", 2), stale)
+      assert.strictEqual(refused._tag === "Reject" && refused.error._tag, "BrokerUnavailableError")
+      assert.deepStrictEqual(
+        [0, 1, 3].map((p) => layouts.target(request("t", p), stale)._tag),
+        ["Send", "Send", "Send"]
+      )
+      // A clean read forgets the partitions that failed.
+      outage.failing = false
+      const back = yield* layouts.layoutFor("t", [])
+      assert.isUndefined(back?.stale)
+      outage.failing = true
+      const again = yield* layouts.layoutFor("t", [])
+      assert.strictEqual(layouts.target(request("t", 2), again)._tag, "Send")
+    })
+  )
+
+  it.effect("partitions a driver reports leaderless are refused as unavailable, the others sent", () =>
+    Effect.gen(function* () {
+      const layouts = yield* Layouts.make(fakeDriver(new Map()).driver, 60_000, () => undefined)
+      const layout = { partitions: 3, leaders: [1, -1, 3], leaderless: [1] }
+      assert.deepStrictEqual(
+        [0, 1, 2].map((p) => {
+          const t = layouts.target(request("t", p), layout)
+          return t._tag === "Send" ? "Send" : t.error._tag
+        }),
+        ["Send", "BrokerUnavailableError", "Send"]
+      )
+    })
+  )
+
+  it.effect("an outage before any good read is an error, not a layout", () =>
+    Effect.gen(function* () {
+      const layouts = yield* Layouts.make(
+        fakeDriver(new Map([["t", 2]]), { failing: true }).driver,
+        60_000,
+        () => undefined
+      )
+      const result = yield* Effect.result(layouts.layoutFor("t", []))
+      assert.strictEqual(result._tag, "Failure")
     })
   )
 })

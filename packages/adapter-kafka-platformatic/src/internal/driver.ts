@@ -10,6 +10,7 @@ import { ConfigResourceTypes } from "@platformatic/kafka"
 import * as Effect from "effect/Effect"
 import type { PlatformaticClient } from "../PlatformaticClient.ts"
 import { describe, leaves, protocol } from "../PlatformaticErrors.ts"
+import * as Leaderless from "./leaderless.ts"
 
 // A failed connection's leaf says only "Connection to host:port failed."; its cause says why
 // (ECONNREFUSED, ENOTFOUND, …), which is what an operator acts on.
@@ -23,7 +24,15 @@ export const make = ({ admin, brokers, offsets }: PlatformaticClient["Service"])
   brokers,
   protocol,
   metadata: async (topic) => {
-    const found = (await admin.metadata({ topics: [topic], forceUpdate: true })).topics.get(topic)
+    // Asked once: a partition without a leader fails the whole answer (the client retries it for
+    // seconds); the partitions that have one are read from the answer the error carries.
+    const answer = await admin.metadata({ topics: [topic], forceUpdate: true, retries: 0 }).catch((error: unknown) => {
+      const layout = Leaderless.fromError(error, topic)
+      if (layout === undefined) throw error
+      return layout
+    })
+    if ("leaders" in answer) return answer
+    const found = answer.topics.get(topic)
     return found === undefined
       ? undefined
       : {

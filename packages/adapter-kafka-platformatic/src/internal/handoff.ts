@@ -9,6 +9,7 @@
 import type { ConsumerBatch, GroupMetadata, TopicPartition } from "@effect-outbox/core/ConsumerSource"
 import type { ConsumerSourceError } from "@effect-outbox/core/Errors"
 import { slotOf } from "@effect-outbox/kafka/CommitFilter"
+import * as GroupSubscription from "@effect-outbox/kafka/GroupSubscription"
 import type { Consumer, MessagesStream } from "@platformatic/kafka"
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
@@ -20,23 +21,14 @@ export type AnyConsumer = Consumer<Buffer, Buffer, Buffer, Buffer>
 export type RawStream = MessagesStream<Buffer, Buffer, Buffer, Buffer>
 
 /** What the group events, the stream, `commit` and `pause` share; mutated in place. */
-export interface State {
-  /** Partitions the runner paused, as topic\u0000partition. */
-  readonly paused: Set<string>
+export interface State extends GroupSubscription.State {
   /** Records of paused partitions read from the stream, in offset order, until resumed. */
   readonly held: Map<string, Array<RawMessage>>
   heldCount: number
-  /**
-   * Counts group joins: after one, the stream restarts every assigned partition at the group's
-   * committed offset, so batches read before it are not current any more.
-   */
-  generation: number
-  readonly batchGeneration: WeakMap<ConsumerBatch, number>
+  /** The consumer's group generation at its last join; it differs from the current one while a join runs. */
+  joinedGenerationId: number | undefined
   /** The group generation and member id each batch's records were fetched under. */
   readonly batchGroup: WeakMap<ConsumerBatch, GroupMetadata>
-  /** topic/partition -> highest offset committed through this subscription */
-  readonly committed: Map<string, bigint>
-  closed: boolean
   /** Why the subscription cannot go on (the stream or the group failed); the next pull fails with it. */
   failure: ConsumerSourceError | undefined
   /** The pull waiting for records, if any. */
@@ -45,22 +37,24 @@ export interface State {
 
 export { slotOf }
 
-/** Fresh state, its generation counting the consumer's group joins from now on. */
+/**
+ * Fresh state, its generation counting the consumer's group joins from now on: after one, the
+ * stream restarts every assigned partition at the group's committed offset, so batches read
+ * before it are not current any more.
+ */
 export const makeState = (consumer: AnyConsumer): State => {
   const state: State = {
-    paused: new Set(),
+    ...GroupSubscription.makeState(),
     held: new Map(),
     heldCount: 0,
-    generation: 0,
-    batchGeneration: new WeakMap(),
+    joinedGenerationId: undefined,
     batchGroup: new WeakMap(),
-    committed: new Map(),
-    closed: false,
     failure: undefined,
     wake: undefined
   }
   consumer.on("consumer:group:join", () => {
     state.generation++
+    state.joinedGenerationId = consumer.generationId
     state.held.clear()
     state.heldCount = 0
   })
@@ -77,22 +71,48 @@ export const notify = (state: State) => {
 export const owns = (consumer: AnyConsumer, topic: string, partition: number) =>
   consumer.assignments?.some((a) => a.topic === topic && a.partitions.includes(partition)) === true
 
-export const isCurrent =
+/**
+ * Whether a batch's records were fetched under the consumer's present group generation: records
+ * fetched before a join may wait in the stream's buffer and be read after it.
+ */
+export const fetchedByThisMember =
   (consumer: AnyConsumer, state: State) =>
   (batch: ConsumerBatch): boolean =>
-    !state.closed &&
-    state.batchGeneration.get(batch) === state.generation &&
-    owns(consumer, batch.topic, batch.partition)
+    (state.batchGroup.get(batch)?.generationId ?? consumer.generationId) === consumer.generationId
 
 export const setPaused = (state: State, partitions: ReadonlyArray<TopicPartition>, paused: boolean) =>
   Effect.sync(() => {
-    for (const p of partitions) {
-      if (paused) state.paused.add(slotOf(p.topic, p.partition))
-      else state.paused.delete(slotOf(p.topic, p.partition))
-    }
+    GroupSubscription.markPaused(state, partitions, paused)
     // A pull waiting for records may now take the held ones.
     if (!paused) notify(state)
   })
+
+/** The membership the client stamped on a message when its fetch was answered. */
+const membershipOf = (message: RawMessage) =>
+  (
+    message.metadata as
+      | { readonly consumer?: { readonly generationId?: number; readonly memberId?: string | null } }
+      | undefined
+  )?.consumer
+
+/**
+ * Whether two messages were fetched under one membership. A batch never spans two: the stream's
+ * buffer still holds records fetched before a group join when the records the join fetched again
+ * from the committed offset arrive behind them, and a batch stamped with its first (old) record's
+ * generation would drop the new records with the old ones, though the stream has moved past them.
+ */
+const sameMembership = (a: RawMessage, b: RawMessage): boolean => {
+  const x = membershipOf(a)
+  const y = membershipOf(b)
+  return x?.generationId === y?.generationId && x?.memberId === y?.memberId
+}
+
+/** How many of `list`'s first records (at most `max`) were fetched under the first one's membership. */
+const sameFetchRun = (list: ReadonlyArray<RawMessage>, max: number): number => {
+  let n = 1
+  while (n < list.length && n < max && sameMembership(list[0]!, list[n]!)) n++
+  return n
+}
 
 /** Reads one-partition batches off the stream, holding back records of paused partitions. */
 export const reader = (stream: RawStream, state: State, maxBatch: number, maxHeld: number) => {
@@ -117,12 +137,8 @@ export const reader = (stream: RawStream, state: State, maxBatch: number, maxHel
       partition: messages[0]!.partition,
       records: messages.map(toConsumerRecord)
     }
-    state.batchGeneration.set(batch, state.generation)
-    // The client stamps every fetched message with its consumer's membership at fetch time.
-    const metadata = messages[0]!.metadata as
-      | { readonly consumer?: { readonly generationId?: number; readonly memberId?: string | null } }
-      | undefined
-    const member = metadata?.consumer
+    state.fetchedIn.set(batch, state.generation)
+    const member = membershipOf(messages[0]!)
     if (typeof member?.generationId === "number" && typeof member.memberId === "string") {
       state.batchGroup.set(batch, { generationId: member.generationId, memberId: member.memberId })
     }
@@ -141,7 +157,7 @@ export const reader = (stream: RawStream, state: State, maxBatch: number, maxHel
     resumeIfDrained()
     for (const [slot, list] of state.held) {
       if (state.paused.has(slot)) continue
-      const taken = list.splice(0, maxBatch)
+      const taken = list.splice(0, sameFetchRun(list, maxBatch))
       if (list.length === 0) state.held.delete(slot)
       state.heldCount -= taken.length
       resumeIfDrained()
@@ -167,7 +183,7 @@ export const reader = (stream: RawStream, state: State, maxBatch: number, maxHel
     while (messages.length < maxBatch) {
       const message = next()
       if (message === undefined) break
-      if (message.topic !== first.topic || message.partition !== first.partition) {
+      if (message.topic !== first.topic || message.partition !== first.partition || !sameMembership(first, message)) {
         pending = message
         break
       }

@@ -5,19 +5,17 @@
  * @internal
  */
 import type { ConsumerRecord } from "@effect-outbox/core/ConsumerSource"
+import type { PartitionBounds, Range } from "@effect-outbox/kafka/Probe"
 import type { Consumer } from "@platformatic/kafka"
 import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Stream from "effect/Stream"
 import { brokerCall } from "../PlatformaticRetry.ts"
 import { committedBatches } from "./abortedRecords.ts"
+import { headersOf } from "./records.ts"
 
 /** Control batches (transaction markers) carry no user records. */
 const CONTROL_BATCH = 0x20
-
-export interface Range {
-  readonly partition: number
-  readonly start: bigint
-  readonly end: bigint
-}
 
 /**
  * Which records a read returns: every record that landed (the probe), or only those of committed
@@ -28,30 +26,30 @@ export type Isolation = "uncommitted" | "committed"
 const isolationLevel = (isolation: Isolation) => (isolation === "committed" ? 1 : 0)
 
 /**
- * `[low, high)` of every partition of `topic`, read when called; `high` is the last stable offset
- * for a committed read. Fails for a missing topic.
+ * Every partition's log start and last stable offset (as far as a committed read reaches), and
+ * with `timestamp` its first offset at or after it, read when called. Fails for a missing topic.
  */
-export const bounds = (consumer: Consumer, topic: string, isolation: Isolation = "uncommitted") =>
-  Effect.gen(function* () {
-    const [starts, ends] = yield* brokerCall("listOffsets", () =>
+export const bounds = (
+  consumer: Consumer,
+  topic: string,
+  timestamp?: number
+): Effect.Effect<ReadonlyArray<PartitionBounds>, unknown> =>
+  Effect.map(
+    brokerCall("listOffsets", () =>
       Promise.all([
         consumer.listOffsets({ topics: [topic], timestamp: -2n }),
-        consumer.listOffsets({ topics: [topic], timestamp: -1n, isolationLevel: isolationLevel(isolation) })
+        consumer.listOffsets({ topics: [topic], timestamp: -1n }),
+        timestamp === undefined ? undefined : consumer.listOffsets({ topics: [topic], timestamp: BigInt(timestamp) })
       ])
-    )
-    const highs = ends.get(topic) ?? []
-    return highs.map((end, partition): Range => ({ partition, start: starts.get(topic)?.[partition] ?? 0n, end }))
-  })
-
-const headersOf = (headers: ReadonlyArray<readonly [Buffer | null, Buffer | null]>): Record<string, string> => {
-  const out: Record<string, string> = {}
-  for (const [name, value] of headers) {
-    if (name === null || value === null) continue
-    const key = name.toString()
-    if (!(key in out)) out[key] = value.toString()
-  }
-  return out
-}
+    ),
+    ([lows, highs, starts]) =>
+      (highs.get(topic) ?? []).map((high, partition) => ({
+        partition,
+        low: lows.get(topic)?.[partition] ?? 0n,
+        high,
+        since: starts?.get(topic)?.[partition]
+      }))
+  )
 
 /**
  * Fetches records of `range` starting at `from`, one fetch request: the records found (in
@@ -126,3 +124,24 @@ export const fetchOnce = (
     }
     return { records, next }
   })
+
+/** The records of `ranges`, one fetch at a time; a fetch that makes no progress ends its range. */
+export const readRanges = (
+  consumer: Consumer,
+  topic: string,
+  ranges: ReadonlyArray<Range>,
+  isolation: Isolation,
+  fetchBytes = 1_048_576
+): Stream.Stream<ConsumerRecord, unknown> =>
+  Stream.fromIterable(ranges).pipe(
+    Stream.flatMap((range) =>
+      Stream.paginate(range.start, (from) =>
+        from >= range.end
+          ? Effect.succeed([[] as ReadonlyArray<ConsumerRecord>, Option.none<bigint>()] as const)
+          : Effect.map(fetchOnce(consumer, topic, range, from, fetchBytes, isolation), ({ next, records }) => {
+              const more = next > from && next < range.end ? Option.some(next) : Option.none<bigint>()
+              return [records, more] as const
+            })
+      )
+    )
+  )

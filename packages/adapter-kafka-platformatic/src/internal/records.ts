@@ -9,12 +9,20 @@ import type { Message } from "@platformatic/kafka"
 
 export type RawMessage = Message<Buffer, Buffer, Buffer, Buffer>
 
-export const toConsumerRecord = (message: RawMessage): ConsumerRecord => {
+/** Headers as strings, the first value of a repeated name kept. */
+export const headersOf = (
+  entries: Iterable<readonly [Buffer | null, Buffer | null | undefined]>
+): Record<string, string> => {
   const headers: Record<string, string> = {}
-  for (const [name, value] of message.headers ?? new Map<Buffer, Buffer>()) {
+  for (const [name, value] of entries) {
+    if (name === null || value === null || value === undefined) continue
     const key = name.toString()
-    if (!(key in headers) && value !== undefined && value !== null) headers[key] = value.toString()
+    if (!(key in headers)) headers[key] = value.toString()
   }
+  return headers
+}
+
+export const toConsumerRecord = (message: RawMessage): ConsumerRecord => {
   const key = message.key as Buffer | null | undefined
   const value = message.value as Buffer | null | undefined
   return {
@@ -22,7 +30,7 @@ export const toConsumerRecord = (message: RawMessage): ConsumerRecord => {
     partition: message.partition,
     offset: message.offset.toString(),
     key: key === null || key === undefined ? null : key.toString(),
-    headers,
+    headers: headersOf(message.headers ?? new Map<Buffer, Buffer>()),
     value: value === null || value === undefined ? new Uint8Array(0) : new Uint8Array(value),
     timestamp: Number(message.timestamp)
   }

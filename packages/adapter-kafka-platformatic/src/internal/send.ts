@@ -4,7 +4,7 @@
  * partition (the client folds an unknown partition onto an existing one, `partition % count`,
  * instead of failing).
  */
-import type * as Publisher from "@effect-outbox/kafka/Publisher"
+import * as Publisher from "@effect-outbox/kafka/Publisher"
 import type { Producer } from "@platformatic/kafka"
 
 export type AnyProducer = Producer<Buffer | undefined, Buffer, string, string>
@@ -41,8 +41,6 @@ const hasPartition = async (producer: AnyProducer, topic: string, partition: num
   return count > partition
 }
 
-const toBuffer = (bytes: Uint8Array): Buffer => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
-
 /** Sends `parts` in one `send`: each part's base offset, `undefined` for a part whose partition the producer does not know. */
 export const produce = async (
   producer: AnyProducer,
@@ -57,7 +55,7 @@ export const produce = async (
         topic,
         partition,
         key: record.key === null ? undefined : Buffer.from(record.key),
-        value: toBuffer(record.payload),
+        value: Publisher.toBuffer(record.payload),
         // A fresh object per record already (`Publisher.recordHeaders`); the client only reads it.
         headers: record.headers as Record<string, string>
       }))

@@ -28,11 +28,13 @@ export const listTopics = (kafka: Kafkajs.Kafka): Effect.Effect<ReadonlyArray<st
     catch: (error) => protocol.toAdminError("listTopics", "*", error)
   })
 
-export const make = ({ admin, askOnce, brokers, kafka }: KafkaClient["Service"]): KafkaDriver => ({
+export const make = ({ admin, askOnce, brokers, kafka, metadataAdmin }: KafkaClient["Service"]): KafkaDriver => ({
   brokers,
   protocol,
+  // kafkajs fails the whole read when one partition has no leader (LEADER_NOT_AVAILABLE), after
+  // retrying for seconds: asked once, the publisher falls back to its last good layout at once.
   metadata: async (topic) => {
-    const metadata = await admin.fetchTopicMetadata({ topics: [topic] })
+    const metadata = await (metadataAdmin ?? admin).fetchTopicMetadata({ topics: [topic] })
     const found = metadata.topics.find((t) => t.name === topic)
     if (found === undefined) return undefined
     const partitions = [...found.partitions].sort((a, b) => a.partitionId - b.partitionId)

@@ -1,12 +1,11 @@
 /**
- * The subscription's shared state and the path of a batch from kafkajs to the stream: kafkajs
- * calls `eachBatch`, which hands the batch over and waits, heartbeating, until the stream pulls
- * the next one (this one is finished) or the subscription closes (it is abandoned). The group
- * events keep the assignment and the generation current.
+ * The subscription's state and the path of a batch from kafkajs's `eachBatch` to the stream (see
+ * `KafkaConsumerSource`); the group events keep the assignment and the generation current.
  */
 import type { ConsumerBatch, TopicPartition } from "@effect-outbox/core/ConsumerSource"
 import type { ConsumerSourceError } from "@effect-outbox/core/Errors"
-import { slotOf } from "@effect-outbox/kafka/CommitFilter"
+import { type Subscription as Committing, slotOf } from "@effect-outbox/kafka/CommitFilter"
+import * as GroupSubscription from "@effect-outbox/kafka/GroupSubscription"
 import { rebalanceNames } from "@effect-outbox/kafka/KafkaProtocol"
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
@@ -28,19 +27,12 @@ export interface Handoff {
 }
 
 /** What the kafkajs callbacks, the stream and `commit` share; mutated in place. */
-export interface State {
+export interface State extends GroupSubscription.State {
   readonly queue: Queue.Queue<Handoff, ConsumerSourceError | Cause.Done>
   /** Batches handed over and not settled yet. */
   readonly outstanding: Set<Handoff>
-  closed: boolean
   /** topic -> partitions assigned to this member in the current generation */
   assignment: Map<string, ReadonlySet<number>>
-  /** Ends with every rebalance: batches fetched in an older generation are no longer current. */
-  generation: number
-  readonly fetchedIn: WeakMap<ConsumerBatch, number>
-  readonly paused: Set<string>
-  /** topic/partition -> highest offset committed through this subscription */
-  readonly committed: Map<string, bigint>
   /**
    * topic/partition -> where the latest fetched batch ends: after its last record (`records`)
    * and after its last offset of any kind (`offsets`: transaction markers, aborted records).
@@ -59,14 +51,10 @@ export interface State {
 export const makeState: Effect.Effect<State> = Effect.map(
   Queue.unbounded<Handoff, ConsumerSourceError | Cause.Done>(),
   (queue): State => ({
+    ...GroupSubscription.makeState(),
     queue,
     outstanding: new Set(),
-    closed: false,
     assignment: new Map(),
-    generation: 0,
-    fetchedIn: new WeakMap(),
-    paused: new Set(),
-    committed: new Map(),
     tails: new Map(),
     current: undefined,
     currentStale: false
@@ -206,15 +194,6 @@ export const batches = (state: State): Stream.Stream<ConsumerBatch, ConsumerSour
   )
 }
 
-/** Whether a batch was fetched in the current generation of a partition still assigned here. */
-export const isCurrent =
-  (state: State) =>
-  (batch: ConsumerBatch): boolean => {
-    const fetched = state.fetchedIn.get(batch)
-    if (fetched === undefined) return true
-    return !state.closed && fetched === state.generation && isAssigned(state, batch.topic, batch.partition)
-  }
-
 /** Pauses or resumes fetching `partitions` (a batch already fetched of a paused one is dropped). */
 export const setPaused = (
   consumer: Kafkajs.Consumer,
@@ -223,12 +202,9 @@ export const setPaused = (
   pause: boolean
 ): Effect.Effect<void> =>
   Effect.sync(() => {
+    GroupSubscription.markPaused(state, partitions, pause)
     const byTopic = new Map<string, Array<number>>()
-    for (const { partition, topic } of partitions) {
-      if (pause) state.paused.add(slotOf(topic, partition))
-      else state.paused.delete(slotOf(topic, partition))
-      byTopic.set(topic, [...(byTopic.get(topic) ?? []), partition])
-    }
+    for (const { partition, topic } of partitions) byTopic.set(topic, [...(byTopic.get(topic) ?? []), partition])
     const request = [...byTopic].map(([topic, ps]) => ({ topic, partitions: ps }))
     try {
       if (pause) consumer.pause(request)
@@ -237,3 +213,36 @@ export const setPaused = (
       // Not running (closing) or the topic is gone: nothing to fetch either way.
     }
   })
+
+/**
+ * How this subscription commits, beyond the Kafka layer's `CommitFilter`: a commit at the offset
+ * right after a batch's last record moves past the transaction markers that end it, and a commit
+ * that covers an outstanding batch finishes it.
+ */
+export const commitHooks = (
+  consumer: Kafkajs.Consumer,
+  state: State
+): Pick<Committing, "send" | "adjust" | "accepted"> => ({
+  // Up to the last record of the latest batch means up to its last offset: what lies
+  // between (markers, aborted records) is never delivered.
+  adjust: (requested) => {
+    const tail = state.tails.get(slotOf(requested.topic, requested.partition))
+    return tail !== undefined && BigInt(requested.offset) === tail.records && tail.offsets > tail.records
+      ? { ...requested, offset: tail.offsets.toString() }
+      : requested
+  },
+  send: (commits) =>
+    consumer.commitOffsets(commits.map((o) => ({ topic: o.topic, partition: o.partition, offset: o.offset }))),
+  // A commit covering a whole outstanding batch finishes it, even if the stream stopped
+  // without pulling again (e.g. `Stream.take`).
+  accepted: (commits) => {
+    for (const o of commits) {
+      for (const handoff of state.outstanding) {
+        const { batch } = handoff
+        if (batch.topic === o.topic && batch.partition === o.partition && handoff.lastOffset < BigInt(o.offset)) {
+          handoff.settle("finished")
+        }
+      }
+    }
+  }
+})

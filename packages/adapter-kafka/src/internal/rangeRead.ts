@@ -1,12 +1,93 @@
 /**
- * Known offset ranges of one topic read by a throwaway consumer: its own group id, nothing
- * committed, the group deleted afterwards. kafkajs has no group-less "assign" mode; the probe and
- * the topic reader both read this way.
+ * How the probe and the topic reader read on kafkajs: a topic's offsets on a short-lived admin,
+ * and known offset ranges read by a throwaway consumer (its own group id, nothing committed, the
+ * group deleted afterwards): kafkajs has no group-less "assign" mode.
  */
-import type { Range } from "@effect-outbox/kafka/Probe"
+import type { PartitionBounds, Range } from "@effect-outbox/kafka/Probe"
 import * as Effect from "effect/Effect"
 import type Kafkajs from "kafkajs"
-import { connectWhenCoordinatorReady } from "./groupCoordinator.ts"
+import { brokerCall } from "../KafkaRetry.ts"
+
+/**
+ * A kafkajs admin for one operation. Offset lookups make kafkajs remember the topic in the
+ * client's metadata "target topics"; once such a topic is deleted, every later metadata refresh
+ * of that client fails with UNKNOWN_TOPIC_OR_PARTITION. Doing those lookups on a short-lived
+ * admin keeps the shared one clean. Connecting is retried like every broker call (`KafkaRetry`).
+ */
+const withEphemeralAdmin = <A>(
+  kafka: Kafkajs.Kafka,
+  use: (admin: Kafkajs.Admin) => Effect.Effect<A, unknown>
+): Effect.Effect<A, unknown> =>
+  Effect.acquireUseRelease(
+    brokerCall("admin.connect", async () => {
+      const admin = kafka.admin()
+      try {
+        await admin.connect()
+        return admin
+      } catch (error) {
+        await admin.disconnect().catch(() => undefined)
+        throw error
+      }
+    }),
+    use,
+    (admin) => Effect.promise(() => admin.disconnect().catch(() => undefined))
+  )
+
+/**
+ * Every partition's log bounds, and with `timestamp` its first offset at or after it, on a
+ * short-lived admin. Metadata first: it answers "no such topic" at once, the offsets call retries
+ * first.
+ */
+export const partitionBounds = (
+  kafka: Kafkajs.Kafka,
+  topic: string,
+  timestamp?: number
+): Effect.Effect<ReadonlyArray<PartitionBounds>, unknown> =>
+  withEphemeralAdmin(kafka, (admin) =>
+    Effect.gen(function* () {
+      yield* brokerCall("metadata", () => admin.fetchTopicMetadata({ topics: [topic] }))
+      const ends = yield* brokerCall("topicOffsets", () => admin.fetchTopicOffsets(topic))
+      const starts =
+        timestamp === undefined
+          ? []
+          : yield* brokerCall("topicOffsetsByTimestamp", () => admin.fetchTopicOffsetsByTimestamp(topic, timestamp))
+      return ends.map(({ high, low, partition }): PartitionBounds => {
+        const since = starts.find((s) => s.partition === partition)?.offset
+        return {
+          partition,
+          low: BigInt(low),
+          high: BigInt(high),
+          since: since === undefined ? undefined : BigInt(since)
+        }
+      })
+    })
+  )
+
+/**
+ * Connects `consumer` once its group's coordinator answers an offset lookup, both retried within
+ * `KafkaRetry`'s bound. A fresh broker creates its offsets topic on the first group request and
+ * loads it a moment later; a consumer that joins before then crashes (NOT_COORDINATOR_FOR_GROUP,
+ * GROUP_LOAD_IN_PROGRESS) and restarts. The lookup names no topics, so the admin's metadata
+ * targets stay as they were. A failed connect disconnects, so the next attempt starts clean.
+ */
+const connectWhenCoordinatorReady = (
+  admin: Kafkajs.Admin,
+  consumer: Kafkajs.Consumer,
+  groupId: string
+): Effect.Effect<void, unknown> =>
+  brokerCall("groupCoordinator", () => admin.fetchOffsets({ groupId })).pipe(
+    Effect.andThen(
+      brokerCall("consumer.connect", async () => {
+        try {
+          await consumer.connect()
+        } catch (error) {
+          await consumer.disconnect().catch(() => undefined)
+          throw error
+        }
+      })
+    ),
+    Effect.asVoid
+  )
 
 /** Reads `ranges` until every one is read or `onBatch` says stop (the caller bounds the time). */
 const run = (

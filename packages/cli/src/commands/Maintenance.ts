@@ -9,6 +9,7 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Operations from "../Operations.ts"
 import * as Render from "../Render.ts"
+import { dltDiscard, dltHistory } from "./DeadLetterAudit.ts"
 import { parseDuration, selectionFlags, userError, withBroker, withDatabase } from "./Root.ts"
 
 const dltList = Command.make(
@@ -30,16 +31,23 @@ const dltReplay = Command.make(
     ),
     all: Flag.Boolean("all").pipe(Flag.withDescription("replay every dead letter"), Flag.withDefault(false)),
     to: Flag.String("to").pipe(Flag.withDescription("republish here instead of the original topic"), Flag.optional),
+    operator: selectionFlags.operator,
+    reason: Flag.String("reason").pipe(
+      Flag.withDescription("why, for the audit topic's history"),
+      Flag.withDefault("replayed from the CLI")
+    ),
     execute: selectionFlags.execute
   },
   (input) =>
     withBroker(
-      Operations.replay({
+      Operations.replayAudited({
         from: input.topic,
         eventIds: input.eventIds,
         all: input.all,
         to: Option.getOrUndefined(input.to),
-        execute: input.execute
+        execute: input.execute,
+        operator: input.operator,
+        reason: input.reason
       }),
       Render.replay
     )
@@ -50,8 +58,8 @@ const dltReplay = Command.make(
  * @category commands
  */
 export const dlt = Command.make("dlt").pipe(
-  Command.withDescription("dead letters: list, replay"),
-  Command.withSubcommands([dltList, dltReplay])
+  Command.withDescription("dead letters: list, replay, discard, history"),
+  Command.withSubcommands([dltList, dltReplay, dltDiscard, dltHistory])
 )
 
 const parkedList = Command.make(

@@ -27,6 +27,7 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Result from "effect/Result"
 import * as Stream from "effect/Stream"
+import { replay } from "./DeadLetters.ts"
 import { OperatorError } from "./OperatorError.ts"
 
 /**
@@ -257,7 +258,8 @@ export interface DiscardReport {
 /**
  * Marks the dead letters at `places` as handled without replaying them: a dry run unless
  * `execute`; executed, each is recorded on the audit topic (who, when, why) and the dead-letter
- * depth stops counting it.
+ * depth stops counting it. A place that holds no dead letter is reported in `missing`; with
+ * `strict` it fails the request instead, before anything is recorded.
  *
  * @since 0.1.0
  * @category dead letters
@@ -268,6 +270,7 @@ export const discardDeadLetters = (request: {
   readonly operator: string
   readonly reason: string
   readonly execute: boolean
+  readonly strict?: boolean | undefined
 }) =>
   Effect.gen(function* () {
     if (request.from.trim() === "") return yield* new OperatorError({ reason: "name the dead-letter topic" })
@@ -278,6 +281,11 @@ export const discardDeadLetters = (request: {
     const selected = yield* deadLettersAt(request.from, request.places)
     const found = new Set(selected.map((l) => placeKey(l.record)))
     const missing = request.places.filter((p) => !found.has(placeKey(p)))
+    if (request.strict === true && missing.length > 0) {
+      return yield* new OperatorError({
+        reason: `no dead letter at ${missing.map(placeKey).join(", ")} on ${request.from} (see: effect-outbox dlt list ${request.from}); nothing discarded`
+      })
+    }
     if (request.execute && selected.length > 0) {
       yield* recordHandlings(
         request.from,
@@ -316,3 +324,27 @@ export const handlingsFor = (
       })
     )
   )
+
+/**
+ * `replay`, and once executed, each replayed letter recorded on the audit topic (who, when, why)
+ * and the dead-letter depth moved past it: what the dashboard and `dlt replay` run, so the
+ * history shows every replay whoever made it.
+ *
+ * @since 0.1.0
+ * @category dead letters
+ */
+export const replayAudited = (
+  request: Parameters<typeof replay>[0] & { readonly operator: string; readonly reason: string }
+) =>
+  Effect.gen(function* () {
+    const report = yield* replay(request)
+    const replayed = report.result?.replayed ?? []
+    if (replayed.length > 0) {
+      yield* recordHandlings(
+        request.from,
+        yield* handlingsFor(request.from, "replay", replayed, request.operator, request.reason)
+      )
+      yield* settleDeadLetterDepth(request.from)
+    }
+    return report
+  })

@@ -30,8 +30,8 @@ const events = 60
 
 describe("a broker formatted seconds ago", () => {
   it("topic creation, publish, probe, reader, a consumer group and group offsets all work on the first run", async () => {
-    const port = Number(process.env.FAULTS_KAFKA_PORT ?? 19092)
-    const controllerPort = Number(process.env.FAULTS_KAFKA_CONTROLLER_PORT ?? 19093)
+    const port = Support.privatePort("FAULTS_KAFKA_PORT", 19092)
+    const controllerPort = Support.privatePort("FAULTS_KAFKA_CONTROLLER_PORT", 19093)
     const state = mkdtempSync(join(tmpdir(), "effect-outbox-cold-"))
     const broker = Support.privateBroker({ port, controllerPort, state })
     try {

@@ -104,8 +104,8 @@ describe("a relay process killed with SIGKILL while draining", () => {
 describe("the Kafka broker stopped for 20 s mid-run", () => {
   it("the outbox accumulates, then drains; nothing lost; failures retried, none FAILURE", async () => {
     const broker = Support.privateBroker({
-      port: Number(process.env.FAULTS_KAFKA_PORT ?? 19092),
-      controllerPort: Number(process.env.FAULTS_KAFKA_CONTROLLER_PORT ?? 19093),
+      port: Support.privatePort("FAULTS_KAFKA_PORT", 19092),
+      controllerPort: Support.privatePort("FAULTS_KAFKA_CONTROLLER_PORT", 19093),
       // One fixed directory: a broker left running by an aborted run is found and stopped first.
       state: join(tmpdir(), "effect-outbox-faults-broker")
     })

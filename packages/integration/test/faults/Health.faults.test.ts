@@ -26,7 +26,7 @@ import { afterAll, assert, describe, it } from "vitest"
 import * as Support from "./support.js"
 
 const pg = Support.privatePostgres({
-  port: Number(process.env.HEALTH_PG_PORT ?? 25470),
+  port: Support.privatePort("HEALTH_PG_PORT", 25470),
   state: process.env.HEALTH_PG_STATE ?? "/tmp/wt-deploy-guard-pg"
 })
 
@@ -56,8 +56,8 @@ const until = async <A>(read: () => Promise<A>, done: (a: A) => boolean, timeout
 }
 
 const broker = Support.privateBroker({
-  port: Number(process.env.HEALTH_KAFKA_PORT ?? 25471),
-  controllerPort: Number(process.env.HEALTH_KAFKA_CONTROLLER_PORT ?? 25472),
+  port: Support.privatePort("HEALTH_KAFKA_PORT", 25471),
+  controllerPort: Support.privatePort("HEALTH_KAFKA_CONTROLLER_PORT", 25472),
   state: process.env.HEALTH_KAFKA_STATE ?? "/tmp/wt-deploy-guard-kafka"
 })
 

@@ -23,10 +23,10 @@ import * as Support from "./support.ts"
 
 const state = process.env.FAULTS_LOG_FAILOVER_STATE ?? mkdtempSync(join(tmpdir(), "effect-outbox-logfailover-"))
 const primary = Support.privatePostgres({
-  port: Number(process.env.FAULTS_LOG_FAILOVER_PORT ?? 26514),
+  port: Support.privatePort("FAULTS_LOG_FAILOVER_PORT", 26514),
   state: join(state, "primary")
 })
-const standbyPort = Number(process.env.FAULTS_LOG_FAILOVER_STANDBY_PORT ?? 26515)
+const standbyPort = Support.privatePort("FAULTS_LOG_FAILOVER_STANDBY_PORT", 26515)
 const standbyUrl = `postgres://postgres@127.0.0.1:${standbyPort}/postgres`
 const standbyData = join(state, "standby")
 

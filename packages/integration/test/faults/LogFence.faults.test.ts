@@ -17,7 +17,7 @@ import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Support from "./support.ts"
 
-const port = Number(process.env.FAULTS_LOG_FENCE_PORT ?? 26513)
+const port = Support.privatePort("FAULTS_LOG_FENCE_PORT", 26513)
 const pg = Support.privatePostgres({ port, state: mkdtempSync(join(tmpdir(), "effect-outbox-logfence-")) })
 
 /**

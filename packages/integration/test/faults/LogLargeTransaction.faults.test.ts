@@ -26,7 +26,7 @@ const maxBuffered = Number(process.env.FAULTS_LOG_MAX_BUFFERED ?? 8 * 1024 * 102
 const liveBound = Number(process.env.FAULTS_LOG_LARGE_LIVE_MIB ?? 64)
 
 const pg = Support.privatePostgres({
-  port: Number(process.env.FAULTS_LOG_LARGE_PORT ?? 26512),
+  port: Support.privatePort("FAULTS_LOG_LARGE_PORT", 26512),
   state: mkdtempSync(join(tmpdir(), "effect-outbox-loglarge-"))
 })
 

@@ -16,7 +16,7 @@ import * as Fiber from "effect/Fiber"
 import * as Support from "./support.ts"
 
 const pg = Support.privatePostgres({
-  port: Number(process.env.FAULTS_LOG_QUARANTINE_PORT ?? 26511),
+  port: Support.privatePort("FAULTS_LOG_QUARANTINE_PORT", 26511),
   state: mkdtempSync(join(tmpdir(), "effect-outbox-logquarantine-"))
 })
 

@@ -14,7 +14,7 @@ import * as Metric from "effect/Metric"
 import * as Support from "./support.ts"
 
 const pg = Support.privatePostgres({
-  port: Number(process.env.FAULTS_LOG_RESTART_PORT ?? 26510),
+  port: Support.privatePort("FAULTS_LOG_RESTART_PORT", 26510),
   state: mkdtempSync(join(tmpdir(), "effect-outbox-logrestart-"))
 })
 

@@ -28,8 +28,8 @@ afterAll(() => {
 
 const privateBroker = () =>
   Support.privateBroker({
-    port: Number(process.env.FAULTS_KAFKA_PORT ?? 19092),
-    controllerPort: Number(process.env.FAULTS_KAFKA_CONTROLLER_PORT ?? 19093),
+    port: Support.privatePort("FAULTS_KAFKA_PORT", 19092),
+    controllerPort: Support.privatePort("FAULTS_KAFKA_CONTROLLER_PORT", 19093),
     state: join(tmpdir(), "effect-outbox-platformatic-outage-broker")
   })
 

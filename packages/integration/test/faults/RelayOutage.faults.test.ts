@@ -24,8 +24,8 @@ afterAll(() => {
 
 const privateBroker = () =>
   Support.privateBroker({
-    port: Number(process.env.FAULTS_KAFKA_PORT ?? 19092),
-    controllerPort: Number(process.env.FAULTS_KAFKA_CONTROLLER_PORT ?? 19093),
+    port: Support.privatePort("FAULTS_KAFKA_PORT", 19092),
+    controllerPort: Support.privatePort("FAULTS_KAFKA_CONTROLLER_PORT", 19093),
     // One fixed directory: a broker left running by an aborted run is found and stopped first.
     state: join(tmpdir(), "effect-outbox-relay-outage-broker")
   })

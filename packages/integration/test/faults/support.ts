@@ -44,6 +44,18 @@ import Kafkajs from "kafkajs"
 
 export const here = dirname(fileURLToPath(import.meta.url))
 export const repoRoot = join(here, "..", "..", "..", "..")
+
+/**
+ * The port of a private broker or cluster a fault file starts: `process.env[name]` when set, else
+ * `base` shifted by 1000 per vitest worker (`VITEST_POOL_ID`), so that two files running side by
+ * side never start, stop or wipe each other's private services.
+ */
+export const privatePort = (name: string, base: number): number => {
+  const configured = process.env[name]
+  if (configured !== undefined && configured !== "") return Number(configured)
+  const worker = Number(process.env.VITEST_POOL_ID ?? 1)
+  return base + 1000 * (Number.isInteger(worker) && worker > 1 ? worker - 1 : 0)
+}
 export const databaseUrl = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres"
 export const sharedBrokers = (process.env.KAFKA_BROKERS ?? "127.0.0.1:9092").split(",").map((b) => b.trim())
 
@@ -490,14 +502,23 @@ export const startRelay = async (
  * Like `stackLayer`, but every library setting at its default: `Outbox.layer` (the record limit
  * from `OUTBOX_MAX_RECORD_BYTES`, default 1,048,588) and the Kafka publisher's own timeouts.
  */
-export const defaultsStackLayer = (options: { readonly schema: string; readonly brokers?: ReadonlyArray<string> }) => {
+export const defaultsStackLayer = (options: {
+  readonly schema: string
+  readonly brokers?: ReadonlyArray<string>
+  /** The Kafka client under the ports: kafkajs (the default adapter) or @platformatic/kafka. */
+  readonly kafka?: "kafkajs" | "platformatic"
+}) => {
   const client = PgClient.layer({
     url: Redacted.make(databaseUrl),
     maxConnections: 4,
     applicationName: "effect-outbox-faults"
   })
   const pg = PgOutbox.layer({ schema: options.schema }).pipe(Layer.provideMerge(client))
-  const broker = KafkaOutbox.layer({ brokers: options.brokers ?? sharedBrokers, clientId: "faults" })
+  const brokers = options.brokers ?? sharedBrokers
+  const broker: Layer.Layer<Publisher | BrokerProbe | BrokerAdmin | ConsumerSource | TopicReader> =
+    options.kafka === "platformatic"
+      ? PlatformaticKafkaOutbox.layer({ brokers, clientId: "faults" })
+      : KafkaOutbox.layer({ brokers, clientId: "faults" })
   const logLevel = Layer.succeed(References.MinimumLogLevel)(
     (process.env.FAULTS_LOG_LEVEL ?? "Error") as LogLevel.LogLevel
   )
@@ -548,7 +569,7 @@ export const privatePostgres = (
   options: { readonly port?: number | undefined; readonly state?: string | undefined } = {}
 ) => {
   // 25432 (FAULTS_PG_PORT) is scripts/services' default, below the ephemeral port range.
-  const port = options.port ?? Number(process.env.FAULTS_PG_PORT ?? 25432)
+  const port = options.port ?? privatePort("FAULTS_PG_PORT", 25432)
   const state = options.state ?? mkdtempSync(join(tmpdir(), "effect-outbox-pg-"))
   const env = { PG_PRIVATE_PORT: String(port), EFFECT_OUTBOX_STATE: state }
   const services = join(repoRoot, "scripts", "services")

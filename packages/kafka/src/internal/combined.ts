@@ -30,6 +30,22 @@ export const fits = (
   })
 
 /**
+ * Whether a topic of `parts` reads as degraded now: its metadata fails (the last good layout
+ * stands in) or names a partition without a leader. A fresh producer may then be unable to start
+ * (kafkajs reads every topic's metadata on connect), so the parts are not sent again on one.
+ */
+const degraded = <P>(sender: Send.Sender<P>, parts: ReadonlyArray<Send.Part>): Effect.Effect<boolean> =>
+  Effect.map(
+    Effect.forEach([...new Set(parts.map((part) => part.topic))], (topic) =>
+      sender.layouts.fetch(topic).pipe(
+        Effect.map((layout) => layout?.stale === true || (layout?.leaderless ?? []).length > 0),
+        Effect.orElseSucceed(() => true)
+      )
+    ),
+    (flags) => flags.some(Boolean)
+  )
+
+/**
  * Sends `parts` in one request and writes each record's outcome at its index. `false` when the
  * request failed with time left: nothing is written, the producer is being replaced, and the
  * caller sends the call per partition.
@@ -45,10 +61,18 @@ export const send = <P>(
     Effect.matchEffect({
       onFailure: (error) =>
         Effect.gen(function* () {
-          sender.leases.requestReset()
-          // No answer by the deadline: the per-partition sends would have no time left either.
-          if (error instanceof Send.SendError && error.verdict._tag === "BrokerUnavailableError") {
-            const { reason } = error.verdict
+          // No answer by the deadline, or an outage: `sendParts` tainted the partitions; the
+          // per-partition sends would have no time left, or no broker, either.
+          const reason =
+            error instanceof Send.SendError
+              ? error.verdict._tag === "BrokerUnavailableError"
+                ? error.verdict.reason
+                : undefined
+              : sender.protocol.isBrokerUnavailable(error) && (yield* degraded(sender, parts))
+                ? sender.protocol.describe(error)
+                : undefined
+          if (reason === undefined) sender.leases.requestReset()
+          else {
             for (const part of parts) {
               const verdict = new BrokerUnavailableError({ topic: part.topic, reason })
               for (const record of part.records) outcomes[record.index] = Result.fail(verdict)

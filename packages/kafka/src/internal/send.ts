@@ -53,9 +53,18 @@ export const notInMetadata = (topic: string, partition: number) =>
     reason: `the producer had no metadata for partition ${partition}; it is being refreshed`
   })
 
+/** A part's key in a producer's tainted partitions. */
+export const partitionKey = (part: { readonly topic: string; readonly partition: number }) =>
+  `${part.topic}\u0000${part.partition}`
+
 /**
  * One request holding every part. A send that does not answer before `deadline` fails with a
  * `SendError` of the first part's topic: unavailable, the records may have landed.
+ *
+ * A send left uncertain by an outage (no answer in time, interrupted, refused as unavailable)
+ * taints its partitions on the producer (`ProducerLeases`): the producer goes on serving other
+ * partitions and is replaced before it sends to these again. Any other uncertain failure
+ * replaces it at once.
  */
 export const sendParts = <P>(
   sender: Sender<P>,
@@ -64,7 +73,11 @@ export const sendParts = <P>(
 ): Effect.Effect<ReadonlyArray<bigint | undefined>, unknown> => {
   const { leases } = sender
   const topic = parts[0]!.topic
-  const sendOnce = Effect.flatMap(leases.acquire, (lease) => {
+  const keys = parts.map(partitionKey)
+  let used: ProducerLeases.Lease<P> | undefined
+  const taint = () => (used === undefined ? leases.requestReset() : used.taint(keys))
+  const sendOnce = Effect.flatMap(leases.acquireFor(keys), (lease) => {
+    used = lease
     const sending = sender.produce(lease.producer, parts)
     // The producer goes back when the send settles, not when we stop waiting for it: a reset
     // meanwhile must not disconnect it under the send.
@@ -72,8 +85,8 @@ export const sendParts = <P>(
     return Effect.tryPromise({ try: () => sending, catch: (error) => error })
   })
   return sendOnce.pipe(
-    // Interrupted (a caller's timeout): the send may still land; never reuse this producer.
-    Effect.onInterrupt(() => Effect.sync(leases.requestReset)),
+    // Interrupted (a caller's timeout): the send may still land; never reuse this producer for it.
+    Effect.onInterrupt(() => Effect.sync(taint)),
     // Our metadata says the topic exists, so an unknown topic is a topic this producer once used
     // and that was deleted since, or the producer's stale metadata: replace it, try again once.
     Effect.catchIf(
@@ -84,12 +97,20 @@ export const sendParts = <P>(
           return sendOnce
         })
     ),
+    // Refused as unavailable: uncertain for these partitions only.
+    Effect.tapError((error) =>
+      !(error instanceof SendError) &&
+      sender.protocol.requiresProducerReset(error) &&
+      sender.protocol.isBrokerUnavailable(error)
+        ? Effect.sync(taint)
+        : Effect.void
+    ),
     Effect.timeoutOrElse({
       duration: Math.max(1, deadline - Date.now()),
       // A broker that does not answer in time is unavailable (a frozen broker, a lost network):
       // retried without counting an attempt; the records may have landed.
       orElse: () =>
-        Effect.sync(leases.requestReset).pipe(
+        Effect.sync(taint).pipe(
           Effect.andThen(
             Effect.fail(
               new SendError(
@@ -128,12 +149,17 @@ const judge = <P>(sender: Sender<P>, topic: string, error: unknown) =>
   Effect.gen(function* () {
     if (error instanceof SendError) return yield* Effect.fail(error)
     const { protocol } = sender
-    if (protocol.requiresProducerReset(error)) sender.leases.requestReset()
+    // An outage's producer state was tainted for the partition by `sendParts`.
+    if (protocol.requiresProducerReset(error) && !protocol.isBrokerUnavailable(error)) sender.leases.requestReset()
     // "Unknown topic" after our metadata said it exists: deleted a moment ago, or a broker
     // answering from stale metadata (one shutting down or starting says so too). Only a fresh
     // "no such topic" is permanent; without an answer the broker is unavailable.
     if (protocol.isUnknownTopic(error)) {
-      const fresh = yield* sender.layouts.fetch(topic).pipe(Effect.orElseSucceed(() => null))
+      // A stale layout is no answer: the read failed and the last good one stood in.
+      const fresh = yield* sender.layouts.fetch(topic).pipe(
+        Effect.map((layout) => (layout?.stale === true ? null : layout)),
+        Effect.orElseSucceed(() => null)
+      )
       const verdict =
         fresh === undefined
           ? new PermanentPublishError({ topic, reason: "the topic no longer exists on the broker" })

@@ -109,16 +109,18 @@ const replay = (ctx: Context) => (form: UrlParams.UrlParams) =>
     const operator = (first(form, "operator") ?? "").trim()
     const reason = (first(form, "reason") ?? "").trim()
     if (eventIds.length === 0) return yield* new Operations.OperatorError({ reason: "select dead letters to replay" })
-    const report = yield* Operations.replay({ from: topic, eventIds, all: false, execute: true })
+    const report = yield* Operations.replayAudited({
+      from: topic,
+      eventIds,
+      all: false,
+      execute: true,
+      operator,
+      reason
+    })
     const replayed = report.result?.replayed ?? []
     const failed = report.result?.failed ?? []
     const line = `replay by ${operator} (${reason}): ${replayed.length} of ${report.selected.length} dead letter(s) from ${topic}`
     yield* ctx.recordAudit(line)
-    yield* Operations.recordHandlings(
-      topic,
-      yield* Operations.handlingsFor(topic, "replay", replayed, operator, reason)
-    )
-    yield* Operations.settleDeadLetterDepth(topic)
     return yield* ctx.render(
       "Replayed",
       Pages.result({

@@ -293,12 +293,13 @@ const commit = (workers: Workers, lanes: Lanes, state: PartitionState): Effect.E
   })
 
 /**
- * Commits what finished on `state`'s partition: with key concurrency through the partition's one
- * commit in flight (two commits racing could land out of order and move the offset back).
+ * Commits what finished on `state`'s partition, never beside another commit of it (two commits
+ * racing could land out of order and move the offset back): with key concurrency through the
+ * partition's one commit in flight, else between the worker's batches.
  */
 export const commitPartition = (workers: Workers, state: PartitionState): Effect.Effect<void> =>
   workers.keyed === undefined
-    ? Partition.commit(workers.batch.subscription, state)
+    ? state.lock.withPermits(1)(Partition.commit(workers.batch.subscription, state))
     : commit(workers, lanesOf(workers.keyed, state), state)
 
 /** A lane interrupted (shutdown timed out): releases waiting for this key will not run. */
@@ -312,14 +313,16 @@ const cancelQueued = (lanes: Lanes, key: string | null) =>
   })
 
 /**
- * Runs `effect` alone on `key` of the partition: after the key's records queued before it, before
- * those queued after (a release of a parked key). Without key concurrency: on the partition's lock.
+ * Runs `effect` alone on `key` of the partition (a release of a parked key), never holding the
+ * partition: with key concurrency in the key's lane, after the key's records queued before it and
+ * before those queued after; without, on the key's lock while the worker goes on with the other
+ * keys (the key's own records wait parked behind the release).
  */
 export const exclusive =
   (workers: Workers, state: PartitionState, key: string) =>
   <A, E>(effect: Effect.Effect<A, E>): Effect.Effect<A, E> => {
     const dispatch = workers.keyed
-    if (dispatch === undefined) return state.lock.withPermits(1)(effect)
+    if (dispatch === undefined) return Partition.withKeyLock(state, key)(effect)
     return Effect.gen(function* () {
       const done = yield* Deferred.make<A, E>()
       const run = Effect.flatMap(Effect.exit(effect), (exit) => Deferred.done(done, exit))

@@ -8,15 +8,20 @@ import * as Effect from "effect/Effect"
 import type * as Fiber from "effect/Fiber"
 import type * as Queue from "effect/Queue"
 import * as Schedule from "effect/Schedule"
-import type * as Semaphore from "effect/Semaphore"
+import * as Semaphore from "effect/Semaphore"
 import type { ConsumerBatch, ConsumerRecord, Subscription } from "../../ConsumerSource.ts"
 
 export interface PartitionState {
   readonly topic: string
   readonly partition: number
   readonly queue: Queue.Queue<ConsumerBatch, Cause.Done>
-  /** Serialises batch processing and `release` on this partition. */
+  /**
+   * Held by the worker for a whole batch; a release takes it only for a moment (its commit, its
+   * last look at the parked store), never while it runs records.
+   */
   readonly lock: Semaphore.Semaphore
+  /** One lock per key a release runs for: releases of one key run one at a time. */
+  readonly keyLocks: Map<string, KeyLock>
   /** Delivered offsets whose record has not finished (in flight or parked), ascending. */
   notDone: Array<bigint>
   maxDelivered: bigint
@@ -29,6 +34,38 @@ export interface PartitionState {
   /** The last batch processed: while the source says it is current, this member owns the partition. */
   latest: ConsumerBatch | undefined
 }
+
+/** A key's lock and how many fibers hold or wait for it (the entry goes when none does). */
+export interface KeyLock {
+  readonly semaphore: Semaphore.Semaphore
+  users: number
+}
+
+/**
+ * Runs `effect` alone on `key` of the partition: the partition's other keys keep flowing. The
+ * key's own records do not run meanwhile because the key is parked while it is released.
+ */
+export const withKeyLock =
+  (state: PartitionState, key: string) =>
+  <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+    Effect.suspend(() => {
+      let lock = state.keyLocks.get(key)
+      if (lock === undefined) {
+        lock = { semaphore: Semaphore.makeUnsafe(1), users: 0 }
+        state.keyLocks.set(key, lock)
+      }
+      const held = lock
+      held.users++
+      return held.semaphore
+        .withPermits(1)(effect)
+        .pipe(
+          Effect.ensuring(
+            Effect.sync(() => {
+              if (--held.users === 0) state.keyLocks.delete(key)
+            })
+          )
+        )
+    })
 
 export const idOf = (topic: string, partition: number): string => `${topic}\u0000${partition}`
 

@@ -43,8 +43,10 @@ export const parkedKeys = (
   )
 
 /**
- * Processes a parked key's records now, in order. One that fails again is dead-lettered and parks
- * the rest again (the record runner queues them behind it).
+ * Processes a parked key's records now, in order, on the key's lock: the partition's other keys
+ * keep flowing. The key stays parked until its queue is empty, so a record of it that arrives
+ * meanwhile queues behind the release, which runs it too. One that fails again is dead-lettered
+ * and the rest stay parked behind it.
  */
 export const release =
   (workers: Workers): Release =>
@@ -53,11 +55,20 @@ export const release =
       const state = workers.partitions.get(Partition.idOf(target.topic, target.partition))
       if (state === undefined) return 0
       return yield* Effect.gen(function* () {
-        const waiting = Partition.unpark(state, target.key)
+        const waiting = state.parked.get(target.key)
         if (waiting === undefined) return 0
         let processed = 0
-        for (const record of waiting) {
-          if ((yield* Batch.handleRecord(workers.batch, state, record)) === "done") processed++
+        // Another array under the key: the partition came back rewound (its parking is stale).
+        while (state.parked.get(target.key) === waiting && !workers.batch.stopping()) {
+          const record = waiting.shift()
+          if (record === undefined) {
+            state.parked.delete(target.key)
+            break
+          }
+          const result = yield* RecordRunner.runRecord(workers.batch.record, record)
+          Partition.markDone(state, record)
+          processed++
+          if (result === "dead_lettered") break
         }
         yield* commitPartition(workers, state)
         return processed
@@ -100,12 +111,14 @@ const readParked = (
 
 /**
  * Durable parking: re-reads the key's parked records by position (`TopicReader.readAt`) and runs
- * them head first, in offset order, on the partition's lock (no record of the key interleaves).
- * The read runs before the lock is taken, so the partition's worker goes on while it runs; under
- * the lock only what is still parked then runs (another release may have run the key meanwhile),
- * and records the key parked during the read are read there too. A record dead-lettered again
- * stops the release: it and the rest stay parked. Only the member that owns the partition
- * releases it (another would race its worker); elsewhere it answers 0.
+ * them head first, in offset order, on the key's lock (no record of the key interleaves; the
+ * partition's other keys keep flowing). The first read runs before the lock is taken; under it
+ * only what is still parked then runs (another release may have run the key meanwhile). The key
+ * stays parked while its positions are in the store, so records of it that arrive during the
+ * release park behind it, and the release runs them too: it ends when the store holds none of the
+ * key, checked on the partition's lock so the worker's view of the parked keys is never older. A
+ * record dead-lettered again stops the release: it and the rest stay parked. Only the member
+ * that owns the partition releases it (another would race its worker); elsewhere it answers 0.
  */
 export const releaseDurably =
   (workers: Workers, store: ParkedStore["Service"], reader: TopicReader["Service"] | undefined): Release =>
@@ -120,49 +133,92 @@ export const releaseDurably =
           retriable: false
         })
       }
-      const groupId = workers.batch.record.groupId
-      const parkedOffsets = Effect.map(
-        store.list({ consumer: groupId, topic: target.topic, partition: target.partition }).pipe(Effect.orDie),
-        (keys) => keys.find((k) => k.key === target.key)?.offsets ?? []
-      )
-      const offsets = yield* parkedOffsets
+      const run = runDurably(workers, state, store, reader, target)
+      const offsets = yield* run.parkedOffsets
       if (offsets.length === 0) return 0
       const read = yield* readParked(reader, target, offsets)
-      return yield* Effect.gen(function* () {
+      return yield* run.drain(offsets, read).pipe(exclusive(workers, state, target.key))
+    })
+
+type Target = Parameters<Release>[0]
+
+/** The steps of a durable release of `target` (`releaseDurably`). */
+const runDurably = (
+  workers: Workers,
+  state: PartitionState,
+  store: ParkedStore["Service"],
+  reader: TopicReader["Service"],
+  target: Target
+) => {
+  const groupId = workers.batch.record.groupId
+  const parkedOffsets = Effect.map(
+    store.list({ consumer: groupId, topic: target.topic, partition: target.partition }).pipe(Effect.orDie),
+    (keys) => keys.find((k) => k.key === target.key)?.offsets ?? []
+  )
+
+  /** Runs `records` in order until one is dead-lettered again; removes each one that ran. */
+  const runInOrder = (records: ReadonlyArray<ConsumerRecord>) =>
+    Effect.gen(function* () {
+      let processed = 0
+      for (const record of records) {
+        // Revoked meanwhile: the rest stay parked for the partition's new owner.
+        if (!owns(workers, state) || workers.batch.stopping()) return { processed, stopped: true }
+        const result = yield* RecordRunner.runRecord(workers.batch.record, record)
+        if (result === "dead_lettered") return { processed, stopped: true }
+        yield* store.remove(groupId, [record]).pipe(Effect.orDie)
+        processed++
+      }
+      return { processed, stopped: false }
+    })
+
+  /** Positions the topic no longer holds (retention) cannot run: they are forgotten. */
+  const forgetGone = (still: ReadonlyArray<string>, found: ReadonlyArray<ConsumerRecord>) =>
+    Effect.gen(function* () {
+      const offsets = new Set(found.map((r) => r.offset))
+      const gone = still.filter((offset) => !offsets.has(offset))
+      if (gone.length === 0) return
+      yield* Effect.logError(
+        `parked ${target.topic}/${target.partition} key ${target.key}: offsets ${gone.join(", ")} are no longer on the topic (retention deleted them before their release)`
+      )
+      yield* store
+        .remove(
+          groupId,
+          gone.map((offset) => ({ ...target, offset }))
+        )
+        .pipe(Effect.orDie)
+    })
+
+  /** The worker's view of the parked keys, refreshed between its batches; whether the key is still parked. */
+  const settle = state.lock.withPermits(1)(
+    Effect.map(Batch.refreshParked(workers.batch, state), () => state.parked.has(target.key))
+  )
+
+  const drain = (offsets: ReadonlyArray<string>, firstRead: ReadonlyArray<ConsumerRecord>) =>
+    Effect.gen(function* () {
+      const tried = new Set(offsets)
+      let read = firstRead
+      let processed = 0
+      while (true) {
         const still = yield* parkedOffsets
-        const tried = new Set(offsets)
         const later = yield* readParked(
           reader,
           target,
           still.filter((offset) => !tried.has(offset))
         )
+        for (const offset of still) tried.add(offset)
         const parked = new Set(still)
         const records = [...read.filter((r) => parked.has(r.offset)), ...later]
-        let processed = 0
-        for (const record of records) {
-          const result = yield* RecordRunner.runRecord(workers.batch.record, record)
-          if (result === "dead_lettered") break
-          yield* store.remove(groupId, [record]).pipe(Effect.orDie)
-          processed++
-        }
-        // Positions the topic no longer holds (retention) cannot run: they are forgotten.
-        const found = new Set(records.map((r) => r.offset))
-        const gone = still.filter((offset) => !found.has(offset))
-        if (gone.length > 0) {
-          yield* Effect.logError(
-            `parked ${target.topic}/${target.partition} key ${target.key}: offsets ${gone.join(", ")} are no longer on the topic (retention deleted them before their release)`
-          )
-          yield* store
-            .remove(
-              groupId,
-              gone.map((offset) => ({ ...target, offset }))
-            )
-            .pipe(Effect.orDie)
-        }
-        yield* Batch.refreshParked(workers.batch, state)
-        return processed
-      }).pipe(exclusive(workers, state, target.key))
+        read = []
+        const ran = yield* runInOrder(records)
+        processed += ran.processed
+        yield* forgetGone(still, records)
+        // Done unless records of the key parked while these ran.
+        if (!(yield* settle) || ran.stopped) return processed
+      }
     })
+
+  return { parkedOffsets, drain }
+}
 
 const owns = (workers: Workers, state: PartitionState): boolean =>
   state.latest !== undefined && workers.batch.subscription.isCurrent(state.latest)

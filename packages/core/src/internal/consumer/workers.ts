@@ -73,6 +73,7 @@ const partitionOf = (workers: Workers, topic: string, partition: number) =>
       // Unbounded, but pausing bounds it: at most what the source fetched before the pause.
       queue: yield* Queue.unbounded<ConsumerBatch, Cause.Done>(),
       lock: yield* Semaphore.make(1),
+      keyLocks: new Map(),
       notDone: [],
       maxDelivered: -1n,
       lastCommitted: -1n,

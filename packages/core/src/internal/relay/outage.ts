@@ -1,6 +1,7 @@
 /**
- * The relay's outage state, kept per destination (topic and partition, or the topic for rows
- * routed by key) so that one unavailable partition does not throttle the others:
+ * The relay's outage state, kept per destination (topic and partition; for rows routed by key,
+ * the partition their receipt or their unavailable verdict names, else the topic) so that one
+ * unavailable partition does not throttle the others:
  *
  * - An unavailable destination's rows wait out its own backoff (its `n`-th unavailable batch in a
  *   row), attempts unchanged; the loop goes on claiming everything else. Their keys wait with
@@ -43,6 +44,20 @@ export interface Outage {
   readonly enter: (now: number, reason: string) => Effect.Effect<number>
   /** Destinations currently backing off: their unavailable batches in a row, since when. */
   readonly unavailable: () => ReadonlyMap<string, { readonly n: number; readonly since: number }>
+}
+
+/**
+ * Where an outcome says a row went: a keyed row's partition is known from its receipt, or from an
+ * unavailable verdict that names the partition (its leader away); else the row's own destination.
+ */
+const destinationOf = (row: OutboxMessage, outcome: PublishOutcome): string => {
+  if (row.partition !== null) return destination(row)
+  const partition = Result.isSuccess(outcome)
+    ? outcome.success.partition
+    : outcome.failure._tag === "BrokerUnavailableError"
+      ? outcome.failure.partition
+      : undefined
+  return partition === undefined ? destination(row) : `${row.topic}\u0000${partition}`
 }
 
 export const make = (owner: string, outageBackoff: Schedule.Schedule<unknown>): Outage => {
@@ -90,11 +105,14 @@ export const make = (owner: string, outageBackoff: Schedule.Schedule<unknown>): 
       const through = outcomes.some(Result.isSuccess)
       if (through) lastSuccessAt = now
       // A destination that took a record is back, unless it also refused one here (rows routed
-      // by key share their topic's destination, one partition of it may still be out).
-      const refused = new Set(rows.filter((_, i) => isUnavailable(outcomes[i]!)).map(destination))
+      // by key share their topic's destination unless the outcome names the partition).
+      const refused = new Set(
+        rows.flatMap((row, i) => (isUnavailable(outcomes[i]!) ? [destinationOf(row, outcomes[i]!)] : []))
+      )
       rows.forEach((row, i) => {
-        const d = destination(row)
-        if (Result.isSuccess(outcomes[i]!) && !refused.has(d)) destinations.delete(d)
+        const outcome = outcomes[i]!
+        if (!Result.isSuccess(outcome)) return
+        for (const d of [destination(row), destinationOf(row, outcome)]) if (!refused.has(d)) destinations.delete(d)
       })
       if (through && outages > 0) {
         yield* Effect.logInfo(`outbox relay ${owner}: the broker answers again after ${outages} failed publishes`)
@@ -105,7 +123,7 @@ export const make = (owner: string, outageBackoff: Schedule.Schedule<unknown>): 
       if (failed.length === 0) return retryAt
       const first = failed[0]!.outcome
       const reason = Result.isFailure(first) ? describe(first.failure) : ""
-      const bad = [...new Set(failed.map(({ row }) => destination(row)))]
+      const bad = [...new Set(failed.map(({ outcome, row }) => destinationOf(row, outcome)))]
       const brokerWide =
         !through &&
         bad.some((d) => {
@@ -120,7 +138,7 @@ export const make = (owner: string, outageBackoff: Schedule.Schedule<unknown>): 
         return retryAt
       }
       const until = yield* backOff(bad, now, reason)
-      for (const { row } of failed) retryAt.set(row.id, until.get(destination(row))!)
+      for (const { outcome, row } of failed) retryAt.set(row.id, until.get(destinationOf(row, outcome))!)
       return retryAt
     })
 

@@ -15,9 +15,9 @@ import * as StaleRecovery from "../../StaleRecovery.ts"
 import * as StartupCheck from "../../StartupCheck.ts"
 import { StorageLocation } from "../../StorageLocation.ts"
 import { DefaultExpiredPolicy } from "../consumer/options.ts"
-import * as Jobs from "../jobs.ts"
 import * as Engine from "./engine.ts"
 import * as Groups from "./groups.ts"
+import * as HealthSampling from "./healthSampling.ts"
 import * as HealthServer from "./healthServer.ts"
 import * as Sampling from "./sampling.ts"
 import * as UnknownVariables from "./unknownVariables.ts"
@@ -95,13 +95,13 @@ export const start = <R>(settings: Settings, declared: ReadonlyArray<ConsumerDec
       },
       { timeout: settings.health.timeout }
     )
-    // The checks as gauges, on the same interval as the other samples.
-    if (settings.metricsInterval !== false) {
-      yield* Effect.forkScoped(Jobs.every(settings.metricsInterval, Effect.flatMap(health.ready, Health.record)))
-    }
+    // The checks as gauges, on the same interval as the other samples, from the first time
+    // health is asked for: at once when the health server runs.
+    const sampling = yield* HealthSampling.make(health, settings.metricsInterval)
     const healthPort =
       settings.health.port === undefined
         ? undefined
         : (yield* HealthServer.serve(health, { port: settings.health.port, host: settings.health.host })).port
-    return { settings, relays, consumers, health, healthPort }
+    if (healthPort !== undefined) yield* sampling.start
+    return { settings, relays, consumers, health: sampling.health, healthPort }
   })
