@@ -6,6 +6,7 @@
  * @since 0.1.0
  */
 export * as Admin from "./Admin.ts"
+export * as BatchHandoff from "./BatchHandoff.ts"
 export * as BrokerRetry from "./BrokerRetry.ts"
 export * as ClientConfig from "./ClientConfig.ts"
 export * as CommitFilter from "./CommitFilter.ts"
