@@ -11,6 +11,7 @@ import type { ConsumerRecord } from "@effect-outbox/core/ConsumerSource"
 import { ConsumerSourceError } from "@effect-outbox/core/Errors"
 import { type PositionedRead, positionedRange, TopicReader } from "@effect-outbox/core/TopicReader"
 import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
 import * as Stream from "effect/Stream"
 import type { Protocol } from "./KafkaProtocol.ts"
@@ -60,6 +61,33 @@ export const fromCallbacks = (
         yield* Effect.addFinalizer(() => Queue.shutdown(queue))
       }),
     { bufferSize, strategy: "suspend" }
+  )
+
+/**
+ * The records of `ranges`, each read by repeated `fetch`es from its start: a fetch answers the
+ * records found from `from` and the offset to fetch next; one that makes no progress ends its range.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const paged = <E>(
+  ranges: ReadonlyArray<Range>,
+  fetch: (
+    range: Range,
+    from: bigint
+  ) => Effect.Effect<{ readonly records: ReadonlyArray<ConsumerRecord>; readonly next: bigint }, E>
+): Stream.Stream<ConsumerRecord, E> =>
+  Stream.fromIterable(ranges).pipe(
+    Stream.flatMap((range) =>
+      Stream.paginate(range.start, (from) =>
+        from >= range.end
+          ? Effect.succeed([[] as ReadonlyArray<ConsumerRecord>, Option.none<bigint>()] as const)
+          : Effect.map(fetch(range, from), ({ next, records }) => {
+              const more = next > from && next < range.end ? Option.some(next) : Option.none<bigint>()
+              return [records, more] as const
+            })
+      )
+    )
   )
 
 const within = (

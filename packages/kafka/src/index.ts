@@ -6,11 +6,13 @@
  * @since 0.1.0
  */
 export * as Admin from "./Admin.ts"
+export * as BatchHandoff from "./BatchHandoff.ts"
 export * as BrokerRetry from "./BrokerRetry.ts"
 export * as ClientConfig from "./ClientConfig.ts"
 export * as CommitFilter from "./CommitFilter.ts"
 export * as ConsumerOptions from "./ConsumerOptions.ts"
 export * as GroupSubscription from "./GroupSubscription.ts"
+export * as HeldBatches from "./HeldBatches.ts"
 export * as KafkaDriver from "./KafkaDriver.ts"
 export * as KafkaProtocol from "./KafkaProtocol.ts"
 export * as Layouts from "./Layouts.ts"

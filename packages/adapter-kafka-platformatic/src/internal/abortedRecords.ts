@@ -59,29 +59,41 @@ export const committedBatches = <B extends Batch>(partition: FetchedPartition<B>
   })
 }
 
-/** Filters every partition of a read_committed fetch response in place. */
-export const dropAborted = <R>(response: R): R => {
+/** Every partition of a fetch response with its records replaced by `records(partition)`, in place. */
+export const eachPartition = <R>(response: R, records: (partition: FetchedPartition) => Array<Batch>): R => {
   for (const topic of (response as FetchResponseLike).responses ?? []) {
-    for (const partition of topic.partitions) {
-      if (partition.records) partition.records = committedBatches(partition)
-    }
+    for (const partition of topic.partitions) if (partition.records) partition.records = records(partition)
   }
   return response
 }
 
+/** Filters every partition of a read_committed fetch response in place. */
+export const dropAborted = <R>(response: R): R => eachPartition(response, committedBatches)
+
 /**
- * Makes `consumer.fetch` (which its message streams call) apply `dropAborted` to every response
- * after the client's own filter. Only the instance is patched.
+ * Makes `consumer.fetch` (which its message streams call, with a callback or for a promise) pass
+ * every answer through what `settle(options)` returns when the fetch is asked for (default
+ * `dropAborted`, after the client's own filter); when it returns `undefined` the fetch is not sent
+ * and answers `{ responses: [] }`. Only the instance is patched.
  */
-export const patchFetch = (consumer: Consumer): void => {
+export const patchFetch = (
+  consumer: Pick<Consumer, "fetch">,
+  settle: (options: unknown) => ((response: unknown) => unknown) | undefined = () => dropAborted
+): void => {
   const original = consumer.fetch.bind(consumer) as (options: unknown, callback?: unknown) => unknown
   const patched = (options: unknown, callback?: (error: unknown, response?: unknown) => void) => {
+    const after = settle(options)
+    if (after === undefined) {
+      if (typeof callback !== "function") return Promise.resolve({ responses: [] })
+      process.nextTick(() => callback(null, { responses: [] }))
+      return undefined
+    }
     if (typeof callback === "function") {
       return original(options, (error: unknown, response?: unknown) =>
-        callback(error, error || response === undefined ? response : dropAborted(response))
+        callback(error, error || response === undefined ? response : after(response))
       )
     }
-    return (original(options) as Promise<unknown>).then(dropAborted)
+    return (original(options) as Promise<unknown>).then(after)
   }
   ;(consumer as unknown as { fetch: typeof patched }).fetch = patched
 }

@@ -10,6 +10,7 @@
  *
  * @internal
  */
+import { eachPartition, patchFetch } from "./abortedRecords.ts"
 import type { AnyConsumer, State } from "./handoff.ts"
 
 /** The membership a fetch was sent under. */
@@ -21,10 +22,6 @@ interface Asked {
 
 interface FetchOptionsLike {
   readonly topics?: ReadonlyArray<{ readonly partitions: ReadonlyArray<{ readonly fetchOffset?: bigint }> }>
-}
-
-interface FetchResponseLike {
-  readonly responses: ReadonlyArray<{ readonly partitions: ReadonlyArray<{ records?: Array<unknown> | null }> }>
 }
 
 const asked = (consumer: AnyConsumer, state: State): Asked => ({
@@ -45,14 +42,7 @@ export const deliverable = (consumer: AnyConsumer, state: State, sent: Asked): b
   sent.memberId === consumer.memberId
 
 /** Every partition of a fetch response without its records, in place. */
-export const emptied = <R>(response: R): R => {
-  for (const topic of (response as FetchResponseLike).responses ?? []) {
-    for (const partition of topic.partitions) {
-      if (partition.records) partition.records = []
-    }
-  }
-  return response
-}
+export const emptied = <R>(response: R): R => eachPartition(response, () => [])
 
 /**
  * Whether the stream built this fetch while a join had cleared its positions: the stream checks
@@ -63,29 +53,14 @@ export const emptied = <R>(response: R): R => {
 const lacksOffset = (options: unknown): boolean =>
   (options as FetchOptionsLike).topics?.some((t) => t.partitions.some((p) => p.fetchOffset === undefined)) === true
 
-/** The answer to a fetch not sent: nothing, and the stream fetches again once the join's refresh is done. */
-const nothing = () => ({ responses: [] })
-
 /**
  * Makes `consumer.fetch` (which its message streams call) empty an answer that is not
- * `deliverable`, and answer a fetch that lacks an offset with nothing. Only the instance is patched; call it after the consumer is made, before it joins.
+ * `deliverable`, and answer a fetch that lacks an offset with nothing (the stream fetches again
+ * once the join's refresh is done). Call it after the consumer is made, before it joins.
  */
-export const guardFetch = (consumer: AnyConsumer, state: State): void => {
-  const original = consumer.fetch.bind(consumer) as (options: unknown, callback?: unknown) => unknown
-  const patched = (options: unknown, callback?: (error: unknown, response?: unknown) => void) => {
-    if (lacksOffset(options)) {
-      if (typeof callback !== "function") return Promise.resolve(nothing())
-      process.nextTick(() => callback(null, nothing()))
-      return undefined
-    }
+export const guardFetch = (consumer: AnyConsumer, state: State): void =>
+  patchFetch(consumer, (options) => {
+    if (lacksOffset(options)) return undefined
     const sent = asked(consumer, state)
-    const settle = (response: unknown) => (deliverable(consumer, state, sent) ? response : emptied(response))
-    if (typeof callback === "function") {
-      return original(options, (error: unknown, response?: unknown) =>
-        callback(error, error || response === undefined ? response : settle(response))
-      )
-    }
-    return (original(options) as Promise<unknown>).then(settle)
-  }
-  ;(consumer as unknown as { fetch: typeof patched }).fetch = patched
-}
+    return (response) => (deliverable(consumer, state, sent) ? response : emptied(response))
+  })

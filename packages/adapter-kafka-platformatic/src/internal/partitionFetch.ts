@@ -6,10 +6,10 @@
  */
 import type { ConsumerRecord } from "@effect-outbox/core/ConsumerSource"
 import type { PartitionBounds, Range } from "@effect-outbox/kafka/Probe"
+import * as TopicRead from "@effect-outbox/kafka/TopicRead"
 import type { Consumer } from "@platformatic/kafka"
 import * as Effect from "effect/Effect"
-import * as Option from "effect/Option"
-import * as Stream from "effect/Stream"
+import type * as Stream from "effect/Stream"
 import { brokerCall } from "../PlatformaticRetry.ts"
 import { committedBatches } from "./abortedRecords.ts"
 import { headersOf } from "./records.ts"
@@ -133,15 +133,4 @@ export const readRanges = (
   isolation: Isolation,
   fetchBytes = 1_048_576
 ): Stream.Stream<ConsumerRecord, unknown> =>
-  Stream.fromIterable(ranges).pipe(
-    Stream.flatMap((range) =>
-      Stream.paginate(range.start, (from) =>
-        from >= range.end
-          ? Effect.succeed([[] as ReadonlyArray<ConsumerRecord>, Option.none<bigint>()] as const)
-          : Effect.map(fetchOnce(consumer, topic, range, from, fetchBytes, isolation), ({ next, records }) => {
-              const more = next > from && next < range.end ? Option.some(next) : Option.none<bigint>()
-              return [records, more] as const
-            })
-      )
-    )
-  )
+  TopicRead.paged(ranges, (range, from) => fetchOnce(consumer, topic, range, from, fetchBytes, isolation))
