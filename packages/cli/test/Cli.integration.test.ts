@@ -27,9 +27,9 @@ import * as Stream from "effect/Stream"
 import * as SqlClient from "effect/sql/SqlClient"
 import * as TestConsole from "effect/testing/TestConsole"
 import * as Cli from "../src/Cli.ts"
+import { brokers, deleteTopics, poisonLetters } from "./support/kafka.ts"
 
 const databaseUrl = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres"
-const brokers = process.env.KAFKA_BROKERS ?? "127.0.0.1:9092"
 
 /** A fresh migrated schema with the library's services on it, dropped afterwards. */
 const fixture = Effect.gen(function* () {
@@ -498,21 +498,7 @@ describe("effect-outbox CLI", () => {
         )
       )
       const ids = ["0190a0a0-0000-7000-8000-00000000000a", "0190a0a0-0000-7000-8000-00000000000b"] as Array<EventId>
-      const letters = yield* Effect.forEach(ids, (id, i) =>
-        DeadLetter.toPublishRequest(
-          {
-            topic,
-            partition: 0,
-            offset: String(i),
-            key: `k${i}`,
-            headers: { "event-id": id },
-            value: jsonPayload({ broken: i }),
-            timestamp: Date.now()
-          },
-          dlt,
-          { error: new Error(`poison ${i}`), attempts: 1, classification: "permanent", consumerGroup: "billing" }
-        )
-      )
+      const letters = yield* poisonLetters(topic, dlt, ids)
       yield* inKafka(Publisher.use((p) => p.publish(letters)))
 
       const list = yield* f.cli("dlt", "list", dlt)
@@ -565,21 +551,7 @@ describe("effect-outbox CLI", () => {
       // The outbox knows the topic (status lists the DLTs of the outbox's topics).
       yield* f.use(enqueue(topic, 1))
       const ids = [0, 1, 2].map((i) => `0190a0a0-0000-7000-8000-00000000001${i}` as EventId)
-      const letters = yield* Effect.forEach(ids, (id, i) =>
-        DeadLetter.toPublishRequest(
-          {
-            topic,
-            partition: 0,
-            offset: String(i),
-            key: `k${i}`,
-            headers: { "event-id": id },
-            value: jsonPayload({ broken: i }),
-            timestamp: Date.now()
-          },
-          dlt,
-          { error: new Error(`poison ${i}`), attempts: 1, classification: "permanent", consumerGroup: "billing" }
-        )
-      )
+      const letters = yield* poisonLetters(topic, dlt, ids)
       yield* inKafka(Publisher.use((p) => p.publish(letters)))
       const depth = Effect.map(f.cli("status", "--dead-letters", "--json"), (r) => {
         assert.isTrue(r.ok, r.err)
@@ -609,17 +581,6 @@ describe("effect-outbox CLI", () => {
     })
   )
 })
-
-const deleteTopics = async (topics: ReadonlyArray<string>) => {
-  const { default: Kafkajs } = await import("kafkajs")
-  const admin = new Kafkajs.Kafka({ brokers: brokers.split(","), logLevel: Kafkajs.logLevel.NOTHING }).admin()
-  await admin.connect()
-  try {
-    await admin.deleteTopics({ topics: [...topics] })
-  } finally {
-    await admin.disconnect()
-  }
-}
 
 describe("effect-outbox parked", () => {
   it.live("parked list and release: keys head first; release asks the owning consumer (dry run unless --execute)", () =>

@@ -9,9 +9,8 @@ import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
 import * as KafkaOutbox from "@effect-outbox/adapter-kafka/KafkaOutbox"
 import { BrokerAdmin } from "@effect-outbox/core/BrokerAdmin"
-import * as DeadLetter from "@effect-outbox/core/DeadLetter"
 import * as DeadLetterDepth from "@effect-outbox/core/DeadLetterDepth"
-import { type EventId, jsonPayload } from "@effect-outbox/core/OutboxMessage"
+import type { EventId } from "@effect-outbox/core/OutboxMessage"
 import { Publisher } from "@effect-outbox/core/Publisher"
 import type * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
@@ -20,19 +19,7 @@ import * as Logger from "effect/Logger"
 import * as Option from "effect/Option"
 import * as TestConsole from "effect/testing/TestConsole"
 import * as Cli from "../src/Cli.ts"
-
-const brokers = process.env.KAFKA_BROKERS ?? "127.0.0.1:9092"
-
-const deleteTopics = async (topics: ReadonlyArray<string>) => {
-  const { default: Kafkajs } = await import("kafkajs")
-  const admin = new Kafkajs.Kafka({ brokers: brokers.split(","), logLevel: Kafkajs.logLevel.NOTHING }).admin()
-  await admin.connect()
-  try {
-    await admin.deleteTopics({ topics: [...topics] })
-  } finally {
-    await admin.disconnect()
-  }
-}
+import { brokers, deleteTopics, poisonLetters } from "./support/kafka.ts"
 
 /** A topic and its dead-letter topic holding three letters at 0/0, 0/1, 0/2; the CLI on them. */
 const fixture = Effect.gen(function* () {
@@ -53,21 +40,7 @@ const fixture = Effect.gen(function* () {
     )
   )
   const ids = [0, 1, 2].map((i) => `0190a0a0-0000-7000-8000-00000000002${i}` as EventId)
-  const letters = yield* Effect.forEach(ids, (id, i) =>
-    DeadLetter.toPublishRequest(
-      {
-        topic,
-        partition: 0,
-        offset: String(i),
-        key: `k${i}`,
-        headers: { "event-id": id },
-        value: jsonPayload({ broken: i }),
-        timestamp: Date.now()
-      },
-      dlt,
-      { error: new Error(`poison ${i}`), attempts: 1, classification: "permanent", consumerGroup: "billing" }
-    )
-  )
+  const letters = yield* poisonLetters(topic, dlt, ids)
   yield* inKafka(Publisher.use((p) => p.publish(letters)))
   const logs: Array<string> = []
   const logger = Logger.make(

@@ -24,21 +24,10 @@ import * as Stream from "effect/Stream"
 import * as SqlClient from "effect/sql/SqlClient"
 import * as TestConsole from "effect/testing/TestConsole"
 import * as Cli from "../src/Cli.ts"
+import { brokers, deleteTopics } from "./support/kafka.ts"
 
 const logicalUrl = process.env.LOGICAL_DATABASE_URL ?? "postgres://postgres@127.0.0.1:25433/postgres"
-const brokers = process.env.KAFKA_BROKERS ?? "127.0.0.1:9092"
 const suffix = () => randomUUID().replaceAll("-", "").slice(0, 12)
-
-const deleteTopics = async (topics: ReadonlyArray<string>) => {
-  const { default: Kafkajs } = await import("kafkajs")
-  const admin = new Kafkajs.Kafka({ brokers: brokers.split(","), logLevel: Kafkajs.logLevel.NOTHING }).admin()
-  await admin.connect()
-  try {
-    await admin.deleteTopics({ topics: [...topics] })
-  } finally {
-    await admin.disconnect()
-  }
-}
 
 /** A schema of its own, migrated; topics of its own on the broker; the CLI with captured output and logs. */
 const fixture = (topics: ReadonlyArray<string>) =>

@@ -11,7 +11,6 @@ import { PgClient } from "@effect/sql-pg"
 import * as KafkaOutbox from "@effect-outbox/adapter-kafka/KafkaOutbox"
 import * as PgOutbox from "@effect-outbox/adapter-pg/PgOutbox"
 import { BrokerAdmin } from "@effect-outbox/core/BrokerAdmin"
-import * as DeadLetter from "@effect-outbox/core/DeadLetter"
 import * as Outbox from "@effect-outbox/core/Outbox"
 import { type EventId, jsonPayload } from "@effect-outbox/core/OutboxMessage"
 import { OutboxStore } from "@effect-outbox/core/OutboxStore"
@@ -29,9 +28,9 @@ import * as SqlClient from "effect/sql/SqlClient"
 import { type Browser, chromium, type Page } from "playwright-core"
 import { afterAll, assert, beforeAll, describe, it } from "vitest"
 import * as Dashboard from "../src/Dashboard.ts"
+import { brokers, deleteTopics, poisonLetters } from "./support/kafka.ts"
 
 const databaseUrl = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres"
-const brokers = process.env.KAFKA_BROKERS ?? "127.0.0.1:9092"
 const executablePath = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium"
 // The overview's screenshot; `DASHBOARD_SCREENSHOT=docs/dashboard.png` refreshes the one the docs show.
 const screenshotPath = process.env.DASHBOARD_SCREENSHOT ?? join(tmpdir(), "effect-outbox-dashboard.png")
@@ -290,21 +289,7 @@ describe("effect-outbox dashboard (chromium)", () => {
       await d.run(enqueue(topic, 1)) // the outbox knows the topic
       const ids = [0, 1].map(() => randomUUID())
       const letters = await d.run(
-        Effect.forEach(ids, (id, i) =>
-          DeadLetter.toPublishRequest(
-            {
-              topic,
-              partition: 0,
-              offset: String(i),
-              key: `k${i}`,
-              headers: { "event-id": id },
-              value: jsonPayload({ broken: i }),
-              timestamp: Date.now()
-            },
-            dlt,
-            { error: new TypeError(`poison ${i}`), attempts: 3, classification: "permanent", consumerGroup: "billing" }
-          )
-        )
+        poisonLetters(topic, dlt, ids, { attempts: 3, error: (i) => new TypeError(`poison ${i}`) })
       )
       await d.run(Publisher.use((p) => p.publish(letters)))
 
@@ -489,14 +474,3 @@ describe("effect-outbox dashboard (chromium)", () => {
     }
   })
 })
-
-const deleteTopics = async (topics: ReadonlyArray<string>) => {
-  const { default: Kafkajs } = await import("kafkajs")
-  const admin = new Kafkajs.Kafka({ brokers: brokers.split(","), logLevel: Kafkajs.logLevel.NOTHING }).admin()
-  await admin.connect()
-  try {
-    await admin.deleteTopics({ topics: [...topics] })
-  } finally {
-    await admin.disconnect()
-  }
-}

@@ -27,9 +27,9 @@ import * as SqlClient from "effect/sql/SqlClient"
 import { assert, describe, it } from "vitest"
 import * as Dashboard from "../src/Dashboard.ts"
 import * as Operations from "../src/Operations.ts"
+import { brokers, deleteTopics } from "./support/kafka.ts"
 
 const databaseUrl = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres"
-const brokers = process.env.KAFKA_BROKERS ?? "127.0.0.1:9092"
 const token = "a-dead-letter-dashboard-token"
 const bearer = { authorization: `Bearer ${token}` }
 
@@ -125,17 +125,6 @@ const formBody = (form: Record<string, string | ReadonlyArray<string>>) => {
 }
 
 const csrfOf = (page: string) => /name="csrf" value="([^"]+)"/.exec(page)?.[1]
-
-const deleteTopics = async (topics: ReadonlyArray<string>) => {
-  const { default: Kafkajs } = await import("kafkajs")
-  const admin = new Kafkajs.Kafka({ brokers: brokers.split(","), logLevel: Kafkajs.logLevel.NOTHING }).admin()
-  await admin.connect()
-  try {
-    await admin.deleteTopics({ topics: [...topics] })
-  } finally {
-    await admin.disconnect()
-  }
-}
 
 /** A topic's `retention.ms`, as the broker reports it. */
 const retentionOf = async (topic: string) => {
