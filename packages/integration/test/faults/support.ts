@@ -46,15 +46,15 @@ export const here = dirname(fileURLToPath(import.meta.url))
 export const repoRoot = join(here, "..", "..", "..", "..")
 
 /**
- * The port of a private broker or cluster a fault file starts: `process.env[name]` when set, else
- * `base` shifted by 1000 per vitest worker (`VITEST_POOL_ID`), so that two files running side by
- * side never start, stop or wipe each other's private services.
+ * The port of a private broker or cluster a fault file starts: `process.env[name]`, else `base`,
+ * shifted by 1000 per vitest worker (`VITEST_POOL_ID`), so that two files running side by side
+ * never start, stop or wipe each other's private services, whether or not the port is set.
  */
 export const privatePort = (name: string, base: number): number => {
   const configured = process.env[name]
-  if (configured !== undefined && configured !== "") return Number(configured)
+  const port = configured !== undefined && configured !== "" ? Number(configured) : base
   const worker = Number(process.env.VITEST_POOL_ID ?? 1)
-  return base + 1000 * (Number.isInteger(worker) && worker > 1 ? worker - 1 : 0)
+  return port + 1000 * (Number.isInteger(worker) && worker > 1 ? worker - 1 : 0)
 }
 export const databaseUrl = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres"
 export const sharedBrokers = (process.env.KAFKA_BROKERS ?? "127.0.0.1:9092").split(",").map((b) => b.trim())
