@@ -38,6 +38,7 @@ import { Publisher } from "../src/Publisher.ts"
 import * as Telemetry from "../src/Telemetry.ts"
 import { type PositionedRead, TopicReader } from "../src/TopicReader.ts"
 import * as Transition from "../src/Transition.ts"
+import { committedOffset, eventually } from "./support/consumerTest.ts"
 
 // -- fixtures ---------------------------------------------------------------------------------
 
@@ -105,24 +106,6 @@ const outboxRow = (n: number, status: "DISPATCHING" | "PUBLISHED") =>
 
 const statusOf = (n: number) =>
   Effect.flatMap(InMemoryDatabase.InMemoryDatabase, (db) => InMemoryDatabase.statusOf(db, id(n)))
-
-const committedOffset = (groupId: string, partition = 0) =>
-  Effect.gen(function* () {
-    const broker = yield* InMemoryBroker.InMemoryBroker
-    const commits = yield* broker.committed(groupId)
-    return commits.find((c) => c.topic === "orders" && c.partition === partition)?.offset
-  })
-
-/** Lets the background consumer run (and the TestClock move) until `check` holds. */
-const eventually = <E, R>(label: string, check: Effect.Effect<boolean, E, R>) =>
-  Effect.gen(function* () {
-    for (let i = 0; i < 500; i++) {
-      if (yield* check) return
-      yield* Effect.yieldNow
-      yield* TestClock.adjust("50 millis")
-    }
-    assert.fail(`timed out waiting until ${label}`)
-  })
 
 /** Closes a scope while the TestClock keeps moving (shutdown may wait on retries' sleeps). */
 const closeScope = (scope: Scope.Closeable) =>

@@ -4,7 +4,6 @@ import * as InMemoryDatabase from "@effect-outbox/testing/InMemoryDatabase"
 import * as InMemoryParkedStore from "@effect-outbox/testing/InMemoryParkedStore"
 import * as InMemoryTopicReader from "@effect-outbox/testing/InMemoryTopicReader"
 import * as Deferred from "effect/Deferred"
-import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
@@ -18,9 +17,9 @@ import * as Consumer from "../src/Consumer.ts"
 import * as Inbox from "../src/Inbox.ts"
 import type { EventId } from "../src/OutboxMessage.ts"
 import { jsonPayload } from "../src/OutboxMessage.ts"
-import { ParkedStore } from "../src/ParkedStore.ts"
 import { Publisher } from "../src/Publisher.ts"
 import * as Telemetry from "../src/Telemetry.ts"
+import { committedOffset, eventually } from "./support/consumerTest.ts"
 
 // -- fixtures ---------------------------------------------------------------------------------
 
@@ -54,24 +53,6 @@ const send = (n: number, key: string, partition = 0) =>
       { id: id(n), topic: "orders", key, partition, headers: { "event-id": id(n) }, payload: jsonPayload({ n }) }
     ])
     assert.strictEqual(outcome!._tag, "Success")
-  })
-
-const committedOffset = (partition = 0) =>
-  Effect.gen(function* () {
-    const broker = yield* InMemoryBroker.InMemoryBroker
-    const commits = yield* broker.committed("billing")
-    return commits.find((c) => c.topic === "orders" && c.partition === partition)?.offset
-  })
-
-/** Lets the background consumer run (and the TestClock move) until `check` holds. */
-const eventually = <E, R>(label: string, check: Effect.Effect<boolean, E, R>, step: Duration.Input = "50 millis") =>
-  Effect.gen(function* () {
-    for (let i = 0; i < 500; i++) {
-      if (yield* check) return
-      yield* Effect.yieldNow
-      yield* TestClock.adjust(step)
-    }
-    assert.fail(`timed out waiting until ${label}`)
   })
 
 const settle = Effect.gen(function* () {
@@ -141,7 +122,7 @@ for (const transaction of ["per-record", "per-batch"] as const) {
         })
         yield* eventually(
           "the partition is committed to its end",
-          Effect.map(committedOffset(), (o) => o === "60"),
+          Effect.map(committedOffset("billing"), (o) => o === "60"),
           "250 millis"
         )
         assert.strictEqual(watch.finished.length, 60)
@@ -170,11 +151,11 @@ for (const transaction of ["per-record", "per-batch"] as const) {
         assert.deepStrictEqual(watch.started.get("slow"), [0])
         yield* settle
         // The lowest unfinished offset is 0: nothing is committed past it.
-        assert.strictEqual(yield* committedOffset(), "0")
+        assert.strictEqual(yield* committedOffset("billing"), "0")
         yield* Deferred.succeed(gate, undefined)
         yield* eventually(
           "the partition is committed to its end",
-          Effect.map(committedOffset(), (o) => o === "12")
+          Effect.map(committedOffset("billing"), (o) => o === "12")
         )
         assert.deepStrictEqual(watch.started.get("slow"), [0, 1])
       }).pipe(Effect.scoped, Effect.provide(layer()))
@@ -207,7 +188,7 @@ for (const transaction of ["per-record", "per-batch"] as const) {
         assert.deepStrictEqual(watch.started.get("flaky"), [0])
         yield* eventually(
           "everything is committed",
-          Effect.map(committedOffset(), (o) => o === "8"),
+          Effect.map(committedOffset("billing"), (o) => o === "8"),
           "1 second"
         )
         assert.deepStrictEqual(watch.started.get("flaky"), [0, 0, 0, 1])
@@ -247,7 +228,7 @@ describe("Consumer key concurrency: window, parking, revocation, shutdown", () =
       yield* Deferred.succeed(gate, undefined)
       yield* eventually(
         "the partition is committed to its end",
-        Effect.map(committedOffset(), (o) => o === "10")
+        Effect.map(committedOffset("billing"), (o) => o === "10")
       )
       yield* TestClock.adjust("1 second")
       const after = yield* Metric.value(Metric.withAttributes(Telemetry.consumerHeldRecords, attributes))
@@ -280,7 +261,7 @@ describe("Consumer key concurrency: window, parking, revocation, shutdown", () =
       assert.deepStrictEqual(watch.started.get("a"), [0])
       assert.deepStrictEqual(yield* consumer.parked, [{ topic: "orders", partition: 0, key: "a", offsets: ["1", "3"] }])
       // Parked in memory, record 1 is unfinished: the commit stops below it.
-      assert.strictEqual(yield* committedOffset(), "1")
+      assert.strictEqual(yield* committedOffset("billing"), "1")
       assert.strictEqual(
         (yield* InMemoryBroker.InMemoryBroker.pipe(Effect.flatMap((b) => b.records("orders.DLT")))).length,
         1
@@ -291,7 +272,7 @@ describe("Consumer key concurrency: window, parking, revocation, shutdown", () =
       yield* send(5, "a")
       yield* eventually(
         "the partition is committed to its end",
-        Effect.map(committedOffset(), (o) => o === "6")
+        Effect.map(committedOffset("billing"), (o) => o === "6")
       )
       assert.deepStrictEqual(watch.started.get("a"), [0, 1, 3, 5])
       assert.strictEqual(watch.maxPerKey, 1)
@@ -313,7 +294,7 @@ describe("Consumer key concurrency: window, parking, revocation, shutdown", () =
       })
       yield* eventually(
         "everything but the parked key is committed",
-        Effect.map(committedOffset(), (o) => o === "8")
+        Effect.map(committedOffset("billing"), (o) => o === "8")
       )
       assert.deepStrictEqual(yield* consumer.parked, [{ topic: "orders", partition: 0, key: "a", offsets: ["0", "1"] }])
       broken = false
@@ -354,7 +335,7 @@ describe("Consumer key concurrency: window, parking, revocation, shutdown", () =
         yield* Deferred.succeed(gateA, undefined)
         yield* eventually(
           "B committed the partition's end",
-          Effect.map(committedOffset(), (o) => o === "20")
+          Effect.map(committedOffset("billing"), (o) => o === "20")
         )
         assert.deepStrictEqual(
           [...startsA].sort((x, y) => x - y),
@@ -385,7 +366,7 @@ describe("Consumer key concurrency: window, parking, revocation, shutdown", () =
         "the consumer stopped",
         Effect.map(Fiber.await(closing).pipe(Effect.timeoutOption(0)), (o) => o._tag === "Some")
       )
-      const committed = Number(yield* committedOffset())
+      const committed = Number(yield* committedOffset("billing"))
       // The three running records finished; nothing after them was started.
       assert.strictEqual(watch.finished.length, 3)
       assert.strictEqual(committed, 3)
@@ -407,7 +388,7 @@ describe("Consumer key concurrency: transactions and keys", () => {
       })
       yield* eventually(
         "the partition is committed to its end",
-        Effect.map(committedOffset(), (o) => o === "12")
+        Effect.map(committedOffset("billing"), (o) => o === "12")
       )
       // One fetched batch of 12 records over 3 keys: three transactions, four records each.
       assert.strictEqual((yield* db.transactions).commits - before.commits, 3)
@@ -439,7 +420,7 @@ describe("Consumer key concurrency: transactions and keys", () => {
       })
       yield* eventually(
         "the partition is committed to its end",
-        Effect.map(committedOffset(), (o) => o === "9"),
+        Effect.map(committedOffset("billing"), (o) => o === "9"),
         "250 millis"
       )
       assert.deepStrictEqual(watch.started.get("null"), [0, 1, 2, 3, 4, 5])

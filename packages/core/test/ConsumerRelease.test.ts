@@ -11,13 +11,13 @@ import * as Option from "effect/Option"
 import * as Ref from "effect/Ref"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
-import * as TestClock from "effect/testing/TestClock"
 import * as Consumer from "../src/Consumer.ts"
 import * as Inbox from "../src/Inbox.ts"
 import type { EventId } from "../src/OutboxMessage.ts"
 import { jsonPayload } from "../src/OutboxMessage.ts"
 import { ParkedStore } from "../src/ParkedStore.ts"
 import { Publisher } from "../src/Publisher.ts"
+import { committedOffset, eventually } from "./support/consumerTest.ts"
 
 // A release of a parked key holds only that key: the partition's other keys keep flowing, and the
 // key's records that arrive during the release run after its parked ones.
@@ -41,23 +41,6 @@ const send = (n: number, key: string) =>
       { id: id(n), topic: "orders", key, partition: 0, headers: { "event-id": id(n) }, payload: jsonPayload({ n }) }
     ])
     assert.strictEqual(outcome!._tag, "Success")
-  })
-
-const committedOffset = Effect.gen(function* () {
-  const broker = yield* InMemoryBroker.InMemoryBroker
-  const commits = yield* broker.committed("billing")
-  return commits.find((c) => c.topic === "orders" && c.partition === 0)?.offset
-})
-
-/** Lets the background consumer run (and the TestClock move) until `check` holds. */
-const eventually = <E, R>(label: string, check: Effect.Effect<boolean, E, R>) =>
-  Effect.gen(function* () {
-    for (let i = 0; i < 500; i++) {
-      if (yield* check) return
-      yield* Effect.yieldNow
-      yield* TestClock.adjust("50 millis")
-    }
-    assert.fail(`timed out waiting until ${label}`)
   })
 
 const modes = [
@@ -135,7 +118,7 @@ describe("Consumer release of a parked key", () => {
             assert.deepStrictEqual(yield* consumer.parked, [])
             yield* eventually(
               "everything is committed",
-              Effect.map(committedOffset, (offset) => offset === "4")
+              Effect.map(committedOffset(), (offset) => offset === "4")
             )
             const store = yield* Effect.serviceOption(ParkedStore)
             if (Option.isSome(store)) assert.deepStrictEqual(yield* store.value.list({ consumer: "billing" }), [])

@@ -20,6 +20,7 @@ import { InboxStore } from "../src/InboxStore.ts"
 import { type EventId, jsonPayload, ORIGINAL_TIMESTAMP_HEADER } from "../src/OutboxMessage.ts"
 import { Publisher } from "../src/Publisher.ts"
 import * as Telemetry from "../src/Telemetry.ts"
+import { eventually } from "./support/consumerTest.ts"
 
 /** Events of 2024-07 (UUIDv7 ids carry their time), far older than "now" (the wall clock). */
 const EVENT_TIME = 0x0190a0a00000
@@ -142,15 +143,6 @@ const send = (n: number) =>
       }
     ])
   )
-const eventually = <E, R>(label: string, check: Effect.Effect<boolean, E, R>) =>
-  Effect.gen(function* () {
-    for (let i = 0; i < 500; i++) {
-      if (yield* check) return
-      yield* Effect.yieldNow
-      yield* TestClock.adjust("50 millis")
-    }
-    assert.fail(`timed out waiting until ${label}`)
-  })
 const makeLayer = () =>
   Layer.mergeAll(
     Inbox.Inbox.layer.pipe(Layer.provideMerge(InMemoryDatabase.layer)),
