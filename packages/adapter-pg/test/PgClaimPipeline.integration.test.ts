@@ -2,7 +2,7 @@
 // earlier batch is still DISPATCHING. The per-key rule alone keeps them apart (a key with a
 // DISPATCHING row is not claimed), and the key's next rows follow in order once the batch is
 // marked. And the claim's candidate scan, which reads the oldest rows first, still fills a batch
-// when those rows belong to a few keys.
+// when those rows belong to a few keys, or to keys whose head waits.
 import { randomUUID } from "node:crypto"
 import { assert, describe, it } from "@effect/vitest"
 import type { EventId, NewOutboxMessage, OutboxMessage } from "@effect-outbox/core/OutboxMessage"
@@ -124,4 +124,32 @@ describe("PgOutboxStore claim under a pipelined relay", () => {
         }).pipe(Effect.provide(StoreLive))
     )
   }
+
+  it.effect(
+    "rows of keys whose head waits (2,000 of them, older than everything else) do not hide the keys behind them",
+    () =>
+      Effect.gen(function* () {
+        const store = yield* OutboxStore
+        const waiting = Array.from({ length: 10 }, (_, i) => `w${i}`)
+        // Each waiting key's head backs off until T0 + 10 s; its 200 younger rows arrived after.
+        yield* store.insert(waiting.map((key) => ({ ...pending(key, 0), availableAt: T0 + 10_000 })))
+        yield* store.insert(Array.from({ length: 200 }, (_, n) => waiting.map((key) => pending(key, n + 1))).flat())
+        yield* store.insert([...Array.from({ length: 12 }, (_, i) => pending(`u${i}`, 1)), pending(null, 1)])
+        const batch = yield* claim("relay#1", 10, 1)
+        assert.deepStrictEqual(texts(batch), [
+          "u0:1",
+          "u1:1",
+          "u2:1",
+          "u3:1",
+          "u4:1",
+          "u5:1",
+          "u6:1",
+          "u7:1",
+          "u8:1",
+          "u9:1"
+        ])
+        const next = yield* claim("relay#2", 10, 1)
+        assert.deepStrictEqual(texts(next), ["u10:1", "u11:1", "-:1"])
+      }).pipe(Effect.provide(StoreLive))
+  )
 })

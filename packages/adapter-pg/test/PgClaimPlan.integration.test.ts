@@ -6,6 +6,7 @@ import * as Layer from "effect/Layer"
 import * as SqlClient from "effect/sql/SqlClient"
 import { candidateHeadsV4, firstFailure, keyHead, keyPrefixUpTo } from "../src/internal/claim.ts"
 import { candidateHeadsV5 } from "../src/internal/claimV5.ts"
+import { candidateWindow } from "../src/internal/claimV6.ts"
 import { countByStatus } from "../src/internal/statuses.ts"
 import { fastStatement } from "../src/internal/transition.ts"
 import * as PgOutboxStore from "../src/PgOutboxStore.ts"
@@ -40,6 +41,8 @@ describe("claim query plans at 100k rows", () => {
           // the live claim's steps: the oldest rows first, then further from where the last one ended
           firstStep: candidateHeadsV5(t, "$1", "210", "true", "0"),
           lastStep: candidateHeadsV5(t, "$1", "3000", "true", "700"),
+          // since migration 16: a window that starts where the one before it ended
+          window: candidateWindow(t, "$1", "3000", "true", "$1 - interval '30 minutes'", "50000"),
           failure: `SELECT ${firstFailure(t, "'user-42'")} -- $1`,
           head: `${keyHead(t, "'user-42'")} -- $1`,
           prefix: keyPrefixUpTo(t, "'user-42'", "$1", "10", "90000"),
@@ -100,7 +103,7 @@ describe("claim query plans at 100k rows", () => {
         // a FAILURE row blocks its key: one entry of the FAILURE index per head
         assert.match(plans["candidates/force_generic_plan"]!, /message_failure_key_idx/)
         assert.match(plans["purge/force_custom_plan"]!, /message_status_idx/)
-        for (const step of ["firstStep", "lastStep"]) {
+        for (const step of ["firstStep", "lastStep", "window"]) {
           assert.match(plans[`${step}/force_generic_plan`]!, /message_pending_idx/)
           assert.match(plans[`${step}/force_generic_plan`]!, /message_pending_key_idx/)
         }

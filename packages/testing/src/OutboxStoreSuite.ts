@@ -85,6 +85,8 @@ const cases: ReadonlyArray<SuiteCase.Case<void, Services, Support.Feature & keyo
   Recovery.concurrentRecoverers,
   Transition.transitionCompareAndSet,
   Transition.transitionChecksLeaseOwner,
+  Transition.waitingHeadTakesItsKey,
+  Transition.claimMovesWaitingKeys,
   Transition.rolledBackTransition,
   Reads.listFilters,
   Reads.listByLastUpdate,

@@ -87,7 +87,20 @@ export const genericStatement = (t: Tables, recordTransitions: boolean) => {
       WHERE m.id = l.id
         AND (l.outcome = 'applied'
              OR (l.outcome = 'already_advanced' AND (r.receipt_partition IS NOT NULL OR r.published_at_ms IS NOT NULL)))
-      RETURNING l.idx, m.status
+      RETURNING l.idx, m.status, m.key, m.seq
+    ), waiting AS (
+      -- A claimed row sent back to wait (a retry or an outage back-off) takes its key's younger
+      -- rows with it: they cannot go before it, and left available they fill the claim's scan.
+      SELECT c.key, min(c.seq) AS seq, max(${fromMillis("r.available_at_ms")}) AS wait_until
+        FROM changed c JOIN locked l ON l.idx = c.idx JOIN req r ON r.idx = c.idx
+       WHERE ${applied} AND l.old_status = 'DISPATCHING' AND c.status = 'PENDING' AND c.key IS NOT NULL
+         AND r.available_at_ms > r.now_ms
+       GROUP BY c.key
+    ), pushed AS (
+      UPDATE ${t.message} y SET available_at = w.wait_until
+        FROM waiting w
+       WHERE y.key = w.key AND y.status = 'PENDING' AND y.seq > w.seq AND y.available_at < w.wait_until
+         AND NOT EXISTS (SELECT 1 FROM req q WHERE q.id = y.id)
     )${history}
     SELECT r.idx, COALESCE(l.outcome, 'rejected') AS outcome, COALESCE(c.status, l.old_status) AS current
       FROM req r LEFT JOIN locked l ON l.idx = r.idx LEFT JOIN changed c ON c.idx = r.idx

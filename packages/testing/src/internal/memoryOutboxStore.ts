@@ -16,7 +16,8 @@ import type {
   OutboxStore,
   StalePage,
   StaleRequest,
-  TransitionOutcome
+  TransitionOutcome,
+  TransitionRequest
 } from "@effect-outbox/core/OutboxStore"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
@@ -133,7 +134,8 @@ const claim =
           })
           return next
         })
-        return { result, touched: result.map((row) => Store.outboxResource(row.id)) }
+        const pushed = pushYounger(store, tx, waitingHeads(rows, request.now), new Set())
+        return { result, touched: [...result.map((row) => Store.outboxResource(row.id)), ...pushed] }
       }
     )
 
@@ -146,6 +148,7 @@ const transition =
       (tx) => {
         const outcomes: Array<TransitionOutcome> = []
         const touched: Array<string> = []
+        const waiting: Waiting = new Map()
         for (const request of requests) {
           const row = Store.readRow(store, tx, request.id)
           const { next, outcome } = CompareAndSet.decide(row, request)
@@ -163,10 +166,70 @@ const transition =
             }
           }
           outcomes.push(outcome)
+          if (outcome.outcome === "applied" && row !== undefined && next !== undefined)
+            noteWaiting(waiting, row, next, request)
         }
+        touched.push(...pushYounger(store, tx, waiting, new Set(requests.map((r) => r.id))))
         return { result: outcomes, touched }
       }
     )
+
+/** A key whose claimed row went back to wait: from which `seq` on, and until when. */
+type Waiting = Map<string, { seq: number; until: number }>
+
+const noteWaiting = (waiting: Waiting, row: OutboxMessage, next: OutboxMessage, request: TransitionRequest) => {
+  const until = request.patch.availableAt
+  if (row.status !== "DISPATCHING" || next.status !== "PENDING" || next.key === null) return
+  if (until === undefined || until <= request.now) return
+  const known = waiting.get(next.key)
+  waiting.set(next.key, {
+    seq: Math.min(known?.seq ?? next.seq, next.seq),
+    until: Math.max(known?.until ?? until, until)
+  })
+}
+
+/**
+ * The keys whose head (first `PENDING` row) is not yet available and of which nothing is
+ * `DISPATCHING`, from rows in `seq` order: a claim moves their younger rows up to the head's
+ * `availableAt`, as the PostgreSQL store's claim does for the waiting keys its scan meets.
+ */
+const waitingHeads = (rows: ReadonlyArray<OutboxMessage>, now: number): Waiting => {
+  const waiting: Waiting = new Map()
+  const seen = new Set<string>()
+  for (const row of rows) {
+    if (row.key === null) continue
+    if (row.status === "DISPATCHING") {
+      waiting.delete(row.key)
+      seen.add(row.key)
+    } else if (row.status === "PENDING" && !seen.has(row.key)) {
+      seen.add(row.key)
+      if (row.availableAt > now) waiting.set(row.key, { seq: row.seq, until: row.availableAt })
+    }
+  }
+  return waiting
+}
+
+/**
+ * As the PostgreSQL store does: a claimed row sent back to wait takes its key's younger `PENDING`
+ * rows with it (their `availableAt` moves up to its own), since they cannot go before it.
+ */
+const pushYounger = (
+  store: Store.Store,
+  tx: Store.Transaction | undefined,
+  waiting: Waiting,
+  requested: ReadonlySet<string>
+) => {
+  if (waiting.size === 0) return []
+  const touched: Array<string> = []
+  for (const row of Store.visibleRows(store, tx)) {
+    const w = row.key === null ? undefined : waiting.get(row.key)
+    if (w === undefined || row.status !== "PENDING" || row.seq <= w.seq || row.availableAt >= w.until) continue
+    if (requested.has(row.id) || Store.isLockedByOther(store, tx, Store.outboxResource(row.id))) continue
+    Store.writeRow(store, tx, { ...row, availableAt: w.until })
+    touched.push(Store.outboxResource(row.id))
+  }
+  return touched
+}
 
 const acquireRecoveryLease =
   ({ store }: Engine): OutboxStore["Service"]["acquireRecoveryLease"] =>

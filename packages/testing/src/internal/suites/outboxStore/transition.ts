@@ -121,6 +121,88 @@ export const transitionChecksLeaseOwner: Case = {
     })
 }
 
+export const waitingHeadTakesItsKey: Case = {
+  name: "a claimed row sent back to wait takes its key's younger PENDING rows with it, and nothing else",
+  run: () =>
+    Effect.gen(function* () {
+      const store = yield* OutboxStore
+      const messages = yield* newMessages([
+        { key: "a" },
+        { key: "a" },
+        { key: "a" },
+        { key: "b" },
+        { key: null },
+        // delivered later on purpose: a back-off never brings it forward
+        { key: "a", availableAt: T0 + 500 }
+      ])
+      const [a1, a2, a3, b1, loose, aLater] = messages
+      yield* store.insert(messages)
+      const claimed = yield* store.claim(claimRequest({ owner: "relay-1", maxPerKey: 1 }))
+      assert.deepStrictEqual(ids(claimed), [a1!.id, b1!.id, loose!.id])
+      // a1 and the key-less row back off until T0 + 100; b1 goes back at once (no wait)
+      yield* store.transition([
+        {
+          id: a1!.id,
+          from: ["DISPATCHING"],
+          to: "PENDING",
+          leaseOwner: "relay-1",
+          patch: { availableAt: T0 + 100, lease: null },
+          now: T0 + 1
+        },
+        {
+          id: loose!.id,
+          from: ["DISPATCHING"],
+          to: "PENDING",
+          leaseOwner: "relay-1",
+          patch: { availableAt: T0 + 100, lease: null },
+          now: T0 + 1
+        },
+        { id: b1!.id, from: ["DISPATCHING"], to: "PENDING", leaseOwner: "relay-1", patch: { lease: null }, now: T0 + 1 }
+      ])
+      const availableAt = (id: string) =>
+        Effect.map(store.get(id as typeof a1.id), (row) => Option.getOrThrow(row).availableAt)
+      assert.strictEqual(yield* availableAt(a1!.id), T0 + 100)
+      assert.strictEqual(yield* availableAt(a2!.id), T0 + 100)
+      assert.strictEqual(yield* availableAt(a3!.id), T0 + 100)
+      assert.strictEqual(yield* availableAt(aLater!.id), T0 + 500)
+      assert.strictEqual(yield* availableAt(b1!.id), T0)
+      // the key's rows come back together, in order, when the wait is over
+      assert.deepStrictEqual(ids(yield* store.claim(claimRequest({ owner: "relay-1", now: T0 + 50 }))), [b1!.id])
+      assert.deepStrictEqual(ids(yield* store.claim(claimRequest({ owner: "relay-2", now: T0 + 100 }))), [
+        a1!.id,
+        a2!.id,
+        a3!.id,
+        loose!.id
+      ])
+    })
+}
+
+export const claimMovesWaitingKeys: Case = {
+  name: "a claim moves the younger PENDING rows of a key whose head waits up to the head's availableAt",
+  run: () =>
+    Effect.gen(function* () {
+      const store = yield* OutboxStore
+      const messages = yield* newMessages([
+        { key: "a", availableAt: T0 + 100 },
+        { key: "a" },
+        { key: "a", availableAt: T0 + 500 },
+        { key: "b" }
+      ])
+      const [a1, a2, aLater, b1] = messages
+      yield* store.insert(messages)
+      assert.deepStrictEqual(ids(yield* store.claim(claimRequest({ owner: "relay-1" }))), [b1!.id])
+      const availableAt = (id: string) =>
+        Effect.map(store.get(id as typeof a1.id), (row) => Option.getOrThrow(row).availableAt)
+      assert.strictEqual(yield* availableAt(a2!.id), T0 + 100)
+      assert.strictEqual(yield* availableAt(aLater!.id), T0 + 500)
+      assert.strictEqual(yield* statusOf(a2!.id), "PENDING")
+      assert.deepStrictEqual(ids(yield* store.claim(claimRequest({ owner: "relay-2", now: T0 + 100 }))), [
+        a1!.id,
+        a2!.id
+      ])
+    })
+}
+
 export const rolledBackTransition: Case = {
   name: "a transition inside a rolled-back transaction is undone",
   run: () =>

@@ -1,0 +1,164 @@
+/**
+ * The claim function since migration 16: migration 15's contract and phase 2, with a candidate
+ * scan that reads on past rows of keys whose head waits.
+ */
+import type { Tables } from "../PgTables.ts"
+import { firstFailure } from "./claim.ts"
+import { claimPhase2 } from "./claimV5.ts"
+
+/**
+ * One window of the candidate scan: the next `size` available `PENDING` rows in availability
+ * order after `(afterAt, afterSeq)`, one row per key (at its first row in the window) and every
+ * key-less row, in window order, then one last row (`end_at`, `end_seq` set, no id) naming where
+ * the window ended, so the next window starts there through the index (a row comparison on
+ * `(available_at, seq)`) instead of reading the rows before it again.
+ *
+ * A key's row is a candidate (`wait_until` null) by migration 4's rules: nothing of the key is
+ * `DISPATCHING`, its head is available and not behind a blocking `FAILURE` row. A key with
+ * nothing `DISPATCHING` whose head is not yet available comes back *waiting*: `wait_until` is
+ * its head's `available_at`, `head_seq` its head's `seq`.
+ */
+export const candidateWindow = (
+  t: Tables,
+  now: string,
+  size: string,
+  failedBlocks: string,
+  afterAt: string,
+  afterSeq: string
+) =>
+  `WITH w AS MATERIALIZED (
+      SELECT m.id, m.key, m.available_at, m.seq,
+             row_number() OVER (ORDER BY m.available_at, m.seq) AS pos
+        FROM ${t.message} m
+       WHERE m.status = 'PENDING' AND m.available_at <= ${now}
+         AND (m.available_at, m.seq) > (${afterAt}, ${afterSeq})
+       ORDER BY m.available_at, m.seq
+       LIMIT ${size}
+    ), c AS (
+      SELECT DISTINCT ON (w.key IS NULL, COALESCE(w.key, w.id::text)) w.id, w.key, w.pos
+        FROM w
+       ORDER BY w.key IS NULL, COALESCE(w.key, w.id::text), w.pos
+    )
+    SELECT c.id, c.key, c.pos, NULL::timestamptz AS end_at, NULL::bigint AS end_seq,
+           CASE WHEN h.available_at > ${now} THEN h.available_at END AS wait_until, h.seq AS head_seq
+      FROM c
+      LEFT JOIN LATERAL (SELECT e.seq, e.available_at FROM ${t.message} e
+                          WHERE e.key = c.key AND e.status = 'PENDING' ORDER BY e.seq LIMIT 1) h ON c.key IS NOT NULL
+     WHERE c.key IS NULL OR (
+       NOT EXISTS (SELECT 1 FROM ${t.message} d WHERE d.key = c.key AND d.status = 'DISPATCHING')
+       AND (h.available_at > ${now}
+            OR NOT (${failedBlocks} AND COALESCE(${firstFailure(t, "c.key")} < h.seq, false))))
+    UNION ALL
+    (SELECT NULL, NULL, w.pos, w.available_at, w.seq, NULL, NULL FROM w ORDER BY w.pos DESC LIMIT 1)
+    ORDER BY 3, 4 NULLS FIRST`
+
+/**
+ * The claim function since migration 16. Same signature, contract and phase 2 as migration 15's
+ * (`claimFunctionV5`); phase 1 reads windows in availability order, each only when the ones
+ * before it left slots free:
+ *
+ * - the `limit * 2 + 10` oldest available rows, then `limit * 4 + 90` more, then
+ *   `limit * 14 + 900` more (migration 15's three steps, whose ends were at 2n+10, 6n+100 and
+ *   20n+1000 rows);
+ * - then windows of `limit * 20 + 1000` rows, up to `limit * 200 + 10000` rows read in all.
+ *
+ * The last item and the waiting keys are what is new. Rows of a key whose head waits (backing
+ * off after a failed or refused publish) stay available while the head is not, and fail the
+ * head check. A partition without a leader keeps its keys' heads waiting while new rows of those
+ * keys keep arriving, so the oldest available rows end up being theirs: migration 15 stopped
+ * reading at 20n+1000 rows and claimed nothing for the partitions that were still served. Now
+ * the scan reads on, and a waiting key it meets has its younger rows moved up to its head's
+ * `available_at` (never earlier), under the key's claim lock (a key another claim holds is left
+ * alone): they could not be claimed before the head anyway, and the next claims no longer read
+ * them. The transition that sends a claimed row back to wait does the same for the rows there
+ * were then; this catches those that arrived since.
+ *
+ * Each window starts where the one before ended (by position in the index, so rows other claims
+ * took meanwhile cost nothing), and skips a key an earlier window tried. Phase 2 is unchanged: it
+ * decides under the key locks in a fresh snapshot, so a candidate the scan got wrong can cost a
+ * slot, never order.
+ */
+export const claimFunctionV6 = (t: Tables) =>
+  `CREATE OR REPLACE FUNCTION ${t.claimFunction}(
+     p_owner text, p_limit integer, p_max_per_key integer, p_now timestamptz, p_lease_millis bigint,
+     p_failed_head_blocks boolean)
+   RETURNS SETOF ${t.message}
+   LANGUAGE plpgsql VOLATILE AS $claim$
+   DECLARE
+     candidate record;
+     locked_keys text[] := '{}';
+     tried_keys text[] := '{}';
+     unkeyed uuid[] := '{}';
+     slots integer := 0;
+     n integer := LEAST(p_limit, 100000);
+     size integer;
+     budget integer;
+     read_rows integer := 0;
+     window_rows integer;
+     after_at timestamptz := '-infinity';
+     after_seq bigint := 0;
+     step integer := 0;
+     waiting_keys text[] := '{}';
+     waiting_until timestamptz[] := '{}';
+     waiting_seq bigint[] := '{}';
+   BEGIN
+     IF p_limit <= 0 OR p_max_per_key <= 0 THEN
+       RETURN;
+     END IF;
+     -- The second snapshot is what makes the key lock meaningful; REPEATABLE READ would reuse
+     -- the first one and could hand a key's later rows to a second relay.
+     IF current_setting('transaction_isolation') <> 'read committed' THEN
+       RAISE EXCEPTION 'outbox claim needs READ COMMITTED, the transaction is %',
+         current_setting('transaction_isolation') USING ERRCODE = '25000';
+     END IF;
+     budget := n * 200 + 10000;
+     -- Phase 1: discover and lock, reading further only while slots are left.
+     LOOP
+       step := step + 1;
+       size := CASE step WHEN 1 THEN n * 2 + 10 WHEN 2 THEN n * 4 + 90 WHEN 3 THEN n * 14 + 900
+                         ELSE n * 20 + 1000 END;
+       window_rows := 0;
+       FOR candidate IN ${candidateWindow(t, "p_now", "size", "p_failed_head_blocks", "after_at", "after_seq")} LOOP
+         IF candidate.end_at IS NOT NULL THEN
+           window_rows := candidate.pos;
+           after_at := candidate.end_at;
+           after_seq := candidate.end_seq;
+         ELSIF candidate.wait_until IS NOT NULL THEN
+           IF NOT (candidate.key = ANY (tried_keys)) THEN
+             tried_keys := tried_keys || candidate.key;
+             IF pg_try_advisory_xact_lock(${t.locks.claimKey}, hashtext(candidate.key)) THEN
+               waiting_keys := waiting_keys || candidate.key;
+               waiting_until := waiting_until || candidate.wait_until;
+               waiting_seq := waiting_seq || candidate.head_seq;
+             END IF;
+           END IF;
+         ELSIF candidate.key IS NULL THEN
+           IF NOT (candidate.id = ANY (unkeyed)) THEN
+             unkeyed := unkeyed || candidate.id;
+             slots := slots + 1;
+           END IF;
+         ELSIF NOT (candidate.key = ANY (tried_keys)) THEN
+           tried_keys := tried_keys || candidate.key;
+           IF pg_try_advisory_xact_lock(${t.locks.claimKey}, hashtext(candidate.key)) THEN
+             locked_keys := locked_keys || candidate.key;
+             slots := slots + 1;
+           END IF;
+         END IF;
+         EXIT WHEN slots >= p_limit;
+       END LOOP;
+       read_rows := read_rows + window_rows;
+       -- Done when the batch is full, the window came back short (no more available rows), or
+       -- the bound is reached.
+       EXIT WHEN slots >= p_limit OR window_rows < size OR read_rows >= budget;
+     END LOOP;
+     -- The waiting keys met: their younger rows wait with their head.
+     IF cardinality(waiting_keys) > 0 THEN
+       UPDATE ${t.message} y SET available_at = w.wait_until
+         FROM unnest(waiting_keys, waiting_until, waiting_seq) AS w(key, wait_until, head_seq)
+        WHERE y.key = w.key AND y.status = 'PENDING' AND y.seq > w.head_seq AND y.available_at < w.wait_until;
+     END IF;
+     IF slots = 0 THEN
+       RETURN;
+     END IF;
+${claimPhase2(t)}   END
+   $claim$`
