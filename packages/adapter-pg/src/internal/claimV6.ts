@@ -5,6 +5,7 @@
 import type { Tables } from "../PgTables.ts"
 import { firstFailure } from "./claim.ts"
 import { claimPhase2 } from "./claimV5.ts"
+import { behindHead } from "./waitingKey.ts"
 
 /**
  * One window of the candidate scan: the next `size` available `PENDING` rows in availability
@@ -67,8 +68,8 @@ export const candidateWindow = (
  * head check. A partition without a leader keeps its keys' heads waiting while new rows of those
  * keys keep arriving, so the oldest available rows end up being theirs: migration 15 stopped
  * reading at 20n+1000 rows and claimed nothing for the partitions that were still served. Now
- * the scan reads on, and a waiting key it meets has its younger rows moved up to its head's
- * `available_at` (never earlier), under the key's claim lock (a key another claim holds is left
+ * the scan reads on, and a waiting key it meets has its younger rows moved to just after its
+ * head's `available_at` (`behindHead`; never earlier), under the key's claim lock (a key another claim holds is left
  * alone): they could not be claimed before the head anyway, and the next claims no longer read
  * them. The transition that sends a claimed row back to wait does the same for the rows there
  * were then; this catches those that arrived since.
@@ -153,9 +154,10 @@ export const claimFunctionV6 = (t: Tables) =>
      END LOOP;
      -- The waiting keys met: their younger rows wait with their head.
      IF cardinality(waiting_keys) > 0 THEN
-       UPDATE ${t.message} y SET available_at = w.wait_until
-         FROM unnest(waiting_keys, waiting_until, waiting_seq) AS w(key, wait_until, head_seq)
-        WHERE y.key = w.key AND y.status = 'PENDING' AND y.seq > w.head_seq AND y.available_at < w.wait_until;
+       UPDATE ${t.message} y SET available_at = w.behind
+         FROM (SELECT u.key, u.head_seq, ${behindHead("u.wait_until", "p_now")} AS behind
+                 FROM unnest(waiting_keys, waiting_until, waiting_seq) AS u(key, wait_until, head_seq)) w
+        WHERE y.key = w.key AND y.status = 'PENDING' AND y.seq > w.head_seq AND y.available_at < w.behind;
      END IF;
      IF slots = 0 THEN
        RETURN;

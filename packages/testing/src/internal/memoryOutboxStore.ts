@@ -174,7 +174,13 @@ const transition =
       }
     )
 
-/** A key whose claimed row went back to wait: from which `seq` on, and until when. */
+/**
+ * Where a waiting key's younger rows go, as in the PostgreSQL store: a little after its head (by
+ * the head's wait, at most a second), so they are not available while the head is in flight.
+ */
+const behindHead = (headAvailableAt: number, now: number) => headAvailableAt + Math.min(1_000, headAvailableAt - now)
+
+/** A key whose claimed row went back to wait: from which `seq` on, and until when its rows wait. */
 type Waiting = Map<string, { seq: number; until: number }>
 
 const noteWaiting = (waiting: Waiting, row: OutboxMessage, next: OutboxMessage, request: TransitionRequest) => {
@@ -182,16 +188,17 @@ const noteWaiting = (waiting: Waiting, row: OutboxMessage, next: OutboxMessage, 
   if (row.status !== "DISPATCHING" || next.status !== "PENDING" || next.key === null) return
   if (until === undefined || until <= request.now) return
   const known = waiting.get(next.key)
+  const behind = behindHead(until, request.now)
   waiting.set(next.key, {
     seq: Math.min(known?.seq ?? next.seq, next.seq),
-    until: Math.max(known?.until ?? until, until)
+    until: Math.max(known?.until ?? behind, behind)
   })
 }
 
 /**
  * The keys whose head (first `PENDING` row) is not yet available and of which nothing is
- * `DISPATCHING`, from rows in `seq` order: a claim moves their younger rows up to the head's
- * `availableAt`, as the PostgreSQL store's claim does for the waiting keys its scan meets.
+ * `DISPATCHING`, from rows in `seq` order: a claim moves their younger rows to just after the
+ * head's `availableAt`, as the PostgreSQL store's claim does for the waiting keys its scan meets.
  */
 const waitingHeads = (rows: ReadonlyArray<OutboxMessage>, now: number): Waiting => {
   const waiting: Waiting = new Map()
@@ -203,7 +210,7 @@ const waitingHeads = (rows: ReadonlyArray<OutboxMessage>, now: number): Waiting 
       seen.add(row.key)
     } else if (row.status === "PENDING" && !seen.has(row.key)) {
       seen.add(row.key)
-      if (row.availableAt > now) waiting.set(row.key, { seq: row.seq, until: row.availableAt })
+      if (row.availableAt > now) waiting.set(row.key, { seq: row.seq, until: behindHead(row.availableAt, now) })
     }
   }
   return waiting
@@ -211,7 +218,7 @@ const waitingHeads = (rows: ReadonlyArray<OutboxMessage>, now: number): Waiting 
 
 /**
  * As the PostgreSQL store does: a claimed row sent back to wait takes its key's younger `PENDING`
- * rows with it (their `availableAt` moves up to its own), since they cannot go before it.
+ * rows with it (their `availableAt` moves to just after its own), since they cannot go before it.
  */
 const pushYounger = (
   store: Store.Store,

@@ -93,8 +93,24 @@ export const backingOffHeadBlocksKey: Case = {
       ])
       yield* store.insert(messages)
       assert.deepStrictEqual(ids(yield* store.claim(claimRequest())), [messages[2]!.id, messages[4]!.id])
+      // The waiting head goes first; the rest of its key comes due a second after it.
       const later = yield* store.claim(claimRequest({ now: T0 + 5_000 }))
-      assert.deepStrictEqual(ids(later), [messages[0]!.id, messages[1]!.id, messages[3]!.id])
+      assert.deepStrictEqual(ids(later), [messages[0]!.id, messages[3]!.id])
+      assert.deepStrictEqual(ids(yield* store.claim(claimRequest({ owner: "relay-b", now: T0 + 6_000 }))), [])
+      yield* store.transition([
+        {
+          id: messages[0]!.id,
+          from: ["DISPATCHING"],
+          to: "PUBLISHED",
+          leaseOwner: "relay-a",
+          patch: {},
+          now: T0 + 5_001
+        }
+      ])
+      assert.deepStrictEqual(ids(yield* store.claim(claimRequest({ owner: "relay-b", now: T0 + 5_999 }))), [])
+      assert.deepStrictEqual(ids(yield* store.claim(claimRequest({ owner: "relay-b", now: T0 + 6_000 }))), [
+        messages[1]!.id
+      ])
     })
 }
 
