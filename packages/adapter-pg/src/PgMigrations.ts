@@ -13,6 +13,7 @@ import { claimFunctionV3, claimFunctionV4 } from "./internal/claim.ts"
 import { claimedPayloadMigration } from "./internal/claimedPayload.ts"
 import { claimFunctionV2 } from "./internal/claimV2.ts"
 import { claimFunctionV5 } from "./internal/claimV5.ts"
+import { claimFunctionV6 } from "./internal/claimV6.ts"
 import { fromSqlError } from "./internal/errors.ts"
 import * as InboxTable from "./internal/inboxTable.ts"
 import { gapMigration } from "./internal/logGap.ts"
@@ -226,7 +227,9 @@ export const migrations = (t: Tables): Record<string, Effect.Effect<void, unknow
     // The claim check's payloads stored aside, deleted with their event.
     "14_claimed_payload": run(claimedPayloadMigration(t)),
     // The claim's candidate scan reads the oldest rows first, and further only while slots are left.
-    "15_claim_first_rows": run([claimFunctionV5(t)])
+    "15_claim_first_rows": run([claimFunctionV5(t)]),
+    // The claim's per-key probes run only for the candidates its loop reaches.
+    "16_claim_probes_per_candidate": run([claimFunctionV6(t)])
   }
 }
 

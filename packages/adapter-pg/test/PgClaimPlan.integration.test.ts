@@ -5,7 +5,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as SqlClient from "effect/sql/SqlClient"
 import { candidateHeadsV4, firstFailure, keyHead, keyPrefixUpTo } from "../src/internal/claim.ts"
-import { candidateHeadsV5 } from "../src/internal/claimV5.ts"
+import { candidateHeadsV6 } from "../src/internal/claimV6.ts"
 import { countByStatus } from "../src/internal/statuses.ts"
 import { fastStatement } from "../src/internal/transition.ts"
 import * as PgOutboxStore from "../src/PgOutboxStore.ts"
@@ -38,8 +38,8 @@ describe("claim query plans at 100k rows", () => {
         const queries = {
           candidates: candidateHeadsV4(t, "$1", "3000", "true"),
           // the live claim's steps: the oldest rows first, then further from where the last one ended
-          firstStep: candidateHeadsV5(t, "$1", "210", "true", "0"),
-          lastStep: candidateHeadsV5(t, "$1", "3000", "true", "700"),
+          firstStep: candidateHeadsV6(t, "$1", "210", "true", "0"),
+          lastStep: candidateHeadsV6(t, "$1", "3000", "true", "700"),
           failure: `SELECT ${firstFailure(t, "'user-42'")} -- $1`,
           head: `${keyHead(t, "'user-42'")} -- $1`,
           prefix: keyPrefixUpTo(t, "'user-42'", "$1", "10", "90000"),
@@ -103,6 +103,15 @@ describe("claim query plans at 100k rows", () => {
         for (const step of ["firstStep", "lastStep"]) {
           assert.match(plans[`${step}/force_generic_plan`]!, /message_pending_idx/)
           assert.match(plans[`${step}/force_generic_plan`]!, /message_pending_key_idx/)
+          // the probes filter the rows coming out of the sort by position, one by one as the claim's
+          // loop reads them: a loop that stops after `limit` slots probes only the keys it read
+          for (const mode of ["force_custom_plan", "force_generic_plan"]) {
+            assert.match(
+              plans[`${step}/${mode}`]!,
+              /^\s*Subquery Scan on c\b[^\n]*\n\s*Filter: [^\n]*SubPlan[^\n]*\n\s*-> {2}Sort\b[^\n]*\n\s*Sort Key: d\.pos\n/,
+              `${step}, ${mode}:\n${plans[`${step}/${mode}`]}`
+            )
+          }
         }
         for (const mode of ["force_custom_plan", "force_generic_plan"]) {
           assert.match(plans[`head/${mode}`]!, /message_pending_key_idx/)

@@ -64,7 +64,8 @@ describe("PgMigrations", () => {
         [12, "inbox_partitions"],
         [13, "log_part"],
         [14, "claimed_payload"],
-        [15, "claim_first_rows"]
+        [15, "claim_first_rows"],
+        [16, "claim_probes_per_candidate"]
       ])
       const second = yield* PgMigrations.run.pipe(Effect.provideService(PgTables.PgTables, tables))
       assert.deepStrictEqual(second, [])
@@ -113,7 +114,7 @@ describe("PgMigrations", () => {
           .flat()
           .map(([id]) => id)
           .sort((a, b) => a - b),
-        [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]
+        [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16]
       )
     }).pipe(Effect.scoped, Effect.provide(pgClient(8)))
   )

@@ -50,19 +50,20 @@ describe("PgMigrations", () => {
         [[12], "150058ecb04d373335e2443517983bc7aec8ddeb6e90f40c147790f9251b28ca"],
         [[13], "8091c3d4a49eb889c45b83a36d75c56956826e0c8a41e88ef3fa4fa90c1c4d42"],
         [[14], "f99680e619ab4b0508f7c1ead2b8fe3ef71d382e3dfe0be70e2e5659ee9d9d51"],
-        [[15], "6f42783ec5fe29d682e066a4d75cc7ac208dd0a236706a1b31d6d37ce0b08bff"]
+        [[15], "6f42783ec5fe29d682e066a4d75cc7ac208dd0a236706a1b31d6d37ce0b08bff"],
+        [[16], "107d787eed4090f1faf682baa7bf5b721c7b63833a23c0ad27a7878be757cf80"]
       ]
       for (const [numbers, hash] of pinned)
         assert.strictEqual(sha256(yield* statementsOf(t, numbers)), hash, `migrations ${numbers}`)
     })
   )
 
-  it.effect("migrations are numbered 1 to 15 without a gap", () =>
+  it.effect("migrations are numbered 1 to 16 without a gap", () =>
     Effect.gen(function* () {
       const names = Object.keys(PgMigrations.migrations(yield* PgTables.make()))
       assert.deepStrictEqual(
         names.map((name) => Number(name.split("_")[0])),
-        [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]
+        [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16]
       )
     })
   )

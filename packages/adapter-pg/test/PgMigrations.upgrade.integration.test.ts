@@ -96,7 +96,8 @@ describe("PgMigrations: 2 -> 4 on a populated table", () => {
         [12, "inbox_partitions"],
         [13, "log_part"],
         [14, "claimed_payload"],
-        [15, "claim_first_rows"]
+        [15, "claim_first_rows"],
+        [16, "claim_probes_per_candidate"]
       ])
       assert.deepStrictEqual(yield* indexesOf(schema), [
         "outbox_message_dispatching_idx",
