@@ -38,9 +38,30 @@ export const candidateHeadsV6 = (t: Tables, now: string, readLimit: string, fail
     ORDER BY c.pos`
 
 /**
+ * One step of phase 1 as a single statement (into `step_keys` and `step_ids`): the candidates of
+ * {@link candidateHeadsV6} in order, each key not locked yet try-locked (`pg_try_advisory_xact_lock`,
+ * never waited on) and each key-less row not taken yet kept, until `p_limit - slots` are held.
+ * The lock is taken above an `OFFSET 0` fence so it comes after the key's probes: a key whose head
+ * waits, or that is in flight, is never locked. The `LIMIT` stops reading (and locking) at the
+ * last slot. A key whose lock another claim holds may come up again in a later step and is tried
+ * again there.
+ */
+const lockCandidatesV6 = (t: Tables, readLimit: string, afterPos: string) =>
+  `SELECT COALESCE(array_agg(l.key) FILTER (WHERE l.key IS NOT NULL), '{}'),
+              COALESCE(array_agg(l.id) FILTER (WHERE l.key IS NULL), '{}')
+         INTO step_keys, step_ids
+         FROM (SELECT c.id, c.key
+                 FROM (${candidateHeadsV6(t, "p_now", readLimit, "p_failed_head_blocks", afterPos)} OFFSET 0) c
+                WHERE CASE WHEN c.key IS NULL THEN NOT (c.id = ANY (unkeyed))
+                           ELSE NOT (c.key = ANY (locked_keys))
+                                AND pg_try_advisory_xact_lock(${t.locks.claimKey}, hashtext(c.key)) END
+                LIMIT p_limit - slots) l;`
+
+/**
  * The claim function since migration 16. Same signature, contract, widening steps and phase 2 as
- * migration 15's (`claimFunctionV5`); phase 1 reads {@link candidateHeadsV6}, whose probes run
- * for the candidates the loop reaches, not for every key of the step.
+ * migration 15's (`claimFunctionV5`). Phase 1 is one statement per step ({@link lockCandidatesV6})
+ * where migration 15 ran a PL/pgSQL loop over the candidates, and its probes run for the
+ * candidates it reaches, not for every key of the step.
  */
 export const claimFunctionV6 = (t: Tables) =>
   `CREATE OR REPLACE FUNCTION ${t.claimFunction}(
@@ -49,10 +70,10 @@ export const claimFunctionV6 = (t: Tables) =>
    RETURNS SETOF ${t.message}
    LANGUAGE plpgsql VOLATILE AS $claim$
    DECLARE
-     candidate record;
      locked_keys text[] := '{}';
-     tried_keys text[] := '{}';
      unkeyed uuid[] := '{}';
+     step_keys text[];
+     step_ids uuid[];
      slots integer := 0;
      n integer := LEAST(p_limit, 100000);
      bound integer;
@@ -67,23 +88,12 @@ export const claimFunctionV6 = (t: Tables) =>
        RAISE EXCEPTION 'outbox claim needs READ COMMITTED, the transaction is %',
          current_setting('transaction_isolation') USING ERRCODE = '25000';
      END IF;
-     -- Phase 1: discover and lock, reading further only while slots are left.
+     -- Phase 1: discover and lock, one statement per step, reading further only while slots are left.
      FOREACH bound IN ARRAY ARRAY[n * 2 + 10, n * 6 + 100, n * 20 + 1000] LOOP
-       FOR candidate IN ${candidateHeadsV6(t, "p_now", "bound", "p_failed_head_blocks", "read_to")} LOOP
-         IF candidate.key IS NULL THEN
-           IF NOT (candidate.id = ANY (unkeyed)) THEN
-             unkeyed := unkeyed || candidate.id;
-             slots := slots + 1;
-           END IF;
-         ELSIF NOT (candidate.key = ANY (tried_keys)) THEN
-           tried_keys := tried_keys || candidate.key;
-           IF pg_try_advisory_xact_lock(${t.locks.claimKey}, hashtext(candidate.key)) THEN
-             locked_keys := locked_keys || candidate.key;
-             slots := slots + 1;
-           END IF;
-         END IF;
-         EXIT WHEN slots >= p_limit;
-       END LOOP;
+       ${lockCandidatesV6(t, "bound", "read_to")}
+       locked_keys := locked_keys || step_keys;
+       unkeyed := unkeyed || step_ids;
+       slots := slots + cardinality(step_keys) + cardinality(step_ids);
        EXIT WHEN slots >= p_limit;
        read_to := bound;
      END LOOP;
