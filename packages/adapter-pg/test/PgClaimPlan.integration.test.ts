@@ -104,7 +104,7 @@ describe("claim query plans at 100k rows", () => {
           assert.match(plans[`${step}/force_generic_plan`]!, /message_pending_idx/)
           assert.match(plans[`${step}/force_generic_plan`]!, /message_pending_key_idx/)
           // the probes filter the rows coming out of the sort by position, one by one as the claim's
-          // loop reads them: a loop that stops after `limit` slots probes only the keys it read
+          // step reads them: a step that stops after `limit` slots probes only the keys it read
           for (const mode of ["force_custom_plan", "force_generic_plan"]) {
             assert.match(
               plans[`${step}/${mode}`]!,

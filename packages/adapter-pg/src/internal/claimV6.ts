@@ -9,7 +9,7 @@ import { firstFailure, keyHead, keyPrefixUpTo } from "./claim.ts"
  * The candidate scan of {@link claimFunctionV6}: the candidates of migration 15's scan, in the
  * same order, with the head, in-flight and `FAILURE` probes run per candidate as the caller reads
  * them. The scanned rows are ordered by position first, behind an `OFFSET 0` fence that keeps the
- * probes out of the sorted subquery: a claim loop that stops after `limit` slots probes about
+ * probes out of the sorted subquery: a claim step that stops after `limit` slots probes about
  * `limit` keys, where migration 15's final `ORDER BY pos` probed every key of the scan (twice the
  * batch in its first step) before the first candidate came out.
  */
