@@ -108,7 +108,7 @@ describe("claim query plans at 100k rows", () => {
           for (const mode of ["force_custom_plan", "force_generic_plan"]) {
             assert.match(
               plans[`${step}/${mode}`]!,
-              /^\s*Subquery Scan on c\b[^\n]*\n\s*Filter: [^\n]*SubPlan[^\n]*\n\s*-> {2}Sort\b[^\n]*\n\s*Sort Key: d\.pos\n/,
+              /^\s*Subquery Scan on c\b[^\n]*\n\s*Filter: [^\n]*SubPlan[^\n]*\n\s*-> {2}Sort\b[^\n]*\n\s*Sort Key: o\.pos\n/,
               `${step}, ${mode}:\n${plans[`${step}/${mode}`]}`
             )
           }

@@ -1,6 +1,6 @@
 /**
  * The claim function since migration 16: migration 15's (`claimV5.ts`) with the per-key probes
- * run only for the candidates the batch takes.
+ * and key locks run only for the candidates the batch takes, one statement per scan step.
  */
 import type { Tables } from "../PgTables.ts"
 import { firstFailure, keyHead, keyPrefixUpTo } from "./claim.ts"
@@ -15,7 +15,7 @@ import { firstFailure, keyHead, keyPrefixUpTo } from "./claim.ts"
  */
 export const candidateHeadsV6 = (t: Tables, now: string, readLimit: string, failedBlocks: string, afterPos: string) =>
   `SELECT c.id, c.key, c.pos FROM (
-      SELECT d.id, d.key, d.pos FROM (
+      SELECT o.id, o.key, o.pos FROM (
           SELECT DISTINCT ON (r.key IS NULL, COALESCE(r.key, r.id::text)) r.id, r.key, r.pos
             FROM (SELECT m.id, m.key, row_number() OVER (ORDER BY m.available_at, m.seq) AS pos
                     FROM ${t.message} m
@@ -23,9 +23,9 @@ export const candidateHeadsV6 = (t: Tables, now: string, readLimit: string, fail
                    ORDER BY m.available_at, m.seq
                    LIMIT ${readLimit}) r
            ORDER BY r.key IS NULL, COALESCE(r.key, r.id::text), r.pos
-        ) d
-       WHERE d.pos > ${afterPos}
-       ORDER BY d.pos
+        ) o
+       WHERE o.pos > ${afterPos}
+       ORDER BY o.pos
       OFFSET 0
     ) c
     WHERE c.key IS NULL OR (
