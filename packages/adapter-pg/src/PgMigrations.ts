@@ -228,8 +228,9 @@ export const migrations = (t: Tables): Record<string, Effect.Effect<void, unknow
     "14_claimed_payload": run(claimedPayloadMigration(t)),
     // The claim's candidate scan reads the oldest rows first, and further only while slots are left.
     "15_claim_first_rows": run([claimFunctionV5(t)]),
-    // The candidate scan reads on, window after window, past rows of keys whose head waits.
-    "16_claim_past_waiting_keys": run([claimFunctionV6(t)])
+    // The claim's probes run only for the candidates it reaches, and its scan reads on, window
+    // after window, past the rows of keys whose head waits (and moves them behind it).
+    "16_claim_windows": run([claimFunctionV6(t)])
   }
 }
 

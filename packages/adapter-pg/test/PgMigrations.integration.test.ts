@@ -65,7 +65,7 @@ describe("PgMigrations", () => {
         [13, "log_part"],
         [14, "claimed_payload"],
         [15, "claim_first_rows"],
-        [16, "claim_past_waiting_keys"]
+        [16, "claim_windows"]
       ])
       const second = yield* PgMigrations.run.pipe(Effect.provideService(PgTables.PgTables, tables))
       assert.deepStrictEqual(second, [])

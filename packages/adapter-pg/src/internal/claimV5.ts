@@ -1,6 +1,7 @@
 /**
- * The claim function since migration 15: the contract and phase 2 of migration 4's function
- * (`claimFunctionV4` in `claim.ts`), with a candidate scan that reads only as far as it needs.
+ * Migration 15's claim function (frozen; migration 16's is `claimV6.ts`): the contract and phase 2
+ * of migration 4's function (`claimFunctionV4` in `claim.ts`), with a candidate scan that reads
+ * only as far as it needs.
  */
 import type { Tables } from "../PgTables.ts"
 import { firstFailure, keyHead, keyPrefixUpTo } from "./claim.ts"
@@ -77,7 +78,7 @@ export const claimPhase2 = (
 `
 
 /**
- * The claim function since migration 15. Same signature, contract and phase 2 as migration 4's;
+ * The claim function of migration 15. Same signature, contract and phase 2 as migration 4's;
  * phase 1 scans in widening steps, each only when the steps before it left slots free:
  *
  * - the `limit * 2 + 10` oldest available rows: with keys spread over the backlog (the common
