@@ -4,10 +4,11 @@
  * the event table, on both Kafka adapters, each ÷ the raw client it publishes through: kafkajs
  * `sendBatch` and @platformatic/kafka `send`, both of 100 records (acks=-1, idempotent), the same
  * records. The four sides run in every repetition, the one that goes first rotating, after a
- * warm-up of 5,000 events on each (the backlog, when smaller). Both sides' Kafka clients stay connected across repetitions
- * (the relay's publisher and probe are built once per client; each repetition has its own slot,
- * topic and PostgreSQL stack). Raw is timed from its first send to its last ack; the relay from
- * its start (lease, first read, the first window's probe) to its last publish's ack. Needs a
+ * warm-up of 5,000 events on each (the backlog, when smaller). Both sides' Kafka clients stay
+ * connected across repetitions (the relay's publisher and probe are built once per client; each
+ * repetition has its own slot, topic and PostgreSQL stack). Raw is timed from its first send to
+ * its last ack; the relay from its start (lease, first read, the first window's probe) to its
+ * last publish's ack. Needs a
  * `wal_level = logical` PostgreSQL at LOGICAL_DATABASE_URL (`scripts/services pg-private up`); a
  * run without one skips the scenario with a note.
  */
@@ -106,13 +107,13 @@ const broker = async (client: Client): Promise<Broker> => {
  */
 const relayRun = async (
   admin: Kafkajs.Admin,
-  client: Broker,
+  kafka: Broker,
   kind: Client,
   n: number,
   options: Options,
   topic: string
 ) => {
-  const stack = LogStack.make(4, "stream", undefined, kind, Layer.succeedContext(client.context))
+  const stack = LogStack.make(4, "stream", undefined, kind, Layer.succeedContext(kafka.context))
   try {
     await stack.runtime.runPromise(LogStack.ready)
     await fill(stack, topic, n, options.perTx)
@@ -122,7 +123,7 @@ const relayRun = async (
     const relay = stack.runtime.runFork(LogRelay.run({ batchSize: options.batchSize }))
     while ((await Env.topicRecords(admin, topic)) < n) await Env.sleep(20)
     const cpu = Cpu.between(before, Cpu.snapshot())
-    const elapsed = client.lastAck.at - started
+    const elapsed = kafka.lastAck.at - started
     await stack.runtime.runPromise(Fiber.interrupt(relay))
     return { rate: (n / elapsed) * 1000, cpu }
   } finally {
