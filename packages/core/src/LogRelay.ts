@@ -423,8 +423,11 @@ const drain = (lease: LogLease, settings: Settings) =>
     }
 
     const sampleGauges = gaugeSampler(lease, gaugeEvery, yield* Effect.scope)
-    const progress = yield* Progress.resume(lease)
-    const gate = yield* Quarantine.make(lease, quarantineEvery)
+    // Two reads of the relay's own records that do not depend on each other: at once, so a lease
+    // starts publishing one round trip sooner.
+    const [progress, gate] = yield* Effect.all([Progress.resume(lease), Quarantine.make(lease, quarantineEvery)], {
+      concurrency: 2
+    })
 
     const fail = (reason: string) =>
       Effect.gen(function* () {
