@@ -11,7 +11,9 @@ import * as PlatformaticClient from "@effect-outbox/adapter-kafka-platformatic/P
 import * as PlatformaticPublisher from "@effect-outbox/adapter-kafka-platformatic/PlatformaticPublisher"
 import * as PgLogOutbox from "@effect-outbox/adapter-pg/PgLogOutbox"
 import * as PgLogSource from "@effect-outbox/adapter-pg/PgLogSource"
+import type { BrokerProbe } from "@effect-outbox/core/BrokerProbe"
 import * as Outbox from "@effect-outbox/core/Outbox"
+import { Publisher } from "@effect-outbox/core/Publisher"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
@@ -26,6 +28,32 @@ import * as WorkerPublisher from "./workerPublisher.ts"
 
 export const logicalUrl = process.env.LOGICAL_DATABASE_URL ?? "postgres://postgres@127.0.0.1:25433/postgres"
 
+export type KafkaClientKind = "kafkajs" | "kafkajs-per-partition" | "kafkajs-worker" | "platformatic"
+
+/**
+ * The relay's publisher and probe on `kafkaClient`; `tapPublisher` wraps the publisher (a
+ * scenario's or an experiment's timing of each publish call).
+ */
+export const brokerLayer = (
+  kafkaClient: KafkaClientKind,
+  tapPublisher: (publisher: Publisher["Service"]) => Publisher["Service"] = (publisher) => publisher
+): Layer.Layer<Publisher | BrokerProbe> => {
+  const tapped = <E, R>(layer: Layer.Layer<Publisher, E, R>) =>
+    Layer.effect(Publisher)(Effect.map(Effect.service(Publisher), tapPublisher)).pipe(Layer.provide(layer))
+  // `kafkajs-worker`: the kafkajs publisher on a worker thread of its own (workerPublisher.ts).
+  const kafkajsPublisher =
+    kafkaClient === "kafkajs-worker"
+      ? tapped(WorkerPublisher.layer(Env.brokers))
+      : tapped(KafkaPublisher.layer({ combinePartitions: kafkaClient === "kafkajs" }))
+  return kafkaClient !== "platformatic"
+    ? Layer.merge(kafkajsPublisher, KafkaBrokerProbe.layer()).pipe(
+        Layer.provide(KafkaClient.layer({ brokers: Env.brokers, clientId: "bench-log" }))
+      )
+    : Layer.merge(tapped(PlatformaticPublisher.layer()), PlatformaticBrokerProbe.layer()).pipe(
+        Layer.provide(PlatformaticClient.layer({ brokers: Env.brokers, clientId: "bench-log" }))
+      )
+}
+
 /**
  * `synchronousCommit`: the writers' `synchronous_commit` (the private cluster's default is `off`,
  * so a commit reaches the WAL flush, and so a logical decoder, only at the WAL writer's next round,
@@ -39,7 +67,12 @@ export const make = (
    * The Kafka adapter the relay publishes and probes through; `kafkajs-per-partition` is kafkajs
    * with `combinePartitions: false` (one produce request per partition).
    */
-  kafkaClient: "kafkajs" | "kafkajs-per-partition" | "kafkajs-worker" | "platformatic" = "kafkajs"
+  kafkaClient: KafkaClientKind = "kafkajs",
+  /**
+   * The relay's Kafka side built elsewhere (`brokerLayer`, kept across stacks so its producer stays
+   * connected, as a raw baseline's does); default: a fresh one of `kafkaClient` per stack.
+   */
+  broker: Layer.Layer<Publisher | BrokerProbe> = brokerLayer(kafkaClient)
 ) => {
   const slot = Env.uniqueName("bench_log").toLowerCase()
   const client = PgClient.layer({
@@ -47,19 +80,6 @@ export const make = (
     maxConnections: pgConnections + 2,
     ...(synchronousCommit === undefined ? {} : { startupParameters: { synchronous_commit: synchronousCommit } })
   })
-  // `kafkajs-worker`: the kafkajs publisher on a worker thread of its own (workerPublisher.ts).
-  const kafkajsPublisher =
-    kafkaClient === "kafkajs-worker"
-      ? WorkerPublisher.layer(Env.brokers)
-      : KafkaPublisher.layer({ combinePartitions: kafkaClient === "kafkajs" })
-  const broker =
-    kafkaClient !== "platformatic"
-      ? Layer.merge(kafkajsPublisher, KafkaBrokerProbe.layer()).pipe(
-          Layer.provide(KafkaClient.layer({ brokers: Env.brokers, clientId: "bench-log" }))
-        )
-      : Layer.merge(PlatformaticPublisher.layer(), PlatformaticBrokerProbe.layer()).pipe(
-          Layer.provide(PlatformaticClient.layer({ brokers: Env.brokers, clientId: "bench-log" }))
-        )
   const logLevel = Layer.succeed(References.MinimumLogLevel)(
     (process.env.BENCH_LOG_LEVEL ?? "Warn") as LogLevel.LogLevel
   )

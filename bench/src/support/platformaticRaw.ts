@@ -28,11 +28,15 @@ const record = (topic: string, i: number, id: string) => ({
   ])
 })
 
+/** `n` of `record`'s records, each with a fresh event id. */
+export const records = (topic: string, n: number) =>
+  Array.from({ length: n }, (_, i) => record(topic, i, Env.newEventId()))
+
 /** `n` records in sequential `send` calls of `batchSize` (acks=-1, idempotent); elapsed ms. */
 export const sendLoop = async (p: Producer, topic: string, n: number, batchSize: number): Promise<number> => {
-  const records = Array.from({ length: n }, (_, i) => record(topic, i, Env.newEventId()))
+  const all = records(topic, n)
   const started = performance.now()
-  for (let i = 0; i < n; i += batchSize) await p.send({ messages: records.slice(i, i + batchSize) })
+  for (let i = 0; i < n; i += batchSize) await p.send({ messages: all.slice(i, i + batchSize) })
   return performance.now() - started
 }
 
