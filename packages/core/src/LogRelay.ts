@@ -34,7 +34,6 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
-import type * as Result from "effect/Result"
 import type * as Scope from "effect/Scope"
 import * as Backoff from "./Backoff.ts"
 import { BrokerProbe } from "./BrokerProbe.ts"
@@ -257,9 +256,6 @@ const gaugeSampler = (lease: LogLease, gaugeEvery: number, scope: Scope.Scope) =
   })
 }
 
-/** The outcome of a fence taken ahead of its window. */
-type Proof = Fiber.Fiber<Result.Result<void, LogSourceError>>
-
 /** What a drain carries from one window to the next. */
 interface DrainState {
   /** The next window may already be on the broker (a takeover, a failed publish): probe it. */
@@ -270,11 +266,6 @@ interface DrainState {
   size: number
   /** When a position without events was last saved and confirmed (epoch ms). */
   idleConfirmedAt: number
-  /**
-   * The fence of the next window, proven while the previous window's progress was saved (see
-   * `whole`); used by the window read right after, dropped by any other.
-   */
-  proof: Proof | undefined
 }
 
 /** One lease's drain: its settings, the helpers built at its start, and its state. */
@@ -327,15 +318,13 @@ const idle = (d: Drain, window: LogWindow) =>
  * The window's events the relay's progress and the gap do not cover, sent (probed first while
  * unsure) and those refused set aside. `false`: not all acknowledged, read again from the confirmed position.
  */
-const send = (d: Drain, window: LogWindow, position: string, proof?: Proof) =>
+const send = (d: Drain, window: LogWindow, position: string) =>
   Effect.gen(function* () {
     // A rewound log gives again what the relay's own progress shows published: not re-sent.
     const fresh = d.gap.skip(yield* d.progress.unpublished(window))
     // Still the holder? A relay cut off from the server stops here rather than publish
     // alongside the one that took its place.
-    if (fresh.length > 0 && d.lease.fence !== undefined) {
-      yield* proof === undefined ? d.lease.fence : Effect.flatMap(Fiber.join(proof), Effect.fromResult)
-    }
+    if (fresh.length > 0 && d.lease.fence !== undefined) yield* d.lease.fence
     const sent = yield* d.publish(fresh, position, d.state.unsure)
     if (sent === false) {
       d.state.unsure = true
@@ -352,21 +341,15 @@ const send = (d: Drain, window: LogWindow, position: string, proof?: Proof) =>
  * only after this one was acked and confirmed: at most one window is ever
  * unconfirmed-and-maybe-sent, the one a successor probes.
  */
-const whole = (d: Drain, window: LogWindow, upTo: string, proof: Proof | undefined) =>
+const whole = (d: Drain, window: LogWindow, upTo: string) =>
   Effect.gen(function* () {
     const want = nextSize(d, window)
     const ahead = d.readAfter === undefined ? undefined : yield* Effect.forkChild(d.readAfter(upTo, want))
-    const fresh = yield* send(d, window, upTo, proof)
+    const fresh = yield* send(d, window, upTo)
     if (fresh === false) {
       // Read again from the confirmed position (and probe): the read-ahead is dropped.
       if (ahead !== undefined) yield* Fiber.await(ahead)
       return yield* readConfirmed(d)
-    }
-    // More is already buffered (a backlog): the next window's fence runs beside this window's
-    // save instead of after it, one round trip instead of two between the windows. It still
-    // proves the lease after this window's ack and before the next publish.
-    if (window.more === true && d.lease.fence !== undefined) {
-      d.state.proof = yield* Effect.forkChild(Effect.result(d.lease.fence))
     }
     yield* fresh.length > 0 ? d.progress.save(upTo, fresh) : d.progress.saveIdle(upTo)
     yield* d.lease.confirm(upTo)
@@ -393,9 +376,6 @@ const partOf = (d: Drain, window: LogWindow, part: LogPart) =>
 /** One window, in log order; the next window. */
 const step = (d: Drain, window: LogWindow): Effect.Effect<LogWindow, LogSourceError> =>
   Effect.gen(function* () {
-    // A proof is for the window read right after it was taken, this one, and no later one.
-    const proof = d.state.proof
-    d.state.proof = undefined
     yield* d.sampleGauges
     yield* d.gate.release(d.publisher.publish, Publish.toRequest, d.lease.fence)
     if (window.part !== undefined) return yield* partOf(d, window, window.part)
@@ -403,7 +383,7 @@ const step = (d: Drain, window: LogWindow): Effect.Effect<LogWindow, LogSourceEr
       nextSize(d, window)
       return yield* idle(d, window)
     }
-    return yield* whole(d, window, window.upTo, proof)
+    return yield* whole(d, window, window.upTo)
   })
 
 const drain = (lease: LogLease, settings: Settings) =>
@@ -418,8 +398,7 @@ const drain = (lease: LogLease, settings: Settings) =>
       unsure: true,
       delays: yield* Backoff.delays(backoff),
       size: resolved.batchSize,
-      idleConfirmedAt: Number.NEGATIVE_INFINITY,
-      proof: undefined
+      idleConfirmedAt: Number.NEGATIVE_INFINITY
     }
 
     const sampleGauges = gaugeSampler(lease, gaugeEvery, yield* Effect.scope)
