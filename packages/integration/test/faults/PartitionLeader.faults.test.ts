@@ -4,10 +4,10 @@
 // relay on the library's defaults drains a backlog kept topped up, on kafkajs and on
 // @platformatic/kafka.
 //
-// What is asserted: through the 30 s the broker is away, each served partition keeps publishing
-// at a good share of its rate before the stop (`servedShare`), although the waiting keys' rows keep
-// arriving and are the oldest available rows; once the broker is back nothing is lost or
-// reordered and the waiting partitions are published.
+// What is asserted: while the broker is away, each served partition keeps publishing at a good
+// share of its rate before the stop (`servedShare`, in the outage's second half), although the
+// waiting keys' rows keep arriving and are the oldest available rows; once the broker is back
+// nothing is lost or reordered and the waiting partitions are published.
 //
 // The cluster takes its ports from FAULTS_CLUSTER_PORT (brokers on base..base+2, the controller on
 // base+7; default scripts/cluster's 27092) and its state from TMPDIR. It is removed at the end,
@@ -43,9 +43,10 @@ const floor = 1_500
 const healthyMillis = 10_000
 const outageMillis = 30_000
 /**
- * The share of its healthy rate each served partition keeps through the outage, at least. A claim
- * that stalls behind the waiting keys' rows publishes a few seconds' worth (under 0.2); the
- * measured ratios are recorded in the faults table.
+ * The share of its healthy rate each served partition keeps, at least, in the second half of the
+ * outage: by then a claim that stalls behind the waiting keys' rows publishes nothing, and the
+ * first seconds after the stop (where kafkajs's own retries hold every batch with a row for the
+ * stopped broker) are behind. The ratios over the whole outage are recorded in the faults table.
  */
 const servedShare = 0.4
 /** Which clients run; kafkajs (the default adapter) and @platformatic/kafka unless narrowed. */
@@ -212,6 +213,8 @@ describe("one partition's leader away for 30 s on a 3-broker cluster (claim rela
         await Support.sleep(outageMillis)
         const restartAt = Date.now()
         const outage = await ratesBetween(stack, t.message, stopAt, restartAt)
+        const halfway = stopAt + (restartAt - stopAt) / 2
+        const secondHalf = await ratesBetween(stack, t.message, halfway, restartAt)
         const openAtRestart = await openPerPartition(stack, t.message)
         await cluster("start-broker", String(stopped))
         brokerDown = false
@@ -252,12 +255,13 @@ describe("one partition's leader away for 30 s on a 3-broker cluster (claim rela
           failureRows: statuses.find((s) => s.status === "FAILURE")?.n ?? 0,
           note:
             `rows/s healthy ${fmt(healthy)}; during the outage ${fmt(outage)}; ` +
-            `served ratios ${ratios.map((r) => r.toFixed(2)).join("/")}; ` +
+            `served ratios ${ratios.map((r) => r.toFixed(2)).join("/")} ` +
+            `(second half ${served.map((p) => (secondHalf[p]! / healthy[p]!).toFixed(2)).join("/")}); ` +
             `paused partitions published ${pausedAfter} after the restart; drained ${((drainedAt - restartAt) / 1000).toFixed(0)} s after it`
         })
         console.log(
           `${client}: broker ${stopped} stopped at ${((stopAt - relayStarted) / 1000).toFixed(0)} s, started at ${((restartAt - relayStarted) / 1000).toFixed(0)} s, serving at ${((servingAt - relayStarted) / 1000).toFixed(0)} s; ` +
-            `healthy ${fmt(healthy)} | outage ${fmt(outage)} | ratios ${ratios.map((r) => r.toFixed(2)).join(" ")} | open at restart ${openAtRestart.join(" ")}`
+            `healthy ${fmt(healthy)} | outage ${fmt(outage)} | ratios ${ratios.map((r) => r.toFixed(2)).join(" ")} (second half ${served.map((p) => (secondHalf[p]! / healthy[p]!).toFixed(2)).join(" ")}) | open at restart ${openAtRestart.join(" ")}`
         )
 
         // The measurement says something only if the served partitions still had work throughout.
@@ -267,10 +271,10 @@ describe("one partition's leader away for 30 s on a 3-broker cluster (claim rela
         }
         for (const p of served) {
           assert.isAtLeast(
-            outage[p]!,
+            secondHalf[p]!,
             servedShare * healthy[p]!,
-            `partition ${p} (broker ${leaderOf(p)}) published ${outage[p]!.toFixed(1)} rows/s during the outage ` +
-              `against ${healthy[p]!.toFixed(1)} rows/s before it`
+            `partition ${p} (broker ${leaderOf(p)}) published ${secondHalf[p]!.toFixed(1)} rows/s in the second half ` +
+              `of the outage (${outage[p]!.toFixed(1)} over all of it) against ${healthy[p]!.toFixed(1)} rows/s before it`
           )
         }
         assert.deepStrictEqual(
