@@ -229,7 +229,17 @@ export const claimFunctionV4 = (t: Tables) =>
      IF slots = 0 THEN
        RETURN;
      END IF;
-     -- Phase 2: decide under the locks, in one statement (a snapshot taken after they were granted).
+${claimPhase2(t)}   END
+   $claim$`
+
+/**
+ * Phase 2 of the claim since migration 4, shared by the functions of migrations 4, 15 and 16:
+ * under the key locks and in a fresh snapshot, each locked key's head and prefix up to the cut
+ * and the key-less candidates, claimed in one statement.
+ */
+export const claimPhase2 = (
+  t: Tables
+) => `     -- Phase 2: decide under the locks, in one statement (a snapshot taken after they were granted).
      RETURN QUERY
      WITH heads AS (
        SELECT k.key, h.seq,
@@ -262,5 +272,4 @@ export const claimFunctionV4 = (t: Tables) =>
        FROM chosen
       WHERE m.id = chosen.id AND m.status = 'PENDING'
      RETURNING m.*;
-   END
-   $claim$`
+`

@@ -4,7 +4,7 @@
  * only as far as it needs.
  */
 import type { Tables } from "../PgTables.ts"
-import { firstFailure, keyHead, keyPrefixUpTo } from "./claim.ts"
+import { claimPhase2, firstFailure } from "./claim.ts"
 
 /**
  * The candidate scan of migration 4 (one candidate per key at its first row in availability
@@ -34,48 +34,6 @@ export const candidateHeadsV5 = (t: Tables, now: string, readLimit: string, fail
          WHERE h.available_at <= ${now}
            AND NOT (${failedBlocks} AND COALESCE(${firstFailure(t, "c.key")} < h.seq, false)))))
     ORDER BY c.pos`
-
-/**
- * Phase 2 of the claim since migration 4, shared by the functions of migrations 15 and 16:
- * under the key locks and in a fresh snapshot, each locked key's head and prefix up to the cut
- * and the key-less candidates, claimed in one statement.
- */
-export const claimPhase2 = (
-  t: Tables
-) => `     -- Phase 2: decide under the locks, in one statement (a snapshot taken after they were granted).
-     RETURN QUERY
-     WITH heads AS (
-       SELECT k.key, h.seq,
-              CASE WHEN p_failed_head_blocks THEN ${firstFailure(t, "k.key")} END AS failed_seq
-         FROM (SELECT DISTINCT u.key FROM unnest(locked_keys) AS u(key)) AS k
-         CROSS JOIN LATERAL (${keyHead(t, "k.key")}) h
-        WHERE h.available_at <= p_now
-          AND NOT EXISTS (SELECT 1 FROM ${t.message} d WHERE d.key = k.key AND d.status = 'DISPATCHING')
-     ), open_heads AS (
-       SELECT * FROM heads WHERE heads.failed_seq IS NULL OR heads.failed_seq > heads.seq
-     ), loose AS (
-       SELECT m.id, m.seq FROM ${t.message} m
-        WHERE m.id = ANY (unkeyed) AND m.status = 'PENDING' AND m.available_at <= p_now
-        FOR UPDATE SKIP LOCKED
-     ), cut AS (
-       SELECT COALESCE(
-                (SELECT s.seq FROM (SELECT open_heads.seq FROM open_heads UNION ALL SELECT loose.seq FROM loose) s
-                  ORDER BY s.seq OFFSET p_limit - 1 LIMIT 1),
-                9223372036854775807) AS seq
-     ), keyed AS (
-       SELECT p.id, p.seq
-         FROM open_heads k CROSS JOIN cut
-         CROSS JOIN LATERAL (${keyPrefixUpTo(t, "k.key", "p_now", "p_max_per_key", "LEAST(cut.seq, COALESCE(k.failed_seq - 1, 9223372036854775807))")}) p
-     ), chosen AS (
-       SELECT c.id FROM (SELECT * FROM keyed UNION ALL SELECT * FROM loose) c ORDER BY c.seq LIMIT p_limit
-     )
-     UPDATE ${t.message} m
-        SET status = 'DISPATCHING', lease_owner = p_owner,
-            lease_expires_at = now() + p_lease_millis * interval '1 millisecond', updated_at = p_now
-       FROM chosen
-      WHERE m.id = chosen.id AND m.status = 'PENDING'
-     RETURNING m.*;
-`
 
 /**
  * The claim function of migration 15. Same signature, contract and phase 2 as migration 4's;

@@ -4,8 +4,7 @@
  * rows of keys whose head waits, moving those rows behind their head.
  */
 import type { Tables } from "../PgTables.ts"
-import { firstFailure } from "./claim.ts"
-import { claimPhase2 } from "./claimV5.ts"
+import { claimPhase2, firstFailure } from "./claim.ts"
 import { behindHead } from "./waitingKey.ts"
 
 /**
