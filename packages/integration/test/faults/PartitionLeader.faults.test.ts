@@ -48,7 +48,7 @@ const outageMillis = 30_000
  * first seconds after the stop (where kafkajs's own retries hold every batch with a row for the
  * stopped broker) are behind. The ratios over the whole outage are recorded in the faults table.
  */
-const servedShare = 0.4
+const servedShare = 0.3
 /** Which clients run; kafkajs (the default adapter) and @platformatic/kafka unless narrowed. */
 const clients = (process.env.FAULTS_PARTITION_LEADER_CLIENTS ?? "kafkajs,platformatic")
   .split(",")
