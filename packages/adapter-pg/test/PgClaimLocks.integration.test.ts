@@ -1,7 +1,7 @@
 // The claim's key locks: a claim holds the advisory lock of each key it takes, and of no key its
 // probes turn away (a head backing off, a key in flight, a key behind a FAILURE row), nor for
-// key-less rows. The lock comes after the probes in the claim's candidate statement; taken first,
-// it would hold keys the claim cannot use and keep other relays off them.
+// key-less rows. The claim takes a key's lock only after the key's probes; taken first, it would
+// hold keys the claim cannot use and keep other relays off them.
 import { randomUUID } from "node:crypto"
 import { assert, describe, it } from "@effect/vitest"
 import type { EventId, NewOutboxMessage, OutboxMessage } from "@effect-outbox/core/OutboxMessage"
