@@ -28,7 +28,10 @@ export interface KafkaClientOptions {
   readonly requestTimeout?: number | undefined
   /** TLS and SASL (`KafkaSecurity.config()` reads them from `KAFKA_SSL_*` / `KAFKA_SASL_*`). */
   readonly security?: KafkaSecurity.Security | undefined
-  /** Anything else kafkajs accepts (retry…); `logCreator` is always ours, `security` wins over ssl/sasl here. */
+  /**
+   * Anything else kafkajs accepts (retry…; the publisher's producers use `publishingRetry`
+   * instead); `logCreator` is always ours, `security` wins over ssl/sasl here.
+   */
   readonly kafkaConfig?: Partial<Omit<Kafkajs.KafkaConfig, "brokers" | "clientId" | "logCreator">> | undefined
 }
 
