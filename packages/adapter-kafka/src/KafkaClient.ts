@@ -28,7 +28,10 @@ export interface KafkaClientOptions {
   readonly requestTimeout?: number | undefined
   /** TLS and SASL (`KafkaSecurity.config()` reads them from `KAFKA_SSL_*` / `KAFKA_SASL_*`). */
   readonly security?: KafkaSecurity.Security | undefined
-  /** Anything else kafkajs accepts (retry…); `logCreator` is always ours, `security` wins over ssl/sasl here. */
+  /**
+   * Anything else kafkajs accepts (retry…; the publisher's producers use `publishingRetry`
+   * instead); `logCreator` is always ours, `security` wins over ssl/sasl here.
+   */
   readonly kafkaConfig?: Partial<Omit<Kafkajs.KafkaConfig, "brokers" | "clientId" | "logCreator">> | undefined
 }
 
@@ -56,6 +59,15 @@ export class KafkaClient extends Context.Service<
      * at once with the last good layout instead.
      */
     readonly metadataAdmin?: Kafkajs.Admin | undefined
+    /**
+     * The same settings with a short cluster retry (`publishingRetry`), for the publisher's
+     * producers. A send refused because its partition's leader is away makes kafkajs re-read the
+     * cluster's metadata, which fails for as long as that partition has no leader; on the
+     * cluster's default retry that read is retried for 6 to 13 s before the send answers, and
+     * every batch holding a record for that partition waits with it, the served partitions'
+     * records included.
+     */
+    readonly publishing?: Kafkajs.Kafka | undefined
   }
 >()("@effect-outbox/adapter-kafka/KafkaClient") {}
 
@@ -72,6 +84,18 @@ const kafkajsSecurity = ({ sasl, tls }: KafkaSecurity.Security): Pick<Kafkajs.Ka
     })
   }
 }
+
+/**
+ * The cluster retry of the publisher's producers (`publishing`): a connection to another seed
+ * broker, or a metadata read during a leader election, is tried twice more, 100 ms and then
+ * about 200 ms later. Past that a send to a partition without a leader fails as unavailable, and
+ * the relay backs off that partition alone while the others go on. The producer's own `retry`
+ * (`KafkaPublisher`) still retries a send whose metadata read succeeds (a leader that moved).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const publishingRetry: Kafkajs.RetryOptions = { retries: 2, initialRetryTime: 100, maxRetryTime: 1_000 }
 
 /**
  * @since 0.1.0
@@ -106,6 +130,7 @@ export const make = (options: KafkaClientOptions): Effect.Effect<KafkaClient["Se
     }
     const kafka = new Kafkajs.Kafka(settings)
     const askOnce = new Kafkajs.Kafka({ ...settings, retry: { retries: 0 } })
+    const publishing = new Kafkajs.Kafka({ ...settings, retry: publishingRetry })
     // Not connected here: kafkajs connects on first use. Building the layer never waits on a
     // broker (kafkajs would retry a refused connection for about ten seconds); the runtime's
     // start-up check (`OUTBOX_BROKER_STARTUP_TIMEOUT`) is where an unreachable broker fails.
@@ -119,7 +144,7 @@ export const make = (options: KafkaClientOptions): Effect.Effect<KafkaClient["Se
     )
     const secured = KafkaSecurity.describe(options.security ?? KafkaSecurity.plaintext)
     yield* Effect.logDebug(`kafka client ${clientId} for ${options.brokers.join(",")} (${secured})`)
-    return KafkaClient.of({ kafka, admin, clientId, brokers: options.brokers, askOnce, metadataAdmin })
+    return KafkaClient.of({ kafka, admin, clientId, brokers: options.brokers, askOnce, metadataAdmin, publishing })
   })
 
 /**

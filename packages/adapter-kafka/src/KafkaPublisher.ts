@@ -85,7 +85,8 @@ export const make = (options: KafkaPublisherOptions = {}) =>
       Driver.make(client),
       {
         create: () =>
-          client.kafka.producer({
+          // On the short cluster retry: a partition without a leader is answered at once.
+          (client.publishing ?? client.kafka).producer({
             idempotent: true,
             maxInFlightRequests,
             allowAutoTopicCreation: false,

@@ -28,7 +28,8 @@ const recordingClient = (calls: {
   Layer.effect(KafkaClient)(
     Effect.gen(function* () {
       const client = yield* KafkaClientModule.make({ brokers, clientId: "adapter-kafka-settings" })
-      const kafka = client.kafka
+      // The publisher's producers come from the instance with the short cluster retry.
+      const kafka = client.publishing!
       const original = kafka.producer.bind(kafka)
       kafka.producer = (config?: Kafkajs.ProducerConfig) => {
         calls.configs.push(config ?? {})

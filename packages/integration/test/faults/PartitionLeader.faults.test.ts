@@ -5,9 +5,9 @@
 // @platformatic/kafka.
 //
 // What is asserted: while the broker is away, each served partition keeps publishing at a good
-// share of its rate before the stop (`servedShare`, in the outage's second half), although the
-// waiting keys' rows keep arriving and are the oldest available rows; once the broker is back
-// nothing is lost or reordered and the waiting partitions are published.
+// share of its rate before the stop (`servedShare`), over the whole outage and in its first
+// seconds, although the waiting keys' rows keep arriving and are the oldest available rows; once
+// the broker is back nothing is lost or reordered and the waiting partitions are published.
 //
 // The cluster takes its ports from FAULTS_CLUSTER_PORT (brokers on base..base+2, the controller on
 // base+7; default scripts/cluster's 27092) and its state from TMPDIR. It is removed at the end,
@@ -43,12 +43,15 @@ const floor = 1_500
 const healthyMillis = 10_000
 const outageMillis = 30_000
 /**
- * The share of its healthy rate each served partition keeps, at least, in the second half of the
- * outage: by then a claim that stalls behind the waiting keys' rows publishes nothing, and the
- * first seconds after the stop (where kafkajs's own retries hold every batch with a row for the
- * stopped broker) are behind. The ratios over the whole outage are recorded in the faults table.
+ * The share of its healthy rate each served partition keeps, at least, over the whole outage and
+ * in the `firstMillis` after the broker's JVM exited. A send that waits on the stopped broker
+ * holds every batch with a row for it (kafkajs re-reading the leaderless partition's metadata for
+ * seconds published nothing then), and a claim that stalls behind the waiting keys' rows
+ * publishes nothing later on. Kept below a quiet machine's ×0.8–1.1 so that a loaded one passes;
+ * the ratios, the second half's included, are recorded in the faults table.
  */
-const servedShare = 0.3
+const servedShare = 0.4
+const firstMillis = 5_000
 /** Which clients run; kafkajs (the default adapter) and @platformatic/kafka unless narrowed. */
 const clients = (process.env.FAULTS_PARTITION_LEADER_CLIENTS ?? "kafkajs,platformatic")
   .split(",")
@@ -210,11 +213,13 @@ describe("one partition's leader away for 30 s on a 3-broker cluster (claim rela
         const stopAt = Date.now()
         brokerDown = true
         await cluster("stop-broker", String(stopped))
+        const goneAt = Date.now()
         await Support.sleep(outageMillis)
         const restartAt = Date.now()
         const outage = await ratesBetween(stack, t.message, stopAt, restartAt)
         const halfway = stopAt + (restartAt - stopAt) / 2
         const secondHalf = await ratesBetween(stack, t.message, halfway, restartAt)
+        const first = await ratesBetween(stack, t.message, goneAt, goneAt + firstMillis)
         const openAtRestart = await openPerPartition(stack, t.message)
         await cluster("start-broker", String(stopped))
         brokerDown = false
@@ -256,12 +261,12 @@ describe("one partition's leader away for 30 s on a 3-broker cluster (claim rela
           note:
             `rows/s healthy ${fmt(healthy)}; during the outage ${fmt(outage)}; ` +
             `served ratios ${ratios.map((r) => r.toFixed(2)).join("/")} ` +
-            `(second half ${served.map((p) => (secondHalf[p]! / healthy[p]!).toFixed(2)).join("/")}); ` +
+            `(first ${firstMillis / 1000} s ${served.map((p) => (first[p]! / healthy[p]!).toFixed(2)).join("/")}; second half ${served.map((p) => (secondHalf[p]! / healthy[p]!).toFixed(2)).join("/")}); ` +
             `paused partitions published ${pausedAfter} after the restart; drained ${((drainedAt - restartAt) / 1000).toFixed(0)} s after it`
         })
         console.log(
           `${client}: broker ${stopped} stopped at ${((stopAt - relayStarted) / 1000).toFixed(0)} s, started at ${((restartAt - relayStarted) / 1000).toFixed(0)} s, serving at ${((servingAt - relayStarted) / 1000).toFixed(0)} s; ` +
-            `healthy ${fmt(healthy)} | outage ${fmt(outage)} | ratios ${ratios.map((r) => r.toFixed(2)).join(" ")} (second half ${served.map((p) => (secondHalf[p]! / healthy[p]!).toFixed(2)).join(" ")}) | open at restart ${openAtRestart.join(" ")}`
+            `healthy ${fmt(healthy)} | outage ${fmt(outage)} | ratios ${ratios.map((r) => r.toFixed(2)).join(" ")} (first ${firstMillis / 1000} s ${served.map((p) => (first[p]! / healthy[p]!).toFixed(2)).join(" ")}; second half ${served.map((p) => (secondHalf[p]! / healthy[p]!).toFixed(2)).join(" ")}) | open at restart ${openAtRestart.join(" ")}`
         )
 
         // The measurement says something only if the served partitions still had work throughout.
@@ -270,11 +275,17 @@ describe("one partition's leader away for 30 s on a 3-broker cluster (claim rela
           assert.isAbove(healthy[p]!, 0, `partition ${p} published before the outage`)
         }
         for (const p of served) {
+          const against = `against ${healthy[p]!.toFixed(1)} rows/s before it`
           assert.isAtLeast(
-            secondHalf[p]!,
+            outage[p]!,
             servedShare * healthy[p]!,
-            `partition ${p} (broker ${leaderOf(p)}) published ${secondHalf[p]!.toFixed(1)} rows/s in the second half ` +
-              `of the outage (${outage[p]!.toFixed(1)} over all of it) against ${healthy[p]!.toFixed(1)} rows/s before it`
+            `partition ${p} (broker ${leaderOf(p)}) published ${outage[p]!.toFixed(1)} rows/s over the outage ${against}`
+          )
+          assert.isAtLeast(
+            first[p]!,
+            servedShare * healthy[p]!,
+            `partition ${p} (broker ${leaderOf(p)}) published ${first[p]!.toFixed(1)} rows/s in the first ` +
+              `${firstMillis / 1000} s after the broker exited ${against}`
           )
         }
         assert.deepStrictEqual(
