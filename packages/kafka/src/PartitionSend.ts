@@ -17,11 +17,11 @@
  */
 
 import { PermanentPublishError, type PublishError, RetriablePublishError } from "@effect-outbox/core/Errors"
-import type { PublishReceipt } from "@effect-outbox/core/OutboxMessage"
 import type { PublishOutcome } from "@effect-outbox/core/Publisher"
 import * as RecordSize from "@effect-outbox/core/RecordSize"
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
+import * as Receipts from "./internal/receipts.ts"
 
 /**
  * A record of a publish call: its size inputs and its position in the call's requests.
@@ -99,13 +99,7 @@ export const sendPartition = <R extends IndexedRecord>(
       }
       const sent = yield* driver.send(topic, partition, batch)
       if (Result.isSuccess(sent)) {
-        batch.forEach((record, i) => {
-          outcomes[record.index] = Result.succeed({
-            topic,
-            partition,
-            offset: (sent.success + BigInt(i)).toString()
-          } satisfies PublishReceipt)
-        })
+        Receipts.write(outcomes, topic, partition, sent.success, batch)
         yield* driver.onSent(batch.length)
         continue
       }

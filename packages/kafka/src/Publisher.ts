@@ -8,7 +8,7 @@
  *
  * @since 0.1.0
  */
-import { BrokerUnavailableError } from "@effect-outbox/core/Errors"
+import { BrokerUnavailableError, type PublishError } from "@effect-outbox/core/Errors"
 import { EVENT_ID_HEADER } from "@effect-outbox/core/OutboxMessage"
 import { Publisher, type PublishOutcome, type PublishRequest } from "@effect-outbox/core/Publisher"
 import * as Effect from "effect/Effect"
@@ -17,7 +17,7 @@ import * as Result from "effect/Result"
 import type * as Scope from "effect/Scope"
 import * as Combined from "./internal/combined.ts"
 import * as Send from "./internal/send.ts"
-import type { KafkaDriver } from "./KafkaDriver.ts"
+import type { KafkaDriver, TopicLayout } from "./KafkaDriver.ts"
 import * as Layouts from "./Layouts.ts"
 import { producerResets, publishedRecords } from "./Metrics.ts"
 import * as PartitionSend from "./PartitionSend.ts"
@@ -93,12 +93,16 @@ export const toBuffer = (bytes: Uint8Array): Buffer => Buffer.from(bytes.buffer,
 /**
  * The headers sent with a record: the request's own (they already carry `event-id` and
  * `traceparent`), with `event-id` guaranteed to be the request's id unless the request opts out.
+ * The request's own object when it already says so (the usual case: no copy per record), so the
+ * result is only read, never written.
  *
  * @since 0.1.0
  * @category encoding
  */
-export const recordHeaders = (request: PublishRequest): Record<string, string> =>
-  request.writeEventId === false ? { ...request.headers } : { ...request.headers, [EVENT_ID_HEADER]: request.id }
+export const recordHeaders = (request: PublishRequest): Readonly<Record<string, string>> =>
+  request.writeEventId === false || request.headers[EVENT_ID_HEADER] === request.id
+    ? request.headers
+    : { ...request.headers, [EVENT_ID_HEADER]: request.id }
 
 /** Records of one call bound for one partition, in request order. */
 interface PartitionGroup extends Part {
@@ -186,7 +190,9 @@ export const make = <P>(
         })
       })
     const forgetDeleted =
-      producer.listTopics === undefined ? () => Effect.void : forgetDeletedTopics(producer.listTopics, targeted, leases)
+      producer.listTopics === undefined
+        ? (_: ReadonlyArray<Part>) => Effect.void
+        : forgetDeletedTopics(producer.listTopics, targeted, leases)
 
     const publish = (requests: ReadonlyArray<PublishRequest>): Effect.Effect<ReadonlyArray<PublishOutcome>> =>
       Effect.gen(function* () {
@@ -194,15 +200,15 @@ export const make = <P>(
         const deadline = Date.now() + timeoutMillis
         const outcomes: Outcomes = new Array(requests.length)
         const groups = yield* partitionGroups(sender.layouts, driver, requests, deadline, outcomes)
-        if (groups.size === 0) return outcomes as ReadonlyArray<PublishOutcome>
-        yield* forgetDeleted(new Set([...groups.values()].map((g) => g.topic)))
-        yield* Effect.forEach(byLeader(groups.values()), (of) => sendToLeader(of, deadline, outcomes), {
+        if (groups.length === 0) return outcomes as ReadonlyArray<PublishOutcome>
+        yield* forgetDeleted(groups)
+        yield* Effect.forEach(byLeader(groups), (of) => sendToLeader(of, deadline, outcomes), {
           concurrency: "unbounded",
           discard: true
         })
         // A partition whose send came back unavailable waits while the topic's metadata is stale,
         // and its verdict names it, so the relay backs off that partition alone.
-        for (const group of groups.values()) {
+        for (const group of groups) {
           let unavailable = false
           for (const record of group.records) {
             const outcome = outcomes[record.index]
@@ -241,9 +247,10 @@ const byLeader = (groups: Iterable<PartitionGroup>): Array<Array<PartitionGroup>
 }
 
 /**
- * Where each record goes, decided before sending, grouped by partition in request order. Records
- * that cannot be sent (no such topic or partition, no metadata answer before `deadline`) get their
- * outcome in `outcomes` at once.
+ * Where each record goes, decided before sending, grouped by partition in request order (groups in
+ * the order of their first record). Records that cannot be sent (no such topic or partition, no
+ * metadata answer before `deadline`) get their outcome in `outcomes` at once. One pass over the
+ * records, no key built per record: every record of the log relay comes through here.
  */
 const partitionGroups = (
   layouts: Layouts.Layouts,
@@ -253,8 +260,11 @@ const partitionGroups = (
   outcomes: Outcomes
 ) =>
   Effect.gen(function* () {
-    const targets: Array<Layouts.Target> = new Array(requests.length)
-    for (const topic of new Set(requests.map((r) => r.topic))) {
+    // Each topic's layout (or why there is none), read once per call in order of first appearance.
+    const topics = new Map<string, TopicSlots>()
+    for (let i = 0; i < requests.length; i++) {
+      const topic = requests[i]!.topic
+      if (topics.has(topic)) continue
       const layout = yield* layouts.layoutFor(topic, requests).pipe(
         Effect.mapError((error) => driver.protocol.toPublishError(topic, error)),
         Effect.timeoutOrElse({
@@ -263,27 +273,36 @@ const partitionGroups = (
         }),
         Effect.result
       )
-      requests.forEach((request, i) => {
-        if (request.topic !== topic) return
-        targets[i] = Result.isFailure(layout)
-          ? { _tag: "Reject", error: layout.failure }
-          : layouts.target(request, layout.success)
-      })
+      topics.set(topic, { layout, groups: [] })
     }
-    const groups = new Map<string, PartitionGroup>()
-    requests.forEach((request, index) => {
-      const t = targets[index]!
+    const groups: Array<PartitionGroup> = []
+    for (let index = 0; index < requests.length; index++) {
+      const request = requests[index]!
+      const slots = topics.get(request.topic)!
+      const layout = slots.layout
+      const t = Result.isFailure(layout)
+        ? ({ _tag: "Reject", error: layout.failure } as const)
+        : layouts.target(request, layout.success)
       if (t._tag === "Reject") {
         outcomes[index] = Result.fail(t.error)
-        return
+        continue
       }
-      const slot = `${t.topic}\u0000${t.partition}`
-      const group = groups.get(slot) ?? { topic: t.topic, partition: t.partition, leader: t.leader, records: [] }
+      let group = slots.groups[t.partition]
+      if (group === undefined) {
+        group = { topic: t.topic, partition: t.partition, leader: t.leader, records: [] }
+        slots.groups[t.partition] = group
+        groups.push(group)
+      }
       group.records.push({ index, key: request.key, headers: recordHeaders(request), payload: request.payload })
-      groups.set(slot, group)
-    })
+    }
     return groups
   })
+
+/** A topic's layout for one call, and its partitions' groups by partition number. */
+interface TopicSlots {
+  readonly layout: Result.Result<TopicLayout | undefined, PublishError>
+  readonly groups: Array<PartitionGroup | undefined>
+}
 
 /**
  * Replaces the producer when a topic it once sent to (outside this call) was deleted since.
@@ -295,9 +314,9 @@ const forgetDeletedTopics = <P>(
   leases: ProducerLeases.ProducerLeases<P>
 ) => {
   let verifiedAt = 0
-  return (callTopics: ReadonlySet<string>) =>
+  return (callGroups: ReadonlyArray<Part>) =>
     Effect.gen(function* () {
-      const others = [...targeted].filter((t) => !callTopics.has(t))
+      const others = [...targeted].filter((t) => !callGroups.some((g) => g.topic === t))
       if (others.length === 0 || Date.now() - verifiedAt <= 1_000) return
       verifiedAt = Date.now()
       const names = yield* Effect.tryPromise(listTopics).pipe(Effect.orElseSucceed(() => undefined))

@@ -5,7 +5,7 @@
  * instead of failing).
  */
 import * as Publisher from "@effect-outbox/kafka/Publisher"
-import type { Producer } from "@platformatic/kafka"
+import type { MessageToProduce, Producer } from "@platformatic/kafka"
 
 export type AnyProducer = Producer<Buffer | undefined, Buffer, string, string>
 
@@ -30,6 +30,18 @@ export const rememberPartitions = (producer: AnyProducer, topic: string, count: 
   partitionCounts.set(producer, counts)
 }
 
+type Message = MessageToProduce<Buffer | undefined, Buffer, string, string>
+
+/**
+ * A record's headers as the `Map` the client reads them into: given an object, it builds one
+ * from `Object.entries` (an array per header) for every record.
+ */
+const headerMap = (headers: Readonly<Record<string, string>>): Map<string, string> => {
+  const map = new Map<string, string>()
+  for (const name in headers) if (Object.hasOwn(headers, name)) map.set(name, headers[name]!)
+  return map
+}
+
 /** Whether the producer's metadata has `partition` of `topic`, asking (then forcing) when not known. */
 const hasPartition = async (producer: AnyProducer, topic: string, partition: number): Promise<boolean> => {
   if (partition < knownPartitions(producer, topic)) return true
@@ -49,18 +61,19 @@ export const produce = async (
   const known = await Promise.all(parts.map((part) => hasPartition(producer, part.topic, part.partition)))
   const sending = parts.filter((_, i) => known[i])
   if (sending.length === 0) return parts.map(() => undefined)
-  const result = await producer.send({
-    messages: sending.flatMap(({ partition, records, topic }) =>
-      records.map((record) => ({
+  const messages: Array<Message> = []
+  for (const { partition, records, topic } of sending) {
+    for (const record of records) {
+      messages.push({
         topic,
         partition,
         key: record.key === null ? undefined : Buffer.from(record.key),
         value: Publisher.toBuffer(record.payload),
-        // A fresh object per record already (`Publisher.recordHeaders`); the client only reads it.
-        headers: record.headers as Record<string, string>
-      }))
-    )
-  })
+        headers: headerMap(record.headers)
+      })
+    }
+  }
+  const result = await producer.send({ messages })
   return parts.map((part, i) =>
     known[i] ? result.offsets?.find((o) => o.topic === part.topic && o.partition === part.partition)?.offset : undefined
   )

@@ -16,6 +16,7 @@ import type { PublishOutcome } from "@effect-outbox/core/Publisher"
 import * as RecordSize from "@effect-outbox/core/RecordSize"
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
+import * as Receipts from "./receipts.ts"
 import * as Send from "./send.ts"
 
 /** Whether `parts` fit one request (`RecordSize.fitsOneRequest`), each topic's limit read once. */
@@ -91,17 +92,13 @@ export const send = <P>(
           let sent = 0
           parts.forEach((part, p) => {
             const base = offsets[p]
-            part.records.forEach((record, i) => {
-              outcomes[record.index] =
-                base === undefined
-                  ? Result.fail(Send.notInMetadata(part.topic, part.partition))
-                  : Result.succeed({
-                      topic: part.topic,
-                      partition: part.partition,
-                      offset: (base + BigInt(i)).toString()
-                    })
-            })
-            if (base !== undefined) sent += part.records.length
+            if (base === undefined) {
+              const verdict = Result.fail(Send.notInMetadata(part.topic, part.partition))
+              for (const record of part.records) outcomes[record.index] = verdict
+              return
+            }
+            Receipts.write(outcomes, part.topic, part.partition, base, part.records)
+            sent += part.records.length
           })
           yield* onSent(sent)
           return true
