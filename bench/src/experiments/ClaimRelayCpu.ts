@@ -2,9 +2,10 @@
  * The claim relay's own node CPU per event: scenario 1's drain (one relay, batch 100, 1 KB
  * payloads, 1000 keys) measured by this process's CPU time (`process.cpuUsage`) over the drain
  * only, not the fill. `--profile <dir>`: a V8 CPU profile of each drain, for
- * `bench/src/experiments/cpuProfileSummary.ts`. `--depth n`: the relay's pipeline depth.
+ * `bench/src/experiments/cpuProfileSummary.ts`. `--depth n`: the relay's pipeline depth; `--sink none`:
+ * claim and mark only, no broker.
  *
- *   node bench/src/experiments/ClaimRelayCpu.ts [--reps 3] [--backlog 20000] [--depth 2] [--profile /tmp/dir]
+ *   node bench/src/experiments/ClaimRelayCpu.ts [--reps 3] [--backlog 20000] [--depth 2] [--sink none] [--profile /tmp/dir]
  */
 import { writeFileSync } from "node:fs"
 import { Session } from "node:inspector/promises"
@@ -18,6 +19,8 @@ const reps = Args.number("reps", 3)
 const backlog = Args.number("backlog", 20_000)
 const depth = Args.optional("depth")
 const profileDir = Args.optional("profile")
+// `--sink none`: claim and mark only (every record gets a receipt at once), no broker.
+const sink = Args.text("sink", "kafka") as Library.Sink
 
 const cpuMicros = () => {
   const u = process.cpuUsage()
@@ -36,7 +39,7 @@ const k = Env.kafka()
 const admin = k.admin()
 await admin.connect()
 const watcher = await Library.makeStack({ schema, pgConnections: 2 })
-const stack = await Library.makeStack({ schema, pgConnections: 3 })
+const stack = await Library.makeStack({ schema, pgConnections: 3, sink })
 const topics: Array<string> = []
 const settings = {
   batchSize: 100,

@@ -68,4 +68,5 @@ for (const [id, n] of counts) {
 console.log("--- non-idle samples by nearest non-internal frame (file)")
 for (const [k, v] of [...owner].sort((a, b) => b[1] - a[1]).slice(0, top)) console.log(`${pct(v).padStart(6)}  ${k}`)
 console.log("--- inclusive, our functions")
-for (const [k, v] of [...inclusive].sort((a, b) => b[1] - a[1]).slice(0, top)) console.log(`${pct(v).padStart(6)}  ${k}`)
+for (const [k, v] of [...inclusive].sort((a, b) => b[1] - a[1]).slice(0, top))
+  console.log(`${pct(v).padStart(6)}  ${k}`)

@@ -10,12 +10,7 @@ import * as Metric from "effect/Metric"
 import type { StoreError } from "../../Errors.ts"
 import type * as Lifecycle from "../../Lifecycle.ts"
 import type { EventId } from "../../OutboxMessage.ts"
-import {
-  OutboxStore,
-  type TransitionOutcome,
-  type TransitionPatch,
-  type TransitionRequest
-} from "../../OutboxStore.ts"
+import { OutboxStore, type TransitionOutcome, type TransitionPatch, type TransitionRequest } from "../../OutboxStore.ts"
 import * as Telemetry from "../../Telemetry.ts"
 import { runningSpan } from "../telemetry/runningSpan.ts"
 
