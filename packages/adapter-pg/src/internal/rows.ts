@@ -34,7 +34,10 @@ const headersOf = (value: unknown): Headers => {
   const parsed = typeof value === "string" ? JSON.parse(value) : value
   const out: Record<string, string> = {}
   if (parsed !== null && typeof parsed === "object") {
-    for (const [k, v] of Object.entries(parsed as Record<string, unknown>)) out[k] = String(v)
+    const record = parsed as Record<string, unknown>
+    for (const k in record) {
+      if (Object.hasOwn(record, k)) out[k] = String(record[k])
+    }
   }
   return out
 }

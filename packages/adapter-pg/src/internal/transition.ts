@@ -148,8 +148,9 @@ export const uniform = (requests: ReadonlyArray<TransitionRequest>): Uniform | u
     if ((r.patch.lastError !== undefined) !== shape.setLastError || (r.patch.lastError ?? null) !== shape.lastError) {
       return undefined
     }
-    for (const [key, value] of Object.entries(r.patch)) {
-      if (value !== undefined && !fastPatchKeys.has(key)) return undefined
+    const patch = r.patch as Readonly<Record<string, unknown>>
+    for (const key in patch) {
+      if (patch[key] !== undefined && !fastPatchKeys.has(key)) return undefined
     }
     // Setting a lease is only meaningful towards DISPATCHING, which is excluded above; a lease
     // patch here is `null` (clear), and leaving a status other than DISPATCHING clears it anyway.

@@ -52,21 +52,22 @@ export const makeTransition = (sql: SqlClient.SqlClient, t: Tables, recordTransi
       ])
       .withoutTransform.pipe(Effect.map((rows) => rows.map((row) => [round[row.idx]![1], row] as const)))
 
-  const fast = (round: Round, shape: Uniform) => {
-    const sorted = [...round].sort(([a], [b]) => (a.id.toLowerCase() < b.id.toLowerCase() ? -1 : 1))
+  // `ids` are the round's ids lower-cased (PostgreSQL's uuid text), computed once per round.
+  const fast = (round: Round, ids: ReadonlyArray<string>, shape: Uniform) => {
+    const order = round.map((_, i) => i).sort((a, b) => (ids[a]! < ids[b]! ? -1 : 1))
+    const partitions = new Array<number | null>(order.length)
+    const offsets = new Array<string | null>(order.length)
+    const sortedIds = new Array<string>(order.length)
+    for (let j = 0; j < order.length; j++) {
+      const r = round[order[j]!]![0]
+      sortedIds[j] = r.id
+      partitions[j] = r.patch.receipt?.partition ?? null
+      offsets[j] = r.patch.receipt?.offset ?? null
+    }
     return sql.unsafe<{ id: string }>(fastSql, [
-      typedArray(
-        sorted.map(([r]) => r.id),
-        PgTypes.OID.uuid
-      ),
-      typedArray(
-        sorted.map(([r]) => r.patch.receipt?.partition ?? null),
-        PgTypes.OID.int4
-      ),
-      typedArray(
-        sorted.map(([r]) => r.patch.receipt?.offset ?? null),
-        PgTypes.OID.text
-      ),
+      typedArray(sortedIds, PgTypes.OID.uuid),
+      typedArray(partitions, PgTypes.OID.int4),
+      typedArray(offsets, PgTypes.OID.text),
       PgTypes.text(shape.from),
       PgTypes.text(shape.to),
       PgTypes.text(shape.leaseOwner),
@@ -78,14 +79,20 @@ export const makeTransition = (sql: SqlClient.SqlClient, t: Tables, recordTransi
   }
 
   const transitionRound = (round: Round) => {
-    const shape = uniform(round.map(([request]) => request))
-    if (shape === undefined || !round.every(([r]) => fastEncodable(r))) return generic(round)
-    return Effect.flatMap(fast(round, shape), (moved) => {
-      const done = new Set(moved.map((row) => row.id.toLowerCase()))
-      const applied = round
-        .filter(([r]) => done.has(r.id.toLowerCase()))
-        .map(([, index]) => [index, { outcome: "applied", current: shape.to as OutboxStatus }] as const)
-      const rest = round.filter(([r]) => !done.has(r.id.toLowerCase()))
+    const requests = round.map(([request]) => request)
+    const shape = uniform(requests)
+    if (shape === undefined || !requests.every(fastEncodable)) return generic(round)
+    const ids = requests.map((r) => r.id.toLowerCase())
+    return Effect.flatMap(fast(round, ids, shape), (moved) => {
+      const done = new Set<string>()
+      for (const row of moved) done.add(row.id.toLowerCase())
+      const applied: Array<readonly [number, Row]> = []
+      const rest: Array<readonly [TransitionRequest, number]> = []
+      const movedRow: Row = { outcome: "applied", current: shape.to }
+      for (let i = 0; i < round.length; i++) {
+        if (done.has(ids[i]!)) applied.push([round[i]![1], movedRow])
+        else rest.push(round[i]!)
+      }
       return rest.length === 0 ? Effect.succeed(applied) : Effect.map(generic(rest), (rows) => [...applied, ...rows])
     })
   }

@@ -100,7 +100,18 @@ export const make = (owner: string, outageBackoff: Schedule.Schedule<unknown>): 
       return until
     })
 
+  const none: ReadonlyMap<string, number> = new Map()
   const note = (rows: ReadonlyArray<OutboxMessage>, outcomes: ReadonlyArray<PublishOutcome>, now: number) =>
+    // No outage known and every record through: nothing to end or begin (the usual batch, so it
+    // skips the per-row walk below).
+    destinations.size === 0 && outages === 0 && rows.length > 0 && outcomes.every(Result.isSuccess)
+      ? Effect.sync(() => {
+          lastSuccessAt = now
+          return none
+        })
+      : noteAny(rows, outcomes, now)
+
+  const noteAny = (rows: ReadonlyArray<OutboxMessage>, outcomes: ReadonlyArray<PublishOutcome>, now: number) =>
     Effect.gen(function* () {
       const through = outcomes.some(Result.isSuccess)
       if (through) lastSuccessAt = now

@@ -10,7 +10,7 @@ import * as Metric from "effect/Metric"
 import type { StoreError } from "../../Errors.ts"
 import type * as Lifecycle from "../../Lifecycle.ts"
 import type { EventId } from "../../OutboxMessage.ts"
-import { OutboxStore, type TransitionOutcome, type TransitionPatch } from "../../OutboxStore.ts"
+import { OutboxStore, type TransitionOutcome, type TransitionPatch, type TransitionRequest } from "../../OutboxStore.ts"
 import * as Telemetry from "../../Telemetry.ts"
 import { runningSpan } from "../telemetry/runningSpan.ts"
 
@@ -32,17 +32,7 @@ export const write = (
     : Effect.gen(function* () {
         const store = yield* OutboxStore
         const now = yield* Clock.currentTimeMillis
-        const outcomes = yield* store.transition(
-          moves.map((move) => ({
-            id: move.id,
-            from: move.from,
-            to: move.to,
-            ...(move.acceptIfIn === undefined ? {} : { acceptIfIn: move.acceptIfIn }),
-            ...(move.leaseOwner === undefined ? {} : { leaseOwner: move.leaseOwner }),
-            patch: move.patch ?? {},
-            now
-          }))
-        )
+        const outcomes = yield* store.transition(moves.map((move) => request(move, now)))
         yield* record(moves, outcomes)
         return outcomes
       }).pipe(
@@ -54,6 +44,16 @@ export const write = (
         })
       )
 
+// One object literal per row (no spreads of optional fields: this runs for every row of a mark).
+const request = (move: Move, now: number): TransitionRequest => {
+  const out: Mutable<TransitionRequest> = { id: move.id, from: move.from, to: move.to, patch: move.patch ?? {}, now }
+  if (move.acceptIfIn !== undefined) out.acceptIfIn = move.acceptIfIn
+  if (move.leaseOwner !== undefined) out.leaseOwner = move.leaseOwner
+  return out
+}
+
+type Mutable<T> = { -readonly [K in keyof T]: T[K] }
+
 /**
  * The batch's metric and debug lines. One counter update per `from`/`to`/`outcome` (the same
  * totals as one per row), and the per-row lines only when Debug is enabled: two effects per row,
@@ -63,7 +63,8 @@ const record = (moves: ReadonlyArray<Move>, outcomes: ReadonlyArray<TransitionOu
   Effect.gen(function* () {
     const groups = new Map<string, { from: string; to: Lifecycle.OutboxStatus; outcome: string; n: number }>()
     for (let i = 0; i < outcomes.length; i++) {
-      const from = moves[i]!.from.join("|")
+      const fromList = moves[i]!.from
+      const from = fromList.length === 1 ? fromList[0]! : fromList.join("|")
       const to = moves[i]!.to
       const outcome = outcomes[i]!.outcome
       const key = `${from} ${to} ${outcome}`
