@@ -11,6 +11,7 @@ import * as Effect from "effect/Effect"
 import * as SqlClient from "effect/sql/SqlClient"
 import { toMessage } from "../../../packages/adapter-pg/src/internal/rows.ts"
 import * as Env from "../Env.ts"
+import * as Profile from "../Profile.ts"
 
 const setup = [
   "DROP SCHEMA IF EXISTS claimcpu_micro CASCADE",
@@ -33,10 +34,7 @@ const variants: Record<string, string> = {
   "relay's columns": "SELECT id, seq, topic, key, partition, headers, payload, attempts FROM claimcpu_micro.m",
   "select *": "SELECT * FROM claimcpu_micro.m"
 }
-const cpu = () => {
-  const u = process.cpuUsage()
-  return u.user + u.system
-}
+const cpu = Profile.cpuMicros
 await Effect.runPromise(
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient

@@ -7,12 +7,11 @@
  *
  *   node bench/src/experiments/ClaimRelayCpu.ts [--reps 3] [--backlog 20000] [--depth 2] [--sink none] [--profile /tmp/dir]
  */
-import { writeFileSync } from "node:fs"
-import { Session } from "node:inspector/promises"
 import { loadavg } from "node:os"
 import * as Args from "../Args.ts"
 import * as Env from "../Env.ts"
 import * as Library from "../Library.ts"
+import * as Profile from "../Profile.ts"
 import { median } from "../Stats.ts"
 
 const reps = Args.number("reps", 3)
@@ -22,17 +21,7 @@ const profileDir = Args.optional("profile")
 // `--sink none`: claim and mark only (every record gets a receipt at once), no broker.
 const sink = Args.text("sink", "kafka") as Library.Sink
 
-const cpuMicros = () => {
-  const u = process.cpuUsage()
-  return u.user + u.system
-}
-
-const session = profileDir === undefined ? undefined : new Session()
-if (session !== undefined) {
-  session.connect()
-  await session.post("Profiler.enable")
-  await session.post("Profiler.setSamplingInterval", { interval: 200 })
-}
+const profiler = await Profile.make(profileDir)
 
 const schema = Env.uniqueName("bench_s1cpu")
 const k = Env.kafka()
@@ -54,16 +43,13 @@ const drain = async (n: number, label?: string) => {
   await Library.truncate(watcher)
   await Library.fillBacklog(watcher, topic, n)
   const profile = Library.emptyProfile()
-  if (label !== undefined && session !== undefined) await session.post("Profiler.start")
-  const cpu0 = cpuMicros()
+  if (label !== undefined) await profiler.start()
+  const cpu0 = Profile.cpuMicros()
   const started = performance.now()
   const stop = await Library.startRelay(stack, settings, profile)
   while (!(await Library.drained(watcher))) await Env.sleep(50)
-  const cpu = cpuMicros() - cpu0
-  if (label !== undefined && session !== undefined) {
-    const { profile: p } = await session.post("Profiler.stop")
-    writeFileSync(`${profileDir}/relay-${label}.cpuprofile`, JSON.stringify(p))
-  }
+  const cpu = Profile.cpuMicros() - cpu0
+  if (label !== undefined) await profiler.stop(`relay-${label}`)
   await stop()
   return { rate: (n / (profile.lastMarkAt - started)) * 1000, cpuPerEvent: cpu / n }
 }

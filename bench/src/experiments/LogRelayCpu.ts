@@ -4,15 +4,13 @@
  * `send` of 100 of the same records, interleaved, each measured by this process's CPU time
  * (`process.cpuUsage`) over its run. On a shared machine the wall-clock rates swing with the
  * broker and the other tenants; the CPU the relay spends per event is what the relay's code
- * decides. `--profile <dir>`: a V8 CPU profile of each relay drain only (not the fill, not the raw
- * sends), to sum self time per function (`LogRelayCpuProfile.ts`).
+ * decides. `--profile <dir>`: a V8 CPU profile of each relay drain and each raw run (not the fill),
+ * to sum self time per function (`cpuProfileSummary.ts`).
  *
  *   node bench/src/experiments/LogRelayCpu.ts [--reps 3] [--backlog 50000] [--batch 100] [--per-tx 1000]
  *     [--profile /tmp/dir] [--max-window n]
  */
 
-import { writeFileSync } from "node:fs"
-import { Session } from "node:inspector/promises"
 import { loadavg } from "node:os"
 import * as LogRelay from "@effect-outbox/core/LogRelay"
 import * as Outbox from "@effect-outbox/core/Outbox"
@@ -20,6 +18,7 @@ import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Args from "../Args.ts"
 import * as Env from "../Env.ts"
+import * as Profile from "../Profile.ts"
 import { median } from "../Stats.ts"
 import * as LogStack from "../support/logStack.ts"
 import * as PlatformaticRaw from "../support/platformaticRaw.ts"
@@ -37,17 +36,7 @@ interface Sample {
   readonly cpuPerEvent: number
 }
 
-const cpuMicros = () => {
-  const u = process.cpuUsage()
-  return u.user + u.system
-}
-
-const session = profileDir === undefined ? undefined : new Session()
-if (session !== undefined) {
-  session.connect()
-  await session.post("Profiler.enable")
-  await session.post("Profiler.setSamplingInterval", { interval: 200 })
-}
+const profiler = await Profile.make(profileDir)
 
 const relay = async (admin: Awaited<ReturnType<typeof connectAdmin>>, n: number, label: string): Promise<Sample> => {
   const topic = Env.uniqueName("bench-s6cpu")
@@ -69,19 +58,16 @@ const relay = async (admin: Awaited<ReturnType<typeof connectAdmin>>, n: number,
       })
     )
     await Env.sleep(300)
-    if (session !== undefined) await session.post("Profiler.start")
-    const cpu = cpuMicros()
+    await profiler.start()
+    const cpu = Profile.cpuMicros()
     const started = performance.now()
     const fiber = stack.runtime.runFork(
       LogRelay.run({ batchSize, maxWindow: maxWindow === undefined ? undefined : Number(maxWindow) })
     )
     while ((await Env.topicRecords(admin, topic)) < n) await Env.sleep(20)
     const elapsed = performance.now() - started
-    const used = cpuMicros() - cpu
-    if (session !== undefined) {
-      const { profile } = await session.post("Profiler.stop")
-      writeFileSync(`${profileDir}/relay-${label}.cpuprofile`, JSON.stringify(profile))
-    }
+    const used = Profile.cpuMicros() - cpu
+    await profiler.stop(`relay-${label}`)
     await stack.runtime.runPromise(Fiber.interrupt(fiber))
     return { rate: (n / elapsed) * 1000, cpuPerEvent: used / n }
   } finally {
@@ -102,14 +88,11 @@ const raw = async (n: number, label: string): Promise<Sample> => {
   const topic = Env.uniqueName("bench-s6cpu")
   await Env.createTopic(admin, topic)
   try {
-    if (session !== undefined) await session.post("Profiler.start")
-    const cpu = cpuMicros()
+    await profiler.start()
+    const cpu = Profile.cpuMicros()
     const ms = await PlatformaticRaw.sendLoop(producer, topic, n, 100)
-    const used = cpuMicros() - cpu
-    if (session !== undefined) {
-      const { profile } = await session.post("Profiler.stop")
-      writeFileSync(`${profileDir}/raw-${label}.cpuprofile`, JSON.stringify(profile))
-    }
+    const used = Profile.cpuMicros() - cpu
+    await profiler.stop(`raw-${label}`)
     return { rate: (n / ms) * 1000, cpuPerEvent: used / n }
   } finally {
     await Env.deleteTopics(admin, [topic])
