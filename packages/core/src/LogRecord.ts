@@ -123,7 +123,6 @@ export const decode = (bytes: Uint8Array): LogMessage | LogRecordError => {
 
 // Kafka's topic rule, the one `Outbox.prepare` applies to drafts.
 const TOPIC = /^[a-zA-Z0-9._-]{1,249}$/
-let legalTopic: string | null = null
 
 /**
  * Why a decoded entry is not an event this library would have written (the checks
@@ -135,17 +134,13 @@ let legalTopic: string | null = null
  */
 export const validate = (message: LogMessage, maxPartition?: number): string | undefined => {
   if (!isEventId(message.id)) return `id ${JSON.stringify(message.id)} is not a UUID`
-  // A log's events name one topic or a few: the last legal name is not tested again.
-  if (typeof message.topic !== "string" || message.topic !== legalTopic) {
-    if (
-      typeof message.topic !== "string" ||
-      !TOPIC.test(message.topic) ||
-      message.topic === "." ||
-      message.topic === ".."
-    )
-      return `topic ${JSON.stringify(message.topic)} is not a legal Kafka topic name`
-    legalTopic = message.topic
-  }
+  if (
+    typeof message.topic !== "string" ||
+    !TOPIC.test(message.topic) ||
+    message.topic === "." ||
+    message.topic === ".."
+  )
+    return `topic ${JSON.stringify(message.topic)} is not a legal Kafka topic name`
   if (message.key !== null && typeof message.key !== "string") return `key is a ${typeof message.key}, not a string`
   const partition = message.partition
   if (partition !== null) {

@@ -7,6 +7,7 @@ import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as LogLevel from "effect/LogLevel"
 import * as Metric from "effect/Metric"
+import type { Mutable } from "effect/Types"
 import type { StoreError } from "../../Errors.ts"
 import type * as Lifecycle from "../../Lifecycle.ts"
 import type { EventId } from "../../OutboxMessage.ts"
@@ -52,8 +53,6 @@ const request = (move: Move, now: number): TransitionRequest => {
   return out
 }
 
-type Mutable<T> = { -readonly [K in keyof T]: T[K] }
-
 /**
  * The batch's metric and debug lines. One counter update per `from`/`to`/`outcome` (the same
  * totals as one per row), and the per-row lines only when Debug is enabled: two effects per row,
@@ -63,8 +62,7 @@ const record = (moves: ReadonlyArray<Move>, outcomes: ReadonlyArray<TransitionOu
   Effect.gen(function* () {
     const groups = new Map<string, { from: string; to: Lifecycle.OutboxStatus; outcome: string; n: number }>()
     for (let i = 0; i < outcomes.length; i++) {
-      const fromList = moves[i]!.from
-      const from = fromList.length === 1 ? fromList[0]! : fromList.join("|")
+      const from = moves[i]!.from.join("|")
       const to = moves[i]!.to
       const outcome = outcomes[i]!.outcome
       const key = `${from} ${to} ${outcome}`
