@@ -14,12 +14,14 @@ import { claimedPayloadMigration } from "./internal/claimedPayload.ts"
 import { claimFunctionV2 } from "./internal/claimV2.ts"
 import { claimFunctionV5 } from "./internal/claimV5.ts"
 import { claimFunctionV6 } from "./internal/claimV6.ts"
+import { claimFunctionV7 } from "./internal/claimV7.ts"
 import { fromSqlError } from "./internal/errors.ts"
 import * as InboxTable from "./internal/inboxTable.ts"
 import { gapMigration } from "./internal/logGap.ts"
 import { partMigration, progressMigration, progressTable } from "./internal/logProgress.ts"
 import { quarantineMigration } from "./internal/logQuarantine.ts"
 import * as LogTable from "./internal/logTable.ts"
+import { waitingKeyMigration } from "./internal/waitingKey.ts"
 import { notQueued, statusList, statusListV1 } from "./internal/statuses.ts"
 import { PgTables, type Tables } from "./PgTables.ts"
 
@@ -230,7 +232,10 @@ export const migrations = (t: Tables): Record<string, Effect.Effect<void, unknow
     "15_claim_first_rows": run([claimFunctionV5(t)]),
     // The claim's probes run only for the candidates it reaches, and its scan reads on, window
     // after window, past the rows of keys whose head waits (and moves them behind it).
-    "16_claim_windows": run([claimFunctionV6(t)])
+    "16_claim_windows": run([claimFunctionV6(t)]),
+    // A waiting key's younger rows set aside once (not moved on every back-off round of its
+    // head), recorded per key, and brought back by the claim when the head has gone.
+    "17_waiting_keys": run([...waitingKeyMigration(t), claimFunctionV7(t)])
   }
 }
 

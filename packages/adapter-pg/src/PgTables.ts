@@ -56,6 +56,8 @@ export interface Tables {
   /** The consumer group driving each topic's outbox lifecycle (`LifecycleRegistry`). */
   readonly lifecycleGroup: string
   readonly claimFunction: string
+  /** Keys whose younger rows are set aside behind a waiting head, and when that head is due. */
+  readonly waitingKey: string
   /** The log engine's event table (insert only, range-partitioned on the event id). */
   readonly logEvent: string
   /** The log engine's sealed partitions: the WAL position after their last event. */
@@ -145,6 +147,7 @@ export const make = (options: Options = {}): Effect.Effect<Tables, OutboxValidat
       parkedRelease: table("parked_release"),
       lifecycleGroup: table("lifecycle_group"),
       claimFunction: table("claim"),
+      waitingKey: table("waiting_key"),
       logEvent: table("log_event"),
       logPartition: table("log_partition"),
       logPartitionsFunction: table("log_partitions"),

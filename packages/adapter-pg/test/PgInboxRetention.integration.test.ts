@@ -218,7 +218,8 @@ describe("PgMigrations 12: an inbox with records upgrades in place", () => {
         [13, "log_part"],
         [14, "claimed_payload"],
         [15, "claim_first_rows"],
-        [16, "claim_windows"]
+        [16, "claim_windows"],
+        [17, "waiting_keys"]
       ])
       const kept = yield* sql<{ consumer: string; identity: string; event_ms: string }>`
         SELECT consumer, identity, event_ms::text FROM ${sql.literal(t.processed)} ORDER BY consumer, identity`

@@ -65,7 +65,8 @@ describe("PgMigrations", () => {
         [13, "log_part"],
         [14, "claimed_payload"],
         [15, "claim_first_rows"],
-        [16, "claim_windows"]
+        [16, "claim_windows"],
+        [17, "waiting_keys"]
       ])
       const second = yield* PgMigrations.run.pipe(Effect.provideService(PgTables.PgTables, tables))
       assert.deepStrictEqual(second, [])
@@ -93,7 +94,8 @@ describe("PgMigrations", () => {
           "outbox_parked_release",
           "outbox_partition_assignment",
           "outbox_processed",
-          "outbox_transition"
+          "outbox_transition",
+          "outbox_waiting_key"
         ]
       )
     }).pipe(Effect.scoped, Effect.provide(pgClient()))
@@ -114,7 +116,7 @@ describe("PgMigrations", () => {
           .flat()
           .map(([id]) => id)
           .sort((a, b) => a - b),
-        [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16]
+        [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17]
       )
     }).pipe(Effect.scoped, Effect.provide(pgClient(8)))
   )

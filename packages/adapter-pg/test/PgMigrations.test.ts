@@ -51,19 +51,20 @@ describe("PgMigrations", () => {
         [[13], "8091c3d4a49eb889c45b83a36d75c56956826e0c8a41e88ef3fa4fa90c1c4d42"],
         [[14], "f99680e619ab4b0508f7c1ead2b8fe3ef71d382e3dfe0be70e2e5659ee9d9d51"],
         [[15], "6f42783ec5fe29d682e066a4d75cc7ac208dd0a236706a1b31d6d37ce0b08bff"],
-        [[16], "c01fa98a3eafe8e4ef1fb004a533678668c8c7da9816feb6f2fec334f36f4a4a"]
+        [[16], "c01fa98a3eafe8e4ef1fb004a533678668c8c7da9816feb6f2fec334f36f4a4a"],
+        [[17], "0f9f07238ab55a7111a2f0c95af76ae7797057c73259dd397b062e765899c04a"]
       ]
       for (const [numbers, hash] of pinned)
         assert.strictEqual(sha256(yield* statementsOf(t, numbers)), hash, `migrations ${numbers}`)
     })
   )
 
-  it.effect("migrations are numbered 1 to 16 without a gap", () =>
+  it.effect("migrations are numbered 1 to 17 without a gap", () =>
     Effect.gen(function* () {
       const names = Object.keys(PgMigrations.migrations(yield* PgTables.make()))
       assert.deepStrictEqual(
         names.map((name) => Number(name.split("_")[0])),
-        [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16]
+        [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17]
       )
     })
   )

@@ -97,7 +97,8 @@ describe("PgMigrations: 2 -> 4 on a populated table", () => {
         [13, "log_part"],
         [14, "claimed_payload"],
         [15, "claim_first_rows"],
-        [16, "claim_windows"]
+        [16, "claim_windows"],
+        [17, "waiting_keys"]
       ])
       assert.deepStrictEqual(yield* indexesOf(schema), [
         "outbox_message_dispatching_idx",

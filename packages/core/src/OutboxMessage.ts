@@ -160,6 +160,19 @@ export interface NewOutboxMessage {
 }
 
 /**
+ * The `availableAt` of a row set aside behind its key's head while that head waits (backing off,
+ * or refused because its partition has no leader): 9999-12-31T00:00:00Z. The row cannot go
+ * before its head anyway, and set aside once it is out of the relay's way for as long as the head
+ * waits, however many rounds that takes. It comes back (available again, at its `createdAt`)
+ * once the head has gone (published, failed, skipped or deleted) and nothing of its key is in
+ * flight. A draft's `availableAt` must be earlier.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const BEHIND_ITS_HEAD = 253_402_214_400_000
+
+/**
  * A stored event. Times are epoch milliseconds.
  *
  * - `seq`: insertion order, assigned by the store; with `key` it defines per-key order.

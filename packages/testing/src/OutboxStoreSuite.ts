@@ -87,6 +87,7 @@ const cases: ReadonlyArray<SuiteCase.Case<void, Services, Support.Feature & keyo
   Transition.transitionChecksLeaseOwner,
   Transition.waitingHeadTakesItsKey,
   Transition.claimMovesWaitingKeys,
+  Transition.setAsideRowsComeBackWhenHeadFails,
   Transition.rolledBackTransition,
   Reads.listFilters,
   Reads.listByLastUpdate,

@@ -59,7 +59,7 @@ export const candidateWindow = (
  * `(available_at, seq)`, none when fewer rows are left. Read only when the claim goes on to the
  * next window.
  */
-const windowEnd = (t: Tables, size: string) =>
+export const windowEnd = (t: Tables, size: string) =>
   `SELECT m.available_at, m.seq INTO after_at, after_seq
      FROM ${t.message} m
     WHERE m.status = 'PENDING' AND m.available_at <= p_now

@@ -1,7 +1,7 @@
 import type { OutboxStatus } from "@effect-outbox/core/Lifecycle"
 import type { TransitionRequest } from "@effect-outbox/core/OutboxStore"
 import type { Tables } from "../PgTables.ts"
-import { behindHead } from "./waitingKey.ts"
+import { behindItsHead, noteWaitingKeys } from "./waitingKey.ts"
 
 /** Epoch millis (a float8 expression) to timestamptz; exact at millisecond precision. */
 const fromMillis = (expression: string) => `to_timestamp((${expression})::float8 / 1000)`
@@ -90,18 +90,21 @@ export const genericStatement = (t: Tables, recordTransitions: boolean) => {
              OR (l.outcome = 'already_advanced' AND (r.receipt_partition IS NOT NULL OR r.published_at_ms IS NOT NULL)))
       RETURNING l.idx, m.status, m.key, m.seq
     ), waiting AS (
-      -- A claimed row sent back to wait (a retry or an outage back-off) takes its key's younger
-      -- rows with it: they cannot go before it, and left available they fill the claim's scan.
-      SELECT c.key, min(c.seq) AS seq,
-             max(${behindHead(fromMillis("r.available_at_ms"), fromMillis("r.now_ms"))}) AS behind
+      -- A claimed row sent back to wait (a retry or an outage back-off) sets aside its key's
+      -- younger due rows: they cannot go before it, and left available they fill the claim's
+      -- scan. Set aside once, they stay so through the head's later rounds (claimV7.ts).
+      SELECT c.key, min(c.seq) AS seq, max(${fromMillis("r.available_at_ms")}) AS head_due,
+             max(${fromMillis("r.now_ms")}) AS now
         FROM changed c JOIN locked l ON l.idx = c.idx JOIN req r ON r.idx = c.idx
        WHERE ${applied} AND l.old_status = 'DISPATCHING' AND c.status = 'PENDING' AND c.key IS NOT NULL
          AND r.available_at_ms > r.now_ms
        GROUP BY c.key
+    ), noted AS (
+      ${noteWaitingKeys(t, "SELECT w.key, w.head_due FROM waiting w")}
     ), pushed AS (
-      UPDATE ${t.message} y SET available_at = w.behind
+      UPDATE ${t.message} y SET available_at = ${behindItsHead}
         FROM waiting w
-       WHERE y.key = w.key AND y.status = 'PENDING' AND y.seq > w.seq AND y.available_at < w.behind
+       WHERE y.key = w.key AND y.status = 'PENDING' AND y.seq > w.seq AND y.available_at <= w.now
          AND NOT EXISTS (SELECT 1 FROM req q WHERE q.id = y.id)
     )${history}
     SELECT r.idx, COALESCE(l.outcome, 'rejected') AS outcome, COALESCE(c.status, l.old_status) AS current

@@ -8,7 +8,7 @@ import { claimed, selectClaimable } from "@effect-outbox/core/ClaimRule"
 import * as CompareAndSet from "@effect-outbox/core/CompareAndSet"
 import { StoreError } from "@effect-outbox/core/Errors"
 import type { OutboxStatus } from "@effect-outbox/core/Lifecycle"
-import type { NewOutboxMessage, OutboxMessage } from "@effect-outbox/core/OutboxMessage"
+import { BEHIND_ITS_HEAD, type NewOutboxMessage, type OutboxMessage } from "@effect-outbox/core/OutboxMessage"
 import type {
   InsertResult,
   ListFilter,
@@ -118,6 +118,7 @@ const claim =
       "outbox.claim",
       () => [],
       (tx) => {
+        const returned = bringBack(store, tx, request.now)
         const rows = Store.visibleRows(store, tx)
         const chosen = selectClaimable(rows, request, (row) =>
           Store.isLockedByOther(store, tx, Store.outboxResource(row.id))
@@ -134,8 +135,8 @@ const claim =
           })
           return next
         })
-        const pushed = pushYounger(store, tx, waitingHeads(rows, request.now), new Set())
-        return { result, touched: [...result.map((row) => Store.outboxResource(row.id)), ...pushed] }
+        const setAside = setAsideYounger(store, tx, waitingHeads(rows, request.now), new Set())
+        return { result, touched: [...returned, ...result.map((row) => Store.outboxResource(row.id)), ...setAside] }
       }
     )
 
@@ -169,36 +170,29 @@ const transition =
           if (outcome.outcome === "applied" && row !== undefined && next !== undefined)
             noteWaiting(waiting, row, next, request)
         }
-        touched.push(...pushYounger(store, tx, waiting, new Set(requests.map((r) => r.id))))
+        touched.push(...setAsideYounger(store, tx, waiting, new Set(requests.map((r) => r.id))))
         return { result: outcomes, touched }
       }
     )
 
-/**
- * Where a waiting key's younger rows go, as in the PostgreSQL store: a little after its head (by
- * the head's wait, at most a second), so they are not available while the head is in flight.
- */
-const behindHead = (headAvailableAt: number, now: number) => headAvailableAt + Math.min(1_000, headAvailableAt - now)
-
-/** A key whose claimed row went back to wait: from which `seq` on, and until when its rows wait. */
-type Waiting = Map<string, { seq: number; until: number }>
+/** A key whose head waits: its younger rows from `seq` on that are due at `now` are set aside. */
+type Waiting = Map<string, { seq: number; now: number }>
 
 const noteWaiting = (waiting: Waiting, row: OutboxMessage, next: OutboxMessage, request: TransitionRequest) => {
   const until = request.patch.availableAt
   if (row.status !== "DISPATCHING" || next.status !== "PENDING" || next.key === null) return
   if (until === undefined || until <= request.now) return
   const known = waiting.get(next.key)
-  const behind = behindHead(until, request.now)
   waiting.set(next.key, {
     seq: Math.min(known?.seq ?? next.seq, next.seq),
-    until: Math.max(known?.until ?? behind, behind)
+    now: Math.max(known?.now ?? request.now, request.now)
   })
 }
 
 /**
  * The keys whose head (first `PENDING` row) is not yet available and of which nothing is
- * `DISPATCHING`, from rows in `seq` order: a claim moves their younger rows to just after the
- * head's `availableAt`, as the PostgreSQL store's claim does for the waiting keys its scan meets.
+ * `DISPATCHING`, from rows in `seq` order: a claim sets aside their younger due rows, as the
+ * PostgreSQL store's claim does for the waiting keys its scan meets.
  */
 const waitingHeads = (rows: ReadonlyArray<OutboxMessage>, now: number): Waiting => {
   const waiting: Waiting = new Map()
@@ -210,17 +204,17 @@ const waitingHeads = (rows: ReadonlyArray<OutboxMessage>, now: number): Waiting 
       seen.add(row.key)
     } else if (row.status === "PENDING" && !seen.has(row.key)) {
       seen.add(row.key)
-      if (row.availableAt > now) waiting.set(row.key, { seq: row.seq, until: behindHead(row.availableAt, now) })
+      if (row.availableAt > now) waiting.set(row.key, { seq: row.seq, now })
     }
   }
   return waiting
 }
 
 /**
- * As the PostgreSQL store does: a claimed row sent back to wait takes its key's younger `PENDING`
- * rows with it (their `availableAt` moves to just after its own), since they cannot go before it.
+ * As the PostgreSQL store does: the younger due `PENDING` rows of a waiting key are set aside
+ * (`availableAt` = `BEHIND_ITS_HEAD`) once, and stay so through the head's later rounds.
  */
-const pushYounger = (
+const setAsideYounger = (
   store: Store.Store,
   tx: Store.Transaction | undefined,
   waiting: Waiting,
@@ -230,9 +224,40 @@ const pushYounger = (
   const touched: Array<string> = []
   for (const row of Store.visibleRows(store, tx)) {
     const w = row.key === null ? undefined : waiting.get(row.key)
-    if (w === undefined || row.status !== "PENDING" || row.seq <= w.seq || row.availableAt >= w.until) continue
+    if (w === undefined || row.status !== "PENDING" || row.seq <= w.seq || row.availableAt > w.now) continue
     if (requested.has(row.id) || Store.isLockedByOther(store, tx, Store.outboxResource(row.id))) continue
-    Store.writeRow(store, tx, { ...row, availableAt: w.until })
+    Store.writeRow(store, tx, { ...row, availableAt: BEHIND_ITS_HEAD })
+    touched.push(Store.outboxResource(row.id))
+  }
+  return touched
+}
+
+/**
+ * The set-aside rows of every key whose head has gone (its first `PENDING` row is one set aside
+ * and nothing of it is `DISPATCHING`) come back, at their `createdAt`. The PostgreSQL store also
+ * waits for the head's due time before it looks (its table of waiting keys); here the rule is
+ * checked on every claim, so a row may come back earlier, never before its head has gone.
+ */
+const bringBack = (store: Store.Store, tx: Store.Transaction | undefined, now: number) => {
+  const rows = Store.visibleRows(store, tx)
+  const firstPending = new Map<string, OutboxMessage>()
+  const inFlight = new Set<string>()
+  for (const row of rows) {
+    if (row.key === null) continue
+    if (row.status === "DISPATCHING") inFlight.add(row.key)
+    else if (row.status === "PENDING" && !firstPending.has(row.key)) firstPending.set(row.key, row)
+  }
+  const headGone = new Set<string>()
+  for (const [key, row] of firstPending) {
+    if (row.availableAt === BEHIND_ITS_HEAD && !inFlight.has(key)) headGone.add(key)
+  }
+  const touched: Array<string> = []
+  if (headGone.size === 0) return touched
+  for (const row of rows) {
+    if (row.key === null || !headGone.has(row.key) || row.status !== "PENDING" || row.availableAt !== BEHIND_ITS_HEAD)
+      continue
+    if (Store.isLockedByOther(store, tx, Store.outboxResource(row.id))) continue
+    Store.writeRow(store, tx, { ...row, availableAt: Math.min(row.createdAt, now) })
     touched.push(Store.outboxResource(row.id))
   }
   return touched

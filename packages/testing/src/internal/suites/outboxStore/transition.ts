@@ -4,6 +4,7 @@
  * @internal
  */
 import { assert } from "@effect/vitest"
+import { BEHIND_ITS_HEAD } from "@effect-outbox/core/OutboxMessage"
 import { OutboxStore } from "@effect-outbox/core/OutboxStore"
 import { Transactor } from "@effect-outbox/core/Transactor"
 import * as Effect from "effect/Effect"
@@ -122,7 +123,7 @@ export const transitionChecksLeaseOwner: Case = {
 }
 
 export const waitingHeadTakesItsKey: Case = {
-  name: "a claimed row sent back to wait takes its key's younger PENDING rows with it (just after it), and nothing else",
+  name: "a claimed row sent back to wait sets aside its key's younger due PENDING rows until it has gone, and nothing else",
   run: () =>
     Effect.gen(function* () {
       const store = yield* OutboxStore
@@ -132,7 +133,7 @@ export const waitingHeadTakesItsKey: Case = {
         { key: "a" },
         { key: "b" },
         { key: null },
-        // delivered later on purpose: a back-off never brings it forward
+        // delivered later on purpose: not due yet, so it keeps its time
         { key: "a", availableAt: T0 + 500 }
       ])
       const [a1, a2, a3, b1, loose, aLater] = messages
@@ -140,15 +141,19 @@ export const waitingHeadTakesItsKey: Case = {
       const claimed = yield* store.claim(claimRequest({ owner: "relay-1", maxPerKey: 1 }))
       assert.deepStrictEqual(ids(claimed), [a1!.id, b1!.id, loose!.id])
       // a1 and the key-less row back off until T0 + 100; b1 goes back at once (no wait)
+      const backOff = (now: number, relay: string) =>
+        store.transition([
+          {
+            id: a1!.id,
+            from: ["DISPATCHING"],
+            to: "PENDING",
+            leaseOwner: relay,
+            patch: { availableAt: now + 99, lease: null },
+            now
+          }
+        ])
+      yield* backOff(T0 + 1, "relay-1")
       yield* store.transition([
-        {
-          id: a1!.id,
-          from: ["DISPATCHING"],
-          to: "PENDING",
-          leaseOwner: "relay-1",
-          patch: { availableAt: T0 + 100, lease: null },
-          now: T0 + 1
-        },
         {
           id: loose!.id,
           from: ["DISPATCHING"],
@@ -159,24 +164,31 @@ export const waitingHeadTakesItsKey: Case = {
         },
         { id: b1!.id, from: ["DISPATCHING"], to: "PENDING", leaseOwner: "relay-1", patch: { lease: null }, now: T0 + 1 }
       ])
-      const availableAt = (id: string) =>
-        Effect.map(store.get(id as typeof a1.id), (row) => Option.getOrThrow(row).availableAt)
-      // a1 waits 99 ms, so its younger rows come due 99 ms after it (by its wait, at most a second)
+      const row = (id: string) => Effect.map(store.get(id as typeof a1.id), (found) => Option.getOrThrow(found))
+      const availableAt = (id: string) => Effect.map(row(id), (found) => found.availableAt)
       assert.strictEqual(yield* availableAt(a1!.id), T0 + 100)
-      assert.strictEqual(yield* availableAt(a2!.id), T0 + 199)
-      assert.strictEqual(yield* availableAt(a3!.id), T0 + 199)
+      assert.strictEqual(yield* availableAt(a2!.id), BEHIND_ITS_HEAD)
+      assert.strictEqual(yield* availableAt(a3!.id), BEHIND_ITS_HEAD)
       assert.strictEqual(yield* availableAt(aLater!.id), T0 + 500)
       assert.strictEqual(yield* availableAt(b1!.id), T0)
-      // when the wait is over the head goes first, and the rest of its key after it
+      assert.strictEqual(yield* statusOf(a2!.id), "PENDING")
+      // when the wait is over the head goes first, alone
       assert.deepStrictEqual(ids(yield* store.claim(claimRequest({ owner: "relay-1", now: T0 + 50 }))), [b1!.id])
       assert.deepStrictEqual(ids(yield* store.claim(claimRequest({ owner: "relay-2", now: T0 + 100 }))), [
         a1!.id,
         loose!.id
       ])
+      // sent back again: the rows set aside stay as they are (not written again)
+      const before = yield* row(a2!.id)
+      yield* backOff(T0 + 101, "relay-2")
+      assert.deepStrictEqual(yield* row(a2!.id), before)
+      assert.deepStrictEqual(ids(yield* store.claim(claimRequest({ owner: "relay-2", now: T0 + 150 }))), [])
+      assert.deepStrictEqual(ids(yield* store.claim(claimRequest({ owner: "relay-2", now: T0 + 200 }))), [a1!.id])
       yield* store.transition([
-        { id: a1!.id, from: ["DISPATCHING"], to: "PUBLISHED", leaseOwner: "relay-2", patch: {}, now: T0 + 101 }
+        { id: a1!.id, from: ["DISPATCHING"], to: "PUBLISHED", leaseOwner: "relay-2", patch: {}, now: T0 + 201 }
       ])
-      assert.deepStrictEqual(ids(yield* store.claim(claimRequest({ owner: "relay-2", now: T0 + 199 }))), [
+      // once the head has gone, the rest of its key comes back, in order, at once
+      assert.deepStrictEqual(ids(yield* store.claim(claimRequest({ owner: "relay-2", now: T0 + 201 }))), [
         a2!.id,
         a3!.id
       ])
@@ -184,7 +196,7 @@ export const waitingHeadTakesItsKey: Case = {
 }
 
 export const claimMovesWaitingKeys: Case = {
-  name: "a claim moves the younger PENDING rows of a key whose head waits to just after the head's availableAt",
+  name: "a claim sets aside the younger due PENDING rows of a key whose head waits, and brings them back once the head has gone",
   run: () =>
     Effect.gen(function* () {
       const store = yield* OutboxStore
@@ -199,11 +211,51 @@ export const claimMovesWaitingKeys: Case = {
       assert.deepStrictEqual(ids(yield* store.claim(claimRequest({ owner: "relay-1" }))), [b1!.id])
       const availableAt = (id: string) =>
         Effect.map(store.get(id as typeof a1.id), (row) => Option.getOrThrow(row).availableAt)
-      // a1 waits 100 ms: a2 comes due 100 ms after it (by the head's wait, at most a second)
-      assert.strictEqual(yield* availableAt(a2!.id), T0 + 200)
-      assert.strictEqual(yield* availableAt(aLater!.id), T0 + 500)
+      assert.strictEqual(yield* availableAt(a2!.id), BEHIND_ITS_HEAD)
+      assert.strictEqual(yield* availableAt(aLater!.id), T0 + 500, "not due yet: it keeps its time")
       assert.strictEqual(yield* statusOf(a2!.id), "PENDING")
       assert.deepStrictEqual(ids(yield* store.claim(claimRequest({ owner: "relay-2", now: T0 + 100 }))), [a1!.id])
+      yield* store.transition([
+        { id: a1!.id, from: ["DISPATCHING"], to: "PUBLISHED", leaseOwner: "relay-2", patch: {}, now: T0 + 101 }
+      ])
+      assert.deepStrictEqual(ids(yield* store.claim(claimRequest({ owner: "relay-2", now: T0 + 101 }))), [a2!.id])
+      assert.strictEqual(yield* statusOf(aLater!.id), "PENDING")
+    })
+}
+
+export const setAsideRowsComeBackWhenHeadFails: Case = {
+  name: "the rows set aside behind a waiting head come back when the head fails or is deleted, and a FAILURE head still blocks them",
+  run: () =>
+    Effect.gen(function* () {
+      const store = yield* OutboxStore
+      const messages = yield* newMessages([
+        { key: "a", availableAt: T0 + 100 },
+        { key: "a" },
+        { key: "c", availableAt: T0 + 100 },
+        { key: "c" }
+      ])
+      const [a1, a2, c1, c2] = messages
+      yield* store.insert(messages)
+      assert.deepStrictEqual(ids(yield* store.claim(claimRequest())), [])
+      const availableAt = (id: string) =>
+        Effect.map(store.get(id as typeof a1.id), (row) => Option.getOrThrow(row).availableAt)
+      assert.strictEqual(yield* availableAt(a2!.id), BEHIND_ITS_HEAD)
+      assert.strictEqual(yield* availableAt(c2!.id), BEHIND_ITS_HEAD)
+      assert.deepStrictEqual(ids(yield* store.claim(claimRequest({ owner: "relay-1", now: T0 + 100 }))), [
+        a1!.id,
+        c1!.id
+      ])
+      yield* store.transition([
+        { id: a1!.id, from: ["DISPATCHING"], to: "FAILURE", leaseOwner: "relay-1", patch: {}, now: T0 + 101 },
+        { id: c1!.id, from: ["DISPATCHING"], to: "FAILURE", leaseOwner: "relay-1", patch: {}, now: T0 + 101 }
+      ])
+      // A FAILURE head blocks its key by default, and lets it go on under failedHead "skip".
+      assert.deepStrictEqual(ids(yield* store.claim(claimRequest({ owner: "relay-1", now: T0 + 101 }))), [])
+      assert.strictEqual(yield* availableAt(a2!.id), T0, "back, at its creation time")
+      assert.deepStrictEqual(
+        ids(yield* store.claim(claimRequest({ owner: "relay-1", now: T0 + 102, failedHead: "skip" }))),
+        [a2!.id, c2!.id]
+      )
     })
 }
 

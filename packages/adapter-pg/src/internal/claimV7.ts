@@ -1,0 +1,124 @@
+/**
+ * The claim function since migration 17: migration 16's, with the rows of a waiting key set
+ * aside once instead of moved behind their head on every round, and brought back by the claim
+ * when the head has gone.
+ */
+import type { Tables } from "../PgTables.ts"
+import { claimPhase2 } from "./claim.ts"
+import { candidateWindow, windowEnd } from "./claimV6.ts"
+import { behindItsHead, bringBack, noteWaitingKeys, takeReturningKeys } from "./waitingKey.ts"
+
+/**
+ * The claim function since migration 17. Same signature, contract, windows and phase 2 as
+ * migration 16's (`claimFunctionV6`). What changes is where a waiting key's younger rows go.
+ *
+ * Migration 16 moved them to just after the head's `available_at`, so every back-off round of
+ * the head (a partition without a leader: one round per outage back-off) rewrote all of them
+ * again, a non-HOT `UPDATE` per row per round, and the rounds cost more the longer the outage
+ * lasted. Now they are set aside once, at `BEHIND_ITS_HEAD` (far out of the candidate scan), and
+ * the key is recorded in the waiting-key table with the time its head is due:
+ *
+ * - a claim whose scan meets a waiting key (under the key's claim lock) sets aside its due
+ *   younger rows; so does the transition that sends a claimed row back to wait;
+ * - every claim first brings back the keys whose head is due and has gone (nothing `DISPATCHING`
+ *   and the first `PENDING` row one set aside), at their `created_at`, in a statement after the
+ *   one that took the keys out of the table: it sees the rows set aside by any transaction that
+ *   held the key's table row meanwhile;
+ * - a scan that meets a key whose first `PENDING` row is set aside (its head went while the key's
+ *   head time was still ahead) records the key as due now, so the next claim brings it back.
+ *
+ * Rows not yet due when their key waits keep their time; they are set aside when they come due
+ * and the scan meets them.
+ */
+export const claimFunctionV7 = (t: Tables) =>
+  `CREATE OR REPLACE FUNCTION ${t.claimFunction}(
+     p_owner text, p_limit integer, p_max_per_key integer, p_now timestamptz, p_lease_millis bigint,
+     p_failed_head_blocks boolean)
+   RETURNS SETOF ${t.message}
+   LANGUAGE plpgsql VOLATILE AS $claim$
+   DECLARE
+     candidate record;
+     locked_keys text[] := '{}';
+     tried_keys text[] := '{}';
+     unkeyed uuid[] := '{}';
+     slots integer := 0;
+     n integer := LEAST(p_limit, 100000);
+     size integer;
+     budget integer;
+     read_rows integer := 0;
+     after_at timestamptz := '-infinity';
+     after_seq bigint := 0;
+     step integer := 0;
+     waiting_keys text[] := '{}';
+     waiting_until timestamptz[] := '{}';
+     waiting_seq bigint[] := '{}';
+     returning_keys text[];
+   BEGIN
+     IF p_limit <= 0 OR p_max_per_key <= 0 THEN
+       RETURN;
+     END IF;
+     -- The second snapshot is what makes the key lock meaningful; REPEATABLE READ would reuse
+     -- the first one and could hand a key's later rows to a second relay.
+     IF current_setting('transaction_isolation') <> 'read committed' THEN
+       RAISE EXCEPTION 'outbox claim needs READ COMMITTED, the transaction is %',
+         current_setting('transaction_isolation') USING ERRCODE = '25000';
+     END IF;
+     -- The keys whose head has gone get their rows back, before the scan reads.
+     WITH gone AS (${takeReturningKeys(t, "p_now")})
+     SELECT array_agg(gone.key) INTO returning_keys FROM gone;
+     IF returning_keys IS NOT NULL THEN
+       ${bringBack(t, "returning_keys", "p_now")};
+     END IF;
+     budget := n * 200 + 10000;
+     -- Phase 1: discover and lock, reading further only while slots are left.
+     LOOP
+       step := step + 1;
+       size := CASE step WHEN 1 THEN n * 2 + 10 WHEN 2 THEN n * 4 + 90 WHEN 3 THEN n * 14 + 900
+                         ELSE n * 20 + 1000 END;
+       FOR candidate IN ${candidateWindow(t, "p_now", "size", "p_failed_head_blocks", "after_at", "after_seq")} LOOP
+         IF candidate.wait_until IS NOT NULL THEN
+           IF NOT (candidate.key = ANY (tried_keys)) THEN
+             tried_keys := tried_keys || candidate.key;
+             IF pg_try_advisory_xact_lock(${t.locks.claimKey}, hashtext(candidate.key)) THEN
+               waiting_keys := waiting_keys || candidate.key;
+               waiting_until := waiting_until || candidate.wait_until;
+               waiting_seq := waiting_seq || candidate.head_seq;
+             END IF;
+           END IF;
+         ELSIF candidate.key IS NULL THEN
+           IF NOT (candidate.id = ANY (unkeyed)) THEN
+             unkeyed := unkeyed || candidate.id;
+             slots := slots + 1;
+           END IF;
+         ELSIF NOT (candidate.key = ANY (tried_keys)) THEN
+           tried_keys := tried_keys || candidate.key;
+           IF pg_try_advisory_xact_lock(${t.locks.claimKey}, hashtext(candidate.key)) THEN
+             locked_keys := locked_keys || candidate.key;
+             slots := slots + 1;
+           END IF;
+         END IF;
+         EXIT WHEN slots >= p_limit;
+       END LOOP;
+       read_rows := read_rows + size;
+       EXIT WHEN slots >= p_limit OR read_rows >= budget;
+       -- On to the next window, from where this one ended; none when it was the last.
+       ${windowEnd(t, "size")}
+       EXIT WHEN NOT FOUND;
+     END LOOP;
+     -- The waiting keys met: recorded first (see noteWaitingKeys), then their due younger rows
+     -- set aside. A key whose first PENDING row is already set aside has lost its head: due now.
+     IF cardinality(waiting_keys) > 0 THEN
+       ${noteWaitingKeys(
+         t,
+         `SELECT u.key, CASE WHEN u.wait_until = ${behindItsHead} THEN p_now ELSE u.wait_until END
+            FROM unnest(waiting_keys, waiting_until) AS u(key, wait_until)`
+       )};
+       UPDATE ${t.message} y SET available_at = ${behindItsHead}
+         FROM unnest(waiting_keys, waiting_seq) AS u(key, head_seq)
+        WHERE y.key = u.key AND y.status = 'PENDING' AND y.seq > u.head_seq AND y.available_at <= p_now;
+     END IF;
+     IF slots = 0 THEN
+       RETURN;
+     END IF;
+${claimPhase2(t)}   END
+   $claim$`
