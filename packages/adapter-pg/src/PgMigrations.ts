@@ -21,8 +21,8 @@ import { gapMigration } from "./internal/logGap.ts"
 import { partMigration, progressMigration, progressTable } from "./internal/logProgress.ts"
 import { quarantineMigration } from "./internal/logQuarantine.ts"
 import * as LogTable from "./internal/logTable.ts"
-import { waitingKeyMigration } from "./internal/waitingKey.ts"
 import { notQueued, statusList, statusListV1 } from "./internal/statuses.ts"
+import { waitingKeyMigration } from "./internal/waitingKey.ts"
 import { PgTables, type Tables } from "./PgTables.ts"
 
 const q = (identifier: string) => `"${identifier}"`

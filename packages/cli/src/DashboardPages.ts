@@ -6,7 +6,7 @@
  */
 import type * as DeadLetterDepth from "@effect-outbox/core/DeadLetterDepth"
 import * as Lifecycle from "@effect-outbox/core/Lifecycle"
-import type { OutboxMessage } from "@effect-outbox/core/OutboxMessage"
+import { BEHIND_ITS_HEAD, type OutboxMessage } from "@effect-outbox/core/OutboxMessage"
 import { chart, escapeHtml, table, time } from "./DashboardHtml.ts"
 import type * as Samples from "./DashboardSamples.ts"
 import type * as Operations from "./Operations.ts"
@@ -177,7 +177,10 @@ export const row = (base: string, inspection: Operations.Inspection, readOnly: b
     field("key", escapeHtml(m.key ?? "-")),
     field("sequence", String(m.seq)),
     field("attempts", String(m.attempts)),
-    field("available at", escapeHtml(time(m.availableAt))),
+    field(
+      "available at",
+      m.availableAt === BEHIND_ITS_HEAD ? "when its key's head has gone" : escapeHtml(time(m.availableAt))
+    ),
     field(
       "lease",
       m.leaseOwner === null ? "-" : `${escapeHtml(m.leaseOwner)} until ${escapeHtml(time(m.leaseExpiresAt))}`

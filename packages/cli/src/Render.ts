@@ -5,7 +5,7 @@
  */
 import type * as DeadLetter from "@effect-outbox/core/DeadLetter"
 import * as Lifecycle from "@effect-outbox/core/Lifecycle"
-import type { OutboxMessage } from "@effect-outbox/core/OutboxMessage"
+import { BEHIND_ITS_HEAD, type OutboxMessage } from "@effect-outbox/core/OutboxMessage"
 import type { ParkedKey } from "@effect-outbox/core/ParkedStore"
 import type * as Operations from "./Operations.ts"
 import { healthOf } from "./operations/Health.ts"
@@ -150,7 +150,7 @@ export const inspection = (report: Operations.Inspection): string => {
     `  key           ${m.key ?? "-"}`,
     `  partition     ${m.partition ?? "(by key)"}`,
     `  attempts      ${m.attempts}`,
-    `  available at  ${time(m.availableAt)}`,
+    `  available at  ${m.availableAt === BEHIND_ITS_HEAD ? "when its key's head has gone" : time(m.availableAt)}`,
     `  lease         ${m.leaseOwner === null ? "-" : `${m.leaseOwner} until ${time(m.leaseExpiresAt)}`}`,
     `  receipt       ${m.receipt === null ? "-" : `${m.receipt.topic}/${m.receipt.partition}@${m.receipt.offset}`}`,
     `  last error    ${m.lastError ?? "-"}`,

@@ -17,7 +17,7 @@ import { IllegalTransitionError, type StoreError } from "./Errors.ts"
 import { runningSpan } from "./internal/telemetry/runningSpan.ts"
 import { type Move, write } from "./internal/transition/write.ts"
 import * as Lifecycle from "./Lifecycle.ts"
-import type { EventId, OutboxMessage, PublishReceipt } from "./OutboxMessage.ts"
+import { BEHIND_ITS_HEAD, type EventId, type OutboxMessage, type PublishReceipt } from "./OutboxMessage.ts"
 import { type FailedHeadPolicy, OutboxStore, type TransitionOutcome } from "./OutboxStore.ts"
 import * as Telemetry from "./Telemetry.ts"
 
@@ -232,7 +232,9 @@ export const settle = (batch: {
   )
 
 /**
- * `PREQUEUED → PENDING`: deferred work released.
+ * `PREQUEUED → PENDING`: deferred work released. An `availableAt` at or after `BEHIND_ITS_HEAD`
+ * (9999-12-31) is taken as one just before it: that time marks rows set aside behind their key's
+ * head.
  *
  * @since 0.1.0
  * @category transitions
@@ -246,7 +248,8 @@ export const release = (
       id,
       from: ["PREQUEUED"],
       to: "PENDING",
-      patch: options?.availableAt === undefined ? {} : { availableAt: options.availableAt }
+      patch:
+        options?.availableAt === undefined ? {} : { availableAt: Math.min(options.availableAt, BEHIND_ITS_HEAD - 1) }
     }))
   )
 

@@ -188,7 +188,8 @@ describe("Outbox.enqueue (R1.1, R1.2)", () => {
       ["an id that is not a UUID", { id: "not-a-uuid" as EventId }, "id"],
       // the one check is EventId's (version and variant digits), the same the consumer asks
       ["a UUID-shaped id that is no event id", { id: "11111111-1111-1111-1111-111111111111" as EventId }, "id"],
-      ["a conflicting event-id header", { headers: { "event-id": "someone-else" } }, "event-id"]
+      ["a conflicting event-id header", { headers: { "event-id": "someone-else" } }, "event-id"],
+      ["an availableAt at the set-aside time (9999-12-31)", { availableAt: Date.UTC(9999, 11, 31) }, "availableAt"]
     ]
     for (const [name, patch, field] of bad) {
       it.effect(`rejects ${name}`, () =>

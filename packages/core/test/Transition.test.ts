@@ -4,7 +4,7 @@ import * as Logger from "effect/Logger"
 import * as Metric from "effect/Metric"
 import * as References from "effect/References"
 import * as Outbox from "../src/Outbox.ts"
-import type { EventId } from "../src/OutboxMessage.ts"
+import { BEHIND_ITS_HEAD, type EventId } from "../src/OutboxMessage.ts"
 import * as Telemetry from "../src/Telemetry.ts"
 import * as Transition from "../src/Transition.ts"
 import { draft, makeWorld, row } from "./support/outboxEnv.ts"
@@ -179,19 +179,25 @@ describe("Transition, the one transition helper (R2.7)", () => {
     )
   )
 
-  it.effect("requeue and skip without an operator or a reason fail with OutboxValidationError and write nothing", () =>
-    withDispatching((id, world) =>
-      Effect.gen(function* () {
-        yield* Transition.markPublishFailed([{ id, owner: "relay-1", reason: "bad", attempts: 3, retryAt: null }])
-        const noOperator = yield* Effect.flip(Transition.requeue({ ids: [id], operator: " ", reason: "fixed" }))
-        assert.strictEqual(noOperator._tag, "OutboxValidationError")
-        assert.strictEqual(noOperator._tag === "OutboxValidationError" && noOperator.field, "operator")
-        const noReason = yield* Effect.flip(Transition.skip({ ids: [id], operator: "carol", reason: "" }))
-        assert.strictEqual(noReason._tag, "OutboxValidationError")
-        assert.strictEqual(noReason._tag === "OutboxValidationError" && noReason.field, "reason")
-        assert.strictEqual((yield* row(world.database, id)).status, "FAILURE")
-      })
-    )
+  it.effect(
+    "requeue and skip without an operator or a reason (or requeue to the set-aside time) fail with OutboxValidationError and write nothing",
+    () =>
+      withDispatching((id, world) =>
+        Effect.gen(function* () {
+          yield* Transition.markPublishFailed([{ id, owner: "relay-1", reason: "bad", attempts: 3, retryAt: null }])
+          const noOperator = yield* Effect.flip(Transition.requeue({ ids: [id], operator: " ", reason: "fixed" }))
+          assert.strictEqual(noOperator._tag, "OutboxValidationError")
+          assert.strictEqual(noOperator._tag === "OutboxValidationError" && noOperator.field, "operator")
+          const noReason = yield* Effect.flip(Transition.skip({ ids: [id], operator: "carol", reason: "" }))
+          assert.strictEqual(noReason._tag, "OutboxValidationError")
+          assert.strictEqual(noReason._tag === "OutboxValidationError" && noReason.field, "reason")
+          const setAsideTime = yield* Effect.flip(
+            Transition.requeue({ ids: [id], operator: "alice", reason: "later", availableAt: BEHIND_ITS_HEAD })
+          )
+          assert.strictEqual(setAsideTime._tag === "OutboxValidationError" && setAsideTime.field, "availableAt")
+          assert.strictEqual((yield* row(world.database, id)).status, "FAILURE")
+        })
+      )
   )
 
   it.effect("skip out of FAILURE is an audited operator action: SKIPPED, terminal; other rows are left alone", () =>

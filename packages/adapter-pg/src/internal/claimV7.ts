@@ -64,7 +64,7 @@ export const claimFunctionV7 = (t: Tables) =>
          current_setting('transaction_isolation') USING ERRCODE = '25000';
      END IF;
      -- The keys whose head has gone get their rows back, before the scan reads.
-     WITH gone AS (${takeReturningKeys(t, "p_now")})
+     WITH ${takeReturningKeys(t, "p_now")}
      SELECT array_agg(gone.key) INTO returning_keys FROM gone;
      IF returning_keys IS NOT NULL THEN
        ${bringBack(t, "returning_keys", "p_now")};

@@ -40,14 +40,25 @@ export const noteWaitingKeys = (t: Tables, source: string) =>
 /**
  * The keys to bring back, deleted from the table: their head is due, nothing of them is
  * `DISPATCHING`, and their first `PENDING` row is one set aside (the head has gone), or they have
- * no `PENDING` row left. Returns `key`.
+ * no `PENDING` row left: two CTEs, `taken` and `gone` (the deleted keys, column `key`).
+ *
+ * A claim takes such a key only with its claim lock (tried, as the scan does, and only once the
+ * key qualifies) and its table row (`SKIP LOCKED`): a key another claim is bringing back or
+ * scanning is left to that claim, so two claims never wait on each other here, and a key being
+ * brought back is never set aside again by a scan in the meantime.
  */
 export const takeReturningKeys = (t: Tables, now: string) =>
-  `DELETE FROM ${t.waitingKey} w
-    WHERE w.head_due <= ${now}
-      AND NOT EXISTS (SELECT 1 FROM ${t.message} d WHERE d.key = w.key AND d.status = 'DISPATCHING')
-      AND COALESCE((SELECT h.available_at FROM (${keyHead(t, "w.key")}) h) = ${behindItsHead}, true)
-    RETURNING w.key`
+  `taken AS MATERIALIZED (
+     SELECT w.key FROM ${t.waitingKey} w
+      WHERE CASE WHEN w.head_due <= ${now}
+                      AND NOT EXISTS (SELECT 1 FROM ${t.message} d WHERE d.key = w.key AND d.status = 'DISPATCHING')
+                      AND COALESCE((SELECT h.available_at FROM (${keyHead(t, "w.key")}) h) = ${behindItsHead}, true)
+                 THEN pg_try_advisory_xact_lock(${t.locks.claimKey}, hashtext(w.key))
+                 ELSE false END
+      FOR UPDATE SKIP LOCKED
+   ), gone AS (
+     DELETE FROM ${t.waitingKey} w USING taken WHERE w.key = taken.key RETURNING w.key
+   )`
 
 /**
  * Brings the set-aside rows of `keys` (a text[] expression) back, at their `created_at` (they

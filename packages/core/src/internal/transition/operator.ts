@@ -8,7 +8,7 @@ import * as Effect from "effect/Effect"
 import * as Metric from "effect/Metric"
 import { IllegalTransitionError, OutboxValidationError, type StoreError } from "../../Errors.ts"
 import * as Lifecycle from "../../Lifecycle.ts"
-import type { EventId } from "../../OutboxMessage.ts"
+import { BEHIND_ITS_HEAD, type EventId } from "../../OutboxMessage.ts"
 import type { OutboxStore, TransitionOutcome, TransitionPatch } from "../../OutboxStore.ts"
 import * as Telemetry from "../../Telemetry.ts"
 import { write } from "./write.ts"
@@ -77,6 +77,12 @@ const fromFailure = (
       return yield* new OutboxValidationError({
         field: "reason",
         reason: `${move.action} needs a non-empty reason for the audit log`
+      })
+    }
+    if (move.patch.availableAt !== undefined && !(move.patch.availableAt < BEHIND_ITS_HEAD)) {
+      return yield* new OutboxValidationError({
+        field: "availableAt",
+        reason: `${move.action} needs a time before 9999-12-31T00:00:00Z (that time marks rows set aside behind their key's head)`
       })
     }
     if (!move.allowed) return yield* new IllegalTransitionError({ from: ["FAILURE"], to: move.to })
