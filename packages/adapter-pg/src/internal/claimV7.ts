@@ -19,7 +19,8 @@ import { behindItsHead, bringBack, noteWaitingKeys, takeReturningKeys } from "./
  * the key is recorded in the waiting-key table with the time its head is due:
  *
  * - a claim whose scan meets a waiting key (under the key's claim lock) sets aside its due
- *   younger rows; so does the transition that sends a claimed row back to wait;
+ *   younger rows within the range the scan read; the transition that sends a claimed row back
+ *   to wait sets aside all of its key's due younger rows;
  * - every claim first brings back the keys whose head is due and has gone (nothing `DISPATCHING`
  *   and the first `PENDING` row one set aside), at their `created_at`, in a statement after the
  *   one that took the keys out of the table: it sees the rows set aside by any transaction that
@@ -113,9 +114,19 @@ export const claimFunctionV7 = (t: Tables) =>
          `SELECT u.key, CASE WHEN u.wait_until = ${behindItsHead} THEN p_now ELSE u.wait_until END
             FROM unnest(waiting_keys, waiting_until) AS u(key, wait_until)`
        )};
+       -- Only within the rows the windows covered (the first read_rows in availability order):
+       -- the scan's own range, not every due row or every row of the key; the rest are met
+       -- by later claims as they come to the front.
+       WITH scanned AS (
+         SELECT m.id, m.key, m.seq FROM ${t.message} m
+          WHERE m.status = 'PENDING' AND m.available_at <= p_now
+          ORDER BY m.available_at, m.seq
+          LIMIT read_rows
+       )
        UPDATE ${t.message} y SET available_at = ${behindItsHead}
-         FROM unnest(waiting_keys, waiting_seq) AS u(key, head_seq)
-        WHERE y.key = u.key AND y.status = 'PENDING' AND y.seq > u.head_seq AND y.available_at <= p_now;
+         FROM scanned s JOIN unnest(waiting_keys, waiting_seq) AS u(key, head_seq)
+              ON s.key = u.key AND s.seq > u.head_seq
+        WHERE y.id = s.id AND y.status = 'PENDING' AND y.available_at <= p_now;
      END IF;
      IF slots = 0 THEN
        RETURN;

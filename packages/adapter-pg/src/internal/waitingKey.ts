@@ -29,13 +29,15 @@ export const waitingKeyMigration = (t: Tables): ReadonlyArray<string> => [
 
 /**
  * Records keys as set aside, from `source` (a query with columns `key` and `head_due`). Always
- * an upsert that locks an existing row: a claim bringing the key's rows back at the same moment
- * waits for this transaction, then brings back what it set aside too (its next statement sees
- * it), so no row is ever set aside without its key in the table.
+ * an upsert that locks an existing row (`DO UPDATE` locks it even when its `WHERE` leaves it
+ * unwritten): a claim bringing the key's rows back at the same moment waits for this
+ * transaction, then brings back what it set aside too (its next statement sees it), so no row is
+ * ever set aside without its key in the table.
  */
 export const noteWaitingKeys = (t: Tables, source: string) =>
-  `INSERT INTO ${t.waitingKey} (key, head_due) ${source}
-   ON CONFLICT (key) DO UPDATE SET head_due = EXCLUDED.head_due`
+  `INSERT INTO ${t.waitingKey} AS w (key, head_due) ${source}
+   ON CONFLICT (key) DO UPDATE SET head_due = EXCLUDED.head_due
+   WHERE w.head_due IS DISTINCT FROM EXCLUDED.head_due`
 
 /**
  * The keys to bring back, deleted from the table: their head is due, nothing of them is
