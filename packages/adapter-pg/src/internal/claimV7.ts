@@ -106,13 +106,24 @@ export const claimFunctionV7 = (t: Tables) =>
        ${windowEnd(t, "size")}
        EXIT WHEN NOT FOUND;
      END LOOP;
-     -- The waiting keys met: recorded first (see noteWaitingKeys), then their due younger rows
-     -- set aside. A key whose first PENDING row is already set aside has lost its head: due now.
+     -- The waiting keys met, less those in flight now: the scan's snapshot may predate a claim
+     -- of their head, whose relay may be sending it back this moment (its transition sets the
+     -- key's rows aside itself). Then recorded first, in key order as the transition does
+     -- (see noteWaitingKeys), and their due younger rows set aside. A key whose first PENDING
+     -- row is already set aside has lost its head: due now.
+     IF cardinality(waiting_keys) > 0 THEN
+       SELECT COALESCE(array_agg(u.key), '{}'), COALESCE(array_agg(u.wait_until), '{}'),
+              COALESCE(array_agg(u.head_seq), '{}')
+         INTO waiting_keys, waiting_until, waiting_seq
+         FROM unnest(waiting_keys, waiting_until, waiting_seq) AS u(key, wait_until, head_seq)
+        WHERE NOT EXISTS (SELECT 1 FROM ${t.message} d WHERE d.key = u.key AND d.status = 'DISPATCHING');
+     END IF;
      IF cardinality(waiting_keys) > 0 THEN
        ${noteWaitingKeys(
          t,
          `SELECT u.key, CASE WHEN u.wait_until = ${behindItsHead} THEN p_now ELSE u.wait_until END
-            FROM unnest(waiting_keys, waiting_until) AS u(key, wait_until)`
+            FROM unnest(waiting_keys, waiting_until) AS u(key, wait_until)
+           ORDER BY u.key`
        )};
        -- Only within the rows the windows covered (the first read_rows in availability order):
        -- the scan's own range, not every due row or every row of the key; the rest are met

@@ -100,7 +100,7 @@ export const genericStatement = (t: Tables, recordTransitions: boolean) => {
          AND r.available_at_ms > r.now_ms
        GROUP BY c.key
     ), noted AS (
-      ${noteWaitingKeys(t, "SELECT w.key, w.head_due FROM waiting w")}
+      ${noteWaitingKeys(t, "SELECT w.key, w.head_due FROM waiting w ORDER BY w.key")}
     ), pushed AS (
       UPDATE ${t.message} y SET available_at = ${behindItsHead}
         FROM waiting w

@@ -32,7 +32,8 @@ export const waitingKeyMigration = (t: Tables): ReadonlyArray<string> => [
  * an upsert that locks an existing row (`DO UPDATE` locks it even when its `WHERE` leaves it
  * unwritten): a claim bringing the key's rows back at the same moment waits for this
  * transaction, then brings back what it set aside too (its next statement sees it), so no row is
- * ever set aside without its key in the table.
+ * ever set aside without its key in the table. Sources give their keys in key order, so two
+ * upserts lock the rows they share in the same order.
  */
 export const noteWaitingKeys = (t: Tables, source: string) =>
   `INSERT INTO ${t.waitingKey} AS w (key, head_due) ${source}

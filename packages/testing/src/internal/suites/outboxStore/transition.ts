@@ -224,7 +224,7 @@ export const claimMovesWaitingKeys: Case = {
 }
 
 export const setAsideRowsComeBackWhenHeadFails: Case = {
-  name: "the rows set aside behind a waiting head come back when the head fails or is deleted, and a FAILURE head still blocks them",
+  name: "the rows set aside behind a waiting head come back when the head fails, and the FAILURE head still blocks them by default",
   run: () =>
     Effect.gen(function* () {
       const store = yield* OutboxStore
