@@ -186,13 +186,10 @@ export const validateDraft = (
   }
   if (draft.key !== undefined && draft.key !== null && typeof draft.key !== "string")
     return invalid("key", "must be a string or null")
-  if (draft.availableAt !== undefined && !Number.isFinite(draft.availableAt))
-    return invalid("availableAt", "must be finite epoch millis")
-  if (draft.availableAt !== undefined && draft.availableAt >= OutboxMessage.BEHIND_ITS_HEAD)
-    return invalid(
-      "availableAt",
-      "must be before 9999-12-31T00:00:00Z (that time marks rows set aside behind their key's head)"
-    )
+  // Before 9999-12-31: that time marks rows set aside behind their key's head.
+  const at = draft.availableAt
+  if (at !== undefined && !(Number.isFinite(at) && at < OutboxMessage.BEHIND_ITS_HEAD))
+    return invalid("availableAt", "must be finite epoch millis before 9999-12-31T00:00:00Z")
   for (const [name, value] of Object.entries(draft.headers ?? {})) {
     if (typeof value !== "string") return invalid(`headers.${name}`, "header values must be strings")
   }
