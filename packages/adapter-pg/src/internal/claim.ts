@@ -60,6 +60,30 @@ export const keyPrefixUpTo = (t: Tables, key: string, now: string, maxPerKey: st
     ) w WHERE w.open`
 
 /**
+ * Every claim function's first statements since migration 3: nothing to claim for a zero limit,
+ * and the isolation guard.
+ */
+export const claimGuard = `     IF p_limit <= 0 OR p_max_per_key <= 0 THEN
+       RETURN;
+     END IF;
+     -- The second snapshot is what makes the key lock meaningful; REPEATABLE READ would reuse
+     -- the first one and could hand a key's later rows to a second relay.
+     IF current_setting('transaction_isolation') <> 'read committed' THEN
+       RAISE EXCEPTION 'outbox claim needs READ COMMITTED, the transaction is %',
+         current_setting('transaction_isolation') USING ERRCODE = '25000';
+     END IF;
+`
+
+/** The claim function's signature since migration 4, up to its `DECLARE`. */
+export const claimHeader = (t: Tables) => `CREATE OR REPLACE FUNCTION ${t.claimFunction}(
+     p_owner text, p_limit integer, p_max_per_key integer, p_now timestamptz, p_lease_millis bigint,
+     p_failed_head_blocks boolean)
+   RETURNS SETOF ${t.message}
+   LANGUAGE plpgsql VOLATILE AS $claim$
+   DECLARE
+`
+
+/**
  * The claim function since migration 3, a PL/pgSQL function so it runs in one round trip yet
  * takes two snapshots (the frozen one of migration 2, `claimV2.ts`, has the same contract).
  *
@@ -94,16 +118,7 @@ export const claimFunctionV3 = (t: Tables) =>
      unkeyed uuid[] := '{}';
      slots integer := 0;
    BEGIN
-     IF p_limit <= 0 OR p_max_per_key <= 0 THEN
-       RETURN;
-     END IF;
-     -- The second snapshot is what makes the key lock meaningful; REPEATABLE READ would reuse
-     -- the first one and could hand a key's later rows to a second relay.
-     IF current_setting('transaction_isolation') <> 'read committed' THEN
-       RAISE EXCEPTION 'outbox claim needs READ COMMITTED, the transaction is %',
-         current_setting('transaction_isolation') USING ERRCODE = '25000';
-     END IF;
-     -- Phase 1: discover and lock. Each key comes up once, with an available head; the scan reads at most
+${claimGuard}     -- Phase 1: discover and lock. Each key comes up once, with an available head; the scan reads at most
      -- limit * 20 + 1000 rows (a hot key with a long backlog must not make it a table scan).
      FOR candidate IN ${candidateHeads(t, "p_now", "LEAST(p_limit, 100000) * 20 + 1000")} LOOP
        IF candidate.key IS NULL THEN
@@ -194,27 +209,12 @@ export const candidateHeadsV4 = (t: Tables, now: string, readLimit: string, fail
  *   clock) still decides availability, as `available_at` is written from the same clock.
  */
 export const claimFunctionV4 = (t: Tables) =>
-  `CREATE OR REPLACE FUNCTION ${t.claimFunction}(
-     p_owner text, p_limit integer, p_max_per_key integer, p_now timestamptz, p_lease_millis bigint,
-     p_failed_head_blocks boolean)
-   RETURNS SETOF ${t.message}
-   LANGUAGE plpgsql VOLATILE AS $claim$
-   DECLARE
-     candidate record;
+  `${claimHeader(t)}     candidate record;
      locked_keys text[] := '{}';
      unkeyed uuid[] := '{}';
      slots integer := 0;
    BEGIN
-     IF p_limit <= 0 OR p_max_per_key <= 0 THEN
-       RETURN;
-     END IF;
-     -- The second snapshot is what makes the key lock meaningful; REPEATABLE READ would reuse
-     -- the first one and could hand a key's later rows to a second relay.
-     IF current_setting('transaction_isolation') <> 'read committed' THEN
-       RAISE EXCEPTION 'outbox claim needs READ COMMITTED, the transaction is %',
-         current_setting('transaction_isolation') USING ERRCODE = '25000';
-     END IF;
-     -- Phase 1: discover and lock. Each key comes up once, with an available head not blocked by a
+${claimGuard}     -- Phase 1: discover and lock. Each key comes up once, with an available head not blocked by a
      -- FAILURE row; the scan reads at most limit * 20 + 1000 rows.
      FOR candidate IN ${candidateHeadsV4(t, "p_now", "LEAST(p_limit, 100000) * 20 + 1000", "p_failed_head_blocks")} LOOP
        IF candidate.key IS NULL THEN

@@ -4,7 +4,7 @@
  * only as far as it needs.
  */
 import type { Tables } from "../PgTables.ts"
-import { claimPhase2, firstFailure } from "./claim.ts"
+import { claimGuard, claimHeader, claimPhase2, firstFailure } from "./claim.ts"
 
 /**
  * The candidate scan of migration 4 (one candidate per key at its first row in availability
@@ -51,13 +51,7 @@ export const candidateHeadsV5 = (t: Tables, now: string, readLimit: string, fail
  * wrong can cost a slot, never order.
  */
 export const claimFunctionV5 = (t: Tables) =>
-  `CREATE OR REPLACE FUNCTION ${t.claimFunction}(
-     p_owner text, p_limit integer, p_max_per_key integer, p_now timestamptz, p_lease_millis bigint,
-     p_failed_head_blocks boolean)
-   RETURNS SETOF ${t.message}
-   LANGUAGE plpgsql VOLATILE AS $claim$
-   DECLARE
-     candidate record;
+  `${claimHeader(t)}     candidate record;
      locked_keys text[] := '{}';
      tried_keys text[] := '{}';
      unkeyed uuid[] := '{}';
@@ -66,16 +60,7 @@ export const claimFunctionV5 = (t: Tables) =>
      bound integer;
      read_to integer := 0;
    BEGIN
-     IF p_limit <= 0 OR p_max_per_key <= 0 THEN
-       RETURN;
-     END IF;
-     -- The second snapshot is what makes the key lock meaningful; REPEATABLE READ would reuse
-     -- the first one and could hand a key's later rows to a second relay.
-     IF current_setting('transaction_isolation') <> 'read committed' THEN
-       RAISE EXCEPTION 'outbox claim needs READ COMMITTED, the transaction is %',
-         current_setting('transaction_isolation') USING ERRCODE = '25000';
-     END IF;
-     -- Phase 1: discover and lock, reading further only while slots are left.
+${claimGuard}     -- Phase 1: discover and lock, reading further only while slots are left.
      FOREACH bound IN ARRAY ARRAY[n * 2 + 10, n * 6 + 100, n * 20 + 1000] LOOP
        FOR candidate IN ${candidateHeadsV5(t, "p_now", "bound", "p_failed_head_blocks", "read_to")} LOOP
          IF candidate.key IS NULL THEN

@@ -4,7 +4,7 @@
  * rows of keys whose head waits, moving those rows behind their head.
  */
 import type { Tables } from "../PgTables.ts"
-import { claimPhase2, firstFailure } from "./claim.ts"
+import { claimGuard, claimHeader, claimPhase2, firstFailure } from "./claim.ts"
 import { behindHead } from "./waitingKey.ts"
 
 /**
@@ -59,7 +59,7 @@ export const candidateWindow = (
  * `(available_at, seq)`, none when fewer rows are left. Read only when the claim goes on to the
  * next window.
  */
-export const windowEnd = (t: Tables, size: string) =>
+const windowEnd = (t: Tables, size: string) =>
   `SELECT m.available_at, m.seq INTO after_at, after_seq
      FROM ${t.message} m
     WHERE m.status = 'PENDING' AND m.available_at <= p_now
@@ -67,43 +67,8 @@ export const windowEnd = (t: Tables, size: string) =>
     ORDER BY m.available_at, m.seq
    OFFSET ${size} - 1 LIMIT 1;`
 
-/**
- * The claim function since migration 16. Same signature, contract and phase 2 as migration 15's
- * (`claimFunctionV5`); phase 1 reads windows in availability order, each only when the ones
- * before it left slots free:
- *
- * - the `limit * 2 + 10` oldest available rows, then `limit * 4 + 90` more, then
- *   `limit * 14 + 900` more (migration 15's three steps, whose ends were at 2n+10, 6n+100 and
- *   20n+1000 rows);
- * - then windows of `limit * 20 + 1000` rows, up to `limit * 200 + 10000` rows read in all.
- *
- * The per-key probes run only for the candidates a window reaches ({@link candidateWindow}), and
- * a key is try-locked after its probes: a key whose head waits, or that is in flight, is never
- * locked as a candidate.
- *
- * The last item and the waiting keys are what is new beside that. Rows of a key whose head waits
- * (backing off after a failed or refused publish) stay available while the head is not, and
- * fail the head check. A partition without a leader keeps its keys' heads waiting while new rows
- * of those keys keep arriving, so the oldest available rows end up being theirs: migration 15
- * stopped reading at 20n+1000 rows and claimed nothing for the partitions that were still
- * served. Now the scan reads on, and a waiting key it meets has its younger rows moved to just
- * after its head's `available_at` (`behindHead`; never earlier), under the key's claim lock (a
- * key another claim holds is left alone): they could not be claimed before the head anyway, and
- * the next claims no longer read them. The transition that sends a claimed row back to wait does
- * the same for the rows there were then; this catches those that arrived since.
- *
- * A key tried once is not tried again in a later window. Phase 2 is unchanged: it decides under
- * the key locks in a fresh snapshot, so a candidate the scan got wrong can cost a slot, never
- * order.
- */
-export const claimFunctionV6 = (t: Tables) =>
-  `CREATE OR REPLACE FUNCTION ${t.claimFunction}(
-     p_owner text, p_limit integer, p_max_per_key integer, p_now timestamptz, p_lease_millis bigint,
-     p_failed_head_blocks boolean)
-   RETURNS SETOF ${t.message}
-   LANGUAGE plpgsql VOLATILE AS $claim$
-   DECLARE
-     candidate record;
+/** The claim's variables since migration 16: the scan's windows and the waiting keys it met. */
+export const windowsDeclarations = `     candidate record;
      locked_keys text[] := '{}';
      tried_keys text[] := '{}';
      unkeyed uuid[] := '{}';
@@ -118,17 +83,14 @@ export const claimFunctionV6 = (t: Tables) =>
      waiting_keys text[] := '{}';
      waiting_until timestamptz[] := '{}';
      waiting_seq bigint[] := '{}';
-   BEGIN
-     IF p_limit <= 0 OR p_max_per_key <= 0 THEN
-       RETURN;
-     END IF;
-     -- The second snapshot is what makes the key lock meaningful; REPEATABLE READ would reuse
-     -- the first one and could hand a key's later rows to a second relay.
-     IF current_setting('transaction_isolation') <> 'read committed' THEN
-       RAISE EXCEPTION 'outbox claim needs READ COMMITTED, the transaction is %',
-         current_setting('transaction_isolation') USING ERRCODE = '25000';
-     END IF;
-     budget := n * 200 + 10000;
+`
+
+/**
+ * Phase 1 since migration 16: windows in availability order, each read only when the ones before
+ * it left slots free (see {@link claimFunctionV6}); collects the locked keys, the key-less rows
+ * and the waiting keys met, and counts the rows the windows covered in `read_rows`.
+ */
+export const phase1Windows = (t: Tables) => `     budget := n * 200 + 10000;
      -- Phase 1: discover and lock, reading further only while slots are left.
      LOOP
        step := step + 1;
@@ -164,7 +126,40 @@ export const claimFunctionV6 = (t: Tables) =>
        ${windowEnd(t, "size")}
        EXIT WHEN NOT FOUND;
      END LOOP;
-     -- The waiting keys met: their younger rows wait behind their head.
+`
+
+/**
+ * The claim function since migration 16. Same signature, contract and phase 2 as migration 15's
+ * (`claimFunctionV5`); phase 1 reads windows in availability order, each only when the ones
+ * before it left slots free:
+ *
+ * - the `limit * 2 + 10` oldest available rows, then `limit * 4 + 90` more, then
+ *   `limit * 14 + 900` more (migration 15's three steps, whose ends were at 2n+10, 6n+100 and
+ *   20n+1000 rows);
+ * - then windows of `limit * 20 + 1000` rows, up to `limit * 200 + 10000` rows read in all.
+ *
+ * The per-key probes run only for the candidates a window reaches ({@link candidateWindow}), and
+ * a key is try-locked after its probes: a key whose head waits, or that is in flight, is never
+ * locked as a candidate.
+ *
+ * The last item and the waiting keys are what is new beside that. Rows of a key whose head waits
+ * (backing off after a failed or refused publish) stay available while the head is not, and
+ * fail the head check. A partition without a leader keeps its keys' heads waiting while new rows
+ * of those keys keep arriving, so the oldest available rows end up being theirs: migration 15
+ * stopped reading at 20n+1000 rows and claimed nothing for the partitions that were still
+ * served. Now the scan reads on, and a waiting key it meets has its younger rows moved to just
+ * after its head's `available_at` (`behindHead`; never earlier), under the key's claim lock (a
+ * key another claim holds is left alone): they could not be claimed before the head anyway, and
+ * the next claims no longer read them. The transition that sends a claimed row back to wait does
+ * the same for the rows there were then; this catches those that arrived since.
+ *
+ * A key tried once is not tried again in a later window. Phase 2 is unchanged: it decides under
+ * the key locks in a fresh snapshot, so a candidate the scan got wrong can cost a slot, never
+ * order.
+ */
+export const claimFunctionV6 = (t: Tables) =>
+  `${claimHeader(t)}${windowsDeclarations}   BEGIN
+${claimGuard}${phase1Windows(t)}     -- The waiting keys met: their younger rows wait behind their head.
      IF cardinality(waiting_keys) > 0 THEN
        UPDATE ${t.message} y SET available_at = w.behind
          FROM (SELECT u.key, u.head_seq, ${behindHead("u.wait_until", "p_now")} AS behind

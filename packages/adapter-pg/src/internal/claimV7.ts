@@ -4,8 +4,8 @@
  * when the head has gone.
  */
 import type { Tables } from "../PgTables.ts"
-import { claimPhase2 } from "./claim.ts"
-import { candidateWindow, windowEnd } from "./claimV6.ts"
+import { claimGuard, claimHeader, claimPhase2 } from "./claim.ts"
+import { phase1Windows, windowsDeclarations } from "./claimV6.ts"
 import { behindItsHead, bringBack, noteWaitingKeys, takeReturningKeys } from "./waitingKey.ts"
 
 /**
@@ -32,81 +32,15 @@ import { behindItsHead, bringBack, noteWaitingKeys, takeReturningKeys } from "./
  * and the scan meets them.
  */
 export const claimFunctionV7 = (t: Tables) =>
-  `CREATE OR REPLACE FUNCTION ${t.claimFunction}(
-     p_owner text, p_limit integer, p_max_per_key integer, p_now timestamptz, p_lease_millis bigint,
-     p_failed_head_blocks boolean)
-   RETURNS SETOF ${t.message}
-   LANGUAGE plpgsql VOLATILE AS $claim$
-   DECLARE
-     candidate record;
-     locked_keys text[] := '{}';
-     tried_keys text[] := '{}';
-     unkeyed uuid[] := '{}';
-     slots integer := 0;
-     n integer := LEAST(p_limit, 100000);
-     size integer;
-     budget integer;
-     read_rows integer := 0;
-     after_at timestamptz := '-infinity';
-     after_seq bigint := 0;
-     step integer := 0;
-     waiting_keys text[] := '{}';
-     waiting_until timestamptz[] := '{}';
-     waiting_seq bigint[] := '{}';
-     returning_keys text[];
+  `${claimHeader(t)}${windowsDeclarations}     returning_keys text[];
    BEGIN
-     IF p_limit <= 0 OR p_max_per_key <= 0 THEN
-       RETURN;
-     END IF;
-     -- The second snapshot is what makes the key lock meaningful; REPEATABLE READ would reuse
-     -- the first one and could hand a key's later rows to a second relay.
-     IF current_setting('transaction_isolation') <> 'read committed' THEN
-       RAISE EXCEPTION 'outbox claim needs READ COMMITTED, the transaction is %',
-         current_setting('transaction_isolation') USING ERRCODE = '25000';
-     END IF;
-     -- The keys whose head has gone get their rows back, before the scan reads.
+${claimGuard}     -- The keys whose head has gone get their rows back, before the scan reads.
      WITH ${takeReturningKeys(t, "p_now")}
      SELECT array_agg(gone.key) INTO returning_keys FROM gone;
      IF returning_keys IS NOT NULL THEN
        ${bringBack(t, "returning_keys", "p_now")};
      END IF;
-     budget := n * 200 + 10000;
-     -- Phase 1: discover and lock, reading further only while slots are left.
-     LOOP
-       step := step + 1;
-       size := CASE step WHEN 1 THEN n * 2 + 10 WHEN 2 THEN n * 4 + 90 WHEN 3 THEN n * 14 + 900
-                         ELSE n * 20 + 1000 END;
-       FOR candidate IN ${candidateWindow(t, "p_now", "size", "p_failed_head_blocks", "after_at", "after_seq")} LOOP
-         IF candidate.wait_until IS NOT NULL THEN
-           IF NOT (candidate.key = ANY (tried_keys)) THEN
-             tried_keys := tried_keys || candidate.key;
-             IF pg_try_advisory_xact_lock(${t.locks.claimKey}, hashtext(candidate.key)) THEN
-               waiting_keys := waiting_keys || candidate.key;
-               waiting_until := waiting_until || candidate.wait_until;
-               waiting_seq := waiting_seq || candidate.head_seq;
-             END IF;
-           END IF;
-         ELSIF candidate.key IS NULL THEN
-           IF NOT (candidate.id = ANY (unkeyed)) THEN
-             unkeyed := unkeyed || candidate.id;
-             slots := slots + 1;
-           END IF;
-         ELSIF NOT (candidate.key = ANY (tried_keys)) THEN
-           tried_keys := tried_keys || candidate.key;
-           IF pg_try_advisory_xact_lock(${t.locks.claimKey}, hashtext(candidate.key)) THEN
-             locked_keys := locked_keys || candidate.key;
-             slots := slots + 1;
-           END IF;
-         END IF;
-         EXIT WHEN slots >= p_limit;
-       END LOOP;
-       read_rows := read_rows + size;
-       EXIT WHEN slots >= p_limit OR read_rows >= budget;
-       -- On to the next window, from where this one ended; none when it was the last.
-       ${windowEnd(t, "size")}
-       EXIT WHEN NOT FOUND;
-     END LOOP;
-     -- The waiting keys met, less those in flight now: the scan's snapshot may predate a claim
+${phase1Windows(t)}     -- The waiting keys met, less those in flight now: the scan's snapshot may predate a claim
      -- of their head, whose relay may be sending it back this moment (its transition sets the
      -- key's rows aside itself). Then recorded first, in key order as the transition does
      -- (see noteWaitingKeys), and their due younger rows set aside. A key whose first PENDING
