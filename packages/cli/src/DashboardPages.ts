@@ -6,11 +6,11 @@
  */
 import type * as DeadLetterDepth from "@effect-outbox/core/DeadLetterDepth"
 import * as Lifecycle from "@effect-outbox/core/Lifecycle"
-import { BEHIND_ITS_HEAD, type OutboxMessage } from "@effect-outbox/core/OutboxMessage"
+import type { OutboxMessage } from "@effect-outbox/core/OutboxMessage"
 import { chart, escapeHtml, table, time } from "./DashboardHtml.ts"
 import type * as Samples from "./DashboardSamples.ts"
 import type * as Operations from "./Operations.ts"
-import { age } from "./Render.ts"
+import { age, availableAtText } from "./Render.ts"
 
 /**
  * What the broker answered for the overview, or why it could not.
@@ -177,10 +177,7 @@ export const row = (base: string, inspection: Operations.Inspection, readOnly: b
     field("key", escapeHtml(m.key ?? "-")),
     field("sequence", String(m.seq)),
     field("attempts", String(m.attempts)),
-    field(
-      "available at",
-      m.availableAt === BEHIND_ITS_HEAD ? "when its key's head has gone" : escapeHtml(time(m.availableAt))
-    ),
+    field("available at", escapeHtml(availableAtText(m.availableAt, time))),
     field(
       "lease",
       m.leaseOwner === null ? "-" : `${escapeHtml(m.leaseOwner)} until ${escapeHtml(time(m.leaseExpiresAt))}`

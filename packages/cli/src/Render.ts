@@ -137,6 +137,10 @@ export const status = (report: Operations.Status): string => {
 
 const time = (millis: number | null) => (millis === null ? "-" : new Date(millis).toISOString())
 
+/** A row's `availableAt` for a reader: a time, or, for a row set aside, when it comes back. */
+export const availableAtText = (availableAt: number, format: (millis: number) => string) =>
+  availableAt === BEHIND_ITS_HEAD ? "when its key's head has gone" : format(availableAt)
+
 /**
  * @since 0.1.0
  * @category rendering
@@ -150,7 +154,7 @@ export const inspection = (report: Operations.Inspection): string => {
     `  key           ${m.key ?? "-"}`,
     `  partition     ${m.partition ?? "(by key)"}`,
     `  attempts      ${m.attempts}`,
-    `  available at  ${m.availableAt === BEHIND_ITS_HEAD ? "when its key's head has gone" : time(m.availableAt)}`,
+    `  available at  ${availableAtText(m.availableAt, time)}`,
     `  lease         ${m.leaseOwner === null ? "-" : `${m.leaseOwner} until ${time(m.leaseExpiresAt)}`}`,
     `  receipt       ${m.receipt === null ? "-" : `${m.receipt.topic}/${m.receipt.partition}@${m.receipt.offset}`}`,
     `  last error    ${m.lastError ?? "-"}`,

@@ -2,6 +2,7 @@
 // lacks its connection says what to set instead of failing obscurely.
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
+import { BEHIND_ITS_HEAD } from "@effect-outbox/core/OutboxMessage"
 import * as ConfigProvider from "effect/ConfigProvider"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
@@ -63,5 +64,11 @@ describe("effect-outbox CLI", () => {
     assert.strictEqual(Render.age(90_000), "1.5 min")
     assert.strictEqual(Render.age(5_400_000), "1.5 h")
     assert.strictEqual(Render.age(2 * 86_400_000), "2.0 d")
+  })
+
+  it("a row's availableAt reads as a time, or, set aside behind its key's head, as when it comes back", () => {
+    const iso = (millis: number) => new Date(millis).toISOString()
+    assert.strictEqual(Render.availableAtText(0, iso), "1970-01-01T00:00:00.000Z")
+    assert.strictEqual(Render.availableAtText(BEHIND_ITS_HEAD, iso), "when its key's head has gone")
   })
 })

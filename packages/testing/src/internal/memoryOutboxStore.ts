@@ -118,8 +118,9 @@ const claim =
       "outbox.claim",
       () => [],
       (tx) => {
-        const returned = bringBack(store, tx, request.now)
-        const rows = Store.visibleRows(store, tx)
+        const before = Store.visibleRows(store, tx)
+        const returned = bringBack(store, tx, before, request.now)
+        const rows = returned.length === 0 ? before : Store.visibleRows(store, tx)
         const chosen = selectClaimable(rows, request, (row) =>
           Store.isLockedByOther(store, tx, Store.outboxResource(row.id))
         )
@@ -135,7 +136,8 @@ const claim =
           })
           return next
         })
-        const setAside = setAsideYounger(store, tx, waitingHeads(rows, request.now), new Set())
+        // The rows of waiting keys are not among those just claimed: `rows` still holds them.
+        const setAside = setAsideYounger(store, tx, rows, waitingHeads(rows, request.now), new Set())
         return { result, touched: [...returned, ...result.map((row) => Store.outboxResource(row.id)), ...setAside] }
       }
     )
@@ -170,7 +172,10 @@ const transition =
           if (outcome.outcome === "applied" && row !== undefined && next !== undefined)
             noteWaiting(waiting, row, next, request)
         }
-        touched.push(...setAsideYounger(store, tx, waiting, new Set(requests.map((r) => r.id))))
+        if (waiting.size > 0) {
+          const rows = Store.visibleRows(store, tx)
+          touched.push(...setAsideYounger(store, tx, rows, waiting, new Set(requests.map((r) => r.id))))
+        }
         return { result: outcomes, touched }
       }
     )
@@ -189,23 +194,28 @@ const noteWaiting = (waiting: Waiting, row: OutboxMessage, next: OutboxMessage, 
   })
 }
 
+/** Per key, from rows in `seq` order: its first `PENDING` row, and whether a row of it is in flight. */
+const keyHeads = (rows: ReadonlyArray<OutboxMessage>) => {
+  const heads = new Map<string, { head: OutboxMessage | undefined; inFlight: boolean }>()
+  for (const row of rows) {
+    if (row.key === null) continue
+    const state = heads.get(row.key) ?? { head: undefined, inFlight: false }
+    if (row.status === "DISPATCHING") state.inFlight = true
+    else if (row.status === "PENDING" && state.head === undefined) state.head = row
+    heads.set(row.key, state)
+  }
+  return heads
+}
+
 /**
  * The keys whose head (first `PENDING` row) is not yet available and of which nothing is
- * `DISPATCHING`, from rows in `seq` order: a claim sets aside their younger due rows, as the
- * PostgreSQL store's claim does for the waiting keys its scan meets.
+ * `DISPATCHING`: a claim sets aside their younger due rows, as the PostgreSQL store's claim does
+ * for the waiting keys its scan meets.
  */
 const waitingHeads = (rows: ReadonlyArray<OutboxMessage>, now: number): Waiting => {
   const waiting: Waiting = new Map()
-  const seen = new Set<string>()
-  for (const row of rows) {
-    if (row.key === null) continue
-    if (row.status === "DISPATCHING") {
-      waiting.delete(row.key)
-      seen.add(row.key)
-    } else if (row.status === "PENDING" && !seen.has(row.key)) {
-      seen.add(row.key)
-      if (row.availableAt > now) waiting.set(row.key, { seq: row.seq, now })
-    }
+  for (const [key, { head, inFlight }] of keyHeads(rows)) {
+    if (!inFlight && head !== undefined && head.availableAt > now) waiting.set(key, { seq: head.seq, now })
   }
   return waiting
 }
@@ -217,12 +227,13 @@ const waitingHeads = (rows: ReadonlyArray<OutboxMessage>, now: number): Waiting 
 const setAsideYounger = (
   store: Store.Store,
   tx: Store.Transaction | undefined,
+  rows: ReadonlyArray<OutboxMessage>,
   waiting: Waiting,
   requested: ReadonlySet<string>
 ) => {
   if (waiting.size === 0) return []
   const touched: Array<string> = []
-  for (const row of Store.visibleRows(store, tx)) {
+  for (const row of rows) {
     const w = row.key === null ? undefined : waiting.get(row.key)
     if (w === undefined || row.status !== "PENDING" || row.seq <= w.seq || row.availableAt > w.now) continue
     if (requested.has(row.id) || Store.isLockedByOther(store, tx, Store.outboxResource(row.id))) continue
@@ -238,18 +249,15 @@ const setAsideYounger = (
  * waits for the head's due time before it looks (its table of waiting keys); here the rule is
  * checked on every claim, so a row may come back earlier, never before its head has gone.
  */
-const bringBack = (store: Store.Store, tx: Store.Transaction | undefined, now: number) => {
-  const rows = Store.visibleRows(store, tx)
-  const firstPending = new Map<string, OutboxMessage>()
-  const inFlight = new Set<string>()
-  for (const row of rows) {
-    if (row.key === null) continue
-    if (row.status === "DISPATCHING") inFlight.add(row.key)
-    else if (row.status === "PENDING" && !firstPending.has(row.key)) firstPending.set(row.key, row)
-  }
+const bringBack = (
+  store: Store.Store,
+  tx: Store.Transaction | undefined,
+  rows: ReadonlyArray<OutboxMessage>,
+  now: number
+) => {
   const headGone = new Set<string>()
-  for (const [key, row] of firstPending) {
-    if (row.availableAt === BEHIND_ITS_HEAD && !inFlight.has(key)) headGone.add(key)
+  for (const [key, { head, inFlight }] of keyHeads(rows)) {
+    if (!inFlight && head?.availableAt === BEHIND_ITS_HEAD) headGone.add(key)
   }
   const touched: Array<string> = []
   if (headGone.size === 0) return touched

@@ -30,6 +30,16 @@ export const claimRequest = (overrides: Partial<ClaimRequest> = {}): ClaimReques
 
 export const ids = (rows: ReadonlyArray<{ readonly id: string }>) => rows.map((row) => row.id)
 
+/** A stored row, which must exist. */
+export const rowOf = (id: NewOutboxMessage["id"]) =>
+  Effect.gen(function* () {
+    const store = yield* OutboxStore
+    return Option.getOrThrow(yield* store.get(id))
+  })
+
+/** A stored row's `availableAt`. */
+export const availableAtOf = (id: NewOutboxMessage["id"]) => Effect.map(rowOf(id), (row) => row.availableAt)
+
 export const statusOf = (id: NewOutboxMessage["id"]) =>
   Effect.gen(function* () {
     const store = yield* OutboxStore

@@ -10,7 +10,7 @@ import { Transactor } from "@effect-outbox/core/Transactor"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import { newMessage, newMessages, T0 } from "../../conformance.ts"
-import { type Case, claimRequest, ids, statusOf } from "./support.ts"
+import { availableAtOf, type Case, claimRequest, ids, rowOf, statusOf } from "./support.ts"
 
 export const transitionCompareAndSet: Case = {
   name: "transition is a compare-and-set: applied, already_advanced or rejected, in request order",
@@ -164,13 +164,11 @@ export const waitingHeadTakesItsKey: Case = {
         },
         { id: b1!.id, from: ["DISPATCHING"], to: "PENDING", leaseOwner: "relay-1", patch: { lease: null }, now: T0 + 1 }
       ])
-      const row = (id: string) => Effect.map(store.get(id as typeof a1.id), (found) => Option.getOrThrow(found))
-      const availableAt = (id: string) => Effect.map(row(id), (found) => found.availableAt)
-      assert.strictEqual(yield* availableAt(a1!.id), T0 + 100)
-      assert.strictEqual(yield* availableAt(a2!.id), BEHIND_ITS_HEAD)
-      assert.strictEqual(yield* availableAt(a3!.id), BEHIND_ITS_HEAD)
-      assert.strictEqual(yield* availableAt(aLater!.id), T0 + 500)
-      assert.strictEqual(yield* availableAt(b1!.id), T0)
+      assert.strictEqual(yield* availableAtOf(a1!.id), T0 + 100)
+      assert.strictEqual(yield* availableAtOf(a2!.id), BEHIND_ITS_HEAD)
+      assert.strictEqual(yield* availableAtOf(a3!.id), BEHIND_ITS_HEAD)
+      assert.strictEqual(yield* availableAtOf(aLater!.id), T0 + 500)
+      assert.strictEqual(yield* availableAtOf(b1!.id), T0)
       assert.strictEqual(yield* statusOf(a2!.id), "PENDING")
       // when the wait is over the head goes first, alone
       assert.deepStrictEqual(ids(yield* store.claim(claimRequest({ owner: "relay-1", now: T0 + 50 }))), [b1!.id])
@@ -179,9 +177,9 @@ export const waitingHeadTakesItsKey: Case = {
         loose!.id
       ])
       // sent back again: the rows set aside stay as they are (not written again)
-      const before = yield* row(a2!.id)
+      const before = yield* rowOf(a2!.id)
       yield* backOff(T0 + 101, "relay-2")
-      assert.deepStrictEqual(yield* row(a2!.id), before)
+      assert.deepStrictEqual(yield* rowOf(a2!.id), before)
       assert.deepStrictEqual(ids(yield* store.claim(claimRequest({ owner: "relay-2", now: T0 + 150 }))), [])
       assert.deepStrictEqual(ids(yield* store.claim(claimRequest({ owner: "relay-2", now: T0 + 200 }))), [a1!.id])
       yield* store.transition([
@@ -209,10 +207,8 @@ export const claimMovesWaitingKeys: Case = {
       const [a1, a2, aLater, b1] = messages
       yield* store.insert(messages)
       assert.deepStrictEqual(ids(yield* store.claim(claimRequest({ owner: "relay-1" }))), [b1!.id])
-      const availableAt = (id: string) =>
-        Effect.map(store.get(id as typeof a1.id), (row) => Option.getOrThrow(row).availableAt)
-      assert.strictEqual(yield* availableAt(a2!.id), BEHIND_ITS_HEAD)
-      assert.strictEqual(yield* availableAt(aLater!.id), T0 + 500, "not due yet: it keeps its time")
+      assert.strictEqual(yield* availableAtOf(a2!.id), BEHIND_ITS_HEAD)
+      assert.strictEqual(yield* availableAtOf(aLater!.id), T0 + 500, "not due yet: it keeps its time")
       assert.strictEqual(yield* statusOf(a2!.id), "PENDING")
       assert.deepStrictEqual(ids(yield* store.claim(claimRequest({ owner: "relay-2", now: T0 + 100 }))), [a1!.id])
       yield* store.transition([
@@ -237,10 +233,8 @@ export const setAsideRowsComeBackWhenHeadFails: Case = {
       const [a1, a2, c1, c2] = messages
       yield* store.insert(messages)
       assert.deepStrictEqual(ids(yield* store.claim(claimRequest())), [])
-      const availableAt = (id: string) =>
-        Effect.map(store.get(id as typeof a1.id), (row) => Option.getOrThrow(row).availableAt)
-      assert.strictEqual(yield* availableAt(a2!.id), BEHIND_ITS_HEAD)
-      assert.strictEqual(yield* availableAt(c2!.id), BEHIND_ITS_HEAD)
+      assert.strictEqual(yield* availableAtOf(a2!.id), BEHIND_ITS_HEAD)
+      assert.strictEqual(yield* availableAtOf(c2!.id), BEHIND_ITS_HEAD)
       assert.deepStrictEqual(ids(yield* store.claim(claimRequest({ owner: "relay-1", now: T0 + 100 }))), [
         a1!.id,
         c1!.id
@@ -251,7 +245,7 @@ export const setAsideRowsComeBackWhenHeadFails: Case = {
       ])
       // A FAILURE head blocks its key by default, and lets it go on under failedHead "skip".
       assert.deepStrictEqual(ids(yield* store.claim(claimRequest({ owner: "relay-1", now: T0 + 101 }))), [])
-      assert.strictEqual(yield* availableAt(a2!.id), T0, "back, at its creation time")
+      assert.strictEqual(yield* availableAtOf(a2!.id), T0, "back, at its creation time")
       assert.deepStrictEqual(
         ids(yield* store.claim(claimRequest({ owner: "relay-1", now: T0 + 102, failedHead: "skip" }))),
         [a2!.id, c2!.id]
