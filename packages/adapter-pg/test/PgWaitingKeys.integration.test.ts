@@ -3,11 +3,13 @@
 // while rows keep arriving leave no row set aside and publish every key in order.
 
 import { randomUUID } from "node:crypto"
+import { PgClient } from "@effect/sql-pg"
 import { assert, describe, it } from "@effect/vitest"
 import { BEHIND_ITS_HEAD, type EventId, type NewOutboxMessage } from "@effect-outbox/core/OutboxMessage"
 import { OutboxStore } from "@effect-outbox/core/OutboxStore"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Redacted from "effect/Redacted"
 import * as SqlClient from "effect/sql/SqlClient"
 import pg from "pg"
 import * as PgOutboxStore from "../src/PgOutboxStore.ts"
@@ -297,5 +299,41 @@ describe("PgOutboxStore: the rows of a waiting key", () => {
       ])
       assert.deepStrictEqual(yield* waitingKeys, [])
     }).pipe(Effect.provide(StoreLive))
+  )
+
+  it.live(
+    "a relay role granted the tables before migration 17 fails its claim with a typed error naming the waiting-key table, and claims once granted it",
+    () =>
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        const t = yield* PgTables
+        const role = `relay_${randomUUID().replaceAll("-", "").slice(0, 12)}`
+        yield* (yield* OutboxStore).insert([draft("a", T0)])
+        yield* sql.unsafe(`CREATE ROLE ${role} LOGIN`).unprepared
+        yield* Effect.addFinalizer(() =>
+          Effect.ignore(
+            Effect.andThen(sql.unsafe(`DROP OWNED BY ${role}`).unprepared, sql.unsafe(`DROP ROLE ${role}`).unprepared)
+          )
+        )
+        // What a relay's role was granted on an outbox of migration 16.
+        yield* sql.unsafe(`GRANT USAGE ON SCHEMA "${t.schema}" TO ${role}`).unprepared
+        yield* sql.unsafe(`GRANT SELECT, INSERT, UPDATE, DELETE ON ${t.message} TO ${role}`).unprepared
+        const url = new URL(databaseUrl)
+        url.username = role
+        const asRole = PgOutboxStore.layer().pipe(
+          Layer.provide(Layer.succeed(PgTables, t)),
+          Layer.provide(PgClient.layer({ url: Redacted.make(url.toString()), maxConnections: 1 }))
+        )
+        const claim = Effect.gen(function* () {
+          const store = yield* OutboxStore
+          return yield* store.claim({ owner: "relay", limit: 10, maxPerKey: 10, leaseMillis: 30_000, now: T0 + 1 })
+        }).pipe(Effect.provide(asRole))
+        const refused = yield* Effect.flip(claim)
+        assert.strictEqual(refused._tag, "StoreError")
+        assert.include(refused.message, "waiting_key")
+        assert.include(refused.message, "permission denied")
+        yield* sql.unsafe(`GRANT SELECT, INSERT, UPDATE, DELETE ON ${t.waitingKey} TO ${role}`).unprepared
+        assert.strictEqual((yield* claim).length, 1)
+      }).pipe(Effect.scoped, Effect.provide(StoreLive))
   )
 })
