@@ -226,18 +226,21 @@ ${claimGuard}     -- Phase 1: discover and lock. Each key comes up once, with an
        END IF;
        EXIT WHEN slots >= p_limit;
      END LOOP;
-     IF slots = 0 THEN
+${claimFinish(t)}`
+
+/** The end of every claim function since migration 4: nothing locked, nothing to do; else phase 2. */
+export const claimFinish = (t: Tables) => `     IF slots = 0 THEN
        RETURN;
      END IF;
 ${claimPhase2(t)}   END
    $claim$`
 
 /**
- * Phase 2 of the claim since migration 4, shared by the functions of migrations 4, 15 and 16:
+ * Phase 2 of the claim since migration 4, in every function since (through {@link claimFinish}):
  * under the key locks and in a fresh snapshot, each locked key's head and prefix up to the cut
  * and the key-less candidates, claimed in one statement.
  */
-export const claimPhase2 = (
+const claimPhase2 = (
   t: Tables
 ) => `     -- Phase 2: decide under the locks, in one statement (a snapshot taken after they were granted).
      RETURN QUERY

@@ -4,7 +4,7 @@
  * only as far as it needs.
  */
 import type { Tables } from "../PgTables.ts"
-import { claimGuard, claimHeader, claimPhase2, firstFailure } from "./claim.ts"
+import { claimFinish, claimGuard, claimHeader, firstFailure } from "./claim.ts"
 
 /**
  * The candidate scan of migration 4 (one candidate per key at its first row in availability
@@ -80,8 +80,4 @@ ${claimGuard}     -- Phase 1: discover and lock, reading further only while slot
        EXIT WHEN slots >= p_limit;
        read_to := bound;
      END LOOP;
-     IF slots = 0 THEN
-       RETURN;
-     END IF;
-${claimPhase2(t)}   END
-   $claim$`
+${claimFinish(t)}`

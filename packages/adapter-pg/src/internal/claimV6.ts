@@ -4,7 +4,7 @@
  * rows of keys whose head waits, moving those rows behind their head.
  */
 import type { Tables } from "../PgTables.ts"
-import { claimGuard, claimHeader, claimPhase2, firstFailure } from "./claim.ts"
+import { claimFinish, claimGuard, claimHeader, firstFailure } from "./claim.ts"
 import { behindHead } from "./waitingKey.ts"
 
 /**
@@ -166,8 +166,4 @@ ${claimGuard}${phase1Windows(t)}     -- The waiting keys met: their younger rows
                  FROM unnest(waiting_keys, waiting_until, waiting_seq) AS u(key, wait_until, head_seq)) w
         WHERE y.key = w.key AND y.status = 'PENDING' AND y.seq > w.head_seq AND y.available_at < w.behind;
      END IF;
-     IF slots = 0 THEN
-       RETURN;
-     END IF;
-${claimPhase2(t)}   END
-   $claim$`
+${claimFinish(t)}`

@@ -4,7 +4,7 @@
  * when the head has gone.
  */
 import type { Tables } from "../PgTables.ts"
-import { claimGuard, claimHeader, claimPhase2 } from "./claim.ts"
+import { claimFinish, claimGuard, claimHeader } from "./claim.ts"
 import { phase1Windows, windowsDeclarations } from "./claimV6.ts"
 import { behindItsHead, bringBack, noteWaitingKeys, takeReturningKeys } from "./waitingKey.ts"
 
@@ -73,8 +73,4 @@ ${phase1Windows(t)}     -- The waiting keys met, less those in flight now: the s
               ON s.key = u.key AND s.seq > u.head_seq
         WHERE y.id = s.id AND y.status = 'PENDING' AND y.available_at <= p_now;
      END IF;
-     IF slots = 0 THEN
-       RETURN;
-     END IF;
-${claimPhase2(t)}   END
-   $claim$`
+${claimFinish(t)}`
